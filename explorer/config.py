@@ -1,0 +1,133 @@
+"""ModelConfig: one field per sidebar control, validated with messages a student understands."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A problem the user caused (a setting, the tokens, a URL parameter), with what to do about it."""
+
+
+ARCHS = ("encoder", "decoder", "encoder-decoder")
+NORMS = ("post", "pre")
+POSITIONALS = ("sinusoidal", "learned", "none")
+MASKS = ("none", "causal", "padding", "causal+padding")
+ACTIVATIONS = ("relu", "gelu")
+
+# Inclusive ranges for the integer fields: large enough for real models, small enough to run on a laptop.
+INT_LIMITS: dict[str, tuple[int, int]] = {
+    "d_model": (1, 2048),
+    "n_heads": (1, 64),
+    "n_layers": (1, 24),
+    "d_ff": (1, 8192),
+    "seed": (0, 2**31 - 1),
+    "max_tokens": (512, 4096),
+}
+CHOICES: dict[str, tuple[str, ...]] = {
+    "arch": ARCHS,
+    "norm": NORMS,
+    "positional": POSITIONALS,
+    "mask": MASKS,
+    "activation": ACTIVATIONS,
+}
+PAD_TOKEN = "[PAD]"
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Everything that decides the model; hashable, so it can key caches and URLs."""
+
+    arch: str = "encoder"  # encoder: BERT-like; decoder: GPT-like, always causal; encoder-decoder: both
+    d_model: int = 64  # width of the residual stream
+    n_heads: int = 4  # heads per attention layer; d_model must divide evenly among them
+    n_layers: int = 2  # blocks per stack (an encoder-decoder has this many in each stack)
+    d_ff: int = 256  # hidden width of each feed-forward sub-layer (4 x d_model is the classic choice)
+    norm: str = "post"  # post: x = LN(x + f(x)) as in the 2017 paper; pre: x = x + f(LN(x)) as in GPT-2
+    positional: str = "sinusoidal"  # how token order enters the model
+    mask: str = "none"  # which keys each query may attend to; [PAD] tokens are the padding
+    activation: str = "relu"  # non-linearity inside the feed-forward sub-layer
+    dropout: float = 0.0  # only used while training; traces are always taken in eval mode
+    seed: int = 0  # decides the weights and the token embeddings
+    max_tokens: int = 512  # longest input; also the size of the learned position table
+
+    def __post_init__(self) -> None:
+        validate(self)
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ModelConfig))
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _spoken_list(items: list[int]) -> str:
+    words = [str(i) for i in items]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def validate(cfg: ModelConfig) -> None:
+    """Raise ConfigError for the first impossible value, saying what would work instead."""
+    for name, allowed in CHOICES.items():
+        value = getattr(cfg, name)
+        if value not in allowed:
+            raise ConfigError(f"{name} {value!r} is not one of the options; choose {_quoted(allowed)}.")
+    for name, (low, high) in INT_LIMITS.items():
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{name} must be a whole number, not {value!r}.")
+        if not low <= value <= high:
+            raise ConfigError(f"{name} {value} is out of range; use a value from {low} to {high}.")
+    if isinstance(cfg.dropout, bool) or not isinstance(cfg.dropout, (int, float)) or not 0.0 <= cfg.dropout < 1.0:
+        raise ConfigError(f"dropout {cfg.dropout!r} must be a number from 0 up to (not including) 1.")
+    if cfg.d_model % cfg.n_heads:
+        raise ConfigError(
+            f"d_model {cfg.d_model} is not divisible by {cfg.n_heads} heads; with d_model {cfg.d_model} "
+            f"you can use {_spoken_list([d for d in _divisors(cfg.d_model) if d <= INT_LIMITS['n_heads'][1]])} heads."
+        )
+
+
+def _quoted(options: tuple[str, ...]) -> str:
+    quoted = [f'"{o}"' for o in options]
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
+def parse_config(values: Mapping[str, Any], base: ModelConfig | None = None) -> ModelConfig:
+    """Build a config from strings or values (a URL's query, a JSON export); unknown keys are ignored."""
+    base = base or ModelConfig()
+    changes: dict[str, Any] = {}
+    for name in FIELDS:
+        if name not in values:
+            continue
+        changes[name] = _coerce(name, values[name])
+    return base.replace(**changes)
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    if name in INT_LIMITS:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        try:
+            return int(str(raw).strip())
+        except ValueError:
+            raise ConfigError(f"{name} must be a whole number, not {raw!r}.") from None
+    if name == "dropout":
+        try:
+            return float(raw)
+        except (TypeError, ValueError):
+            raise ConfigError(f"dropout must be a number from 0 up to 1, not {raw!r}.") from None
+    return str(raw).strip()

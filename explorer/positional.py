@@ -1,0 +1,44 @@
+"""Positional encodings: sinusoidal (Vaswani et al. 2017), learned, or none."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def sinusoidal(n_positions: int, d_model: int) -> torch.Tensor:
+    """[P, D] PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(p / 10000^(2i/D))."""
+    position = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # [P, 1]
+    pair = torch.arange(0, d_model, 2, dtype=torch.float64)  # [ceil(D/2)] the 2i of each pair
+    angle = position / torch.pow(10000.0, pair / d_model)  # [P, ceil(D/2)]
+    encoding = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    encoding[:, 0::2] = torch.sin(angle)
+    encoding[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return encoding.float()
+
+
+class PositionalEncoding(nn.Module):
+    """Adds position information to token embeddings [T, D]."""
+
+    def __init__(self, kind: str, d_model: int, max_positions: int):
+        super().__init__()
+        self.kind = kind
+        if kind == "learned":
+            self.table = nn.Parameter(torch.empty(max_positions, d_model))  # [P, D], filled by init_weights
+        elif kind == "sinusoidal":
+            self.register_buffer("table", sinusoidal(max_positions, d_model), persistent=False)  # [P, D]
+        else:
+            self.table = None
+
+    def reset_buffers(self) -> None:
+        """Recompute the fixed sinusoids (after the module was created on the meta device)."""
+        if self.kind == "sinusoidal":
+            self.table = sinusoidal(*self.table.shape)
+
+    def encoding(self, length: int) -> torch.Tensor | None:
+        """[T, D] what is added at positions 0..T-1, or None."""
+        return None if self.table is None else self.table[:length]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: [..., T, D]
+        added = self.encoding(x.shape[-2])
+        return x if added is None else x + added

@@ -1,0 +1,82 @@
+"""from_torch: look inside a stock torch.nn.Transformer* module with the explorer's engine."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch.nn.functional as F
+from torch import nn
+
+from explorer.config import ConfigError
+from explorer.model import StackSpec, Transformer
+
+SUPPORTED = "nn.TransformerEncoderLayer, nn.TransformerEncoder or nn.Transformer"
+LayerType = type[nn.TransformerEncoderLayer] | type[nn.TransformerDecoderLayer]
+
+
+def from_torch(module: nn.Module) -> Transformer:
+    """An explorer model holding a copy of the module's weights: same outputs, per-head attention visible.
+
+    Run it with `explorer.run(model, x)` where x is a float tensor [T, d_model] of input embeddings (and
+    `target` [T_target, d_model] for nn.Transformer); batch_first does not matter since one sequence is run.
+    """
+    if isinstance(module, nn.TransformerEncoderLayer):
+        encoder, prefix = _stack_spec([module], None, cross=False), "encoder.layers.0."
+        model = Transformer(encoder, None, max_positions=_MAX_POSITIONS)
+        state = {prefix + key: value for key, value in module.state_dict().items()}
+    elif isinstance(module, nn.TransformerEncoder):
+        encoder = _stack_spec(list(module.layers), module.norm, cross=False)
+        model = Transformer(encoder, None, max_positions=_MAX_POSITIONS)
+        state = {"encoder." + key: value for key, value in module.state_dict().items()}
+    elif isinstance(module, nn.Transformer):
+        encoder = _stack_spec(list(module.encoder.layers), module.encoder.norm, cross=False)
+        decoder = _stack_spec(list(module.decoder.layers), module.decoder.norm, cross=True)
+        model = Transformer(encoder, decoder, max_positions=_MAX_POSITIONS)
+        state = dict(module.state_dict())
+    else:
+        raise ConfigError(f"from_torch takes an {SUPPORTED}; got {type(module).__name__}.")
+    model.load_state_dict({key: value.detach().float().clone() for key, value in state.items()}, strict=True)
+    return model.eval()
+
+
+_MAX_POSITIONS = 4096  # imported models have no position table; this only bounds the input length
+
+
+def _stack_spec(layers: list[nn.Module], final_norm: nn.Module | None, cross: bool) -> StackSpec:
+    expected: LayerType = nn.TransformerDecoderLayer if cross else nn.TransformerEncoderLayer
+    specs = {_layer_spec(layer, expected, cross, final_norm) for layer in layers}
+    if len(specs) != 1:
+        raise ConfigError("The layers of this stack differ in shape or settings; from_torch needs identical layers.")
+    return dataclasses.replace(specs.pop(), n_layers=len(layers))
+
+
+def _layer_spec(layer: nn.Module, expected: LayerType, cross: bool, final_norm: nn.Module | None) -> StackSpec:
+    if not isinstance(layer, expected):
+        raise ConfigError(f"Expected {expected.__name__} layers, found {type(layer).__name__}.")
+    attentions = [layer.self_attn] + ([layer.multihead_attn] if cross else [])
+    for attention in attentions:
+        if not attention._qkv_same_embed_dim or attention.bias_k is not None or attention.add_zero_attn:
+            raise ConfigError("from_torch needs kdim = vdim = d_model, no add_bias_kv and no add_zero_attn.")
+    if final_norm is not None and not isinstance(final_norm, nn.LayerNorm):
+        raise ConfigError(f"The stack's final norm must be an nn.LayerNorm, not {type(final_norm).__name__}.")
+    return StackSpec(
+        d_model=layer.self_attn.embed_dim,
+        n_heads=layer.self_attn.num_heads,
+        n_layers=1,
+        d_ff=layer.linear1.out_features,
+        norm_first=layer.norm_first,
+        final_norm=final_norm is not None,
+        activation=_activation_name(layer.activation),
+        eps=layer.norm1.eps,
+        bias=layer.linear1.bias is not None,
+        cross_attention=cross,
+        dropout=float(layer.dropout.p),
+    )
+
+
+def _activation_name(activation: object) -> str:
+    if activation is F.relu or isinstance(activation, nn.ReLU):
+        return "relu"
+    if activation is F.gelu or (isinstance(activation, nn.GELU) and activation.approximate == "none"):
+        return "gelu"
+    raise ConfigError(f"from_torch supports relu and gelu feed-forward activations, not {activation!r}.")

@@ -1,0 +1,120 @@
+"""Every mistake a user can make ends in ConfigError with a sentence that says what to do."""
+
+import pytest
+import torch
+from torch import nn
+
+import explorer
+from explorer import ConfigError, ModelConfig, parse_config
+
+
+def test_defaults_are_valid_and_hashable():
+    cfg = ModelConfig()
+    assert cfg.d_model % cfg.n_heads == 0
+    assert hash(cfg) == hash(ModelConfig())
+    assert parse_config(cfg.to_dict()) == cfg
+
+
+def test_heads_not_dividing_d_model_lists_the_heads_that_work():
+    with pytest.raises(ConfigError) as error:
+        ModelConfig(d_model=30, n_heads=4)
+    assert str(error.value) == (
+        "d_model 30 is not divisible by 4 heads; with d_model 30 you can use 1, 2, 3, 5, 6, 10, 15 or 30 heads."
+    )
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"norm": "sideways"}, ["norm", '"post" or "pre"']),
+        ({"arch": "rnn"}, ["arch", '"encoder-decoder"']),
+        ({"mask": "future"}, ["mask", '"causal+padding"']),
+        ({"positional": "rope"}, ["positional", '"sinusoidal"']),
+        ({"activation": "tanh"}, ["activation", '"gelu"']),
+        ({"n_layers": 0}, ["n_layers 0 is out of range", "1 to 24"]),
+        ({"n_heads": 65}, ["n_heads 65 is out of range"]),
+        ({"d_model": 4096}, ["d_model 4096 is out of range"]),
+        ({"d_ff": -1}, ["d_ff -1 is out of range"]),
+        ({"seed": -3}, ["seed -3 is out of range"]),
+        ({"max_tokens": 100}, ["max_tokens 100", "512"]),
+        ({"n_heads": 2.5}, ["n_heads must be a whole number"]),
+        ({"n_layers": True}, ["n_layers must be a whole number"]),
+        ({"dropout": 1.0}, ["dropout 1.0 must be a number from 0"]),
+    ],
+)
+def test_impossible_values_say_what_to_use(changes, words):
+    with pytest.raises(ConfigError) as error:
+        ModelConfig(**changes)
+    for word in words:
+        assert word in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("query", "words"),
+    [
+        ({"n_heads": "abc"}, ["n_heads must be a whole number, not 'abc'"]),
+        ({"norm": "sideways"}, ["norm 'sideways'"]),
+        ({"dropout": "lots"}, ["dropout must be a number"]),
+        ({"d_model": "30", "n_heads": "4"}, ["not divisible"]),
+    ],
+)
+def test_url_values_are_parsed_or_explained(query, words):
+    with pytest.raises(ConfigError) as error:
+        parse_config(query)
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_url_strings_become_typed_values_and_unknown_keys_are_ignored():
+    cfg = parse_config({"n_heads": " 8 ", "norm": "pre", "dropout": "0.1", "tokens": "hello", "utm": "x"})
+    assert (cfg.n_heads, cfg.norm, cfg.dropout) == (8, "pre", 0.1)
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [("", ["empty", "at least one token"]), ("   ", ["empty"]), (["a", ""], ["empty token"])],
+)
+def test_empty_input_is_explained(source, words):
+    with pytest.raises(ConfigError) as error:
+        explorer.run(ModelConfig(), source)
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_too_many_tokens_is_explained():
+    with pytest.raises(ConfigError, match="5,000 tokens, more than the 512"):
+        explorer.run(ModelConfig(), " ".join(["word"] * 5000))
+
+
+def test_target_is_required_by_an_encoder_decoder_and_refused_by_others():
+    with pytest.raises(ConfigError, match="needs a target"):
+        explorer.run(ModelConfig(arch="encoder-decoder"), "a b")
+    with pytest.raises(ConfigError, match="Only an encoder-decoder takes a target"):
+        explorer.run(ModelConfig(), "a b", "c d")
+    with pytest.raises(ConfigError, match="The target is empty"):
+        explorer.run(ModelConfig(arch="encoder-decoder"), "a b", " ")
+
+
+def test_tensor_inputs_and_masks_are_checked():
+    model = explorer.from_torch(nn.TransformerEncoderLayer(16, 2, 32))
+    with pytest.raises(ConfigError, match=r"float \[T, 16\]"):
+        explorer.run(model, torch.randn(3, 8))
+    with pytest.raises(ConfigError, match=r"float \[T, 16\]"):
+        explorer.run(model, torch.ones(3, 16, dtype=torch.long))
+    with pytest.raises(ConfigError, match="True = may attend"):
+        explorer.run(model, torch.randn(3, 16), mask=torch.zeros(3, 3))
+    with pytest.raises(ConfigError, match=r"bool tensor \[3, 3\]"):
+        explorer.run(model, torch.randn(3, 16), mask=torch.ones(2, 2, dtype=torch.bool))
+
+
+def test_from_torch_refuses_what_it_cannot_copy():
+    with pytest.raises(ConfigError, match="from_torch takes"):
+        explorer.from_torch(nn.Linear(4, 4))
+    with pytest.raises(ConfigError, match="relu and gelu"):
+        explorer.from_torch(nn.TransformerEncoderLayer(16, 2, 32, activation=torch.tanh))
+    with pytest.raises(ConfigError, match="nn.LayerNorm"):
+        explorer.from_torch(
+            nn.TransformerEncoder(
+                nn.TransformerEncoderLayer(16, 2, 32), 2, norm=nn.RMSNorm(16), enable_nested_tensor=False
+            )
+        )

@@ -1,0 +1,180 @@
+"""The engine's exact properties: masks, normalisation, determinism, and the shape of what run() returns."""
+
+import itertools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import explorer
+from explorer.config import ARCHS, MASKS, NORMS, PAD_TOKEN
+from explorer.positional import sinusoidal
+
+TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
+PADDED = ["the", "cat", PAD_TOKEN, "sat", PAD_TOKEN]
+
+
+def small(**changes) -> explorer.ModelConfig:
+    return explorer.ModelConfig(d_model=32, n_heads=4, n_layers=3, d_ff=64).replace(**changes)
+
+
+def run_any(cfg: explorer.ModelConfig, tokens=TOKENS) -> explorer.Trace:
+    target = ["le", "chat", PAD_TOKEN, "assis"] if cfg.arch == "encoder-decoder" else None
+    return explorer.run(cfg, tokens, target)
+
+
+ALL_CONFIGS = [small(arch=a, norm=n, mask=m) for a, n, m in itertools.product(ARCHS, NORMS, MASKS)]
+
+
+@pytest.mark.parametrize("cfg", ALL_CONFIGS, ids=lambda c: f"{c.arch}-{c.norm}-{c.mask}")
+def test_rows_sum_to_one_over_allowed_keys_and_masked_entries_are_exactly_zero(cfg):
+    for maps in run_any(cfg, PADDED).attention_maps().values():
+        weights = maps.weights  # [L, H, Tq, Tk]
+        assert weights.dtype == np.float32 and np.isfinite(weights).all()
+        assert (weights[..., ~maps.allowed] == 0.0).all()
+        sums = weights.sum(axis=-1)  # [L, H, Tq]
+        has_keys = ~maps.empty_rows
+        np.testing.assert_allclose(sums[..., has_keys], 1.0, atol=1e-5)
+        assert (sums[..., ~has_keys] == 0.0).all()
+        assert np.isneginf(maps.scores[..., ~maps.allowed]).all()
+        assert np.isfinite(maps.scores[..., maps.allowed]).all()
+
+
+def test_causal_mask_blocks_exactly_the_upper_triangle():
+    maps = run_any(small(mask="causal")).attention_maps()["self-attention"]
+    upper = np.triu(np.ones((len(TOKENS), len(TOKENS)), dtype=bool), k=1)
+    np.testing.assert_array_equal(maps.allowed, ~upper)
+    assert (maps.weights[..., upper] == 0.0).all()
+    assert (maps.weights[..., ~upper] > 0.0).all()
+
+
+def test_padding_mask_blocks_pad_columns_only():
+    maps = run_any(small(mask="padding"), PADDED).attention_maps()["self-attention"]
+    pad_columns = np.array([t == PAD_TOKEN for t in PADDED])
+    assert (maps.weights[..., pad_columns] == 0.0).all()
+    assert (maps.weights[..., ~pad_columns] > 0.0).all()
+
+
+def test_decoder_only_is_always_causal():
+    maps = run_any(small(arch="decoder", mask="none")).attention_maps()["self-attention"]
+    np.testing.assert_array_equal(maps.allowed, np.tril(np.ones((6, 6), dtype=bool)))
+
+
+def test_encoder_decoder_masks_cross_attention_on_source_padding_and_decoder_is_causal():
+    trace = explorer.run(small(arch="encoder-decoder", mask="padding"), PADDED, "a b c")
+    cross = trace.attention_maps()["cross-attention"]
+    assert trace.cross_attention.shape == (3, 4, 3, len(PADDED))
+    np.testing.assert_array_equal(cross.allowed, np.tile([t != PAD_TOKEN for t in PADDED], (3, 1)))
+    assert cross.query_tokens == ["a", "b", "c"] and cross.key_tokens == PADDED
+    decoder = trace.attention_maps()["decoder self-attention"]
+    np.testing.assert_array_equal(decoder.allowed, np.tril(np.ones((3, 3), dtype=bool)))
+    assert trace.decoder_attention.shape == (3, 4, 3, 3)
+
+
+def test_a_query_with_every_key_masked_is_all_zero_and_flagged_never_nan():
+    trace = run_any(small(mask="causal+padding"), [PAD_TOKEN, "a", "b"])
+    maps = trace.attention_maps()["self-attention"]
+    np.testing.assert_array_equal(maps.empty_rows, [True, False, False])
+    assert (maps.weights[:, :, 0, :] == 0.0).all()
+    assert np.isfinite(trace.output).all() and np.isfinite(trace.residual).all()
+    only_pads = run_any(small(mask="padding"), [PAD_TOKEN, PAD_TOKEN])
+    assert only_pads.attention_maps()["self-attention"].empty_rows.all()
+    assert (only_pads.attention == 0.0).all() and np.isfinite(only_pads.output).all()
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_trace_shapes_and_residual_stream(norm):
+    cfg = small(norm=norm)
+    trace = run_any(cfg)
+    L, H, T, D = cfg.n_layers, cfg.n_heads, len(TOKENS), cfg.d_model
+    assert trace.tokens == TOKENS
+    assert trace.attention.shape == trace.scores.shape == (L, H, T, T)
+    assert trace.residual.shape == (L + 1, T, D)
+    assert trace.first.attn_out.shape == trace.first.ffn_out.shape == (L, T, D)
+    assert trace.first.activations["blocks.2.ffn.hidden"].shape == (T, cfg.d_ff)
+    assert trace.output.shape == (T, D)
+    if norm == "pre":  # the residual stream is the sum of what every sub-layer wrote into it
+        rebuilt = trace.residual[0] + (trace.first.attn_out + trace.first.ffn_out).sum(axis=0)
+        np.testing.assert_allclose(trace.residual[-1], rebuilt, atol=1e-4)
+        ln = torch.nn.functional.layer_norm(torch.from_numpy(trace.residual[-1]), (D,))
+        np.testing.assert_allclose(trace.output, ln.numpy(), atol=1e-5)
+    else:  # post-norm: every block ends in a LayerNorm, so the stream leaves each block normalised
+        np.testing.assert_allclose(trace.residual[1:].mean(axis=-1), 0.0, atol=1e-5)
+        np.testing.assert_allclose(trace.residual[1:].std(axis=-1), 1.0, atol=1e-3)
+        np.testing.assert_array_equal(trace.output, trace.residual[-1])
+
+
+def test_repeated_word_gives_identical_embedding_rows():
+    trace = run_any(small(positional="none"))
+    np.testing.assert_array_equal(trace.residual[0][0], trace.residual[0][4])  # "the" twice
+    assert not np.array_equal(trace.residual[0][0], trace.residual[0][1])
+    with_positions = run_any(small(positional="sinusoidal"))
+    np.testing.assert_allclose(with_positions.residual[0] - trace.residual[0], sinusoidal(6, 32).numpy(), atol=1e-6)
+
+
+def test_sinusoidal_matches_the_formula():
+    table = sinusoidal(50, 16).numpy()
+    for p, i in [(0, 0), (7, 0), (7, 3), (49, 7)]:
+        angle = p / 10000 ** (2 * i / 16)
+        assert table[p, 2 * i] == pytest.approx(np.sin(angle), abs=1e-6)
+        assert table[p, 2 * i + 1] == pytest.approx(np.cos(angle), abs=1e-6)
+    assert sinusoidal(4, 5).shape == (4, 5)  # an odd width keeps its last sine
+
+
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "none"])
+def test_position_matters_only_with_an_encoding(positional):
+    cfg = small(positional=positional)
+    forward, backward = run_any(cfg, ["a", "b", "c"]), run_any(cfg, ["c", "b", "a"])
+    permuted = backward.attention[:, :, ::-1, ::-1]
+    if positional == "none":
+        np.testing.assert_allclose(forward.attention, permuted, atol=1e-6)
+    else:
+        assert np.abs(forward.attention - permuted).max() > 1e-3
+
+
+def test_dropout_never_reaches_the_shown_attention():
+    plain, dropped = run_any(small()), run_any(small(dropout=0.5))
+    np.testing.assert_array_equal(plain.attention, dropped.attention)
+    assert plain.attention.max() <= 1.0
+
+
+def test_seed_changes_weights_and_build_leaves_global_rng_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    explorer.build_model(small(positional="learned"))
+    assert torch.equal(torch.rand(3), expected)
+    assert not np.array_equal(run_any(small(seed=1)).attention, run_any(small(seed=2)).attention)
+
+
+def test_accepts_512_tokens():
+    trace = explorer.run(small(n_layers=1), " ".join(f"w{i}" for i in range(512)))
+    assert trace.attention.shape == (1, 4, 512, 512)
+
+
+DIGEST_SCRIPT = """
+import hashlib, explorer
+cfg = explorer.ModelConfig(arch="encoder-decoder", norm="pre", positional="learned", mask="causal+padding")
+trace = explorer.run(cfg, "the cat sat on the [PAD]", "le chat")
+digest = hashlib.sha256()
+for stack in trace.stacks:
+    for array in (stack.self_attention.weights, stack.residual, stack.output):
+        digest.update(array.tobytes())
+print(digest.hexdigest())
+"""
+
+
+def test_same_numbers_in_two_processes():
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", DIGEST_SCRIPT],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={"PYTHONHASHSEED": seed, "PATH": ""},
+        ).stdout.strip()
+        for seed in ("1", "2")
+    }
+    assert len(digests) == 1 and len(next(iter(digests))) == 64
