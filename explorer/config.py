@@ -14,7 +14,7 @@ class ConfigError(ValueError):
 
 ARCHS = ("encoder", "decoder", "encoder-decoder")
 NORMS = ("post", "pre")
-POSITIONALS = ("sinusoidal", "learned", "none")
+POSITIONALS = ("sinusoidal", "learned", "rope", "none")
 MASKS = ("none", "causal", "padding", "causal+padding")
 ACTIVATIONS = ("relu", "gelu")
 
@@ -47,7 +47,7 @@ class ModelConfig:
     n_layers: int = 2  # blocks per stack (an encoder-decoder has this many in each stack)
     d_ff: int = 256  # hidden width of each feed-forward sub-layer (4 x d_model is the classic choice)
     norm: str = "post"  # post: x = LN(x + f(x)) as in the 2017 paper; pre: x = x + f(LN(x)) as in GPT-2
-    positional: str = "sinusoidal"  # how token order enters the model
+    positional: str = "sinusoidal"  # how token order enters the model; rope rotates queries and keys instead
     mask: str = "none"  # which keys each query may attend to; [PAD] tokens are the padding
     activation: str = "relu"  # non-linearity inside the feed-forward sub-layer
     dropout: float = 0.0  # only used while training; traces are always taken in eval mode
@@ -98,6 +98,11 @@ def validate(cfg: ModelConfig) -> None:
         raise ConfigError(
             f"d_model {cfg.d_model} is not divisible by {cfg.n_heads} heads; with d_model {cfg.d_model} "
             f"you can use {_spoken_list([d for d in _divisors(cfg.d_model) if d <= INT_LIMITS['n_heads'][1]])} heads."
+        )
+    if cfg.positional == "rope" and cfg.d_head % 2:
+        raise ConfigError(
+            f"rope rotates pairs of dimensions, so each head needs an even width; d_model {cfg.d_model} / "
+            f"{cfg.n_heads} heads = {cfg.d_head}. Change d_model or the number of heads."
         )
 
 

@@ -20,11 +20,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from explorer.config import ModelConfig
-from explorer.positional import PositionalEncoding
+from explorer.positional import PositionalEncoding, apply_rope
 
 NEG_INF = float("-inf")
 Record = dict[str, torch.Tensor]  # stable activation names -> tensors, e.g. "attn.pattern"
 Sublayer = Callable[[torch.Tensor], torch.Tensor]
+StackRun = tuple[torch.Tensor, list[Record]]  # a stack's output [B, T, D] and one record per block
 
 
 @dataclass(frozen=True)
@@ -42,13 +43,15 @@ class StackSpec:
     bias: bool = True
     cross_attention: bool = False  # decoder blocks of an encoder-decoder attend to the encoder's output
     dropout: float = 0.0
+    rope: bool = False  # rotary positions: self-attention rotates queries and keys by their position
 
 
 class MultiHeadAttention(nn.Module):
     """Scaled dot-product attention over H heads; returns output, per-head weights and scores."""
 
-    def __init__(self, d_model: int, n_heads: int, bias: bool = True, dropout: float = 0.0):
+    def __init__(self, d_model: int, n_heads: int, bias: bool = True, dropout: float = 0.0, rope: bool = False):
         super().__init__()
+        self.rope = rope
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
         self.dropout = dropout
@@ -74,6 +77,8 @@ class MultiHeadAttention(nn.Module):
         q = q.reshape(B, T, H, K).transpose(1, 2)  # [B, H, T, K]
         k = k.reshape(B, S, H, K).transpose(1, 2)  # [B, H, S, K]
         v = v.reshape(B, S, H, K).transpose(1, 2)  # [B, H, S, K]
+        if self.rope:  # the score of query m and key n then depends on m - n only
+            q, k = apply_rope(q), apply_rope(k)
         scores = (q * math.sqrt(1.0 / K)) @ k.transpose(-2, -1)  # [B, H, T, S]
         if allowed is None:
             weights = torch.softmax(scores, dim=-1)  # [B, H, T, S]
@@ -97,7 +102,7 @@ class Block(nn.Module):
         self.norm_first = spec.norm_first
         self.activation = spec.activation
         self.dropout = spec.dropout
-        self.self_attn = MultiHeadAttention(D, spec.n_heads, bias, spec.dropout)
+        self.self_attn = MultiHeadAttention(D, spec.n_heads, bias, spec.dropout, rope=spec.rope)
         self.multihead_attn = MultiHeadAttention(D, spec.n_heads, bias, spec.dropout) if spec.cross_attention else None
         self.linear1 = nn.Linear(D, F_, bias=bias)
         self.linear2 = nn.Linear(F_, D, bias=bias)
@@ -202,6 +207,25 @@ class Transformer(nn.Module):
         self.decoder = Stack(decoder) if decoder else None
         self.positional = PositionalEncoding(positional, spec.d_model, max_positions)
 
+    def forward(
+        self,
+        x: torch.Tensor,
+        allowed: torch.Tensor | None,
+        target: torch.Tensor | None = None,
+        target_allowed: torch.Tensor | None = None,
+        memory_allowed: torch.Tensor | None = None,
+        train: bool = False,
+    ) -> tuple[StackRun, ...]:
+        """x [B, T, D] (and target [B, T_target, D] for an encoder-decoder): embeddings with positions
+        already added. Masks are [B or 1, Tq, Tk] bool, True = may attend, or None for all.
+        -> (output [B, T, D], one record per block) for each stack, in the order they ran."""
+        first = self.encoder if self.encoder is not None else self.decoder
+        runs = (first(x, allowed, train=train),)
+        if self.encoder is not None and self.decoder is not None:
+            memory = runs[0][0]  # [B, S, D]
+            runs += (self.decoder(target, target_allowed, memory, memory_allowed, train),)
+        return runs
+
 
 def init_weights(model: Transformer, seed: int) -> Transformer:
     """Fill every parameter from a generator seeded by `seed`, as torch's own modules initialise them,
@@ -246,6 +270,7 @@ def stack_specs(cfg: ModelConfig) -> tuple[StackSpec | None, StackSpec | None]:
             activation=cfg.activation,
             cross_attention=cross,
             dropout=cfg.dropout,
+            rope=cfg.positional == "rope",
         )
 
     if cfg.arch == "encoder":

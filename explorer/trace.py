@@ -143,16 +143,22 @@ def run(
     with torch.inference_mode():
         x, tokens = _input(model, source, "source" if encoder_decoder else "input")
         allowed = _allowed(mask, "mask", cfg, tokens, tokens, causal_first)
-        first = model.encoder if has_encoder else model.decoder
-        out, records = first(x.unsqueeze(0), _batched(allowed))  # [1, T, D]
-        kind = "encoder self-attention" if encoder_decoder else "self-attention"
-        stacks = [_stack_trace("encoder" if has_encoder else "decoder", kind, tokens, x, out[0], records, allowed)]
         if encoder_decoder:
             y, target_tokens = _input(model, target, "target")
             y_allowed = _allowed(target_mask, "target_mask", cfg, target_tokens, target_tokens, cfg is not None)
             memory_allowed = _allowed(memory_mask, "memory_mask", cfg, target_tokens, tokens, False)
-            out_y, records_y = model.decoder(y.unsqueeze(0), _batched(y_allowed), out, _batched(memory_allowed))
-            kind, cross = "decoder self-attention", (tokens, memory_allowed)
+            runs = model(
+                x.unsqueeze(0), _batched(allowed), y.unsqueeze(0), _batched(y_allowed), _batched(memory_allowed)
+            )
+        else:
+            runs = model(x.unsqueeze(0), _batched(allowed))
+        out, records = runs[0]
+        kind = "encoder self-attention" if encoder_decoder else "self-attention"
+        stacks = [_stack_trace("encoder" if has_encoder else "decoder", kind, tokens, x, out[0], records, allowed)]
+        if encoder_decoder:
+            out_y, records_y = runs[1]
+            cross = (tokens, memory_allowed)
+            kind = "decoder self-attention"
             stacks.append(_stack_trace("decoder", kind, target_tokens, y, out_y[0], records_y, y_allowed, cross))
     return Trace(config=cfg, stacks=tuple(stacks))
 

@@ -10,7 +10,7 @@ import torch
 
 import explorer
 from explorer.config import ARCHS, MASKS, NORMS, PAD_TOKEN
-from explorer.positional import sinusoidal
+from explorer.positional import apply_rope, rope_angles, sinusoidal
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 PADDED = ["the", "cat", PAD_TOKEN, "sat", PAD_TOKEN]
@@ -123,7 +123,7 @@ def test_sinusoidal_matches_the_formula():
     assert sinusoidal(4, 5).shape == (4, 5)  # an odd width keeps its last sine
 
 
-@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "none"])
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "none"])
 def test_position_matters_only_with_an_encoding(positional):
     cfg = small(positional=positional)
     forward, backward = run_any(cfg, ["a", "b", "c"]), run_any(cfg, ["c", "b", "a"])
@@ -178,3 +178,29 @@ def test_same_numbers_in_two_processes():
         for seed in ("1", "2")
     }
     assert len(digests) == 1 and len(next(iter(digests))) == 64
+
+
+def test_rope_rotates_each_pair_by_position_times_frequency():
+    angles = rope_angles(10, 8).numpy()  # [P, K/2]
+    assert angles[3, 1] == pytest.approx(3 / 10000 ** (2 / 8))
+    x = torch.zeros(10, 8)
+    x[:, 2] = 1.0  # the first coordinate of pair 1
+    rotated = apply_rope(x).numpy()
+    np.testing.assert_allclose(rotated[:, 2], np.cos(angles[:, 1]), atol=1e-6)
+    np.testing.assert_allclose(rotated[:, 3], np.sin(angles[:, 1]), atol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(rotated, axis=1), 1.0, atol=1e-6)  # a rotation keeps lengths
+
+
+def test_rope_score_depends_only_on_the_offset():
+    generator = torch.Generator().manual_seed(0)
+    q, k = torch.randn(16, generator=generator), torch.randn(16, generator=generator)
+    scores = apply_rope(q.expand(12, 16)) @ apply_rope(k.expand(12, 16)).T  # [12, 12]: q at m, k at n
+    for shift in (1, 5):
+        np.testing.assert_allclose(scores[shift:, shift:].numpy(), scores[:-shift, :-shift].numpy(), atol=1e-4)
+    assert abs(scores[0, 3] - scores[3, 0]) > 1e-3  # ... on the signed offset, not just its size
+
+
+def test_rope_model_scores_on_a_repeated_token_are_a_function_of_the_offset():
+    scores = run_any(small(positional="rope"), ["a"] * 8).scores[0]  # [H, T, T] first layer
+    np.testing.assert_allclose(scores[:, 3:, 3:], scores[:, :-3, :-3], atol=1e-4)
+    assert np.abs(scores[:, 0, 1:] - scores[:, 0, :1]).max() > 1e-3  # yet it does vary with the offset
