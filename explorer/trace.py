@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from explorer.config import ConfigError, ModelConfig
+from explorer.config import ModelConfig
+from explorer.inputs import Source, prepare_inputs
 from explorer.model import Record, Transformer, build_model
-from explorer.tokens import embed_tokens, padding_keys, split_tokens
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,6 @@ class Trace:
         return maps
 
 
-Source = str | list[str] | tuple[str, ...] | torch.Tensor
 SKIPPED_ACTIVATIONS = ("attn.pattern", "attn.scores", "cross.pattern", "cross.scores", "resid_pre", "resid_post")
 
 
@@ -132,81 +131,30 @@ def run(
     (torch's attn_mask uses True = blocked: pass `~attn_mask`).
     """
     model = build_model(model_or_config) if isinstance(model_or_config, ModelConfig) else model_or_config
-    cfg = model.config
-    has_encoder, has_decoder = model.encoder is not None, model.decoder is not None
-    if has_encoder and has_decoder and target is None:
-        raise ConfigError("An encoder-decoder needs a target sentence as well as the source; type one.")
-    if not (has_encoder and has_decoder) and target is not None:
-        raise ConfigError("Only an encoder-decoder takes a target; this model reads a single input.")
-    encoder_decoder = has_encoder and has_decoder
-    causal_first = not has_encoder or (cfg is not None and "causal" in cfg.mask)  # a decoder-only model is causal
     with torch.inference_mode():
-        x, tokens = _input(model, source, "source" if encoder_decoder else "input")
-        allowed = _allowed(mask, "mask", cfg, tokens, tokens, causal_first)
-        if encoder_decoder:
-            y, target_tokens = _input(model, target, "target")
-            y_allowed = _allowed(target_mask, "target_mask", cfg, target_tokens, target_tokens, cfg is not None)
-            memory_allowed = _allowed(memory_mask, "memory_mask", cfg, target_tokens, tokens, False)
-            runs = model(
-                x.unsqueeze(0), _batched(allowed), y.unsqueeze(0), _batched(y_allowed), _batched(memory_allowed)
-            )
-        else:
-            runs = model(x.unsqueeze(0), _batched(allowed))
+        inputs = prepare_inputs(model, source, target, mask=mask, target_mask=target_mask, memory_mask=memory_mask)
+        runs = inputs.forward(model)
+        first, second = inputs.source, inputs.target
         out, records = runs[0]
-        kind = "encoder self-attention" if encoder_decoder else "self-attention"
-        stacks = [_stack_trace("encoder" if has_encoder else "decoder", kind, tokens, x, out[0], records, allowed)]
-        if encoder_decoder:
+        kind = "self-attention" if second is None else "encoder self-attention"
+        name = "encoder" if model.encoder is not None else "decoder"
+        stacks = [_stack_trace(name, kind, first.tokens, first.x, out[0], records, first.allowed)]
+        if second is not None:
             out_y, records_y = runs[1]
-            cross = (tokens, memory_allowed)
-            kind = "decoder self-attention"
-            stacks.append(_stack_trace("decoder", kind, target_tokens, y, out_y[0], records_y, y_allowed, cross))
-    return Trace(config=cfg, stacks=tuple(stacks))
-
-
-def _input(model: Transformer, source: Source, what: str) -> tuple[torch.Tensor, list[str]]:
-    """-> x [T, D] (embedding + position for tokens; the tensor as it is) and the tokens' labels."""
-    if isinstance(source, torch.Tensor):
-        if source.dim() != 2 or source.shape[1] != model.d_model or not source.is_floating_point():
-            raise ConfigError(
-                f"The {what} tensor must be float [T, {model.d_model}] (one row per position); "
-                f"got {source.dtype} {list(source.shape)}."
+            cross = (first.tokens, inputs.memory_allowed)
+            stacks.append(
+                _stack_trace(
+                    "decoder",
+                    "decoder self-attention",
+                    second.tokens,
+                    second.x,
+                    out_y[0],
+                    records_y,
+                    second.allowed,
+                    cross,
+                )
             )
-        if not 1 <= source.shape[0] <= model.max_positions:
-            raise ConfigError(f"The {what} must have 1 to {model.max_positions:,} rows; it has {source.shape[0]:,}.")
-        return source.detach().float(), [f"x{i}" for i in range(source.shape[0])]
-    tokens = split_tokens(source, model.max_positions, what)
-    seed = model.config.seed if model.config is not None else 0
-    embedded = embed_tokens(tokens, model.d_model, seed)  # [T, D]
-    return model.positional(embedded), tokens
-
-
-def _allowed(
-    given: torch.Tensor | None, name: str, cfg: ModelConfig | None, queries: list[str], keys: list[str], causal: bool
-) -> torch.Tensor:
-    """[Tq, Tk] bool: the mask the caller gave, checked; else causal (query i sees keys <= i) and, when the
-    config asks for padding, [PAD] keys blocked."""
-    if given is not None:
-        return _checked_mask(given, len(queries), len(keys), name)
-    allowed = torch.ones(len(queries), len(keys), dtype=torch.bool)
-    if causal:
-        allowed = torch.tril(allowed)
-    if cfg is not None and "padding" in cfg.mask:
-        allowed = allowed & padding_keys(keys).unsqueeze(0)
-    return allowed
-
-
-def _checked_mask(mask: torch.Tensor, n_query: int, n_key: int, name: str) -> torch.Tensor:
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (n_query, n_key):
-        raise ConfigError(
-            f"{name} must be a bool tensor [{n_query}, {n_key}] with True = may attend "
-            "(for a torch-style mask with True = blocked, pass ~mask)."
-        )
-    return mask
-
-
-def _batched(allowed: torch.Tensor) -> torch.Tensor | None:
-    """[Tq, Tk] -> [1, Tq, Tk], or None when nothing is masked (the cheaper path)."""
-    return None if bool(allowed.all()) else allowed.unsqueeze(0)
+    return Trace(config=model.config, stacks=tuple(stacks))
 
 
 def _stack_trace(

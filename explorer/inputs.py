@@ -1,0 +1,113 @@
+"""Tokens or tensors -> what a model's forward takes: stream inputs [T, D] and attention masks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from explorer.config import ConfigError, ModelConfig
+from explorer.model import StackRun, Transformer
+from explorer.tokens import embed_tokens, padding_keys, split_tokens
+
+Source = str | list[str] | tuple[str, ...] | torch.Tensor
+
+
+@dataclass(frozen=True)
+class StackInput:
+    tokens: list[str]  # labels: the typed tokens, or x0, x1 ... for a tensor
+    x: torch.Tensor  # [T, D] token embedding + position, or the given tensor as it is
+    allowed: torch.Tensor  # [T, T] bool, True = may attend
+
+
+@dataclass(frozen=True)
+class Inputs:
+    source: StackInput  # the encoder's, or a decoder-only model's
+    target: StackInput | None  # the decoder's, for an encoder-decoder
+    memory_allowed: torch.Tensor | None  # [T_target, T_source] cross-attention mask
+
+    def forward(self, model: Transformer, train: bool = False) -> tuple[StackRun, ...]:
+        """The model's forward on a batch of one."""
+        if self.target is None:
+            return model(self.source.x.unsqueeze(0), _batched(self.source.allowed), train=train)
+        return model(
+            self.source.x.unsqueeze(0),
+            _batched(self.source.allowed),
+            self.target.x.unsqueeze(0),
+            _batched(self.target.allowed),
+            _batched(self.memory_allowed),
+            train=train,
+        )
+
+
+def prepare_inputs(
+    model: Transformer,
+    source: Source,
+    target: Source | None = None,
+    *,
+    mask: torch.Tensor | None = None,
+    target_mask: torch.Tensor | None = None,
+    memory_mask: torch.Tensor | None = None,
+) -> Inputs:
+    """Check the inputs against the model and build the masks its config asks for (see explorer.run)."""
+    cfg = model.config
+    encoder_decoder = model.encoder is not None and model.decoder is not None
+    if encoder_decoder and target is None:
+        raise ConfigError("An encoder-decoder needs a target sentence as well as the source; type one.")
+    if not encoder_decoder and target is not None:
+        raise ConfigError("Only an encoder-decoder takes a target; this model reads a single input.")
+    causal_first = model.encoder is None or (cfg is not None and "causal" in cfg.mask)  # decoder-only: causal
+    x, tokens = _input(model, source, "source" if encoder_decoder else "input")
+    first = StackInput(tokens, x, _allowed(mask, "mask", cfg, tokens, tokens, causal_first))
+    if not encoder_decoder:
+        return Inputs(first, None, None)
+    y, target_tokens = _input(model, target, "target")
+    y_allowed = _allowed(target_mask, "target_mask", cfg, target_tokens, target_tokens, cfg is not None)
+    memory_allowed = _allowed(memory_mask, "memory_mask", cfg, target_tokens, tokens, False)
+    return Inputs(first, StackInput(target_tokens, y, y_allowed), memory_allowed)
+
+
+def _input(model: Transformer, source: Source, what: str) -> tuple[torch.Tensor, list[str]]:
+    """-> x [T, D] (embedding + position for tokens; the tensor as it is) and the tokens' labels."""
+    if isinstance(source, torch.Tensor):
+        if source.dim() != 2 or source.shape[1] != model.d_model or not source.is_floating_point():
+            raise ConfigError(
+                f"The {what} tensor must be float [T, {model.d_model}] (one row per position); "
+                f"got {source.dtype} {list(source.shape)}."
+            )
+        if not 1 <= source.shape[0] <= model.max_positions:
+            raise ConfigError(f"The {what} must have 1 to {model.max_positions:,} rows; it has {source.shape[0]:,}.")
+        return source.detach().float(), [f"x{i}" for i in range(source.shape[0])]
+    tokens = split_tokens(source, model.max_positions, what)
+    seed = model.config.seed if model.config is not None else 0
+    embedded = embed_tokens(tokens, model.d_model, seed)  # [T, D]
+    return model.positional(embedded), tokens
+
+
+def _allowed(
+    given: torch.Tensor | None, name: str, cfg: ModelConfig | None, queries: list[str], keys: list[str], causal: bool
+) -> torch.Tensor:
+    """[Tq, Tk] bool: the mask the caller gave, checked; else causal (query i sees keys <= i) and, when the
+    config asks for padding, [PAD] keys blocked."""
+    if given is not None:
+        return _checked_mask(given, len(queries), len(keys), name)
+    allowed = torch.ones(len(queries), len(keys), dtype=torch.bool)
+    if causal:
+        allowed = torch.tril(allowed)
+    if cfg is not None and "padding" in cfg.mask:
+        allowed = allowed & padding_keys(keys).unsqueeze(0)
+    return allowed
+
+
+def _checked_mask(mask: torch.Tensor, n_query: int, n_key: int, name: str) -> torch.Tensor:
+    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (n_query, n_key):
+        raise ConfigError(
+            f"{name} must be a bool tensor [{n_query}, {n_key}] with True = may attend "
+            "(for a torch-style mask with True = blocked, pass ~mask)."
+        )
+    return mask
+
+
+def _batched(allowed: torch.Tensor) -> torch.Tensor | None:
+    """[Tq, Tk] -> [1, Tq, Tk], or None when nothing is masked (the cheaper path)."""
+    return None if bool(allowed.all()) else allowed.unsqueeze(0)
