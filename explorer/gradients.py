@@ -1,0 +1,69 @@
+"""Gradient norms per layer for a stated dummy objective, without writing .grad on a shared model."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from explorer.config import PAD_TOKEN, ConfigError
+from explorer.inputs import Source, prepare_inputs
+from explorer.model import Transformer
+from explorer.tokens import embed_tokens
+
+GRADIENT_OBJECTIVE = (
+    "Dummy objective: every position predicts the next typed token, as a language model does. The logits are "
+    "the model's output times the embeddings of the distinct tokens typed, divided by sqrt(d_model) (a tied "
+    "read-out); the loss is their cross-entropy averaged over positions (the last position, and positions whose "
+    "next token is [PAD], are left out). For an encoder-decoder the decoder's output predicts the target. "
+    "The weights are untrained, so these gradients show how the architecture passes a signal back through "
+    "its layers (cf. Xiong et al. 2020), not what a trained model would learn."
+)
+_BLOCK_PARAMETER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(.+)$")
+
+
+def gradient_norms(model: Transformer, source: Source, target: Source | None = None) -> pd.DataFrame:
+    """One row per parameter tensor: stack, layer (None outside blocks), parameter, norm (L2 of its gradient)."""
+    names, parameters = zip(*[(n, p) for n, p in model.named_parameters() if p.requires_grad], strict=True)
+    with torch.enable_grad():
+        grads = torch.autograd.grad(objective(model, source, target), parameters, allow_unused=True)
+    rows = []
+    for name, grad in zip(names, grads, strict=True):
+        match = _BLOCK_PARAMETER.match(name)
+        stack, layer, parameter = (match[1], int(match[2]), match[3]) if match else (name.split(".")[0], None, name)
+        norm = 0.0 if grad is None else float(grad.norm())
+        rows.append({"stack": stack, "layer": layer, "parameter": parameter, "norm": norm})
+    return pd.DataFrame(rows).astype({"layer": "Int64"})
+
+
+def objective(model: Transformer, source: Source, target: Source | None = None) -> torch.Tensor:
+    """The scalar loss of GRADIENT_OBJECTIVE (differentiable when grad mode is on)."""
+    if isinstance(source, torch.Tensor) or isinstance(target, torch.Tensor):
+        raise ConfigError("Gradient norms need typed tokens: the objective predicts each token from the output.")
+    inputs = prepare_inputs(model, source, target)
+    output = inputs.forward(model)[-1][0][0]  # [T, D] the last stack's output
+    tokens = (inputs.target or inputs.source).tokens
+    seed = model.config.seed if model.config is not None else 0
+    return _next_token_loss(output, tokens, model.d_model, seed)
+
+
+def layer_gradient_totals(norms: pd.DataFrame) -> pd.DataFrame:
+    """stack, layer, norm: the L2 norm of all of a block's parameter gradients together."""
+    blocks = norms.dropna(subset=["layer"]).assign(squared=lambda df: df["norm"] ** 2)
+    totals = blocks.groupby(["stack", "layer"], sort=False)["squared"].sum() ** 0.5
+    return totals.rename("norm").reset_index()
+
+
+def _next_token_loss(output: torch.Tensor, tokens: list[str], d_model: int, seed: int) -> torch.Tensor:
+    """Cross-entropy of position t predicting token t + 1 from output [T, D] through tied embeddings."""
+    vocabulary = sorted(set(tokens) - {PAD_TOKEN})
+    keep = torch.tensor([t != PAD_TOKEN for t in tokens[1:]], dtype=torch.bool)  # [T - 1]
+    if not keep.any():
+        raise ConfigError("Gradient norms need at least two tokens, the second or a later one not [PAD].")
+    index = {token: i for i, token in enumerate(vocabulary)}
+    labels = torch.tensor([index.get(t, 0) for t in tokens[1:]])  # [T - 1]
+    logits = output[:-1] @ embed_tokens(vocabulary, d_model, seed).T / math.sqrt(d_model)  # [T - 1, V]
+    return F.cross_entropy(logits[keep], labels[keep])
