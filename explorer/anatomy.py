@@ -1,0 +1,122 @@
+"""The anatomy of a configured model: each step's tensor shape, parameter counts, multiply-adds, a diagram."""
+
+from __future__ import annotations
+
+import pandas as pd
+from torch import nn
+
+from explorer.config import ModelConfig
+
+
+def forward_steps(cfg: ModelConfig, n_tokens: int) -> pd.DataFrame:
+    """step, shape (in letters), size (for this input): tokens to output through one block of each stack."""
+    T, D, H, K, F = n_tokens, cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_ff
+    rows: list[tuple[str, str, list[int]]] = [
+        ("tokens", "[T]", [T]),
+        ("token embeddings", "[T, d_model]", [T, D]),
+    ]
+    if cfg.positional in ("sinusoidal", "learned"):
+        rows.append((f"+ {cfg.positional} positions", "[T, d_model]", [T, D]))
+    pre = cfg.norm == "pre"
+    block = [
+        ("LayerNorm (pre-norm)", "[T, d_model]", [T, D]) if pre else None,
+        ("Q, K, V = x W_q, x W_k, x W_v", "3 x [T, d_model]", [3, T, D]),
+        ("split into heads", "[heads, T, d_head]", [H, T, K]),
+        ("rotate Q and K by position (rope)", "[heads, T, d_head]", [H, T, K]) if cfg.positional == "rope" else None,
+        ("scores Q K^T / sqrt(d_head), masked", "[heads, T, T]", [H, T, T]),
+        ("softmax over keys: attention weights", "[heads, T, T]", [H, T, T]),
+        ("weights x V", "[heads, T, d_head]", [H, T, K]),
+        ("concatenate heads, output projection", "[T, d_model]", [T, D]),
+        ("+ residual" + ("" if pre else ", LayerNorm (post-norm)"), "[T, d_model]", [T, D]),
+        ("LayerNorm (pre-norm)", "[T, d_model]", [T, D]) if pre else None,
+        (f"feed-forward: linear, {cfg.activation}", "[T, d_ff]", [T, F]),
+        ("feed-forward: linear", "[T, d_model]", [T, D]),
+        ("+ residual" + ("" if pre else ", LayerNorm (post-norm)"), "[T, d_model]", [T, D]),
+    ]
+    rows += [(f"block x {cfg.n_layers}: {step}", shape, size) for step, shape, size in filter(None, block)]
+    if pre:
+        rows.append(("final LayerNorm", "[T, d_model]", [T, D]))
+    rows.append(("output", "[T, d_model]", [T, D]))
+    return pd.DataFrame(
+        [{"step": step, "shape": shape, "size": "[" + ", ".join(map(str, size)) + "]"} for step, shape, size in rows]
+    )
+
+
+def parameter_counts(model: nn.Module) -> pd.DataFrame:
+    """module, parameters: one row per module that owns parameters directly; their sum is the model's total."""
+    counts: dict[str, int] = {}
+    for name, parameter in model.named_parameters():
+        module = name.rpartition(".")[0] or "(model)"
+        counts[module] = counts.get(module, 0) + parameter.numel()
+    return pd.DataFrame({"module": list(counts), "parameters": list(counts.values())})
+
+
+def multiply_adds(cfg: ModelConfig, n_source: int, n_target: int | None = None) -> pd.DataFrame:
+    """stack, component, formula, multiply_adds: the matrix products of one forward pass, all layers included.
+    LayerNorm, softmax, activations and additions are left out (they are not multiply-adds)."""
+    D, F, L = cfg.d_model, cfg.d_ff, cfg.n_layers
+    stacks: dict[str, tuple[int, int | None]] = {"encoder": (n_source, None)}  # stack -> (T, S of cross-attention)
+    if cfg.arch == "decoder":
+        stacks = {"decoder": (n_source, None)}
+    elif cfg.arch == "encoder-decoder":
+        stacks["decoder"] = (n_target or 1, n_source)
+    rows = []
+    for stack, (T, S) in stacks.items():
+        parts = [
+            ("self-attention Q, K, V projections", "3 T d_model^2", 3 * T * D * D),
+            ("self-attention scores Q K^T", "T^2 d_model", T * T * D),
+            ("self-attention weights x V", "T^2 d_model", T * T * D),
+            ("self-attention output projection", "T d_model^2", T * D * D),
+        ]
+        if S is not None:
+            parts += [
+                ("cross-attention Q projection", "T d_model^2", T * D * D),
+                ("cross-attention K, V projections", "2 S d_model^2", 2 * S * D * D),
+                ("cross-attention scores Q K^T", "T S d_model", T * S * D),
+                ("cross-attention weights x V", "T S d_model", T * S * D),
+                ("cross-attention output projection", "T d_model^2", T * D * D),
+            ]
+        parts.append(("feed-forward (two linears)", "2 T d_model d_ff", 2 * T * D * F))
+        rows += [
+            {"stack": stack, "component": c, "formula": f"layers x {f}", "multiply_adds": L * n} for c, f, n in parts
+        ]
+    return pd.DataFrame(rows)
+
+
+def block_diagram(cfg: ModelConfig) -> str:
+    """Graphviz DOT of one block as configured: where the LayerNorms sit, and cross-attention if any."""
+    pre = cfg.norm == "pre"
+    cross = cfg.arch == "encoder-decoder"
+    kind = "decoder" if cfg.arch != "encoder" else "encoder"
+    self_label = "masked multi-head\\nself-attention" if kind == "decoder" or "causal" in cfg.mask else None
+    sublayers = [("attn", self_label or "multi-head\\nself-attention")]
+    if cross:
+        sublayers.append(("cross", "multi-head\\ncross-attention\\n(keys, values: encoder output)"))
+    sublayers.append(("ffn", f"feed-forward\\nlinear, {cfg.activation}, linear"))
+    title = f"one {'decoder' if cross else kind} block, {'pre' if pre else 'post'}-norm"
+    lines = [
+        "digraph block {",
+        '  rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#f4f6fb", fontname="Helvetica"];',
+        f'  label="{title}"; labelloc=t; fontname="Helvetica";',
+        '  input [label="x  [T, d_model]", shape=plaintext, fillcolor=none];',
+    ]
+    previous = "input"
+    for name, label in sublayers:
+        lines.append(f'  {name} [label="{label}", fillcolor="#dce8fa"];')
+        lines.append(f'  {name}_add [label="+", shape=circle, fillcolor="#ffffff"];')
+        lines.append(f'  {name}_ln [label="LayerNorm", fillcolor="#fde9c8"];')
+        lines.append(f'  {previous} -> {name}_add [label="residual", style=dashed];')
+        if pre:  # x + f(LN(x))
+            lines += [f"  {previous} -> {name}_ln;", f"  {name}_ln -> {name};", f"  {name} -> {name}_add;"]
+            previous = f"{name}_add"
+        else:  # LN(x + f(x))
+            lines += [f"  {previous} -> {name};", f"  {name} -> {name}_add;", f"  {name}_add -> {name}_ln;"]
+            previous = f"{name}_ln"
+    if pre:
+        lines.append('  final_ln [label="final LayerNorm\\n(after the last block)", fillcolor="#fde9c8"];')
+        lines.append(f"  {previous} -> final_ln;")
+        previous = "final_ln"
+    lines.append('  output [label="[T, d_model]", shape=plaintext, fillcolor=none];')
+    lines.append(f"  {previous} -> output;")
+    lines.append("}")
+    return "\n".join(lines)

@@ -1,0 +1,54 @@
+"""Anatomy: parameter counts add up to the model's, multiply-adds agree with torch's own FLOP counter."""
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+import explorer
+from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_counts
+from explorer.inputs import prepare_inputs
+
+CONFIGS = [
+    explorer.ModelConfig(d_model=32, n_heads=4, n_layers=3, d_ff=48),
+    explorer.ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=48, arch="decoder", norm="pre", positional="rope"),
+    explorer.ModelConfig(d_model=24, n_heads=3, n_layers=2, d_ff=40, arch="encoder-decoder", positional="learned"),
+]
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.arch)
+def test_parameter_counts_sum_to_the_model_total(cfg):
+    model = explorer.build_model(cfg)
+    counts = parameter_counts(model)
+    assert counts["parameters"].sum() == sum(p.numel() for p in model.parameters())
+    assert counts["module"].is_unique
+
+
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.arch)
+def test_multiply_adds_match_torch_flop_counter(cfg):
+    model = explorer.build_model(cfg)
+    target = "x y z" if cfg.arch == "encoder-decoder" else None
+    with torch.no_grad():
+        inputs = prepare_inputs(model, "a b c d e f g", target)
+        with FlopCounterMode(display=False) as counter:
+            inputs.forward(model)
+    estimate = multiply_adds(cfg, 7, 3 if target else None)
+    assert 2 * estimate["multiply_adds"].sum() == counter.get_total_flops()
+
+
+def test_forward_steps_show_the_attention_shapes_for_this_input():
+    steps = forward_steps(explorer.ModelConfig(n_heads=4, d_model=64, norm="pre"), 6)
+    sizes = dict(zip(steps["shape"], steps["size"], strict=False))
+    assert sizes["[heads, T, T]"] == "[4, 6, 6]"
+    assert sizes["[heads, T, d_head]"] == "[4, 6, 16]"
+    assert steps["step"].iloc[-2] == "final LayerNorm"
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_block_diagram_places_layernorm_where_the_norm_setting_says(norm):
+    dot = block_diagram(explorer.ModelConfig(norm=norm, arch="encoder-decoder"))
+    assert dot.startswith("digraph") and dot.rstrip().endswith("}")
+    assert "cross-attention" in dot and "masked multi-head" in dot
+    if norm == "pre":
+        assert "input -> attn_ln;" in dot and "attn_ln -> attn;" in dot and "final_ln" in dot
+    else:
+        assert "input -> attn;" in dot and "attn_add -> attn_ln;" in dot and "final_ln" not in dot
