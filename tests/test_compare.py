@@ -1,0 +1,90 @@
+"""Comparing two configurations: shared weights, exact zero for B = A, head ranking, URL round trip."""
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.compare import (
+    attention_difference,
+    b_from_query,
+    can_share_weights,
+    default_b,
+    head_ranking,
+    js_divergence,
+    model_for_b,
+    same_parameters,
+    to_query,
+)
+from explorer.trace import AttentionMaps
+
+TOKENS = "the cat sat on the mat"
+A = explorer.ModelConfig(n_layers=3)
+
+
+def traces(a, b):
+    model_a = explorer.build_model(a)
+    model_b = model_for_b(model_a, b)
+    return model_a, model_b, explorer.run(model_a, TOKENS), explorer.run(model_b, TOKENS)
+
+
+def test_b_equal_to_a_gives_exactly_zero_difference():
+    _, _, trace_a, trace_b = traces(A, A)
+    maps_a, maps_b = trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
+    assert (attention_difference(maps_a, maps_b) == 0).all()
+    assert (head_ranking(maps_a, maps_b)["js_divergence"] == 0).all()
+
+
+def test_norm_placement_only_shares_every_parameter_and_changes_attention():
+    b = default_b(A)
+    assert b.norm == "pre" and b.replace(norm="post") == A
+    model_a, model_b, trace_a, trace_b = traces(A, b)
+    assert can_share_weights(A, b)[0]
+    assert same_parameters(model_a, model_b)
+    difference = attention_difference(
+        trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
+    )
+    assert np.abs(difference).max() > 1e-4
+
+
+def test_shape_changes_cannot_share_weights_and_say_so():
+    other_seed = A.replace(seed=1)
+    assert not can_share_weights(A, other_seed)[0]
+    assert not same_parameters(explorer.build_model(A), model_for_b(explorer.build_model(A), other_seed))
+    shareable, why = can_share_weights(A, A.replace(n_heads=8))
+    assert not shareable and "n_heads (4 vs 8)" in why
+    with pytest.raises(explorer.ConfigError, match="same shape"):
+        _, _, trace_a, trace_b = traces(A, A.replace(n_layers=2))
+        attention_difference(trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"])
+
+
+def maps_from(weights: np.ndarray) -> AttentionMaps:
+    tokens = [str(i) for i in range(weights.shape[-1])]
+    allowed = np.ones(weights.shape[-2:], dtype=bool)
+    return AttentionMaps("self-attention", weights.astype(np.float32), np.zeros_like(weights), allowed, tokens, tokens)
+
+
+def test_head_ranking_puts_the_changed_head_first():
+    uniform = np.full((2, 3, 4, 4), 0.25)
+    changed = uniform.copy()
+    changed[1, 2] = np.eye(4)  # layer 1, head 2: from uniform to one-hot
+    changed[0, 1, 0] = [0.4, 0.2, 0.2, 0.2]  # a small change elsewhere
+    ranking = head_ranking(maps_from(uniform), maps_from(changed))
+    assert (ranking.loc[0, "layer"], ranking.loc[0, "head"]) == (1, 2)
+    assert ranking.loc[0, "js_divergence"] == pytest.approx(js_divergence(np.full(4, 0.25), np.eye(4)[0]))
+    assert (ranking.loc[1, "layer"], ranking.loc[1, "head"]) == (0, 1)
+    assert (ranking.loc[2:, "js_divergence"] == 0).all()
+
+
+def test_js_divergence_is_zero_for_equal_and_one_for_disjoint():
+    assert js_divergence(np.array([0.5, 0.5]), np.array([0.5, 0.5])) == 0
+    assert js_divergence(np.array([1.0, 0.0]), np.array([0.0, 1.0])) == pytest.approx(1.0)
+
+
+def test_both_configurations_round_trip_through_the_url():
+    b = A.replace(norm="pre", mask="causal", positional="rope", seed=3)
+    query = to_query(b, A)
+    assert query == {"b_mask": "causal", "b_positional": "rope", "b_seed": "3"}
+    assert b_from_query(query, A) == b
+    assert b_from_query({}, A) == default_b(A)
+    with pytest.raises(explorer.ConfigError, match="n_heads must be a whole number"):
+        b_from_query({"b_n_heads": "abc"}, A)
