@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 
 from explorer.config import ConfigError, ModelConfig, parse_config
-from explorer.model import Transformer, build_model
+from explorer.model import Transformer, build_model, copy_shared_weights
 from explorer.trace import AttentionMaps
 
 SHAPE_FIELDS = ("arch", "d_model", "n_heads", "n_layers", "d_ff", "max_tokens")  # change the parameter shapes
@@ -39,9 +39,7 @@ def model_for_b(model_a: Transformer, b: ModelConfig) -> Transformer:
     a = model_a.config
     if a is None or not can_share_weights(a, b)[0]:
         return model_b
-    state_b = model_b.state_dict()
-    shared = {k: v.clone() for k, v in model_a.state_dict().items() if k in state_b and state_b[k].shape == v.shape}
-    model_b.load_state_dict(shared, strict=False)
+    copy_shared_weights(model_a, model_b)
     return model_b
 
 

@@ -79,9 +79,23 @@ def _input(model: Transformer, source: Source, what: str) -> tuple[torch.Tensor,
             raise ConfigError(f"The {what} must have 1 to {model.max_positions:,} rows; it has {source.shape[0]:,}.")
         return source.detach().float(), [f"x{i}" for i in range(source.shape[0])]
     tokens = split_tokens(source, model.max_positions, what)
+    if model.vocabulary is not None:
+        return model.positional(model.embedding(token_ids(model.vocabulary, tokens))), tokens  # [T, D]
     seed = model.config.seed if model.config is not None else 0
     embedded = embed_tokens(tokens, model.d_model, seed)  # [T, D]
     return model.positional(embedded), tokens
+
+
+def token_ids(vocabulary: tuple[str, ...], tokens: list[str]) -> torch.Tensor:
+    """[T] long: each token's index in a trained model's vocabulary; unknown tokens are explained."""
+    index = {token: i for i, token in enumerate(vocabulary)}
+    unknown = sorted({t for t in tokens if t not in index})
+    if unknown:
+        raise ConfigError(
+            f"{', '.join(map(repr, unknown[:5]))} {'is' if len(unknown) == 1 else 'are'} not in this model's "
+            f"vocabulary; it knows only {' '.join(vocabulary)}."
+        )
+    return torch.tensor([index[t] for t in tokens], dtype=torch.long)
 
 
 def _allowed(

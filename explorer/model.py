@@ -196,6 +196,7 @@ class Transformer(nn.Module):
         positional: str = "none",
         max_positions: int = 512,
         config: ModelConfig | None = None,
+        vocabulary: tuple[str, ...] | None = None,
     ):
         super().__init__()
         spec = encoder or decoder
@@ -206,6 +207,11 @@ class Transformer(nn.Module):
         self.encoder = Stack(encoder) if encoder else None
         self.decoder = Stack(decoder) if decoder else None
         self.positional = PositionalEncoding(positional, spec.d_model, max_positions)
+        # A trainable model has its own vocabulary: a learned embedding in, a linear read-out to token logits.
+        # Without one, tokens get fixed hashed embeddings (explorer.tokens) and there is no read-out.
+        self.vocabulary = vocabulary
+        self.embedding = nn.Embedding(len(vocabulary), spec.d_model) if vocabulary else None
+        self.head = nn.Linear(spec.d_model, len(vocabulary)) if vocabulary else None
 
     def forward(
         self,
@@ -249,10 +255,20 @@ def init_weights(model: Transformer, seed: int) -> Transformer:
         for module in model.modules():  # torch zeroes the attention output bias after the Linear init
             if isinstance(module, MultiHeadAttention) and module.out_proj.bias is not None:
                 nn.init.zeros_(module.out_proj.bias)
+        if model.embedding is not None:  # N(0, 1), as the hashed embeddings of an untrained model
+            model.embedding.weight.copy_(torch.randn(model.embedding.weight.shape, generator=generator))
         table = model.positional.table
         if isinstance(table, nn.Parameter):  # N(0, 1/2): the sinusoids' scale, next to N(0, 1) token embeddings
             table.copy_(torch.randn(table.shape, generator=generator) / math.sqrt(2.0))
     return model
+
+
+def copy_shared_weights(source: nn.Module, target: nn.Module) -> list[str]:
+    """Copy every parameter and buffer whose name and shape the two models share; returns the names copied."""
+    wanted = target.state_dict()
+    shared = {k: v.clone() for k, v in source.state_dict().items() if k in wanted and wanted[k].shape == v.shape}
+    target.load_state_dict(shared, strict=False)
+    return sorted(shared)
 
 
 def stack_specs(cfg: ModelConfig) -> tuple[StackSpec | None, StackSpec | None]:
@@ -280,11 +296,12 @@ def stack_specs(cfg: ModelConfig) -> tuple[StackSpec | None, StackSpec | None]:
     return spec(False), spec(True)
 
 
-def build_model(cfg: ModelConfig) -> Transformer:
-    """A fresh model for the config, identical for the same config in any process; in eval mode."""
+def build_model(cfg: ModelConfig, vocabulary: tuple[str, ...] | None = None) -> Transformer:
+    """A fresh model for the config, identical for the same config in any process; in eval mode.
+    With a vocabulary it gets a learned embedding and a read-out to logits, ready to train."""
     encoder, decoder = stack_specs(cfg)
     with torch.device("meta"):
-        model = Transformer(encoder, decoder, cfg.positional, cfg.max_tokens, config=cfg)
+        model = Transformer(encoder, decoder, cfg.positional, cfg.max_tokens, config=cfg, vocabulary=vocabulary)
     model = model.to_empty(device="cpu")
     model.positional.reset_buffers()
     return init_weights(model, cfg.seed).eval()

@@ -1,0 +1,134 @@
+"""Train a tiny transformer on a toy task, keeping its learning curve and attention snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from explorer.config import ConfigError, ModelConfig
+from explorer.model import Transformer, build_model, copy_shared_weights
+from explorer.tasks import Batch, Task, accuracy
+from explorer.trace import run
+
+Callback = Callable[[int, float, float], bool | None]  # (step, loss, accuracy) -> False stops training
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    step: int
+    attention: np.ndarray  # [L, H, T, T] on the probe input
+
+
+@dataclass
+class TrainResult:
+    model: Transformer
+    task: Task
+    history: pd.DataFrame  # step, loss, accuracy, lr
+    probe: list[str]  # the fixed input the snapshots were taken on
+    snapshots: list[Snapshot] = field(default_factory=list)
+    stopped_early: bool = False
+
+
+def task_config(cfg: ModelConfig, task: Task) -> ModelConfig:
+    """The config a task trains: its architecture (encoder, or causal decoder), no padding mask, no dropout."""
+    return cfg.replace(arch=task.arch, mask="none", dropout=0.0)
+
+
+def initial_model(cfg: ModelConfig, task: Task, initial: Transformer | None = None) -> Transformer:
+    """The untrained model train() starts from: built for the task, or carrying `initial`'s shared weights."""
+    model = build_model(task_config(cfg, task), task.vocabulary)
+    if initial is not None:
+        copy_shared_weights(initial, model)
+    return model
+
+
+def logits(model: Transformer, inputs: torch.Tensor, train: bool = False) -> torch.Tensor:
+    """inputs [B, T] token ids -> logits [B, T, V]."""
+    if model.embedding is None or model.head is None:
+        raise ConfigError("This model has no vocabulary to train on; build it with build_model(cfg, vocabulary).")
+    T = inputs.shape[1]
+    x = model.positional(model.embedding(inputs))  # [B, T, D]
+    causal = torch.tril(torch.ones(1, T, T, dtype=torch.bool)) if model.encoder is None else None  # [1, T, T]
+    out, _ = model(x, causal, train=train)[-1]  # [B, T, D]
+    return model.head(out)  # [B, T, V]
+
+
+def loss_and_accuracy(model: Transformer, batch: Batch, train: bool = False) -> tuple[torch.Tensor, float]:
+    out = logits(model, batch.inputs, train)  # [B, T, V]
+    loss = F.cross_entropy(out[batch.scored], batch.targets[batch.scored])
+    return loss, accuracy(out, batch)
+
+
+def train(
+    cfg: ModelConfig,
+    task: Task,
+    steps: int = 400,
+    lr: float = 3e-3,
+    warmup: int = 20,
+    batch_size: int = 64,
+    seed: int = 0,
+    callback: Callback | None = None,
+    snapshot_every: int = 25,
+    clip: float = 1.0,
+    initial: Transformer | None = None,
+    stop_at_accuracy: float | None = None,
+) -> TrainResult:
+    """AdamW with linear warmup and gradient clipping; data and initial weights fixed by `seed` and cfg.seed.
+    `initial` starts from a copy of another model's weights wherever names and shapes match (a post-norm and
+    a pre-norm model then differ only in the pre-norm's final LayerNorm), so two runs compare honestly.
+    `stop_at_accuracy` ends training once accuracy on fresh data, checked every 10 steps, reaches it."""
+    _check(steps, lr, warmup, batch_size, snapshot_every)
+    model = initial_model(cfg, task, initial)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / max(1, warmup)))
+    # warmup longer than the run is allowed: the learning rate then never reaches lr
+    data = torch.Generator().manual_seed(seed)
+    probe = task.tokens(task.sample(1, torch.Generator().manual_seed(seed + 1)).inputs[0])
+    rows, snapshots, stopped = [], [_snapshot(model, 0, probe)], False
+    with torch.enable_grad():
+        for step in range(1, steps + 1):
+            loss, acc = loss_and_accuracy(model, task.sample(batch_size, data), train=True)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            optimizer.step()
+            rows.append({"step": step, "loss": loss.item(), "accuracy": acc, "lr": schedule.get_last_lr()[0]})
+            schedule.step()
+            if step % snapshot_every == 0 or step == steps:
+                snapshots.append(_snapshot(model, step, probe))
+            reached = stop_at_accuracy is not None and step % 10 == 0 and evaluate(model, task) >= stop_at_accuracy
+            if reached or (callback is not None and callback(step, rows[-1]["loss"], acc) is False):
+                stopped = step < steps
+                if snapshots[-1].step != step:
+                    snapshots.append(_snapshot(model, step, probe))
+                break
+    history = pd.DataFrame(rows, columns=["step", "loss", "accuracy", "lr"])
+    return TrainResult(model.eval(), task, history, probe, snapshots, stopped)
+
+
+def evaluate(model: Transformer, task: Task, n_sequences: int = 512, seed: int = 12345) -> float:
+    """Token accuracy on fresh sequences the model has not trained on."""
+    with torch.inference_mode():
+        return loss_and_accuracy(model, task.sample(n_sequences, torch.Generator().manual_seed(seed)))[1]
+
+
+def _snapshot(model: Transformer, step: int, probe: list[str]) -> Snapshot:
+    return Snapshot(step, run(model, probe).attention)
+
+
+def _check(steps: int, lr: float, warmup: int, batch_size: int, snapshot_every: int) -> None:
+    if not 1 <= steps <= 20000:
+        raise ConfigError(f"steps {steps} is out of range; use 1 to 20,000.")
+    if not 0 < lr <= 0.1:
+        raise ConfigError(f"learning rate {lr} is out of range; use a value above 0 and at most 0.1 (3e-3 works).")
+    if not 0 <= warmup <= 20000:
+        raise ConfigError(f"warmup {warmup} is out of range; use 0 to 20,000 steps.")
+    if not 1 <= batch_size <= 1024:
+        raise ConfigError(f"batch size {batch_size} is out of range; use 1 to 1,024.")
+    if snapshot_every < 1:
+        raise ConfigError("snapshot_every must be at least 1.")

@@ -1,0 +1,113 @@
+"""Toy tasks, training, stopping, and checkpoints that round-trip and reject bad files."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import explorer
+from explorer import checkpoints
+from explorer.compare import same_parameters
+from explorer.tasks import TASKS, accuracy, make_task
+from explorer.training import evaluate, initial_model, logits, train
+
+STEP_BUDGET = 300  # bench/bench_train.py uses the same budget
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_task_data_follows_its_rule(name):
+    task = make_task(name, 8)
+    batch = task.sample(16, torch.Generator().manual_seed(0))
+    assert batch.inputs.shape == batch.targets.shape == batch.scored.shape == (16, 8)
+    x, y = batch.inputs, batch.targets
+    if name == "copy":
+        assert torch.equal(y, x)
+    elif name == "reverse":
+        assert torch.equal(y[:, 0], x[:, 7]) and torch.equal(y, x.flip(1))
+    elif name == "sort":
+        assert (y[:, 1:] >= y[:, :-1]).all() and torch.equal(y.sort(1).values, x.sort(1).values)
+    else:
+        assert torch.equal(x[:, :4], x[:, 4:])
+        assert torch.equal(y[:, 4:7], x[:, 5:8]) and batch.scored[:, 4:7].all() and not batch.scored[:, :4].any()
+
+
+def test_accuracy_counts_scored_positions_only():
+    batch = make_task("induction", 4).sample(2, torch.Generator().manual_seed(0))
+    perfect = torch.nn.functional.one_hot(batch.targets, 10).float()  # [B, T, V]
+    assert accuracy(perfect, batch) == 1.0
+    wrong = perfect.clone()
+    wrong[:, 0] = torch.roll(wrong[:, 0], 1, dims=-1)  # an unscored position
+    assert accuracy(wrong, batch) == 1.0
+    wrong[0, 2] = torch.roll(wrong[0, 2], 1, dims=-1)  # one of the two scored positions per row
+    assert accuracy(wrong, batch) == 0.5
+
+
+def test_reverse_reaches_99_percent_within_the_step_budget_and_attends_anti_diagonally():
+    task = make_task("reverse", 8)
+    result = train(explorer.ModelConfig(), task, steps=STEP_BUDGET, seed=0, stop_at_accuracy=0.99)
+    assert result.stopped_early
+    assert evaluate(result.model, task, seed=777) >= 0.99  # fresh data the stopping rule never saw
+    last = result.snapshots[-1].attention  # [L, H, T, T] on the probe
+    anti = np.fliplr(np.eye(8, dtype=bool))
+    best_head = max(last[layer, head][anti].mean() for layer in range(2) for head in range(4))
+    assert best_head > 0.5  # some head puts most of its weight on the mirrored position
+
+
+def test_callback_stops_training_and_keeps_what_was_learned():
+    task = make_task("copy", 6)
+    result = train(explorer.ModelConfig(), task, steps=200, callback=lambda step, loss, acc: step < 7)
+    assert result.stopped_early and list(result.history["step"]) == list(range(1, 8))
+    assert result.snapshots[-1].step == 7
+    assert not result.model.training
+
+
+def test_post_and_pre_norm_start_from_the_same_weights_and_data():
+    task = make_task("sort", 6)
+    post_start = initial_model(explorer.ModelConfig(norm="post"), task)
+    pre_start = initial_model(explorer.ModelConfig(norm="pre"), task, initial=post_start)
+    assert same_parameters(post_start, pre_start)
+    post = train(explorer.ModelConfig(norm="post"), task, steps=3)
+    pre = train(explorer.ModelConfig(norm="pre"), task, steps=3, initial=post_start)
+    assert post.probe == pre.probe
+    assert not np.array_equal(post.history["loss"], pre.history["loss"])  # same data, different placements
+
+
+def test_trained_model_runs_through_explorer_and_refuses_unknown_tokens():
+    task = make_task("induction", 8)
+    result = train(explorer.ModelConfig(n_layers=2), task, steps=3)
+    trace = explorer.run(result.model, "A B C D A B C D")
+    assert trace.attention.shape == (2, 4, 8, 8)
+    assert (np.triu(trace.attention[0, 0], 1) == 0).all()  # induction trains a causal decoder
+    with pytest.raises(explorer.ConfigError, match="'Z' is not in this model's vocabulary"):
+        explorer.run(result.model, "A Z")
+
+
+def test_checkpoint_round_trip_gives_identical_outputs():
+    task = make_task("reverse", 8)
+    model = train(explorer.ModelConfig(positional="learned"), task, steps=5).model
+    weights, meta = checkpoints.save(model, task.name)
+    loaded, task_name = checkpoints.load(weights, meta)
+    ids = task.sample(4, torch.Generator().manual_seed(9)).inputs
+    with torch.inference_mode():
+        assert torch.equal(logits(model, ids), logits(loaded, ids))
+    assert task_name == "reverse" and loaded.vocabulary == model.vocabulary
+
+
+@pytest.mark.parametrize(
+    ("mangle", "message"),
+    [
+        (lambda w, m: (w[:100], m), "not a readable safetensors"),
+        (lambda w, m: (w, "{not json"), "not valid JSON"),
+        (lambda w, m: (w, json.dumps({"format": "other"})), "not an Attention Explorer model"),
+        (lambda w, m: (w, m.replace('"d_model": 64', '"d_model": 32')), "do not match the JSON's config"),
+        (lambda w, m: (w, m.replace('"n_layers": 2', '"n_layers": 3')), "missing"),
+        (lambda w, m: (w, m.replace('"n_heads": 4', '"n_heads": "four"')), "n_heads must be a whole number"),
+        (lambda w, m: (b"x" * (64 * 2**20 + 1), m), "the limit is 64 MiB"),
+    ],
+)
+def test_corrupt_or_mismatched_files_are_rejected_with_a_reason(mangle, message):
+    model = train(explorer.ModelConfig(), make_task("copy", 4), steps=1).model
+    weights, meta = mangle(*checkpoints.save(model, "copy"))
+    with pytest.raises(explorer.ConfigError, match=message):
+        checkpoints.load(weights, meta)
