@@ -1,0 +1,209 @@
+"""Attention Explorer: the shared sidebar (every control lives in the URL), then the selected page.
+
+Pages read what this script leaves in st.session_state:
+  "_config"  ModelConfig, or None when the settings are impossible
+  "_trace"   explorer.Trace for the typed tokens, or None when there is an error
+  "_error"   the sentence shown to the user instead, or None
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+import streamlit as st
+
+import explorer
+from explorer.config import CHOICES, FIELDS, INT_LIMITS, PAD_TOKEN, ConfigError, ModelConfig
+
+PAGES = [
+    st.Page("views/attention.py", title="Attention", icon=":material/grid_on:", default=True),
+]
+
+DEFAULTS = ModelConfig()
+DEFAULT_TOKENS = "the cat sat on the mat"
+DEFAULT_TARGET = "le chat est assis sur le tapis"
+TEXT_DEFAULTS = {"tokens": DEFAULT_TOKENS, "target": DEFAULT_TARGET}
+SIDEBAR_FIELDS = ("arch", "norm", "n_layers", "n_heads", "d_model", "d_ff", "positional", "mask", "activation", "seed")
+HELP = {
+    "arch": "encoder: BERT-like, every token sees every token (unless masked). decoder: GPT-like, always causal. "
+    "encoder-decoder: both stacks plus cross-attention from the target to the source.",
+    "norm": "post: x = LayerNorm(x + f(x)) as in the 2017 paper. pre: x = x + f(LayerNorm(x)) as in GPT-2.",
+    "n_layers": "Blocks per stack (an encoder-decoder has this many in each stack).",
+    "n_heads": "Attention heads per layer; d_model must divide evenly among them.",
+    "d_model": "Width of the residual stream; must be a multiple of n_heads.",
+    "d_ff": "Hidden width of each feed-forward sub-layer (4 x d_model is the classic choice).",
+    "positional": "How token order enters the model.",
+    "mask": f"Which keys each query may attend to. causal: only itself and earlier tokens. padding: never the "
+    f"{PAD_TOKEN} tokens.",
+    "activation": "Non-linearity inside the feed-forward sub-layer.",
+    "seed": "Decides the random weights and the token embeddings.",
+}
+NOTES_KEY = "_url_notes"
+
+
+def check_url_value(name: str, raw: str) -> tuple[Any, str | None]:
+    """(value a control would take, None) for a good URL value, or (None, why it is unusable)."""
+    if name in CHOICES:
+        options = CHOICES[name]
+        if raw in options:
+            return raw, None
+        fixed = raw.strip().lower().replace(" ", "+")  # "causal+padding" typed in a URL arrives as "causal padding"
+        if fixed in options:
+            return fixed, None
+        return None, "it is not one of " + ", ".join(options)
+    if name in INT_LIMITS:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            return None, "it is not a whole number"
+        low, high = INT_LIMITS[name]
+        if not low <= value <= high:
+            return None, f"it is outside {low} to {high}"
+        return value, None
+    return raw, None
+
+
+def _shown(raw: str) -> str:
+    """User text made safe inside a Markdown code span, and short."""
+    text = raw.replace("`", "'").replace("\n", " ")
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
+def screen_query_params() -> None:
+    """Before any widget exists: record a note for each junk config value in the URL, and fix near misses.
+
+    Streamlit silently drops a bound URL value its widget cannot take (and strips it from the URL), so the
+    notes are kept in session_state until the user changes that control.
+    """
+    notes: dict[str, tuple[str, Any]] = st.session_state.setdefault(NOTES_KEY, {})
+    for name in SIDEBAR_FIELDS:
+        if name not in st.query_params:
+            continue
+        raw = st.query_params[name]
+        value, problem = check_url_value(name, raw)
+        if problem is None:
+            if value != raw:
+                st.session_state[name] = value
+            continue
+        default = getattr(DEFAULTS, name)
+        message = (
+            f"URL parameter `{name}={_shown(raw)}` was ignored: {problem}. "
+            f"Using {name} = `{default}` (the default) instead."
+        )
+        notes[name] = (message, default)
+
+
+def show_url_notes() -> None:
+    """Show the kept notes; forget one once its control no longer holds the value the note names."""
+    notes: dict[str, tuple[str, Any]] = st.session_state.get(NOTES_KEY, {})
+    for name, (message, used) in list(notes.items()):
+        if st.session_state.get(name) != used:
+            del notes[name]
+            continue
+        st.warning(message, icon=":material/link_off:")
+
+
+def sidebar() -> dict[str, Any]:
+    """Every control, each bound to the URL parameter of the same name; returns the raw values."""
+    sb = st.sidebar
+    values: dict[str, Any] = {}
+    values["tokens"] = sb.text_input(
+        "Tokens",
+        value=DEFAULT_TOKENS,
+        key="tokens",
+        bind="query-params",
+        help=f"Words separated by spaces; {PAD_TOKEN} is the padding token.",
+    )
+    values["arch"] = _select("arch", "Architecture")
+    if values["arch"] == "encoder-decoder":
+        values["target"] = sb.text_input(
+            "Target (decoder input)",
+            value=DEFAULT_TARGET,
+            key="target",
+            bind="query-params",
+            help="The sentence the decoder reads; its cross-attention looks at the tokens above.",
+        )
+    values["norm"] = _select("norm", "LayerNorm placement")
+    cols = sb.columns(2)
+    for i, (name, label) in enumerate(
+        [("n_layers", "Layers"), ("n_heads", "Heads"), ("d_model", "d_model"), ("d_ff", "d_ff")]
+    ):
+        values[name] = _number(name, label, cols[i % 2])
+    values["positional"] = _select("positional", "Positional encoding")
+    values["mask"] = _select("mask", "Mask")
+    if values["arch"] == "decoder" and "causal" not in values["mask"]:
+        sb.caption("A decoder is always causal: each token sees only itself and earlier tokens.")
+    values["activation"] = _select("activation", "Activation")
+    values["seed"] = _number("seed", "Seed", sb)
+    return values
+
+
+def _select(name: str, label: str) -> str:
+    options = CHOICES[name]
+    return st.sidebar.selectbox(
+        label, options, index=options.index(getattr(DEFAULTS, name)), key=name, bind="query-params", help=HELP[name]
+    )
+
+
+def _number(name: str, label: str, where: Any) -> int:
+    low, high = INT_LIMITS[name]
+    return where.number_input(
+        label,
+        min_value=low,
+        max_value=high,
+        value=getattr(DEFAULTS, name),
+        step=1,
+        key=name,
+        bind="query-params",
+        help=HELP[name],
+    )
+
+
+def share_hint(values: dict[str, Any]) -> None:
+    """The URL holds every control that differs from its default: show it ready to copy."""
+    changed = {k: v for k, v in values.items() if v != getattr(DEFAULTS, k, TEXT_DEFAULTS.get(k))}
+    base = st.context.url or ""
+    if base and not urlsplit(base).path:
+        base += "/"
+    query = urlencode({k: str(v) for k, v in changed.items()}, quote_via=quote)
+    with st.sidebar.expander("Share this view", icon=":material/link:"):
+        st.caption(
+            "The address bar holds every control (and the layer and head shown), so copying it reproduces this "
+            "view. The model settings alone:"
+        )
+        st.code(base + ("?" + query if query else ""), language=None, wrap_lines=True)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def cached_model(cfg: ModelConfig) -> explorer.Transformer:
+    """One model per config, shared by every session: never mutated (run() only reads it)."""
+    return explorer.build_model(cfg)
+
+
+@st.cache_data(max_entries=64, show_spinner="Running the model…")
+def cached_run(cfg: ModelConfig, tokens: str, target: str | None) -> explorer.Trace:
+    """The trace for a config and input text (deterministic, so safe to cache)."""
+    return explorer.run(cached_model(cfg), tokens, target)
+
+
+def compute(values: dict[str, Any]) -> None:
+    """Config and trace for the pages, or the user-facing error instead."""
+    st.session_state["_config"] = st.session_state["_trace"] = st.session_state["_error"] = None
+    try:
+        cfg = ModelConfig(**{k: values[k] for k in FIELDS if k in values})
+        st.session_state["_config"] = cfg
+        st.session_state["_trace"] = cached_run(cfg, values["tokens"], values.get("target"))
+    except ConfigError as e:
+        st.session_state["_error"] = str(e)
+        st.error(str(e), icon=":material/error:")
+
+
+st.set_page_config(page_title="Attention Explorer", page_icon=":material/grid_on:", layout="wide")
+navigation = st.navigation(PAGES)
+screen_query_params()
+controls = sidebar()
+share_hint(controls)
+show_url_notes()
+compute(controls)
+navigation.run()

@@ -1,0 +1,80 @@
+"""Downloads of the attention a page shows: a tidy CSV and a self-describing JSON."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from explorer.config import ModelConfig
+from explorer.stats import attention_frame, attention_matrix
+from explorer.trace import AttentionMaps
+
+MASK_NOTE = (
+    "allowed[q][k] is true when query q may attend to key k; where it is false the weight is exactly 0 (masked). "
+    "Rows listed in empty_rows have no allowed key: all their weights are 0, not a distribution."
+)
+
+
+def head_label(head: int | None) -> int | str:
+    """The head as exports name it: its index, or "mean" for the average of heads."""
+    return "mean" if head is None else head
+
+
+def export_name(kind: str, layer: int, head: int | None, ext: str) -> str:
+    """A file name that says what is inside, e.g. attention_self-attention_L0_H1.csv."""
+    return f"attention_{kind.replace(' ', '-')}_L{layer}_H{head_label(head)}.{ext}"
+
+
+def attention_csv(maps: AttentionMaps, layer: int, head: int | None) -> str:
+    """The tidy frame (one row per query, key) as CSV text, with the layer and head as leading columns."""
+    frame = attention_frame(maps, layer, head)
+    frame.insert(0, "head", head_label(head))
+    frame.insert(0, "layer", layer)
+    frame.insert(0, "kind", maps.kind)
+    return frame.to_csv(index=False)
+
+
+def read_attention_csv(text: str) -> pd.DataFrame:
+    """Read attention_csv output back, weights as float32."""
+    frame = pd.read_csv(io.StringIO(text), dtype={"query_token": str, "key_token": str, "head": str})
+    frame["weight"] = frame["weight"].astype(np.float32)
+    return frame
+
+
+def attention_dict(
+    maps: AttentionMaps, layer: int, head: int | None, config: ModelConfig | None = None
+) -> dict[str, Any]:
+    """Everything needed to redraw one map: config (or None), kind, layer, head, tokens, weights, allowed."""
+    weights = attention_matrix(maps, layer, head)  # [Tq, Tk] float32
+    return {
+        "config": None if config is None else config.to_dict(),
+        "kind": maps.kind,
+        "layer": layer,
+        "head": head_label(head),
+        "query_tokens": list(maps.query_tokens),
+        "key_tokens": list(maps.key_tokens),
+        "weights": [[float(v) for v in row] for row in weights],  # float32 values, exactly representable
+        "allowed": np.asarray(maps.allowed, dtype=bool).tolist(),
+        "masked_count": int((~maps.allowed).sum()),
+        "empty_rows": [int(i) for i in np.flatnonzero(maps.empty_rows)],
+        "note": MASK_NOTE,
+    }
+
+
+def attention_json(maps: AttentionMaps, layer: int, head: int | None, config: ModelConfig | None = None) -> str:
+    """attention_dict as JSON text (UTF-8, tokens unescaped)."""
+    return json.dumps(attention_dict(maps, layer, head, config), ensure_ascii=False)
+
+
+def read_attention_json(text: str) -> dict[str, Any]:
+    """Parse attention_json output; weights come back as a float32 [Tq, Tk] array, allowed as bool."""
+    data = json.loads(text)
+    data["weights"] = np.asarray(data["weights"], dtype=np.float32).reshape(
+        len(data["query_tokens"]), len(data["key_tokens"])
+    )  # [Tq, Tk]
+    data["allowed"] = np.asarray(data["allowed"], dtype=bool).reshape(data["weights"].shape)  # [Tq, Tk]
+    return data

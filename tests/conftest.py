@@ -1,0 +1,184 @@
+"""Shared fixtures: hand-built attention maps, and one Streamlit server + Chromium per browser test module."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from explorer.trace import AttentionMaps
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def softmax_maps(
+    scores: np.ndarray,
+    allowed: np.ndarray,
+    query_tokens: list[str],
+    key_tokens: list[str],
+    kind: str = "self-attention",
+) -> AttentionMaps:
+    """AttentionMaps from raw scores [L, H, Tq, Tk] and allowed [Tq, Tk], the way the engine defines them."""
+    masked = np.where(allowed, scores, -np.inf)  # [L, H, Tq, Tk]
+    row_max = np.max(masked, axis=-1, keepdims=True)
+    row_max = np.where(np.isfinite(row_max), row_max, 0.0)
+    e = np.where(allowed, np.exp(masked - row_max), 0.0)
+    total = e.sum(axis=-1, keepdims=True)
+    weights = np.divide(e, total, out=np.zeros_like(e), where=total > 0).astype(np.float32)
+    return AttentionMaps(kind, weights, masked.astype(np.float32), allowed, list(query_tokens), list(key_tokens))
+
+
+@pytest.fixture
+def make_maps() -> Callable[..., AttentionMaps]:
+    """Factory: random softmax attention with L layers, H heads over the given tokens and allowed mask."""
+
+    def make(
+        n_layers: int = 2,
+        n_heads: int = 3,
+        tokens: list[str] | None = None,
+        allowed: np.ndarray | None = None,
+        seed: int = 0,
+        key_tokens: list[str] | None = None,
+    ) -> AttentionMaps:
+        tokens = tokens or "the cat sat on the mat".split()
+        key_tokens = key_tokens or tokens
+        if allowed is None:
+            allowed = np.ones((len(tokens), len(key_tokens)), dtype=bool)
+        rng = np.random.default_rng(seed)
+        scores = rng.normal(size=(n_layers, n_heads, len(tokens), len(key_tokens))) * 2.0
+        return softmax_maps(scores, allowed, tokens, key_tokens)
+
+    return make
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_health(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited early with code {proc.returncode}: {proc.stdout.read()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
+                if r.read() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("streamlit did not answer /_stcore/health in time")
+
+
+@pytest.fixture(scope="module")
+def app_url() -> Iterator[str]:
+    """Base URL of `streamlit run dashboard.py`, one server per test module."""
+    port = _free_port()
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "dashboard.py",
+            "--server.headless=true",
+            f"--server.port={port}",
+            "--server.address=127.0.0.1",
+            "--server.fileWatcherType=none",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        _wait_health(port, proc)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium per test module."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    with sync_api.sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh page that records page errors and console errors in page.errors."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    p = context.new_page()
+    p.errors = []
+    p.on("pageerror", lambda e: p.errors.append(str(e)))
+    p.on(
+        "console",
+        lambda m: (
+            p.errors.append(m.text) if m.type == "error" and not m.text.startswith("Failed to load resource") else None
+        ),
+    )
+    yield p
+    context.close()
+
+
+def _wait_idle(page, timeout_ms: int = 60_000) -> None:
+    """Wait until the script run has finished and Plotly has had a moment to draw."""
+    page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=timeout_ms)
+    page.wait_for_timeout(150)
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout_ms)
+    page.wait_for_function("document.querySelectorAll(\"[data-testid='stSkeleton']\").length === 0", timeout=timeout_ms)
+    page.wait_for_timeout(300)
+
+
+@pytest.fixture
+def wait_idle() -> Callable[..., None]:
+    """wait_idle(page): block until the app has finished its script run and drawn."""
+    return _wait_idle
+
+
+def _plotly_array(value) -> np.ndarray:
+    """A Plotly JSON array (a nested list, or the base64 typed-array form {"dtype", "bdata", "shape"})."""
+    if isinstance(value, dict) and "bdata" in value:
+        import base64
+
+        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = [int(s) for s in str(value.get("shape", len(data))).split(",")]
+        return data.reshape(shape)
+    return np.asarray(value, dtype=float if not value or not isinstance(value[0], str) else object)
+
+
+@pytest.fixture
+def plotly_array() -> Callable[..., np.ndarray]:
+    """plotly_array(value): decode an array from a figure's JSON spec."""
+    return _plotly_array

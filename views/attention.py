@@ -1,0 +1,192 @@
+"""Attention page: one map large, every layer x head small, per-head entropy, and downloads."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from explorer.config import ModelConfig
+from explorer.export import attention_csv, attention_json, export_name
+from explorer.figures import GRID_MAX_CELLS, attention_grid, attention_heatmap, entropy_heatmap, grid_cells, picked_map
+from explorer.stats import head_entropy
+from explorer.trace import AttentionMaps, Trace
+
+AVERAGE = "average of heads"
+VIEW_NOTES_KEY = "_view_notes"
+
+
+def summary(cfg: ModelConfig, trace: Trace) -> str:
+    """One line saying which model produced the maps."""
+    sizes = " · ".join(f"{s.name} {len(s.tokens)} tokens" for s in trace.stacks)
+    return (
+        f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} (d_head {cfg.d_head}) · "
+        f"{cfg.norm}-norm · {cfg.positional} positions · mask {cfg.mask} · seed {cfg.seed} · {sizes}. "
+        "Weights are post-softmax, eval mode, per head."
+    )
+
+
+def note_bad_view_param(key: str, options: list) -> None:
+    """Remember a URL value a view selector cannot take (Streamlit drops it silently and strips the URL)."""
+    if key in st.query_params and st.query_params[key] not in [str(o) for o in options]:
+        raw = st.query_params[key].replace("`", "'").replace("\n", " ")[:40]
+        message = f"URL parameter `{key}={raw}` was ignored: this model has no such {key}; showing the first instead."
+        st.session_state.setdefault(VIEW_NOTES_KEY, {})[key] = [message, None]
+
+
+def show_view_notes() -> None:
+    """Show each kept note until the user changes the selector it is about."""
+    notes: dict[str, list] = st.session_state.get(VIEW_NOTES_KEY, {})
+    for key, note in list(notes.items()):
+        message, used = note
+        current = st.session_state.get(key)
+        if used is None:
+            note[1] = current
+        elif current != used:
+            del notes[key]
+            continue
+        st.warning(message, icon=":material/link_off:")
+
+
+def pick_from_grid(fig: go.Figure) -> None:
+    """on_select callback of the grid: show the clicked map in the big heatmap."""
+    event = st.session_state.get("grid")
+    points = event.selection.points if event is not None else []
+    if not points:
+        return
+    picked = picked_map(fig, points[0])
+    if picked is not None:
+        st.session_state["layer"], st.session_state["head"] = picked
+
+
+def _code(text: str) -> str:
+    """User text made safe inside a Markdown code span."""
+    return text.replace("`", "'")[:40]
+
+
+def view_options(maps: AttentionMaps) -> tuple[list[int], list]:
+    """Options of the layer and head selectors (the head average last)."""
+    return list(range(maps.n_layers)), [*range(maps.n_heads), AVERAGE]
+
+
+@st.fragment
+def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
+    """Layer and head selectors, the big heatmap and the downloads: reruns alone when a selector changes."""
+    layers, heads = view_options(maps)
+    left, right, _ = st.columns([1, 1, 2])
+    layer = left.selectbox("Layer", layers, key="layer", bind="query-params")
+    head = right.selectbox(
+        "Head",
+        heads,
+        key="head",
+        bind="query-params",
+        help=f'"{AVERAGE}" is the plain mean of the {maps.n_heads} heads: a summary, not something the model computes.',
+    )
+    head_index = None if head == AVERAGE else int(head)
+    if head_index is None:
+        st.info(f"Showing the **average** of all {maps.n_heads} heads of layer {layer}, not a single head.")
+    st.plotly_chart(attention_heatmap(maps, layer, head_index), key="heatmap", theme=None)
+    empty = maps.empty_rows
+    if empty.any():
+        n_empty = int(empty.sum())
+        names = ", ".join(f"`{_code(maps.query_tokens[i])}` (position {i})" for i in empty.nonzero()[0][:10])
+        st.warning(
+            f"{n_empty} {'query has' if n_empty == 1 else 'queries have'} no key to attend to: {names}. "
+            f"{'Its row is' if n_empty == 1 else 'Their rows are'} all zeros (marked ⊘), not a probability "
+            "distribution.",
+            icon=":material/block:",
+        )
+    c1, c2, _ = st.columns([1, 1, 3])
+    c1.download_button(
+        "Download CSV",
+        data=partial(attention_csv, maps, layer, head_index),
+        file_name=export_name(maps.kind, layer, head_index, "csv"),
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key="download_csv",
+    )
+    c2.download_button(
+        "Download JSON",
+        data=partial(attention_json, maps, layer, head_index, cfg),
+        file_name=export_name(maps.kind, layer, head_index, "json"),
+        mime="application/json",
+        on_click="ignore",
+        icon=":material/download:",
+        key="download_json",
+    )
+
+
+def grid(maps: AttentionMaps) -> None:
+    """Every layer x head as a small map; clicking one shows it above."""
+    st.subheader("All layers × heads")
+    if grid_cells(maps) > GRID_MAX_CELLS:
+        st.info(
+            f"The grid would draw {grid_cells(maps):,} cells, too many for a browser; pick maps with the "
+            "Layer and Head selectors above (or use fewer tokens)."
+        )
+        return
+    st.caption("Rows are layers, columns are heads. Click a map to show it large above.")
+    fig = attention_grid(maps)
+    st.plotly_chart(
+        fig,
+        key="grid",
+        theme=None,
+        on_select=partial(pick_from_grid, fig),
+        selection_mode="points",
+        config={"displayModeBar": False},
+    )
+
+
+def entropy(maps: AttentionMaps) -> None:
+    """How spread out each head's attention is."""
+    st.subheader("How peaked is each head?")
+    df = head_entropy(maps)
+    st.plotly_chart(entropy_heatmap(df), key="entropy", theme=None)
+    with st.expander("Entropy table"):
+        st.dataframe(
+            df,
+            hide_index=True,
+            column_config={
+                "entropy": st.column_config.NumberColumn("entropy (nats)", format="%.4f"),
+                "max_entropy": st.column_config.NumberColumn("uniform (nats)", format="%.4f"),
+                "peakedness": st.column_config.NumberColumn("peakedness (0 uniform, 1 one-hot)", format="%.3f"),
+            },
+        )
+
+
+def main() -> None:
+    st.title("Attention")
+    cfg: ModelConfig | None = st.session_state.get("_config")
+    trace: Trace | None = st.session_state.get("_trace")
+    if trace is None or cfg is None:
+        st.info("Fix the setting named above (in the sidebar) to see the attention maps.")
+        return
+    st.caption(summary(cfg, trace))
+    all_maps = trace.attention_maps()
+    kinds = list(all_maps)
+    layers, heads = view_options(all_maps[kinds[0]])
+    for key, options in (("kind", kinds), ("layer", layers), ("head", heads)):
+        note_bad_view_param(key, options)
+    notes = st.container()
+    kind = kinds[0]
+    if len(kinds) > 1:
+        kind = st.radio(
+            "Attention",
+            kinds,
+            index=kinds.index("cross-attention") if "cross-attention" in kinds else 0,
+            key="kind",
+            bind="query-params",
+            horizontal=True,
+            help="cross-attention: each target token (query) looks at the source tokens (keys).",
+        )
+    maps = all_maps[kind]
+    map_viewer(maps, cfg)
+    grid(maps)
+    entropy(maps)
+    with notes:
+        show_view_notes()
+
+
+main()
