@@ -17,7 +17,7 @@ import explorer
 from explorer.config import CHOICES, FIELDS, INT_LIMITS, PAD_TOKEN, ConfigError, ModelConfig
 
 PAGES = [
-    st.Page("views/attention.py", title="Attention", icon=":material/grid_on:", default=True),
+    st.Page("views/attention.py", title="Attention", icon="🔥", default=True),
 ]
 
 DEFAULTS = ModelConfig()
@@ -83,7 +83,7 @@ def screen_query_params() -> None:
         raw = st.query_params[name]
         value, problem = check_url_value(name, raw)
         if problem is None:
-            if value != raw:
+            if name in CHOICES and value != raw:  # a near miss such as "causal padding": take the option meant
                 st.session_state[name] = value
             continue
         default = getattr(DEFAULTS, name)
@@ -199,7 +199,8 @@ def compute(values: dict[str, Any]) -> None:
         st.error(str(e), icon=":material/error:")
 
 
-st.set_page_config(page_title="Attention Explorer", page_icon=":material/grid_on:", layout="wide")
+# An emoji favicon: a :material/: one makes the browser fetch the icon from the internet.
+st.set_page_config(page_title="Attention Explorer", page_icon="🔎", layout="wide")
 navigation = st.navigation(PAGES)
 screen_query_params()
 controls = sidebar()

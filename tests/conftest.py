@@ -108,9 +108,8 @@ def app_url() -> Iterator[str]:
         ],
         cwd=ROOT,
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        stdout=subprocess.DEVNULL,  # a pipe nobody reads would block the server once it fills
+        stderr=subprocess.DEVNULL,
     )
     try:
         _wait_health(port, proc)
@@ -135,12 +134,18 @@ def browser():
         b.close()
 
 
+LOCAL_PREFIXES = ("http://127.0.0.1", "http://localhost", "ws://127.0.0.1", "data:", "blob:", "about:")
+
+
 @pytest.fixture
 def page(browser):
-    """A fresh page that records page errors and console errors in page.errors."""
+    """A fresh page that records page errors and console errors in page.errors, and fails the test if the app
+    asks for anything beyond this machine (the app must work with no network)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     p = context.new_page()
     p.errors = []
+    external: list[str] = []
+    p.on("request", lambda r: external.append(r.url) if not r.url.startswith(LOCAL_PREFIXES) else None)
     p.on("pageerror", lambda e: p.errors.append(str(e)))
     p.on(
         "console",
@@ -150,6 +155,7 @@ def page(browser):
     )
     yield p
     context.close()
+    assert not external, f"the app reached beyond this machine: {external[:3]}"
 
 
 def _wait_idle(page, timeout_ms: int = 60_000) -> None:

@@ -1,0 +1,91 @@
+# Attention Explorer: `make run` to use it, `make test` to check it. Both build .venv from nothing when needed.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+# Reinstalled whenever a requirements file changes.
+STAMP := $(VENV)/.requirements.stamp
+# Playwright drives Debian's Chromium; it cannot download a browser of its own here.
+export CHROMIUM ?= /usr/bin/chromium
+# Test reports: pytest's junit XML, read by `make test` to prove the browser tests ran.
+ARTIFACTS ?= artifacts
+PYTEST_ARGS ?=
+STREAMLIT_ARGS ?=
+# No usage statistics leave the machine: the app works offline.
+export STREAMLIT_BROWSER_GATHER_USAGE_STATS := false
+
+.PHONY: help venv run test lint format bench look chromium clean distclean
+
+help:
+	@echo "make run        start the dashboard (streamlit run dashboard.py)"
+	@echo "make test       lint, format check, and every test including the real-browser ones"
+	@echo "make lint       ruff check + ruff format --check"
+	@echo "make format     ruff format + ruff check --fix"
+	@echo "make bench      explorer.run vs stock torch, and page-load time in Chromium"
+	@echo "make look       screenshot every page into /tmp/look (../shared/tools/look.py)"
+	@echo "make clean      remove caches and test reports (distclean: the .venv too)"
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+		|| { echo "Attention Explorer needs Python 3.11 or newer; '$(PYTHON)' is $$($(PYTHON) --version 2>&1). Run: make PYTHON=python3.11 ..." >&2; exit 1; }
+	@[ -x $(PY) ] || { echo "creating $(VENV) with $$($(PYTHON) --version)"; $(PYTHON) -m venv $(VENV); }
+	@echo "installing requirements-dev.txt into $(VENV) (the first time takes a minute or two)"
+	$(PY) -m pip install --quiet --progress-bar off --disable-pip-version-check -r requirements-dev.txt
+	@touch $@
+
+run: $(STAMP)
+	$(BIN)/streamlit run dashboard.py $(STREAMLIT_ARGS)
+
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then \
+		true; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "Chromium is missing: installing Debian's chromium with apt-get"; \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	else \
+		echo "The browser tests need Chromium at $(CHROMIUM). Install it with 'sudo apt-get install -y chromium'" >&2; \
+		echo "(or point CHROMIUM=/path/to/chromium at one you have), then run 'make test' again." >&2; \
+		exit 1; \
+	fi
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# Every step runs even when an earlier one fails, so one CI run shows everything that is wrong; the
+# target fails if any step did. Two pytest runs: everything else first, then the browser tests alone,
+# so their junit report says exactly how many browser tests ran. A skipped browser test fails the
+# target, as does a pytest run that collected nothing (exit 5).
+test: $(STAMP) chromium
+	@mkdir -p $(ARTIFACTS); rm -f $(ARTIFACTS)/junit-*.xml; status=0; \
+	step() { echo "+ $$*"; "$$@" || { echo "make test: FAILED (exit $$?): $$*" >&2; status=1; }; }; \
+	step $(MAKE) --no-print-directory lint; \
+	step $(PY) -m pytest -m "not browser" --junitxml=$(ARTIFACTS)/junit-engine.xml --durations=10 $(PYTEST_ARGS); \
+	step $(PY) -m pytest -m browser --junitxml=$(ARTIFACTS)/junit-browser.xml --durations=10 $(PYTEST_ARGS); \
+	step $(PY) .ci/junit_summary.py $(ARTIFACTS)/junit-engine.xml $(ARTIFACTS)/junit-browser.xml \
+		--no-skips-in $(ARTIFACTS)/junit-browser.xml; \
+	exit $$status
+
+bench: $(STAMP) chromium
+	$(PY) bench/bench_run.py
+	$(PY) bench/bench_page_load.py --baseline
+
+look: $(STAMP) chromium
+	$(PY) ../shared/tools/look.py --out /tmp/look
+
+clean:
+	rm -rf $(ARTIFACTS) .pytest_cache .ruff_cache build *.egg-info
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)

@@ -1,0 +1,203 @@
+"""How long until a person sees the attention heatmap? Real Chromium against `streamlit run dashboard.py`.
+
+Starts the dashboard headless on a free port, then loads the small configuration from its URL again and
+again, each time in a new browser context (no cache, no cookies, a new Streamlit session), and times
+page.goto(URL) until the script run has finished, a Plotly heatmap is drawn and no skeleton is left
+("done"; the time to the first heatmap drawn is shown too). The first load after the server starts is
+"cold" (imports, empty st.cache_*); then --loads warm loads each in a new browser context (the target
+applies to these), and --loads more in one shared context whose browser cache is warm.
+
+Usage: python bench/bench_page_load.py [--loads N] [--query "d_model=256&..."] [--baseline] [--strict]
+Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIUM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlencode
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = 1.5  # seconds from navigation to a drawn heatmap, warm
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SMALL = {
+    "d_model": 256,
+    "n_heads": 8,
+    "n_layers": 4,
+    "d_ff": 1024,
+    "tokens": "the cat sat on the mat while a small dog ran after it across the long green field",  # 16 words
+}
+# --baseline: the least a Streamlit page with one heatmap costs on this machine, to compare the app with.
+BASELINE_APP = """import numpy as np
+import plotly.graph_objects as go
+import streamlit as st
+
+st.set_page_config(layout="wide")
+st.sidebar.text_input("Tokens", "the cat sat on the mat")
+st.plotly_chart(go.Figure(go.Heatmap(z=np.random.default_rng(0).random((16, 16)))))
+"""
+LOCAL = re.compile(r"^(https?|wss?)://127\.0\.0\.1[:/]|^(data|blob|about):")
+HEATMAP_DRAWN = """[...document.querySelectorAll(".js-plotly-plot")].some(
+    (plot) => (plot._fullData || []).some((t) => t.type === "heatmap" || t.type === "image")
+        && plot.querySelector(".heatmaplayer image, .imagelayer image"))"""
+FIRST_HEATMAP = "() => " + HEATMAP_DRAWN
+# Done: the script run has finished, a heatmap is drawn in a Plotly chart, and nothing is still a skeleton.
+READY = f"""() => {{
+    const app = document.querySelector("[data-testid='stApp']");
+    if (!app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
+    if (document.querySelector("[data-testid='stSkeleton']")) return false;
+    return {HEATMAP_DRAWN};
+}}"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(app: str, port: int, log) -> subprocess.Popen:
+    """The app, headless on 127.0.0.1:port; its output goes to the file `log` (a pipe nobody reads would fill)."""
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    command = [
+        sys.executable, "-m", "streamlit", "run", app, "--server.headless=true", f"--server.port={port}",
+        "--server.address=127.0.0.1", "--server.fileWatcherType=none",
+    ]  # fmt: skip
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            log.seek(0)
+            sys.exit(f"streamlit exited early with code {server.returncode}:\n{log.read().decode(errors='replace')}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as answer:
+                if answer.read() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.1)
+    sys.exit("streamlit did not answer /_stcore/health in time")
+
+
+def load_once(browser, context, url: str, timeout_ms: int) -> tuple[float, float, list[str]]:
+    """Seconds from goto to the first heatmap drawn and to done (READY); and the problems the page showed.
+    With context None the load gets a fresh context (empty browser cache), closed afterwards."""
+    own = context is None
+    context = context or browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    problems: list[str] = []
+    page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+    # The app works offline: any request that leaves this machine is a problem.
+    page.on("request", lambda r: None if LOCAL.match(r.url) else problems.append(f"network: {r.url[:120]}"))
+    try:
+        t0 = time.perf_counter()
+        page.goto(url)
+        page.wait_for_function(FIRST_HEATMAP, timeout=timeout_ms, polling="raf")
+        first = time.perf_counter() - t0
+        page.wait_for_function(READY, timeout=timeout_ms, polling="raf")
+        done = time.perf_counter() - t0
+        problems += [f"exception: {e.inner_text()[:200]}" for e in page.locator("[data-testid='stException']").all()]
+        return first, done, problems
+    finally:
+        page.close()
+        if own:
+            context.close()
+
+
+def report(name: str, loads: list[tuple[float, float]], note: str, target: float | None = None) -> bool:
+    """One table row: median seconds to the first heatmap and to done; True when done is within target."""
+    first = statistics.median(t[0] for t in loads)
+    done = statistics.median(t[1] for t in loads)
+    ok = target is None or done <= target
+    verdict = "" if target is None else f"<= {target} s {'ok' if ok else 'OVER'}"
+    spread = f"{min(t[1] for t in loads):.2f}-{max(t[1] for t in loads):.2f}" if len(loads) > 1 else ""
+    print(f"{name:34} {len(loads):>5} {first:>9.2f} {done:>9.2f} {spread:>11}  {verdict:12} {note}")
+    return ok
+
+
+def measure(app: str, query: str, loads: int, timeout_ms: int, log) -> tuple[tuple, list[tuple], list[tuple]]:
+    """The cold load, `loads` loads each in a new context, and `loads` in one context with a warm cache."""
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    server = start_server(app, port, log)
+    try:
+        wait_health(port, server, log)
+        url = f"http://127.0.0.1:{port}/?{query}"
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"), args=CHROMIUM_ARGS
+            )
+            cold = load_once(browser, None, url, timeout_ms)
+            fresh = [load_once(browser, None, url, timeout_ms) for _ in range(loads)]
+            shared = browser.new_context(viewport={"width": 1400, "height": 1000})
+            load_once(browser, shared, url, timeout_ms)  # fills this context's browser cache
+            cached = [load_once(browser, shared, url, timeout_ms) for _ in range(loads)]
+            browser.close()
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    return cold, fresh, cached
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--app", default="dashboard.py")
+    ap.add_argument("--loads", type=int, default=5, help="warm loads of each kind after the cold one")
+    ap.add_argument("--query", default=urlencode(SMALL), help="query string with the configuration")
+    ap.add_argument("--timeout", type=float, default=60, help="seconds one load may take")
+    ap.add_argument("--baseline", action="store_true", help="also time a one-heatmap Streamlit page, for scale")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when the warm median is over the target")
+    args = ap.parse_args()
+    if not (ROOT / args.app).exists():
+        sys.exit(f"{args.app} does not exist yet: nothing to load.")
+
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    timeout_ms = int(args.timeout * 1000)
+    with tempfile.TemporaryFile() as log:
+        results = {args.app: measure(args.app, args.query, args.loads, timeout_ms, log)}
+    if args.baseline:
+        with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as log:
+            baseline = Path(folder) / "baseline.py"
+            baseline.write_text(BASELINE_APP)
+            results["baseline"] = measure(str(baseline), args.query, args.loads, timeout_ms, log)
+    print("page load in Chromium: goto -> heatmap drawn, script idle, no skeleton; medians in seconds")
+    print(f"  {os.cpu_count()} cpus, load average {load} at the start")
+    print(f"  /?{args.query}")
+    print(f"{'load':34} {'loads':>5} {'1st map':>9} {'done':>9} {'done range':>11}  {'target':12} what")
+    ok = True
+    for app, (cold, fresh, cached) in results.items():
+        target = TARGET if app == args.app else None
+        report(f"{app}: cold server", [cold[:2]], "first load after the server started: imports, empty st.cache_*")
+        ok &= report(f"{app}: warm, new context", [t[:2] for t in fresh], "empty browser cache, new session", target)
+        report(f"{app}: warm, cached", [t[:2] for t in cached], "same browser context (cached JS), new page")
+    problems = [p for cold, fresh, cached in results.values() for one in [cold, *fresh, *cached] for p in one[2]]
+    for problem in dict.fromkeys(problems):
+        print("  problem:", problem)
+    return 1 if args.strict and (not ok or problems) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
