@@ -8,7 +8,17 @@ import pandas as pd
 from explorer.trace import StackTrace
 
 POINTS = ("residual", "attention output", "FFN hidden", "FFN output")  # where a histogram can look
+CROSS_POINT = "cross-attention output"  # also there in the decoder of an encoder-decoder
 STATISTICS = ("mean", "std", "rms", "max_abs")
+_KEYS = {"attention output": "attn.out", CROSS_POINT: "cross.out", "FFN hidden": "ffn.hidden", "FFN output": "ffn.out"}
+
+
+def points(stack: StackTrace) -> tuple[str, ...]:
+    """The points of this stack's blocks: POINTS, with the cross-attention output after the attention output
+    when the blocks have cross-attention."""
+    if "blocks.0.cross.out" not in stack.activations:
+        return POINTS
+    return POINTS[:2] + (CROSS_POINT,) + POINTS[2:]
 
 
 def activation_values(stack: StackTrace, layer: int, point: str) -> np.ndarray:
@@ -16,8 +26,7 @@ def activation_values(stack: StackTrace, layer: int, point: str) -> np.ndarray:
     (layer -1: the input, embedding + position)."""
     if point == "residual":
         return stack.residual[layer + 1]  # [T, D]
-    key = {"attention output": "attn.out", "FFN hidden": "ffn.hidden", "FFN output": "ffn.out"}[point]
-    return stack.activations[f"blocks.{layer}.{key}"]  # [T, D] or [T, F]
+    return stack.activations[f"blocks.{layer}.{_KEYS[point]}"]  # [T, D] or [T, F]
 
 
 def layer_statistics(stack: StackTrace) -> pd.DataFrame:
@@ -27,7 +36,7 @@ def layer_statistics(stack: StackTrace) -> pd.DataFrame:
     n_layers = stack.residual.shape[0] - 1
     sublayers = [name for name in ("attn", "cross", "ffn") if f"blocks.0.{name}.ln_in" in stack.activations]
     for layer in range(n_layers):
-        rows += [_row(layer, point, activation_values(stack, layer, point)) for point in POINTS]
+        rows += [_row(layer, point, activation_values(stack, layer, point)) for point in points(stack)]
         for name in sublayers:
             rows.append(_row(layer, f"{name} LayerNorm in", stack.activations[f"blocks.{layer}.{name}.ln_in"]))
             rows.append(_row(layer, f"{name} LayerNorm out", stack.activations[f"blocks.{layer}.{name}.ln_out"]))
@@ -46,6 +55,20 @@ def ffn_zero_fraction(stack: StackTrace) -> pd.DataFrame:
     return pd.DataFrame({"layer": range(n_layers), "zero_fraction": fractions})
 
 
+def value_histogram(values: np.ndarray, bins: int = 60) -> pd.DataFrame:
+    """left, right, count: equal-width bins from the smallest to the largest value (all values counted; the
+    last bin includes its right edge), plus exact_zeros, the number of values that are exactly 0 (the same on
+    every row), which a ReLU makes common and a bin hides."""
+    flat = np.asarray(values, dtype=np.float64).ravel()
+    low, high = float(flat.min()), float(flat.max())
+    if low == high:  # one value: a single bin around it
+        low, high = low - 0.5, high + 0.5
+    counts, edges = np.histogram(flat, bins=bins, range=(low, high))
+    return pd.DataFrame(
+        {"left": edges[:-1], "right": edges[1:], "count": counts, "exact_zeros": int((flat == 0).sum())}
+    )
+
+
 def _row(layer: int, point: str, values: np.ndarray) -> dict[str, float | int | str]:
     values = values.astype(np.float64)
     return {
@@ -56,3 +79,29 @@ def _row(layer: int, point: str, values: np.ndarray) -> dict[str, float | int | 
         "rms": float(np.sqrt((values**2).mean())),
         "max_abs": float(np.abs(values).max()),
     }
+
+
+def depth_story(stats: pd.DataFrame, norm: str) -> str:
+    """One or two sentences on what the residual stream does over depth, with the numbers of this run."""
+    residual = stats[stats["point"] == "residual"].sort_values("layer")
+    rms = residual["rms"].to_numpy()
+    after = residual[residual["layer"] >= 0]
+    n_blocks = len(after)
+    if norm == "post":
+        low, high = after["std"].min(), after["std"].max()
+        spread = f"{low:.4f}" if f"{low:.4f}" == f"{high:.4f}" else f"{low:.4f} to {high:.4f}"
+        return (
+            f"Post-norm: every block ends with a LayerNorm, so the residual stream after each of the {n_blocks} "
+            f"blocks is re-normalised: std {spread}, mean within {after['mean'].abs().max():.1e} of 0 "
+            f"(the input had RMS {rms[0]:.3f})."
+        )
+    steps = np.diff(rms)
+    trend = (
+        "rising in every block" if (steps > 0).all() else f"rising in {int((steps > 0).sum())} of {len(steps)} blocks"
+    )
+    return (
+        f"Pre-norm: each sub-layer reads a normalised copy but adds its output to a stream that is never "
+        f"normalised itself, so the residual RMS goes from {rms[0]:.3f} (input) to {rms[-1]:.3f} after block "
+        f"{n_blocks - 1}, {rms[-1] / rms[0]:.2f}× the input, {trend}. Only the final LayerNorm, after the last "
+        "block, brings it back to RMS ≈ 1."
+    )

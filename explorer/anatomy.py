@@ -2,44 +2,79 @@
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 from torch import nn
 
 from explorer.config import ModelConfig
 
 
-def forward_steps(cfg: ModelConfig, n_tokens: int) -> pd.DataFrame:
-    """step, shape (in letters), size (for this input): tokens to output through one block of each stack."""
-    T, D, H, K, F = n_tokens, cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_ff
-    rows: list[tuple[str, str, list[int]]] = [
-        ("tokens", "[T]", [T]),
-        ("token embeddings", "[T, d_model]", [T, D]),
-    ]
-    if cfg.positional in ("sinusoidal", "learned"):
-        rows.append((f"+ {cfg.positional} positions", "[T, d_model]", [T, D]))
-    pre = cfg.norm == "pre"
-    block = [
-        ("LayerNorm (pre-norm)", "[T, d_model]", [T, D]) if pre else None,
-        ("Q, K, V = x W_q, x W_k, x W_v", "3 x [T, d_model]", [3, T, D]),
-        ("split into heads", "[heads, T, d_head]", [H, T, K]),
-        ("rotate Q and K by position (rope)", "[heads, T, d_head]", [H, T, K]) if cfg.positional == "rope" else None,
-        ("scores Q K^T / sqrt(d_head), masked", "[heads, T, T]", [H, T, T]),
-        ("softmax over keys: attention weights", "[heads, T, T]", [H, T, T]),
-        ("weights x V", "[heads, T, d_head]", [H, T, K]),
-        ("concatenate heads, output projection", "[T, d_model]", [T, D]),
-        ("+ residual" + ("" if pre else ", LayerNorm (post-norm)"), "[T, d_model]", [T, D]),
-        ("LayerNorm (pre-norm)", "[T, d_model]", [T, D]) if pre else None,
-        (f"feed-forward: linear, {cfg.activation}", "[T, d_ff]", [T, F]),
-        ("feed-forward: linear", "[T, d_model]", [T, D]),
-        ("+ residual" + ("" if pre else ", LayerNorm (post-norm)"), "[T, d_model]", [T, D]),
-    ]
-    rows += [(f"block x {cfg.n_layers}: {step}", shape, size) for step, shape, size in filter(None, block)]
-    if pre:
-        rows.append(("final LayerNorm", "[T, d_model]", [T, D]))
-    rows.append(("output", "[T, d_model]", [T, D]))
+def forward_steps(cfg: ModelConfig, n_tokens: int, n_target: int | None = None) -> pd.DataFrame:
+    """step, shape (in letters), size (for this input): tokens to output through one block of each stack.
+    An encoder-decoder lists the encoder on the source (S = n_tokens positions), then the decoder on the target
+    (T = n_target positions, 1 if not given) with its cross-attention to the encoder's output."""
+    if cfg.arch != "encoder-decoder":
+        rows = _stack_steps(cfg, "", n_tokens, None)
+    else:
+        rows = _stack_steps(cfg, "encoder ", n_tokens, None, letter="S")
+        rows += _stack_steps(cfg, "decoder ", n_target or 1, n_tokens)
     return pd.DataFrame(
         [{"step": step, "shape": shape, "size": "[" + ", ".join(map(str, size)) + "]"} for step, shape, size in rows]
     )
+
+
+def _stack_steps(
+    cfg: ModelConfig, stack: str, n_tokens: int, n_memory: int | None, letter: str = "T"
+) -> list[tuple[str, str, list[int]]]:
+    """(step, shape, size) rows of one stack; n_memory is the source length its cross-attention reads, if any."""
+    T, D, H, K, F, S = n_tokens, cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_ff, n_memory
+    t = letter  # the letter of this stack's length in the shapes: T, or S for an encoder-decoder's encoder
+    what = {"": "", "encoder ": "source ", "decoder ": "target "}[stack]
+    rows: list[tuple[str, str, list[int]]] = [
+        (f"{what}tokens", f"[{t}]", [T]),
+        (f"{what}token embeddings", f"[{t}, d_model]", [T, D]),
+    ]
+    if cfg.positional in ("sinusoidal", "learned"):
+        rows.append((f"+ {cfg.positional} positions", f"[{t}, d_model]", [T, D]))
+    pre = cfg.norm == "pre"
+    residual = ("+ residual" + ("" if pre else ", LayerNorm (post-norm)"), f"[{t}, d_model]", [T, D])
+    pre_norm = ("LayerNorm (pre-norm)", f"[{t}, d_model]", [T, D]) if pre else None
+    block = [
+        pre_norm,
+        ("Q, K, V = x W_q, x W_k, x W_v", f"3 x [{t}, d_model]", [3, T, D]),
+        ("split into heads", f"[heads, {t}, d_head]", [H, T, K]),
+        ("rotate Q and K by position (rope)", f"[heads, {t}, d_head]", [H, T, K]) if cfg.positional == "rope" else None,
+        ("scores Q K^T / sqrt(d_head), masked", f"[heads, {t}, {t}]", [H, T, T]),
+        ("softmax over keys: attention weights", f"[heads, {t}, {t}]", [H, T, T]),
+        ("weights x V", f"[heads, {t}, d_head]", [H, T, K]),
+        ("concatenate heads, output projection", f"[{t}, d_model]", [T, D]),
+        residual,
+    ]
+    if S is not None:
+        block += [
+            pre_norm,
+            ("cross-attention: Q = x W_q", "[T, d_model]", [T, D]),
+            ("cross-attention: K, V = encoder output W_k, W_v", "2 x [S, d_model]", [2, S, D]),
+            ("cross-attention: split Q into heads", "[heads, T, d_head]", [H, T, K]),
+            ("cross-attention: split K, V into heads", "2 x [heads, S, d_head]", [2, H, S, K]),
+            ("cross-attention: scores Q K^T / sqrt(d_head)", "[heads, T, S]", [H, T, S]),
+            ("cross-attention: softmax over source keys", "[heads, T, S]", [H, T, S]),
+            ("cross-attention: weights x V", "[heads, T, d_head]", [H, T, K]),
+            ("cross-attention: concatenate heads, output projection", "[T, d_model]", [T, D]),
+            residual,
+        ]
+    block += [
+        pre_norm,
+        (f"feed-forward: linear, {cfg.activation}", f"[{t}, d_ff]", [T, F]),
+        ("feed-forward: linear", f"[{t}, d_model]", [T, D]),
+        residual,
+    ]
+    rows += [(f"{stack}block x {cfg.n_layers}: {step}", shape, size) for step, shape, size in filter(None, block)]
+    if pre:
+        rows.append((f"{stack}final LayerNorm", f"[{t}, d_model]", [T, D]))
+    rows.append((f"{stack}output", f"[{t}, d_model]", [T, D]))
+    return rows
 
 
 def parameter_counts(model: nn.Module) -> pd.DataFrame:
@@ -120,3 +155,27 @@ def block_diagram(cfg: ModelConfig) -> str:
     lines.append(f"  {previous} -> output;")
     lines.append("}")
     return "\n".join(lines)
+
+
+PARAMETER_GROUPS = (
+    ("self-attention", r"\.self_attn(\.|$)"),
+    ("cross-attention", r"\.multihead_attn(\.|$)"),
+    ("feed-forward", r"\.linear[12]$"),
+    ("LayerNorm", r"(\.norm\d*|^norm)$"),
+    ("positions (learned)", r"^positional$"),
+    ("token embeddings", r"^embedding$"),
+    ("read-out", r"^head$"),
+)
+
+
+def parameter_groups(counts: pd.DataFrame) -> pd.DataFrame:
+    """group, parameters, share: parameter_counts summed by what the modules do (self-attention, feed-forward,
+    LayerNorm ...), largest first; share is the fraction of the total. Unknown modules fall under "other"."""
+    groups = []
+    for module in counts["module"]:
+        group = next((name for name, pattern in PARAMETER_GROUPS if re.search(pattern, module)), "other")
+        groups.append(group)
+    total = counts.assign(group=groups).groupby("group", sort=False)["parameters"].sum()
+    frame = total.sort_values(ascending=False, kind="stable").reset_index()
+    frame["share"] = frame["parameters"] / max(int(frame["parameters"].sum()), 1)
+    return frame

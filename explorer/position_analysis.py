@@ -8,12 +8,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer.config import ConfigError, ModelConfig
-from explorer.model import Transformer
+from explorer.model import Transformer, build_model
 from explorer.positional import rope_angles, sinusoidal
 from explorer.tokens import split_tokens
 from explorer.trace import run
 
 MAX_PLOTTED_POSITIONS = 4096
+MAX_CURVES = 16  # dimensions drawn as curves at once
+REORDERINGS = ("reversed", "rotated by one", "shuffled")
+ROUNDING_TOLERANCE = 1e-5  # float32 attention weights that differ by less than this are equal up to rounding
 
 
 def check_range(n_positions: int, dimensions: list[int], d_model: int) -> None:
@@ -54,6 +57,16 @@ def similarity(table: np.ndarray, metric: str = "cosine") -> np.ndarray:
     return table @ table.T
 
 
+def similarity_to(table: np.ndarray, reference: int, metric: str = "cosine") -> np.ndarray:
+    """[P] row `reference` of similarity(table, metric), without building the [P, P] matrix."""
+    table = table.astype(np.float64)
+    if metric == "cosine":
+        table = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
+    elif metric != "dot":
+        raise ConfigError(f"similarity metric {metric!r} is not one of 'dot' or 'cosine'.")
+    return table @ table[reference]
+
+
 def rope_angle_table(n_positions: int, d_head: int) -> np.ndarray:
     """[P, K/2] the angle (radians) rotary encoding turns pair i by at position p."""
     return rope_angles(n_positions, d_head).numpy()
@@ -68,16 +81,145 @@ class PermutationDemo:
     shuffled_attention: np.ndarray  # [L, H, T, T] on the shuffled tokens
     max_difference: float  # max |attention permuted by order - shuffled_attention|; 0 means order is invisible
 
+    @property
+    def permuted_attention(self) -> np.ndarray:
+        """[L, H, T, T] the original maps with rows and columns moved along with their tokens: what the shuffled
+        run gives when the model cannot see order."""
+        return self.attention[:, :, self.order][:, :, :, self.order]
 
-def permutation_demo(cfg: ModelConfig, text: str | list[str], order: list[int] | None = None) -> PermutationDemo:
+    @property
+    def order_invisible(self) -> bool:
+        """True when the shuffled run only moved the maps (up to float32 rounding, ROUNDING_TOLERANCE)."""
+        return self.max_difference < ROUNDING_TOLERANCE
+
+
+def _model_and_config(model_or_config: ModelConfig | Transformer) -> tuple[Transformer, ModelConfig]:
+    """A model built once for both runs of a demonstration (a given model is only read, never changed)."""
+    if isinstance(model_or_config, ModelConfig):
+        return build_model(model_or_config), model_or_config
+    if model_or_config.config is None:
+        raise ConfigError("This demonstration needs a model built from a ModelConfig.")
+    return model_or_config, model_or_config.config
+
+
+def permutation_demo(
+    model_or_config: ModelConfig | Transformer,
+    text: str | list[str],
+    order: list[int] | None = None,
+    target: str | list[str] | None = None,
+) -> PermutationDemo:
     """Run the tokens and a reordering of them (reversed by default); compare attention after undoing the order.
-    Exactly 0 only when nothing in the model knows positions: positional "none" and no causal mask."""
+    Mathematically 0 only when nothing in the model knows positions: positional "none" and no causal mask;
+    measured, it is then 0 up to float32 rounding (sums taken in another order), below ROUNDING_TOLERANCE.
+    An encoder-decoder reorders the source and compares the encoder's self-attention (the target is kept)."""
+    model, cfg = _model_and_config(model_or_config)
     tokens = split_tokens(text, cfg.max_tokens)
     order = list(range(len(tokens)))[::-1] if order is None else list(order)
     if sorted(order) != list(range(len(tokens))):
         raise ConfigError(f"The order must list each position 0 to {len(tokens) - 1} once.")
+    if cfg.arch == "encoder-decoder" and target is None:
+        raise ConfigError("An encoder-decoder needs a target sentence as well as the source; type one.")
+    if cfg.arch != "encoder-decoder":
+        target = None
     shuffled = [tokens[i] for i in order]
-    attention, shuffled_attention = run(cfg, tokens).attention, run(cfg, shuffled).attention
+    attention, shuffled_attention = run(model, tokens, target).attention, run(model, shuffled, target).attention
     expected = attention[:, :, order][:, :, :, order]  # [L, H, T, T] rows and columns moved with their tokens
     difference = float(np.abs(expected - shuffled_attention).max())
     return PermutationDemo(tokens, shuffled, order, attention, shuffled_attention, difference)
+
+
+def reorder(n_tokens: int, how: str, seed: int = 0) -> list[int]:
+    """An order for permutation_demo: "reversed", "rotated by one" (the first token moves to the end), or
+    "shuffled" (a random permutation from the seed, never the identity when another one exists)."""
+    positions = list(range(n_tokens))
+    if how == "reversed":
+        return positions[::-1]
+    if how == "rotated by one":
+        return positions[1:] + positions[:1]
+    if how == "shuffled":
+        generator = np.random.default_rng(seed)
+        for _ in range(100):
+            order = generator.permutation(n_tokens).tolist()
+            if order != positions or n_tokens < 2:
+                return order
+        return positions[1:] + positions[:1]
+    raise ConfigError(f"Reordering {how!r} is not one of {', '.join(REORDERINGS)}.")
+
+
+def default_dimensions(d_model: int) -> list[int]:
+    """A spread of sine/cosine pairs to plot: (0, 1) and up to three more pairs at 1/8, 1/4 and 1/2 of d_model."""
+    dims: list[int] = []
+    for fraction in (0, 1 / 8, 1 / 4, 1 / 2):
+        start = 2 * int(fraction * d_model / 2)  # even: the sine of a pair
+        dims += [d for d in (start, start + 1) if d < d_model and d not in dims]
+    return dims
+
+
+def parse_dimensions(text: str, d_model: int) -> list[int]:
+    """Dimensions typed as "0, 1, 6-9" (commas or spaces; a-b is a range): sorted, unique, checked against
+    d_model. Empty text gives default_dimensions. ConfigError with what to type for anything else."""
+    if not text.strip():
+        return default_dimensions(d_model)
+    dims: set[int] = set()
+    for part in text.replace(",", " ").split():
+        low, dash, high = part.partition("-")
+        try:
+            first = int(low)
+            last = int(high) if dash else first
+        except ValueError:
+            raise ConfigError(
+                f"Dimension {part[:20]!r} is not a whole number; type dimensions like 0, 1, 6-9."
+            ) from None
+        if last < first:
+            raise ConfigError(f"The range {part} runs backwards; write it as {last}-{first}.")
+        check_range(1, [first, last], d_model)
+        dims.update(range(first, last + 1))
+        if len(dims) > MAX_CURVES:
+            raise ConfigError(f"Pick at most {MAX_CURVES} dimensions to draw as curves; the heatmap shows them all.")
+    return sorted(dims)
+
+
+@dataclass(frozen=True)
+class OffsetScores:
+    token: str
+    layer: int
+    head: int
+    scores: np.ndarray  # [P, P] scaled q.k of one head when `token` fills every position; -inf where masked
+    offsets: np.ndarray  # [2P - 1] query position minus key position, -(P - 1) .. P - 1
+    by_offset: np.ndarray  # [2P - 1] mean score on each diagonal (NaN where the whole diagonal is masked)
+    spread: float  # max over diagonals of (max - min) score: 0 when the score depends on the offset only
+
+
+def repeated_token_scores(model_or_config: ModelConfig | Transformer, token: str, n_positions: int) -> np.ndarray:
+    """[L, H, P, P] the first stack's self-attention scores when `token` fills every position 0..P-1
+    (an encoder-decoder's decoder reads the same tokens); -inf where masked."""
+    model, cfg = _model_and_config(model_or_config)
+    tokens = split_tokens([token] * n_positions, cfg.max_tokens)
+    trace = run(model, tokens, tokens if cfg.arch == "encoder-decoder" else None)
+    return trace.first.self_attention.scores
+
+
+def offset_scores(
+    model_or_config: ModelConfig | Transformer,
+    token: str,
+    n_positions: int,
+    layer: int = 0,
+    head: int = 0,
+    scores: np.ndarray | None = None,
+) -> OffsetScores:
+    """The attention scores of one head when the same token sits at every position 0..P-1, so that the content
+    is identical and only position can make the scores differ. With rope each diagonal (fixed offset m - n) is
+    constant: the score depends on the offset alone. With added positions it depends on where both sit.
+    `scores` may pass repeated_token_scores computed before (all layers and heads), to skip the run."""
+    if scores is None:
+        scores = repeated_token_scores(model_or_config, token, n_positions)
+    scores = scores[layer, head].astype(np.float64)  # [P, P]
+    offsets = np.arange(-(n_positions - 1), n_positions)
+    means, spreads = [], [0.0]
+    for offset in offsets:
+        diagonal = np.diagonal(scores, offset=-offset)  # entries with query m, key n = m - offset
+        finite = diagonal[np.isfinite(diagonal)]
+        means.append(finite.mean() if finite.size else np.nan)
+        if finite.size:
+            spreads.append(float(finite.max() - finite.min()))
+    return OffsetScores(token, layer, head, scores.astype(np.float32), offsets, np.asarray(means), max(spreads))

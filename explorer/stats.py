@@ -87,3 +87,82 @@ def attention_frame(maps: AttentionMaps, layer: int, head: int | None) -> pd.Dat
             "allowed": np.asarray(maps.allowed, dtype=bool).ravel(),
         }
     )
+
+
+COVERED_MASS = 0.9  # head_sparsity: the share of a query's attention that its fewest keys must hold
+
+
+def _valid_queries(maps: AttentionMaps) -> np.ndarray:
+    """[Tq] bool: queries with at least one allowed key (the others have all-zero rows)."""
+    return ~maps.empty_rows
+
+
+def _head_frame(maps: AttentionMaps, columns: dict[str, np.ndarray]) -> pd.DataFrame:
+    """layer, head, then one column per [L, H] array (or a scalar broadcast to every head)."""
+    layers, heads = np.meshgrid(np.arange(maps.n_layers), np.arange(maps.n_heads), indexing="ij")  # [L, H] each
+    data: dict[str, np.ndarray] = {"layer": layers.ravel(), "head": heads.ravel()}
+    for name, values in columns.items():
+        data[name] = np.broadcast_to(np.asarray(values, dtype=np.float64), layers.shape).ravel()
+    return pd.DataFrame(data)
+
+
+def head_mean_distance(maps: AttentionMaps) -> pd.DataFrame:
+    """One row per (layer, head): how far, in positions, each head looks on average.
+
+    Columns: layer, head, distance (mean over queries that have allowed keys of sum_k w[q, k] |q - k|),
+    uniform_distance (the same for uniform attention over the allowed keys: a baseline that depends only on the
+    mask and the length). 0 means every query attends to itself. NaN when no query has an allowed key.
+    Meaningful for self-attention; for cross-attention q and k index different sentences.
+    """
+    valid = _valid_queries(maps)  # [Tq]
+    tq, tk = maps.allowed.shape
+    offset = np.abs(np.arange(tq)[:, None] - np.arange(tk)[None, :]).astype(np.float64)  # [Tq, Tk] |q - k|
+    if not valid.any():
+        nan = np.full((maps.n_layers, maps.n_heads), np.nan)
+        return _head_frame(maps, {"distance": nan, "uniform_distance": np.nan})
+    per_query = (maps.weights.astype(np.float64) * offset).sum(axis=-1)  # [L, H, Tq]
+    allowed = maps.allowed[valid].astype(np.float64)  # [Tv, Tk]
+    uniform = ((allowed * offset[valid]).sum(axis=-1) / allowed.sum(axis=-1)).mean()
+    return _head_frame(maps, {"distance": per_query[:, :, valid].mean(axis=-1), "uniform_distance": uniform})
+
+
+def keys_for_mass(weights: np.ndarray, mass: float = COVERED_MASS) -> np.ndarray:
+    """[..., Tk] -> [...]: the fewest keys whose weights add up to at least `mass` (0 for an all-zero row).
+    A float32 row that should reach the mass exactly (0.9 + 0.1) is allowed a rounding slack of 1e-6."""
+    ranked = -np.sort(-np.asarray(weights, dtype=np.float64), axis=-1)  # [..., Tk] largest first
+    reached = np.cumsum(ranked, axis=-1) >= mass - 1e-6  # [..., Tk]
+    count = reached.argmax(axis=-1) + 1  # the first index where the running sum reaches the mass
+    return np.where(reached.any(axis=-1), count, 0)
+
+
+def head_sparsity(maps: AttentionMaps, mass: float = COVERED_MASS) -> pd.DataFrame:
+    """One row per (layer, head): how few keys carry most of each query's attention.
+
+    Columns: layer, head, keys_for_mass (mean over queries with allowed keys of the fewest keys holding `mass`,
+    0.9 by default, of the query's weight), allowed_keys (mean number of allowed keys over the same queries),
+    sparsity (mean over those queries of 1 - keys_for_mass / allowed_keys: the share of its allowed keys a query
+    can ignore and still keep 90% of its attention; 0 when it needs all of them, 1 - 1/n when one key of n
+    suffices). NaN when no query has an allowed key.
+    """
+    valid = _valid_queries(maps)  # [Tq]
+    if not valid.any():
+        nan = np.full((maps.n_layers, maps.n_heads), np.nan)
+        return _head_frame(maps, {"keys_for_mass": nan, "allowed_keys": np.nan, "sparsity": nan})
+    needed = keys_for_mass(maps.weights[:, :, valid], mass).astype(np.float64)  # [L, H, Tv]
+    n_allowed = maps.allowed[valid].sum(axis=-1).astype(np.float64)  # [Tv]
+    return _head_frame(
+        maps,
+        {
+            "keys_for_mass": needed.mean(axis=-1),
+            "allowed_keys": n_allowed.mean(),
+            "sparsity": (1.0 - needed / n_allowed).mean(axis=-1),
+        },
+    )
+
+
+def head_grid(df: pd.DataFrame, column: str) -> np.ndarray:
+    """[L, H] float64 grid of one column of a per-head table (head_entropy, head_mean_distance, head_sparsity)."""
+    n_layers, n_heads = int(df["layer"].max()) + 1, int(df["head"].max()) + 1
+    grid = np.full((n_layers, n_heads), np.nan)
+    grid[df["layer"].to_numpy(), df["head"].to_numpy()] = df[column].to_numpy(dtype=np.float64)
+    return grid

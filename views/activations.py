@@ -1,0 +1,286 @@
+"""Activations page: statistics per layer, per token and per head, a histogram at one point, and gradient norms."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from explorer.activation_figures import (
+    depth_figure,
+    gradient_heatmap,
+    gradient_totals_figure,
+    head_grid_figure,
+    histogram_figure,
+    layernorm_figure,
+    token_norm_heatmap,
+    zero_fraction_figure,
+)
+from explorer.activations import (
+    activation_values,
+    depth_story,
+    ffn_zero_fraction,
+    layer_statistics,
+    points,
+    token_norms,
+    value_histogram,
+)
+from explorer.config import ConfigError, ModelConfig
+from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
+from explorer.model import Transformer, build_model
+from explorer.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
+from explorer.trace import StackTrace, Trace
+
+NUMBER = st.column_config.NumberColumn(format="%.5g")
+
+
+def summary(cfg: ModelConfig, trace: Trace) -> str:
+    sizes = " · ".join(f"{s.name} {len(s.tokens)} tokens" for s in trace.stacks)
+    return (
+        f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} · d_ff {cfg.d_ff} · "
+        f"**{cfg.norm}-norm** · {cfg.positional} positions · mask {cfg.mask} · {cfg.activation} · seed {cfg.seed} · "
+        f"{sizes}. Eval mode, untrained weights."
+    )
+
+
+@st.cache_resource(max_entries=4, show_spinner="Building the model…")
+def shared_model(cfg: ModelConfig) -> Transformer:
+    """One model per config, shared by every session: gradient_norms only reads it (no .grad is written)."""
+    return build_model(cfg)
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing gradients (a backward pass)…")
+def cached_gradients(cfg: ModelConfig, tokens: tuple[str, ...], target: tuple[str, ...] | None) -> pd.DataFrame:
+    """Gradient norm of every parameter tensor for GRADIENT_OBJECTIVE on the typed tokens."""
+    return gradient_norms(shared_model(cfg), list(tokens), None if target is None else list(target))
+
+
+def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
+    st.download_button(
+        label,
+        data=partial(frame.to_csv, index=False),
+        file_name=file_name,
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key=key,
+    )
+
+
+def warn_junk_url(allowed: dict[str, list[str]]) -> None:
+    """Streamlit silently drops a URL value its widget cannot take: say so."""
+    for key, options in allowed.items():
+        if key in st.query_params and st.query_params[key] not in options:
+            shown = st.query_params[key].replace("`", "'").replace("\n", " ")[:40]
+            st.warning(
+                f"URL parameter `{key}={shown}` was ignored: it is not one of {', '.join(options[:12])}; using the "
+                "default.",
+                icon=":material/link_off:",
+            )
+
+
+def pick_stack(trace: Trace) -> StackTrace:
+    """The encoder or the decoder of an encoder-decoder (a radio bound to the URL); the only stack otherwise."""
+    if len(trace.stacks) == 1:
+        return trace.first
+    names = [s.name for s in trace.stacks]
+    name = st.radio(
+        "Stack shown",
+        names,
+        key="act_stack",
+        bind="query-params",
+        horizontal=True,
+        help="An encoder-decoder has two stacks of blocks; every chart below shows the one picked here.",
+    )
+    return trace.stacks[names.index(name)]
+
+
+def depth(cfg: ModelConfig, stack: StackTrace) -> None:
+    st.subheader("Over depth: the residual stream and each sub-layer")
+    stats = layer_statistics(stack)
+    st.info(depth_story(stats, cfg.norm), icon=":material/insights:")
+    st.plotly_chart(depth_figure(stats, stack.name), key="act_depth", theme=None)
+    st.plotly_chart(layernorm_figure(stats, stack.name, cfg.norm), key="act_layernorm", theme=None)
+    with st.expander("Statistics table (layer -1 is the input: embedding + position)"):
+        st.dataframe(
+            stats,
+            hide_index=True,
+            column_config={c: NUMBER for c in ("mean", "std", "rms", "max_abs")},
+            height=min(420, 38 + 35 * len(stats)),
+        )
+    csv_button("Statistics (CSV)", stats, f"activations_{stack.name}_statistics.csv", "act_csv_stats")
+
+
+def per_token(stack: StackTrace) -> None:
+    st.subheader("Per token")
+    norms = token_norms(stack)  # [L + 1, T]
+    st.plotly_chart(token_norm_heatmap(norms, stack.tokens, stack.name), key="act_token_norms", theme=None)
+    frame = pd.DataFrame(
+        {
+            "layer": np.repeat(np.arange(-1, norms.shape[0] - 1), norms.shape[1]),
+            "token_index": np.tile(np.arange(norms.shape[1]), norms.shape[0]),
+            "token": np.tile(np.asarray(stack.tokens, dtype=object), norms.shape[0]),
+            "norm": norms.ravel(),
+        }
+    )
+    csv_button("Token norms (CSV)", frame, f"activations_{stack.name}_token_norms.csv", "act_csv_norms")
+
+
+@st.fragment
+def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
+    st.subheader("Distribution of values at one point")
+    options = points(stack)
+    c1, c2, c3 = st.columns([1, 2, 1])
+    layer = c1.selectbox("Block", list(range(cfg.n_layers)), key="act_layer", bind="query-params")
+    point = c2.selectbox(
+        "Point",
+        options,
+        key="act_point",
+        bind="query-params",
+        help="residual: the stream after the block. The outputs are what a sub-layer adds to the stream, before "
+        "the sum. FFN hidden: after the activation function, inside the feed-forward sub-layer.",
+    )
+    c3.write("")
+    log_count = c3.toggle("Log count axis", key="act_log", bind="query-params")
+    values = activation_values(stack, int(layer), point)  # [T, width]
+    bins = value_histogram(values)
+    zeros = int(bins["exact_zeros"].iloc[0])
+    summary_text = (
+        f"{values.size:,} values ({values.shape[0]} tokens × {values.shape[1]} units) · mean {values.mean():.3g} · "
+        f"std {values.std():.3g} · {zeros / values.size:.1%} exactly 0"
+    )
+    what = f"{point}, block {layer} ({stack.name} stack)"
+    st.plotly_chart(histogram_figure(bins, what, summary_text, log_count), key="act_histogram", theme=None)
+    csv_button(
+        "Histogram bins (CSV)",
+        bins,
+        f"activations_{stack.name}_L{layer}_{point.replace(' ', '-')}.csv",
+        "act_csv_histogram",
+    )
+
+
+def relu_zeros(cfg: ModelConfig, stack: StackTrace) -> None:
+    st.subheader("Feed-forward units that are exactly zero")
+    zeros = ffn_zero_fraction(stack)
+    st.plotly_chart(zero_fraction_figure(zeros, stack.name, cfg.activation), key="act_zeros", theme=None)
+    csv_button("Zero fractions (CSV)", zeros, f"activations_{stack.name}_ffn_zeros.csv", "act_csv_zeros")
+
+
+def per_head(stack: StackTrace) -> None:
+    st.subheader("Per head")
+    maps = stack.self_attention
+    entropy, distance, sparsity = head_entropy(maps), head_mean_distance(maps), head_sparsity(maps)
+    uniform_entropy = float(entropy["max_entropy"].iloc[0])
+    uniform_distance = float(distance["uniform_distance"].iloc[0])
+    st.caption(
+        f"The {maps.kind} of the {stack.name} stack; queries with no allowed key are left out. **Entropy**: how "
+        f"spread each query's weights are, averaged over queries (0 = one key; {uniform_entropy:.2f} nats = uniform "
+        f"over the allowed keys). **Mean distance**: Σ weight × |query position − key position| (0 = each token "
+        f"looks at itself; uniform attention scores {uniform_distance:.2f}). **Sparsity**: the share of its allowed "
+        f"keys a query can ignore and still keep {COVERED_MASS:.0%} of its weight (0 = it needs them all)."
+    )
+    grids = [
+        (entropy, "entropy", "Entropy (nats)", f"uniform = {uniform_entropy:.2f}", "nats", uniform_entropy, "Viridis"),
+        (
+            distance,
+            "distance",
+            "Mean distance (positions)",
+            f"uniform = {uniform_distance:.2f}",
+            "positions",
+            None,
+            "Viridis",
+        ),
+        (sparsity, "sparsity", "Sparsity", f"keys dropped keeping {COVERED_MASS:.0%}", "sparsity", 1.0, "Cividis"),
+    ]
+    for column, (frame, name, title, subtitle, unit, top, colours) in zip(st.columns(3), grids, strict=True):
+        grid = head_grid(frame, name)
+        if top is None or not np.isfinite(top):
+            top = max(float(np.nanmax(grid)) if np.isfinite(grid).any() else 1.0, uniform_distance)
+        figure = head_grid_figure(grid, title, subtitle, unit, 0.0, top, colorscale=colours)
+        column.plotly_chart(figure, key=f"act_{name}", theme=None)
+    table = entropy.merge(distance, on=["layer", "head"]).merge(sparsity, on=["layer", "head"])
+    with st.expander("Per-head table"):
+        st.dataframe(
+            table,
+            hide_index=True,
+            column_config={
+                "entropy": st.column_config.NumberColumn("entropy (nats)", format="%.4f"),
+                "max_entropy": st.column_config.NumberColumn("uniform entropy (nats)", format="%.4f"),
+                "peakedness": st.column_config.NumberColumn("peakedness", format="%.3f"),
+                "distance": st.column_config.NumberColumn("mean distance", format="%.3f"),
+                "uniform_distance": st.column_config.NumberColumn("uniform distance", format="%.3f"),
+                "keys_for_mass": st.column_config.NumberColumn(f"keys for {COVERED_MASS:.0%}", format="%.2f"),
+                "allowed_keys": st.column_config.NumberColumn("allowed keys", format="%.2f"),
+                "sparsity": st.column_config.NumberColumn("sparsity", format="%.3f"),
+            },
+        )
+    csv_button("Per-head statistics (CSV)", table, f"activations_{stack.name}_heads.csv", "act_csv_heads")
+
+
+def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
+    st.subheader("Gradient norms per layer")
+    st.info(GRADIENT_OBJECTIVE, icon=":material/function:")
+    target = tuple(trace.last.tokens) if cfg.arch == "encoder-decoder" else None
+    try:
+        norms = cached_gradients(cfg, tuple(trace.tokens), target)
+    except ConfigError as e:
+        st.warning(str(e), icon=":material/warning:")
+        return
+    totals = layer_gradient_totals(norms)
+    st.plotly_chart(gradient_totals_figure(totals, cfg.norm), key="act_grad_totals", theme=None)
+    trend = "; ".join(
+        f"{name} blocks: {part['norm'].iloc[0]:.3g} (block 0) → {part['norm'].iloc[-1]:.3g} (block "
+        f"{int(part['layer'].iloc[-1])})"
+        for name, part in totals.groupby("stack", sort=False)
+    )
+    st.caption(
+        f"Here, {cfg.norm}-norm: {trend}. Xiong et al. (2020) found that at initialisation, with Xavier-initialised "
+        "weights, a post-norm transformer's gradients grow towards the output layers (one reason it needs a "
+        "learning-rate warm-up) while pre-norm keeps them level or shrinking. This model uses PyTorch's default "
+        "initialisation and a toy objective, so it need not reproduce their figure: switch the norm setting in the "
+        "sidebar to compare the two placements on the same weights and tokens."
+    )
+    st.plotly_chart(gradient_heatmap(norms, stack.name), key="act_grad_heatmap", theme=None)
+    outside = norms[norms["layer"].isna()]
+    if len(outside):
+        names = ", ".join(f"{p} ({n:.3g})" for p, n in zip(outside["parameter"], outside["norm"], strict=True))
+        st.caption(f"Outside the blocks: {names}.")
+    with st.expander("Gradient table (every parameter tensor)"):
+        st.dataframe(norms, hide_index=True, column_config={"norm": NUMBER})
+    c1, c2, _ = st.columns([1, 1, 2])
+    with c1:
+        csv_button("Every parameter (CSV)", norms, "gradients_parameters.csv", "act_csv_grads")
+    with c2:
+        csv_button("Block totals (CSV)", totals, "gradients_blocks.csv", "act_csv_grad_totals")
+
+
+def main() -> None:
+    st.title("Activations")
+    cfg: ModelConfig | None = st.session_state.get("_config")
+    trace: Trace | None = st.session_state.get("_trace")
+    if trace is None or cfg is None:
+        st.info("Fix the setting named above (in the sidebar) to see the activations.")
+        return
+    st.caption(summary(cfg, trace))
+    allowed = {
+        "act_layer": [str(i) for i in range(cfg.n_layers)],
+        "act_point": list(points(trace.last)),  # the decoder's points include the encoder's
+        "act_log": ["true", "false"],
+    }
+    if len(trace.stacks) > 1:
+        allowed["act_stack"] = [s.name for s in trace.stacks]
+    warn_junk_url(allowed)
+    stack = pick_stack(trace)
+    if len(trace.stacks) > 1:
+        st.caption(f"Every chart below shows the **{stack.name}** stack ({len(stack.tokens)} tokens).")
+    depth(cfg, stack)
+    per_token(stack)
+    histogram(cfg, stack)
+    relu_zeros(cfg, stack)
+    per_head(stack)
+    gradients(cfg, trace, stack)
+
+
+main()

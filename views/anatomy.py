@@ -1,0 +1,169 @@
+"""Anatomy page: every step from tokens to output with its shape, parameter counts, multiply-adds, a block diagram."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pandas as pd
+import streamlit as st
+
+from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_counts, parameter_groups
+from explorer.config import ModelConfig
+from explorer.model import build_model
+from explorer.trace import Trace
+
+
+@st.cache_data(max_entries=16, show_spinner="Counting parameters…")
+def cached_parameter_counts(cfg: ModelConfig) -> pd.DataFrame:
+    return parameter_counts(build_model(cfg))
+
+
+def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
+    st.download_button(
+        label,
+        data=partial(frame.to_csv, index=False),
+        file_name=file_name,
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key=key,
+    )
+
+
+def lengths(cfg: ModelConfig, trace: Trace) -> tuple[int, int | None]:
+    """(source or input length, target length for an encoder-decoder)."""
+    return len(trace.tokens), (len(trace.last.tokens) if cfg.arch == "encoder-decoder" else None)
+
+
+def steps(cfg: ModelConfig, trace: Trace) -> None:
+    st.subheader("From tokens to output, step by step")
+    n_source, n_target = lengths(cfg, trace)
+    if n_target is None:
+        letters = f"T = {n_source} tokens"
+    else:
+        letters = f"S = {n_source} source tokens, T = {n_target} target tokens"
+    st.caption(
+        f"Shapes in letters and in numbers for this input ({letters}, d_model = {cfg.d_model}, heads = "
+        f"{cfg.n_heads}, d_head = {cfg.d_head}, d_ff = {cfg.d_ff}). Rows marked “block × {cfg.n_layers}” run "
+        "once in each block."
+    )
+    table = forward_steps(cfg, n_source, n_target)
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        height=38 + 35 * len(table),
+        column_config={
+            "step": st.column_config.TextColumn("step", width="large"),
+            "shape": st.column_config.TextColumn("shape"),
+            "size": st.column_config.TextColumn("size for this input"),
+        },
+    )
+    csv_button("Steps (CSV)", table, "anatomy_steps.csv", "ana_csv_steps")
+
+
+def parameter_summary(cfg: ModelConfig) -> None:
+    """Totals and the parameters by kind of module."""
+    st.subheader("Parameters")
+    counts = cached_parameter_counts(cfg)
+    groups = parameter_groups(counts)
+    stacks = ["encoder", "decoder"] if cfg.arch == "encoder-decoder" else [cfg.arch]
+    metrics = [("Total parameters", int(counts["parameters"].sum()), "Every trainable number in the model.")]
+    for stack in stacks:
+        block = int(counts[counts["module"].str.startswith(f"{stack}.layers.0.")]["parameters"].sum())
+        metrics.append((f"In one {stack} block", block, f"Each of the {cfg.n_layers} {stack} blocks has as many."))
+    for column, (label, value, help_text) in zip(st.columns(len(metrics)), metrics, strict=True):
+        column.metric(label, f"{value:,}", help=help_text)
+    if cfg.positional != "learned":
+        st.caption(
+            "Token embeddings are fixed hashed vectors here (not parameters)"
+            + (", and the sinusoidal table is computed, not learned." if cfg.positional == "sinusoidal" else ".")
+        )
+    st.dataframe(
+        groups,
+        hide_index=True,
+        column_config={
+            "group": st.column_config.TextColumn("kind of module"),
+            "parameters": st.column_config.NumberColumn("parameters", format="localized"),
+            "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
+        },
+    )
+    csv_button("By kind (CSV)", groups, "anatomy_parameter_groups.csv", "ana_csv_groups")
+
+
+def parameter_table(cfg: ModelConfig) -> None:
+    """Every module that owns parameters, with its count."""
+    counts = cached_parameter_counts(cfg)
+    with st.expander(f"Parameters of each of the {len(counts)} modules"):
+        st.dataframe(
+            counts,
+            hide_index=True,
+            height=min(420, 38 + 35 * len(counts)),
+            column_config={"parameters": st.column_config.NumberColumn("parameters", format="localized")},
+        )
+    csv_button("By module (CSV)", counts, "anatomy_parameters.csv", "ana_csv_params")
+
+
+def compute(cfg: ModelConfig, trace: Trace) -> None:
+    st.subheader("Multiply-adds for this input")
+    n_source, n_target = lengths(cfg, trace)
+    table = multiply_adds(cfg, n_source, n_target)
+    total = int(table["multiply_adds"].sum())
+    c1, c2 = st.columns([1, 3])
+    c1.metric("Multiply-adds, one forward pass", f"{total:,}", help="About 2 × this many floating-point operations.")
+    c2.caption(
+        "An estimate that counts the matrix products only (all layers included); LayerNorm, softmax, the "
+        "activation function and the additions are left out. Attention's own products grow with the square of "
+        "the length; the projections and the feed-forward grow linearly."
+    )
+    st.dataframe(
+        table,
+        hide_index=True,
+        column_config={"multiply_adds": st.column_config.NumberColumn("multiply-adds", format="localized")},
+    )
+    csv_button("Multiply-adds (CSV)", table, "anatomy_multiply_adds.csv", "ana_csv_macs")
+
+
+def diagram(cfg: ModelConfig) -> None:
+    st.subheader("One block as configured")
+    pre = cfg.norm == "pre"
+    st.caption(
+        (
+            "Pre-norm: x + f(LayerNorm(x)); the stream itself is never normalised until the final LayerNorm."
+            if pre
+            else "Post-norm: LayerNorm(x + f(x)); the stream is normalised after every sub-layer."
+        )
+        + " Dashed arrows are the residual connections. Read from the bottom up."
+    )
+    if cfg.arch == "encoder-decoder":
+        left, right = st.columns(2)
+        with left:
+            st.graphviz_chart(block_diagram(cfg.replace(arch="encoder")), width="stretch")
+        with right:
+            st.graphviz_chart(block_diagram(cfg), width="stretch")
+    else:
+        st.graphviz_chart(block_diagram(cfg))
+
+
+def main() -> None:
+    st.title("Anatomy of the model")
+    cfg: ModelConfig | None = st.session_state.get("_config")
+    trace: Trace | None = st.session_state.get("_trace")
+    if trace is None or cfg is None:
+        st.info("Fix the setting named above (in the sidebar) to see the model's anatomy.")
+        return
+    st.caption(
+        f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} · d_ff {cfg.d_ff} · "
+        f"{cfg.norm}-norm · {cfg.positional} positions · {cfg.activation}."
+    )
+    left, right = st.columns([2, 3] if cfg.arch == "encoder-decoder" else [1, 1])
+    with left:
+        diagram(cfg)
+    with right:
+        parameter_summary(cfg)
+        parameter_table(cfg)
+    steps(cfg, trace)
+    compute(cfg, trace)
+
+
+main()

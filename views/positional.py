@@ -1,0 +1,400 @@
+"""Positional encodings page: what each option adds (or rotates), how positions compare, and why order matters."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from explorer.config import ConfigError, ModelConfig
+from explorer.model import Transformer, build_model
+from explorer.position_analysis import (
+    MAX_PLOTTED_POSITIONS,
+    REORDERINGS,
+    check_range,
+    encoding_table,
+    offset_scores,
+    parse_dimensions,
+    permutation_demo,
+    reorder,
+    repeated_token_scores,
+    rope_angle_table,
+    similarity,
+    similarity_to,
+    wavelengths,
+)
+from explorer.positional import sinusoidal
+from explorer.positional_figures import (
+    encoding_curves,
+    encoding_heatmap,
+    every_nth,
+    offset_scores_figure,
+    permutation_figure,
+    rope_angle_heatmap,
+    similarity_heatmap,
+    similarity_profile,
+    wavelength_figure,
+)
+from explorer.trace import Trace
+
+OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
+METRICS = ("cosine", "dot")
+EXPLAIN = {
+    "sinusoidal": "Each position p gets a fixed vector that is **added** to the token embedding. Dimension pair i "
+    "is a sine and a cosine of p at its own frequency, from fast (pair 0, wavelength 2π ≈ 6.3 positions) to slow "
+    "(the last pair, wavelength {slowest:,.0f} positions with d_model {d_model}).",
+    "learned": "Each position p has its own vector, a row of a trainable table, **added** to the token embedding. "
+    "It starts random and would only take a shape through training.",
+    "rope": "Rotary encoding adds **nothing** to the token embeddings. Inside every self-attention layer it turns "
+    "each pair of dimensions of a query and of a key by an angle proportional to the position, so the score "
+    "q·k depends on how far apart the two tokens are, not on where they are. (Cross-attention is not rotated.)",
+    "none": "Nothing tells the model where a token is: no vector is added and nothing is rotated. Self-attention "
+    "then treats the input as a **set** of tokens (unless a causal mask is on, which carries order itself).",
+}
+
+
+def summary(cfg: ModelConfig, trace: Trace) -> str:
+    sizes = " · ".join(f"{s.name} {len(s.tokens)} tokens" for s in trace.stacks)
+    return (
+        f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} (d_head {cfg.d_head}) · "
+        f"{cfg.norm}-norm · **{cfg.positional}** positions · mask {cfg.mask} · seed {cfg.seed} · {sizes}."
+    )
+
+
+@st.cache_resource(max_entries=4, show_spinner="Building the model…")
+def shared_model(cfg: ModelConfig) -> Transformer:
+    """One model per config for this page's demonstrations, shared by every session: only ever read."""
+    return build_model(cfg)
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing the encoding table…")
+def cached_table(cfg: ModelConfig, n_positions: int) -> np.ndarray | None:
+    """[P, D] what the model adds at positions 0..P-1 (None for rope and none)."""
+    if cfg.positional == "sinusoidal":  # fixed: no need to build the model to know it
+        return sinusoidal(n_positions, cfg.d_model).numpy()
+    if cfg.positional == "learned":
+        return encoding_table(shared_model(cfg), n_positions)
+    return None
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def cached_similarity(cfg: ModelConfig, n_positions: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(positions drawn, [P', P'] similarity between their encodings); long tables keep every n-th position."""
+    table = cached_table(cfg, n_positions)
+    positions = every_nth(n_positions)
+    return positions, similarity(table[positions], metric)
+
+
+@st.cache_data(max_entries=16, show_spinner="Running the model on the reordered tokens…")
+def cached_permutation(cfg: ModelConfig, tokens: tuple[str, ...], order: tuple[int, ...], target: tuple | None):
+    return permutation_demo(shared_model(cfg), list(tokens), list(order), None if target is None else list(target))
+
+
+@st.cache_data(max_entries=16, show_spinner="Running the model on a repeated token…")
+def cached_repeated_scores(cfg: ModelConfig, token: str, n_positions: int) -> np.ndarray:
+    """[L, H, P, P] scores of every head on the repeated token (one run for every layer and head)."""
+    return repeated_token_scores(shared_model(cfg), token, n_positions)
+
+
+def warn_junk_url(allowed: dict[str, list[str] | None]) -> None:
+    """Streamlit silently drops a URL value its widget cannot take: say so. None means a whole number."""
+    for key, options in allowed.items():
+        if key not in st.query_params:
+            continue
+        raw = st.query_params[key]
+        if options is None:
+            if raw.strip().lstrip("-").isdigit():
+                continue
+            why = "it is not a whole number"
+        elif raw in options:
+            continue
+        else:
+            why = "it is not one of " + ", ".join(options[:12]) + ("…" if len(options) > 12 else "")
+        shown = raw.replace("`", "'").replace("\n", " ")[:40]
+        st.warning(f"URL parameter `{key}={shown}` was ignored: {why}; using the default.", icon=":material/link_off:")
+
+
+def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
+    st.download_button(
+        label,
+        data=partial(frame.to_csv, index=False),
+        file_name=file_name,
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key=key,
+    )
+
+
+def table_frame(table: np.ndarray, tokens: list[str] | None = None) -> pd.DataFrame:
+    """position (, token), dim_0 ... dim_{D-1}: one row per position."""
+    frame = pd.DataFrame(table, columns=[f"dim_{d}" for d in range(table.shape[1])])
+    if tokens is not None:
+        frame.insert(0, "token", tokens)
+    frame.insert(0, "position", np.arange(table.shape[0]))
+    return frame
+
+
+def controls(cfg: ModelConfig) -> tuple[int, str, str]:
+    left, middle, right = st.columns([1, 2, 1])
+    n_positions = left.number_input(
+        "Max position",
+        value=64,
+        step=8,
+        key="pos_max",
+        bind="query-params",
+        help=f"How many positions (0 to this minus 1) to draw; 1 to {MAX_PLOTTED_POSITIONS:,}.",
+    )
+    dims = middle.text_input(
+        "Dimensions to plot as curves",
+        value="",
+        key="pos_dims",
+        bind="query-params",
+        placeholder="e.g. 0, 1, 6-9 (empty: a spread of pairs)",
+        help=f"Dimensions 0 to {cfg.d_model - 1}, separated by commas; a-b is a range. At most 16.",
+        disabled=cfg.positional not in ("sinusoidal", "learned"),
+    )
+    metric = right.radio(
+        "Similarity",
+        METRICS,
+        key="pos_metric",
+        bind="query-params",
+        horizontal=True,
+        help="cosine: the angle between two position vectors (1 = same direction). dot: q·k-like raw product.",
+        disabled=cfg.positional not in ("sinusoidal", "learned"),
+    )
+    return int(n_positions), dims, metric
+
+
+def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str, metric: str) -> None:
+    """Sinusoidal or learned: curves, the whole matrix, wavelengths, similarities and the typed tokens' rows."""
+    kind = cfg.positional
+    tokens = trace.tokens
+    try:
+        table = cached_table(cfg, max(n_positions, len(tokens)))
+    except ConfigError as e:
+        st.error(str(e), icon=":material/error:")
+        return
+    shown = table[:n_positions]  # [P, D]
+    if kind == "learned":
+        st.warning(
+            "**Untrained.** These learned position embeddings are the model's random initial values "
+            f"(N(0, ½), seed {cfg.seed}): nothing in this dashboard's model has been trained, so they carry no "
+            "pattern yet. Training would shape them; their similarity below shows why they are useless until then.",
+            icon=":material/casino:",
+        )
+    if cfg.arch == "encoder-decoder":
+        st.caption(
+            f"Red marks the source's {len(tokens)} positions; the decoder adds the same table to its "
+            f"{len(trace.last.tokens)} target tokens."
+        )
+    st.subheader("Value against position")
+    try:
+        dims = parse_dimensions(dims_text, cfg.d_model)
+    except ConfigError as e:
+        st.error(str(e), icon=":material/error:")
+    else:
+        if not dims_text.strip():
+            st.caption(f"Showing dimensions {', '.join(map(str, dims))} (type others above).")
+        st.plotly_chart(encoding_curves(shown, dims, tokens, kind), key="pos_curves", theme=None)
+    st.subheader("The whole table")
+    st.plotly_chart(encoding_heatmap(shown, tokens, kind), key="pos_heatmap", theme=None)
+    typed = table_frame(table[: len(tokens)], tokens)
+    with st.expander(f"What is added at the {len(tokens)} typed positions"):
+        st.dataframe(typed, hide_index=True, height=min(400, 38 + 35 * len(tokens)))
+    c1, c2, _ = st.columns([1, 1, 2])
+    with c1:
+        csv_button("Typed positions (CSV)", typed, f"positions_{kind}_typed.csv", "pos_csv_typed")
+    with c2:
+        csv_button(f"Table, {n_positions} positions (CSV)", table_frame(shown), f"positions_{kind}.csv", "pos_csv")
+
+    if kind == "sinusoidal":
+        st.subheader("Wavelength of each pair")
+        lengths = wavelengths(cfg.d_model)
+        st.plotly_chart(wavelength_figure(lengths, cfg.d_model, n_positions), key="pos_wavelengths", theme=None)
+        frame = pd.DataFrame(
+            {
+                "pair": np.arange(len(lengths)),
+                "sin_dimension": np.arange(0, cfg.d_model, 2),
+                "wavelength_positions": lengths,
+            }
+        )
+        csv_button("Wavelengths (CSV)", frame, "positions_wavelengths.csv", "pos_csv_wavelengths")
+    else:
+        st.caption("A learned table has no wavelengths: each row is free, not a sine of the position.")
+
+    st.subheader("How alike are two positions?")
+    positions, sim = cached_similarity(cfg, n_positions, metric)
+    st.plotly_chart(similarity_heatmap(sim, positions, metric, len(tokens), kind), key="pos_similarity", theme=None)
+    reference = min(len(tokens), n_positions) - 1  # the last typed token's position, or the last one drawn
+    row = similarity_to(shown, reference, metric)
+    which = "the last typed token" if len(tokens) <= n_positions else "the last position drawn"
+    st.plotly_chart(similarity_profile(row, reference, metric, which), key="pos_profile", theme=None)
+    if kind == "sinusoidal":
+        st.caption(
+            "Why nearby positions look alike: moving from p to p + k turns every sine/cosine pair by a fixed angle "
+            "k·ω_i, so the dot product of two encodings depends only on the offset k and is largest at k = 0; the "
+            "fast pairs decorrelate within a few positions, the slow ones stay alike for thousands."
+        )
+    frame = pd.DataFrame(sim, columns=[f"pos_{p}" for p in positions])
+    frame.insert(0, "position", positions)
+    csv_button(f"Similarity matrix ({metric}, CSV)", frame, f"positions_{kind}_{metric}_similarity.csv", "pos_csv_sim")
+
+
+def rotary(cfg: ModelConfig, trace: Trace, n_positions: int) -> None:
+    """Rope: the angle of each pair at each position, and the wavelengths of the pairs of one head."""
+    st.subheader("Rotation angles")
+    angles = rope_angle_table(n_positions, cfg.d_head)  # [P, K/2]
+    st.plotly_chart(rope_angle_heatmap(angles, len(trace.tokens)), key="pos_rope_angles", theme=None)
+    frame = pd.DataFrame(angles, columns=[f"pair_{i}_radians" for i in range(angles.shape[1])])
+    frame.insert(0, "position", np.arange(n_positions))
+    csv_button("Angles (CSV)", frame, "positions_rope_angles.csv", "pos_csv_rope")
+    st.subheader("Wavelength of each pair")
+    lengths = wavelengths(cfg.d_head)
+    st.plotly_chart(wavelength_figure(lengths, cfg.d_head, n_positions, "d_head"), key="pos_wavelengths", theme=None)
+
+
+def layer_head(cfg: ModelConfig, prefix: str) -> tuple[int, int]:
+    left, right, _ = st.columns([1, 1, 2])
+    layer = left.selectbox("Layer", list(range(cfg.n_layers)), key=f"{prefix}_layer", bind="query-params")
+    head = right.selectbox("Head", list(range(cfg.n_heads)), key=f"{prefix}_head", bind="query-params")
+    return int(layer), int(head)
+
+
+@st.fragment
+def offset_demo(cfg: ModelConfig, trace: Trace) -> None:
+    """The scores of one head when the same token fills every position: only position can make them differ."""
+    st.subheader("Does a score depend only on the offset?")
+    token = next((t for t in trace.tokens if t != "[PAD]"), "a")
+    layer, head = layer_head(cfg, "pos_offset")
+    n = min(OFFSET_POSITIONS, cfg.max_tokens)
+    result = offset_scores(cfg, token, n, layer, head, scores=cached_repeated_scores(cfg, token, n))
+    st.plotly_chart(offset_scores_figure(result, cfg.positional), key="pos_offset_scores", theme=None)
+    explanation = {
+        "rope": "With rope every diagonal (a fixed offset between query and key) holds one value, up to float32 "
+        "rounding: shifting both tokens by the same number of positions leaves their score alone.",
+        "sinusoidal": "With added sinusoids the score mixes content and absolute position (q·k expands into "
+        "token·token, token·position and position·position terms), so the diagonals are not constant.",
+        "learned": "With learned (here: random) rows added, the score depends on the exact positions of both "
+        "tokens, so the diagonals are not constant.",
+        "none": "Without positions every query and key is the same vector: all scores are equal, whatever the offset.",
+    }[cfg.positional]
+    st.caption(
+        f"The typed token `{token.replace('`', '')[:30]}` repeated {n} times, so the content is identical. "
+        + explanation
+    )
+
+
+@st.fragment
+def order_demo(cfg: ModelConfig, trace: Trace) -> None:
+    """Run the typed tokens and a reordering of them: with no position anywhere, the maps only move."""
+    st.subheader("Why position matters: reorder the tokens")
+    tokens = list(trace.tokens)
+    target = tuple(trace.last.tokens) if cfg.arch == "encoder-decoder" else None
+    how = st.radio(
+        "Reordering",
+        REORDERINGS,
+        key="pos_order",
+        bind="query-params",
+        horizontal=True,
+        help="shuffled uses the sidebar's seed.",
+    )
+    if len(tokens) < 2:
+        st.info("Type at least two tokens to reorder them.")
+        return
+    order = reorder(len(tokens), how, cfg.seed)
+    demo = cached_permutation(cfg, tuple(tokens), tuple(order), target)
+    st.markdown(
+        f"Typed: `{' '.join(tokens)[:200].replace('`', '')}`  →  reordered: "
+        f"`{' '.join(demo.shuffled)[:200].replace('`', '')}`"
+        + (" (the encoder's input; the decoder keeps its target)" if target else "")
+    )
+    layer, head = layer_head(cfg, "pos_perm")
+    st.plotly_chart(permutation_figure(demo, layer, head), key="pos_permutation", theme=None)
+    causal = cfg.arch == "decoder" or "causal" in cfg.mask
+    metric_col, text_col = st.columns([1.2, 3])
+    metric_col.metric(
+        "Largest |② − ③|, all heads",
+        f"{demo.max_difference:.3g}",
+        help="The maximum absolute difference between the map of the reordered run (③) and the original map "
+        "moved along with its tokens (②), over every layer, head, query and key.",
+    )
+    if demo.order_invisible:
+        text_col.success(
+            f"**Reordering only moved the maps.** The difference is 0 up to float32 rounding "
+            f"({demo.max_difference:.2g}: the same numbers summed in another order; float32 resolves about 1e-7 "
+            "near 1). Mathematically it is exactly 0: with no positional encoding and no causal mask, attention "
+            "sees a set of tokens, not a sequence. Each token's output is the same, wherever it stands.",
+            icon=":material/check_circle:",
+        )
+    else:
+        reasons = []
+        if cfg.positional != "none":
+            reasons.append(
+                f"the {cfg.positional} encoding gives each token a position"
+                + (" (rotating queries and keys)" if cfg.positional == "rope" else " (added to its embedding)")
+            )
+        if causal:
+            reasons.append(
+                "a causal mask also carries position: token i may only look at tokens 0 to i, so moving a token "
+                "changes which tokens it and the others can see"
+                + (" (a decoder is always causal)" if cfg.arch == "decoder" else "")
+            )
+        text_col.warning(
+            f"**Order is visible to the model:** {'; and '.join(reasons)}. The reordered run is not just the "
+            "original map moved. Set the positional encoding to none (and the mask to none or padding, with an "
+            "encoder) to see the maps only move.",
+            icon=":material/swap_horiz:",
+        )
+
+
+def main() -> None:
+    st.title("Positional encodings")
+    cfg: ModelConfig | None = st.session_state.get("_config")
+    trace: Trace | None = st.session_state.get("_trace")
+    if trace is None or cfg is None:
+        st.info("Fix the setting named above (in the sidebar) to see the positional encodings.")
+        return
+    st.caption(summary(cfg, trace))
+    st.markdown(EXPLAIN[cfg.positional].format(slowest=wavelengths(cfg.d_model)[-1], d_model=cfg.d_model))
+    if cfg.positional == "sinusoidal":
+        st.latex(
+            r"PE_{p,\,2i} = \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right),\qquad "
+            r"PE_{p,\,2i+1} = \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right)"
+        )
+    elif cfg.positional == "rope":
+        st.latex(
+            r"\theta_{p,\,i} = \frac{p}{10000^{2i/d_{head}}},\qquad "
+            r"(q_{2i},\,q_{2i+1}) \mapsto R(\theta_{p,i})\,(q_{2i},\,q_{2i+1})"
+        )
+    layers, heads = [str(i) for i in range(cfg.n_layers)], [str(i) for i in range(cfg.n_heads)]
+    warn_junk_url(
+        {
+            "pos_max": None,
+            "pos_metric": list(METRICS),
+            "pos_order": list(REORDERINGS),
+            "pos_offset_layer": layers,
+            "pos_offset_head": heads,
+            "pos_perm_layer": layers,
+            "pos_perm_head": heads,
+        }
+    )
+    n_positions, dims_text, metric = controls(cfg)
+    try:
+        check_range(n_positions, [], cfg.d_model)
+    except ConfigError as e:
+        st.error(str(e), icon=":material/error:")
+    else:
+        if cfg.positional in ("sinusoidal", "learned"):
+            added_table(cfg, trace, n_positions, dims_text, metric)
+        elif cfg.positional == "rope":
+            rotary(cfg, trace, n_positions)
+    st.divider()
+    offset_demo(cfg, trace)
+    st.divider()
+    order_demo(cfg, trace)
+
+
+main()
