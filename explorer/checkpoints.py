@@ -11,14 +11,16 @@ from safetensors.torch import save as save_safetensors
 
 from explorer.config import ConfigError, parse_config
 from explorer.model import Transformer, build_model
+from explorer.tasks import Task, make_task
 
 FORMAT = "attention-explorer/1"
 MAX_WEIGHTS_BYTES = 64 * 1024 * 1024
 MAX_META_BYTES = 64 * 1024
 
 
-def save(model: Transformer, task: str | None = None) -> tuple[bytes, str]:
-    """-> (safetensors bytes of every parameter, JSON text with the config, vocabulary and task)."""
+def save(model: Transformer, task: str | Task | None = None) -> tuple[bytes, str]:
+    """-> (safetensors bytes of every parameter, JSON text with the config, vocabulary and task).
+    Given a Task (not just its name), the JSON also keeps its sequence length, which load_trained() needs."""
     if model.config is None:
         raise ConfigError("Only models built from a config can be saved; an imported torch model is saved by torch.")
     weights = {name: tensor.detach().contiguous() for name, tensor in model.state_dict().items()}
@@ -26,8 +28,10 @@ def save(model: Transformer, task: str | None = None) -> tuple[bytes, str]:
         "format": FORMAT,
         "config": model.config.to_dict(),
         "vocabulary": list(model.vocabulary) if model.vocabulary else None,
-        "task": task,
+        "task": task.name if isinstance(task, Task) else task,
     }
+    if isinstance(task, Task):
+        meta["length"] = task.length
     return save_safetensors(weights), json.dumps(meta, indent=2)
 
 
@@ -77,3 +81,25 @@ def _check_matches(model: Transformer, tensors: dict[str, torch.Tensor]) -> None
             )
         if not torch.isfinite(tensor).all():
             raise ConfigError(f"The weights file holds NaN or infinite values in {name}.")
+
+
+def load_trained(weights: bytes, meta: str | bytes) -> tuple[Transformer, Task]:
+    """load() for a model trained on a toy task: the model and its task, checked against each other."""
+    model, name = load(weights, meta)
+    length = json.loads(meta).get("length")
+    if name is None or isinstance(length, bool) or not isinstance(length, int):
+        raise ConfigError(
+            "The JSON file does not say which task (and sequence length) the model was trained on; "
+            "use the two files the Train page downloads."
+        )
+    task = make_task(name, length)
+    if model.vocabulary != task.vocabulary:
+        raise ConfigError(
+            f"The model's vocabulary ({' '.join(model.vocabulary or ()) or 'none'}) is not the {name} task's "
+            f"({' '.join(task.vocabulary)})."
+        )
+    if model.config is None or model.config.arch != task.arch:
+        kinds = {"encoder": "an encoder", "decoder": "a causal decoder", "encoder-decoder": "an encoder-decoder"}
+        described = kinds[model.config.arch] if model.config is not None else "an imported model"
+        raise ConfigError(f"The {name} task trains {kinds[task.arch]}; the JSON describes {described}.")
+    return model, task

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -132,3 +134,33 @@ def _check(steps: int, lr: float, warmup: int, batch_size: int, snapshot_every: 
         raise ConfigError(f"batch size {batch_size} is out of range; use 1 to 1,024.")
     if snapshot_every < 1:
         raise ConfigError("snapshot_every must be at least 1.")
+
+
+_threads_lock = threading.Lock()
+_threads_users = 0  # callers inside single_thread() right now
+_threads_before = 1  # torch's thread count before the first of them came in
+
+
+@contextmanager
+def single_thread() -> Iterator[None]:
+    """Run this OS thread's torch work on one intra-op thread; on the way out, the count from before comes back.
+
+    A tiny model's operations are too small to share out: on a busy 2-core machine, training reverse with two
+    threads took several times longer per step than with one (bench/bench_train.py). One thread also makes a
+    training run's numbers independent of how many cores the machine has. torch.set_num_threads sets the
+    calling thread's count and the one new threads start with, so enter this in the thread that trains. The
+    count restored is the one from before any caller came in, so overlapping callers (two browser sessions
+    training at once) never leave it at 1.
+    """
+    global _threads_users, _threads_before
+    with _threads_lock:
+        if _threads_users == 0:
+            _threads_before = torch.get_num_threads()
+        _threads_users += 1
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        with _threads_lock:
+            _threads_users -= 1
+            torch.set_num_threads(_threads_before)

@@ -1,0 +1,462 @@
+"""The Train page through streamlit.testing: what it draws matches the engine trained with the same settings,
+Stop keeps what was learned, files load or are refused with a reason, and sessions keep their own models."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from pathlib import Path
+from unittest.mock import MagicMock
+
+import numpy as np
+import pytest
+import torch
+from streamlit.proto.WidgetStates_pb2 import WidgetStates
+from streamlit.runtime import Runtime
+from streamlit.runtime.caching.storage.dummy_cache_storage import MemoryCacheStorageManager
+from streamlit.runtime.dataframe_source_manager import DataframeSourceManager
+from streamlit.runtime.media_file_manager import MediaFileManager
+from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
+from streamlit.runtime.scriptrunner import RerunData
+from streamlit.testing.v1 import AppTest
+from streamlit.testing.v1 import app_test as app_test_module
+from streamlit.testing.v1.local_script_runner import LocalScriptRunner
+from streamlit.testing.v1.util import patch_config_options
+
+import explorer
+from explorer import checkpoints
+from explorer.tasks import make_task
+from explorer.training import evaluate, initial_model, single_thread, train
+from explorer.training_figures import percent
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
+PAGE = "views/train.py"
+
+
+@pytest.fixture
+def at() -> AppTest:
+    return AppTest.from_file(APP, default_timeout=120)
+
+
+def open_train_page(at: AppTest) -> AppTest:
+    at.run()
+    at.switch_page(PAGE).run()
+    assert_ok(at)
+    return at
+
+
+def assert_ok(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def specs(at: AppTest) -> dict[str, dict]:
+    """Plotly specs by chart key (the live chart has none)."""
+    return {chart.proto.id: json.loads(chart.proto.spec) for chart in at.get("plotly_chart")}
+
+
+def chart(at: AppTest, key: str) -> dict:
+    found = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if key in c.proto.id]
+    assert len(found) == 1, [c.proto.id for c in at.get("plotly_chart")]
+    return found[0]
+
+
+def trace_by(spec: dict, name: str, axis: str) -> dict:
+    found = [t for t in spec["data"] if t.get("name") == name and t.get("xaxis", "x") == axis]
+    assert len(found) == 1
+    return found[0]
+
+
+def train_on_page(at: AppTest, task: str = "reverse", length: int = 8, steps: int = 40, both: bool = False):
+    at.selectbox(key="train_task").set_value(task)
+    at.number_input(key="train_length").set_value(length)
+    at.number_input(key="train_steps").set_value(steps)
+    at.checkbox(key="train_both").set_value(both)
+    at.run()
+    at.button(key="train_start").click().run()
+    assert_ok(at)
+    return at
+
+
+def engine_run(task_name="reverse", length=8, steps=40, norm="post", initial=None):
+    """What the page should have computed: the same call, on one thread as the page trains."""
+    task = make_task(task_name, length)
+    with single_thread():
+        return train(
+            explorer.ModelConfig(norm=norm),
+            task,
+            steps=steps,
+            lr=3e-3,
+            warmup=20,
+            batch_size=64,
+            seed=0,
+            snapshot_every=max(1, steps // 30),
+            initial=initial,
+        )
+
+
+def test_page_opens_ready_to_train(at):
+    open_train_page(at)
+    assert at.title[0].value == "Train"
+    assert not at.button(key="train_start").disabled and at.button(key="train_stop").disabled
+    assert not at.metric and not at.error
+    assert at.selectbox(key="train_task").value == "reverse"
+    assert any("2 layers × 4 heads" in c.value for c in at.caption)
+
+
+def test_short_training_run_shows_the_engine_numbers(at, plotly_array):
+    open_train_page(at)
+    train_on_page(at, steps=40)
+    expected = engine_run(steps=40)
+    curves = chart(at, "train_curves")
+    loss = trace_by(curves, "post-norm", "x")
+    accuracy = trace_by(curves, "post-norm", "x2")
+    np.testing.assert_array_equal(plotly_array(loss["x"]), np.arange(1, 41))
+    np.testing.assert_array_equal(plotly_array(loss["y"]), expected.history["loss"].to_numpy())
+    np.testing.assert_array_equal(plotly_array(accuracy["y"]), expected.history["accuracy"].to_numpy())
+    fresh = evaluate(expected.model, expected.task)
+    assert [m.value for m in at.metric] == [percent(fresh)]
+    model = at.session_state["_train"].results["post"].model
+    for a, b in zip(model.parameters(), expected.model.parameters(), strict=True):
+        assert torch.equal(a, b)
+    # the slider over snapshots, at the last one: the heatmap holds the final weights of the head shown
+    slider = next(s for s in at.select_slider if s.key.startswith("train_snapshot"))
+    assert slider.options == [str(s.step) for s in expected.snapshots] and slider.value == 40
+    layer = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_layer"))).value
+    head = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_head"))).value
+    shown = plotly_array(chart(at, "train_snapshot_map")["data"][0]["z"])
+    np.testing.assert_array_equal(shown, expected.snapshots[-1].attention[layer, head])
+    slider.set_value(expected.snapshots[1].step).run()
+    assert_ok(at)
+    shown = plotly_array(chart(at, "train_snapshot_map")["data"][0]["z"])
+    np.testing.assert_array_equal(shown, expected.snapshots[1].attention[layer, head])
+
+
+def test_reverse_forms_an_anti_diagonal_head(at, plotly_array):
+    open_train_page(at)
+    train_on_page(at, steps=150)
+    assert float(at.metric[0].value.rstrip("%")) >= 99.0
+    layer = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_layer"))).value
+    head = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_head"))).value
+    shown = plotly_array(chart(at, "train_snapshot_map")["data"][0]["z"])  # the head picked first, at the end
+    assert np.fliplr(shown).diagonal().mean() > 0.8
+    assert any(f"L{layer} H{head} is shown first" in c.value for c in at.caption)
+    pattern = chart(at, "train_pattern")
+    assert "anti-diagonal" in pattern["layout"]["title"]["text"]
+
+
+def test_post_and_pre_norm_train_together_from_the_same_start(at, plotly_array):
+    open_train_page(at)
+    train_on_page(at, task="sort", length=6, steps=30, both=True)
+    start = initial_model(explorer.ModelConfig(norm="post"), make_task("sort", 6))
+    post = engine_run("sort", 6, 30, "post", initial=start)
+    pre = engine_run("sort", 6, 30, "pre", initial=start)
+    curves = chart(at, "train_curves")
+    for name, expected in (("post-norm", post), ("pre-norm", pre)):
+        np.testing.assert_array_equal(
+            plotly_array(trace_by(curves, name, "x")["y"]), expected.history["loss"].to_numpy()
+        )
+    assert [m.label for m in at.metric] == ["post-norm: accuracy on fresh data", "pre-norm: accuracy on fresh data"]
+    assert at.radio(key=next(r.key for r in at.radio if r.key.startswith("train_model"))).options == [
+        "post-norm",
+        "pre-norm",
+    ]
+
+
+class StopClicker(LocalScriptRunner):
+    """AppTest's script runner plus a user who clicks Stop once training passes step 20: as a browser does, it
+    sends a rerun request (every widget's state, with Stop's trigger) while the script is still running."""
+
+    def run(self, widget_state=None, query_params=None, timeout=3, page_hash="", context_info=None):
+        threading.Thread(target=self._click_stop, args=(widget_state, page_hash), daemon=True).start()
+        return super().run(widget_state, query_params, timeout, page_hash, context_info)
+
+    def _click_stop(self, widget_state, page_hash) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            messages = list(self.forward_msgs())
+            elements = [m.delta.new_element for m in messages if m.HasField("delta")]
+            stop = [e.button.id for e in elements if e.WhichOneof("type") == "button" and e.button.label == "Stop"]
+            steps = [int(e.progress.text.split("step ")[1].split(" ")[0]) for e in elements if e.HasField("progress")]
+            if stop and steps and steps[-1] >= 20:
+                states = WidgetStates()
+                states.CopyFrom(widget_state)
+                for state in states.widgets:
+                    if state.HasField("trigger_value"):
+                        state.trigger_value = False
+                click = states.widgets.add()
+                click.id, click.trigger_value = stop[-1], True
+                self.request_rerun(RerunData(widget_states=states, page_script_hash=page_hash))
+                return
+            time.sleep(0.01)
+
+
+def test_stop_ends_training_and_keeps_what_was_learned(at, monkeypatch):
+    open_train_page(at)
+    at.number_input(key="train_steps").set_value(3000)
+    at.checkbox(key="train_both").set_value(True)
+    at.run()
+    monkeypatch.setattr(app_test_module, "LocalScriptRunner", StopClicker)
+    at.button(key="train_start").click().run()
+    assert_ok(at)
+    training = at.session_state["_train"]
+    result = training.results["post"]
+    stopped_at = len(result.history)
+    assert 20 <= stopped_at < 3000 and result.stopped_early
+    assert list(training.results) == ["post"]  # pre-norm never started
+    assert list(result.history["step"]) == list(range(1, stopped_at + 1))
+    assert result.snapshots[-1].step == stopped_at
+    warning = " ".join(w.value for w in at.warning)
+    assert f"stopped at step {stopped_at} of 3000" in warning and "pre-norm was not trained" in warning
+    assert at.metric[0].value == percent(evaluate(result.model, training.task))  # the model as learned so far
+    assert at.get("plotly_chart")  # heatmaps of the stopped model
+    assert at.button(key="train_stop").disabled
+
+
+def test_a_click_while_training_stops_it_the_way_the_server_does(sessions_at_once, monkeypatch):
+    """Streamlit's server (runner.fastReruns, the default) handles a click during a run by stopping that run and
+    starting a new one at once, in another thread, with the same session_state; the old run is still training
+    and from then on may not touch session_state. Emulated here: two AppTest runs of one session at once."""
+    at = AppTest.from_file(APP, default_timeout=240)
+    open_train_page(at)
+    at.number_input(key="train_steps").set_value(3000).run()
+    runners: list[LocalScriptRunner] = []
+
+    class Recorded(LocalScriptRunner):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            runners.append(self)
+
+    monkeypatch.setattr(app_test_module, "LocalScriptRunner", Recorded)
+    at.button(key="train_start").click()
+    old = threading.Thread(target=at.run)
+    old.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        live = at.session_state.get("_train_live")
+        if live is not None and len(live.rows["post"]) >= 20:
+            break
+        time.sleep(0.01)
+    else:
+        pytest.fail("training did not start")
+    runners[0].request_stop()  # what the server does to the running script on a click ...
+    at.button(key="train_start").set_value(False)
+    at.run()  # ... and the new run it starts at once
+    old.join(60)
+    assert not old.is_alive()
+    assert "_train_live" not in at.session_state
+    training = at.session_state["_train"]  # kept by the new run: the old one could no longer write it
+    result = training.results["post"]
+    assert 20 <= len(result.history) < 3000 and result.stopped_early
+    assert result.snapshots[-1].step == len(result.history)
+    at.run()
+    assert_ok(at)
+    assert any(f"stopped at step {len(result.history)} of 3000" in w.value for w in at.warning)
+    assert at.metric[0].value == percent(evaluate(result.model, training.task))
+
+
+def test_typed_tokens_run_the_trained_model_and_bad_ones_are_explained(at, plotly_array):
+    open_train_page(at)
+    train_on_page(at, steps=20)
+    model = at.session_state["_train"].results["post"].model
+    box = next(t for t in at.text_input if t.key.startswith("train_tokens"))
+    box.input("C A B J").run()
+    assert_ok(at)
+    layer = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_layer"))).value
+    head = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_head"))).value
+    shown = plotly_array(chart(at, "train_tokens_map")["data"][0]["z"])
+    np.testing.assert_array_equal(shown, explorer.run(model, "C A B J").attention[layer, head])
+    assert any("trained on sequences of 8 tokens" in i.value for i in at.info)
+    answers = at.dataframe[0].value
+    assert list(answers["input"]) == list("CABJ") and list(answers["task's answer"]) == list("JBAC")
+    for bad, message in (("A b C", "'b' is not in this model's vocabulary"), ("", "empty")):
+        box = next(t for t in at.text_input if t.key.startswith("train_tokens"))
+        box.input(bad).run()
+        assert_ok(at)
+        assert any(message in e.value for e in at.error), [e.value for e in at.error]
+
+
+def test_an_impossible_task_or_a_huge_model_cannot_train(at):
+    open_train_page(at)
+    at.selectbox(key="train_task").set_value("induction")
+    at.number_input(key="train_length").set_value(7).run()
+    assert any("even length for induction" in e.value for e in at.error)
+    assert at.button(key="train_start").disabled
+    at.number_input(key="train_length").set_value(8).run()
+    assert not at.error and not at.button(key="train_start").disabled
+    at.number_input(key="d_model").set_value(1024)
+    at.number_input(key="d_ff").set_value(4096).run()
+    assert any("parameters; training live is limited" in e.value for e in at.error)
+    assert at.button(key="train_start").disabled
+
+
+def without_length(meta: str) -> str:
+    """The JSON of a model saved with only its task's name (as checkpoints.save(model, "copy") writes it)."""
+    info = json.loads(meta)
+    del info["length"]
+    return json.dumps(info)
+
+
+def uploaded(weights: bytes, meta: str, name: str = "model"):
+    return [
+        (f"{name}.safetensors", weights, "application/octet-stream"),
+        (f"{name}.json", meta.encode(), "application/json"),
+    ]
+
+
+def test_upload_loads_a_saved_model(at, plotly_array):
+    task = make_task("reverse", 6)
+    with single_thread():
+        model = train(explorer.ModelConfig(norm="pre"), task, steps=30).model
+    weights, meta = checkpoints.save(model, task)
+    open_train_page(at)
+    at.file_uploader(key="train_upload").set_value(uploaded(weights, meta))
+    at.button(key="train_load").click().run()
+    assert_ok(at)
+    assert not at.error
+    assert [m.label for m in at.metric] == ["pre-norm: accuracy on fresh data"]
+    assert at.metric[0].value == percent(evaluate(model, task))
+    assert any("Loaded from model.safetensors" in c.value for c in at.caption)
+    box = next(t for t in at.text_input if t.key.startswith("train_tokens"))
+    box.input("A B C D E F").run()
+    layer = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_layer"))).value
+    head = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_head"))).value
+    shown = plotly_array(chart(at, "train_tokens_map")["data"][0]["z"])
+    np.testing.assert_array_equal(shown, explorer.run(model, "A B C D E F").attention[layer, head])
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        (lambda w, m: uploaded(w[:200], m), "not a readable safetensors file"),
+        (lambda w, m: uploaded(w, "{oops"), "not valid JSON"),
+        (lambda w, m: uploaded(w, m.replace('"d_model": 64', '"d_model": 32')), "do not match the JSON's config"),
+        (lambda w, m: uploaded(w, without_length(m)), "does not say which task (and sequence length)"),
+        (lambda w, m: uploaded(w, m.replace('"copy"', '"induction"')), "induction task trains a causal decoder"),
+        (lambda w, m: uploaded(w, m)[:1], "Choose exactly two files"),
+    ],
+)
+def test_a_bad_upload_is_refused_with_a_reason(at, files, message):
+    task = make_task("copy", 4)
+    weights, meta = checkpoints.save(train(explorer.ModelConfig(), task, steps=1).model, task)
+    open_train_page(at)
+    at.file_uploader(key="train_upload").set_value(files(weights, meta))
+    at.button(key="train_load").click().run()
+    assert_ok(at)
+    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+    assert "_train" not in at.session_state
+
+
+def main_heatmap(at: AppTest) -> dict:
+    found = [s for s in specs(at).values() if "layer" in s["layout"].get("title", {}).get("text", "")]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_send_to_the_other_pages_and_back(at, plotly_array):
+    open_train_page(at)
+    train_on_page(at, steps=20)
+    result = at.session_state["_train"].results["post"]
+    at.button(key="train_use").click().run()
+    assert_ok(at)
+    assert at.button(key="train_use").disabled
+    assert any("The other pages show this model" in s.value for s in at.success)
+    probe = " ".join(result.probe)
+    assert at.text_input(key="tokens").value == probe
+    at.switch_page("views/attention.py").run()
+    assert_ok(at)
+    assert any("Trained model in use" in m.value for m in at.sidebar.markdown)
+    expected = explorer.run(result.model, probe).attention
+    np.testing.assert_array_equal(plotly_array(main_heatmap(at)["data"][0]["z"]), expected[0, 0])
+    assert at.session_state["_config"] == result.model.config and at.session_state["_model"] is result.model
+    at.text_input(key="tokens").input("the cat").run()  # words the trained model does not know
+    assert any("'cat', 'the' are not in this model's vocabulary" in e.value for e in at.error)
+    at.text_input(key="tokens").input(probe).run()
+    at.button(key="back_to_random").click().run()
+    assert_ok(at)
+    assert not any("Trained model in use" in m.value for m in at.sidebar.markdown)
+    assert at.session_state["_model"] is not result.model and at.session_state["_config"] == explorer.ModelConfig()
+    random = explorer.run(explorer.ModelConfig(), probe).attention
+    np.testing.assert_array_equal(plotly_array(main_heatmap(at)["data"][0]["z"]), random[0, 0])
+
+
+@pytest.fixture
+def sessions_at_once(monkeypatch):
+    """Lets AppTest run two sessions in two threads at the same time.
+
+    AppTest installs a mock Runtime and patches the global.appTest option for each run, then resets both when
+    the run ends, which would pull them from under the other session's run still going. Here one shared mock
+    Runtime stays installed (AppTest's own assignments land on a subclass) and the option is held for the test.
+    """
+
+    class RunScopedRuntime(Runtime):
+        pass
+
+    shared = MagicMock(spec=Runtime)
+    shared.media_file_mgr = MediaFileManager(MemoryMediaFileStorage("/mock/media"))
+    shared.dataframe_source_mgr = DataframeSourceManager()
+    shared.cache_storage_manager = MemoryCacheStorageManager()
+    monkeypatch.setattr(app_test_module, "Runtime", RunScopedRuntime)
+    monkeypatch.setattr(Runtime, "_instance", shared)
+    monkeypatch.setattr(app_test_module, "patch_config_options", lambda overrides: contextlib.nullcontext())
+    with patch_config_options({"global.appTest": True}):
+        yield
+
+
+def test_two_sessions_training_at_once_keep_separate_models(sessions_at_once, plotly_array):
+    sessions = {
+        "reverse": AppTest.from_file(APP, default_timeout=240),
+        "copy": AppTest.from_file(APP, default_timeout=240),
+    }
+    for task, at in sessions.items():
+        open_train_page(at)
+        at.selectbox(key="train_task").set_value(task)
+        at.number_input(key="train_length").set_value(6 if task == "reverse" else 5)
+        at.number_input(key="train_steps").set_value(150)
+        at.run()
+    errors: list[BaseException] = []
+    started = threading.Barrier(2)
+
+    def click_train(at: AppTest) -> None:
+        try:
+            started.wait(30)
+            at.button(key="train_start").click().run()
+        except BaseException as error:  # reported below, in the test's thread
+            errors.append(error)
+
+    threads = [threading.Thread(target=click_train, args=(at,)) for at in sessions.values()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert not errors, errors
+    models = {}
+    for task, at in sessions.items():
+        assert_ok(at)
+        training = at.session_state["_train"]
+        assert training.task.name == task and training.task.length == (6 if task == "reverse" else 5)
+        assert len(training.results["post"].history) == 150
+        models[task] = training.results["post"].model
+    assert models["reverse"] is not models["copy"]
+    # each session's model is the one the engine trains for its own task, untouched by the other session
+    for task, length in (("reverse", 6), ("copy", 5)):
+        expected = engine_run(task, length, 150)
+        for a, b in zip(models[task].parameters(), expected.model.parameters(), strict=True):
+            assert torch.equal(a, b)
+    # sending one session's model to its pages leaves the other session on the random model
+    reverse, copy = sessions["reverse"], sessions["copy"]
+    reverse.button(key="train_use").click().run()
+    for at in (reverse, copy):
+        at.switch_page("views/attention.py").run()
+        assert_ok(at)
+    assert reverse.session_state["_trained"]["model"] is models["reverse"]
+    assert "_trained" not in copy.session_state
+    probe = " ".join(reverse.session_state["_train"].results["post"].probe)
+    np.testing.assert_array_equal(
+        plotly_array(main_heatmap(reverse)["data"][0]["z"]), explorer.run(models["reverse"], probe).attention[0, 0]
+    )
+    np.testing.assert_array_equal(
+        plotly_array(main_heatmap(copy)["data"][0]["z"]),
+        explorer.run(explorer.ModelConfig(), "the cat sat on the mat").attention[0, 0],
+    )

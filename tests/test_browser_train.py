@@ -1,0 +1,138 @@
+"""The Train page in a real Chromium: a short run draws live curves and an anti-diagonal, Stop keeps the model,
+the files download and load back, and the model can be sent to the Attention page and taken back."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.browser
+
+PLOT = "[data-testid='stPlotlyChart'] .js-plotly-plot"
+TITLE_JS = "el => (el.layout && el.layout.title && el.layout.title.text) || ''"
+Z_JS = "el => el._fullData[0].z.map(row => Array.from(row))"
+CURVES_JS = "el => (el.layout.annotations || []).some(a => String(a.text).startsWith('loss'))"
+
+
+def assert_clean(page) -> None:
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert not page.errors, page.errors
+
+
+def open_train(page, app_url, wait_idle, steps: int) -> None:
+    page.goto(app_url + "/train")
+    wait_idle(page)
+    field = page.get_by_role("spinbutton", name="Steps", exact=True)
+    field.fill(str(steps))
+    field.press("Enter")
+    wait_idle(page)
+
+
+def stop_button(page):
+    """The page's Stop (Streamlit's header has a "Stop" of its own while a script runs)."""
+    return page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True)
+
+
+def heatmaps(page, title_part: str) -> list:
+    return [p for p in page.locator(PLOT).all() if title_part in p.evaluate(TITLE_JS)]
+
+
+def metric_values(page) -> list[str]:
+    return page.locator("[data-testid='stMetricValue']").all_inner_texts()
+
+
+def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_idle):
+    open_train(page, app_url, wait_idle, 150)
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.wait_for_function(
+        "() => /step \\d+ of 150/.test(document.querySelector(\"[data-testid='stProgress']\")?.innerText || '')",
+        timeout=60_000,
+    )
+    page.wait_for_selector(PLOT, timeout=30_000)  # the live curves, drawn while training runs
+    assert "notRunning" not in page.locator("[data-testid='stApp']").get_attribute("data-test-script-state")
+    wait_idle(page, 180_000)
+    assert_clean(page)
+    assert page.locator("[data-testid='stProgress']").count() == 0
+    accuracy = float(metric_values(page)[0].rstrip("%"))
+    assert accuracy >= 99.0  # reverse, length 8, on fresh data
+    curves = [p for p in page.locator(PLOT).all() if p.evaluate(CURVES_JS)]
+    assert len(curves) == 1 and curves[0].evaluate("el => el._fullData.map(t => t.x.length)") == [150, 150]
+    first = heatmaps(page, "layer")[0]  # the head picked first, at the last snapshot
+    weights = np.array(first.evaluate(Z_JS), dtype=float)
+    assert weights.shape == (8, 8) and np.fliplr(weights).diagonal().mean() > 0.8
+    # the slider's first snapshot: random weights, far from the anti-diagonal
+    slider = page.get_by_role("slider", name="Training step")
+    slider.focus()
+    slider.press("Home")
+    wait_idle(page)
+    early = np.array(heatmaps(page, "layer")[0].evaluate(Z_JS), dtype=float)
+    assert np.fliplr(early).diagonal().mean() < 0.5
+    assert_clean(page)
+
+
+def test_stop_keeps_what_was_learned(page, app_url, wait_idle):
+    open_train(page, app_url, wait_idle, 3000)
+    page.get_by_role("button", name="Train", exact=True).click()
+    page.wait_for_function(
+        """() => {
+            const m = /step (\\d+) of 3000/.exec(document.querySelector("[data-testid='stProgress']")?.innerText || '');
+            return m && Number(m[1]) >= 20;
+        }""",
+        timeout=60_000,
+    )
+    stop_button(page).click()
+    wait_idle(page, 60_000)
+    alerts = " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
+    stopped = int(re.search(r"stopped at step (\d+) of 3000", alerts).group(1))
+    assert 20 <= stopped < 3000
+    assert "keeps what it learned" in alerts
+    assert len(metric_values(page)) == 1 and heatmaps(page, "layer")
+    assert stop_button(page).is_disabled()
+    assert_clean(page)
+
+
+def test_download_load_back_and_send_to_attention(page, app_url, wait_idle, tmp_path):
+    open_train(page, app_url, wait_idle, 30)
+    page.get_by_role("button", name="Train", exact=True).click()
+    wait_idle(page, 120_000)
+    trained_accuracy = metric_values(page)[0]
+    paths = []
+    for name in ("Download weights (.safetensors)", "Download settings (.json)"):
+        with page.expect_download() as info:
+            page.get_by_role("button", name=name).click()
+        path = tmp_path / info.value.suggested_filename
+        info.value.save_as(path)
+        paths.append(path)
+    assert [p.name for p in paths] == ["reverse8_post-norm.safetensors", "reverse8_post-norm.json"]
+
+    # a fresh session (no trained model) loads the two files and shows the same model
+    page.goto(app_url + "/train")
+    wait_idle(page)
+    assert metric_values(page) == []
+    page.locator("[data-testid='stFileUploaderDropzoneInput']").set_input_files([str(p) for p in paths])
+    page.wait_for_function(
+        "() => document.querySelectorAll(\"[data-testid='stFileChipName']\").length === 2", timeout=30_000
+    )
+    wait_idle(page)
+    page.get_by_role("button", name="Load model").click()
+    wait_idle(page)
+    assert metric_values(page) == [trained_accuracy]
+    assert page.get_by_text("Loaded from reverse8_post-norm.safetensors").count() == 1
+    assert_clean(page)
+
+    page.get_by_role("button", name="Use this model on the other pages").click()
+    wait_idle(page)
+    page.get_by_role("link", name="Open the Attention page").click()
+    wait_idle(page)
+    sidebar = page.locator("[data-testid='stSidebar']")
+    assert "Trained model in use" in sidebar.inner_text()
+    tokens = sidebar.get_by_role("textbox", name="Tokens").input_value()
+    assert set(tokens.split()) <= set("ABCDEFGHIJ") and len(tokens.split()) == 8
+    assert heatmaps(page, "layer")
+    sidebar.get_by_role("button", name="Back to the random model").click()
+    wait_idle(page)
+    assert "Trained model in use" not in page.locator("[data-testid='stSidebar']").inner_text()
+    assert heatmaps(page, "layer")
+    assert_clean(page)

@@ -1,0 +1,214 @@
+"""Engine additions for the Train page: one-thread training, checkpoints that keep their task, and the
+figures and tables of explorer.training_figures."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import explorer
+from explorer import checkpoints
+from explorer.tasks import TASKS, make_task
+from explorer.training import Snapshot, initial_model, logits, single_thread, train
+from explorer.training_figures import (
+    curves_figure,
+    expected_output,
+    parameter_count,
+    pattern_figure,
+    pattern_history,
+    pattern_mass,
+    percent,
+    predictions,
+    snapshot_maps,
+    steps_to_accuracy,
+    task_pattern,
+)
+
+
+def test_single_thread_pins_torch_to_one_thread_and_restores_after_the_last_caller():
+    before = torch.get_num_threads()
+    inside, release = threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def other_caller() -> None:
+        with single_thread():
+            torch.ones(256, 256) @ torch.ones(256, 256)  # torch work: this thread now keeps its own count
+            inside.set()
+            release.wait(10)
+            seen.append(torch.get_num_threads())
+
+    with single_thread():
+        assert torch.get_num_threads() == 1
+        worker = threading.Thread(target=other_caller)
+        worker.start()
+        assert inside.wait(10)
+    assert torch.get_num_threads() == before  # this thread is back, while the other caller still trains ...
+    release.set()
+    worker.join(10)
+    assert seen == [1]  # ... on one thread
+    assert torch.get_num_threads() == before
+
+
+def test_single_thread_restores_after_an_exception():
+    before = torch.get_num_threads()
+    with pytest.raises(RuntimeError), single_thread():
+        raise RuntimeError("boom")
+    assert torch.get_num_threads() == before
+
+
+def test_a_saved_task_comes_back_with_its_length_and_identical_outputs():
+    task = make_task("induction", 6)
+    model = train(explorer.ModelConfig(n_layers=1), task, steps=3).model
+    weights, meta = checkpoints.save(model, task)
+    assert json.loads(meta)["task"] == "induction" and json.loads(meta)["length"] == 6
+    loaded, loaded_task = checkpoints.load_trained(weights, meta.encode())
+    assert loaded_task == task
+    ids = task.sample(3, torch.Generator().manual_seed(4)).inputs
+    with torch.inference_mode():
+        assert torch.equal(logits(model, ids), logits(loaded, ids))
+    assert checkpoints.load(weights, meta)[1] == "induction"  # load() still reads it
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda m: m.pop("length"), "does not say which task"),
+        (lambda m: m.update(task=None), "does not say which task"),
+        (lambda m: m.update(length="8"), "does not say which task"),
+        (lambda m: m.update(task="juggle"), "'juggle' is not one of"),
+        (lambda m: m.update(length=7, task="induction"), "an even length for induction"),
+        (lambda m: m.update(vocabulary=list("ABCDEFGHIK")), "is not the reverse task's"),
+        (lambda m: m.update(task="induction"), "induction task trains a causal decoder; the JSON describes an encoder"),
+    ],
+)
+def test_load_trained_rejects_a_task_that_does_not_fit_the_model(change, message):
+    task = make_task("reverse", 4)
+    weights, meta = checkpoints.save(train(explorer.ModelConfig(n_layers=1), task, steps=1).model, task)
+    info = json.loads(meta)
+    change(info)
+    with pytest.raises(explorer.ConfigError, match=message):
+        checkpoints.load_trained(weights, json.dumps(info))
+
+
+def test_a_model_without_vocabulary_is_not_a_trained_model():
+    weights, meta = checkpoints.save(explorer.build_model(explorer.ModelConfig()), "reverse")
+    info = json.loads(meta)
+    info["length"] = 8
+    with pytest.raises(explorer.ConfigError, match="vocabulary \\(none\\) is not the reverse task's"):
+        checkpoints.load_trained(weights, json.dumps(info))
+
+
+def test_curves_put_post_and_pre_on_the_same_axes():
+    histories = {
+        "post": pd.DataFrame({"step": [1, 2, 3], "loss": [2.3, 1.0, 0.5], "accuracy": [0.1, 0.5, 0.9]}),
+        "pre": pd.DataFrame({"step": [1, 2], "loss": [2.2, 1.5], "accuracy": [0.12, 0.3]}),
+    }
+    fig = curves_figure(histories, vocabulary_size=10, total_steps=300)
+    traces = {(t.name, t.xaxis): t for t in fig.data}
+    assert set(traces) == {("post-norm", "x"), ("post-norm", "x2"), ("pre-norm", "x"), ("pre-norm", "x2")}
+    np.testing.assert_array_equal(traces["post-norm", "x2"].y, [0.1, 0.5, 0.9])
+    np.testing.assert_array_equal(traces["pre-norm", "x"].y, [2.2, 1.5])
+    assert fig.layout.yaxis.type == "log" and list(fig.layout.xaxis.range) == [0, 300]
+    lines = sorted(shape.y0 for shape in fig.layout.shapes)
+    assert lines == pytest.approx([0.1, np.log(10)])  # chance accuracy, uniform-guess loss
+
+
+def test_task_patterns_name_the_key_each_query_needs():
+    reverse = task_pattern(make_task("reverse", 4))
+    assert [list(row).index(True) for row in reverse] == [3, 2, 1, 0]
+    induction = task_pattern(make_task("induction", 8))
+    assert [tuple(np.nonzero(row)[0]) for row in induction] == [(), (), (), (), (1,), (2,), (3,), ()]
+    assert task_pattern(make_task("copy", 4)) is None and task_pattern(make_task("sort", 4)) is None
+
+
+def test_pattern_mass_of_a_perfect_and_a_uniform_head():
+    pattern = task_pattern(make_task("reverse", 4))
+    attention = np.stack([pattern.astype(np.float32), np.full((4, 4), 0.25, np.float32)])[None]  # [1, 2, 4, 4]
+    np.testing.assert_allclose(pattern_mass(pattern, attention), [[1.0, 0.25]])
+    induction = task_pattern(make_task("induction", 4))  # only query 2 needs a key (key 1)
+    attention = np.zeros((1, 1, 4, 4), np.float32)
+    attention[0, 0, :, 0] = 1.0  # every query on key 0 ...
+    attention[0, 0, 2] = [0.0, 0.6, 0.4, 0.0]  # ... except query 2
+    np.testing.assert_allclose(pattern_mass(induction, attention), [[0.6]])
+
+
+def test_pattern_history_and_figure():
+    pattern = task_pattern(make_task("reverse", 4))
+    uniform = np.full((2, 3, 4, 4), 0.25, np.float32)
+    learned = uniform.copy()
+    learned[1, 2] = pattern
+    history = pattern_history([Snapshot(0, uniform), Snapshot(10, learned)], pattern)
+    assert len(history) == 2 * 2 * 3
+    last = history[history["step"] == 10].set_index("head_label")["mass"]
+    assert last["L1 H2"] == pytest.approx(1.0) and last["L0 H0"] == pytest.approx(0.25)
+    fig = pattern_figure(history, make_task("reverse", 4), marked_step=10)
+    assert fig.data[0].name == "L1 H2"  # the head that ends closest to the pattern comes first
+    assert len(fig.data) == 6
+
+
+def test_snapshot_maps_keep_the_trace_tokens_and_mask():
+    result = train(explorer.ModelConfig(n_layers=1), make_task("induction", 4), steps=2, snapshot_every=1)
+    like = explorer.run(result.model, result.probe).attention_maps()["self-attention"]
+    maps = snapshot_maps(result.snapshots[0], like)
+    assert maps.query_tokens == result.probe and np.array_equal(maps.allowed, like.allowed)
+    np.testing.assert_array_equal(maps.weights, result.snapshots[0].attention)
+    assert not maps.allowed[0, 1]  # causal
+    np.testing.assert_array_equal(snapshot_maps(result.snapshots[-1], like).weights, like.weights)
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_expected_output_agrees_with_the_task_data(name):
+    task = make_task(name, 8)
+    batch = task.sample(20, torch.Generator().manual_seed(3))
+    for inputs, targets, scored in zip(batch.inputs, batch.targets, batch.scored, strict=True):
+        expected = expected_output(task, task.tokens(inputs))
+        wanted = [t if s else None for t, s in zip(task.tokens(targets), scored.tolist(), strict=True)]
+        assert expected == wanted
+
+
+def test_predictions_of_a_trained_reverse_model():
+    task = make_task("reverse", 8)
+    with single_thread():  # as the Train page trains: several times faster on a busy machine
+        result = train(explorer.ModelConfig(), task, steps=300, seed=0, stop_at_accuracy=0.99)
+    table = predictions(result.model, task, "A B C D E F G H".split())
+    assert list(table["expected"]) == list("HGFEDCBA")
+    assert table["correct"].mean() >= 7 / 8
+    assert list(table["output"][table["correct"]]) == list(table["expected"][table["correct"]])
+    with pytest.raises(explorer.ConfigError, match="'Z' is not in this model's vocabulary"):
+        predictions(result.model, task, ["A", "Z"])
+
+
+@pytest.mark.parametrize(
+    ("cfg", "task"),
+    [
+        (explorer.ModelConfig(), "reverse"),
+        (explorer.ModelConfig(norm="pre", positional="learned", n_heads=2, d_ff=96), "sort"),
+        (explorer.ModelConfig(arch="encoder-decoder", positional="rope", n_layers=3), "induction"),
+    ],
+)
+def test_parameter_count_matches_the_model_train_builds(cfg, task):
+    task = make_task(task, 6)
+    assert parameter_count(cfg, task) == sum(p.numel() for p in initial_model(cfg, task).parameters())
+
+
+def test_parameter_count_of_a_huge_config_allocates_nothing():
+    cfg = explorer.ModelConfig(d_model=2048, n_heads=16, n_layers=24, d_ff=8192)
+    assert parameter_count(cfg, make_task("copy", 8)) > 1_000_000_000
+
+
+def test_steps_to_accuracy():
+    history = pd.DataFrame({"step": [1, 2, 3, 4], "loss": [1.0] * 4, "accuracy": [0.2, 0.995, 0.5, 1.0]})
+    assert steps_to_accuracy(history, 0.99) == 2
+    assert steps_to_accuracy(history, 1.0) == 4
+    assert steps_to_accuracy(history.iloc[:1], 0.99) is None
+
+
+def test_percent_never_rounds_up_to_a_perfect_score():
+    assert percent(1.0) == "100.0%" and percent(0.5) == "50.0%" and percent(0.9987) == "99.9%"
+    assert percent(4095 / 4096) == "99.98%"
+    assert percent(1 - 1e-5) == "99.999%"

@@ -1,0 +1,588 @@
+"""Train page: train a tiny transformer on a toy task, watch the learning curves live, then look inside it.
+
+The trained models live in this browser session's st.session_state only: no other session sees or changes them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from explorer import checkpoints
+from explorer.config import ConfigError, ModelConfig
+from explorer.figures import attention_grid, attention_heatmap
+from explorer.tasks import TASKS, Task, make_task
+from explorer.trace import AttentionMaps, run
+from explorer.training import TrainResult, evaluate, initial_model, single_thread, train
+from explorer.training_figures import (
+    NORM_NAMES,
+    PATTERN_NAMES,
+    curves_figure,
+    parameter_count,
+    pattern_figure,
+    pattern_history,
+    pattern_mass,
+    percent,
+    predictions,
+    snapshot_maps,
+    steps_to_accuracy,
+    task_pattern,
+)
+
+RESULT_KEY = "_train"  # this session's last training run, or the model loaded from files: a Training
+TRAINED_KEY = "_trained"  # the model the other pages show instead of the random one (read by dashboard.py)
+LIVE_KEY = "_train_live"  # the LiveTraining of a training run in progress
+RUNS_KEY = "_train_runs"  # how many trainings or loads this session has made: keys each one's widgets
+UPLOAD_ERROR_KEY = "_train_upload_error"
+LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
+BATCH_SIZES = (8, 16, 32, 64, 128, 256)
+MAX_PARAMETERS = 2_000_000  # more would take minutes per run on a laptop's CPU (the default model has 101,770)
+MAX_LENGTH = 32  # longer sequences make unreadable heatmaps
+UPDATE_SECONDS = 0.3  # how often the progress bar and the live curves are redrawn while training
+STOP_WAIT_SECONDS = 30.0  # how long a run waits for a stopped training run to hand over its model
+SNAPSHOTS = 30  # about this many attention snapshots per run
+GOAL = 0.99  # "learned": this share of tokens right
+TASK_HELP = {
+    "copy": "copy: output the input as it is",
+    "reverse": "reverse: output the input backwards",
+    "sort": "sort: output the input's tokens in order",
+    "induction": "induction: continue a repeated run (causal decoder)",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    task: str
+    length: int
+    steps: int
+    lr: float
+    warmup: int
+    batch_size: int
+    both: bool  # post-norm and pre-norm from the same seed, data and initial weights
+
+
+@dataclass
+class Training:
+    """One training run (or one model loaded from files) of this session."""
+
+    run_id: int  # keys this run's widgets, so a new run starts with fresh selectors
+    task: Task
+    results: dict[str, TrainResult]  # "post" / "pre" -> the model, its history and snapshots
+    planned: tuple[str, ...]  # the placements asked for (a Stop can leave the second one untrained)
+    steps: int | None  # steps asked for; None for a model loaded from files
+    source: str  # what the model came from, for labels
+    fresh: dict[str, float] = field(default_factory=dict)  # accuracy on fresh data, filled when first shown
+
+    @property
+    def stopped(self) -> tuple[str, int] | None:
+        """(placement, steps it trained) when Stop or another click ended training early, else None."""
+        for norm in self.planned:
+            result = self.results.get(norm)
+            if result is None or result.stopped_early:
+                last = norm if result is not None else list(self.results)[-1]
+                return last, len(self.results[last].history)
+        return None
+
+    def label(self, norm: str) -> str:
+        result = self.results[norm]
+        trained = f"{len(result.history)} steps" if len(result.history) else self.source
+        return f"{self.task.name} (length {self.task.length}) · {NORM_NAMES[norm]} · {trained}"
+
+
+def next_run_id() -> int:
+    st.session_state[RUNS_KEY] = st.session_state.get(RUNS_KEY, 0) + 1
+    return st.session_state[RUNS_KEY]
+
+
+class LiveTraining:
+    """A training run in progress: train()'s callback, which redraws the progress bar and the curves every
+    UPDATE_SECONDS, and the place its result is left for whichever script run shows it.
+
+    How a click ends it. Streamlit does not wait for a running script: on any click (Stop, another control,
+    another page) it tells the running script to stop and at once starts a new run in another thread, with the
+    same session_state. From then on, the old run raises StopException at its next st call, including any use of
+    st.session_state. So the new run sets `stop_requested` (the callback then returns False: train() returns the
+    model as learned so far), waits for `finished`, and moves `training` into session_state. When the old run
+    itself meets Streamlit's exception (a rerun or stop request, the tab closing), it ends training the same
+    way and raises the exception again once the result is kept here."""
+
+    def __init__(self, run_id: int, bar, chart, norms: tuple[str, ...], steps: int, vocabulary_size: int):
+        self.run_id = run_id
+        self.bar, self.chart = bar, chart
+        self.norms, self.steps, self.vocabulary_size = norms, steps, vocabulary_size
+        self.rows: dict[str, list[dict]] = {norm: [] for norm in norms}
+        self.norm = norms[0]
+        self.last_draw = 0.0
+        self.draws = 0  # keys each drawing of the live chart: two alike in one run would clash
+        self.stop_requested = threading.Event()  # set by a later script run of this session
+        self.finished = threading.Event()  # set once `training` holds everything this run will learn
+        self.interrupt: BaseException | None = None  # Streamlit's exception met while drawing, raised again later
+        self.training: Training | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.stop_requested.is_set() or self.interrupt is not None
+
+    def begin(self, norm: str) -> bool:
+        self.norm = norm
+        return self.draw()
+
+    def __call__(self, step: int, loss: float, accuracy: float) -> bool:
+        self.rows[self.norm].append({"step": step, "loss": loss, "accuracy": accuracy})
+        if self.stop_requested.is_set():
+            return False
+        if step == self.steps or time.monotonic() - self.last_draw >= UPDATE_SECONDS:
+            return self.draw()
+        return True
+
+    def draw(self) -> bool:
+        if self.ended:
+            return False
+        rows = self.rows[self.norm]
+        step = rows[-1]["step"] if rows else 0
+        done = self.norms.index(self.norm) * self.steps + step
+        text = f"Training {NORM_NAMES[self.norm]}: step {step} of {self.steps}"
+        if rows:
+            text += f" · loss {rows[-1]['loss']:.4f} · accuracy {rows[-1]['accuracy']:.1%} on this batch"
+        histories = {norm: pd.DataFrame(r, columns=["step", "loss", "accuracy"]) for norm, r in self.rows.items() if r}
+        try:
+            self.bar.progress(done / (self.steps * len(self.norms)), text=text)
+            self.chart.plotly_chart(
+                curves_figure(histories, self.vocabulary_size, self.steps),
+                key=f"train_live_{self.draws}",
+                theme=None,
+                config={"displayModeBar": False},
+            )
+        except BaseException as interrupt:  # noqa: B036 - Streamlit's rerun/stop request: raised again once kept
+            self.interrupt = interrupt
+            return False
+        self.last_draw = time.monotonic()
+        self.draws += 1
+        return True
+
+
+def keep_result(live: LiveTraining) -> None:
+    """Move a finished or stopped training run's result into session_state (from a run Streamlit still runs)."""
+    if live.training is not None:
+        st.session_state[RESULT_KEY] = live.training
+    if st.session_state.get(LIVE_KEY) is live:
+        del st.session_state[LIVE_KEY]
+
+
+def collect_stopped_training() -> None:
+    """A training run of this session still in progress was stopped by the click that started this run: wait
+    for it to hand over what it learned, and keep that."""
+    live: LiveTraining | None = st.session_state.get(LIVE_KEY)
+    if live is None:
+        return
+    live.stop_requested.set()
+    if not live.finished.wait(STOP_WAIT_SECONDS):
+        st.info("The training you stopped is still finishing a step; its model appears at your next click.")
+        return
+    keep_result(live)
+
+
+def settings_controls() -> Settings:
+    c1, c2, c3 = st.columns(3)
+    task = c1.selectbox(
+        "Task", TASKS, index=TASKS.index("reverse"), key="train_task", format_func=lambda t: TASK_HELP[t]
+    )
+    length = c1.number_input(
+        "Sequence length",
+        min_value=2,
+        max_value=MAX_LENGTH,
+        value=8,
+        step=1,
+        key="train_length",
+        help="Tokens per sequence (even for induction: a run, then the same run again).",
+    )
+    steps = c2.number_input(
+        "Steps", min_value=10, max_value=5000, value=300, step=50, key="train_steps", help="AdamW updates."
+    )
+    lr = c2.select_slider(
+        "Learning rate",
+        LEARNING_RATES,
+        value=3e-3,
+        key="train_lr",
+        format_func=lambda v: f"{v:g}",
+        help="AdamW's step size after warmup (weight decay 0.01, gradients clipped to norm 1).",
+    )
+    warmup = c3.number_input(
+        "Warmup steps",
+        min_value=0,
+        max_value=2000,
+        value=20,
+        step=10,
+        key="train_warmup",
+        help="The learning rate grows linearly from lr/warmup to lr over these first steps.",
+    )
+    batch_size = c3.select_slider(
+        "Batch size", BATCH_SIZES, value=64, key="train_batch", help="Fresh random sequences per step."
+    )
+    both = st.checkbox(
+        "Train post-norm and pre-norm together",
+        value=False,
+        key="train_both",
+        help="Two models from the same initial weights, trained on the same batches in the same order; they "
+        "differ only in where LayerNorm sits (and pre-norm's final LayerNorm). Off: the sidebar's placement.",
+    )
+    return Settings(task, int(length), int(steps), float(lr), int(warmup), int(batch_size), both)
+
+
+def model_caption(cfg: ModelConfig, task: Task, s: Settings) -> str:
+    norms = "post-norm and pre-norm" if s.both else f"{cfg.norm}-norm"
+    arch = "an encoder (every token sees every token)" if task.arch == "encoder" else "a causal decoder"
+    return (
+        f"**{task.name}**: {task.description} Tokens: {' '.join(task.vocabulary)}. "
+        f"The model is the sidebar's: {cfg.n_layers} layers × {cfg.n_heads} heads, d_model {cfg.d_model}, d_ff "
+        f"{cfg.d_ff}, {cfg.positional} positions, {cfg.activation}, {norms}; seed {cfg.seed} picks the initial "
+        f"weights and the training data. The task makes it {arch}, with no padding mask and no dropout."
+    )
+
+
+def train_models(cfg: ModelConfig, task: Task, s: Settings, bar, chart) -> None:
+    """Train (both placements, one after the other, when asked), keeping the result in session_state."""
+    norms = ("post", "pre") if s.both else (cfg.norm,)
+    live = LiveTraining(next_run_id(), bar, chart, norms, s.steps, len(task.vocabulary))
+    st.session_state[LIVE_KEY] = live
+    start = initial_model(cfg.replace(norm=norms[0]), task)  # the same initial weights for both placements
+    results: dict[str, TrainResult] = {}
+    try:
+        with single_thread():
+            for norm in norms:
+                if not live.begin(norm):
+                    break
+                results[norm] = train(
+                    cfg.replace(norm=norm),
+                    task,
+                    steps=s.steps,
+                    lr=s.lr,
+                    warmup=s.warmup,
+                    batch_size=s.batch_size,
+                    seed=cfg.seed,
+                    callback=live,
+                    snapshot_every=max(1, s.steps // SNAPSHOTS),
+                    initial=start,
+                )
+                if live.ended:
+                    break
+    finally:  # no st call here: after a click, Streamlit may already have stopped this run
+        if results:
+            live.training = Training(live.run_id, task, results, norms, s.steps, "trained here")
+        live.finished.set()
+    if live.interrupt is not None:
+        raise live.interrupt
+    keep_result(live)  # raises StopException instead if a click already ended this run; the next run keeps it
+    bar.empty()
+    chart.empty()
+
+
+def summary(training: Training) -> None:
+    """Final accuracy on fresh data per model, steps, and how fast each reached the goal."""
+    task = training.task
+    chance = 1 / len(task.vocabulary)
+    if training.stopped is not None:
+        norm, step = training.stopped
+        missing = " and ".join(NORM_NAMES[n] for n in training.planned if n not in training.results)
+        if training.results[norm].stopped_early:
+            text = (
+                f"Training stopped at step {step} of {training.steps} ({NORM_NAMES[norm]}): the model keeps what "
+                "it learned by then." + (f" {missing} was not trained." if missing else "")
+            )
+        else:
+            text = f"Training stopped after {NORM_NAMES[norm]} had finished: {missing} was not trained."
+        st.warning(text, icon=":material/stop_circle:")
+    columns = st.columns(max(2, len(training.results)))
+    for col, (norm, result) in zip(columns, training.results.items(), strict=False):
+        if norm not in training.fresh:
+            training.fresh[norm] = evaluate(result.model, task)
+        accuracy = training.fresh[norm]
+        col.metric(
+            f"{NORM_NAMES[norm]}: accuracy on fresh data",
+            percent(accuracy),
+            delta=f"{100 * (accuracy - chance):+.1f} points above chance ({chance:.0%})",
+            delta_color="normal",
+            help="Share of tokens right on 512 new sequences the model never trained on (argmax of its logits).",
+        )
+        if len(result.history):
+            reached = steps_to_accuracy(result.history, GOAL)
+            col.caption(
+                f"{len(result.history)} steps · last loss {result.history['loss'].iloc[-1]:.4f} · "
+                + (f"{GOAL:.0%} of a batch right first at step {reached}" if reached else f"no batch {GOAL:.0%} right")
+            )
+        else:
+            col.caption(f"Loaded from {training.source}: no learning curve or snapshots.")
+
+
+def pick_head(result: TrainResult, maps: AttentionMaps, pattern) -> tuple[int, int, str | None]:
+    """The layer and head shown first: the one that ends closest to the task's pattern, if the task has one."""
+    if pattern is None or maps.weights.shape[-1] != pattern.shape[0]:
+        return 0, 0, None
+    mass = pattern_mass(pattern, maps.weights)  # [L, H]
+    layer, head = divmod(int(mass.argmax()), mass.shape[1])
+    why = (
+        f"L{layer} H{head} is shown first: its mean weight on the key the task needs is {mass[layer, head]:.2f} "
+        f"(uniform attention would give {1 / pattern.shape[0]:.2f})."
+    )
+    return layer, head, why
+
+
+@st.fragment
+def attention_forming(training: Training, norm: str, probe_maps: AttentionMaps, layer: int, head: int) -> None:
+    """A slider over the snapshots: the chosen head large, every head small, at that step."""
+    result, task = training.results[norm], training.task
+    steps = [s.step for s in result.snapshots]
+    step = st.select_slider(
+        "Training step",
+        steps,
+        value=steps[-1],
+        key=f"train_snapshot_{training.run_id}_{norm}",
+        help="Attention is recorded on the probe input every few steps while training.",
+    )
+    maps = snapshot_maps(result.snapshots[steps.index(step)], probe_maps)
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(attention_heatmap(maps, layer, head), key="train_snapshot_map", theme=None)
+    with right:
+        st.plotly_chart(attention_grid(maps), key="train_snapshot_grid", theme=None, config={"displayModeBar": False})
+    pattern = task_pattern(task)
+    if pattern is not None and len(steps) > 1:
+        history = pattern_history(result.snapshots, pattern)
+        st.plotly_chart(pattern_figure(history, task, marked_step=step), key="train_pattern", theme=None)
+
+
+def your_tokens(training: Training, norm: str, layer: int, head: int) -> None:
+    """The trained model on tokens the user types: its attention and its answer next to the task's."""
+    result, task = training.results[norm], training.task
+    text = st.text_input(
+        f"Tokens from {' '.join(task.vocabulary)}, separated by spaces",
+        value=" ".join(result.probe),
+        key=f"train_tokens_{training.run_id}",
+    )
+    try:
+        trace = run(result.model, text)
+        table = predictions(result.model, task, trace.tokens)
+    except ConfigError as error:
+        st.error(str(error), icon=":material/error:")
+        return
+    if len(trace.tokens) != task.length:
+        st.info(
+            f"The model was trained on sequences of {task.length} tokens; with {len(trace.tokens)} it is outside "
+            "what it learned, so expect mistakes.",
+            icon=":material/info:",
+        )
+    maps = trace.attention_maps()["self-attention"]
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(attention_heatmap(maps, layer, head), key="train_tokens_map", theme=None)
+    with right:
+        shown = pd.DataFrame(
+            {
+                "input": table["input"],
+                "model's output": table["output"],
+                "task's answer": table["expected"].fillna("–"),
+                "right?": table["correct"].map({True: "✓", False: "✗"}).fillna("not scored"),
+            }
+        )
+        st.dataframe(shown, key="train_answers")
+        scored = table["correct"].dropna()
+        if len(scored):
+            st.caption(f"{int(scored.sum())} of {len(scored)} scored positions right.")
+        if task.name == "induction":
+            st.caption("Induction: position t predicts token t + 1; only the repeat (its second half) is scored.")
+
+
+def use_on_other_pages(training: Training, norm: str) -> None:
+    """Button callback: the other pages run this model (and its probe as their tokens) instead of a random one."""
+    result = training.results[norm]
+    st.session_state[TRAINED_KEY] = {"model": result.model, "task": training.task, "label": training.label(norm)}
+    st.session_state["tokens"] = " ".join(result.probe)
+
+
+def model_files(training: Training | None, norm: str | None) -> None:
+    """Download the shown model (safetensors + JSON); upload such a pair back."""
+    st.subheader("Model files")
+    if training is not None and norm is not None:
+        result, task = training.results[norm], training.task
+        name = f"{task.name}{task.length}_{norm}-norm"
+        c1, c2, _ = st.columns([1, 1, 1])
+        c1.download_button(
+            "Download weights (.safetensors)",
+            data=lambda: checkpoints.save(result.model, task)[0],
+            file_name=f"{name}.safetensors",
+            mime="application/octet-stream",
+            on_click="ignore",
+            icon=":material/download:",
+            key="train_download_weights",
+        )
+        c2.download_button(
+            "Download settings (.json)",
+            data=lambda: checkpoints.save(result.model, task)[1],
+            file_name=f"{name}.json",
+            mime="application/json",
+            on_click="ignore",
+            icon=":material/download:",
+            key="train_download_json",
+        )
+    limit_mb = checkpoints.MAX_WEIGHTS_BYTES // 2**20
+    st.file_uploader(
+        "Load a trained model: choose both of its files, the .safetensors and the .json",
+        type=["safetensors", "json"],
+        accept_multiple_files=True,
+        key="train_upload",
+        max_upload_size=limit_mb,
+        help=f"The two files this page downloads, at most {limit_mb} MB. Nothing in them is executed: the weights "
+        "are plain tensors and the settings plain JSON, both checked before use.",
+    )
+    st.button("Load model", key="train_load", on_click=load_uploaded, icon=":material/upload:")
+    error = st.session_state.pop(UPLOAD_ERROR_KEY, None)
+    if error:
+        st.error(error, icon=":material/error:")
+
+
+def load_uploaded() -> None:
+    """Button callback (before the page draws): check the uploaded pair and make it this session's model."""
+    files = st.session_state.get("train_upload") or []
+    weights = [f for f in files if f.name.lower().endswith(".safetensors")]
+    metas = [f for f in files if f.name.lower().endswith(".json")]
+    if len(weights) != 1 or len(metas) != 1:
+        st.session_state[UPLOAD_ERROR_KEY] = (
+            "Choose exactly two files: one .safetensors (the weights) and one .json (the settings), as the Train "
+            f"page downloads them. Chosen: {', '.join(f.name for f in files) or 'none'}."
+        )
+        return
+    too_big = [f for f in (*weights, *metas) if f.size > checkpoints.MAX_WEIGHTS_BYTES]
+    if too_big:
+        st.session_state[UPLOAD_ERROR_KEY] = (
+            f"{too_big[0].name} is over the {checkpoints.MAX_WEIGHTS_BYTES >> 20} MB limit."
+        )
+        return
+    try:
+        model, task = checkpoints.load_trained(weights[0].getvalue(), metas[0].getvalue())
+    except ConfigError as error:
+        st.session_state[UPLOAD_ERROR_KEY] = f"Could not load {weights[0].name} with {metas[0].name}: {error}"
+        return
+    probe = task.tokens(task.sample(1, torch.Generator().manual_seed(model.config.seed + 1)).inputs[0])
+    result = TrainResult(model, task, pd.DataFrame(columns=["step", "loss", "accuracy", "lr"]), probe)
+    norm = model.config.norm
+    st.session_state[RESULT_KEY] = Training(next_run_id(), task, {norm: result}, (norm,), None, weights[0].name)
+
+
+def look_inside(training: Training) -> str:
+    """Curves, attention forming over training, the model on typed tokens; returns the placement shown."""
+    histories = {norm: r.history for norm, r in training.results.items() if len(r.history)}
+    if histories:
+        st.plotly_chart(
+            curves_figure(histories, len(training.task.vocabulary), max(len(h) for h in histories.values())),
+            key="train_curves",
+            theme=None,
+        )
+    norms = list(training.results)
+    norm = norms[0]
+    if len(norms) > 1:
+        norm = st.radio(
+            "Look inside",
+            norms,
+            format_func=NORM_NAMES.get,
+            horizontal=True,
+            key=f"train_model_{training.run_id}",
+        )
+    result, task = training.results[norm], training.task
+    probe_maps = run(result.model, result.probe).attention_maps()["self-attention"]
+    pattern = task_pattern(task)
+    best_layer, best_head, why = pick_head(result, probe_maps, pattern)
+    c1, c2, _ = st.columns([1, 1, 3])
+    layer = c1.selectbox(
+        "Layer", range(probe_maps.n_layers), index=best_layer, key=f"train_layer_{training.run_id}_{norm}"
+    )
+    head = c2.selectbox("Head", range(probe_maps.n_heads), index=best_head, key=f"train_head_{training.run_id}_{norm}")
+    if why:
+        st.caption(why)
+    if result.snapshots:
+        st.subheader("Watch attention form")
+        looks_for = f" For {task.name}, look for {PATTERN_NAMES[task.name]}." if task.name in PATTERN_NAMES else ""
+        st.caption(
+            f"The probe input `{' '.join(result.probe)}`: attention of the chosen head (left) and of every head "
+            f"(right) at the step the slider picks.{looks_for}"
+        )
+        attention_forming(training, norm, probe_maps, layer, head)
+    st.subheader("Try your own tokens")
+    your_tokens(training, norm, layer, head)
+    st.subheader("Use it on the other pages")
+    trained = st.session_state.get(TRAINED_KEY)
+    in_use = trained is not None and trained["model"] is result.model
+    st.button(
+        "Use this model on the other pages",
+        key="train_use",
+        on_click=use_on_other_pages,
+        args=(training, norm),
+        disabled=in_use,
+        icon=":material/send:",
+        help="Attention and the other pages then show this model on its probe input instead of the random model "
+        "(until you click 'Back to the random model' in the sidebar). It stays in this browser session only.",
+    )
+    if in_use:
+        st.success(f"The other pages show this model: {trained['label']}.", icon=":material/check_circle:")
+        st.page_link("views/attention.py", label="Open the Attention page", icon=":material/grid_on:")
+    return norm
+
+
+def main() -> None:
+    st.title("Train")
+    st.caption(
+        "Train a small transformer from scratch on a toy task, watch its loss and accuracy as it learns, then see "
+        "the attention patterns it formed. Random weights attend almost uniformly; a trained model does not."
+    )
+    collect_stopped_training()
+    cfg: ModelConfig | None = st.session_state.get("_sidebar_config")
+    s = settings_controls()
+    task, problem = None, None
+    try:
+        task = make_task(s.task, s.length)
+    except ConfigError as error:
+        problem = str(error)
+    if cfg is None:
+        problem = "Fix the model setting named above (in the sidebar) to train."
+    elif task is not None:
+        st.caption(model_caption(cfg, task, s))
+        n_params = parameter_count(cfg, task)
+        if n_params > MAX_PARAMETERS:
+            problem = (
+                f"This model has {n_params:,} parameters; training live is limited to {MAX_PARAMETERS:,}. "
+                "Use fewer layers or a smaller d_model or d_ff in the sidebar."
+            )
+    if problem:
+        st.error(problem, icon=":material/error:")
+    c1, c2, _ = st.columns([1, 1, 4])
+    start = c1.button("Train", type="primary", key="train_start", icon=":material/play_arrow:", disabled=bool(problem))
+    c2.button(
+        "Stop",
+        key="train_stop",
+        icon=":material/stop:",
+        disabled=not start,
+        help="Ends training and keeps what the model learned so far.",
+    )
+    bar, chart = st.empty(), st.empty()
+    if start and not problem:
+        train_models(cfg, task, s, bar, chart)
+    training: Training | None = st.session_state.get(RESULT_KEY)
+    if training is None and not start:  # in the live chart's place, so the chart replaces it at once
+        chart.info(
+            "Press **Train**: the loss and accuracy curves grow here as the model learns (300 steps take a few "
+            "seconds). **Stop**, or any other click, ends training and keeps what the model has learned so far.",
+            icon=":material/play_circle:",
+        )
+    norm = None
+    if training is not None:
+        st.header("What it learned")
+        summary(training)
+        norm = look_inside(training)
+    model_files(training, norm)
+
+
+main()
