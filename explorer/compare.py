@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from explorer.config import ConfigError, ModelConfig, parse_config
+from explorer.activations import layer_statistics
+from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig, parse_config
 from explorer.model import Transformer, build_model, copy_shared_weights
-from explorer.trace import AttentionMaps
+from explorer.stats import head_entropy
+from explorer.trace import AttentionMaps, StackTrace, Trace
 
 SHAPE_FIELDS = ("arch", "d_model", "n_heads", "n_layers", "d_ff", "max_tokens")  # change the parameter shapes
 B_PREFIX = "b_"  # B's fields in the URL: ?norm=post&b_norm=pre
@@ -34,8 +38,9 @@ def can_share_weights(a: ModelConfig, b: ModelConfig) -> tuple[bool, str]:
 
 
 def model_for_b(model_a: Transformer, b: ModelConfig) -> Transformer:
-    """B's model: a fresh build, carrying A's parameters wherever B has a parameter of the same name and shape."""
-    model_b = build_model(b)
+    """B's model: a fresh build (with A's vocabulary, for a trained A), carrying A's parameters wherever B has a
+    parameter of the same name and shape."""
+    model_b = build_model(b, model_a.vocabulary)
     a = model_a.config
     if a is None or not can_share_weights(a, b)[0]:
         return model_b
@@ -110,3 +115,131 @@ def b_from_query(query: Mapping[str, str], a: ModelConfig) -> ModelConfig:
     """B from its prefixed URL parameters, on top of default_b(A)."""
     fields = {key.removeprefix(B_PREFIX): value for key, value in query.items() if key.startswith(B_PREFIX)}
     return parse_config(fields, base=default_b(a))
+
+
+# --- What the Compare page needs on top: pairing maps, lining up two inputs, per-layer tables, URL screening.
+
+B_FIELDS = ("arch", "norm", "n_layers", "n_heads", "d_model", "d_ff", "positional", "mask", "activation", "seed")
+PER_LAYER = ("residual RMS", "residual std", "gradient norm", "attention entropy")
+
+
+def differing_fields(a: ModelConfig, b: ModelConfig) -> list[str]:
+    """The names of the fields in which B differs from A, in dataclass order."""
+    return [f.name for f in dataclasses.fields(a) if getattr(a, f.name) != getattr(b, f.name)]
+
+
+@dataclass(frozen=True)
+class MapPair:
+    """One kind of attention in A and in B, paired by the stack that computes it (a side may lack it)."""
+
+    label: str  # what the page calls the pair, e.g. "self-attention"
+    stack: int  # 0: the stack that reads the typed tokens; 1: the decoder of an encoder-decoder
+    a: AttentionMaps | None
+    b: AttentionMaps | None
+
+    @property
+    def same_shape(self) -> bool:
+        return self.a is not None and self.b is not None and self.a.weights.shape == self.b.weights.shape
+
+
+def paired_attention(trace_a: Trace, trace_b: Trace) -> list[MapPair]:
+    """A's and B's attention paired by role: the self-attention of the stack that reads the typed tokens (always
+    in both), then the decoder self-attention and cross-attention of an encoder-decoder (None on a side
+    without them)."""
+
+    def role(trace: Trace, stack: int, cross: bool) -> AttentionMaps | None:
+        if stack >= len(trace.stacks):
+            return None
+        s = trace.stacks[stack]
+        return s.cross_attention if cross else s.self_attention
+
+    pairs = []
+    for stack, cross in ((0, False), (1, False), (1, True)):
+        a, b = role(trace_a, stack, cross), role(trace_b, stack, cross)
+        if a is None and b is None:
+            continue
+        kinds = list(dict.fromkeys(m.kind for m in (a, b) if m is not None))
+        label = kinds[0] if len(kinds) == 1 else f"{kinds[0]} (A) vs {kinds[1]} (B)"
+        pairs.append(MapPair(label, stack, a, b))
+    return pairs
+
+
+def token_order(tokens_a: list[str], tokens_b: list[str]) -> list[int] | None:
+    """For B's tokens a rearrangement of A's: the position in B of each of A's tokens (the k-th occurrence of a
+    word in A goes with its k-th occurrence in B); None when B is not a rearrangement of A."""
+    if sorted(tokens_a) != sorted(tokens_b):
+        return None
+    positions: dict[str, list[int]] = {}
+    for i, token in enumerate(tokens_b):
+        positions.setdefault(token, []).append(i)
+    return [positions[token].pop(0) for token in tokens_a]
+
+
+def reorder_maps(maps: AttentionMaps, queries: list[int] | None, keys: list[int] | None) -> AttentionMaps:
+    """The same maps with queries and/or keys taken in another order (None keeps that axis as it is)."""
+    q = np.arange(maps.weights.shape[-2]) if queries is None else np.asarray(queries)  # [Tq]
+    k = np.arange(maps.weights.shape[-1]) if keys is None else np.asarray(keys)  # [Tk]
+    return AttentionMaps(
+        maps.kind,
+        maps.weights[:, :, q][:, :, :, k],  # [L, H, Tq, Tk]
+        maps.scores[:, :, q][:, :, :, k],
+        maps.allowed[q][:, k],  # [Tq, Tk]
+        [maps.query_tokens[i] for i in q],
+        [maps.key_tokens[i] for i in k],
+    )
+
+
+def layer_values(stack: StackTrace, gradient_totals: pd.DataFrame | None = None) -> pd.DataFrame:
+    """statistic, layer, value for one model's stack: residual RMS and std (layer -1 = the input, then after
+    each block), the gradient norm of each block's parameters (from layer_gradient_totals; left out when None)
+    and the self-attention entropy in nats (mean over heads of head_entropy)."""
+    stats = layer_statistics(stack)
+    residual = stats[stats["point"] == "residual"]
+    frames = [
+        pd.DataFrame({"statistic": "residual RMS", "layer": residual["layer"], "value": residual["rms"]}),
+        pd.DataFrame({"statistic": "residual std", "layer": residual["layer"], "value": residual["std"]}),
+    ]
+    if gradient_totals is not None:
+        mine = gradient_totals[gradient_totals["stack"] == stack.name]
+        frames.append(pd.DataFrame({"statistic": "gradient norm", "layer": mine["layer"], "value": mine["norm"]}))
+    entropy = head_entropy(stack.self_attention).groupby("layer", sort=True)["entropy"].mean()
+    frames.append(pd.DataFrame({"statistic": "attention entropy", "layer": entropy.index, "value": entropy.values}))
+    table = pd.concat(frames, ignore_index=True)
+    return table.astype({"layer": int, "value": float})
+
+
+def per_layer_comparison(values_a: pd.DataFrame | None, values_b: pd.DataFrame | None) -> pd.DataFrame:
+    """statistic, layer, a, b, a_minus_b: layer_values of A and B side by side; NaN where one side has no such
+    layer (or statistic, or no such stack: None), so A - B is only filled on what both have."""
+    empty = pd.DataFrame({"statistic": pd.Series(dtype=object), "layer": pd.Series(dtype=int), "value": 0.0})
+    a = values_a if values_a is not None else empty
+    b = values_b if values_b is not None else empty
+    merged = a.rename(columns={"value": "a"}).merge(
+        b.rename(columns={"value": "b"}), on=["statistic", "layer"], how="outer"
+    )
+    merged["a_minus_b"] = merged["a"] - merged["b"]
+    order = {name: i for i, name in enumerate(PER_LAYER)}
+    merged = merged.sort_values(["statistic", "layer"], key=lambda s: s.map(order) if s.name == "statistic" else s)
+    return merged.reset_index(drop=True)
+
+
+def check_b_value(name: str, raw: str) -> tuple[Any, str | None]:
+    """(value B's control would take, None) for a good b_<name> URL value, or (None, why it is unusable)."""
+    if name in CHOICES:
+        options = CHOICES[name]
+        if raw in options:
+            return raw, None
+        fixed = raw.strip().lower().replace(" ", "+")  # "causal+padding" typed in a URL arrives as "causal padding"
+        if fixed in options:
+            return fixed, None
+        return None, "it is not one of " + ", ".join(options)
+    if name in INT_LIMITS:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            return None, "it is not a whole number"
+        low, high = INT_LIMITS[name]
+        if not low <= value <= high:
+            return None, f"it is outside {low} to {high}"
+        return value, None
+    return None, "B's controls on the Compare page do not include it"

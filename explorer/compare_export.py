@@ -1,0 +1,149 @@
+"""Downloads of a comparison: one self-describing JSON, and CSV tables of the per-layer figures and the maps."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from explorer.compare import MapPair, attention_difference, head_ranking
+from explorer.config import ModelConfig
+
+NOTE = (
+    "a and b are the two configurations (a is the sidebar). difference[layer][head][query][key] = A's attention "
+    "weight minus B's (post-softmax, eval mode, per head); a weight is exactly 0 where the query may not attend to "
+    "the key (allowed_a / allowed_b false). js_divergence is the Jensen-Shannon divergence in bits between A's and "
+    "B's attention rows, averaged over the queries that have an allowed key in both. per_layer: residual RMS / std "
+    "over all tokens and units (layer -1 = the input, embedding + position), the L2 norm of each block's parameter "
+    "gradients for the dummy objective below, and the mean over heads of the self-attention entropy in nats."
+)
+
+
+def _floats(array: np.ndarray) -> Any:
+    """Nested lists of Python floats (float32 values are exactly representable); NaN becomes null."""
+    values = np.asarray(array, dtype=np.float64)
+    return np.where(np.isfinite(values), values, None).tolist()
+
+
+def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """Rows of a per_layer_comparison table as plain Python values; NaN (a side without that layer) is None."""
+    rows = []
+    for row in table[["statistic", "layer", "a", "b", "a_minus_b"]].to_dict("records"):
+        rows.append(
+            {
+                "statistic": str(row["statistic"]),
+                "layer": int(row["layer"]),
+                **{k: float(row[k]) if np.isfinite(row[k]) else None for k in ("a", "b", "a_minus_b")},
+            }
+        )
+    return rows
+
+
+def pair_dict(pair: MapPair, aligned: bool = False) -> dict[str, Any]:
+    """One kind of attention: tokens, masks, and when A and B have the same shape the difference maps and the
+    head ranking; otherwise why not."""
+    out: dict[str, Any] = {"kind": pair.label, "stack": pair.stack, "b_aligned_to_a_tokens": aligned}
+    for side, maps in (("a", pair.a), ("b", pair.b)):
+        out[f"{side}_shape"] = None if maps is None else list(maps.weights.shape)
+        out[f"{side}_query_tokens"] = None if maps is None else list(maps.query_tokens)
+        out[f"{side}_key_tokens"] = None if maps is None else list(maps.key_tokens)
+        out[f"allowed_{side}"] = None if maps is None else np.asarray(maps.allowed, bool).tolist()
+    if pair.same_shape:
+        assert pair.a is not None and pair.b is not None
+        out["difference"] = _floats(attention_difference(pair.a, pair.b))  # [L][H][Tq][Tk]
+        out["head_ranking"] = head_ranking(pair.a, pair.b).to_dict(orient="records")
+        out["not_compared"] = None
+    else:
+        out["difference"] = out["head_ranking"] = None
+        out["not_compared"] = _why_not(pair)
+    return out
+
+
+def _why_not(pair: MapPair) -> str:
+    if pair.a is None or pair.b is None:
+        return f"only {'B' if pair.a is None else 'A'} has {pair.label}"
+    return (
+        f"A's maps are {list(pair.a.weights.shape)} and B's {list(pair.b.weights.shape)} ([layers, heads, query, "
+        "key]): they can only be subtracted when they have the same shape"
+    )
+
+
+def comparison_dict(
+    a: ModelConfig,
+    b: ModelConfig,
+    inputs: dict[str, Any],
+    sharing: str,
+    pairs: list[MapPair],
+    per_layer: dict[str, pd.DataFrame],
+    gradient_objective: str,
+    aligned: bool = False,
+) -> dict[str, Any]:
+    """Everything the Compare page shows, as plain data: both configurations, the inputs, whether the weights
+    are shared, per-layer figures per stack, and every pair of attention maps with A - B."""
+    return {
+        "a": a.to_dict(),
+        "b": b.to_dict(),
+        "inputs": inputs,
+        "weights": sharing,
+        "attention": [pair_dict(pair, aligned and pair.stack == 0) for pair in pairs],
+        "per_layer": {stack: _records(table) for stack, table in per_layer.items()},
+        "gradient_objective": gradient_objective,
+        "note": NOTE,
+    }
+
+
+def comparison_json(*args: Any, **kwargs: Any) -> str:
+    """comparison_dict as JSON text (UTF-8, tokens unescaped; NaN written as null)."""
+    return json.dumps(comparison_dict(*args, **kwargs), ensure_ascii=False)
+
+
+def layers_csv(per_layer: dict[str, pd.DataFrame]) -> str:
+    """stack, statistic, layer, a, b, a_minus_b: one row per statistic and layer (empty where a side lacks it)."""
+    frames = [table.assign(stack=stack) for stack, table in per_layer.items()]
+    frame = pd.concat(frames, ignore_index=True)[["stack", "statistic", "layer", "a", "b", "a_minus_b"]]
+    return frame.to_csv(index=False)
+
+
+def maps_frame(pair: MapPair) -> pd.DataFrame:
+    """kind, layer, head, query_index, query_token, key_index, key_token, a, b, a_minus_b, allowed_a, allowed_b:
+    one row per cell of every layer and head; for pairs of the same shape only (else an empty frame)."""
+    columns = ["kind", "layer", "head", "query_index", "query_token", "key_index", "key_token"]
+    columns += ["a", "b", "a_minus_b", "allowed_a", "allowed_b"]
+    if not pair.same_shape:
+        return pd.DataFrame(columns=columns)
+    assert pair.a is not None and pair.b is not None
+    n_layers, n_heads, tq, tk = pair.a.weights.shape  # [L, H, Tq, Tk]
+    layer, head, q, k = (x.ravel() for x in np.indices((n_layers, n_heads, tq, tk)))
+    return pd.DataFrame(
+        {
+            "kind": pair.label,
+            "layer": layer,
+            "head": head,
+            "query_index": q,
+            "query_token": np.asarray(pair.a.query_tokens, dtype=object)[q],
+            "key_index": k,
+            "key_token": np.asarray(pair.a.key_tokens, dtype=object)[k],
+            "a": pair.a.weights.ravel(),
+            "b": pair.b.weights.ravel(),
+            "a_minus_b": attention_difference(pair.a, pair.b).ravel(),
+            "allowed_a": np.asarray(pair.a.allowed, bool)[q, k],
+            "allowed_b": np.asarray(pair.b.allowed, bool)[q, k],
+        },
+        columns=columns,
+    )
+
+
+def maps_csv(pairs: list[MapPair]) -> str:
+    """maps_frame of every pair that can be subtracted, as one CSV text."""
+    return pd.concat([maps_frame(pair) for pair in pairs], ignore_index=True).to_csv(index=False)
+
+
+def read_maps_csv(text: str) -> pd.DataFrame:
+    """Read maps_csv back, a, b and a_minus_b as float32 (the values the page computed)."""
+    frame = pd.read_csv(io.StringIO(text), dtype={"query_token": str, "key_token": str})
+    for column in ("a", "b", "a_minus_b"):
+        frame[column] = frame[column].astype(np.float32)
+    return frame

@@ -1,0 +1,756 @@
+"""Compare page: configuration A (the sidebar) next to B (set here), on A's very weights wherever B can share them.
+
+B's controls are keyed b_<field> and bound to the URL, so ?norm=post&b_mask=causal holds both configurations.
+They default to default_b(A) (A with the LayerNorm placement flipped) and follow A while the user leaves them
+alone. "One configuration, two inputs" runs A's model on a second text (b_tokens) instead.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+import explorer
+from explorer.compare import (
+    B_FIELDS,
+    B_PREFIX,
+    MapPair,
+    attention_difference,
+    can_share_weights,
+    check_b_value,
+    default_b,
+    differing_fields,
+    head_ranking,
+    layer_values,
+    model_for_b,
+    paired_attention,
+    per_layer_comparison,
+    reorder_maps,
+    same_parameters,
+    to_query,
+    token_order,
+)
+from explorer.compare_export import comparison_json, layers_csv, maps_csv
+from explorer.compare_figures import difference_heatmap, layer_lines, pair_heatmaps, ranking_heatmap
+from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig
+from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
+from explorer.trace import Trace
+from views.session import cached_model, model_key, session_model
+
+CONFIGURATION, INPUT = "configuration", "input"
+DEFAULT_TARGET = "le chat est assis sur le tapis"  # what B's decoder reads when A has none
+DRAWN_KEY = "_compare_defaults"  # the default each of B's controls was last drawn with
+NOTES_KEY = "_compare_url_notes"
+VIEW_NOTES_KEY = "_compare_view_notes"
+FIXED_KEY = "_compare_fixed_params"
+ROUND_KEY = "_compare_table_round"
+LABELS = {  # short, so that a "≠ A" mark fits on one line
+    "arch": "Architecture",
+    "norm": "Norm placement",
+    "positional": "Positions",
+    "mask": "Mask",
+    "activation": "Activation",
+    "n_layers": "Layers",
+    "n_heads": "Heads",
+    "d_model": "d_model",
+    "d_ff": "d_ff",
+    "seed": "Seed",
+}
+GRID = (("arch", "norm", "positional", "mask", "activation"), ("n_layers", "n_heads", "d_model", "d_ff", "seed"))
+
+
+# --- Models and traces: B is built on A's model and cached per (A, B); nothing cached is ever mutated.
+
+
+def model_a(cfg: ModelConfig, who: str | None) -> explorer.Transformer:
+    """A's model: the sidebar's shared random model, or (who = model_key()) this session's trained model."""
+    return cached_model(cfg) if who is None else session_model()
+
+
+@st.cache_resource(max_entries=3, show_spinner="Building B on A's weights…")
+def _model_b(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transformer:
+    return model_for_b(model_a(a, who), b)
+
+
+def model_of(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transformer:
+    """B's model: model_for_b(A's model, B), which carries A's very weights wherever names and shapes match;
+    A's model itself when B is A (the same weights, without a second copy in memory)."""
+    return model_a(a, who) if b == a else _model_b(a, b, who)
+
+
+@st.cache_data(max_entries=32, show_spinner="Running B…")
+def trace_of(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None) -> Trace:
+    return explorer.run(model_of(a, b, who), text, target)
+
+
+@st.cache_data(max_entries=32, show_spinner="Computing gradient norms…")
+def gradient_totals(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None) -> pd.DataFrame:
+    return layer_gradient_totals(gradient_norms(model_of(a, b, who), text, target))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def weight_facts(a: ModelConfig, b: ModelConfig, who: str | None) -> dict[str, Any]:
+    """Checked tensor by tensor: how many parameters A and B share and whether all are identical."""
+    params_a = dict(model_a(a, who).named_parameters())
+    params_b = dict(model_of(a, b, who).named_parameters())
+    common = [name for name in params_a if name in params_b and params_a[name].shape == params_b[name].shape]
+    return {
+        "shared": len(common),
+        "identical": same_parameters(model_a(a, who), model_of(a, b, who)),
+        "only_b": sorted(set(params_b) - set(params_a)),
+        "only_a": sorted(set(params_a) - set(params_b)),
+    }
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def ranking_of(_pair: MapPair, key: tuple) -> pd.DataFrame:
+    """head_ranking of a pair; `key` (configurations, texts, alignment, kind) decides the pair, so it keys the
+    cache instead of hashing the maps."""
+    assert _pair.a is not None and _pair.b is not None
+    return head_ranking(_pair.a, _pair.b)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def lines_figure(table: pd.DataFrame) -> go.Figure:
+    return layer_lines(table)
+
+
+# --- B's controls: defaults derived from A, kept in the URL, screened for junk like the sidebar's.
+
+
+def follow_a(defaults: dict[str, Any]) -> None:
+    """A control of B still at the default it was last drawn with follows A's new default; one the user changed
+    keeps its value. Must run before the controls are drawn."""
+    drawn = st.session_state.setdefault(DRAWN_KEY, {})
+    for key, default in defaults.items():
+        old = drawn.get(key)
+        if old is not None and old != default and key in st.session_state and st.session_state[key] == old:
+            st.session_state[key] = default
+        drawn[key] = default
+
+
+def screen_b_params(defaults: dict[str, Any]) -> None:
+    """Note each junk b_<field> in the URL (Streamlit drops it silently) and fix near misses, once."""
+    notes: dict[str, tuple[str, Any]] = st.session_state.setdefault(NOTES_KEY, {})
+    fixed: set[tuple[str, str]] = st.session_state.setdefault(FIXED_KEY, set())
+    for field in B_FIELDS:
+        key = B_PREFIX + field
+        if key not in st.query_params:
+            continue
+        raw = st.query_params[key]
+        value, problem = check_b_value(field, raw)
+        if problem is None:
+            if isinstance(value, str) and value != raw and (key, raw) not in fixed:
+                st.session_state[key] = value
+                fixed.add((key, raw))
+            continue
+        shown = raw.replace("`", "'").replace("\n", " ")[:40]
+        notes[key] = (
+            f"URL parameter `{key}={shown}` was ignored: {problem}. B uses {field} = `{defaults[key]}` instead.",
+            defaults[key],
+        )
+
+
+def show_notes(key: str) -> None:
+    """Show the kept URL notes; forget one once its control no longer holds the value the note names."""
+    notes: dict[str, tuple[str, Any]] = st.session_state.get(key, {})
+    for name, (message, used) in list(notes.items()):
+        if st.session_state.get(name) != used:
+            del notes[name]
+            continue
+        st.warning(message, icon=":material/link_off:")
+
+
+def pending_value(field: str, default: Any) -> Any:
+    """The value B's control will show this run (its state, else a usable URL value, else its default)."""
+    key = B_PREFIX + field
+    if key in st.session_state:
+        return st.session_state[key]
+    if key in st.query_params:
+        value, problem = check_b_value(field, st.query_params[key])
+        if problem is None:
+            return value
+    return default
+
+
+def b_controls(a: ModelConfig) -> ModelConfig | None:
+    """B's ten controls in a box; B, or None (with the reason shown) when B is impossible."""
+    reference = default_b(a)
+    defaults = {B_PREFIX + f: getattr(reference, f) for f in B_FIELDS}
+    follow_a(defaults)
+    screen_b_params(defaults)
+    pending = {f: pending_value(f, getattr(reference, f)) for f in B_FIELDS}
+    different = [f for f in B_FIELDS if pending[f] != getattr(a, f)]
+    summary = ", ".join(f"{f} {pending[f]}" for f in different) if different else "the same as A"
+    box = st.expander(f"**Configuration B**: {summary} · change B here", icon=":material/tune:", key="b_box")
+    box.caption("A field where B differs from A is marked ≠ A; its help (?) gives A's value.")
+    values: dict[str, Any] = {}
+    for row in GRID:
+        for column, field in zip(box.columns(len(row)), row, strict=True):
+            key, default, a_value = B_PREFIX + field, getattr(reference, field), getattr(a, field)
+            label = LABELS[field]
+            if pending[field] != a_value:
+                label += " ≠ A"  # plain text: a screen reader reads the label as it is
+            help_text = f"B's {field}; A's (in the sidebar) is {a_value}."
+            if field in CHOICES:
+                options = list(CHOICES[field])
+                values[field] = column.selectbox(
+                    label, options, index=options.index(default), key=key, bind="query-params", help=help_text
+                )
+            else:
+                low, high = INT_LIMITS[field]
+                values[field] = column.number_input(
+                    label,
+                    min_value=low,
+                    max_value=high,
+                    value=default,
+                    step=1,
+                    key=key,
+                    bind="query-params",
+                    help=help_text,
+                )
+    if values["arch"] == "decoder" and "causal" not in values["mask"]:
+        box.caption("A decoder is always causal: each token sees only itself and earlier tokens.")
+    try:
+        return a.replace(**values)
+    except ConfigError as e:
+        st.error(f"B: {e}", icon=":material/error:")
+        return None
+
+
+def reversed_text(text: str) -> str:
+    return " ".join(reversed(text.split()))
+
+
+def b_tokens_control(text_a: str) -> str:
+    """The second input, defaulting to A's tokens in reverse order (and following A's text until edited)."""
+    default = reversed_text(text_a)
+    follow_a({"b_tokens": default})
+    return st.text_input(
+        "Tokens of B",
+        value=default,
+        key="b_tokens",
+        bind="query-params",
+        help="B is A's very model on this text. Words separated by spaces; the default is A's tokens reversed, "
+        "so only their positions differ.",
+    )
+
+
+def swap(a: ModelConfig, b: ModelConfig, text_a: str, text_b: str, mode: str) -> None:
+    """Callback of "Swap A and B": rewrite the sidebar's controls and B's before either is drawn."""
+    state = st.session_state
+    drawn = state.setdefault(DRAWN_KEY, {})
+    if mode == INPUT:
+        state["tokens"], state["b_tokens"] = text_b, text_a
+        drawn["b_tokens"] = reversed_text(text_b)
+        return
+    reference = default_b(b)
+    for field in B_FIELDS:
+        state[field], state[B_PREFIX + field] = getattr(b, field), getattr(a, field)
+        drawn[B_PREFIX + field] = getattr(reference, field)
+
+
+def reset_b(a: ModelConfig, text_a: str, mode: str) -> None:
+    """Callback of "Reset B": B back to its default (A with the norm flipped, or A's tokens reversed)."""
+    if mode == INPUT:
+        st.session_state["b_tokens"] = reversed_text(text_a)
+        return
+    reference = default_b(a)
+    for field in B_FIELDS:
+        st.session_state[B_PREFIX + field] = getattr(reference, field)
+
+
+# --- What the page says about A and B.
+
+
+def describe(cfg: ModelConfig, other: ModelConfig) -> str:
+    """One line for a configuration; the values that differ from `other` in bold."""
+    parts = {
+        "arch": cfg.arch,
+        "n_layers": f"{cfg.n_layers} layers",
+        "n_heads": f"{cfg.n_heads} heads",
+        "d_model": f"d_model {cfg.d_model}",
+        "d_ff": f"d_ff {cfg.d_ff}",
+        "norm": f"{cfg.norm}-norm",
+        "positional": f"{cfg.positional} positions",
+        "mask": f"mask {cfg.mask}",
+        "activation": cfg.activation,
+        "seed": f"seed {cfg.seed}",
+    }
+    return " · ".join(f"**{text}**" if getattr(cfg, f) != getattr(other, f) else text for f, text in parts.items())
+
+
+def code_text(text: str, limit: int = 80) -> str:
+    """User text made safe inside a Markdown code span, and short."""
+    text = text.replace("`", "'").replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def changes(a: ModelConfig, b: ModelConfig) -> str:
+    return ", ".join(f"{f} ({getattr(a, f)} → {getattr(b, f)})" for f in differing_fields(a, b))
+
+
+def weights_message(a: ModelConfig, b: ModelConfig) -> None:
+    """Whether B runs on A's very weights, checked tensor by tensor, or why it cannot."""
+    if b == a:
+        st.info("B is identical to A: every difference below is exactly 0. Change a field of B to compare.")
+        return
+    shareable, why = can_share_weights(a, b)
+    if not shareable:
+        st.warning(
+            f"{why} The maps below are two different models side by side; per-layer statistics are compared layer "
+            "by layer where both models have the layer.",
+            icon=":material/link_off:",
+        )
+        return
+    facts = weight_facts(a, b, model_key())
+    if not facts["identical"]:  # model_for_b copies every shared tensor: this would be a bug, so say it loudly
+        st.error("B should carry A's weights but some shared parameter differs.", icon=":material/error:")
+        return
+    n_changed = len(differing_fields(a, b))
+    st.success(
+        f"B runs on A's very weights: the {facts['shared']} parameter tensors the two models share are identical "
+        f"(checked tensor by tensor). Only {changes(a, b)} differ{'s' if n_changed == 1 else ''}."
+        + unshared(facts["only_a"], "A", "B")
+        + unshared(facts["only_b"], "B", "A"),
+        icon=":material/link:",
+    )
+
+
+def unshared(names: list[str], owner: str, other: str) -> str:
+    """A sentence on the parameters only one model has, e.g. the final LayerNorm that only pre-norm has."""
+    if not names:
+        return ""
+    modules = list(dict.fromkeys(n.rsplit(".", 1)[0] if n.endswith((".weight", ".bias")) else n for n in names))
+    norms = [m for m in modules if m.endswith(".norm")]
+    others = [m for m in modules if m not in norms]
+    parts = []
+    if norms:
+        parts.append(f"{' and '.join(norms)}, the final LayerNorm of a pre-norm stack (weight 1, bias 0)")
+    if others:
+        parts.append(f"{', '.join(others)}, drawn from {owner}'s seed")
+    return f" {owner} also has {'; '.join(parts)}, which {other} has not."
+
+
+def share_link(query: dict[str, str]) -> str:
+    base = (st.context.url or "").split("?")[0]
+    if base and not urlsplit(base).path:
+        base += "/"
+    return base + ("?" + urlencode(query, quote_via=quote) if query else "")
+
+
+def comparison_query(
+    a: ModelConfig, b: ModelConfig, text_a: str, target_a: str | None, mode: str, text_b: str
+) -> dict[str, str]:
+    """A's settings that differ from the defaults, the text, then B's (b_…) that differ from default_b(A)."""
+    defaults = ModelConfig()
+    query = {f: str(getattr(a, f)) for f in B_FIELDS if getattr(a, f) != getattr(defaults, f)}
+    query["tokens"] = text_a
+    if target_a is not None:
+        query["target"] = target_a
+    if mode == INPUT:
+        query["compare"] = INPUT
+        if text_b != reversed_text(text_a):
+            query["b_tokens"] = text_b
+    else:
+        query.update(to_query(b, a))
+    return query
+
+
+# --- The attention section: one fragment, so picking a head does not rerun the models.
+
+
+def note_bad_view_param(key: str, options: list) -> None:
+    if key in st.query_params and st.query_params[key] not in [str(o) for o in options]:
+        raw = st.query_params[key].replace("`", "'").replace("\n", " ")[:40]
+        message = f"URL parameter `{key}={raw}` was ignored: neither model has such a {key}; showing the first."
+        st.session_state.setdefault(VIEW_NOTES_KEY, {})[key] = (message, None)
+
+
+def show_view_notes() -> None:
+    notes: dict[str, tuple[str, Any]] = st.session_state.get(VIEW_NOTES_KEY, {})
+    for key, (message, used) in list(notes.items()):
+        current = st.session_state.get(key)
+        if used is None:
+            notes[key] = (message, current)
+        elif current != used:
+            del notes[key]
+            continue
+        st.warning(message, icon=":material/link_off:")
+
+
+def pick_head(layer: int, head: int) -> None:
+    st.session_state["layer"], st.session_state["head"] = layer, head
+
+
+def pick_from_table(ranking: pd.DataFrame, key: str) -> None:
+    """on_select of the ranking table: show the chosen row's head, then clear the selection (a new table key)."""
+    event = st.session_state.get(key)
+    rows = event.selection.rows if event is not None else []
+    if rows:
+        row = ranking.iloc[rows[0]]
+        pick_head(int(row["layer"]), int(row["head"]))
+        st.session_state[ROUND_KEY] = st.session_state.get(ROUND_KEY, 0) + 1
+
+
+def missing_side(name: str, maps: Any, label: str, layer: int, head: int) -> str | None:
+    if maps is None:
+        return f"{name} has no {label}"
+    if layer >= maps.n_layers:
+        return f"{name} has no layer {layer} (it has {maps.n_layers})"
+    if head >= maps.n_heads:
+        return f"{name} has no head {head} (it has {maps.n_heads})"
+    return None
+
+
+def why_not_subtracted(pair: MapPair) -> str:
+    assert pair.a is not None and pair.b is not None
+    (la, ha, qa, ka), (lb, hb, qb, kb) = pair.a.weights.shape, pair.b.weights.shape
+    reasons = []
+    if (qa, ka) != (qb, kb):
+        reasons.append(f"A's map is {qa} × {ka} tokens and B's {qb} × {kb}")
+    if la != lb:
+        reasons.append(f"A has {la} layers and B {lb}")
+    if ha != hb:
+        reasons.append(f"A has {ha} heads and B {hb}")
+    return (
+        "No A − B map: " + "; ".join(reasons) + ". Maps can only be subtracted, and heads ranked, when A and B have "
+        "the same layers, heads and tokens."
+    )
+
+
+@st.fragment
+def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = None) -> None:
+    """`key` (the configurations, texts and alignment) decides `pairs`: it keys the cached head ranking.
+    `caveat` is said under the maps (e.g. that A and B do not share weights)."""
+    st.subheader("Attention in A and B")
+    labels = [p.label for p in pairs]
+    if len(pairs) > 1:
+        note_bad_view_param("kind", labels)
+    pair = pairs[0]
+    sides = [m for m in (pair.a, pair.b) if m is not None]
+    layers, heads = list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
+    note_bad_view_param("layer", layers)
+    note_bad_view_param("head", heads)
+    show_view_notes()
+    if len(pairs) > 1:
+        label = st.radio(
+            "Attention",
+            labels,
+            key="kind",
+            bind="query-params",
+            horizontal=True,
+            help="Paired by role: the stack that reads your tokens, then the decoder of an encoder-decoder.",
+        )
+        pair = pairs[labels.index(label)]
+        sides = [m for m in (pair.a, pair.b) if m is not None]
+        layers, heads = list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
+    ranking = ranking_of(pair, (*key, pair.label)) if pair.same_shape else None
+    left, middle, right, _ = st.columns([1, 1, 2, 2], vertical_alignment="bottom")
+    layer = left.selectbox("Layer", layers, key="layer", bind="query-params")
+    head = middle.selectbox("Head", heads, key="head", bind="query-params")
+    if ranking is not None:
+        top = ranking.iloc[0]
+        right.button(
+            "Show the most changed head",
+            on_click=pick_head,
+            args=(int(top["layer"]), int(top["head"])),
+            icon=":material/target:",
+            key="most_changed",
+            help=f"Layer {int(top['layer'])}, head {int(top['head'])}: the highest Jensen-Shannon divergence.",
+        )
+    missing = (missing_side("A", pair.a, pair.label, layer, head), missing_side("B", pair.b, pair.label, layer, head))
+    maps_column, difference_column = st.columns([5, 3])
+    maps_column.plotly_chart(pair_heatmaps(pair.a, pair.b, layer, head, missing=missing), key="pair_maps", theme=None)
+    if pair.a is None or pair.b is None:
+        difference_column.info(f"No A − B map: only {'B' if pair.a is None else 'A'} has {pair.label}.")
+    elif not pair.same_shape:
+        difference_column.info(why_not_subtracted(pair))
+    else:
+        difference = attention_difference(pair.a, pair.b)[layer, head]  # [Tq, Tk]
+        figure = difference_heatmap(pair.a, pair.b, difference, layer, head)
+        difference_column.plotly_chart(figure, key="difference_map", theme=None)
+    if caveat and pair.same_shape:
+        st.caption(caveat)
+    if ranking is not None:
+        ranking_section(ranking, layer, head)
+
+
+def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
+    st.subheader("Which heads changed most")
+    if (ranking["js_divergence"] == 0).all() and (ranking["max_abs_difference"] == 0).all():
+        st.info("A and B attend identically in every head: every difference is exactly 0.")
+    st.caption(
+        "Jensen-Shannon divergence between A's and B's attention row of each query, in bits (0 = the same "
+        "distribution, 1 = no key in common), averaged over the queries; most changed first. Select a row to "
+        "show that head above."
+    )
+    table_column, map_column = st.columns([1, 1])
+    shown = ranking.copy()
+    shown.insert(0, "rank", range(1, len(shown) + 1))
+    key = f"ranking_{st.session_state.get(ROUND_KEY, 0)}"
+    table_column.dataframe(
+        shown,
+        hide_index=True,
+        key=key,
+        on_select=partial(pick_from_table, ranking, key),
+        selection_mode="single-row",
+        height=min(420, 38 + 35 * len(shown)),
+        column_config={
+            "js_divergence": st.column_config.NumberColumn("JS divergence (bits)", format="%.4f"),
+            "max_abs_difference": st.column_config.NumberColumn("max |A − B|", format="%.4f"),
+        },
+    )
+    map_column.plotly_chart(ranking_heatmap(ranking, layer, head), key="ranking_map", theme=None)
+
+
+# --- Per-layer statistics and downloads.
+
+
+def stack_tables(
+    trace_a: Trace, trace_b: Trace | None, grads_a: pd.DataFrame | None, grads_b: pd.DataFrame | None
+) -> dict[str, pd.DataFrame]:
+    """per_layer_comparison for each stack position (the stack reading the tokens, then a decoder)."""
+    tables = {}
+    n_stacks = max(len(trace_a.stacks), len(trace_b.stacks) if trace_b is not None else 0)
+    for i in range(n_stacks):
+        stack_a = trace_a.stacks[i] if i < len(trace_a.stacks) else None
+        stack_b = trace_b.stacks[i] if trace_b is not None and i < len(trace_b.stacks) else None
+        names = list(dict.fromkeys(s.name for s in (stack_a, stack_b) if s is not None))
+        label = names[0] if len(names) == 1 else f"{names[0]} (A) vs {names[1]} (B)"
+        tables[label] = per_layer_comparison(
+            layer_values(stack_a, grads_a) if stack_a is not None else None,
+            layer_values(stack_b, grads_b) if stack_b is not None else None,
+        )
+    return tables
+
+
+def gradients_or_none(a: ModelConfig, b: ModelConfig, text: str, target: str | None) -> pd.DataFrame | None:
+    try:
+        return gradient_totals(a, b, text, target, model_key())
+    except ConfigError:
+        return None
+
+
+def per_layer_section(tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: Trace | None, notes: list[str]):
+    st.subheader("Per layer: A and B on the same axes")
+    names = list(tables)
+    name = names[0]
+    if len(names) > 1:
+        name = st.radio("Stack", names, key="stack", bind="query-params", horizontal=True)
+    table = tables[name]
+    st.plotly_chart(lines_figure(table), key="layer_lines", theme=None)
+    index = names.index(name)
+    la = trace_a.stacks[index].residual.shape[0] - 1 if index < len(trace_a.stacks) else 0
+    lb = trace_b.stacks[index].residual.shape[0] - 1 if trace_b is not None and index < len(trace_b.stacks) else 0
+    if trace_b is not None and la and lb and la != lb:
+        common = min(la, lb)
+        st.info(
+            f"A has {la} layers and B {lb}: each line covers its own model's blocks, and the shaded blocks exist in "
+            f"one model only. Like for like means blocks 0 to {common - 1}, which both have (A − B in the "
+            "per-layer CSV is filled for those only).",
+            icon=":material/info:",
+        )
+    for note in notes:
+        st.caption(note)
+    with st.expander("What the gradient norms measure"):
+        st.write(GRADIENT_OBJECTIVE)
+
+
+def downloads(a: ModelConfig, b: ModelConfig, inputs: dict[str, Any], sharing: str, pairs, tables, aligned) -> None:
+    st.subheader("Download the comparison")
+    st.caption(
+        "JSON: both configurations, the inputs, the per-layer figures and every A − B map with the head ranking. "
+        "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell)."
+    )
+    c1, c2, c3, _ = st.columns([1, 1, 1, 2])
+    c1.download_button(
+        "Download JSON",
+        data=partial(comparison_json, a, b, inputs, sharing, pairs, tables, GRADIENT_OBJECTIVE, aligned),
+        file_name="comparison.json",
+        mime="application/json",
+        on_click="ignore",
+        icon=":material/download:",
+        key="compare_json",
+    )
+    c2.download_button(
+        "Per-layer CSV",
+        data=partial(layers_csv, tables),
+        file_name="comparison_per_layer.csv",
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key="compare_layers_csv",
+    )
+    can_subtract = any(p.same_shape for p in pairs)
+    c3.download_button(
+        "Maps CSV",
+        data=partial(maps_csv, pairs),
+        file_name="comparison_maps.csv",
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        key="compare_maps_csv",
+        disabled=not can_subtract,
+        help=None if can_subtract else "A and B have no maps of the same shape to subtract.",
+    )
+
+
+# --- The page.
+
+
+def top_controls(a: ModelConfig, text_a: str) -> tuple[str, ModelConfig | None, str]:
+    """The mode, B's controls (or B's tokens), and the swap and reset buttons: (mode, B or None, B's text)."""
+    notes = st.container()
+    top = st.columns([3, 1, 1], vertical_alignment="bottom")
+    mode = top[0].radio(
+        "B differs from A in its",
+        [CONFIGURATION, INPUT],
+        key="compare",
+        bind="query-params",
+        horizontal=True,
+        help="configuration: B is another model on the same tokens. input: B is A's very model on other tokens.",
+    )
+    if mode == CONFIGURATION:
+        b, text_b = b_controls(a), text_a
+    else:
+        b, text_b = a, b_tokens_control(text_a)
+    top[1].button(
+        "Swap A and B",
+        on_click=swap,
+        args=(a, b, text_a, text_b, mode),
+        disabled=b is None,
+        icon=":material/swap_horiz:",
+        key="swap",
+        help="A takes B's settings (in the sidebar) and B takes A's.",
+    )
+    top[2].button(
+        "Reset B",
+        on_click=reset_b,
+        args=(a, text_a, mode),
+        icon=":material/restart_alt:",
+        key="reset_b",
+        help="B back to A with the norm flipped (or, for two inputs, A's tokens reversed).",
+    )
+    with notes:
+        show_notes(NOTES_KEY)
+    return mode, b, text_b
+
+
+def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: str, text_b: str, traced: bool):
+    """Both configurations in a line each (differences in bold), then whether B runs on A's weights."""
+    if mode == INPUT:
+        st.markdown(
+            f"**A** and **B** · {describe(a, a)}  \n**A** reads `{code_text(text_a)}` · **B** reads "
+            f"`{code_text(text_b)}`"
+        )
+        if traced:
+            st.success(
+                "A and B are the very same model (the same weights); only the input differs.", icon=":material/link:"
+            )
+        return
+    shown_b = b if b is not None else a
+    st.markdown(f"**A** · {describe(a, shown_b)}  \n**B** · {describe(shown_b, a)}")
+    if b is not None:
+        weights_message(a, b)
+        if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
+            st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")
+
+
+def lined_up(pairs: list[MapPair], trace_a: Trace, trace_b: Trace) -> tuple[list[MapPair], bool]:
+    """Two inputs with the same words in another order: offer to reorder B's maps to A's tokens."""
+    order = token_order(trace_a.tokens, trace_b.tokens)
+    if order is None or order == list(range(len(order))):
+        return pairs, False
+    aligned = st.toggle(
+        "Line up B's tokens with A's",
+        value=True,
+        key="align",
+        bind="query-params",
+        help="B's tokens are A's in another order. On: B's rows and columns are reordered to A's tokens, so "
+        "A − B compares each word with itself and shows what position changes (with no positional "
+        "encoding and no mask it is 0, up to float rounding). Off: position by position.",
+    )
+    if not aligned:
+        return pairs, False
+    st.caption("B's maps are shown in A's token order (a repeated word is matched by its occurrence).")
+    return [align_pair(p, order) for p in pairs], True
+
+
+def main() -> None:
+    st.title("Compare A and B")
+    a: ModelConfig | None = st.session_state.get("_config")
+    trace_a: Trace | None = st.session_state.get("_trace")
+    if a is None or trace_a is None:
+        st.info("Fix configuration A (the sidebar; the problem is named above) to compare it with B.")
+        return
+    text_a: str = st.session_state.get("tokens") or " ".join(trace_a.tokens)
+    target_a: str | None = st.session_state.get("target") if a.arch == "encoder-decoder" else None
+    st.caption(
+        "**A** is the model of the sidebar, **B** the one set below. By default B is A with the LayerNorm placement "
+        "flipped, on A's very weights, so the only difference is the norm. The address bar holds both."
+    )
+    mode, b, text_b = top_controls(a, text_a)
+    target_b = None
+    if b is not None and b.arch == "encoder-decoder":
+        target_b = target_a if target_a is not None else DEFAULT_TARGET
+
+    trace_b: Trace | None = None
+    if b is not None:
+        try:
+            trace_b = trace_of(a, b, text_b, target_b, model_key())
+        except ConfigError as e:
+            st.error(f"B: {e}", icon=":material/error:")
+    say_what_differs(a, b, mode, text_a, text_b, trace_b is not None)
+
+    if trace_b is None:
+        pairs = [MapPair(p.label, p.stack, p.a, None) for p in paired_attention(trace_a, trace_a)]
+    else:
+        pairs = paired_attention(trace_a, trace_b)
+    aligned = False
+    if mode == INPUT and trace_b is not None:
+        pairs, aligned = lined_up(pairs, trace_a, trace_b)
+    caveat = None
+    if b is not None and mode == CONFIGURATION and not can_share_weights(a, b)[0]:
+        caveat = (
+            "A and B have different weights, so A − B mixes the settings you changed with the effect of other random "
+            "weights, and head h of A has no special relation to head h of B."
+        )
+    attention_section(pairs, (a, b, text_a, text_b, target_a, target_b, aligned), caveat)
+
+    notes = []
+    grads_a = gradients_or_none(a, a, text_a, target_a)
+    grads_b = gradients_or_none(a, b, text_b, target_b) if trace_b is not None and b is not None else None
+    if grads_a is None:
+        notes.append("No gradient norms: they need at least two tokens (the objective predicts the next one).")
+    tables = stack_tables(trace_a, trace_b, grads_a, grads_b)
+    per_layer_section(tables, trace_a, trace_b, notes)
+
+    if b is None or trace_b is None:
+        return
+    sharing = "A and B are the same model" if mode == INPUT else can_share_weights(a, b)[1]
+    inputs = {"mode": mode, "a_tokens": trace_a.tokens, "b_tokens": trace_b.tokens}
+    inputs |= {"a_target": target_a, "b_target": target_b}
+    downloads(a, b, inputs, sharing, pairs, tables, aligned)
+    with st.expander("Share this comparison", icon=":material/link:"):
+        st.caption("The address bar already holds A and B; this link holds the same, ready to copy:")
+        st.code(share_link(comparison_query(a, b, text_a, target_a, mode, text_b)), language=None, wrap_lines=True)
+
+
+def align_pair(pair: MapPair, order: list[int]) -> MapPair:
+    """B's maps reordered to A's tokens: both axes of the stack reading the tokens, the keys of cross-attention."""
+    if pair.b is None:
+        return pair
+    if pair.stack == 0:
+        return MapPair(pair.label, pair.stack, pair.a, reorder_maps(pair.b, order, order))
+    if pair.b.kind == "cross-attention":
+        return MapPair(pair.label, pair.stack, pair.a, reorder_maps(pair.b, None, order))
+    return pair
+
+
+main()
