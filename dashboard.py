@@ -4,6 +4,11 @@ Pages read what this script leaves in st.session_state:
   "_config"  ModelConfig, or None when the settings are impossible
   "_trace"   explorer.Trace for the typed tokens, or None when there is an error
   "_error"   the sentence shown to the user instead, or None
+  "_sidebar_config"  the sidebar's ModelConfig (or None): what the Train page trains
+  "_trained" None, or {"model", "task", "label"}: a model the Train page sent to the other pages. While it is
+             set, "_config", "_model" and "_trace" are that model's, run on the typed tokens for this session only
+  "_model"   the explorer.Transformer behind "_trace" (never mutate it): use it rather than rebuilding from
+             "_config", which gives random weights instead of a trained model's
 """
 
 from __future__ import annotations
@@ -15,9 +20,15 @@ import streamlit as st
 
 import explorer
 from explorer.config import CHOICES, FIELDS, INT_LIMITS, PAD_TOKEN, ConfigError, ModelConfig
+from views.session import cached_model
 
-PAGES = [
+PAGES = [  # emoji icons: a :material/ icon can become the favicon, which the browser fetches from the internet
     st.Page("views/attention.py", title="Attention", icon="🔥", default=True),
+    st.Page("views/compare.py", title="Compare", icon="⚖️"),
+    st.Page("views/positional.py", title="Positional encodings", icon="📍"),
+    st.Page("views/activations.py", title="Activations", icon="📈"),
+    st.Page("views/anatomy.py", title="Anatomy", icon="🧬"),
+    st.Page("views/train.py", title="Train", icon="🏋️"),
 ]
 
 DEFAULTS = ModelConfig()
@@ -175,25 +186,46 @@ def share_hint(values: dict[str, Any]) -> None:
         st.code(base + ("?" + query if query else ""), language=None, wrap_lines=True)
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def cached_model(cfg: ModelConfig) -> explorer.Transformer:
-    """One model per config, shared by every session: never mutated (run() only reads it)."""
-    return explorer.build_model(cfg)
-
-
 @st.cache_data(max_entries=64, show_spinner="Running the model…")
 def cached_run(cfg: ModelConfig, tokens: str, target: str | None) -> explorer.Trace:
     """The trace for a config and input text (deterministic, so safe to cache)."""
     return explorer.run(cached_model(cfg), tokens, target)
 
 
+def trained_banner() -> None:
+    """While a model from the Train page is in use: say so, and offer the way back to the random model."""
+    trained = st.session_state.get("_trained")
+    if trained is None:
+        return
+    box = st.sidebar.container(border=True)
+    box.markdown(
+        f"**Trained model in use**: {trained['label']}. The model settings below do not change it; it reads "
+        f"only the tokens {' '.join(trained['model'].vocabulary)}. A shared link carries the settings, not it."
+    )
+    box.button(
+        "Back to the random model",
+        key="back_to_random",
+        on_click=st.session_state.pop,
+        args=("_trained", None),
+        icon=":material/undo:",
+    )
+    st.info(f"Showing the trained model ({trained['label']}), not a random one.", icon=":material/school:")
+
+
 def compute(values: dict[str, Any]) -> None:
     """Config and trace for the pages, or the user-facing error instead."""
-    st.session_state["_config"] = st.session_state["_trace"] = st.session_state["_error"] = None
+    for key in ("_config", "_sidebar_config", "_model", "_trace", "_error"):
+        st.session_state[key] = None
+    trained = st.session_state.get("_trained")
     try:
         cfg = ModelConfig(**{k: values[k] for k in FIELDS if k in values})
-        st.session_state["_config"] = cfg
-        st.session_state["_trace"] = cached_run(cfg, values["tokens"], values.get("target"))
+        st.session_state["_config"] = st.session_state["_sidebar_config"] = cfg
+        if trained is None:
+            st.session_state["_model"] = cached_model(cfg)
+            st.session_state["_trace"] = cached_run(cfg, values["tokens"], values.get("target"))
+        else:  # this session's own model: run here, never cached, so no other session can see it
+            st.session_state["_config"], st.session_state["_model"] = trained["model"].config, trained["model"]
+            st.session_state["_trace"] = explorer.run(trained["model"], values["tokens"])
     except ConfigError as e:
         st.session_state["_error"] = str(e)
         st.error(str(e), icon=":material/error:")
@@ -203,6 +235,7 @@ def compute(values: dict[str, Any]) -> None:
 st.set_page_config(page_title="Attention Explorer", page_icon="🔎", layout="wide")
 navigation = st.navigation(PAGES)
 screen_query_params()
+trained_banner()
 controls = sidebar()
 share_hint(controls)
 show_url_notes()

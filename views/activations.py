@@ -29,9 +29,10 @@ from explorer.activations import (
 )
 from explorer.config import ConfigError, ModelConfig
 from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
-from explorer.model import Transformer, build_model
+from explorer.model import Transformer
 from explorer.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.trace import StackTrace, Trace
+from views.session import from_model, weights_note
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
 
@@ -41,20 +42,17 @@ def summary(cfg: ModelConfig, trace: Trace) -> str:
     return (
         f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} · d_ff {cfg.d_ff} · "
         f"**{cfg.norm}-norm** · {cfg.positional} positions · mask {cfg.mask} · {cfg.activation} · seed {cfg.seed} · "
-        f"{sizes}. Eval mode, untrained weights."
+        f"{sizes}. Eval mode, {weights_note()}."
     )
 
 
-@st.cache_resource(max_entries=4, show_spinner="Building the model…")
-def shared_model(cfg: ModelConfig) -> Transformer:
-    """One model per config, shared by every session: gradient_norms only reads it (no .grad is written)."""
-    return build_model(cfg)
-
-
 @st.cache_data(max_entries=16, show_spinner="Computing gradients (a backward pass)…")
-def cached_gradients(cfg: ModelConfig, tokens: tuple[str, ...], target: tuple[str, ...] | None) -> pd.DataFrame:
-    """Gradient norm of every parameter tensor for GRADIENT_OBJECTIVE on the typed tokens."""
-    return gradient_norms(shared_model(cfg), list(tokens), None if target is None else list(target))
+def cached_gradients(
+    cfg: ModelConfig, tokens: tuple[str, ...], target: tuple[str, ...] | None, _model: Transformer
+) -> pd.DataFrame:
+    """Gradient norm of every parameter tensor for GRADIENT_OBJECTIVE on the typed tokens; _model is the
+    session's model for cfg (only read: gradient_norms writes no .grad)."""
+    return gradient_norms(_model, list(tokens), None if target is None else list(target))
 
 
 def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
@@ -224,7 +222,7 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     st.info(GRADIENT_OBJECTIVE, icon=":material/function:")
     target = tuple(trace.last.tokens) if cfg.arch == "encoder-decoder" else None
     try:
-        norms = cached_gradients(cfg, tuple(trace.tokens), target)
+        norms = from_model(cached_gradients, cfg, tuple(trace.tokens), target)
     except ConfigError as e:
         st.warning(str(e), icon=":material/warning:")
         return

@@ -9,13 +9,15 @@ import streamlit as st
 
 from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_counts, parameter_groups
 from explorer.config import ModelConfig
-from explorer.model import build_model
+from explorer.model import Transformer
 from explorer.trace import Trace
+from views.session import from_model
 
 
 @st.cache_data(max_entries=16, show_spinner="Counting parameters…")
-def cached_parameter_counts(cfg: ModelConfig) -> pd.DataFrame:
-    return parameter_counts(build_model(cfg))
+def cached_parameter_counts(cfg: ModelConfig, _model: Transformer) -> pd.DataFrame:
+    """Parameters of the session's model for cfg (a trained model adds its embedding and read-out)."""
+    return parameter_counts(_model)
 
 
 def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
@@ -65,7 +67,7 @@ def steps(cfg: ModelConfig, trace: Trace) -> None:
 def parameter_summary(cfg: ModelConfig) -> None:
     """Totals and the parameters by kind of module."""
     st.subheader("Parameters")
-    counts = cached_parameter_counts(cfg)
+    counts = from_model(cached_parameter_counts, cfg)
     groups = parameter_groups(counts)
     stacks = ["encoder", "decoder"] if cfg.arch == "encoder-decoder" else [cfg.arch]
     metrics = [("Total parameters", int(counts["parameters"].sum()), "Every trainable number in the model.")]
@@ -93,7 +95,7 @@ def parameter_summary(cfg: ModelConfig) -> None:
 
 def parameter_table(cfg: ModelConfig) -> None:
     """Every module that owns parameters, with its count."""
-    counts = cached_parameter_counts(cfg)
+    counts = from_model(cached_parameter_counts, cfg)
     with st.expander(f"Parameters of each of the {len(counts)} modules"):
         st.dataframe(
             counts,

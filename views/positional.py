@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.config import ConfigError, ModelConfig
-from explorer.model import Transformer, build_model
+from explorer.model import Transformer
 from explorer.position_analysis import (
     MAX_PLOTTED_POSITIONS,
     REORDERINGS,
@@ -38,6 +38,7 @@ from explorer.positional_figures import (
     wavelength_figure,
 )
 from explorer.trace import Trace
+from views.session import from_model, trained_label
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
 METRICS = ("cosine", "dot")
@@ -63,39 +64,37 @@ def summary(cfg: ModelConfig, trace: Trace) -> str:
     )
 
 
-@st.cache_resource(max_entries=4, show_spinner="Building the model…")
-def shared_model(cfg: ModelConfig) -> Transformer:
-    """One model per config for this page's demonstrations, shared by every session: only ever read."""
-    return build_model(cfg)
-
-
 @st.cache_data(max_entries=16, show_spinner="Computing the encoding table…")
-def cached_table(cfg: ModelConfig, n_positions: int) -> np.ndarray | None:
-    """[P, D] what the model adds at positions 0..P-1 (None for rope and none)."""
+def cached_table(cfg: ModelConfig, n_positions: int, _model: Transformer) -> np.ndarray | None:
+    """[P, D] what the model adds at positions 0..P-1 (None for rope and none); _model is the session's model."""
     if cfg.positional == "sinusoidal":  # fixed: no need to build the model to know it
         return sinusoidal(n_positions, cfg.d_model).numpy()
     if cfg.positional == "learned":
-        return encoding_table(shared_model(cfg), n_positions)
+        return encoding_table(_model, n_positions)
     return None
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def cached_similarity(cfg: ModelConfig, n_positions: int, metric: str) -> tuple[np.ndarray, np.ndarray]:
+def cached_similarity(
+    cfg: ModelConfig, n_positions: int, metric: str, _model: Transformer
+) -> tuple[np.ndarray, np.ndarray]:
     """(positions drawn, [P', P'] similarity between their encodings); long tables keep every n-th position."""
-    table = cached_table(cfg, n_positions)
+    table = cached_table.__wrapped__(cfg, n_positions, _model)
     positions = every_nth(n_positions)
     return positions, similarity(table[positions], metric)
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the model on the reordered tokens…")
-def cached_permutation(cfg: ModelConfig, tokens: tuple[str, ...], order: tuple[int, ...], target: tuple | None):
-    return permutation_demo(shared_model(cfg), list(tokens), list(order), None if target is None else list(target))
+def cached_permutation(
+    cfg: ModelConfig, tokens: tuple[str, ...], order: tuple[int, ...], target: tuple | None, _model: Transformer
+):
+    return permutation_demo(_model, list(tokens), list(order), None if target is None else list(target))
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the model on a repeated token…")
-def cached_repeated_scores(cfg: ModelConfig, token: str, n_positions: int) -> np.ndarray:
+def cached_repeated_scores(cfg: ModelConfig, token: str, n_positions: int, _model: Transformer) -> np.ndarray:
     """[L, H, P, P] scores of every head on the repeated token (one run for every layer and head)."""
-    return repeated_token_scores(shared_model(cfg), token, n_positions)
+    return repeated_token_scores(_model, token, n_positions)
 
 
 def warn_junk_url(allowed: dict[str, list[str] | None]) -> None:
@@ -173,12 +172,14 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
     kind = cfg.positional
     tokens = trace.tokens
     try:
-        table = cached_table(cfg, max(n_positions, len(tokens)))
+        table = from_model(cached_table, cfg, max(n_positions, len(tokens)))
     except ConfigError as e:
         st.error(str(e), icon=":material/error:")
         return
     shown = table[:n_positions]  # [P, D]
-    if kind == "learned":
+    if kind == "learned" and trained_label() is not None:
+        st.info(f"These learned position embeddings are those of the {trained_label()} model.")
+    elif kind == "learned":
         st.warning(
             "**Untrained.** These learned position embeddings are the model's random initial values "
             f"(N(0, ½), seed {cfg.seed}): nothing in this dashboard's model has been trained, so they carry no "
@@ -226,7 +227,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
         st.caption("A learned table has no wavelengths: each row is free, not a sine of the position.")
 
     st.subheader("How alike are two positions?")
-    positions, sim = cached_similarity(cfg, n_positions, metric)
+    positions, sim = from_model(cached_similarity, cfg, n_positions, metric)
     st.plotly_chart(similarity_heatmap(sim, positions, metric, len(tokens), kind), key="pos_similarity", theme=None)
     reference = min(len(tokens), n_positions) - 1  # the last typed token's position, or the last one drawn
     row = similarity_to(shown, reference, metric)
@@ -270,7 +271,7 @@ def offset_demo(cfg: ModelConfig, trace: Trace) -> None:
     token = next((t for t in trace.tokens if t != "[PAD]"), "a")
     layer, head = layer_head(cfg, "pos_offset")
     n = min(OFFSET_POSITIONS, cfg.max_tokens)
-    result = offset_scores(cfg, token, n, layer, head, scores=cached_repeated_scores(cfg, token, n))
+    result = offset_scores(cfg, token, n, layer, head, scores=from_model(cached_repeated_scores, cfg, token, n))
     st.plotly_chart(offset_scores_figure(result, cfg.positional), key="pos_offset_scores", theme=None)
     explanation = {
         "rope": "With rope every diagonal (a fixed offset between query and key) holds one value, up to float32 "
@@ -305,7 +306,7 @@ def order_demo(cfg: ModelConfig, trace: Trace) -> None:
         st.info("Type at least two tokens to reorder them.")
         return
     order = reorder(len(tokens), how, cfg.seed)
-    demo = cached_permutation(cfg, tuple(tokens), tuple(order), target)
+    demo = from_model(cached_permutation, cfg, tuple(tokens), tuple(order), target)
     st.markdown(
         f"Typed: `{' '.join(tokens)[:200].replace('`', '')}`  →  reordered: "
         f"`{' '.join(demo.shuffled)[:200].replace('`', '')}`"

@@ -1,0 +1,85 @@
+"""A model the Train page sent reaches the other pages: their numbers are the trained model's, not a random one's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer.anatomy import parameter_counts
+from explorer.compare import default_b, model_for_b
+from explorer.gradients import gradient_norms, layer_gradient_totals
+from explorer.tasks import make_task
+from explorer.training import train
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
+PROBE = "A B C D E F G H"
+
+
+@pytest.fixture(scope="module")
+def trained():
+    task = make_task("reverse", 8)
+    result = train(explorer.ModelConfig(positional="learned"), task, steps=30)
+    return {"model": result.model, "task": task, "label": "reverse, 30 steps"}
+
+
+def open_with(trained, page: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state["_trained"] = trained
+    at.query_params["tokens"] = PROBE
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def figure(at: AppTest, title_part: str) -> dict:
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        if title_part in (spec["layout"].get("title") or {}).get("text", ""):
+            return spec
+    raise AssertionError(f"no chart titled with {title_part!r}")
+
+
+def test_activations_page_shows_the_trained_models_gradients(trained, plotly_array):
+    at = open_with(trained, "views/activations.py")
+    assert any("trained weights (reverse, 30 steps)" in c.value for c in [*at.caption, *at.markdown])
+    expected = layer_gradient_totals(gradient_norms(trained["model"], PROBE))["norm"]
+    random = layer_gradient_totals(gradient_norms(explorer.build_model(trained["model"].config), PROBE))["norm"]
+    drawn = plotly_array(figure(at, "parameters (post-norm)")["data"][0]["y"])
+    np.testing.assert_allclose(drawn, expected, rtol=1e-5)
+    assert not np.allclose(drawn, random, rtol=1e-3)
+
+
+def test_positional_page_shows_the_trained_position_table(trained, plotly_array):
+    at = open_with(trained, "views/positional.py")
+    assert any("reverse, 30 steps" in i.value for i in at.info)
+    assert not any(w.value.startswith("**Untrained.**") for w in at.warning)
+
+
+def test_anatomy_counts_the_trained_models_embedding_and_read_out(trained):
+    at = open_with(trained, "views/anatomy.py")
+    total = sum(p.numel() for p in trained["model"].parameters())
+    assert total == parameter_counts(trained["model"])["parameters"].sum()
+    shown = " ".join(str(m.value) for m in [*at.markdown, *at.caption]) + " ".join(
+        str(metric.value) for metric in at.metric
+    )
+    assert f"{total:,}" in shown
+
+
+def test_compare_page_runs_b_on_the_trained_weights(trained, plotly_array):
+    at = open_with(trained, "views/compare.py")
+    model = trained["model"]
+    b = default_b(model.config)
+    maps_a = explorer.run(model, PROBE).attention_maps()["self-attention"]
+    maps_b = explorer.run(model_for_b(model, b), PROBE).attention_maps()["self-attention"]
+    pair = next(s for s in (json.loads(c.proto.spec) for c in at.get("plotly_chart")) if "coloraxis" in s["layout"])
+    drawn = {t["name"]: plotly_array(t["z"]) for t in pair["data"] if t["type"] == "heatmap"}
+    np.testing.assert_array_equal(drawn["A"], maps_a.weights[0, 0])
+    np.testing.assert_array_equal(drawn["B"], maps_b.weights[0, 0])
+    random_b = explorer.run(model_for_b(explorer.build_model(model.config), b), PROBE).attention
+    assert not np.allclose(drawn["B"], random_b[0, 0])
+    assert any("very weights" in s.value for s in at.success)
