@@ -22,13 +22,13 @@ import explorer
 from explorer.config import CHOICES, FIELDS, INT_LIMITS, PAD_TOKEN, ConfigError, ModelConfig
 from views.session import cached_model
 
-PAGES = [  # emoji icons: a :material/ icon can become the favicon, which the browser fetches from the internet
-    st.Page("views/attention.py", title="Attention", icon="🔥", default=True),
-    st.Page("views/compare.py", title="Compare", icon="⚖️"),
-    st.Page("views/positional.py", title="Positional encodings", icon="📍"),
-    st.Page("views/activations.py", title="Activations", icon="📈"),
-    st.Page("views/anatomy.py", title="Anatomy", icon="🧬"),
-    st.Page("views/train.py", title="Train", icon="🏋️"),
+PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
+    st.Page("views/attention.py", title="Attention", default=True),
+    st.Page("views/compare.py", title="Compare"),
+    st.Page("views/positional.py", title="Positional encodings"),
+    st.Page("views/activations.py", title="Activations"),
+    st.Page("views/anatomy.py", title="Anatomy"),
+    st.Page("views/train.py", title="Train"),
 ]
 
 DEFAULTS = ModelConfig()
