@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import streamlit as st
 
 import explorer
-from explorer.config import CHOICES, FIELDS, INT_LIMITS, PAD_TOKEN, ConfigError, ModelConfig
+from explorer.config import CHOICES, FIELDS, INT_LIMITS, PAD_TOKEN, ConfigError, ModelConfig, check_url_value
 from views.session import cached_model
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
@@ -51,28 +51,6 @@ HELP = {
     "seed": "Decides the random weights and the token embeddings.",
 }
 NOTES_KEY = "_url_notes"
-
-
-def check_url_value(name: str, raw: str) -> tuple[Any, str | None]:
-    """(value a control would take, None) for a good URL value, or (None, why it is unusable)."""
-    if name in CHOICES:
-        options = CHOICES[name]
-        if raw in options:
-            return raw, None
-        fixed = raw.strip().lower().replace(" ", "+")  # "causal+padding" typed in a URL arrives as "causal padding"
-        if fixed in options:
-            return fixed, None
-        return None, "it is not one of " + ", ".join(options)
-    if name in INT_LIMITS:
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            return None, "it is not a whole number"
-        low, high = INT_LIMITS[name]
-        if not low <= value <= high:
-            return None, f"it is outside {low} to {high}"
-        return value, None
-    return raw, None
 
 
 def _shown(raw: str) -> str:

@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 from explorer.activations import layer_statistics
-from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig, parse_config
+from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig, check_url_value, parse_config
 from explorer.model import Transformer, build_model, copy_shared_weights
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, StackTrace, Trace
@@ -225,21 +225,6 @@ def per_layer_comparison(values_a: pd.DataFrame | None, values_b: pd.DataFrame |
 
 def check_b_value(name: str, raw: str) -> tuple[Any, str | None]:
     """(value B's control would take, None) for a good b_<name> URL value, or (None, why it is unusable)."""
-    if name in CHOICES:
-        options = CHOICES[name]
-        if raw in options:
-            return raw, None
-        fixed = raw.strip().lower().replace(" ", "+")  # "causal+padding" typed in a URL arrives as "causal padding"
-        if fixed in options:
-            return fixed, None
-        return None, "it is not one of " + ", ".join(options)
-    if name in INT_LIMITS:
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            return None, "it is not a whole number"
-        low, high = INT_LIMITS[name]
-        if not low <= value <= high:
-            return None, f"it is outside {low} to {high}"
-        return value, None
+    if name in CHOICES or name in INT_LIMITS:
+        return check_url_value(name, raw)
     return None, "B's controls on the Compare page do not include it"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -33,6 +31,7 @@ from explorer.model import Transformer
 from explorer.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.trace import StackTrace, Trace
 from views.session import from_model, weights_note
+from views.widgets import csv_button
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
 
@@ -53,18 +52,6 @@ def cached_gradients(
     """Gradient norm of every parameter tensor for GRADIENT_OBJECTIVE on the typed tokens; _model is the
     session's model for cfg (only read: gradient_norms writes no .grad)."""
     return gradient_norms(_model, list(tokens), None if target is None else list(target))
-
-
-def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
-    st.download_button(
-        label,
-        data=partial(frame.to_csv, index=False),
-        file_name=file_name,
-        mime="text/csv",
-        on_click="ignore",
-        icon=":material/download:",
-        key=key,
-    )
 
 
 def warn_junk_url(allowed: dict[str, list[str]]) -> None:

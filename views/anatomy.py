@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import pandas as pd
 import streamlit as st
 
@@ -12,24 +10,13 @@ from explorer.config import ModelConfig
 from explorer.model import Transformer
 from explorer.trace import Trace
 from views.session import from_model
+from views.widgets import csv_button
 
 
 @st.cache_data(max_entries=16, show_spinner="Counting parameters…")
 def cached_parameter_counts(cfg: ModelConfig, _model: Transformer) -> pd.DataFrame:
     """Parameters of the session's model for cfg (a trained model adds its embedding and read-out)."""
     return parameter_counts(_model)
-
-
-def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
-    st.download_button(
-        label,
-        data=partial(frame.to_csv, index=False),
-        file_name=file_name,
-        mime="text/csv",
-        on_click="ignore",
-        icon=":material/download:",
-        key=key,
-    )
 
 
 def lengths(cfg: ModelConfig, trace: Trace) -> tuple[int, int | None]:

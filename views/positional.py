@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -39,6 +37,7 @@ from explorer.positional_figures import (
 )
 from explorer.trace import Trace
 from views.session import from_model, trained_label
+from views.widgets import csv_button
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
 METRICS = ("cosine", "dot")
@@ -113,18 +112,6 @@ def warn_junk_url(allowed: dict[str, list[str] | None]) -> None:
             why = "it is not one of " + ", ".join(options[:12]) + ("…" if len(options) > 12 else "")
         shown = raw.replace("`", "'").replace("\n", " ")[:40]
         st.warning(f"URL parameter `{key}={shown}` was ignored: {why}; using the default.", icon=":material/link_off:")
-
-
-def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
-    st.download_button(
-        label,
-        data=partial(frame.to_csv, index=False),
-        file_name=file_name,
-        mime="text/csv",
-        on_click="ignore",
-        icon=":material/download:",
-        key=key,
-    )
 
 
 def table_frame(table: np.ndarray, tokens: list[str] | None = None) -> pd.DataFrame:
