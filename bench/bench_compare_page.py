@@ -19,27 +19,17 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-ROOT = Path(__file__).resolve().parent.parent
+from serve import CHROMIUM_ARGS, free_port, start_server, wait_health  # bench/ is on sys.path when a script here runs
+
 TARGET = 3.0  # seconds from navigation to the fully drawn Compare page, warm
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SENTENCE = "the cat sat on the mat while a small dog ran after it across the long green field"
 EXPECTED_CHARTS = 4  # A | B maps, A - B map, ranking heatmap, per-layer lines
 # --baseline: the least a Streamlit page with the same kinds of charts and a table costs here.
@@ -78,37 +68,6 @@ READY = f"""() => {{
 def words(n: int) -> str:
     base = SENTENCE.split()
     return " ".join(base[i % len(base)] for i in range(n))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(app: str, port: int, log) -> subprocess.Popen:
-    """The app, headless on 127.0.0.1:port; its output goes to the file `log`."""
-    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    command = [
-        sys.executable, "-m", "streamlit", "run", app, "--server.headless=true", f"--server.port={port}",
-        "--server.address=127.0.0.1", "--server.fileWatcherType=none",
-    ]  # fmt: skip
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            log.seek(0)
-            sys.exit(f"streamlit exited early with code {server.returncode}:\n{log.read().decode(errors='replace')}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as answer:
-                if answer.read() == b"ok":
-                    return
-        except OSError:
-            time.sleep(0.1)
-    sys.exit("streamlit did not answer /_stcore/health in time")
 
 
 def load_once(browser, url: str, timeout_ms: int) -> tuple[float, int, list[str]]:

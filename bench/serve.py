@@ -1,0 +1,53 @@
+"""Start the dashboard headless for a benchmark and wait until it answers; the Chromium flags this machine needs."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(app: str, port: int, log) -> subprocess.Popen:
+    """The app, headless on 127.0.0.1:port; its output goes to the file `log` (a pipe nobody reads would fill)."""
+    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    command = [
+        sys.executable, "-m", "streamlit", "run", app, "--server.headless=true", f"--server.port={port}",
+        "--server.address=127.0.0.1", "--server.fileWatcherType=none",
+    ]  # fmt: skip
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            log.seek(0)
+            sys.exit(f"streamlit exited early with code {server.returncode}:\n{log.read().decode(errors='replace')}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as answer:
+                if answer.read() == b"ok":
+                    return
+        except OSError:
+            time.sleep(0.1)
+    sys.exit("streamlit did not answer /_stcore/health in time")
