@@ -1,0 +1,125 @@
+"""Read Vega-Lite charts the way the browser gets them: tables, matrices, labels and titles (test helper)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from PIL import Image
+
+
+def chart_tables(spec: dict) -> dict[str, pd.DataFrame]:
+    """The named tables of a spec as built in Python (DataFrames under "datasets")."""
+    return dict(spec.get("datasets") or {})
+
+
+def app_charts(at) -> list[tuple[dict, dict[str, pd.DataFrame]]]:
+    """Every Vega-Lite chart an AppTest run drew: (spec, tables), the tables decoded from Arrow as sent."""
+    charts = []
+    for element in at.get("vega_lite_chart"):
+        tables = {d.name: pa.ipc.open_stream(d.data.data).read_all().to_pandas() for d in element.proto.datasets}
+        charts.append((json.loads(element.proto.spec), tables))
+    return charts
+
+
+def views(spec: dict) -> list[dict]:
+    """The single views of a chart: itself, or the members of its hconcat / vconcat / concat."""
+    for key in ("hconcat", "vconcat", "concat"):
+        if key in spec:
+            return [v for member in spec[key] for v in views(member)]
+    return [spec]
+
+
+def params(spec: dict) -> dict:
+    """Variable parameters by name: a chart's top-level ones and those of its views."""
+    found = {p["name"]: p.get("value") for p in spec.get("params", []) if "value" in p}
+    for view in views(spec):
+        if view is not spec:
+            found |= {p["name"]: p.get("value") for p in view.get("params", []) if "value" in p}
+    return found
+
+
+def title_text(view: dict) -> str:
+    """Title and subtitle of a view as one string."""
+    title = view.get("title") or {}
+    if isinstance(title, str):
+        return title
+    subtitle = title.get("subtitle") or []
+    return " ".join([title.get("text", ""), *([subtitle] if isinstance(subtitle, str) else subtitle)])
+
+
+@dataclass
+class DrawnMatrix:
+    """A matrix view as drawn: values NaN where masked (grey), labels along each axis, titles."""
+
+    name: str
+    values: np.ndarray  # [Tq, Tk] float; NaN where the cell is drawn grey
+    masked: np.ndarray  # [Tq, Tk] bool
+    x_labels: list[str]
+    y_labels: list[str]
+    x_title: str
+    y_title: str
+    title: str
+    view: dict
+    image: np.ndarray | None = None  # [H, W, 3] uint8 when the matrix is drawn as one image
+
+
+def _decode_png(uri: str) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB"))
+
+
+def matrices(spec: dict, tables: dict[str, pd.DataFrame] | None = None) -> dict[str, DrawnMatrix]:
+    """Each matrix view of a chart (built by explorer.vega.matrix_spec) by its name."""
+    tables = chart_tables(spec) if tables is None else tables
+    values_of = params(spec)
+    found = {}
+    for view in views(spec):
+        layers = view.get("layer") or []
+        if not layers:
+            continue
+        first = layers[0]
+        encoding = first.get("encoding", {})
+        x_axis = encoding.get("x", {}).get("axis")
+        if not isinstance(x_axis, dict) or "labelExpr" not in x_axis:
+            continue
+        y_axis = encoding["y"]["axis"]
+        keys_param = x_axis["labelExpr"].split("[")[0]
+        name = keys_param.removesuffix("_keys")
+        tk, tq = len(values_of[keys_param]), len(values_of[f"{name}_queries"])
+        image = None
+        if first["mark"]["type"] == "image":
+            image = _decode_png(first["data"]["values"][0]["url"])
+            values = np.full((tq, tk), np.nan)
+            masked = np.zeros((tq, tk), dtype=bool)
+        else:
+            table = tables[first["data"]["name"]]
+            values = np.full((tq, tk), np.nan)
+            masked = np.zeros((tq, tk), dtype=bool)
+            q, k = table["q"].to_numpy(), table["k"].to_numpy()
+            values[q, k] = table["value"].to_numpy(dtype=np.float64)
+            masked[q, k] = table["masked"].to_numpy(dtype=bool)
+            values[masked] = np.nan
+        found[name] = DrawnMatrix(
+            name=name,
+            values=values,
+            masked=masked,
+            x_labels=list(values_of[keys_param]),
+            y_labels=list(values_of[f"{name}_queries"]),
+            x_title=x_axis["title"],
+            y_title=y_axis["title"],
+            title=title_text(view),
+            view=view,
+            image=image,
+        )
+    return found
+
+
+def one_matrix(spec: dict, tables: dict[str, pd.DataFrame] | None = None) -> DrawnMatrix:
+    found = matrices(spec, tables)
+    assert len(found) == 1, list(found)
+    return next(iter(found.values()))
