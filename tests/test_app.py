@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.config import ModelConfig
 from explorer.stats import head_average
+from tests.drawn import DrawnMatrix, app_charts, matrices, title_text
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 TOKENS = "the cat sat on the mat"
@@ -25,60 +26,52 @@ def at() -> AppTest:
     return AppTest.from_file(APP, default_timeout=60)
 
 
-def specs(at: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
-
-
-def main_heatmap(at: AppTest) -> dict:
-    """The big heatmap: the only chart titled with a layer."""
-    found = [s for s in specs(at) if "layer" in s["layout"].get("title", {}).get("text", "")]
-    assert len(found) == 1, [s["layout"].get("title") for s in specs(at)]
+def main_heatmap(at: AppTest) -> DrawnMatrix:
+    """The big heatmap: the matrix named "map"."""
+    found = [m for spec, tables in app_charts(at) for name, m in matrices(spec, tables).items() if name == "map"]
+    assert len(found) == 1, [title_text(spec) for spec, _ in app_charts(at)]
     return found[0]
 
 
-def grid(at: AppTest) -> dict:
-    found = [s for s in specs(at) if "grid" in (s["layout"].get("meta") or {})]
+def grid(at: AppTest) -> pd.DataFrame:
+    """The grid's table: one row per small map."""
+    found = [tables["grid"] for _, tables in app_charts(at) if "grid" in tables]
     assert len(found) == 1
     return found[0]
-
-
-def shown_weights(spec: dict, plotly_array) -> np.ndarray:
-    """The weights drawn in the big heatmap, NaN where the cell is masked."""
-    return plotly_array(spec["data"][0]["z"])
 
 
 def assert_ok(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
-def test_default_view_draws_the_engine_weights(at, plotly_array):
+def test_default_view_draws_the_engine_weights(at):
     at.run()
     assert_ok(at)
     assert not at.error and not at.warning
     expected = explorer.run(ModelConfig(), TOKENS).attention_maps()["self-attention"]
     spec = main_heatmap(at)
-    np.testing.assert_array_equal(shown_weights(spec, plotly_array), expected.weights[0, 0])
-    assert spec["data"][0]["x"] == ["the", "cat", "sat", "on", "the·4", "mat"]
-    assert spec["layout"]["xaxis"]["title"]["text"] == "key"
-    assert spec["layout"]["yaxis"]["title"]["text"] == "query"
-    titles = [a["text"] for a in grid(at)["layout"]["annotations"]]
+    np.testing.assert_array_equal(spec.values, expected.weights[0, 0])
+    assert spec.x_labels == ["the", "cat", "sat", "on", "the·4", "mat"]
+    assert spec.x_title == "key"
+    assert spec.y_title == "query"
+    titles = grid(at)["title"].tolist()
     assert titles == [f"L{layer} H{head}" for layer in range(2) for head in range(4)]
     assert len(at.get("download_button")) == 2
 
 
-def test_layer_head_and_average_selectors(at, plotly_array):
+def test_layer_head_and_average_selectors(at):
     at.run()
     expected = explorer.run(ModelConfig(), TOKENS).attention_maps()["self-attention"]
     at.selectbox(key="layer").select(1)
     at.selectbox(key="head").select(3)
     at.run()
     assert_ok(at)
-    np.testing.assert_array_equal(shown_weights(main_heatmap(at), plotly_array), expected.weights[1, 3])
+    np.testing.assert_array_equal(main_heatmap(at).values, expected.weights[1, 3])
     at.selectbox(key="head").select(AVERAGE)
     at.run()
     spec = main_heatmap(at)
-    np.testing.assert_array_equal(shown_weights(spec, plotly_array), head_average(expected, 1))
-    assert "average of 4 heads" in spec["layout"]["title"]["text"]
+    np.testing.assert_array_equal(spec.values, head_average(expected, 1))
+    assert "average of 4 heads" in spec.title
     assert any("average" in i.value for i in at.info)
 
 
@@ -86,42 +79,41 @@ def test_layer_head_and_average_selectors(at, plotly_array):
     ("name", "value"),
     [("n_heads", 2), ("norm", "pre"), ("positional", "learned"), ("seed", 7), ("n_layers", 3), ("activation", "gelu")],
 )
-def test_each_control_changes_the_drawing(at, plotly_array, name, value):
+def test_each_control_changes_the_drawing(at, name, value):
     at.run()
-    before = shown_weights(main_heatmap(at), plotly_array)
+    before = main_heatmap(at).values
     widget = at.number_input(key=name) if isinstance(value, int) else at.selectbox(key=name)
     widget.set_value(value).run()
     assert_ok(at)
     cfg = ModelConfig().replace(**{name: value})
     expected = explorer.run(cfg, TOKENS).attention_maps()["self-attention"]
-    after = shown_weights(main_heatmap(at), plotly_array)
+    after = main_heatmap(at).values
     np.testing.assert_array_equal(after, expected.weights[0, 0])
     if name not in ("activation", "n_layers"):  # layer 0's attention does not depend on these
         assert not np.array_equal(before, after)
-    titles = [a["text"] for a in grid(at)["layout"]["annotations"]]
+    titles = grid(at)["title"].tolist()
     assert len(titles) == cfg.n_layers * cfg.n_heads
 
 
-def test_causal_mask_greys_the_upper_triangle(at, plotly_array):
+def test_causal_mask_greys_the_upper_triangle(at):
     at.run()
     at.selectbox(key="mask").select("causal").run()
     assert_ok(at)
     spec = main_heatmap(at)
-    z = shown_weights(spec, plotly_array)
+    z = spec.values
     upper = np.triu(np.ones((6, 6), dtype=bool), 1)
     assert np.isnan(z[upper]).all() and not np.isnan(z[~upper]).any()
-    grey = plotly_array(spec["data"][1]["z"])
-    assert (grey[upper] == 1).all() and np.isnan(grey[~upper]).all()
-    assert "grey = masked" in spec["layout"]["title"]["text"]
+    np.testing.assert_array_equal(spec.masked, upper)  # drawn grey, not as a weight of 0
+    assert "grey = masked" in spec.title
     expected = explorer.run(ModelConfig(mask="causal"), TOKENS).attention_maps()["self-attention"]
     np.testing.assert_array_equal(z[~upper], expected.weights[0, 0][~upper])
 
 
-def test_decoder_is_causal(at, plotly_array):
+def test_decoder_is_causal(at):
     at.run()
     at.selectbox(key="arch").select("decoder").run()
     assert_ok(at)
-    z = shown_weights(main_heatmap(at), plotly_array)
+    z = main_heatmap(at).values
     assert np.isnan(z[np.triu(np.ones((6, 6), dtype=bool), 1)]).all()
     assert any("always causal" in c.value for c in at.sidebar.caption)
 
@@ -133,11 +125,11 @@ def test_padding_flags_the_empty_row(at):
     assert_ok(at)
     assert at.selectbox(key="mask").value == "causal+padding"
     spec = main_heatmap(at)
-    assert spec["layout"]["yaxis"]["ticktext"][0].startswith("⊘")
+    assert spec.y_labels[0].startswith("⊘")
     assert any("no key to attend to" in w.value for w in at.warning)
 
 
-def test_encoder_decoder_shows_cross_attention(at, plotly_array):
+def test_encoder_decoder_shows_cross_attention(at):
     at.run()
     at.selectbox(key="arch").select("encoder-decoder").run()
     assert_ok(at)
@@ -147,13 +139,11 @@ def test_encoder_decoder_shows_cross_attention(at, plotly_array):
     assert at.radio(key="kind").options == ["encoder self-attention", "decoder self-attention", "cross-attention"]
     trace = explorer.run(ModelConfig(arch="encoder-decoder"), TOKENS, target.value)
     spec = main_heatmap(at)
-    assert spec["data"][0]["x"] == ["the", "cat", "sat", "on", "the·4", "mat"]
-    assert spec["data"][0]["y"][:2] == target.value.split()[:2]
-    np.testing.assert_array_equal(
-        shown_weights(spec, plotly_array), trace.attention_maps()["cross-attention"].weights[0, 0]
-    )
+    assert spec.x_labels == ["the", "cat", "sat", "on", "the·4", "mat"]
+    assert spec.y_labels[:2] == target.value.split()[:2]
+    np.testing.assert_array_equal(spec.values, trace.attention_maps()["cross-attention"].weights[0, 0])
     at.radio(key="kind").set_value("decoder self-attention").run()
-    z = shown_weights(main_heatmap(at), plotly_array)
+    z = main_heatmap(at).values
     assert np.isnan(z[np.triu(np.ones(z.shape, dtype=bool), 1)]).all()
 
 
@@ -164,7 +154,7 @@ def test_empty_target_is_an_error(at):
     assert any("target" in e.value for e in at.error)
     at.text_input(key="target").input("le chat").run()
     assert_ok(at)
-    assert main_heatmap(at)["data"][0]["y"] == ["le", "chat"]
+    assert main_heatmap(at).y_labels == ["le", "chat"]
 
 
 def test_target_only_shown_for_encoder_decoder(at):
@@ -181,11 +171,11 @@ def test_bad_tokens_give_an_error_not_a_traceback(at, tokens, message):
     at.text_input(key="tokens").input(tokens).run()
     assert_ok(at)
     assert any(message in e.value for e in at.error)
-    assert not at.get("plotly_chart")
+    assert not at.get("vega_lite_chart")
     at.text_input(key="tokens").input("a b c").run()  # the page recovers
     assert_ok(at)
     assert not at.error
-    assert main_heatmap(at)["data"][0]["x"] == ["a", "b", "c"]
+    assert main_heatmap(at).x_labels == ["a", "b", "c"]
 
 
 def test_impossible_config_is_an_error_and_page_stays_usable(at):
@@ -193,14 +183,14 @@ def test_impossible_config_is_an_error_and_page_stays_usable(at):
     at.number_input(key="d_model").set_value(30).run()
     assert_ok(at)
     assert any("divisible" in e.value and "30" in e.value for e in at.error)
-    assert at.info and not at.get("plotly_chart")
+    assert at.info and not at.get("vega_lite_chart")
     at.number_input(key="n_heads").set_value(3).run()
     assert_ok(at)
     assert not at.error
-    assert len(grid(at)["layout"]["annotations"]) == 2 * 3
+    assert len(grid(at)) == 2 * 3
 
 
-def test_url_params_set_the_controls(at, plotly_array):
+def test_url_params_set_the_controls(at):
     at.query_params.update({"n_heads": "2", "mask": "causal", "norm": "pre", "tokens": "a b a", "layer": "1"})
     at.run()
     assert_ok(at)
@@ -211,8 +201,8 @@ def test_url_params_set_the_controls(at, plotly_array):
     cfg = ModelConfig(n_heads=2, mask="causal", norm="pre")
     expected = explorer.run(cfg, "a b a").attention_maps()["self-attention"]
     spec = main_heatmap(at)
-    assert spec["data"][0]["x"] == ["a", "b", "a·2"]
-    z = shown_weights(spec, plotly_array)
+    assert spec.x_labels == ["a", "b", "a·2"]
+    z = spec.values
     allowed = expected.allowed
     np.testing.assert_array_equal(z[allowed], expected.weights[1, 0][allowed])
 

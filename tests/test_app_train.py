@@ -30,6 +30,7 @@ from explorer import checkpoints
 from explorer.tasks import make_task
 from explorer.training import evaluate, initial_model, single_thread, train
 from explorer.training_figures import percent
+from tests.drawn import app_charts, matrices
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PAGE = "views/train.py"
@@ -51,9 +52,11 @@ def assert_ok(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
-def specs(at: AppTest) -> dict[str, dict]:
-    """Plotly specs by chart key (the live chart has none)."""
-    return {chart.proto.id: json.loads(chart.proto.spec) for chart in at.get("plotly_chart")}
+def drawn_map(at: AppTest, name: str) -> np.ndarray:
+    """The weights an attention heatmap (Vega-Lite) draws, by the matrix name the page gave it."""
+    found = [m for spec, tables in app_charts(at) for n, m in matrices(spec, tables).items() if n == name]
+    assert len(found) == 1, [list(matrices(spec, tables)) for spec, tables in app_charts(at)]
+    return found[0].values
 
 
 def chart(at: AppTest, key: str) -> dict:
@@ -125,11 +128,11 @@ def test_short_training_run_shows_the_engine_numbers(at, plotly_array):
     assert slider.options == [str(s.step) for s in expected.snapshots] and slider.value == 40
     layer = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_layer"))).value
     head = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_head"))).value
-    shown = plotly_array(chart(at, "train_snapshot_map")["data"][0]["z"])
+    shown = drawn_map(at, "snapshot")
     np.testing.assert_array_equal(shown, expected.snapshots[-1].attention[layer, head])
     slider.set_value(expected.snapshots[1].step).run()
     assert_ok(at)
-    shown = plotly_array(chart(at, "train_snapshot_map")["data"][0]["z"])
+    shown = drawn_map(at, "snapshot")
     np.testing.assert_array_equal(shown, expected.snapshots[1].attention[layer, head])
 
 
@@ -139,7 +142,7 @@ def test_reverse_forms_an_anti_diagonal_head(at, plotly_array):
     assert float(at.metric[0].value.rstrip("%")) >= 99.0
     layer = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_layer"))).value
     head = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_head"))).value
-    shown = plotly_array(chart(at, "train_snapshot_map")["data"][0]["z"])  # the head picked first, at the end
+    shown = drawn_map(at, "snapshot")  # the head picked first, at the end
     assert np.fliplr(shown).diagonal().mean() > 0.8
     assert any(f"L{layer} H{head} is shown first" in c.value for c in at.caption)
     pattern = chart(at, "train_pattern")
@@ -265,7 +268,7 @@ def test_typed_tokens_run_the_trained_model_and_bad_ones_are_explained(at, plotl
     assert_ok(at)
     layer = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_layer"))).value
     head = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_head"))).value
-    shown = plotly_array(chart(at, "train_tokens_map")["data"][0]["z"])
+    shown = drawn_map(at, "typed")
     np.testing.assert_array_equal(shown, explorer.run(model, "C A B J").attention[layer, head])
     assert any("trained on sequences of 8 tokens" in i.value for i in at.info)
     answers = at.dataframe[0].value
@@ -322,7 +325,7 @@ def test_upload_loads_a_saved_model(at, plotly_array):
     box.input("A B C D E F").run()
     layer = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_layer"))).value
     head = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_head"))).value
-    shown = plotly_array(chart(at, "train_tokens_map")["data"][0]["z"])
+    shown = drawn_map(at, "typed")
     np.testing.assert_array_equal(shown, explorer.run(model, "A B C D E F").attention[layer, head])
 
 
@@ -348,12 +351,6 @@ def test_a_bad_upload_is_refused_with_a_reason(at, files, message):
     assert "_train" not in at.session_state
 
 
-def main_heatmap(at: AppTest) -> dict:
-    found = [s for s in specs(at).values() if "layer" in s["layout"].get("title", {}).get("text", "")]
-    assert len(found) == 1
-    return found[0]
-
-
 def test_send_to_the_other_pages_and_back(at, plotly_array):
     open_train_page(at)
     train_on_page(at, steps=20)
@@ -368,7 +365,7 @@ def test_send_to_the_other_pages_and_back(at, plotly_array):
     assert_ok(at)
     assert any("Trained model in use" in m.value for m in at.sidebar.markdown)
     expected = explorer.run(result.model, probe).attention
-    np.testing.assert_array_equal(plotly_array(main_heatmap(at)["data"][0]["z"]), expected[0, 0])
+    np.testing.assert_array_equal(drawn_map(at, "map"), expected[0, 0])
     assert at.session_state["_config"] == result.model.config and at.session_state["_model"] is result.model
     at.text_input(key="tokens").input("the cat").run()  # words the trained model does not know
     assert any("'cat', 'the' are not in this model's vocabulary" in e.value for e in at.error)
@@ -378,7 +375,7 @@ def test_send_to_the_other_pages_and_back(at, plotly_array):
     assert not any("Trained model in use" in m.value for m in at.sidebar.markdown)
     assert at.session_state["_model"] is not result.model and at.session_state["_config"] == explorer.ModelConfig()
     random = explorer.run(explorer.ModelConfig(), probe).attention
-    np.testing.assert_array_equal(plotly_array(main_heatmap(at)["data"][0]["z"]), random[0, 0])
+    np.testing.assert_array_equal(drawn_map(at, "map"), random[0, 0])
 
 
 @pytest.fixture
@@ -453,10 +450,8 @@ def test_two_sessions_training_at_once_keep_separate_models(sessions_at_once, pl
     assert reverse.session_state["_trained"]["model"] is models["reverse"]
     assert "_trained" not in copy.session_state
     probe = " ".join(reverse.session_state["_train"].results["post"].probe)
+    np.testing.assert_array_equal(drawn_map(reverse, "map"), explorer.run(models["reverse"], probe).attention[0, 0])
     np.testing.assert_array_equal(
-        plotly_array(main_heatmap(reverse)["data"][0]["z"]), explorer.run(models["reverse"], probe).attention[0, 0]
-    )
-    np.testing.assert_array_equal(
-        plotly_array(main_heatmap(copy)["data"][0]["z"]),
+        drawn_map(copy, "map"),
         explorer.run(explorer.ModelConfig(), "the cat sat on the mat").attention[0, 0],
     )

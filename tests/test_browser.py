@@ -1,44 +1,42 @@
-"""The dashboard in a real Chromium: heatmaps draw, controls change them, junk URLs warn, nothing throws."""
+"""The dashboard in a real Chromium: heatmaps draw, hover shows the weights, controls change them, junk URLs warn,
+nothing throws."""
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+import explorer
+from explorer.config import ModelConfig
+from explorer.figures import WEIGHTS
+from explorer.vega import MASKED_COLOUR
+from tests.browser_charts import CHART, cell_grid, charts, colours_at, hover, pixels, read_cells, wait_drawn
 
 pytestmark = pytest.mark.browser
 
-HEATMAP = "[data-testid='stPlotlyChart'] .js-plotly-plot"
-TITLE_JS = "el => (el.layout && el.layout.title && el.layout.title.text) || ''"
+TOKENS = ["the", "cat", "sat", "on", "the·4", "mat"]
+GREY = [int(MASKED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)]
 
 
-def main_heatmap(page):
-    """The big heatmap: the Plotly chart whose title names a layer."""
-    plots = page.locator(HEATMAP)
-    for i in range(plots.count()):
-        if "layer" in plots.nth(i).evaluate(TITLE_JS):
-            return plots.nth(i)
-    raise AssertionError("no heatmap titled with a layer")
+def open_page(page, url: str, wait_idle, n_charts: int = 3) -> list:
+    page.goto(url)
+    wait_idle(page)
+    wait_drawn(page, n_charts)
+    return charts(page)
 
 
-def grid_chart(page):
-    """The all-layers x heads mosaic."""
-    found = [p for p in page.locator(HEATMAP).all() if p.evaluate("el => !!(el.layout.meta && el.layout.meta.grid)")]
-    assert len(found) == 1
-    return found[0]
+def main_map(page):
+    """The big heatmap: the first chart of the Attention page."""
+    return charts(page)[0]
 
 
-def masked_cells(plot) -> int:
-    """Masked cells in the drawn figure (NaN in the weights trace), read from the live Plotly object."""
-    return plot.evaluate(
-        """el => {
-            let n = 0;
-            for (const row of el._fullData[0].z) for (const v of row) if (v === null || Number.isNaN(v)) n++;
-            return n;
-        }"""
-    )
+def read_map(page, chart, n: int) -> tuple[list[list[dict[str, str]]], np.ndarray]:
+    """Every cell's tooltip and the colour drawn at it, for an n x n map."""
+    xs, ys = cell_grid(page, chart, "key", "query", n, n)
+    return read_cells(page, chart, xs, ys), colours_at(page, chart, xs, ys)
 
 
 def assert_clean(page) -> None:
@@ -46,62 +44,75 @@ def assert_clean(page) -> None:
     assert not page.errors, page.errors
 
 
-def test_default_view_draws_and_controls_change_it(page, app_url, wait_idle):
-    page.goto(app_url + "/")
-    wait_idle(page)
-    assert page.locator(HEATMAP).count() >= 3  # big map, grid, entropy
-    heat = main_heatmap(page)
-    assert heat.locator(".hm, image").count() >= 1  # Plotly drew the heatmap layer
-    assert masked_cells(heat) == 0
-    ticks = heat.locator(".xtick text").all_text_contents()
-    assert ticks[:2] == ["the", "cat"] and "the·4" in ticks
+def test_default_view_draws_hover_and_colours_the_engine_weights(page, app_url, wait_idle):
+    found = open_page(page, app_url + "/", wait_idle)
+    assert len(found) == 3  # big map, grid, entropy
+    cells, colours = read_map(page, found[0], 6)
+    expected = explorer.run(ModelConfig(), " ".join(t.split("·")[0] for t in TOKENS)).attention[0, 0]  # [6, 6]
+    assert [row[0]["query"] for row in cells] == TOKENS and [c["key"] for c in cells[0]] == TOKENS
+    shown = np.array([[float(c["weight"]) for c in row] for row in cells])
+    np.testing.assert_allclose(shown, expected, atol=5e-5)  # the tooltip gives 4 decimals
+    assert np.abs(colours.astype(int) - WEIGHTS.rgb(expected).astype(int)).max() <= 1  # the colour of each weight
     assert_clean(page)
 
+    before = pixels(main_map(page))
     page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Mask").click()
     page.get_by_role("option", name="causal", exact=True).click()
     wait_idle(page)
+    wait_drawn(page, 3)
     assert "mask=causal" in page.url
-    heat = main_heatmap(page)
-    assert masked_cells(heat) == 15  # the upper triangle of 6 x 6
-    assert "grey = masked" in heat.evaluate(TITLE_JS)
+    cells, colours = read_map(page, main_map(page), 6)
+    upper = np.triu(np.ones((6, 6), dtype=bool), 1)
+    masked = np.array([["masked" in c["weight"] for c in row] for row in cells])
+    np.testing.assert_array_equal(masked, upper)  # hover says masked exactly on the upper triangle ...
+    assert (colours[upper] == GREY).all() and not (colours[~upper] == GREY).all(axis=-1).any()  # ... drawn grey
+    assert not np.array_equal(before, pixels(main_map(page)))
     assert_clean(page)
 
 
 def test_url_sets_controls(page, app_url, wait_idle):
-    page.goto(app_url + "/?n_heads=2&n_layers=3&mask=causal%2Bpadding&tokens=%5BPAD%5D%20a%20b")
-    wait_idle(page)
-    grid = grid_chart(page)
-    titles = grid.evaluate("el => el.layout.annotations.map(a => a.text)")
-    assert titles == [f"L{layer} H{head}" for layer in range(3) for head in range(2)]
+    found = open_page(
+        page, app_url + "/?n_heads=2&n_layers=3&mask=causal%2Bpadding&tokens=%5BPAD%5D%20a%20b", wait_idle
+    )
+    titles = set()
+    grid = found[1]
+    grid.scroll_into_view_if_needed()
+    box = grid.locator("canvas").first.bounding_box()
+    for fx in np.linspace(0.05, 0.95, 8):
+        for fy in np.linspace(0.05, 0.95, 12):
+            titles.add(hover(page, box["x"] + fx * box["width"], box["y"] + fy * box["height"]).get("map"))
+    assert titles - {None} == {f"L{layer} H{head}" for layer in range(3) for head in range(2)}
     assert page.get_by_text("no key to attend to").count() == 1
     assert_clean(page)
     page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Mask").click()
     page.get_by_role("option", name="none", exact=True).click()
     wait_idle(page)
+    wait_drawn(page, 3)
     assert "mask=" not in page.url  # back to the default, which Streamlit leaves out of the URL
-    assert masked_cells(main_heatmap(page)) == 0
+    cells, colours = read_map(page, main_map(page), 3)
+    assert not any("masked" in c["weight"] for row in cells for c in row)
+    assert not (colours == GREY).all(axis=-1).any()
     assert_clean(page)
 
 
 def test_hand_typed_plus_in_url_means_causal_padding(page, app_url, wait_idle):
-    page.goto(app_url + "/?mask=causal+padding&tokens=a+b+%5BPAD%5D")  # "+" in a query string decodes to a space
-    wait_idle(page)
+    found = open_page(page, app_url + "/?mask=causal+padding&tokens=a+b+%5BPAD%5D", wait_idle)  # "+" is a space
     assert page.locator("[data-testid='stAlert']").count() == 0
-    heat = main_heatmap(page)
-    assert masked_cells(heat) == 3 + 1  # the causal upper triangle of 3 x 3, plus [PAD] as its own key
+    cells, _ = read_map(page, found[0], 3)
+    assert sum("masked" in c["weight"] for row in cells for c in row) == 3 + 1  # causal triangle, plus [PAD]
     page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Mask").click()
     page.get_by_role("option", name="causal", exact=True).click()
     wait_idle(page)
-    assert masked_cells(main_heatmap(page)) == 3
+    wait_drawn(page, 3)
+    cells, _ = read_map(page, main_map(page), 3)
+    assert sum("masked" in c["weight"] for row in cells for c in row) == 3
     assert_clean(page)
 
 
 def test_junk_url_param_warns(page, app_url, wait_idle):
-    page.goto(app_url + "/?n_heads=abc&norm=sideways")
-    wait_idle(page)
+    open_page(page, app_url + "/?n_heads=abc&norm=sideways", wait_idle)
     alerts = " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
     assert "n_heads=abc" in alerts and "norm=sideways" in alerts
-    assert main_heatmap(page)
     assert_clean(page)
 
 
@@ -110,46 +121,50 @@ def test_impossible_config_shows_error(page, app_url, wait_idle):
     wait_idle(page)
     alerts = " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
     assert "divisible" in alerts
-    assert page.locator(HEATMAP).count() == 0
+    assert page.locator(CHART).count() == 0
     assert_clean(page)
 
 
 def test_clicking_the_grid_picks_a_map(page, app_url, wait_idle):
-    page.goto(app_url + "/")
-    wait_idle(page)
-    grid = grid_chart(page)
+    found = open_page(page, app_url + "/", wait_idle)
+    grid = found[1]
     grid.scroll_into_view_if_needed()
-    page.wait_for_timeout(300)
-    x, y = grid.evaluate(  # the pixel of cell (1, 1) of map L1 H1
-        """el => {
-            const g = el.layout.meta.grid, box = el.querySelector('.nsewdrag').getBoundingClientRect();
-            const x = g.col_pitch + 1, y = g.row_pitch + (g.row_pitch - g.tq) + 1;
-            return [box.left + el._fullLayout.xaxis.l2p(x), box.top + el._fullLayout.yaxis.l2p(y)];
-        }"""
-    )
-    for step in range(3):  # Plotly picks the point under the pointer on hover; the click then selects it
-        page.mouse.move(x + step, y + step)
-        page.wait_for_timeout(100)
-    page.mouse.down()
-    page.mouse.up()
+    box = grid.locator("canvas").first.bounding_box()
+    target = None
+    for fy in np.linspace(0.55, 0.95, 9):  # the second row of maps is in the lower half
+        for fx in np.linspace(0.3, 0.5, 5):  # the second of four heads
+            x, y = box["x"] + fx * box["width"], box["y"] + fy * box["height"]
+            if hover(page, x, y).get("map") == "L1 H1":
+                target = (x, y)
+                break
+        if target:
+            break
+    assert target, "no point of the grid shows L1 H1 on hover"
+    page.mouse.click(*target)
     page.wait_for_function("() => location.search.includes('layer=1')", timeout=30_000)
     wait_idle(page)
-    assert "layer 1 · head 1" in main_heatmap(page).evaluate(TITLE_JS)
+    wait_drawn(page, 3)
+    assert "head=1" in page.url
+    assert page.get_by_role("combobox", name="Layer", exact=True).input_value() == "1"
+    cells, _ = read_map(page, main_map(page), 6)  # the big map now draws L1 H1's weights
+    expected = explorer.run(ModelConfig(), "the cat sat on the mat").attention[1, 1]  # [6, 6]
+    np.testing.assert_allclose([[float(c["weight"]) for c in row] for row in cells], expected, atol=5e-5)
     assert_clean(page)
 
 
 def test_downloads_hold_the_shown_weights(page, app_url, wait_idle):
-    page.goto(app_url + "/?mask=causal&layer=1&head=2")
-    wait_idle(page)
-    shown = main_heatmap(page).evaluate("el => el._fullData[0].z.map(row => Array.from(row))")  # NaN = masked
+    found = open_page(page, app_url + "/?mask=causal&layer=1&head=2", wait_idle)
+    cells, _ = read_map(page, found[0], 6)
     with page.expect_download() as info:
         page.get_by_role("button", name="Download JSON").click()
     assert info.value.suggested_filename == "attention_self-attention_L1_H2.json"
     data = json.loads(Path(info.value.path()).read_text())
     assert (data["layer"], data["head"], data["config"]["mask"]) == (1, 2, "causal")
-    for row_shown, row_json, row_allowed in zip(shown, data["weights"], data["allowed"], strict=True):
-        for s, w, ok in zip(row_shown, row_json, row_allowed, strict=True):
-            assert math.isnan(s) if not ok else s == pytest.approx(w, abs=1e-7)
+    for row_shown, row_json, row_allowed in zip(cells, data["weights"], data["allowed"], strict=True):
+        for shown, weight, ok in zip(row_shown, row_json, row_allowed, strict=True):
+            assert (
+                ("masked" in shown["weight"]) if not ok else float(shown["weight"]) == pytest.approx(weight, abs=5e-5)
+            )
     with page.expect_download() as info:
         page.get_by_role("button", name="Download CSV").click()
     lines = Path(info.value.path()).read_text().splitlines()

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from functools import partial
 
-import plotly.graph_objects as go
 import streamlit as st
 
 from explorer.config import ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
-from explorer.figures import GRID_MAX_CELLS, attention_grid, attention_heatmap, entropy_heatmap, grid_cells, picked_map
+from explorer.figures import (
+    GRID_MAX_CELLS,
+    GRID_PICK,
+    attention_grid,
+    attention_heatmap,
+    entropy_heatmap,
+    grid_cells,
+    picked_map,
+)
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
 
@@ -49,13 +56,10 @@ def show_view_notes() -> None:
         st.warning(message, icon=":material/link_off:")
 
 
-def pick_from_grid(fig: go.Figure) -> None:
+def pick_from_grid() -> None:
     """on_select callback of the grid: show the clicked map in the big heatmap."""
     event = st.session_state.get("grid")
-    points = event.selection.points if event is not None else []
-    if not points:
-        return
-    picked = picked_map(fig, points[0])
+    picked = picked_map(event.selection if event is not None else {})
     if picked is not None:
         st.session_state["layer"], st.session_state["head"] = picked
 
@@ -86,7 +90,7 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
     head_index = None if head == AVERAGE else int(head)
     if head_index is None:
         st.info(f"Showing the **average** of all {maps.n_heads} heads of layer {layer}, not a single head.")
-    st.plotly_chart(attention_heatmap(maps, layer, head_index), key="heatmap", theme=None)
+    st.vega_lite_chart(attention_heatmap(maps, layer, head_index), key="heatmap", theme=None, width="content")
     empty = maps.empty_rows
     if empty.any():
         n_empty = int(empty.sum())
@@ -128,14 +132,13 @@ def grid(maps: AttentionMaps) -> None:
         )
         return
     st.caption("Rows are layers, columns are heads. Click a map to show it large above.")
-    fig = attention_grid(maps)
-    st.plotly_chart(
-        fig,
+    st.vega_lite_chart(
+        attention_grid(maps),
         key="grid",
         theme=None,
-        on_select=partial(pick_from_grid, fig),
-        selection_mode="points",
-        config={"displayModeBar": False},
+        on_select=pick_from_grid,
+        selection_mode=GRID_PICK,
+        width="content",
     )
 
 
@@ -143,8 +146,8 @@ def entropy(maps: AttentionMaps) -> None:
     """How spread out each head's attention is."""
     st.subheader("How peaked is each head?")
     df = head_entropy(maps)
-    st.plotly_chart(entropy_heatmap(df), key="entropy", theme=None)
-    with st.expander("Entropy table"):
+    st.vega_lite_chart(entropy_heatmap(df), key="entropy", theme=None, width="content")
+    if st.toggle("Show the entropy table", key="entropy_table", help="Entropy and peakedness of every head, sortable."):
         st.dataframe(
             df,
             hide_index=True,

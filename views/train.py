@@ -347,9 +347,14 @@ def attention_forming(training: Training, norm: str, probe_maps: AttentionMaps, 
     maps = snapshot_maps(result.snapshots[steps.index(step)], probe_maps)
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(attention_heatmap(maps, layer, head), key="train_snapshot_map", theme=None)
+        st.vega_lite_chart(
+            attention_heatmap(maps, layer, head, name="snapshot", max_px=380),
+            key="train_snapshot_map",
+            theme=None,
+            width="content",
+        )
     with right:
-        st.plotly_chart(attention_grid(maps), key="train_snapshot_grid", theme=None, config={"displayModeBar": False})
+        st.vega_lite_chart(attention_grid(maps, width_px=440), key="train_snapshot_grid", theme=None, width="content")
     pattern = task_pattern(task)
     if pattern is not None and len(steps) > 1:
         history = pattern_history(result.snapshots, pattern)
@@ -379,7 +384,12 @@ def your_tokens(training: Training, norm: str, layer: int, head: int) -> None:
     maps = trace.attention_maps()["self-attention"]
     left, right = st.columns(2)
     with left:
-        st.plotly_chart(attention_heatmap(maps, layer, head), key="train_tokens_map", theme=None)
+        st.vega_lite_chart(
+            attention_heatmap(maps, layer, head, name="typed", max_px=380),
+            key="train_tokens_map",
+            theme=None,
+            width="content",
+        )
     with right:
         shown = pd.DataFrame(
             {
