@@ -161,7 +161,8 @@ def share_hint(values: dict[str, Any]) -> None:
             "The address bar holds every control (and the layer and head shown), so copying it reproduces this "
             "view. The model settings alone:"
         )
-        st.code(base + ("?" + query if query else ""), language=None, wrap_lines=True)
+        link = base + ("?" + query if query else "")
+        st.markdown(f"`{link}`")
 
 
 @st.cache_data(max_entries=64, show_spinner="Running the model…")

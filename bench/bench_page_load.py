@@ -2,8 +2,9 @@
 
 Starts the dashboard headless on a free port, then loads the small configuration from its URL again and
 again, each time in a new browser context (no cache, no cookies, a new Streamlit session), and times
-page.goto(URL) until the script run has finished, a Plotly heatmap is drawn and no skeleton is left
-("done"; the time to the first heatmap drawn is shown too). The first load after the server starts is
+page.goto(URL) until the script run has finished, every chart on the page is drawn (a Vega-Lite canvas with
+painted pixels, or a Plotly chart's SVG) and no skeleton is left ("done"; the time to the first chart drawn
+is shown too). The first load after the server starts is
 "cold" (imports, empty st.cache_*); then --loads warm loads each in a new browser context (the target
 applies to these), and --loads more in one shared context whose browser cache is warm.
 
@@ -24,7 +25,13 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from serve import CHROMIUM_ARGS, free_port, start_server, wait_health  # bench/ is on sys.path when a script here runs
+from serve import (
+    CHARTS_DRAWN,
+    CHROMIUM_ARGS,
+    free_port,
+    start_server,
+    wait_health,
+)  # bench/ is on sys.path when a script here runs
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.5  # seconds from navigation to a drawn heatmap, warm
@@ -35,26 +42,51 @@ SMALL = {
     "d_ff": 1024,
     "tokens": "the cat sat on the mat while a small dog ran after it across the long green field",  # 16 words
 }
-# --baseline: the least a Streamlit page with one heatmap costs on this machine, to compare the app with.
-BASELINE_APP = """import numpy as np
+# --baseline: the least a Streamlit page costs on this machine, bare and with one small heatmap, for scale.
+BASELINE_APPS = {
+    "bare page": """import streamlit as st
+
+st.set_page_config(layout="wide")
+st.sidebar.text_input("Tokens", "the cat sat on the mat")
+st.title("Attention")
+""",
+    "bare page + 1 Vega-Lite heatmap": """import numpy as np
+import pandas as pd
+import streamlit as st
+
+st.set_page_config(layout="wide")
+st.sidebar.text_input("Tokens", "the cat sat on the mat")
+st.title("Attention")
+z = np.random.default_rng(0).random((16, 16))
+cells = pd.DataFrame([(q, k, z[q, k]) for q in range(16) for k in range(16)], columns=["q", "k", "w"])
+st.vega_lite_chart(cells, {"mark": "rect", "width": 500, "height": 500, "encoding": {
+    "x": {"field": "k", "type": "ordinal"}, "y": {"field": "q", "type": "ordinal"},
+    "color": {"field": "w", "type": "quantitative"}, "tooltip": [{"field": "w"}]}})
+""",
+    "bare page + 1 Plotly heatmap": """import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
 st.set_page_config(layout="wide")
 st.sidebar.text_input("Tokens", "the cat sat on the mat")
+st.title("Attention")
 st.plotly_chart(go.Figure(go.Heatmap(z=np.random.default_rng(0).random((16, 16)))))
-"""
+""",
+}
 LOCAL = re.compile(r"^(https?|wss?)://127\.0\.0\.1[:/]|^(data|blob|about):")
-HEATMAP_DRAWN = """[...document.querySelectorAll(".js-plotly-plot")].some(
-    (plot) => (plot._fullData || []).some((t) => t.type === "heatmap" || t.type === "image")
-        && plot.querySelector(".heatmaplayer image, .imagelayer image"))"""
-FIRST_HEATMAP = "() => " + HEATMAP_DRAWN
-# Done: the script run has finished, a heatmap is drawn in a Plotly chart, and nothing is still a skeleton.
+FIRST_CHART = f"""() => {{
+    const drawn = {CHARTS_DRAWN};
+    if (drawn.length) return drawn.some(Boolean);
+    const app = document.querySelector("[data-testid='stApp']");
+    return !!app && app.getAttribute("data-test-script-state") === "notRunning" && !!document.querySelector("h1");
+}}"""
+# Done: the script run has finished, nothing is still a skeleton, and every chart on the page is drawn.
 READY = f"""() => {{
     const app = document.querySelector("[data-testid='stApp']");
     if (!app || app.getAttribute("data-test-script-state") !== "notRunning") return false;
     if (document.querySelector("[data-testid='stSkeleton']")) return false;
-    return {HEATMAP_DRAWN};
+    if (!document.querySelector("h1")) return false;
+    return {CHARTS_DRAWN}.every(Boolean);
 }}"""
 
 
@@ -71,9 +103,9 @@ def load_once(browser, context, url: str, timeout_ms: int) -> tuple[float, float
     try:
         t0 = time.perf_counter()
         page.goto(url)
-        page.wait_for_function(FIRST_HEATMAP, timeout=timeout_ms, polling="raf")
+        page.wait_for_function(FIRST_CHART, timeout=timeout_ms, polling=50)
         first = time.perf_counter() - t0
-        page.wait_for_function(READY, timeout=timeout_ms, polling="raf")
+        page.wait_for_function(READY, timeout=timeout_ms, polling=50)
         done = time.perf_counter() - t0
         problems += [f"exception: {e.inner_text()[:200]}" for e in page.locator("[data-testid='stException']").all()]
         return first, done, problems
@@ -90,7 +122,7 @@ def report(name: str, loads: list[tuple[float, float]], note: str, target: float
     ok = target is None or done <= target
     verdict = "" if target is None else f"<= {target} s {'ok' if ok else 'OVER'}"
     spread = f"{min(t[1] for t in loads):.2f}-{max(t[1] for t in loads):.2f}" if len(loads) > 1 else ""
-    print(f"{name:34} {len(loads):>5} {first:>9.2f} {done:>9.2f} {spread:>11}  {verdict:12} {note}")
+    print(f"{name:46} {len(loads):>5} {first:>9.2f} {done:>9.2f} {spread:>11}  {verdict:12} {note}")
     return ok
 
 
@@ -128,7 +160,7 @@ def main() -> int:
     ap.add_argument("--loads", type=int, default=5, help="warm loads of each kind after the cold one")
     ap.add_argument("--query", default=urlencode(SMALL), help="query string with the configuration")
     ap.add_argument("--timeout", type=float, default=60, help="seconds one load may take")
-    ap.add_argument("--baseline", action="store_true", help="also time a one-heatmap Streamlit page, for scale")
+    ap.add_argument("--baseline", action="store_true", help="also time bare Streamlit pages, for scale")
     ap.add_argument("--strict", action="store_true", help="exit 1 when the warm median is over the target")
     args = ap.parse_args()
     if not (ROOT / args.app).exists():
@@ -138,15 +170,15 @@ def main() -> int:
     timeout_ms = int(args.timeout * 1000)
     with tempfile.TemporaryFile() as log:
         results = {args.app: measure(args.app, args.query, args.loads, timeout_ms, log)}
-    if args.baseline:
+    for name, source in BASELINE_APPS.items() if args.baseline else ():
         with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as log:
             baseline = Path(folder) / "baseline.py"
-            baseline.write_text(BASELINE_APP)
-            results["baseline"] = measure(str(baseline), args.query, args.loads, timeout_ms, log)
+            baseline.write_text(source)
+            results[name] = measure(str(baseline), args.query, args.loads, timeout_ms, log)
     print("page load in Chromium: goto -> heatmap drawn, script idle, no skeleton; medians in seconds")
     print(f"  {os.cpu_count()} cpus, load average {load} at the start")
     print(f"  /?{args.query}")
-    print(f"{'load':34} {'loads':>5} {'1st map':>9} {'done':>9} {'done range':>11}  {'target':12} what")
+    print(f"{'load':46} {'loads':>5} {'1st map':>9} {'done':>9} {'done range':>11}  {'target':12} what")
     ok = True
     for app, (cold, fresh, cached) in results.items():
         target = TARGET if app == args.app else None

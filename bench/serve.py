@@ -21,6 +21,17 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
+# Whether each chart on the page is drawn: a Vega-Lite canvas with painted pixels, or a Plotly chart's SVG.
+CHARTS_DRAWN = """(() => {
+    const painted = (c) => c.width > 0 && c.height > 0
+        && c.getContext("2d").getImageData(0, 0, c.width, c.height).data.some((v, i) => i % 4 === 3 && v > 0);
+    const vega = [...document.querySelectorAll("[data-testid='stVegaLiteChart']")].map(
+        (chart) => [...chart.querySelectorAll("canvas")].some(painted) || !!chart.querySelector("svg.marks g"));
+    const plotly = [...document.querySelectorAll("[data-testid='stPlotlyChart']")].map(
+        (chart) => !!chart.querySelector(".main-svg"));
+    return [...vega, ...plotly];
+})()"""
+
 
 def free_port() -> int:
     with socket.socket() as s:
