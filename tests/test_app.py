@@ -245,3 +245,13 @@ def test_url_param_for_an_impossible_combination(at):
     at.run()
     assert_ok(at)
     assert any("divisible" in e.value for e in at.error)
+
+
+def test_share_hint_holds_exactly_the_changed_settings(at):
+    at.query_params.update({"n_heads": "2", "norm": "pre", "tokens": "a b c"})
+    at.run()
+    assert_ok(at)
+    links = [m.value for m in at.sidebar.markdown if "n_heads=" in m.value]
+    assert len(links) == 1
+    query = links[0].strip("`").split("?", 1)[1]
+    assert sorted(query.split("&")) == ["n_heads=2", "norm=pre", "tokens=a%20b%20c"]
