@@ -42,14 +42,34 @@ def map_title(maps: AttentionMaps, layer: int, head: int | None) -> str:
     return f"{maps.kind} · layer {layer} · {which}"
 
 
-def attention_heatmap(maps: AttentionMaps, layer: int, head: int | None, name: str = "map", max_px: int = 640) -> dict:
+def attention_heatmap(
+    maps: AttentionMaps,
+    layer: int,
+    head: int | None,
+    name: str = "map",
+    max_px: int = 640,
+    window: tuple[int, int, int, int] | None = None,
+) -> dict:
     """One attention map: keys across (x), queries down (y, first on top); grey = masked; ⊘ = no allowed key.
-    `name` names the chart's table and parameters (two maps on one page need two names)."""
+
+    `name` names the chart's table and parameters (two maps on one page need two names). `window` =
+    (first query, end query, first key, end key) draws only that part of the map, with its own labels: a map
+    too big for hover (see explorer.vega.MAX_CELLS) gets hover back in a window that is small enough.
+    """
     weights = attention_matrix(maps, layer, head)  # [Tq, Tk]
     allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
     empty = maps.empty_rows  # [Tq]
     queries = token_labels(maps.query_tokens, escape=False)
+    keys = token_labels(maps.key_tokens, escape=False)
+    tq, tk = weights.shape
+    q0, q1, k0, k1 = window or (0, tq, 0, tk)
+    if not (0 <= q0 < q1 <= tq and 0 <= k0 < k1 <= tk):
+        raise ValueError(f"window {window} is outside the {tq} x {tk} map")
+    rows, cols = slice(q0, q1), slice(k0, k1)
+    weights, allowed, empty = weights[rows, cols], allowed[rows, cols], empty[rows]  # [q1 - q0, k1 - k0]
     notes = []
+    if (q1 - q0, k1 - k0) != (tq, tk):
+        notes.append(f"queries {q0}–{q1 - 1} and keys {k0}–{k1 - 1} of {tq} × {tk}")
     n_masked = int((~allowed).sum())
     if n_masked:
         notes.append(f"grey = masked, may not attend ({n_masked} of {allowed.size} cells)")
@@ -61,8 +81,8 @@ def attention_heatmap(maps: AttentionMaps, layer: int, head: int | None, name: s
         allowed,
         WEIGHTS,
         name=name,
-        x_labels=token_labels(maps.key_tokens, escape=False),
-        y_labels=[EMPTY_ROW_MARK + q if e else q for q, e in zip(queries, empty, strict=True)],
+        x_labels=keys[cols],
+        y_labels=[EMPTY_ROW_MARK + q if e else q for q, e in zip(queries[rows], empty, strict=True)],
         x_title="key (source)" if cross else "key",
         y_title="query (target)" if cross else "query",
         value_title="mean weight" if head is None else "weight",

@@ -255,3 +255,22 @@ def test_share_hint_holds_exactly_the_changed_settings(at):
     assert len(links) == 1
     query = links[0].strip("`").split("?", 1)[1]
     assert sorted(query.split("&")) == ["n_heads=2", "norm=pre", "tokens=a%20b%20c"]
+
+
+def test_big_maps_offer_a_zoom_window_with_hover(at):
+    words = " ".join(f"w{i}" for i in range(130))
+    at.query_params.update({"tokens": words, "n_layers": "1", "n_heads": "1"})
+    at.run()
+    assert_ok(at)
+    assert main_heatmap(at).image is not None  # 130 x 130 cells: one image
+    at.toggle(key="zoom").set_value(True).run()
+    at.slider(key="zoom_query").set_value(2).run()
+    assert_ok(at)
+    drawn = main_heatmap(at)
+    assert drawn.image is None and drawn.values.shape == (128, 128)
+    expected = explorer.run(ModelConfig(n_layers=1, n_heads=1), words).attention[0, 0]  # [130, 130]
+    np.testing.assert_array_equal(drawn.values, expected[2:130, 0:128])
+    assert drawn.y_labels[0] == "w2"
+    small = AppTest.from_file(APP, default_timeout=60)
+    small.run()
+    assert not [t for t in small.toggle if t.key == "zoom"]

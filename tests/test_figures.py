@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from explorer.figures import (
     GRID_MAX_CELLS,
@@ -188,3 +189,18 @@ def test_entropy_heatmap_values(make_maps):
     assert scale["domain"][-1] == df["max_entropy"].iloc[0] and scale["domain"][0] == 0
     assert (drawn.x_title, drawn.y_title) == ("head", "layer")
     assert drawn.x_labels == ["H0", "H1", "H2"] and drawn.y_labels == ["L0", "L1"]
+
+
+def test_a_window_draws_part_of_a_big_map_with_its_own_labels(make_maps):
+    side = 140
+    tokens = [f"w{i}" for i in range(side)]
+    maps = make_maps(n_layers=1, n_heads=2, tokens=tokens, allowed=causal(side))
+    drawn = one_matrix(attention_heatmap(maps, 0, 1, window=(10, 138, 5, 133)))
+    assert drawn.image is None  # 128 x 128 cells: drawn one by one, with hover
+    np.testing.assert_array_equal(drawn.masked, ~causal(side)[10:138, 5:133])
+    allowed = ~drawn.masked
+    np.testing.assert_array_equal(drawn.values[allowed], maps.weights[0, 1, 10:138, 5:133][allowed])
+    assert drawn.x_labels[0] == "w5" and drawn.y_labels[0] == "w10" and len(drawn.y_labels) == 128
+    assert "queries 10–137 and keys 5–132 of 140 × 140" in drawn.title
+    with pytest.raises(ValueError, match="outside"):
+        attention_heatmap(maps, 0, 1, window=(0, 141, 0, 10))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import streamlit as st
@@ -19,6 +20,7 @@ from explorer.figures import (
 )
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
+from explorer.vega import MAX_CELLS
 
 AVERAGE = "average of heads"
 VIEW_NOTES_KEY = "_view_notes"
@@ -69,6 +71,28 @@ def _code(text: str) -> str:
     return text.replace("`", "'")[:40]
 
 
+def zoom_window(maps: AttentionMaps) -> tuple[int, int, int, int] | None:
+    """For a map too big for hover: an optional window of at most MAX_CELLS cells that gets hover back."""
+    tq, tk = maps.weights.shape[-2:]  # [L, H, Tq, Tk]
+    if tq * tk <= MAX_CELLS:
+        return None
+    side = math.isqrt(MAX_CELLS)
+    zoom = st.toggle(
+        f"Zoom into {min(side, tq)} × {min(side, tk)} tokens, with hover",
+        key="zoom",
+        bind="query-params",
+        help=f"This map has {tq} × {tk} cells, too many to hover one by one in a browser, so it is drawn whole as "
+        "an image. A window shows every weight on hover; the downloads always hold the whole map.",
+    )
+    if not zoom:
+        st.caption("Hover is off for a map this big: zoom in to read single weights, or download them.")
+        return None
+    left, right = st.columns(2)
+    q0 = left.slider("First query", 0, max(0, tq - side), 0, key="zoom_query", bind="query-params")
+    k0 = right.slider("First key", 0, max(0, tk - side), 0, key="zoom_key", bind="query-params")
+    return q0, min(tq, q0 + side), k0, min(tk, k0 + side)
+
+
 def view_options(maps: AttentionMaps) -> tuple[list[int], list]:
     """Options of the layer and head selectors (the head average last)."""
     return list(range(maps.n_layers)), [*range(maps.n_heads), AVERAGE]
@@ -90,7 +114,10 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
     head_index = None if head == AVERAGE else int(head)
     if head_index is None:
         st.info(f"Showing the **average** of all {maps.n_heads} heads of layer {layer}, not a single head.")
-    st.vega_lite_chart(attention_heatmap(maps, layer, head_index), key="heatmap", theme=None, width="content")
+    window = zoom_window(maps)
+    st.vega_lite_chart(
+        attention_heatmap(maps, layer, head_index, window=window), key="heatmap", theme=None, width="content"
+    )
     empty = maps.empty_rows
     if empty.any():
         n_empty = int(empty.sum())
