@@ -1,62 +1,86 @@
-"""Plotly builders for the Compare page: A and B on one colour scale, A - B on a diverging scale, and per-layer
-statistics of A and B on the same axes (no Streamlit here)."""
+"""Vega-Lite charts for the Compare page: A and B on one colour scale, A - B on a diverging scale centred on 0, the
+heads ranked by how much they changed (click one to show it), and per-layer statistics of A and B on the same
+axes. Specs are dicts whose tables are DataFrames under "datasets" (see explorer/vega.py; no Streamlit here)."""
 
 from __future__ import annotations
 
-import html
+import json
 import math
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from explorer.compare import PER_LAYER
-from explorer.figures import COLOURSCALE, MASKED_COLOUR, MASKED_NAME, token_labels
+from explorer.figures import GRID_PICK, token_labels
 from explorer.trace import AttentionMaps
+from explorer.vega import BLUES, MAX_CELL_PX, Ramp, chart, concat, matrix_spec
 
 A_COLOUR = "#1f5fa8"  # A is blue everywhere: its lines, and A - B > 0 (A attends more)
 B_COLOUR = "#c2410c"  # B is orange-red: its lines, and A - B < 0 (B attends more)
-DIFFERENCE_SCALE = [[0.0, B_COLOUR], [0.5, "#ffffff"], [1.0, A_COLOUR]]  # centred on 0 by zmid
+WEIGHTS = Ramp(BLUES, 0.0, 1.0)  # A's and B's weights: one scale, 0 = near white, 1 = dark blue
+ORANGES = ("#fff5eb", "#fee6ce", "#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d94801", "#a63603", "#7f2704")
 MAX_CELL_TEXT_SIDE = 8  # write the value in each cell while a map is at most this many tokens a side
 MAX_X_TICKS = 12  # token labels across a map (the maps are narrow); above this only every n-th is labelled
 MAX_Y_TICKS = 24  # token labels down a map
-MAP_HEIGHT = 420  # px; cells are kept square (scaleanchor), so a map is as wide as this allows
+PAIR_PX = 210  # px along the longer side of A's and of B's map (the two fit a 5/8 column of the wide layout)
+DIFFERENCE_PX = 215  # px along the longer side of the A - B map (3/8 of the width, with its own legend)
+TICK_PX = 15  # px between two labelled ticks at least, so that token labels never overlap
+LABEL_LIMIT = 80  # px: a long token is cut short (with …) on the maps' axes rather than squeezing the map
 ROUNDING = 1e-5  # |A - B| below this is float32 rounding (e.g. the same words in another order, no positions)
+RANKING_PICK = GRID_PICK  # the ranking heatmap's click selection: {"pick": [{"layer": ..., "head": ...}]}
 STATISTIC_TITLES = {
     "residual RMS": "Residual stream RMS",
     "residual std": "Residual stream std",
     "gradient norm": "Gradient norm of each block",
     "attention entropy": "Self-attention entropy (nats, mean of heads)",
 }
+LINE_WIDTH, LINE_HEIGHT = 400, 190  # px of each per-layer panel
+MAX_LAYER_TICKS = 13
 
 
-def _ticks(labels: list[str], most: int) -> list[str]:
-    every = math.ceil(len(labels) / most)
-    return labels[::every]
+def difference_ramp(half: float) -> Ramp:
+    """B's colour at -half, white at 0, A's colour at +half: the A - B scale, centred on 0."""
+    return Ramp((B_COLOUR, "#ffffff", A_COLOUR), -half, half, dark="ends")
 
 
-def _masked(allowed: np.ndarray) -> np.ndarray:
-    """[Tq, Tk] float32: 1 where masked, NaN (drawn as nothing) where allowed."""
-    return np.where(allowed, np.nan, 1.0).astype(np.float32)
+def tick_counts(tq: int, tk: int, max_px: int) -> tuple[int, int]:
+    """How many token labels fit across (x) and down (y) a [Tq, Tk] map drawn at most max_px a side."""
+    cell = min(MAX_CELL_PX, max_px / max(tq, tk))  # px per cell, as matrix_spec draws it
+    across = max(2, min(MAX_X_TICKS, int(cell * tk / TICK_PX)))
+    down = max(2, min(MAX_Y_TICKS, int(cell * tq / TICK_PX)))
+    return across, down
 
 
-def _grey(z: np.ndarray, x: list[str], y: list[str], hover: str) -> go.Heatmap:
-    return go.Heatmap(
-        z=z,
-        x=x,
-        y=y,
-        zmin=0.0,
-        zmax=1.0,
-        colorscale=[[0.0, MASKED_COLOUR], [1.0, MASKED_COLOUR]],
-        showscale=False,
-        hovertemplate=hover,
-        name=MASKED_NAME,
-    )
+def _literal(text: str) -> str:
+    """A string literal for a Vega expression."""
+    return json.dumps(text)
 
 
-def _gap(tq: int, tk: int) -> int:
-    return 1 if max(tq, tk) <= 40 else 0
+def _layers(spec: dict) -> list[dict]:
+    """The cell layers of a matrix_spec view that hover (not the image or legend-only layers)."""
+    return [layer for layer in spec.get("layer", []) if "tooltip" in layer.get("encoding", {})]
+
+
+def _set_tooltip(spec: dict, tooltip: list[dict], transform: list[dict] | None = None) -> None:
+    """Give every hovering layer of a matrix_spec view this tooltip (and the transforms it needs)."""
+    for layer in _layers(spec):
+        layer["encoding"]["tooltip"] = tooltip
+        if transform:
+            layer["transform"] = [*layer["transform"], *transform]
+
+
+def _axis(spec: dict, channel: str, **props: object) -> None:
+    """Change the axis of a matrix_spec view (it lives on its first layer)."""
+    axis = spec["layer"][0]["encoding"][channel].get("axis")
+    if axis is not None:
+        axis.update(props)
+
+
+def _passive_text(spec: dict) -> None:
+    """Cell text lets hover and clicks through to the cell under it."""
+    for layer in spec.get("layer", []):
+        if isinstance(layer.get("mark"), dict) and layer["mark"].get("type") == "text":
+            layer["mark"]["interactive"] = False
 
 
 def side_title(name: str, maps: AttentionMaps | None, layer: int, head: int, missing: str | None) -> str:
@@ -64,6 +88,57 @@ def side_title(name: str, maps: AttentionMaps | None, layer: int, head: int, mis
     if maps is None or missing:
         return f"{name}: {missing or 'no such attention'}"
     return f"{name} · layer {layer} · head {head}"
+
+
+def _empty_side(title: str, px: int) -> dict:
+    """A view with only a title and a word in the middle, for a side that has no such map."""
+    return {
+        "title": {"text": title, "anchor": "start"},
+        "width": px,
+        "height": px,
+        "data": {"values": [{"note": "nothing to show"}]},
+        "mark": {"type": "text", "color": "#888888", "fontSize": 13},
+        "encoding": {"text": {"field": "note"}},
+    }
+
+
+def _side(maps: AttentionMaps, name: str, prefix: str, layer: int, head: int, show_queries: bool) -> dict:
+    """One side of the pair: its map of [layer, head] as a matrix view whose hover starts with the side's name."""
+    weights = np.asarray(maps.weights[layer, head], dtype=np.float32)  # [Tq, Tk]
+    allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
+    tq, tk = weights.shape
+    cross = maps.kind == "cross-attention"
+    x_title, y_title = ("key (source)", "query (target)") if cross else ("key", "query")
+    across, down = tick_counts(tq, tk, PAIR_PX)
+    view = matrix_spec(
+        weights,
+        allowed,
+        WEIGHTS,
+        name=prefix,
+        x_labels=token_labels(maps.key_tokens, escape=False),
+        y_labels=token_labels(maps.query_tokens, escape=False),
+        x_title=x_title,
+        y_title=y_title,
+        value_title="weight",
+        title=side_title(name, maps, layer, head, None),
+        text_format=".2f" if max(tq, tk) <= MAX_CELL_TEXT_SIDE else None,
+        masked_text="masked: weight 0",
+        max_px=PAIR_PX,
+        max_x_ticks=across,
+        max_y_ticks=down,
+    )
+    tooltip = [
+        {"field": "side", "title": "model"},
+        {"field": "query", "title": y_title},
+        {"field": "key", "title": x_title},
+        {"field": "shown", "title": "weight"},
+    ]
+    _set_tooltip(view, tooltip, [{"calculate": _literal(name), "as": "side"}])
+    _axis(view, "x", labelAngle=-45 if tk > MAX_CELL_TEXT_SIDE else 0, labelLimit=LABEL_LIMIT)
+    _axis(view, "y", labelLimit=LABEL_LIMIT)
+    if not show_queries:  # B's rows are A's queries: A's labels serve both
+        _axis(view, "y", labels=False, title=None)
+    return view
 
 
 def pair_heatmaps(
@@ -74,8 +149,8 @@ def pair_heatmaps(
     *,
     names: tuple[str, str] = ("A", "B"),
     missing: tuple[str | None, str | None] = (None, None),
-) -> go.Figure:
-    """A's and B's map of one layer and head side by side on ONE colour scale (0 to 1, one colour bar).
+) -> dict:
+    """A's and B's map of one layer and head side by side on ONE colour scale (0 to 1, one legend "weight").
 
     A side is left empty, with its title saying why, when its maps are None or `missing` names what it lacks
     (e.g. "B has no layer 3"). Grey cells are masked (weight exactly 0)."""
@@ -83,71 +158,16 @@ def pair_heatmaps(
     for maps, name, why in zip((maps_a, maps_b), names, missing, strict=True):
         usable = maps is not None and why is None and layer < maps.n_layers and head < maps.n_heads
         sides.append((maps if usable else None, name, why))
-    titles = [html.escape(side_title(name, maps, layer, head, why)) for maps, name, why in sides]
     same_queries = all(m is not None for m, _, _ in sides) and sides[0][0].query_tokens == sides[1][0].query_tokens
-    fig = make_subplots(rows=1, cols=2, subplot_titles=titles, horizontal_spacing=0.04 if same_queries else 0.12)
-    for col, (maps, name, _) in enumerate(sides, start=1):
+    views = []
+    for i, (maps, name, why) in enumerate(sides):
         if maps is None:
-            fig.update_xaxes(visible=False, row=1, col=col)
-            fig.update_yaxes(visible=False, row=1, col=col)
+            views.append(_empty_side(side_title(name, None, layer, head, why), PAIR_PX))
             continue
-        weights = np.asarray(maps.weights[layer, head], dtype=np.float32)  # [Tq, Tk]
-        allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
-        x, y = token_labels(maps.key_tokens), token_labels(maps.query_tokens)
-        tq, tk = weights.shape
-        gap = _gap(tq, tk)
-        trace = go.Heatmap(
-            z=np.where(allowed, weights, np.nan).astype(np.float32),
-            x=x,
-            y=y,
-            coloraxis="coloraxis",
-            hovertemplate=f"{name}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>",
-            name=name,
-            xgap=gap,
-            ygap=gap,
-        )
-        if max(tq, tk) <= MAX_CELL_TEXT_SIDE:
-            trace.update(texttemplate="%{z:.2f}", textfont=dict(size=10))
-        fig.add_trace(trace, row=1, col=col)
-        if not allowed.all():
-            hover = f"{name}<br>query %{{y}}<br>key %{{x}}<br>masked: weight 0<extra></extra>"
-            fig.add_trace(_grey(_masked(allowed), x, y, hover), row=1, col=col)
-        cross = maps.kind == "cross-attention"
-        fig.update_xaxes(
-            title_text="key (source)" if cross else "key",
-            type="category",
-            tickmode="array",
-            tickvals=_ticks(x, MAX_X_TICKS),
-            tickangle=-45 if tk > 8 else 0,
-            automargin=True,
-            row=1,
-            col=col,
-        )
-        shared_labels = same_queries and col == 2  # B's rows are A's queries: A's labels serve both
-        fig.update_yaxes(
-            title_text=None if shared_labels else ("query (target)" if cross else "query"),
-            showticklabels=not shared_labels,
-            ticks="" if shared_labels else "outside",
-            type="category",
-            autorange="reversed",
-            tickmode="array",
-            tickvals=_ticks(y, MAX_Y_TICKS),
-            automargin=True,
-            scaleanchor="x" if col == 1 else "x2",  # square cells
-            constrain="domain",
-            constraintoward="top",  # the map right under its title
-            row=1,
-            col=col,
-        )
-        fig.update_xaxes(constrain="domain", row=1, col=col)
-    fig.update_layout(
-        coloraxis=dict(cmin=0.0, cmax=1.0, colorscale=COLOURSCALE, colorbar=dict(title=dict(text="weight"), len=0.9)),
-        height=MAP_HEIGHT,
-        margin=dict(l=10, r=10, t=60, b=10),
-        plot_bgcolor="white",
-        showlegend=False,
-    )
-    return fig
+        views.append(_side(maps, name, f"side_{i}", layer, head, show_queries=not (same_queries and i == 1)))
+    spec = concat(views, shared_colour=True)
+    spec["spacing"] = 12 if same_queries else 24
+    return spec
 
 
 def difference_range(difference: np.ndarray) -> float:
@@ -157,181 +177,239 @@ def difference_range(difference: np.ndarray) -> float:
     return largest if largest > 0 else 1.0
 
 
+def difference_verdict(largest: float) -> str:
+    """What the largest |A - B| drawn means: exactly 0, float32 rounding, or a real difference."""
+    if largest == 0:
+        return "identical: every difference is exactly 0"
+    if largest < ROUNDING:
+        return f"largest |A − B| = {largest:.1e}: float32 rounding, A and B agree"
+    return f"largest |A − B| = {largest:.4f}"
+
+
 def difference_heatmap(
     maps_a: AttentionMaps,
     maps_b: AttentionMaps,
     difference: np.ndarray,
     layer: int,
     head: int,
-) -> go.Figure:
-    """A - B of one layer and head ([Tq, Tk], from attention_difference) on a diverging scale centred on 0,
-    with its own colour bar titled "A − B". Blue: A attends more; orange-red: B attends more; white: equal.
-    Cells masked in both are grey; a cell masked in one only is drawn, since its weight went to or from 0."""
+) -> dict:
+    """A - B of one layer and head ([Tq, Tk], from attention_difference) on a diverging scale centred on 0, with
+    its own legend titled "A − B". Blue: A attends more; orange-red: B attends more; white: equal. Hover gives A,
+    B and A − B. Cells masked in both are grey; a cell masked in one only is drawn, since its weight went to or
+    from 0."""
     allowed_a, allowed_b = np.asarray(maps_a.allowed, bool), np.asarray(maps_b.allowed, bool)  # [Tq, Tk]
-    either = allowed_a | allowed_b
-    z = np.where(either, difference, np.nan).astype(np.float32)  # [Tq, Tk]
-    weights = np.stack([maps_a.weights[layer, head], maps_b.weights[layer, head]], axis=-1)  # [Tq, Tk, 2]
-    x, y = token_labels(maps_a.key_tokens), token_labels(maps_a.query_tokens)
-    tq, tk = z.shape
-    largest = float(np.abs(z[np.isfinite(z)]).max()) if np.isfinite(z).any() else 0.0
-    half = difference_range(z)
-    gap = _gap(tq, tk)
-    main = go.Heatmap(
-        z=z,
-        x=x,
-        y=y,
-        zmin=-half,
-        zmax=half,
-        zmid=0.0,
-        colorscale=DIFFERENCE_SCALE,
-        customdata=weights,
-        colorbar=dict(title=dict(text="A − B"), len=0.9),
-        hovertemplate="query %{y}<br>key %{x}<br>A %{customdata[0]:.4f}<br>B %{customdata[1]:.4f}"
-        "<br>A − B %{z:.4f}<extra></extra>",
-        name="A − B",
-        xgap=gap,
-        ygap=gap,
-    )
-    if max(tq, tk) <= MAX_CELL_TEXT_SIDE:
-        main.update(texttemplate="%{z:.2f}", textfont=dict(size=10))
-    fig = go.Figure(main)
-    if not either.all():
-        fig.add_trace(_grey(_masked(either), x, y, "query %{y}<br>key %{x}<br>masked in A and B<extra></extra>"))
-    if largest == 0:
-        verdict = "identical: every difference is exactly 0"
-    elif largest < ROUNDING:
-        verdict = f"largest |A − B| = {largest:.1e}: float32 rounding, A and B agree"
-    else:
-        verdict = f"largest |A − B| = {largest:.4f}"
-    note = f"{verdict}<br>blue: A attends more · red: B attends more"
-    title = f"A − B · layer {layer} · head {head}<br><span style='font-size:12px'>{note}</span>"
-    fig.update_layout(
-        title=dict(text=title, x=0.0, xanchor="left", font=dict(size=16)),
-        height=MAP_HEIGHT,
-        margin=dict(l=10, r=10, t=90, b=10),
-        plot_bgcolor="white",
-    )
+    either = allowed_a | allowed_b  # [Tq, Tk]
+    values = np.asarray(difference, dtype=np.float32)  # [Tq, Tk]
+    shown = np.where(either, values, np.nan)  # [Tq, Tk]
+    largest = float(np.abs(shown[np.isfinite(shown)]).max()) if np.isfinite(shown).any() else 0.0
+    tq, tk = values.shape
     cross = maps_a.kind == "cross-attention"
-    fig.update_xaxes(
-        title_text="key (source)" if cross else "key",
-        type="category",
-        tickmode="array",
-        tickvals=_ticks(x, MAX_X_TICKS),
-        tickangle=-45 if tk > 8 else 0,
-        automargin=True,
+    x_title, y_title = ("key (source)", "query (target)") if cross else ("key", "query")
+    across, down = tick_counts(tq, tk, DIFFERENCE_PX)
+    spec = matrix_spec(
+        values,
+        either,
+        difference_ramp(difference_range(shown)),
+        name="difference",
+        x_labels=token_labels(maps_a.key_tokens, escape=False),
+        y_labels=token_labels(maps_a.query_tokens, escape=False),
+        x_title=x_title,
+        y_title=y_title,
+        value_title="A − B",
+        title=f"A − B · layer {layer} · head {head}",
+        subtitle=[difference_verdict(largest), "blue: A attends more · red: B attends more"],
+        text_format=".2f" if max(tq, tk) <= MAX_CELL_TEXT_SIDE else None,
+        masked_text="masked in A and B",
+        max_px=DIFFERENCE_PX,
+        max_x_ticks=across,
+        max_y_ticks=down,
     )
-    fig.update_yaxes(
-        title_text="query (target)" if cross else "query",
-        type="category",
-        autorange="reversed",
-        tickmode="array",
-        tickvals=_ticks(y, MAX_Y_TICKS),
-        automargin=True,
-        scaleanchor="x",  # square cells
-        constrain="domain",
-        constraintoward="top",
-    )
-    fig.update_xaxes(constrain="domain")
-    return fig
+    cells = spec.get("datasets", {}).get("difference_cells")
+    if cells is not None:  # drawn cell by cell: hover gives both weights too
+        cells["a"] = np.asarray(maps_a.weights[layer, head], dtype=np.float32).ravel()  # [Tq * Tk]
+        cells["b"] = np.asarray(maps_b.weights[layer, head], dtype=np.float32).ravel()  # [Tq * Tk]
+        tooltip = [
+            {"field": "query", "title": y_title},
+            {"field": "key", "title": x_title},
+            {"field": "a", "title": "A", "format": ".4f"},
+            {"field": "b", "title": "B", "format": ".4f"},
+            {"field": "shown", "title": "A − B"},
+        ]
+        _set_tooltip(spec, tooltip)
+    _axis(spec, "x", labelAngle=-45 if tk > MAX_CELL_TEXT_SIDE else 0, labelLimit=LABEL_LIMIT)
+    _axis(spec, "y", labelLimit=LABEL_LIMIT)
+    return chart(spec)
 
 
-def ranking_heatmap(ranking: pd.DataFrame, layer: int | None = None, head: int | None = None) -> go.Figure:
-    """Jensen-Shannon divergence (bits) per [layer, head] from head_ranking; the shown head is outlined."""
+def ranking_matrix(ranking: pd.DataFrame) -> np.ndarray:
+    """head_ranking as a [layers, heads] array of JS divergence (NaN where a head is missing)."""
     n_layers, n_heads = int(ranking["layer"].max()) + 1, int(ranking["head"].max()) + 1
     z = np.full((n_layers, n_heads), np.nan, dtype=np.float32)  # [L, H]
     z[ranking["layer"].to_numpy(), ranking["head"].to_numpy()] = ranking["js_divergence"].to_numpy()
+    return z
+
+
+def ranking_heatmap(ranking: pd.DataFrame, layer: int | None = None, head: int | None = None) -> dict:
+    """Jensen-Shannon divergence (bits) per [layer, head] from head_ranking; the shown head is outlined, and a
+    click on a head selects it (the RANKING_PICK selection, read with explorer.figures.picked_map)."""
+    z = ranking_matrix(ranking)  # [L, H]
+    n_layers, n_heads = z.shape
     top = float(np.nanmax(z)) if np.isfinite(z).any() and np.nanmax(z) > 0 else 1.0
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=[f"H{h}" for h in range(n_heads)],
-            y=[f"L{i}" for i in range(n_layers)],
-            zmin=0.0,
-            zmax=top,
-            colorscale="Oranges",
-            colorbar=dict(title=dict(text="bits")),
-            hovertemplate="layer %{y} head %{x}<br>JS divergence %{z:.4f} bits<extra></extra>",
-            xgap=1,
-            ygap=1,
-            texttemplate="%{z:.3f}" if n_layers * n_heads <= 64 else None,
-        )
+    spec = matrix_spec(
+        z,
+        None,
+        Ramp(ORANGES, 0.0, top),
+        name="ranking",
+        x_labels=[f"H{h}" for h in range(n_heads)],
+        y_labels=[f"L{i}" for i in range(n_layers)],
+        x_title="head",
+        y_title="layer",
+        value_title="JS divergence",
+        title="How much each head changed (JS divergence, bits)",
+        subtitle=["click a head to show it above"],
+        text_format=".3f" if n_layers * n_heads <= 64 else None,
+        max_px=int(min(360, 44 * max(n_layers, n_heads))),
     )
+    cells = spec.get("datasets", {}).get("ranking_cells")
+    if cells is not None:
+        order = ranking.set_index(["layer", "head"])
+        index = pd.MultiIndex.from_arrays([cells["q"], cells["k"]])
+        cells["layer"], cells["head"] = cells["q"], cells["k"]
+        cells["rank"] = pd.Series(np.arange(1, len(ranking) + 1), index=order.index).reindex(index).to_numpy()
+        cells["max_abs_difference"] = order["max_abs_difference"].reindex(index).to_numpy(dtype=np.float32)
+        tooltip = [
+            {"field": "query", "title": "layer"},
+            {"field": "key", "title": "head"},
+            {"field": "value", "title": "JS divergence (bits)", "format": ".4f"},
+            {"field": "max_abs_difference", "title": "max |A − B|", "format": ".4f"},
+            {"field": "rank", "title": f"rank (of {len(ranking)})"},
+        ]
+        _set_tooltip(spec, tooltip)
+        first = spec["layer"][0]
+        first["params"] = [{"name": RANKING_PICK, "select": {"type": "point", "fields": ["layer", "head"]}}]
+        first["mark"]["cursor"] = "pointer"
+        first["encoding"]["color"]["legend"]["title"] = "bits"
+    _passive_text(spec)
     if layer is not None and head is not None and layer < n_layers and head < n_heads:
-        fig.add_shape(
-            type="rect",
-            x0=head - 0.5,
-            x1=head + 0.5,
-            y0=layer - 0.5,
-            y1=layer + 0.5,
-            line=dict(color="black", width=2),
-        )
-    fig.update_layout(
-        title=dict(text="How much each head changed (JS divergence, bits)", x=0.0, xanchor="left", font=dict(size=14)),
-        height=int(min(520, max(220, 110 + 28 * n_layers))),
-        margin=dict(l=10, r=10, t=50, b=10),
-    )
-    fig.update_xaxes(title_text="head", side="bottom", type="category", automargin=True)
-    fig.update_yaxes(title_text="layer", type="category", autorange="reversed", automargin=True)
-    return fig
+        spec["layer"].append(
+            {
+                "data": {"values": [{"k": head, "k_end": head + 1, "q": layer, "q_end": layer + 1}]},
+                "mark": {"type": "rect", "filled": False, "stroke": "black", "strokeWidth": 2.5,
+                         "interactive": False},
+                "encoding": {"x": {"field": "k", "type": "quantitative"}, "x2": {"field": "k_end"},
+                             "y": {"field": "q", "type": "quantitative"}, "y2": {"field": "q_end"}},
+            }
+        )  # fmt: skip
+    return chart(spec)
 
 
-def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> go.Figure:
-    """A 2 x 2 grid, one panel per statistic of per_layer_comparison, A and B as two lines on the same axes.
-    Layer -1 is the input (embedding + position); layers only one model has are shaded."""
-    fig = make_subplots(
-        rows=2,
-        cols=2,
-        subplot_titles=[STATISTIC_TITLES[s] for s in PER_LAYER],
-        horizontal_spacing=0.1,
-        vertical_spacing=0.2,
-    )
-    for i, statistic in enumerate(PER_LAYER):
-        row, col = i // 2 + 1, i % 2 + 1
-        rows = table[table["statistic"] == statistic].sort_values("layer")
-        for column, name, colour, dash in (("a", names[0], A_COLOUR, "solid"), ("b", names[1], B_COLOUR, "dash")):
-            shown = rows[rows[column].notna()]
-            fig.add_trace(
-                go.Scatter(
-                    x=shown["layer"].to_numpy(),
-                    y=shown[column].to_numpy(dtype=np.float64),
-                    mode="lines+markers",
-                    name=name,
-                    legendgroup=name,
-                    showlegend=i == 0,
-                    line=dict(color=colour, dash=dash, width=2),
-                    marker=dict(size=7, symbol="circle" if column == "a" else "diamond"),
-                    hovertemplate=f"{name}<br>layer %{{x}}<br>{statistic} %{{y:.4g}}<extra></extra>",
-                ),
-                row=row,
-                col=col,
-            )
-        only_one = rows[rows["a"].isna() != rows["b"].isna()]["layer"]
-        if len(only_one) and rows["b"].notna().any():
-            fig.add_vrect(
-                x0=float(only_one.min()) - 0.5,
-                x1=float(only_one.max()) + 0.5,
-                fillcolor="#eeeeee",
-                line_width=0,
-                layer="below",
-                row=row,
-                col=col,
-            )
-        layers = sorted(int(v) for v in rows["layer"].unique())
-        ticks = layers if len(layers) <= 13 else layers[:: math.ceil(len(layers) / 13)]
-        fig.update_xaxes(
-            tickmode="array",
-            tickvals=ticks,
-            ticktext=["input" if v == -1 else str(v) for v in ticks],
-            title_text="after block" if statistic.startswith("residual") else "block",
-            row=row,
-            col=col,
+def lines_table(table: pd.DataFrame, names: tuple[str, str]) -> pd.DataFrame:
+    """per_layer_comparison in long form: statistic, layer, model (A's or B's name) and value; a layer one model
+    lacks has no row for that model."""
+    long = table.melt(id_vars=["statistic", "layer"], value_vars=["a", "b"], var_name="model", value_name="value")
+    long = long[long["value"].notna()].copy()
+    long["model"] = long["model"].map({"a": names[0], "b": names[1]})
+    long["layer"] = long["layer"].astype(np.int32)
+    long["value"] = long["value"].astype(np.float64)
+    return long.reset_index(drop=True)
+
+
+def _panel(table: pd.DataFrame, statistic: str, names: tuple[str, str]) -> dict:
+    """One statistic of per_layer_comparison: A and B as two lines on the same axes; the layers only one model
+    has are shaded."""
+    rows = table[table["statistic"] == statistic].sort_values("layer")
+    layers = sorted(int(v) for v in rows["layer"].unique()) or [0]
+    ticks = layers if len(layers) <= MAX_LAYER_TICKS else layers[:: math.ceil(len(layers) / MAX_LAYER_TICKS)]
+    x = {
+        "field": "layer",
+        "type": "quantitative",
+        "scale": {"domain": [layers[0] - 0.5, layers[-1] + 0.5], "nice": False, "zero": False},
+        "axis": {
+            "title": "after block" if statistic.startswith("residual") else "block",
+            "values": ticks,
+            "labelExpr": "datum.value == -1 ? 'input' : datum.value",
+            "grid": True,
+            "gridColor": "#eeeeee",
+        },
+    }
+    y = {
+        "field": "value",
+        "type": "quantitative",
+        "scale": {"zero": True},
+        "axis": {"title": None, "gridColor": "#eeeeee", "format": "~g", "labelFlush": True},
+    }
+    model = {"field": "model", "type": "nominal", "title": None}
+    colour = {**model, "scale": {"domain": list(names), "range": [A_COLOUR, B_COLOUR]}}
+    dash = {**model, "scale": {"domain": list(names), "range": [[1, 0], [6, 4]]}}
+    shape = {**model, "scale": {"domain": list(names), "range": ["circle", "diamond"]}}
+    tooltip = [
+        {"field": "model", "title": "model"},
+        {"field": "layer_name", "title": "layer"},
+        {"field": "value", "title": statistic, "format": ".4g"},
+    ]
+    layers_spec: list[dict] = []
+    only_one = rows[rows["a"].isna() != rows["b"].isna()]["layer"]
+    if len(only_one) and rows["b"].notna().any():
+        layers_spec.append(
+            {
+                "data": {"values": [{"from": float(only_one.min()) - 0.5, "to": float(only_one.max()) + 0.5}]},
+                "mark": {"type": "rect", "color": "#eeeeee", "interactive": False},
+                "encoding": {"x": {"field": "from", "type": "quantitative"}, "x2": {"field": "to"}},
+            }
         )
-    fig.update_layout(
-        height=660,
-        margin=dict(l=10, r=10, t=60, b=20),
-        legend=dict(orientation="h", x=1.0, xanchor="right", y=1.08, yanchor="bottom"),
-        plot_bgcolor="white",
-    )
-    fig.update_xaxes(showgrid=True, gridcolor="#eeeeee", zeroline=False, automargin=True)
-    fig.update_yaxes(showgrid=True, gridcolor="#eeeeee", zeroline=False, rangemode="tozero", automargin=True)
-    return fig
+    layers_spec += [
+        {
+            "mark": {"type": "line", "strokeWidth": 2},
+            "encoding": {"x": x, "y": y, "color": colour, "strokeDash": dash},
+        },
+        {
+            "mark": {"type": "point", "filled": True, "size": 50, "opacity": 1},
+            "encoding": {"x": x, "y": y, "color": colour, "shape": shape, "tooltip": tooltip},
+        },
+    ]
+    title = {"text": STATISTIC_TITLES[statistic], "anchor": "start", "fontSize": 14}
+    if rows.empty:  # e.g. no gradient norms: say so in the panel rather than draw bare axes
+        return {
+            "title": title,
+            "width": LINE_WIDTH,
+            "height": LINE_HEIGHT,
+            "data": {"values": [{"note": "not available"}]},
+            "mark": {"type": "text", "color": "#888888", "fontSize": 13},
+            "encoding": {"text": {"field": "note"}},
+        }
+    return {
+        "title": title,
+        "width": LINE_WIDTH,
+        "height": LINE_HEIGHT,
+        "data": {"name": "lines"},
+        "transform": [
+            {"filter": f"datum.statistic == {_literal(statistic)}"},
+            {"calculate": "datum.layer == -1 ? 'input' : '' + datum.layer", "as": "layer_name"},
+        ],
+        "layer": layers_spec,
+    }
+
+
+def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> dict:
+    """A 2 x 2 grid, one panel per statistic of per_layer_comparison (each its own y scale), A (solid blue,
+    circles) and B (dashed orange, diamonds) as two lines on the same axes. Layer -1 is the input (embedding +
+    position), labelled "input"; layers only one model has are shaded."""
+    panels = [_panel(table, statistic, names) for statistic in PER_LAYER]
+    spec = {  # rows of an hconcat each: Streamlit draws nothing of a "concat" with "columns"
+        "vconcat": [{"hconcat": panels[i : i + 2], "spacing": 40} for i in range(0, len(panels), 2)],
+        "spacing": 30,
+        "datasets": {"lines": lines_table(table, names)},
+        "resolve": {
+            "scale": {"x": "independent", "y": "independent", "color": "shared", "strokeDash": "shared",
+                      "shape": "shared"},
+        },
+    }  # fmt: skip
+    out = chart(spec)
+    out["config"]["legend"] |= {
+        "orient": "top",
+        "direction": "horizontal",
+        "symbolStrokeWidth": 2,
+        "symbolSize": 90,
+        "labelFontSize": 13,
+    }
+    return out

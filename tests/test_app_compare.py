@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
+import pandas as pd
+import pyarrow.ipc as ipc
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -36,33 +39,70 @@ def assert_ok(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
-def specs(at: AppTest) -> list[dict]:
-    return [json.loads(chart.proto.spec) for chart in at.get("plotly_chart")]
+class Chart(NamedTuple):
+    """A Vega-Lite chart on the page: its spec, and its datasets (sent apart from the spec, as Arrow)."""
+
+    spec: dict
+    tables: dict[str, pd.DataFrame]
 
 
-def pair_spec(at: AppTest) -> dict:
-    """The A | B figure: the one whose heatmaps share a colour axis."""
-    found = [s for s in specs(at) if "coloraxis" in s["layout"]]
-    assert len(found) == 1
-    return found[0]
+def charts(at: AppTest) -> list[Chart]:
+    out = []
+    for element in at.get("vega_lite_chart"):
+        tables = {d.name: ipc.open_stream(d.data.data).read_all().to_pandas() for d in element.proto.datasets}
+        out.append(Chart(json.loads(element.proto.spec), tables))
+    return out
 
 
-def difference_spec(at: AppTest) -> dict | None:
-    found = [s for s in specs(at) if s["data"] and s["data"][0].get("name") == "A − B"]
+def chart_with(at: AppTest, dataset: str) -> Chart | None:
+    """The one chart carrying this dataset (or a dataset starting with it), None when there is none."""
+    found = [c for c in charts(at) if any(name.startswith(dataset) for name in c.tables)]
     assert len(found) <= 1
     return found[0] if found else None
 
 
-def lines_spec(at: AppTest) -> dict:
-    found = [s for s in specs(at) if s["data"] and s["data"][0].get("type") == "scatter"]
+def grid(cells: pd.DataFrame, column: str = "value") -> np.ndarray:
+    """A matrix view's cell table back to a [Tq, Tk] array of one column."""
+    out = np.zeros((int(cells["q"].max()) + 1, int(cells["k"].max()) + 1), dtype=cells[column].dtype)  # [Tq, Tk]
+    out[cells["q"].to_numpy(), cells["k"].to_numpy()] = cells[column].to_numpy()
+    return out
+
+
+def pair_chart(at: AppTest) -> Chart:
+    """The A | B maps: one chart with a view per side."""
+    found = [c for c in charts(at) if "hconcat" in c.spec]
     assert len(found) == 1
     return found[0]
 
 
-def side_weights(spec: dict, side: str, plotly_array) -> np.ndarray:
-    traces = [t for t in spec["data"] if t.get("name") == side and t["type"] == "heatmap"]
-    assert len(traces) == 1
-    return plotly_array(traces[0]["z"])
+def side_weights(chart: Chart, side: int, column: str = "value") -> np.ndarray:
+    """The map drawn for side 0 (A) or 1 (B)."""
+    return grid(chart.tables[f"side_{side}_cells"], column)
+
+
+def side_titles(chart: Chart) -> list[str]:
+    return [view["title"]["text"] for view in chart.spec["hconcat"]]
+
+
+def difference_chart(at: AppTest) -> Chart | None:
+    return chart_with(at, "difference_cells")
+
+
+def drawn_difference(at: AppTest) -> np.ndarray:
+    """A − B as drawn: [Tq, Tk], NaN where the cell is grey (masked in both)."""
+    cells = difference_chart(at).tables["difference_cells"]
+    return np.where(grid(cells, "masked"), np.nan, grid(cells))
+
+
+def ranking_cells(at: AppTest) -> pd.DataFrame | None:
+    chart = chart_with(at, "ranking_cells")
+    return chart.tables["ranking_cells"] if chart is not None else None
+
+
+def lines_table(at: AppTest) -> pd.DataFrame:
+    chart = chart_with(at, "lines")
+    assert chart is not None
+    return chart.tables["lines"]
 
 
 def traces_for(a: ModelConfig, b: ModelConfig, tokens: str = TOKENS):
@@ -84,80 +124,107 @@ def shown_config(at: AppTest, prefix: str) -> ModelConfig:
 
 
 def share_query(at: AppTest) -> dict[str, str]:
+    """The link in "Share this comparison", opened (its code block is drawn only once the box is open)."""
+    at.session_state["share_box"] = True
+    at.run()
     links = [c.value for c in at.main.code if "tokens=" in c.value]
     assert len(links) == 1
     return dict(parse_qsl(urlsplit(links[0]).query))
 
 
-def test_default_is_post_vs_pre_on_the_same_weights(at, plotly_array):
+def test_default_is_post_vs_pre_on_the_same_weights(at):
     open_compare(at)
     a = ModelConfig()
     assert shown_config(at, "b_") == default_b(a) == a.replace(norm="pre")
     assert not at.error and not at.warning
     assert any("very weights" in s.value and "norm (post → pre)" in s.value for s in at.success)
     maps_a, maps_b = traces_for(a, default_b(a))
-    pair = pair_spec(at)
-    np.testing.assert_array_equal(side_weights(pair, "A", plotly_array), maps_a.weights[0, 0])
-    np.testing.assert_array_equal(side_weights(pair, "B", plotly_array), maps_b.weights[0, 0])
-    drawn = plotly_array(difference_spec(at)["data"][0]["z"])
+    pair = pair_chart(at)
+    np.testing.assert_array_equal(side_weights(pair, 0), maps_a.weights[0, 0])
+    np.testing.assert_array_equal(side_weights(pair, 1), maps_b.weights[0, 0])
+    assert side_titles(pair) == ["A · layer 0 · head 0", "B · layer 0 · head 0"]
+    drawn = drawn_difference(at)
     expected = attention_difference(maps_a, maps_b)[0, 0]
     np.testing.assert_array_equal(drawn, expected)
     assert np.abs(drawn).max() > 1e-3  # norm placement alone changes the map
     assert len(at.get("download_button")) == 3
+    # Four Vega-Lite charts and nothing that pulls a large script into the browser on the first paint.
+    assert len(charts(at)) == 4
+    assert not at.get("plotly_chart") and not at.dataframe and not at.main.code
 
 
-def test_b_equal_to_a_shows_exactly_zero(at, plotly_array):
+def test_b_equal_to_a_shows_exactly_zero(at):
     open_compare(at, b_norm="post")
     assert shown_config(at, "b_") == ModelConfig()
     assert any("identical to A" in i.value for i in at.info)
-    spec = difference_spec(at)
-    assert (plotly_array(spec["data"][0]["z"]) == 0).all()
-    assert "exactly 0" in spec["layout"]["title"]["text"]
-    pair = pair_spec(at)
-    np.testing.assert_array_equal(side_weights(pair, "A", plotly_array), side_weights(pair, "B", plotly_array))
-    ranking = at.dataframe[0].value
-    assert (ranking["js_divergence"] == 0).all() and (ranking["max_abs_difference"] == 0).all()
-    lines = lines_spec(at)  # every per-layer statistic of B lies exactly on A's
-    a_lines = [t for t in lines["data"] if t["name"] == "A"]
-    b_lines = [t for t in lines["data"] if t["name"] == "B"]
-    for ta, tb in zip(a_lines, b_lines, strict=True):
-        np.testing.assert_array_equal(plotly_array(ta["y"]), plotly_array(tb["y"]))
+    assert (drawn_difference(at) == 0).all()
+    assert difference_chart(at).spec["title"]["subtitle"][0] == "identical: every difference is exactly 0"
+    pair = pair_chart(at)
+    np.testing.assert_array_equal(side_weights(pair, 0), side_weights(pair, 1))
+    ranking = ranking_cells(at)
+    assert (ranking["value"] == 0).all() and (ranking["max_abs_difference"] == 0).all()
+    assert any("attend identically in every head" in i.value for i in at.info)
+    lines = lines_table(at)  # every per-layer statistic of B lies exactly on A's
+    a_lines = lines[lines["model"] == "A"].sort_values(["statistic", "layer"])
+    b_lines = lines[lines["model"] == "B"].sort_values(["statistic", "layer"])
+    assert len(a_lines) == len(b_lines) > 0
+    np.testing.assert_array_equal(a_lines["value"].to_numpy(), b_lines["value"].to_numpy())
 
 
-def test_every_head_and_the_ranking_match_the_engine(at, plotly_array):
+def test_every_head_and_the_ranking_match_the_engine(at):
     open_compare(at, n_layers="3", mask="causal")
     a = ModelConfig(n_layers=3, mask="causal")
     maps_a, maps_b = traces_for(a, default_b(a))
     expected = head_ranking(maps_a, maps_b)
+    drawn = ranking_cells(at).sort_values("rank")
+    np.testing.assert_array_equal(drawn["layer"], expected["layer"])
+    np.testing.assert_array_equal(drawn["head"], expected["head"])
+    np.testing.assert_array_equal(drawn["value"], expected["js_divergence"].astype(np.float32))
+    assert not at.dataframe  # the table only when asked for
+    at.toggle(key="ranking_table").set_value(True).run()
+    assert_ok(at)
     shown = at.dataframe[0].value
+    np.testing.assert_array_equal(shown["rank"], np.arange(1, 13))
     np.testing.assert_array_equal(shown["layer"], expected["layer"])
     np.testing.assert_array_equal(shown["head"], expected["head"])
     np.testing.assert_array_equal(shown["js_divergence"], expected["js_divergence"])
+    assert len(ranking_cells(at)) == 12  # the heatmap stays, next to the table
     for layer, head in [(1, 2), (2, 3)]:
         at.selectbox(key="layer").select(layer)
         at.selectbox(key="head").select(head)
         at.run()
         assert_ok(at)
-        drawn = plotly_array(difference_spec(at)["data"][0]["z"])
+        drawn = drawn_difference(at)
         difference = attention_difference(maps_a, maps_b)[layer, head]
         allowed = maps_a.allowed | maps_b.allowed
         np.testing.assert_array_equal(drawn[allowed], difference[allowed])
         assert np.isnan(drawn[~allowed]).all()  # masked in both: grey, not a difference of 0
+        outline = chart_with(at, "ranking_cells").spec["layer"][-1]["data"]["values"]
+        assert outline == [{"k": head, "k_end": head + 1, "q": layer, "q_end": layer + 1}]  # the shown head
+
+
+def test_ranking_heatmap_is_clickable(at):
+    open_compare(at, n_layers="3")
+    (element,) = [e for e in at.get("vega_lite_chart") if "ranking_cells" in [d.name for d in e.proto.datasets]]
+    assert list(element.proto.selection_mode) == ["pick"]  # on_select: a click hands the page its layer and head
+    params = json.loads(element.proto.spec)["layer"][0]["params"]
+    assert params == [{"name": "pick", "select": {"type": "point", "fields": ["layer", "head"]}}]
 
 
 def test_most_changed_head_button_jumps_to_it(at):
     open_compare(at, n_layers="3")
-    ranking = at.dataframe[0].value
-    layer, head = int(ranking["layer"].iloc[0]), int(ranking["head"].iloc[0])
+    ranking = ranking_cells(at)
+    top = ranking[ranking["rank"] == 1]
+    layer, head = int(top["layer"].item()), int(top["head"].item())
     assert (layer, head) != (0, 0)
+    assert ranking["value"].max() == top["value"].item()
     at.button(key="most_changed").click().run()
     assert_ok(at)
     assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (layer, head)
-    spec = difference_spec(at)
-    assert f"layer {layer} · head {head}" in spec["layout"]["title"]["text"]
+    assert difference_chart(at).spec["title"]["text"] == f"A − B · layer {layer} · head {head}"
 
 
-def test_both_configurations_round_trip_through_the_url(at, plotly_array):
+def test_both_configurations_round_trip_through_the_url(at):
     query = {"norm": "pre", "n_layers": "3", "tokens": "a b c d", "b_mask": "causal", "b_seed": "3"}
     open_compare(at, **query)
     a = shown_config(at, "")
@@ -171,9 +238,7 @@ def test_both_configurations_round_trip_through_the_url(at, plotly_array):
     again = open_compare(AppTest.from_file(APP, default_timeout=120), **link)
     assert shown_config(again, "") == a and shown_config(again, "b_") == b
     assert share_query(again) == link
-    np.testing.assert_array_equal(
-        side_weights(pair_spec(again), "B", plotly_array), side_weights(pair_spec(at), "B", plotly_array)
-    )
+    np.testing.assert_array_equal(side_weights(pair_chart(again), 1), side_weights(pair_chart(at), 1))
 
 
 def test_b_follows_a_until_the_user_changes_it(at):
@@ -189,16 +254,15 @@ def test_b_follows_a_until_the_user_changes_it(at):
     assert at.selectbox(key="b_norm").value == "post"  # B stays "A with the norm flipped"
 
 
-def test_swap_updates_the_sidebar_and_b(at, plotly_array):
+def test_swap_updates_the_sidebar_and_b(at):
     open_compare(at, b_mask="causal", b_n_layers="3")
-    before_b = pair_spec(at)
+    before_b = pair_chart(at)
     at.button(key="swap").click().run()
     assert_ok(at)
     assert shown_config(at, "") == ModelConfig(norm="pre", mask="causal", n_layers=3)
     assert shown_config(at, "b_") == ModelConfig()
-    np.testing.assert_array_equal(
-        side_weights(pair_spec(at), "A", plotly_array), side_weights(before_b, "B", plotly_array)
-    )
+    np.testing.assert_array_equal(side_weights(pair_chart(at), 0), side_weights(before_b, 1))
+    np.testing.assert_array_equal(side_weights(pair_chart(at), 0, "masked"), side_weights(before_b, 1, "masked"))
     at.button(key="swap").click().run()
     assert shown_config(at, "") == ModelConfig()
     assert shown_config(at, "b_") == ModelConfig(norm="pre", mask="causal", n_layers=3)
@@ -211,50 +275,53 @@ def test_reset_b(at):
     assert shown_config(at, "b_") == default_b(ModelConfig())
 
 
-def test_shape_change_says_so_and_compares_like_for_like(at, plotly_array):
+def test_shape_change_says_so_and_compares_like_for_like(at):
     open_compare(at, b_n_heads="8")
     warnings = " ".join(w.value for w in at.warning)
     assert "n_heads (4 vs 8)" in warnings and "cannot be shared" in warnings
-    assert difference_spec(at) is None
+    assert difference_chart(at) is None
     assert any("heads" in i.value and "No A − B map" in i.value for i in at.info)
-    assert not at.dataframe  # no ranking without maps of the same shape
-    pair = pair_spec(at)
-    assert side_weights(pair, "A", plotly_array).shape == side_weights(pair, "B", plotly_array).shape == (6, 6)
+    assert ranking_cells(at) is None  # no ranking without maps of the same shape
+    pair = pair_chart(at)
+    assert side_weights(pair, 0).shape == side_weights(pair, 1).shape == (6, 6)
     assert at.selectbox(key="head").options == [str(h) for h in range(8)]
     at.selectbox(key="head").select(6).run()
     assert_ok(at)
-    titles = [a["text"] for a in pair_spec(at)["layout"]["annotations"]]
-    assert "A: A has no head 6 (it has 4)" in titles
-    assert lines_spec(at)
+    pair = pair_chart(at)
+    assert side_titles(pair) == ["A: A has no head 6 (it has 4)", "B · layer 0 · head 6"]
+    assert list(pair.tables) == ["side_1_cells"]  # A's side is empty, its title says why
+    assert len(lines_table(at))
 
 
-def test_different_width_still_subtracts_maps_with_a_caveat(at, plotly_array):
+def test_different_width_still_subtracts_maps_with_a_caveat(at):
     open_compare(at, b_d_model="128")
     assert any("d_model (64 vs 128)" in w.value and "cannot be shared" in w.value for w in at.warning)
     assert any("A − B mixes the settings you changed" in c.value for c in at.caption)
     a = ModelConfig()
     maps_a, maps_b = traces_for(a, default_b(a).replace(d_model=128))
-    drawn = plotly_array(difference_spec(at)["data"][0]["z"])
-    np.testing.assert_array_equal(drawn, attention_difference(maps_a, maps_b)[0, 0])
+    np.testing.assert_array_equal(drawn_difference(at), attention_difference(maps_a, maps_b)[0, 0])
 
 
-def test_different_layer_counts_compare_the_common_layers(at, plotly_array):
+def test_different_layer_counts_compare_the_common_layers(at):
     open_compare(at, b_n_layers="4")
     assert any("A has 2 layers and B 4" in i.value and "0 to 1" in i.value for i in at.info)
-    rms_a, rms_b = lines_spec(at)["data"][:2]  # the residual RMS panel: A, then B
-    assert (rms_a["name"], rms_b["name"]) == ("A", "B")
-    assert list(plotly_array(rms_a["x"])) == [-1, 0, 1] and list(plotly_array(rms_b["x"])) == [-1, 0, 1, 2, 3]
+    lines = lines_table(at)
+    rms = lines[lines["statistic"] == "residual RMS"]
+    assert sorted(rms.loc[rms["model"] == "A", "layer"]) == [-1, 0, 1]
+    assert sorted(rms.loc[rms["model"] == "B", "layer"]) == [-1, 0, 1, 2, 3]
+    first_panel = chart_with(at, "lines").spec["vconcat"][0]["hconcat"][0]
+    assert first_panel["layer"][0]["data"]["values"] == [{"from": 1.5, "to": 3.5}]  # B's blocks 2 and 3 shaded
 
 
-def test_impossible_b_is_an_error_not_a_traceback(at, plotly_array):
+def test_impossible_b_is_an_error_not_a_traceback(at):
     open_compare(at, b_d_model="30")
     assert any(e.value.startswith("B: ") and "divisible" in e.value for e in at.error)
-    pair = pair_spec(at)
+    pair = pair_chart(at)
     maps_a = explorer.run(ModelConfig(), TOKENS).attention_maps()["self-attention"]
-    np.testing.assert_array_equal(side_weights(pair, "A", plotly_array), maps_a.weights[0, 0])
+    np.testing.assert_array_equal(side_weights(pair, 0), maps_a.weights[0, 0])
     at.number_input(key="b_d_model").set_value(64).run()
     assert_ok(at)
-    assert not at.error and difference_spec(at) is not None
+    assert not at.error and difference_chart(at) is not None
 
 
 @pytest.mark.parametrize(("raw", "message"), [("abc", "not a whole number"), ("999", "outside 1 to 64")])
@@ -263,7 +330,7 @@ def test_junk_b_url_param_warns_and_falls_back(at, raw, message):
     warnings = [w.value for w in at.warning]
     assert any(f"b_n_heads={raw}" in w and message in w for w in warnings)
     assert at.number_input(key="b_n_heads").value == 4
-    assert difference_spec(at) is not None
+    assert difference_chart(at) is not None
 
 
 def test_b_mask_with_plus_read_as_space(at):
@@ -272,7 +339,7 @@ def test_b_mask_with_plus_read_as_space(at):
     assert not at.warning
 
 
-def test_two_inputs_on_the_same_model(at, plotly_array):
+def test_two_inputs_on_the_same_model(at):
     open_compare(at, compare="input", tokens="I love AI", positional="none")
     assert at.text_input(key="b_tokens").value == "AI love I"
     assert any("same model" in s.value for s in at.success)
@@ -281,16 +348,17 @@ def test_two_inputs_on_the_same_model(at, plotly_array):
     maps_a = explorer.run(model, "I love AI").attention_maps()["self-attention"]
     maps_b = explorer.run(model, "AI love I").attention_maps()["self-attention"]
     aligned = reorder_maps(maps_b, [2, 1, 0], [2, 1, 0])
-    drawn = plotly_array(difference_spec(at)["data"][0]["z"])
+    drawn = drawn_difference(at)
     np.testing.assert_array_equal(drawn, attention_difference(maps_a, aligned)[0, 0])
     assert np.abs(drawn).max() < 1e-6  # no positions: the same words attend the same way, in any order
+    verdict = difference_chart(at).spec["title"]["subtitle"][0]
+    assert verdict.endswith("float32 rounding, A and B agree") or verdict.endswith("exactly 0")
     at.toggle(key="align").set_value(False).run()
-    drawn = plotly_array(difference_spec(at)["data"][0]["z"])
-    np.testing.assert_array_equal(drawn, attention_difference(maps_a, maps_b)[0, 0])
+    np.testing.assert_array_equal(drawn_difference(at), attention_difference(maps_a, maps_b)[0, 0])
     at.selectbox(key="positional").select("sinusoidal").run()  # A's (and so B's) positions
     at.toggle(key="align").set_value(True).run()
     assert_ok(at)
-    assert np.abs(plotly_array(difference_spec(at)["data"][0]["z"])).max() > 1e-3
+    assert np.abs(drawn_difference(at)).max() > 1e-3
 
 
 def test_two_inputs_swap_and_reset(at):
@@ -308,14 +376,14 @@ def test_two_inputs_swap_and_reset(at):
 
 def test_two_inputs_of_different_lengths(at):
     open_compare(at, compare="input", b_tokens="a b")
-    assert difference_spec(at) is None
+    assert difference_chart(at) is None
     assert any("6 × 6 tokens" in i.value and "2 × 2" in i.value for i in at.info)
     at.text_input(key="b_tokens").input("").run()
     assert_ok(at)
     assert any(e.value.startswith("B: ") and "empty" in e.value for e in at.error)
 
 
-def test_encoder_decoder_pairs_every_kind(at, plotly_array):
+def test_encoder_decoder_pairs_every_kind(at):
     open_compare(at, arch="encoder-decoder")
     kinds = at.radio(key="kind")
     assert kinds.options == ["encoder self-attention", "decoder self-attention", "cross-attention"]
@@ -326,8 +394,10 @@ def test_encoder_decoder_pairs_every_kind(at, plotly_array):
     target = at.text_input(key="target").value
     maps_a = explorer.run(model_a, TOKENS, target).attention_maps()["cross-attention"]
     maps_b = explorer.run(model_for_b(model_a, default_b(a)), TOKENS, target).attention_maps()["cross-attention"]
-    drawn = plotly_array(difference_spec(at)["data"][0]["z"])
-    np.testing.assert_array_equal(drawn, attention_difference(maps_a, maps_b)[0, 0])
+    np.testing.assert_array_equal(drawn_difference(at), attention_difference(maps_a, maps_b)[0, 0])
+    chart = difference_chart(at)
+    x_axis, y_axis = (chart.spec["layer"][0]["encoding"][c]["axis"] for c in "xy")
+    assert (x_axis["title"], y_axis["title"]) == ("key (source)", "query (target)")
     assert at.radio(key="stack").options == ["encoder", "decoder"]
 
 
@@ -345,4 +415,4 @@ def test_a_error_gives_a_message(at):
     open_compare(at, d_model="30")
     assert any("divisible" in e.value for e in at.error)
     assert any("Fix configuration A" in i.value for i in at.info)
-    assert not at.get("plotly_chart")
+    assert not at.get("vega_lite_chart") and not at.get("plotly_chart")

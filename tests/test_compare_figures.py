@@ -24,13 +24,20 @@ from explorer.compare_figures import (
     A_COLOUR,
     B_COLOUR,
     PER_LAYER,
+    RANKING_PICK,
+    STATISTIC_TITLES,
+    WEIGHTS,
     difference_heatmap,
     difference_range,
+    difference_verdict,
     layer_lines,
     pair_heatmaps,
     ranking_heatmap,
 )
+from explorer.figures import picked_map
 from explorer.gradients import gradient_norms, layer_gradient_totals
+from explorer.trace import AttentionMaps
+from explorer.vega import MASKED_COLOUR
 
 TOKENS = "the cat sat on the mat"
 
@@ -47,72 +54,126 @@ def post_pre():
     return (a, default_b(a), *traces(a, default_b(a)))
 
 
-def heatmaps(fig, name=None):
-    return [t for t in fig.data if t.type == "heatmap" and (name is None or t.name == name)]
+def grid(cells, column: str = "value") -> np.ndarray:
+    """A matrix view's cell table back to a [Tq, Tk] array of one column."""
+    out = np.zeros((int(cells["q"].max()) + 1, int(cells["k"].max()) + 1), dtype=cells[column].dtype)  # [Tq, Tk]
+    out[cells["q"].to_numpy(), cells["k"].to_numpy()] = cells[column].to_numpy()
+    return out
+
+
+def colour(view: dict) -> dict:
+    """The colour encoding of a matrix view (on its cell layer)."""
+    return view["layer"][0]["encoding"]["color"]
+
+
+def tooltip(view: dict) -> list[tuple[str, str]]:
+    return [(t["field"], t["title"]) for t in view["layer"][0]["encoding"]["tooltip"]]
+
+
+def self_attention(post_pre):
+    *_, trace_a, trace_b = post_pre
+    return trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
 
 
 def test_pair_heatmaps_share_one_colour_scale(post_pre):
-    *_, trace_a, trace_b = post_pre
+    maps_a, maps_b = self_attention(post_pre)
+    spec = pair_heatmaps(maps_a, maps_b, 2, 1)
+    view_a, view_b = spec["hconcat"]
+    assert [v["title"]["text"] for v in (view_a, view_b)] == ["A · layer 2 · head 1", "B · layer 2 · head 1"]
+    assert spec["resolve"]["scale"]["color"] == "shared"  # one legend for both maps
+    assert colour(view_a)["scale"] == colour(view_b)["scale"] == WEIGHTS.scale()
+    assert colour(view_a)["scale"]["domain"][0] == 0.0 and colour(view_a)["scale"]["domain"][-1] == 1.0
+    assert colour(view_a)["legend"]["title"] == colour(view_b)["legend"]["title"] == "weight"
+    cells_a, cells_b = spec["datasets"]["side_0_cells"], spec["datasets"]["side_1_cells"]
+    np.testing.assert_array_equal(grid(cells_a), maps_a.weights[2, 1])
+    np.testing.assert_array_equal(grid(cells_b), maps_b.weights[2, 1])
+    np.testing.assert_array_equal(grid(cells_a, "masked"), ~maps_a.allowed)  # grey where masked
+    assert grid(cells_a, "masked").sum() == 15  # causal: the upper triangle of 6 x 6
+    assert colour(view_a)["condition"] == {"test": "datum.masked", "value": MASKED_COLOUR}
+    assert tooltip(view_a) == [("side", "model"), ("query", "query"), ("key", "key"), ("shown", "weight")]
+    assert {"calculate": '"A"', "as": "side"} in view_a["layer"][0]["transform"]
+    assert view_b["layer"][0]["encoding"]["y"]["axis"]["labels"] is False  # B's rows are A's queries
+
+
+def test_pair_heatmaps_grey_out_masked_cells():
+    a = explorer.ModelConfig(mask="causal")
+    _, _, trace_a, trace_b = traces(a, default_b(a))
     maps_a, maps_b = trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
-    fig = pair_heatmaps(maps_a, maps_b, 2, 1)
-    (a,), (b,) = heatmaps(fig, "A"), heatmaps(fig, "B")
-    assert a.coloraxis == b.coloraxis == "coloraxis"
-    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0.0, 1.0)
-    assert fig.layout.coloraxis.colorbar.title.text == "weight"
-    assert all(t.showscale is False for t in heatmaps(fig) if t.coloraxis is None)  # the grey masks: no bar
-    allowed = maps_a.allowed
-    np.testing.assert_array_equal(np.asarray(a.z)[allowed], maps_a.weights[2, 1][allowed])
-    np.testing.assert_array_equal(np.asarray(b.z)[allowed], maps_b.weights[2, 1][allowed])
-    assert np.isnan(np.asarray(a.z)[~allowed]).all()
-    assert (a.xaxis, b.xaxis) == ("x", "x2")
-    assert [ann.text for ann in fig.layout.annotations] == ["A · layer 2 · head 1", "B · layer 2 · head 1"]
+    spec = pair_heatmaps(maps_a, maps_b, 0, 0)
+    upper = np.triu(np.ones((6, 6), dtype=bool), 1)
+    for name in ("side_0_cells", "side_1_cells"):
+        np.testing.assert_array_equal(grid(spec["datasets"][name], "masked"), upper)
+    assert "masked: weight 0" in spec["hconcat"][0]["layer"][0]["transform"][-2]["calculate"]
 
 
 def test_pair_heatmaps_say_what_a_side_lacks(post_pre):
-    *_, trace_a, _ = post_pre
-    maps_a = trace_a.attention_maps()["self-attention"]
-    fig = pair_heatmaps(maps_a, None, 0, 0, missing=(None, "B has no cross-attention"))
-    assert len(heatmaps(fig, "A")) == 1 and not heatmaps(fig, "B")
-    assert fig.layout.annotations[1].text == "B: B has no cross-attention"
+    maps_a, _ = self_attention(post_pre)
+    spec = pair_heatmaps(maps_a, None, 0, 0, missing=(None, "B has no cross-attention"))
+    assert list(spec["datasets"]) == ["side_0_cells"]
+    assert [v["title"]["text"] for v in spec["hconcat"]] == ["A · layer 0 · head 0", "B: B has no cross-attention"]
+    spec = pair_heatmaps(maps_a, maps_a, 0, 6, missing=("A has no head 6 (it has 4)", None))
+    assert spec["hconcat"][0]["title"]["text"] == "A: A has no head 6 (it has 4)"
 
 
-def test_difference_heatmap_is_centred_on_zero_with_its_own_bar(post_pre):
-    *_, trace_a, trace_b = post_pre
-    maps_a, maps_b = trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
+def test_difference_heatmap_is_centred_on_zero_with_its_own_legend(post_pre):
+    maps_a, maps_b = self_attention(post_pre)
     difference = attention_difference(maps_a, maps_b)[1, 2]
-    fig = difference_heatmap(maps_a, maps_b, difference, 1, 2)
-    main = fig.data[0]
-    assert main.colorbar.title.text == "A − B"
-    assert main.zmid == 0 and main.zmin == -main.zmax
-    assert main.coloraxis is None  # not the weights' scale
-    z = np.asarray(main.z, dtype=np.float64)
-    allowed = maps_a.allowed | maps_b.allowed
-    np.testing.assert_array_equal(z[allowed], difference[allowed])
-    assert np.isnan(z[~allowed]).all()
-    assert main.zmax == pytest.approx(np.abs(difference).max())
-    assert main.colorscale[0][1].lower() == B_COLOUR and main.colorscale[-1][1].lower() == A_COLOUR
-    np.testing.assert_array_equal(np.asarray(main.customdata)[..., 0], maps_a.weights[1, 2])
-    assert "layer 1 · head 2" in fig.layout.title.text
+    spec = difference_heatmap(maps_a, maps_b, difference, 1, 2)
+    scale = colour(spec)["scale"]
+    half = np.abs(difference).max()
+    assert scale["domain"] == pytest.approx([-half, 0.0, half])  # symmetric, white at 0
+    assert scale["range"] == [B_COLOUR, "#ffffff", A_COLOUR]
+    assert colour(spec)["legend"]["title"] == "A − B"
+    cells = spec["datasets"]["difference_cells"]
+    np.testing.assert_array_equal(grid(cells), difference)
+    np.testing.assert_array_equal(grid(cells, "a"), maps_a.weights[1, 2])  # hover gives both weights
+    np.testing.assert_array_equal(grid(cells, "b"), maps_b.weights[1, 2])
+    assert tooltip(spec) == [("query", "query"), ("key", "key"), ("a", "A"), ("b", "B"), ("shown", "A − B")]
+    assert spec["title"]["text"] == "A − B · layer 1 · head 2"
+    assert spec["title"]["subtitle"] == [
+        f"largest |A − B| = {half:.4f}",
+        "blue: A attends more · red: B attends more",
+    ]
 
 
 def test_difference_of_identical_maps_is_exactly_zero():
     _, _, trace_a, trace_b = traces(explorer.ModelConfig(), explorer.ModelConfig())
     maps_a, maps_b = trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
-    fig = difference_heatmap(maps_a, maps_b, attention_difference(maps_a, maps_b)[0, 0], 0, 0)
-    assert (np.asarray(fig.data[0].z) == 0).all()
-    assert "exactly 0" in fig.layout.title.text
-    assert (fig.data[0].zmin, fig.data[0].zmax) == (-1.0, 1.0)  # a readable bar, though nothing differs
+    spec = difference_heatmap(maps_a, maps_b, attention_difference(maps_a, maps_b)[0, 0], 0, 0)
+    assert (spec["datasets"]["difference_cells"]["value"] == 0).all()
+    assert spec["title"]["subtitle"][0] == "identical: every difference is exactly 0"
+    assert colour(spec)["scale"]["domain"] == [-1.0, 0.0, 1.0]  # a readable legend, though nothing differs
 
 
-def test_masked_in_one_only_is_drawn():
+def test_difference_verdict_tells_rounding_from_a_change():
+    assert difference_verdict(0.0) == "identical: every difference is exactly 0"
+    assert difference_verdict(3e-7) == "largest |A − B| = 3.0e-07: float32 rounding, A and B agree"
+    assert difference_verdict(0.25) == "largest |A − B| = 0.2500"
+
+
+def test_masked_in_one_only_is_drawn_and_masked_in_both_is_grey():
     a = explorer.ModelConfig()
     _, _, trace_a, trace_b = traces(a, a.replace(mask="causal"))
     maps_a, maps_b = trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
     difference = attention_difference(maps_a, maps_b)[0, 0]
-    z = np.asarray(difference_heatmap(maps_a, maps_b, difference, 0, 0).data[0].z)
+    cells = difference_heatmap(maps_a, maps_b, difference, 0, 0)["datasets"]["difference_cells"]
     upper = np.triu(np.ones((6, 6), dtype=bool), 1)
-    np.testing.assert_array_equal(z[upper], maps_a.weights[0, 0][upper])  # B may not look there: A - 0
-    assert len(heatmaps(difference_heatmap(maps_a, maps_b, difference, 0, 0))) == 1  # no cell masked in both
+    np.testing.assert_array_equal(grid(cells)[upper], maps_a.weights[0, 0][upper])  # B may not look there: A - 0
+    assert not cells["masked"].any()  # no cell masked in both
+    _, _, trace_a, trace_b = traces(a.replace(mask="causal"), a.replace(mask="causal", norm="pre"))
+    maps_a, maps_b = trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
+    spec = difference_heatmap(maps_a, maps_b, attention_difference(maps_a, maps_b)[0, 0], 0, 0)
+    np.testing.assert_array_equal(grid(spec["datasets"]["difference_cells"], "masked"), upper)
+    assert "masked in A and B" in spec["layer"][0]["transform"][-1]["calculate"]
+
+
+def test_big_maps_are_drawn_as_images(make_maps):
+    tokens = [f"t{i}" for i in range(130)]  # 16 900 cells: one image instead of a rect per cell
+    maps_a, maps_b = make_maps(1, 1, tokens, seed=0), make_maps(1, 1, tokens, seed=1)
+    spec = difference_heatmap(maps_a, maps_b, attention_difference(maps_a, maps_b)[0, 0], 0, 0)
+    assert "datasets" not in spec
+    assert spec["layer"][0]["mark"]["type"] == "image"
+    assert pair_heatmaps(maps_a, maps_b, 0, 0)["hconcat"][0]["layer"][0]["mark"]["type"] == "image"
 
 
 def test_difference_range():
@@ -120,16 +181,48 @@ def test_difference_range():
     assert difference_range(np.zeros((2, 2))) == 1.0
 
 
-def test_ranking_heatmap_places_each_head(post_pre):
-    *_, trace_a, trace_b = post_pre
-    maps_a, maps_b = trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
-    ranking = head_ranking(maps_a, maps_b)
-    fig = ranking_heatmap(ranking, 1, 3)
-    z = np.asarray(fig.data[0].z)
-    for row in ranking.itertuples():
-        assert z[row.layer, row.head] == pytest.approx(row.js_divergence, rel=1e-6)
-    (box,) = fig.layout.shapes
-    assert (box.x0, box.y0) == (2.5, 0.5)
+def test_ranking_heatmap_places_each_head_and_outlines_the_shown_one(post_pre):
+    ranking = head_ranking(*self_attention(post_pre))
+    spec = ranking_heatmap(ranking, 1, 3)
+    cells = spec["datasets"]["ranking_cells"]
+    for rank, row in enumerate(ranking.itertuples(), start=1):
+        cell = cells[(cells["layer"] == row.layer) & (cells["head"] == row.head)]
+        assert cell["value"].item() == pytest.approx(row.js_divergence, rel=1e-6)
+        assert cell["max_abs_difference"].item() == pytest.approx(row.max_abs_difference, rel=1e-6)
+        assert cell["rank"].item() == rank
+    (outline,) = [layer for layer in spec["layer"] if layer["mark"].get("stroke") == "black"]
+    assert outline["data"]["values"] == [{"k": 3, "k_end": 4, "q": 1, "q_end": 2}]
+    assert spec["title"]["text"] == "How much each head changed (JS divergence, bits)"
+    assert colour(spec)["legend"]["title"] == "bits"
+    assert ("value", "JS divergence (bits)") in tooltip(spec)
+    assert ranking_heatmap(ranking, 5, 0)["layer"][-1]["mark"].get("stroke") != "black"  # no such layer: no box
+
+
+def test_ranking_heatmap_click_picks_the_changed_head():
+    uniform = np.full((2, 3, 4, 4), 0.25, dtype=np.float32)  # [L, H, Tq, Tk]
+    changed = uniform.copy()
+    changed[1, 2] = np.eye(4, dtype=np.float32)  # only layer 1, head 2 differs: it looks at itself
+    allowed = np.ones((4, 4), dtype=bool)
+    tokens = list("abcd")
+    maps_a = AttentionMaps("self-attention", uniform, uniform, allowed, tokens, tokens)
+    maps_b = AttentionMaps("self-attention", changed, changed, allowed, tokens, tokens)
+    spec = ranking_heatmap(head_ranking(maps_a, maps_b), 0, 0)
+    (param,) = spec["layer"][0]["params"]
+    assert param == {"name": RANKING_PICK, "select": {"type": "point", "fields": ["layer", "head"]}}
+    cells = spec["datasets"]["ranking_cells"]
+    hottest = cells.loc[cells["value"].idxmax()]
+    assert (hottest["q"], hottest["k"]) == (1, 2)  # drawn in row L1, column H2
+    others = np.ones((2, 3), dtype=bool)  # [L, H]
+    others[1, 2] = False
+    assert grid(cells)[others].max() == 0  # every other head: 0
+    clicked = {RANKING_PICK: [{field: int(hottest[field]) for field in param["select"]["fields"]}]}
+    assert picked_map(clicked) == (1, 2)  # what a click there hands the page
+    text = [layer for layer in spec["layer"] if layer["mark"]["type"] == "text"]
+    assert text and all(layer["mark"]["interactive"] is False for layer in text)  # clicks reach the cells
+
+
+def lines_panels(spec: dict) -> list[dict]:
+    return [panel for row in spec["vconcat"] for panel in row["hconcat"]]
 
 
 def test_layer_lines_put_a_and_b_on_the_same_axes(post_pre):
@@ -139,25 +232,39 @@ def test_layer_lines_put_a_and_b_on_the_same_axes(post_pre):
         for model, trace in ((model_a, trace_a), (model_b, trace_b))
     ]
     table = per_layer_comparison(*values)
-    fig = layer_lines(table)
-    assert len(fig.data) == 2 * len(PER_LAYER)
-    for i, statistic in enumerate(PER_LAYER):
-        line_a, line_b = fig.data[2 * i], fig.data[2 * i + 1]
-        assert (line_a.name, line_b.name) == ("A", "B")
-        assert (line_a.xaxis, line_a.yaxis) == (line_b.xaxis, line_b.yaxis)  # the same axes
+    spec = layer_lines(table)
+    panels = lines_panels(spec)
+    assert [p["title"]["text"] for p in panels] == [STATISTIC_TITLES[s] for s in PER_LAYER]
+    assert [p["title"]["text"] for p in panels][:1] == ["Residual stream RMS"]
+    lines = spec["datasets"]["lines"]
+    for statistic, panel in zip(PER_LAYER, panels, strict=True):
+        assert panel["transform"][0] == {"filter": f'datum.statistic == "{statistic}"'}
         rows = table[table["statistic"] == statistic].sort_values("layer")
-        np.testing.assert_array_equal(line_a.y, rows["a"].to_numpy())
-        np.testing.assert_array_equal(line_b.y, rows["b"].to_numpy())
-    assert [ann.text for ann in fig.layout.annotations][:1] == ["Residual stream RMS"]
-    assert not fig.layout.shapes  # same depth: nothing shaded
+        for column, name in (("a", "A"), ("b", "B")):
+            shown = lines[(lines["statistic"] == statistic) & (lines["model"] == name)].sort_values("layer")
+            np.testing.assert_array_equal(shown["value"].to_numpy(), rows[column].to_numpy())
+            np.testing.assert_array_equal(shown["layer"].to_numpy(), rows["layer"].to_numpy())
+        line, points = panel["layer"]  # same depth: nothing shaded
+        assert line["encoding"]["x"]["field"] == points["encoding"]["x"]["field"] == "layer"  # the same axes
+        assert line["encoding"]["color"]["scale"]["range"] == [A_COLOUR, B_COLOUR]
+        assert line["encoding"]["strokeDash"]["scale"]["range"] == [[1, 0], [6, 4]]  # A solid, B dashed
+        assert ("value", statistic) in [(t["field"], t["title"]) for t in points["encoding"]["tooltip"]]
+    x_axis = panels[0]["layer"][0]["encoding"]["x"]["axis"]
+    assert x_axis["title"] == "after block" and x_axis["values"][0] == -1
+    assert "'input'" in x_axis["labelExpr"]  # layer -1 is the input
+    assert panels[2]["layer"][0]["encoding"]["x"]["axis"]["title"] == "block"
+    assert spec["resolve"]["scale"]["y"] == "independent"
 
 
 def test_layer_lines_shade_the_layers_one_model_lacks():
     values_a = layer_values(explorer.run(explorer.ModelConfig(n_layers=2), TOKENS).first)
     values_b = layer_values(explorer.run(explorer.ModelConfig(n_layers=4), TOKENS).first)
-    fig = layer_lines(per_layer_comparison(values_a, values_b))
-    assert len(fig.layout.shapes) == 3  # one per panel with data (no gradient norms here)
-    assert (fig.layout.shapes[0].x0, fig.layout.shapes[0].x1) == (1.5, 3.5)
+    spec = layer_lines(per_layer_comparison(values_a, values_b))
+    panels = lines_panels(spec)
+    shaded = [p["layer"][0]["data"]["values"] for p in panels if "layer" in p and "data" in p["layer"][0]]
+    assert shaded == [[{"from": 1.5, "to": 3.5}]] * 3  # one per panel with data
+    assert panels[2]["mark"]["type"] == "text"  # no gradient norms here: the panel says so
+    assert panels[2]["data"]["values"] == [{"note": "not available"}]
 
 
 def test_json_export_holds_both_configs_and_the_engine_differences(post_pre):

@@ -12,7 +12,6 @@ from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
 import explorer
@@ -36,8 +35,9 @@ from explorer.compare import (
     token_order,
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
-from explorer.compare_figures import difference_heatmap, layer_lines, pair_heatmaps, ranking_heatmap
+from explorer.compare_figures import RANKING_PICK, difference_heatmap, layer_lines, pair_heatmaps, ranking_heatmap
 from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig
+from explorer.figures import picked_map
 from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
 from explorer.trace import Trace
 from views.session import cached_model, model_key, session_model
@@ -116,7 +116,7 @@ def ranking_of(_pair: MapPair, key: tuple) -> pd.DataFrame:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def lines_figure(table: pd.DataFrame) -> go.Figure:
+def lines_chart(table: pd.DataFrame) -> dict:
     return layer_lines(table)
 
 
@@ -466,7 +466,9 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         )
     missing = (missing_side("A", pair.a, pair.label, layer, head), missing_side("B", pair.b, pair.label, layer, head))
     maps_column, difference_column = st.columns([5, 3])
-    maps_column.plotly_chart(pair_heatmaps(pair.a, pair.b, layer, head, missing=missing), key="pair_maps", theme=None)
+    maps_column.vega_lite_chart(
+        pair_heatmaps(pair.a, pair.b, layer, head, missing=missing), key="pair_maps", theme=None, width="content"
+    )
     if pair.a is None or pair.b is None:
         difference_column.info(f"No A − B map: only {'B' if pair.a is None else 'A'} has {pair.label}.")
     elif not pair.same_shape:
@@ -474,31 +476,57 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
     else:
         difference = attention_difference(pair.a, pair.b)[layer, head]  # [Tq, Tk]
         figure = difference_heatmap(pair.a, pair.b, difference, layer, head)
-        difference_column.plotly_chart(figure, key="difference_map", theme=None)
+        difference_column.vega_lite_chart(figure, key="difference_map", theme=None, width="content")
     if caveat and pair.same_shape:
         st.caption(caveat)
     if ranking is not None:
         ranking_section(ranking, layer, head)
 
 
+def pick_from_map(key: str) -> None:
+    """on_select of the ranking heatmap: show the clicked head above."""
+    event = st.session_state.get(key)
+    picked = picked_map(event.selection if event is not None else {})
+    if picked is not None:
+        pick_head(*picked)
+
+
 def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
+    """The heads ranked by JS divergence: a clickable [layer, head] heatmap, and the table when asked for (a
+    table costs the browser a large script to load, so the page does not draw one unasked)."""
     st.subheader("Which heads changed most")
     if (ranking["js_divergence"] == 0).all() and (ranking["max_abs_difference"] == 0).all():
         st.info("A and B attend identically in every head: every difference is exactly 0.")
     st.caption(
         "Jensen-Shannon divergence between A's and B's attention row of each query, in bits (0 = the same "
-        "distribution, 1 = no key in common), averaged over the queries; most changed first. Select a row to "
-        "show that head above."
+        "distribution, 1 = no key in common), averaged over the queries. The head shown above is outlined; click "
+        "a head to show it above."
     )
-    table_column, map_column = st.columns([1, 1])
+    show_table = st.toggle(
+        "Show the ranking table",
+        key="ranking_table",
+        help="Every head, most changed first, with its largest |A − B|; select a row to show that head above.",
+    )
+    map_column, table_column = st.columns([1, 1]) if show_table else (st.container(), None)
+    key = f"ranking_map_{layer}_{head}"  # a new chart once the shown head changes: a click on any head counts
+    map_column.vega_lite_chart(
+        ranking_heatmap(ranking, layer, head),
+        key=key,
+        theme=None,
+        on_select=partial(pick_from_map, key),
+        selection_mode=RANKING_PICK,
+        width="content",
+    )
+    if table_column is None:
+        return
     shown = ranking.copy()
     shown.insert(0, "rank", range(1, len(shown) + 1))
-    key = f"ranking_{st.session_state.get(ROUND_KEY, 0)}"
+    table_key = f"ranking_{st.session_state.get(ROUND_KEY, 0)}"
     table_column.dataframe(
         shown,
         hide_index=True,
-        key=key,
-        on_select=partial(pick_from_table, ranking, key),
+        key=table_key,
+        on_select=partial(pick_from_table, ranking, table_key),
         selection_mode="single-row",
         height=min(420, 38 + 35 * len(shown)),
         column_config={
@@ -506,7 +534,6 @@ def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
             "max_abs_difference": st.column_config.NumberColumn("max |A − B|", format="%.4f"),
         },
     )
-    map_column.plotly_chart(ranking_heatmap(ranking, layer, head), key="ranking_map", theme=None)
 
 
 # --- Per-layer statistics and downloads.
@@ -544,7 +571,7 @@ def per_layer_section(tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: 
     if len(names) > 1:
         name = st.radio("Stack", names, key="stack", bind="query-params", horizontal=True)
     table = tables[name]
-    st.plotly_chart(lines_figure(table), key="layer_lines", theme=None)
+    st.vega_lite_chart(lines_chart(table), key="layer_lines", theme=None, width="content")
     index = names.index(name)
     la = trace_a.stacks[index].residual.shape[0] - 1 if index < len(trace_a.stacks) else 0
     lb = trace_b.stacks[index].residual.shape[0] - 1 if trace_b is not None and index < len(trace_b.stacks) else 0
@@ -737,9 +764,17 @@ def main() -> None:
     inputs = {"mode": mode, "a_tokens": trace_a.tokens, "b_tokens": trace_b.tokens}
     inputs |= {"a_target": target_a, "b_target": target_b}
     downloads(a, b, inputs, sharing, pairs, tables, aligned)
-    with st.expander("Share this comparison", icon=":material/link:"):
-        st.caption("The address bar already holds A and B; this link holds the same, ready to copy:")
-        st.code(share_link(comparison_query(a, b, text_a, target_a, mode, text_b)), language=None, wrap_lines=True)
+    share_box(share_link(comparison_query(a, b, text_a, target_a, mode, text_b)))
+
+
+@st.fragment
+def share_box(link: str) -> None:
+    """The link in a copyable code block, drawn only once the box is opened (a code block costs the browser a
+    script to load)."""
+    box = st.expander("Share this comparison", icon=":material/link:", key="share_box", on_change="rerun")
+    if box.open:
+        box.caption("The address bar already holds A and B; this link holds the same, ready to copy:")
+        box.code(link, language=None, wrap_lines=True)
 
 
 def align_pair(pair: MapPair, order: list[int]) -> MapPair:
