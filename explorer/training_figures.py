@@ -1,6 +1,6 @@
 """The Train page's figures and tables: learning curves, where attention lands, and the model's answers.
 
-Arrays, DataFrames and models in; go.Figure or DataFrame out (no Streamlit here).
+Arrays, DataFrames and models in; a Vega-Lite spec (dict) or DataFrame out (no Streamlit here).
 """
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import torch
-from plotly.subplots import make_subplots
 
 from explorer.config import ModelConfig
 from explorer.inputs import token_ids
@@ -20,11 +18,63 @@ from explorer.model import Transformer, stack_specs
 from explorer.tasks import Task
 from explorer.trace import AttentionMaps
 from explorer.training import Snapshot, logits, task_config
+from explorer.vega import chart
 
 NORM_NAMES = {"post": "post-norm", "pre": "pre-norm"}
 NORM_COLOURS = {"post": "#1f5fa8", "pre": "#e0701a"}  # blue and orange: told apart in greyscale and by most eyes
-NORM_DASHES = {"post": "solid", "pre": "dash"}
 MAX_PATTERN_LINES = 8  # heads drawn in the pattern chart: the ones that end closest to the task's pattern
+
+
+def _norm_colour(norms: Sequence[str], legend: bool) -> dict:
+    """The colour and dash of each norm placement's line (post: solid blue, pre: dashed orange)."""
+    names = [NORM_NAMES.get(n, n) for n in norms]
+    return {
+        "color": {
+            "field": "placement",
+            "type": "nominal",
+            "scale": {"domain": names, "range": [NORM_COLOURS.get(n, "#444444") for n in norms]},
+            "legend": {"title": None, "orient": "bottom", "symbolType": "stroke"} if legend else None,
+        },
+        "strokeDash": {
+            "field": "placement",
+            "type": "nominal",
+            "scale": {"domain": names, "range": [[1, 0] if n == "post" else [6, 4] for n in norms]},
+            "legend": None,
+        },
+    }
+
+
+def _reference(y: float, text: str, align: str = "left") -> list[dict]:
+    """A dotted horizontal line at y with a grey note on it."""
+    rule = {"data": {"values": [{"y": y}]}, "mark": {"type": "rule", "color": "#888", "strokeDash": [2, 3]},
+            "encoding": {"y": {"field": "y", "type": "quantitative"}}}  # fmt: skip
+    note = {
+        "data": {"values": [{"y": y, "text": text}]},
+        "mark": {"type": "text", "align": align, "baseline": "bottom", "dy": -3, "color": "#666", "fontSize": 11,
+                 "x": 4 if align == "left" else "width"},
+        "encoding": {"y": {"field": "y", "type": "quantitative"}, "text": {"field": "text"}},
+    }  # fmt: skip
+    return [rule, note]
+
+
+def curves_table(histories: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Tidy: placement ("post-norm"), step, loss, accuracy: one row per norm placement and step."""
+    parts = [
+        pd.DataFrame(
+            {
+                "placement": NORM_NAMES.get(norm, norm),
+                "step": history["step"].to_numpy(dtype=np.int32),
+                "loss": history["loss"].to_numpy(dtype=np.float64),
+                "accuracy": history["accuracy"].to_numpy(dtype=np.float64),
+            }
+        )
+        for norm, history in histories.items()
+    ]
+    return (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame(columns=["placement", "step", "loss", "accuracy"])
+    )
 
 
 def curves_figure(
@@ -32,72 +82,57 @@ def curves_figure(
     vocabulary_size: int,
     total_steps: int | None = None,
     title: str | None = None,
-) -> go.Figure:
+) -> dict:
     """Loss (log scale) and accuracy per step, one line per norm placement on the same axes.
 
     histories: norm ("post" or "pre") -> DataFrame with step, loss, accuracy (train()'s history). The
     dotted lines mark a model that guesses uniformly: loss ln(V), accuracy 1/V."""
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        subplot_titles=("loss (cross-entropy, nats, log scale)", "token accuracy on the training batch"),
-        horizontal_spacing=0.1,
-    )
-    for norm, history in histories.items():
-        name = NORM_NAMES.get(norm, norm)
-        line = dict(color=NORM_COLOURS.get(norm), dash=NORM_DASHES.get(norm, "solid"), width=2)
-        steps = history["step"].to_numpy()
-        for col, column, fmt in ((1, "loss", ".4f"), (2, "accuracy", ".1%")):
-            fig.add_trace(
-                go.Scatter(
-                    x=steps,
-                    y=history[column].to_numpy(dtype=np.float64),
-                    mode="lines",
-                    name=name,
-                    legendgroup=norm,
-                    showlegend=col == 1,
-                    line=line,
-                    hovertemplate=f"{name}<br>step %{{x}}<br>{column} %{{y:{fmt}}}<extra></extra>",
-                ),
-                row=1,
-                col=col,
-            )
+    table = curves_table(histories)
     uniform_loss, chance = math.log(vocabulary_size), 1.0 / vocabulary_size
-    fig.add_hline(y=uniform_loss, line=dict(color="#888", dash="dot", width=1), row=1, col=1)
-    fig.add_annotation(  # on a log axis an annotation's y is log10 of the value (add_hline's own would not be)
-        x=0.0,
-        xref="x domain",
-        y=math.log10(uniform_loss),
-        yref="y",
-        text=f"uniform guess ln {vocabulary_size} = {uniform_loss:.2f}",
-        showarrow=False,
-        xanchor="left",
-        yanchor="bottom",
-        font=dict(size=11, color="#666"),
+    x = {"field": "step", "type": "quantitative", "title": "step",
+         "scale": {"domain": [0, total_steps]} if total_steps else {}}  # fmt: skip
+    hover = [{"field": "placement", "title": "norm"}, {"field": "step"}]
+
+    def panel(column: str, heading: str, y: dict, reference: list[dict], fmt: str) -> dict:
+        lines = {
+            "data": {"name": "curves"},
+            "mark": {"type": "line", "strokeWidth": 2},
+            "encoding": {"x": x, "y": {"field": column, "type": "quantitative", **y},
+                         **_norm_colour(list(histories), legend=True),
+                         "tooltip": [*hover, {"field": column, "format": fmt}]},
+        }  # fmt: skip
+        points = {  # invisible points: hover anywhere along a line
+            **lines,
+            "mark": {"type": "point", "opacity": 0, "size": 60},
+            "encoding": {**lines["encoding"], **_norm_colour(list(histories), legend=False)},
+        }
+        return {"title": heading, "width": 340, "height": 240, "layer": [lines, points, *reference]}
+
+    low = float(table["loss"].min()) if len(table) else uniform_loss
+    loss_low = 10 ** math.floor(math.log10(max(min(low, uniform_loss), 1e-6)))  # whole decades, labelled 10^k
+    loss_high = 10 ** math.ceil(math.log10(uniform_loss * 1.5))
+    loss = panel(
+        "loss",
+        "loss (cross-entropy, nats, log scale)",
+        {
+            "title": "loss",
+            "scale": {"type": "log", "domain": [loss_low, loss_high]},
+            "axis": {"values": [10.0**e for e in range(round(math.log10(loss_low)), 3)], "format": "~g"},
+        },
+        _reference(uniform_loss, f"uniform guess ln {vocabulary_size} = {uniform_loss:.2f}"),
+        ".4f",
     )
-    fig.add_hline(
-        y=chance,
-        line=dict(color="#888", dash="dot", width=1),
-        annotation_text=f"chance 1/{vocabulary_size} = {chance:.0%}",
-        annotation_position="top left",
-        annotation_font=dict(size=11, color="#666"),
-        row=1,
-        col=2,
+    accuracy = panel(
+        "accuracy",
+        "token accuracy on the training batch",
+        {"title": "accuracy", "scale": {"domain": [0, 1.02]}, "axis": {"format": ".0%"}},
+        _reference(chance, f"chance 1/{vocabulary_size} = {chance:.0%}"),
+        ".1%",
     )
-    x_range = [0, total_steps] if total_steps else None
-    fig.update_xaxes(title_text="step", range=x_range)
-    fig.update_yaxes(type="log", dtick=1, row=1, col=1)  # a label at each power of ten
-    fig.update_yaxes(range=[0, 1.02], tickformat=".0%", row=1, col=2)
-    fig.update_layout(
-        height=370,
-        margin=dict(l=60, r=10, t=60 if title else 40, b=10),
-        plot_bgcolor="white",
-        legend=dict(orientation="h", x=0.5, xanchor="center", y=-0.3, yanchor="top"),
-        title=dict(text=title, x=0.0, xanchor="left") if title else None,
-    )
-    fig.update_xaxes(showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(showgrid=True, gridcolor="#eee")
-    return fig
+    spec = {"hconcat": [loss, accuracy], "datasets": {"curves": table}}
+    if title:
+        spec["title"] = {"text": title, "anchor": "start"}
+    return chart(spec)
 
 
 def task_pattern(task: Task) -> np.ndarray | None:
@@ -141,44 +176,39 @@ def pattern_history(snapshots: Sequence[Snapshot], pattern: np.ndarray) -> pd.Da
     return pd.DataFrame(rows, columns=["step", "layer", "head", "head_label", "mass"])
 
 
-def pattern_figure(history: pd.DataFrame, task: Task, marked_step: int | None = None) -> go.Figure:
+def pattern_figure(history: pd.DataFrame, task: Task, marked_step: int | None = None) -> dict:
     """How much weight each head puts where the task needs it, over training; the heads that end highest."""
     last = history[history["step"] == history["step"].max()].sort_values("mass", ascending=False)
     shown = list(last["head_label"][:MAX_PATTERN_LINES])
-    fig = go.Figure()
-    for label in shown:
-        rows = history[history["head_label"] == label]
-        fig.add_trace(
-            go.Scatter(
-                x=rows["step"],
-                y=rows["mass"],
-                mode="lines+markers",
-                marker=dict(size=4),
-                name=label,
-                hovertemplate=f"{label}<br>step %{{x}}<br>mean weight %{{y:.3f}}<extra></extra>",
-            )
-        )
-    uniform = 1.0 / task.length
-    fig.add_hline(
-        y=uniform,
-        line=dict(color="#888", dash="dot", width=1),
-        annotation_text=f"uniform attention 1/{task.length}",
-        annotation_position="top right",
-        annotation_font=dict(size=11, color="#666"),
-    )
-    if marked_step is not None:
-        fig.add_vline(x=marked_step, line=dict(color="#444", width=1))
+    rows = history[history["head_label"].isin(shown)][["step", "head_label", "mass"]]
     hidden = last.shape[0] - len(shown)
     more = f" (the {len(shown)} highest of {last.shape[0]})" if hidden else ""
-    fig.update_layout(
-        title=dict(text=f"weight on {PATTERN_NAMES.get(task.name, 'the needed key')}, per head{more}", x=0.0),
-        height=320,
-        margin=dict(l=60, r=10, t=40, b=40),
-        plot_bgcolor="white",
-        xaxis=dict(title_text="step", showgrid=True, gridcolor="#eee"),
-        yaxis=dict(title_text="mean weight", range=[0, 1.02], showgrid=True, gridcolor="#eee"),
-    )
-    return fig
+    lines = {
+        "data": {"name": "pattern"},
+        "mark": {"type": "line", "point": {"size": 20}},
+        "encoding": {
+            "x": {"field": "step", "type": "quantitative", "title": "step", "scale": {"nice": False}},
+            "y": {"field": "mass", "type": "quantitative", "title": "mean weight", "scale": {"domain": [0, 1.02]}},
+            "color": {"field": "head_label", "type": "nominal", "sort": shown, "title": "head",
+                      "scale": {"scheme": "tableau10"}},
+            "tooltip": [{"field": "head_label", "title": "head"}, {"field": "step"},
+                        {"field": "mass", "title": "mean weight", "format": ".3f"}],
+        },
+    }  # fmt: skip
+    layers = [lines, *_reference(1.0 / task.length, f"uniform attention 1/{task.length}", align="right")]
+    if marked_step is not None:
+        layers.append({"data": {"values": [{"step": marked_step}]}, "mark": {"type": "rule", "color": "#444"},
+                       "encoding": {"x": {"field": "step", "type": "quantitative"}}})  # fmt: skip
+    return chart(
+        {
+            "title": {"text": f"weight on {PATTERN_NAMES.get(task.name, 'the needed key')}, per head{more}",
+                      "anchor": "start"},
+            "width": 900,
+            "height": 240,
+            "datasets": {"pattern": rows.reset_index(drop=True)},
+            "layer": layers,
+        }
+    )  # fmt: skip
 
 
 def snapshot_maps(snapshot: Snapshot, like: AttentionMaps) -> AttentionMaps:

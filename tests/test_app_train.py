@@ -11,6 +11,7 @@ from pathlib import Path
 from unittest.mock import MagicMock
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from streamlit.proto.WidgetStates_pb2 import WidgetStates
@@ -30,7 +31,7 @@ from explorer import checkpoints
 from explorer.tasks import make_task
 from explorer.training import evaluate, initial_model, single_thread, train
 from explorer.training_figures import percent
-from tests.drawn import app_charts, matrices
+from tests.drawn import app_charts, matrices, title_text
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PAGE = "views/train.py"
@@ -59,15 +60,10 @@ def drawn_map(at: AppTest, name: str) -> np.ndarray:
     return found[0].values
 
 
-def chart(at: AppTest, key: str) -> dict:
-    found = [json.loads(c.proto.spec) for c in at.get("plotly_chart") if key in c.proto.id]
-    assert len(found) == 1, [c.proto.id for c in at.get("plotly_chart")]
-    return found[0]
-
-
-def trace_by(spec: dict, name: str, axis: str) -> dict:
-    found = [t for t in spec["data"] if t.get("name") == name and t.get("xaxis", "x") == axis]
-    assert len(found) == 1
+def drawn_table(at: AppTest, name: str) -> pd.DataFrame:
+    """The table a chart on the page draws, by its dataset name (exactly one chart has it)."""
+    found = [tables[name] for _, tables in app_charts(at) if name in tables]
+    assert len(found) == 1, [list(tables) for _, tables in app_charts(at)]
     return found[0]
 
 
@@ -108,16 +104,15 @@ def test_page_opens_ready_to_train(at):
     assert any("2 layers × 4 heads" in c.value for c in at.caption)
 
 
-def test_short_training_run_shows_the_engine_numbers(at, plotly_array):
+def test_short_training_run_shows_the_engine_numbers(at):
     open_train_page(at)
     train_on_page(at, steps=40)
     expected = engine_run(steps=40)
-    curves = chart(at, "train_curves")
-    loss = trace_by(curves, "post-norm", "x")
-    accuracy = trace_by(curves, "post-norm", "x2")
-    np.testing.assert_array_equal(plotly_array(loss["x"]), np.arange(1, 41))
-    np.testing.assert_array_equal(plotly_array(loss["y"]), expected.history["loss"].to_numpy())
-    np.testing.assert_array_equal(plotly_array(accuracy["y"]), expected.history["accuracy"].to_numpy())
+    curves = drawn_table(at, "curves")
+    post = curves[curves["placement"] == "post-norm"]
+    np.testing.assert_array_equal(post["step"], np.arange(1, 41))
+    np.testing.assert_array_equal(post["loss"], expected.history["loss"].to_numpy())
+    np.testing.assert_array_equal(post["accuracy"], expected.history["accuracy"].to_numpy())
     fresh = evaluate(expected.model, expected.task)
     assert [m.value for m in at.metric] == [percent(fresh)]
     model = at.session_state["_train"].results["post"].model
@@ -136,7 +131,7 @@ def test_short_training_run_shows_the_engine_numbers(at, plotly_array):
     np.testing.assert_array_equal(shown, expected.snapshots[1].attention[layer, head])
 
 
-def test_reverse_forms_an_anti_diagonal_head(at, plotly_array):
+def test_reverse_forms_an_anti_diagonal_head(at):
     open_train_page(at)
     train_on_page(at, steps=150)
     assert float(at.metric[0].value.rstrip("%")) >= 99.0
@@ -145,21 +140,19 @@ def test_reverse_forms_an_anti_diagonal_head(at, plotly_array):
     shown = drawn_map(at, "snapshot")  # the head picked first, at the end
     assert np.fliplr(shown).diagonal().mean() > 0.8
     assert any(f"L{layer} H{head} is shown first" in c.value for c in at.caption)
-    pattern = chart(at, "train_pattern")
-    assert "anti-diagonal" in pattern["layout"]["title"]["text"]
+    pattern = [spec for spec, tables in app_charts(at) if "pattern" in tables]
+    assert len(pattern) == 1 and "anti-diagonal" in title_text(pattern[0])
 
 
-def test_post_and_pre_norm_train_together_from_the_same_start(at, plotly_array):
+def test_post_and_pre_norm_train_together_from_the_same_start(at):
     open_train_page(at)
     train_on_page(at, task="sort", length=6, steps=30, both=True)
     start = initial_model(explorer.ModelConfig(norm="post"), make_task("sort", 6))
     post = engine_run("sort", 6, 30, "post", initial=start)
     pre = engine_run("sort", 6, 30, "pre", initial=start)
-    curves = chart(at, "train_curves")
+    curves = drawn_table(at, "curves")
     for name, expected in (("post-norm", post), ("pre-norm", pre)):
-        np.testing.assert_array_equal(
-            plotly_array(trace_by(curves, name, "x")["y"]), expected.history["loss"].to_numpy()
-        )
+        np.testing.assert_array_equal(curves[curves["placement"] == name]["loss"], expected.history["loss"].to_numpy())
     assert [m.label for m in at.metric] == ["post-norm: accuracy on fresh data", "pre-norm: accuracy on fresh data"]
     assert at.radio(key=next(r.key for r in at.radio if r.key.startswith("train_model"))).options == [
         "post-norm",
@@ -213,7 +206,7 @@ def test_stop_ends_training_and_keeps_what_was_learned(at, monkeypatch):
     warning = " ".join(w.value for w in at.warning)
     assert f"stopped at step {stopped_at} of 3000" in warning and "pre-norm was not trained" in warning
     assert at.metric[0].value == percent(evaluate(result.model, training.task))  # the model as learned so far
-    assert at.get("plotly_chart")  # heatmaps of the stopped model
+    assert matrices(*next(c for c in app_charts(at) if "snapshot_cells" in c[1]))  # heatmaps of the stopped model
     assert at.button(key="train_stop").disabled
 
 
@@ -259,7 +252,7 @@ def test_a_click_while_training_stops_it_the_way_the_server_does(sessions_at_onc
     assert at.metric[0].value == percent(evaluate(result.model, training.task))
 
 
-def test_typed_tokens_run_the_trained_model_and_bad_ones_are_explained(at, plotly_array):
+def test_typed_tokens_run_the_trained_model_and_bad_ones_are_explained(at):
     open_train_page(at)
     train_on_page(at, steps=20)
     model = at.session_state["_train"].results["post"].model
@@ -308,7 +301,7 @@ def uploaded(weights: bytes, meta: str, name: str = "model"):
     ]
 
 
-def test_upload_loads_a_saved_model(at, plotly_array):
+def test_upload_loads_a_saved_model(at):
     task = make_task("reverse", 6)
     with single_thread():
         model = train(explorer.ModelConfig(norm="pre"), task, steps=30).model
@@ -351,7 +344,7 @@ def test_a_bad_upload_is_refused_with_a_reason(at, files, message):
     assert "_train" not in at.session_state
 
 
-def test_send_to_the_other_pages_and_back(at, plotly_array):
+def test_send_to_the_other_pages_and_back(at):
     open_train_page(at)
     train_on_page(at, steps=20)
     result = at.session_state["_train"].results["post"]
@@ -401,7 +394,7 @@ def sessions_at_once(monkeypatch):
         yield
 
 
-def test_two_sessions_training_at_once_keep_separate_models(sessions_at_once, plotly_array):
+def test_two_sessions_training_at_once_keep_separate_models(sessions_at_once):
     sessions = {
         "reverse": AppTest.from_file(APP, default_timeout=240),
         "copy": AppTest.from_file(APP, default_timeout=240),

@@ -8,12 +8,11 @@ import re
 import numpy as np
 import pytest
 
+from tests.browser_charts import cell_grid, charts, pixels, read_cells, wait_drawn
+
 pytestmark = pytest.mark.browser
 
-PLOT = "[data-testid='stPlotlyChart'] .js-plotly-plot"
-TITLE_JS = "el => (el.layout && el.layout.title && el.layout.title.text) || ''"
-Z_JS = "el => el._fullData[0].z.map(row => Array.from(row))"
-CURVES_JS = "el => (el.layout.annotations || []).some(a => String(a.text).startsWith('loss'))"
+POST_NORM_BLUE = (0x1F, 0x5F, 0xA8)  # the post-norm curve's colour
 
 
 def assert_clean(page) -> None:
@@ -35,8 +34,11 @@ def stop_button(page):
     return page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop", exact=True)
 
 
-def heatmaps(page, title_part: str) -> list:
-    return [p for p in page.locator(PLOT).all() if title_part in p.evaluate(TITLE_JS)]
+def snapshot_weights(page) -> np.ndarray:
+    """[8, 8] weights of the snapshot heatmap (the page's second chart, after the curves), read by hovering."""
+    chart = charts(page)[1]
+    xs, ys = cell_grid(page, chart, "key", "query", 8, 8)
+    return np.array([[float(c["weight"]) for c in row] for row in read_cells(page, chart, xs, ys)])
 
 
 def metric_values(page) -> list[str]:
@@ -49,7 +51,7 @@ def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_i
     # the live curves are drawn while the progress bar still counts steps (it is gone once training ends)
     page.wait_for_function(
         "() => /step \\d+ of 150/.test(document.querySelector(\"[data-testid='stProgress']\")?.innerText || '')"
-        " && document.querySelector('.js-plotly-plot') !== null",
+        " && document.querySelector(\"[data-testid='stVegaLiteChart'] canvas\") !== null",
         timeout=60_000,
     )
     wait_idle(page, 180_000)
@@ -57,17 +59,18 @@ def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_i
     assert page.locator("[data-testid='stProgress']").count() == 0
     accuracy = float(metric_values(page)[0].rstrip("%"))
     assert accuracy >= 99.0  # reverse, length 8, on fresh data
-    curves = [p for p in page.locator(PLOT).all() if p.evaluate(CURVES_JS)]
-    assert len(curves) == 1 and curves[0].evaluate("el => el._fullData.map(t => t.x.length)") == [150, 150]
-    first = heatmaps(page, "layer")[0]  # the head picked first, at the last snapshot
-    weights = np.array(first.evaluate(Z_JS), dtype=float)
-    assert weights.shape == (8, 8) and np.fliplr(weights).diagonal().mean() > 0.8
+    wait_drawn(page, 4)  # curves, snapshot map, grid, pattern
+    curves = pixels(charts(page)[0])
+    assert (np.abs(curves.astype(int) - POST_NORM_BLUE).max(axis=-1) <= 2).sum() > 200  # the post-norm curves
+    weights = snapshot_weights(page)  # the head picked first, at the last snapshot
+    assert np.fliplr(weights).diagonal().mean() > 0.8
     # the slider's first snapshot: random weights, far from the anti-diagonal
     slider = page.get_by_role("slider", name="Training step")
     slider.focus()
     slider.press("Home")
     wait_idle(page)
-    early = np.array(heatmaps(page, "layer")[0].evaluate(Z_JS), dtype=float)
+    wait_drawn(page, 4)
+    early = snapshot_weights(page)
     assert np.fliplr(early).diagonal().mean() < 0.5
     assert_clean(page)
 
@@ -88,7 +91,8 @@ def test_stop_keeps_what_was_learned(page, app_url, wait_idle):
     stopped = int(re.search(r"stopped at step (\d+) of 3000", alerts).group(1))
     assert 20 <= stopped < 3000
     assert "keeps what it learned" in alerts
-    assert len(metric_values(page)) == 1 and heatmaps(page, "layer")
+    wait_drawn(page, 3)
+    assert len(metric_values(page)) == 1 and len(charts(page)) >= 3  # curves, the stopped model's maps
     assert stop_button(page).is_disabled()
     assert_clean(page)
 
@@ -130,9 +134,11 @@ def test_download_load_back_and_send_to_attention(page, app_url, wait_idle, tmp_
     assert "Trained model in use" in sidebar.inner_text()
     tokens = sidebar.get_by_role("textbox", name="Tokens").input_value()
     assert set(tokens.split()) <= set("ABCDEFGHIJ") and len(tokens.split()) == 8
-    assert heatmaps(page, "layer")
+    wait_drawn(page, 3)  # the Attention page's map, grid and entropy
+    trained = pixels(charts(page)[0])
     sidebar.get_by_role("button", name="Back to the random model").click()
     wait_idle(page)
     assert "Trained model in use" not in page.locator("[data-testid='stSidebar']").inner_text()
-    assert heatmaps(page, "layer")
+    wait_drawn(page, 3)
+    assert not np.array_equal(trained, pixels(charts(page)[0]))  # the random model's map is another
     assert_clean(page)

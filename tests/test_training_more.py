@@ -108,14 +108,22 @@ def test_curves_put_post_and_pre_on_the_same_axes():
         "post": pd.DataFrame({"step": [1, 2, 3], "loss": [2.3, 1.0, 0.5], "accuracy": [0.1, 0.5, 0.9]}),
         "pre": pd.DataFrame({"step": [1, 2], "loss": [2.2, 1.5], "accuracy": [0.12, 0.3]}),
     }
-    fig = curves_figure(histories, vocabulary_size=10, total_steps=300)
-    traces = {(t.name, t.xaxis): t for t in fig.data}
-    assert set(traces) == {("post-norm", "x"), ("post-norm", "x2"), ("pre-norm", "x"), ("pre-norm", "x2")}
-    np.testing.assert_array_equal(traces["post-norm", "x2"].y, [0.1, 0.5, 0.9])
-    np.testing.assert_array_equal(traces["pre-norm", "x"].y, [2.2, 1.5])
-    assert fig.layout.yaxis.type == "log" and list(fig.layout.xaxis.range) == [0, 300]
-    lines = sorted(shape.y0 for shape in fig.layout.shapes)
-    assert lines == pytest.approx([0.1, np.log(10)])  # chance accuracy, uniform-guess loss
+    spec = curves_figure(histories, vocabulary_size=10, total_steps=300)
+    table = spec["datasets"]["curves"]
+    by_norm = {name: rows for name, rows in table.groupby("placement")}
+    assert set(by_norm) == {"post-norm", "pre-norm"}
+    np.testing.assert_array_equal(by_norm["post-norm"]["accuracy"], [0.1, 0.5, 0.9])
+    np.testing.assert_array_equal(by_norm["pre-norm"]["loss"], [2.2, 1.5])
+    loss, accuracy = spec["hconcat"]
+    for panel, column in ((loss, "loss"), (accuracy, "accuracy")):
+        line = panel["layer"][0]
+        assert line["data"] == {"name": "curves"} and line["encoding"]["y"]["field"] == column
+        assert line["encoding"]["x"]["scale"]["domain"] == [0, 300]  # the whole run's steps, from the start
+        assert line["encoding"]["color"]["scale"]["domain"] == ["post-norm", "pre-norm"]  # both on the same axes
+    assert loss["layer"][0]["encoding"]["y"]["scale"]["type"] == "log"
+    rules = [layer["data"]["values"][0]["y"] for panel in (loss, accuracy) for layer in panel["layer"]
+             if layer["mark"]["type"] == "rule"]  # fmt: skip
+    assert rules == pytest.approx([np.log(10), 0.1])  # uniform-guess loss, chance accuracy
 
 
 def test_task_patterns_name_the_key_each_query_needs():
@@ -146,9 +154,12 @@ def test_pattern_history_and_figure():
     assert len(history) == 2 * 2 * 3
     last = history[history["step"] == 10].set_index("head_label")["mass"]
     assert last["L1 H2"] == pytest.approx(1.0) and last["L0 H0"] == pytest.approx(0.25)
-    fig = pattern_figure(history, make_task("reverse", 4), marked_step=10)
-    assert fig.data[0].name == "L1 H2"  # the head that ends closest to the pattern comes first
-    assert len(fig.data) == 6
+    spec = pattern_figure(history, make_task("reverse", 4), marked_step=10)
+    lines = spec["layer"][0]
+    assert lines["encoding"]["color"]["sort"][0] == "L1 H2"  # the head that ends closest to the pattern comes first
+    assert set(spec["datasets"]["pattern"]["head_label"]) == set(history["head_label"])  # 6 heads, all drawn
+    marks = [layer["data"]["values"][0] for layer in spec["layer"][1:] if layer["mark"]["type"] == "rule"]
+    assert marks == [{"y": 0.25}, {"step": 10}]  # uniform attention 1/4, and the step the slider shows
 
 
 def test_snapshot_maps_keep_the_trace_tokens_and_mask():

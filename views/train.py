@@ -152,11 +152,11 @@ class LiveTraining:
         histories = {norm: pd.DataFrame(r, columns=["step", "loss", "accuracy"]) for norm, r in self.rows.items() if r}
         try:
             self.bar.progress(done / (self.steps * len(self.norms)), text=text)
-            self.chart.plotly_chart(
+            self.chart.vega_lite_chart(
                 curves_figure(histories, self.vocabulary_size, self.steps),
                 key=f"train_live_{self.draws}",
                 theme=None,
-                config={"displayModeBar": False},
+                width="content",
             )
         except BaseException as interrupt:  # noqa: B036 - Streamlit's rerun/stop request: raised again once kept
             self.interrupt = interrupt
@@ -358,7 +358,9 @@ def attention_forming(training: Training, norm: str, probe_maps: AttentionMaps, 
     pattern = task_pattern(task)
     if pattern is not None and len(steps) > 1:
         history = pattern_history(result.snapshots, pattern)
-        st.plotly_chart(pattern_figure(history, task, marked_step=step), key="train_pattern", theme=None)
+        st.vega_lite_chart(
+            pattern_figure(history, task, marked_step=step), key="train_pattern", theme=None, width="content"
+        )
 
 
 def your_tokens(training: Training, norm: str, layer: int, head: int) -> None:
@@ -487,10 +489,11 @@ def look_inside(training: Training) -> str:
     """Curves, attention forming over training, the model on typed tokens; returns the placement shown."""
     histories = {norm: r.history for norm, r in training.results.items() if len(r.history)}
     if histories:
-        st.plotly_chart(
+        st.vega_lite_chart(
             curves_figure(histories, len(training.task.vocabulary), max(len(h) for h in histories.values())),
             key="train_curves",
             theme=None,
+            width="content",
         )
     norms = list(training.results)
     norm = norms[0]
