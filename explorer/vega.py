@@ -24,7 +24,7 @@ MAX_CELL_TEXT = 16 * 16  # write the value in each cell up to this many cells
 MAX_CELL_PX = 56.0  # a cell is at most this wide, so a 3-token map is not a wall of colour
 MAX_TICKS = 45  # token labels along one axis; above this only every n-th is labelled
 IMAGE_SIDE = 768  # px: an image matrix is scaled up (nearest neighbour) to at least this, so cells stay sharp
-FONT = "sans-serif"
+FONT = "Source Sans, sans-serif"  # the font Streamlit ships and uses for the page text
 
 
 @dataclass(frozen=True)
@@ -208,7 +208,7 @@ def matrix_spec(
             {
                 "data": {"name": f"{name}_cells"},
                 "transform": [{"filter": "!datum.masked"}, *cell_bounds(), *label],
-                "mark": {"type": "text", "fontSize": 12 if cell >= 34 else 10},
+                "mark": {"type": "text", "fontSize": 14 if cell >= 34 else 11},
                 "encoding": {
                     "x": {"field": "k_mid", "type": "quantitative"},
                     "y": {"field": "q_mid", "type": "quantitative"},
@@ -252,9 +252,9 @@ def chart(spec: dict) -> dict:
         "config": {
             "view": {"stroke": None},
             "font": FONT,
-            "axis": {"labelFontSize": 13, "titleFontSize": 13},
-            "legend": {"labelFontSize": 12, "titleFontSize": 12},
-            "title": {"fontSize": 15, "subtitleFontSize": 13},
+            "axis": {"labelFontSize": 14, "titleFontSize": 14},
+            "legend": {"labelFontSize": 13, "titleFontSize": 13},
+            "title": {"fontSize": 17, "subtitleFontSize": 14},
         },
     }
 
