@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import io
+import textwrap
 from dataclasses import dataclass
 
 import numpy as np
@@ -273,3 +274,25 @@ def concat(views: list[dict], direction: str = "hconcat", shared_colour: bool = 
     if shared_colour:
         spec["resolve"] = {"scale": {"color": "shared"}}
     return chart(spec)
+
+
+# ---- general helpers for line and bar charts (appended; the matrix helpers above are unchanged) ----------------
+
+CATEGORY10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+              "#17becf")  # fmt: skip
+RDBU = ("#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d", "#b2182b",
+        "#67001f")  # fmt: skip  # diverging: negative blue, 0 near white, positive red
+GRID_COLOUR = "#eeeeee"
+CHAR_PX = 0.5  # average width of a character of FONT, in font sizes: how many characters fit a line
+
+
+def wrap(text: str, width_px: float, font_px: float = 14) -> list[str]:
+    """Lines of text that fit width_px (Vega cuts a long title or subtitle short instead of wrapping it);
+    "\\n" starts a new line."""
+    chars = max(20, int(width_px / (CHAR_PX * font_px)))
+    return [line for part in text.split("\n") for line in (textwrap.wrap(part, chars) or [""])]
+
+
+def heading(text: str, subtitle: str = "", width_px: float = 640) -> dict:
+    """A chart title on the left, its subtitle wrapped to width_px."""
+    return {"text": text, "subtitle": wrap(subtitle, width_px) if subtitle else [], "anchor": "start"}
