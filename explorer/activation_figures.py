@@ -1,257 +1,272 @@
-"""Plotly figures of the activations page: statistics over depth, LayerNorm in vs out, per-token norms,
-histograms, ReLU zeros, per-head grids and gradient norms. Tables in, go.Figure out (no Streamlit here)."""
+"""Vega-Lite charts of the activations page: statistics over depth, LayerNorm in vs out, per-token norms,
+histograms, ReLU zeros, per-head grids and gradient norms. Tables in, spec dict out (no Streamlit here; see
+explorer/vega.py for why Vega-Lite).
+
+Each chart names its tables (under "datasets") and matrix views: act_depth, act_layernorm, act_token_norms
+(matrix), act_histogram, act_zeros, the head grids (matrix, named by the caller), act_grad_totals and act_grad
+(matrix, its table also carrying each gradient norm).
+"""
 
 from __future__ import annotations
 
-import html
+import math
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.colors import qualitative
-from plotly.subplots import make_subplots
 
 from explorer.figures import token_labels
+from explorer.vega import CATEGORY10, GRID_COLOUR, VIRIDIS, Ramp, chart, heading, matrix_spec
 
-COLOURS = qualitative.D3
-FONT = dict(size=13)
+CIVIDIS = ("#00224e", "#123570", "#3b496c", "#575d6d", "#707173", "#8a8678", "#a59c74", "#c3b369", "#e1cc55",
+           "#fee838")  # fmt: skip
 POINT_COLOURS = {  # one colour per point, whichever points a stack has
-    "residual": COLOURS[0],
-    "attention output": COLOURS[1],
-    "cross-attention output": COLOURS[4],
-    "FFN hidden": COLOURS[2],
-    "FFN output": COLOURS[3],
+    "residual": CATEGORY10[0],
+    "attention output": CATEGORY10[1],
+    "cross-attention output": CATEGORY10[4],
+    "FFN hidden": CATEGORY10[2],
+    "FFN output": CATEGORY10[3],
 }
 STAT_TITLES = {"mean": "mean", "std": "standard deviation", "rms": "RMS", "max_abs": "max |x|"}
-MAX_CELL_TEXT = 16 * 24  # write the value in each heatmap cell up to this many cells
+SUBLAYER_NAMES = {"attn": "self-attention", "cross": "cross-attention", "ffn": "feed-forward"}
 MAX_TEXT_HEADS = 6  # a per-head grid (a third of the page wide) writes its values up to this many heads
+MAX_LAYER_TICKS = 14
+PANEL_WIDTH, PANEL_HEIGHT = 330, 190  # px of one panel of a grid of line charts
+LINE_WIDTH = 640  # px of the plot area of a single line or bar chart
+HEAD_GRID_PX = 180  # px along the longer side of a per-head grid (a third of the page)
 
 
-def _auto_margins(fig: go.Figure) -> go.Figure:
-    """Let every axis make room for its tick labels and title (Plotly's default clips them)."""
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
-    return fig
+def _layer_axis(title: str | None, layers: list[int]) -> dict:
+    """An x encoding over block indices; -1 is labelled 'input' (embedding + position)."""
+    values = layers if len(layers) <= MAX_LAYER_TICKS else layers[:: math.ceil(len(layers) / MAX_LAYER_TICKS)]
+    return {
+        "field": "layer",
+        "type": "quantitative",
+        "scale": {"domain": [layers[0] - 0.3, layers[-1] + 0.3], "nice": False, "zero": False},
+        "axis": {"title": title, "values": values, "labelExpr": "datum.value == -1 ? 'input' : datum.value",
+                 "grid": True, "gridColor": GRID_COLOUR},
+    }  # fmt: skip
 
 
-def _title(text: str, subtitle: str = "") -> dict:
-    body = html.escape(text) + (f"<br><sup>{html.escape(subtitle)}</sup>" if subtitle else "")
-    return dict(text=body, x=0.0, xanchor="left")
+def _block_name() -> dict:
+    """A transform naming each row's block for hover: 'input' for -1, else the block index."""
+    return {"calculate": "datum.layer == -1 ? 'input' : '' + datum.layer", "as": "block"}
 
 
-def _layer_axis(fig: go.Figure, n_layers: int, with_input: bool, **where) -> None:
-    """x = block index; -1 is labelled 'input' (embedding + position)."""
-    values = list(range(-1 if with_input else 0, n_layers))
-    every = max(1, len(values) // 13 + 1) if len(values) > 14 else 1
-    shown = values[::every]
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=shown,
-        ticktext=["input" if v == -1 else str(v) for v in shown],
-        showgrid=True,
-        gridcolor="#eee",
-        zeroline=False,
-        **where,
-    )
+def _y(title: str | None = None, **scale: object) -> dict:
+    return {"field": "value", "type": "quantitative", "scale": {"zero": False, **scale},
+            "axis": {"title": title, "gridColor": GRID_COLOUR, "format": "~g"}}  # fmt: skip
 
 
-def depth_figure(stats: pd.DataFrame, stack: str) -> go.Figure:
+def _panels(panels: list[dict], columns: int) -> dict:
+    """Panels in rows of `columns` (an hconcat per row: Streamlit draws nothing of a "concat" with "columns")."""
+    shared = {"scale": {"color": "shared", "strokeDash": "shared", "shape": "shared"}}
+    rows = [{"hconcat": panels[i : i + columns], "spacing": 40, "resolve": shared}
+            for i in range(0, len(panels), columns)]  # fmt: skip
+    return rows[0] if len(rows) == 1 else {"vconcat": rows, "spacing": 24, "resolve": shared}
+
+
+def depth_figure(stats: pd.DataFrame, stack: str) -> dict:
     """Mean, std, RMS and max |x| over depth (2 x 2), one line per point: the residual stream (after each block,
     and the input) and each sub-layer's output before it is added to the stream."""
     points = [p for p in stats["point"].unique() if "LayerNorm" not in p]
-    n_layers = int(stats["layer"].max()) + 1
-    fig = make_subplots(
-        rows=2,
-        cols=2,
-        subplot_titles=[STAT_TITLES[s] for s in STAT_TITLES],
-        vertical_spacing=0.16,
-        horizontal_spacing=0.08,
+    rows = stats[stats["point"].isin(points)]
+    table = rows.melt(id_vars=["layer", "point"], value_vars=list(STAT_TITLES), var_name="statistic")
+    table = table.astype({"layer": np.int32, "value": np.float64})  # layer, point, statistic, value
+    layers = list(range(-1, int(stats["layer"].max()) + 1))
+    colours = [POINT_COLOURS.get(p, CATEGORY10[i % len(CATEGORY10)]) for i, p in enumerate(points)]
+    colour = {"field": "point", "type": "nominal", "title": "point", "scale": {"domain": points, "range": colours}}
+    width = {"condition": {"test": "datum.point == 'residual'", "value": 3}, "value": 2}
+    panels = []
+    for i, (stat, title) in enumerate(STAT_TITLES.items()):
+        x = _layer_axis("block" if i >= 2 else None, layers)
+        tooltip = [{"field": "point"}, {"field": "block"}, {"field": "value", "title": title, "format": ".4g"}]
+        panels.append(
+            {
+                "title": {"text": title, "anchor": "middle", "fontSize": 13},
+                "width": PANEL_WIDTH,
+                "height": PANEL_HEIGHT,
+                "data": {"name": "act_depth"},
+                "transform": [{"filter": f"datum.statistic == '{stat}'"}, _block_name()],
+                "layer": [
+                    {"mark": {"type": "line"}, "encoding": {"x": x, "y": _y(), "color": colour, "strokeWidth": width}},
+                    {"mark": {"type": "point", "filled": True, "size": 36, "opacity": 1},
+                     "encoding": {"x": x, "y": _y(), "color": colour, "tooltip": tooltip}},
+                ],
+            }
+        )  # fmt: skip
+    subtitle = (
+        "residual: the stream after each block (input = embedding + position); sub-layer outputs: what each "
+        "sub-layer adds, before the residual sum; over all tokens and units"
     )
-    for i, point in enumerate(points):
-        rows = stats[stats["point"] == point].sort_values("layer")
-        for j, stat in enumerate(STAT_TITLES):
-            fig.add_trace(
-                go.Scatter(
-                    x=rows["layer"],
-                    y=rows[stat],
-                    mode="lines+markers",
-                    marker=dict(size=6),
-                    line=dict(
-                        color=POINT_COLOURS.get(point, COLOURS[i % len(COLOURS)]), width=3 if point == "residual" else 2
-                    ),
-                    name=point,
-                    legendgroup=point,
-                    showlegend=j == 0,
-                    hovertemplate=f"{point}<br>block %{{x}}<br>{STAT_TITLES[stat]} %{{y:.4g}}<extra></extra>",
-                ),
-                row=j // 2 + 1,
-                col=j % 2 + 1,
-            )
-    for j in range(4):
-        _layer_axis(fig, n_layers, True, row=j // 2 + 1, col=j % 2 + 1)
-        fig.update_yaxes(showgrid=True, gridcolor="#eee", zerolinecolor="#bbb", row=j // 2 + 1, col=j % 2 + 1)
-    fig.update_xaxes(title_text="block", row=2)
-    fig.update_layout(
-        title=_title(
-            f"Activation statistics over depth ({stack} stack)",
-            "residual: the stream after each block (input = embedding + position); sub-layer outputs: what each "
-            "sub-layer adds, before the residual sum; over all tokens and units",
-        ),
-        height=640,
-        margin=dict(l=10, r=10, t=90, b=10),
-        plot_bgcolor="white",
-        font=FONT,
-        legend=dict(title=dict(text="point"), font=dict(size=12)),
+    return chart(
+        {
+            "title": heading(f"Activation statistics over depth ({stack} stack)", subtitle, 2 * PANEL_WIDTH + 180),
+            "datasets": {"act_depth": table},
+            **_panels(panels, 2),
+        }
     )
-    fig.update_annotations(font=dict(size=13))
-    return _auto_margins(fig)
 
 
-def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> go.Figure:
+def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> dict:
     """Each LayerNorm's input against its output over depth: RMS and max |x|."""
     rows = stats[stats["point"].str.contains("LayerNorm")]
-    n_layers = int(stats["layer"].max()) + 1
     sublayers = list(dict.fromkeys(p.rsplit(" LayerNorm", 1)[0] for p in rows["point"]))
-    names = {"attn": "self-attention", "cross": "cross-attention", "ffn": "feed-forward"}
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("RMS", "max |x|"), horizontal_spacing=0.08)
+    labels, colours, dashes, shapes = [], [], [], []
     for i, sub in enumerate(sublayers):
-        for side, dash in (("in", "solid"), ("out", "dash")):
-            point = f"{sub} LayerNorm {side}"
-            part = rows[rows["point"] == point].sort_values("layer")
-            label = f"{names.get(sub, sub)} LayerNorm {'input' if side == 'in' else 'output'}"
-            for col, stat in enumerate(("rms", "max_abs"), start=1):
-                fig.add_trace(
-                    go.Scatter(
-                        x=part["layer"],
-                        y=part[stat],
-                        mode="lines+markers",
-                        marker=dict(size=6, symbol="circle" if side == "in" else "diamond"),
-                        line=dict(color=COLOURS[i % len(COLOURS)], dash=dash),
-                        name=label,
-                        legendgroup=label,
-                        showlegend=col == 1,
-                        hovertemplate=f"{label}<br>block %{{x}}<br>{STAT_TITLES[stat]} %{{y:.4g}}<extra></extra>",
-                    ),
-                    row=1,
-                    col=col,
-                )
-    for col in (1, 2):
-        _layer_axis(fig, n_layers, False, row=1, col=col)
-        fig.update_yaxes(showgrid=True, gridcolor="#eee", zerolinecolor="#bbb", rangemode="tozero", row=1, col=col)
-    fig.update_xaxes(title_text="block")
-    where = "x + sublayer(x), the sum it normalises" if norm == "post" else "the residual stream x itself"
-    fig.update_layout(
-        title=_title(
-            f"What each LayerNorm receives and returns ({stack} stack, {norm}-norm)",
-            f"input (solid): {where}; output (dashed): what it returns, RMS ≈ 1 while its gain is 1 (untrained)",
-        ),
-        height=430,
-        margin=dict(l=10, r=10, t=90, b=10),
-        plot_bgcolor="white",
-        font=FONT,
-        legend=dict(font=dict(size=12)),
+        for side in ("in", "out"):
+            labels.append(f"{SUBLAYER_NAMES.get(sub, sub)} LayerNorm {'input' if side == 'in' else 'output'}")
+            colours.append(CATEGORY10[i % len(CATEGORY10)])
+            dashes.append([1, 0] if side == "in" else [6, 4])
+            shapes.append("circle" if side == "in" else "diamond")
+    names = {f"{sub} LayerNorm {side}": label for (sub, side), label in
+             zip([(s, side) for s in sublayers for side in ("in", "out")], labels, strict=True)}  # fmt: skip
+    table = rows.assign(series=rows["point"].map(names)).melt(
+        id_vars=["layer", "series"], value_vars=["rms", "max_abs"], var_name="statistic"
     )
-    fig.update_annotations(font=dict(size=13))
-    return _auto_margins(fig)
+    table = table.astype({"layer": np.int32, "value": np.float64})  # layer, series, statistic, value
+    layers = list(range(0, int(stats["layer"].max()) + 1))
+
+    def channel(values: list) -> dict:
+        return {"field": "series", "type": "nominal", "title": None, "scale": {"domain": labels, "range": values}}
+
+    panels = []
+    for stat in ("rms", "max_abs"):
+        x = _layer_axis("block", layers)
+        y = _y(zero=True)
+        tooltip = [{"field": "series", "title": "LayerNorm"}, {"field": "block"},
+                   {"field": "value", "title": STAT_TITLES[stat], "format": ".4g"}]  # fmt: skip
+        panels.append(
+            {
+                "title": {"text": STAT_TITLES[stat], "anchor": "middle", "fontSize": 13},
+                "width": PANEL_WIDTH,
+                "height": PANEL_HEIGHT,
+                "data": {"name": "act_layernorm"},
+                "transform": [{"filter": f"datum.statistic == '{stat}'"}, _block_name()],
+                "layer": [
+                    {"mark": {"type": "line", "strokeWidth": 2},
+                     "encoding": {"x": x, "y": y, "color": channel(colours), "strokeDash": channel(dashes)}},
+                    {"mark": {"type": "point", "filled": True, "size": 45, "opacity": 1},
+                     "encoding": {"x": x, "y": y, "color": channel(colours),
+                                  "shape": {**channel(shapes), "legend": None}, "tooltip": tooltip}},
+                ],
+            }
+        )  # fmt: skip
+    where = "x + sublayer(x), the sum it normalises" if norm == "post" else "the residual stream x itself"
+    subtitle = f"input (solid): {where}; output (dashed): what it returns, RMS ≈ 1 while its gain is 1 (untrained)"
+    spec = chart(
+        {
+            "title": heading(
+                f"What each LayerNorm receives and returns ({stack} stack, {norm}-norm)",
+                subtitle,
+                2 * PANEL_WIDTH + 180,
+            ),
+            "datasets": {"act_layernorm": table},
+            **_panels(panels, 2),
+        }
+    )
+    spec["config"]["legend"] |= {"orient": "bottom", "direction": "horizontal", "columns": 2, "labelLimit": 320,
+                                 "symbolType": "stroke", "symbolStrokeWidth": 2, "symbolSize": 300}  # fmt: skip
+    return spec
 
 
-def token_norm_heatmap(norms: np.ndarray, tokens: list[str], stack: str) -> go.Figure:
+def token_norm_heatmap(norms: np.ndarray, tokens: list[str], stack: str) -> dict:
     """[L + 1, T] L2 norm of each token's residual vector: input on top, then after each block."""
     n_rows, n_tokens = norms.shape
-    y = ["input"] + [f"after block {i}" for i in range(n_rows - 1)]
-    x = token_labels(tokens)
-    trace = go.Heatmap(
-        z=norms.astype(np.float32),
-        x=x,
-        y=y,
-        colorscale="Viridis",
-        colorbar=dict(title=dict(text="‖x‖₂")),
-        hovertemplate="token %{x}<br>%{y}<br>norm %{z:.4g}<extra></extra>",
-        xgap=1 if n_tokens <= 60 else 0,
-        ygap=1,
+    spec = matrix_spec(
+        norms.astype(np.float32),
+        None,
+        Ramp(VIRIDIS, float(norms.min()), float(max(norms.max(), norms.min() + 1e-6)), dark="low"),
+        name="act_token_norms",
+        x_labels=token_labels(tokens, escape=False),
+        y_labels=["input"] + [f"after block {i}" for i in range(n_rows - 1)],
+        x_title="token",
+        y_title="layer",
+        value_title="‖x‖₂",
+        title=f"Norm of each token's residual vector, layer by layer ({stack} stack)",
+        subtitle=["L2 norm over d_model; a repeated word has the same input row"],
+        value_format=".4g",
+        text_format=".1f",
+        max_px=LINE_WIDTH,
+        max_y_ticks=24,
     )
-    if norms.size <= MAX_CELL_TEXT:
-        trace.update(texttemplate="%{z:.1f}", textfont=dict(size=11))
-    fig = go.Figure(trace)
-    fig.update_layout(
-        title=_title(
-            f"Norm of each token's residual vector, layer by layer ({stack} stack)",
-            "L2 norm over d_model; a repeated word has the same input row",
-        ),
-        height=int(min(700, max(300, 150 + 28 * n_rows))),
-        margin=dict(l=10, r=10, t=80, b=10),
-        font=FONT,
-    )
-    fig.update_xaxes(title_text="token", type="category", tickangle=-45 if n_tokens > 12 else 0, automargin=True)
-    fig.update_yaxes(title_text="layer", type="category", autorange="reversed", automargin=True)
-    return _auto_margins(fig)
+    spec["height"] = max(spec["height"], min(24 * n_rows, 600))  # rows tall enough for their labels
+    spec["width"] = max(spec["width"], 320)
+    return chart(spec)
 
 
-def histogram_figure(bins: pd.DataFrame, what: str, values_summary: str, log_count: bool = False) -> go.Figure:
+def histogram_figure(bins: pd.DataFrame, what: str, values_summary: str, log_count: bool = False) -> dict:
     """A histogram from value_histogram's bins, with the exact zeros called out."""
-    centre = (bins["left"] + bins["right"]) / 2
-    fig = go.Figure(
-        go.Bar(
-            x=centre,
-            y=bins["count"],
-            width=bins["right"] - bins["left"],
-            customdata=np.stack([bins["left"], bins["right"]], axis=-1),
-            marker=dict(color="#4c78a8", line=dict(width=0)),
-            name="values",
-            hovertemplate="from %{customdata[0]:.4g} to %{customdata[1]:.4g}<br>%{y:,} values<extra></extra>",
-        )
-    )
+    table = bins[["left", "right", "count"]].astype({"count": np.int64})
     zeros = int(bins["exact_zeros"].iloc[0])
+    x = {"field": "left", "type": "quantitative", "scale": {"zero": False, "nice": False},
+         "axis": {"title": "activation value", "gridColor": GRID_COLOUR}}  # fmt: skip
+    scale = {"type": "log", "domainMin": 0.7} if log_count else {"zero": True}  # a count of 1 still shows
+    y = {"field": "count", "type": "quantitative", "scale": scale,
+         "axis": {"title": "count (log scale)" if log_count else "count", "gridColor": GRID_COLOUR}}  # fmt: skip
+    layers: list[dict] = [
+        {
+            "data": {"name": "act_histogram"},
+            "transform": [{"filter": "datum.count > 0"}] if log_count else [],
+            "mark": {"type": "rect", "color": "#4c78a8"},
+            "encoding": {"x": x, "x2": {"field": "right"}, "y": y,
+                         "y2": {"value": "height"} if log_count else {"datum": 0}, "tooltip": [
+                {"field": "left", "title": "from", "format": ".4g"},
+                {"field": "right", "title": "to", "format": ".4g"},
+                {"field": "count", "title": "values", "format": ","},
+            ]},
+        }
+    ]  # fmt: skip
     if zeros:
-        fig.add_vline(x=0.0, line=dict(color="#d62728", dash="dot"))
-    fig.update_layout(
-        title=_title(f"Distribution of values: {what}", values_summary),
-        height=400,
-        bargap=0,
-        margin=dict(l=10, r=10, t=80, b=10),
-        plot_bgcolor="white",
-        font=FONT,
-        showlegend=False,
+        layers.append(
+            {
+                "data": {"values": [{"left": 0.0, "zeros": zeros}]},
+                "mark": {"type": "rule", "color": "#d62728", "strokeDash": [2, 3], "strokeWidth": 1.5},
+                "encoding": {"x": {"field": "left", "type": "quantitative"},
+                             "tooltip": [{"field": "zeros", "title": "values exactly 0", "format": ","}]},
+            }
+        )  # fmt: skip
+    return chart(
+        {
+            "title": heading(f"Distribution of values: {what}", values_summary, LINE_WIDTH + 40),
+            "width": LINE_WIDTH,
+            "height": 280,
+            "datasets": {"act_histogram": table},
+            "layer": layers,
+        }
     )
-    fig.update_xaxes(title_text="activation value", showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(
-        title_text="count (log scale)" if log_count else "count",
-        type="log" if log_count else "linear",
-        showgrid=True,
-        gridcolor="#eee",
-    )
-    return _auto_margins(fig)
 
 
-def zero_fraction_figure(zeros: pd.DataFrame, stack: str, activation: str) -> go.Figure:
+def zero_fraction_figure(zeros: pd.DataFrame, stack: str, activation: str) -> dict:
     """Share of feed-forward hidden units that are exactly 0, per layer."""
-    fig = go.Figure(
-        go.Bar(
-            x=zeros["layer"],
-            y=zeros["zero_fraction"],
-            marker=dict(color="#4c78a8"),
-            texttemplate="%{y:.0%}",
-            textposition="outside",
-            name="exactly zero",
-            hovertemplate="block %{x}<br>%{y:.2%} of hidden units exactly 0<extra></extra>",
-        )
-    )
+    table = zeros[["layer", "zero_fraction"]].astype({"layer": np.int32, "zero_fraction": np.float64})
     note = (
         "ReLU sets every negative pre-activation to exactly 0; about half for random weights"
         if activation == "relu"
         else "GELU is exactly 0 only at 0 itself, so this stays at 0%"
     )
-    fig.update_layout(
-        title=_title(f"Feed-forward hidden units that are exactly 0 ({stack} stack, {activation})", note),
-        height=340,
-        margin=dict(l=10, r=10, t=80, b=10),
-        plot_bgcolor="white",
-        font=FONT,
-    )
-    _layer_axis(fig, len(zeros), False)
-    fig.update_xaxes(title_text="block")
-    fig.update_yaxes(title_text="share of units × tokens", range=[0, 1.12], tickformat=".0%", gridcolor="#eee")
-    return _auto_margins(fig)
+    x = {"field": "layer", "type": "ordinal", "axis": {"title": "block", "labelAngle": 0}}
+    y = {"field": "zero_fraction", "type": "quantitative", "scale": {"domain": [0, 1.12], "nice": False},
+         "axis": {"title": "share of units × tokens", "format": ".0%", "values": [0, 0.2, 0.4, 0.6, 0.8, 1.0],
+                  "gridColor": GRID_COLOUR}}  # fmt: skip
+    return chart(
+        {
+            "title": heading(
+                f"Feed-forward hidden units that are exactly 0 ({stack} stack, {activation})", note, LINE_WIDTH
+            ),
+            "width": min(LINE_WIDTH, max(240, 60 * len(table))),
+            "height": 220,
+            "datasets": {"act_zeros": table},
+            "data": {"name": "act_zeros"},
+            "layer": [
+                {"mark": {"type": "bar", "color": "#4c78a8"}, "encoding": {"x": x, "y": y, "tooltip": [
+                    {"field": "layer", "title": "block"},
+                    {"field": "zero_fraction", "title": "hidden units exactly 0", "format": ".2%"},
+                ]}},
+                {"mark": {"type": "text", "baseline": "bottom", "dy": -3, "fontSize": 12},
+                 "encoding": {"x": x, "y": y, "text": {"field": "zero_fraction", "format": ".0%"}}},
+            ],
+        }
+    )  # fmt: skip
 
 
 def head_grid_figure(
@@ -262,104 +277,112 @@ def head_grid_figure(
     zmin: float,
     zmax: float,
     value_format: str = ".2f",
-    colorscale: str = "Viridis",
-) -> go.Figure:
-    """A [layer, head] grid of one per-head statistic, the value written in each cell."""
+    colours: tuple[str, ...] = VIRIDIS,
+    name: str = "heads",
+) -> dict:
+    """A [layer, head] grid of one per-head statistic, the value written in each cell (up to MAX_TEXT_HEADS
+    heads); a head with no value (no query had an allowed key) is grey."""
     n_layers, n_heads = grid.shape
-    fig = go.Figure(
-        go.Heatmap(
-            z=grid.astype(np.float32),
-            x=[f"H{h}" for h in range(n_heads)],
-            y=[f"L{layer}" for layer in range(n_layers)],
-            zmin=zmin,
-            zmax=zmax if zmax > zmin else zmin + 1.0,
-            colorscale=colorscale,
-            colorbar=dict(title=dict(text=colour_title)),
-            texttemplate=f"%{{z:{value_format}}}" if n_heads <= MAX_TEXT_HEADS and n_layers <= 16 else None,
-            hovertemplate=f"layer %{{y}} head %{{x}}<br>{colour_title} %{{z:{value_format}}}<extra></extra>",
-            xgap=1,
-            ygap=1,
-        )
+    finite = np.isfinite(grid)  # [L, H]
+    spec = matrix_spec(
+        np.where(finite, grid, 0.0).astype(np.float32),
+        None if finite.all() else finite,
+        Ramp(colours, zmin, zmax if zmax > zmin else zmin + 1.0, dark="low"),
+        name=name,
+        x_labels=[f"H{h}" for h in range(n_heads)],
+        y_labels=[f"L{layer}" for layer in range(n_layers)],
+        x_title="head",
+        y_title="layer",
+        value_title=colour_title,
+        title=title,
+        subtitle=[subtitle],
+        value_format=value_format,
+        text_format=value_format if n_heads <= MAX_TEXT_HEADS and n_layers <= 16 else None,
+        masked_text="no value: no query had an allowed key",
+        max_px=HEAD_GRID_PX,
+        max_x_ticks=12,
+        max_y_ticks=24,
     )
-    fig.update_layout(
-        title=_title(title, subtitle),
-        height=int(min(600, max(240, 130 + 36 * n_layers))),
-        margin=dict(l=10, r=10, t=80, b=10),
-        font=FONT,
-    )
-    fig.update_xaxes(title_text="head", type="category", side="bottom")
-    fig.update_yaxes(title_text="layer", type="category", autorange="reversed")
-    return _auto_margins(fig)
+    return chart(spec)
 
 
-def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> go.Figure:
+def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> dict:
     """L2 norm of all of a block's parameter gradients, per block, one line per stack (log scale)."""
-    fig = go.Figure()
-    for i, (stack, part) in enumerate(totals.groupby("stack", sort=False)):
-        fig.add_trace(
-            go.Scatter(
-                x=part["layer"].astype(int),
-                y=part["norm"],
-                mode="lines+markers",
-                marker=dict(size=7),
-                line=dict(color=COLOURS[i % len(COLOURS)], width=3),
-                name=f"{stack} blocks",
-                hovertemplate=f"{stack} block %{{x}}<br>gradient norm %{{y:.4g}}<extra></extra>",
-            )
-        )
-    fig.update_layout(
-        title=_title(
-            f"Gradient norm of each block's parameters ({norm}-norm)",
-            "L2 norm of the gradients of all of the block's weights and biases together, for the objective stated "
-            "above",
-        ),
-        height=400,
-        margin=dict(l=10, r=10, t=80, b=10),
-        plot_bgcolor="white",
-        font=FONT,
-        legend=dict(orientation="h", x=1.0, xanchor="right", y=1.02, yanchor="bottom"),
-    )
-    _layer_axis(fig, int(totals["layer"].max()) + 1, False)
-    fig.update_xaxes(title_text="block")
-    fig.update_yaxes(title_text="gradient norm (log scale)", type="log", gridcolor="#eee")
-    return _auto_margins(fig)
+    table = totals[["stack", "layer", "norm"]].astype({"layer": np.int32, "norm": np.float64})
+    table["series"] = table["stack"] + " blocks"
+    names = list(dict.fromkeys(table["series"]))
+    layers = list(range(0, int(table["layer"].max()) + 1)) if len(table) else [0]
+    x = _layer_axis("block", layers)
+    y = {"field": "norm", "type": "quantitative", "scale": {"type": "log"},
+         "axis": {"title": "gradient norm (log scale)", "gridColor": GRID_COLOUR, "format": "~g"}}  # fmt: skip
+    colour = {"field": "series", "type": "nominal", "title": None,
+              "scale": {"domain": names, "range": list(CATEGORY10[: len(names)])},
+              "legend": {"orient": "top", "direction": "horizontal", "symbolStrokeWidth": 3}}  # fmt: skip
+    return chart(
+        {
+            "title": heading(
+                f"Gradient norm of each block's parameters ({norm}-norm)",
+                "L2 norm of the gradients of all of the block's weights and biases together, for the objective "
+                "stated above",
+                LINE_WIDTH,
+            ),
+            "width": LINE_WIDTH,
+            "height": 260,
+            "datasets": {"act_grad_totals": table},
+            "data": {"name": "act_grad_totals"},
+            "transform": [{"filter": "datum.norm > 0"}],
+            "layer": [
+                {"mark": {"type": "line", "strokeWidth": 3}, "encoding": {"x": x, "y": y, "color": colour}},
+                {"mark": {"type": "point", "filled": True, "size": 60, "opacity": 1},
+                 "encoding": {"x": x, "y": y, "color": colour, "tooltip": [
+                     {"field": "stack"}, {"field": "layer", "title": "block"},
+                     {"field": "norm", "title": "gradient norm", "format": ".4g"},
+                 ]}},
+            ],
+        }
+    )  # fmt: skip
 
 
-def gradient_heatmap(norms: pd.DataFrame, stack: str) -> go.Figure:
-    """[parameter, block] gradient norm of each weight matrix and bias of one stack, coloured on a log scale."""
+def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:
+    """[parameter, block] gradient norm of each weight matrix and bias of one stack, coloured on a log scale
+    (a zero gradient, which has no logarithm, is grey); hover gives the norm itself."""
     part = norms[(norms["stack"] == stack) & norms["layer"].notna()]
     table = part.pivot_table(index="parameter", columns="layer", values="norm", sort=False)  # [parameters, L]
-    values = table.to_numpy(dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        logs = np.where(values > 0, np.log10(np.where(values > 0, values, 1.0)), np.nan)
-    finite = logs[np.isfinite(logs)]
+    values = table.to_numpy(dtype=np.float64)  # [parameters, L]
+    positive = values > 0
+    logs = np.log10(np.where(positive, values, 1.0))  # [parameters, L]
+    finite = logs[positive]
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    ticks = [np.log10(m * 10.0**e) for e in range(int(np.floor(low)), int(np.ceil(high)) + 1) for m in (1, 2, 5)]
+    ticks = [math.log10(m * 10.0**e) for e in range(math.floor(low), math.ceil(high) + 1) for m in (1, 2, 5)]
     ticks = [t for t in ticks if low - 1e-9 <= t <= high + 1e-9] or [low, high]
-    fig = go.Figure(
-        go.Heatmap(
-            z=logs.astype(np.float32),
-            x=[str(int(c)) for c in table.columns],
-            y=list(table.index),
-            customdata=values.astype(np.float32),
-            zmin=low,
-            zmax=high if high > low else low + 1.0,
-            colorscale="Viridis",
-            colorbar=dict(title=dict(text="norm"), tickvals=ticks, ticktext=[f"{10**t:.3g}" for t in ticks]),
-            hovertemplate="%{y}<br>block %{x}<br>gradient norm %{customdata:.4g}<extra></extra>",
-            xgap=1,
-            ygap=1,
-        )
+    n_params, n_blocks = values.shape
+    spec = matrix_spec(
+        logs.astype(np.float32),
+        positive,
+        Ramp(VIRIDIS, low, high if high > low else low + 1.0, dark="low"),
+        name="act_grad",
+        x_labels=[str(int(c)) for c in table.columns],
+        y_labels=list(table.index),
+        x_title="block",
+        y_title="parameter",
+        value_title="norm",
+        title=f"Gradient norm of each weight matrix and bias ({stack} stack)",
+        subtitle=["colour on a log scale, so that small and large norms both show; hover for the value"],
+        text_format=None,
+        masked_text="0 (no gradient reaches it)",
     )
-    fig.update_layout(
-        title=_title(
-            f"Gradient norm of each weight matrix and bias ({stack} stack)",
-            "colour on a log scale, so that small and large norms both show; hover for the value",
-        ),
-        height=int(max(320, 120 + 24 * len(table.index))),
-        margin=dict(l=10, r=10, t=80, b=10),
-        font=FONT,
-    )
-    fig.update_xaxes(title_text="block", type="category")
-    fig.update_yaxes(title_text="parameter", type="category", autorange="reversed", automargin=True)
-    return _auto_margins(fig)
+    spec["width"] = int(min(LINE_WIDTH, max(240, 60 * n_blocks)))
+    spec["height"] = int(24 * n_params)
+    if "datasets" not in spec:  # too many cells to hover: an image (some thousand blocks)
+        return chart(spec)
+    cells = spec["layer"][0]
+    spec["datasets"]["act_grad_cells"]["norm"] = values.astype(np.float32).ravel()
+    cells["encoding"]["tooltip"] = [
+        {"field": "query", "title": "parameter"},
+        {"field": "key", "title": "block"},
+        {"field": "norm", "title": "gradient norm", "format": ".4g"},
+    ]
+    legend = cells["encoding"]["color"]["legend"]
+    legend |= {"values": ticks, "labelExpr": "format(pow(10, datum.value), '.3~g')",
+               "gradientLength": int(min(200, spec["height"]))}  # fmt: skip
+    return chart(spec)

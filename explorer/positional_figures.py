@@ -1,24 +1,43 @@
-"""Plotly figures of the positional page: encodings, wavelengths, similarities, rotary angles, offset scores and
-the permutation demonstration. Arrays in, go.Figure out (no Streamlit here)."""
+"""Vega-Lite charts of the positional page: encodings, wavelengths, similarities, rotary angles, offset scores and
+the permutation demonstration. Arrays in, spec dict out (no Streamlit here; see explorer/vega.py for why Vega-Lite).
+
+Each chart names its tables (under "datasets") and matrix views: pos_curves, pos_typed, pos_table,
+pos_wavelengths, pos_similarity, pos_profile, pos_rope, pos_offset (matrix) + pos_offsets, and perm_typed,
+perm_moved, perm_rerun.
+"""
 
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
-import plotly.graph_objects as go
-from plotly.colors import qualitative
-from plotly.subplots import make_subplots
+import pandas as pd
 
-from explorer.figures import token_labels
+from explorer.figures import WEIGHTS, token_labels
 from explorer.position_analysis import OffsetScores, PermutationDemo
+from explorer.vega import (
+    CATEGORY10,
+    GRID_COLOUR,
+    MAX_CELLS,
+    RDBU,
+    VIRIDIS,
+    Ramp,
+    chart,
+    concat,
+    heading,
+    matrix_spec,
+    wrap,
+)
 
 MAX_SIDE = 512  # rows or columns drawn in one heatmap; longer axes show every n-th (said in the title)
+CURVE_POINTS = 8192  # points over all curves of one chart; longer curves keep the extremes of each stretch
 TYPED_COLOUR = "#d62728"
-DIVERGING = "RdBu_r"  # negative blue, 0 white, positive red
-FONT = dict(size=13)
-PALETTE = qualitative.D3
+CURVE_COLOURS = tuple(c for c in CATEGORY10 if c != TYPED_COLOUR)  # red means "typed" on this page
+TWILIGHT = ("#e2d9e2", "#9ebbc9", "#6785be", "#5e43a5", "#421257", "#471340", "#8e2c50", "#ba6657", "#ceac94",
+            "#e2d9e2")  # fmt: skip  # cyclic: 0° and 360° share a colour
+LINE_WIDTH = 640  # px of the plot area of a line chart
+HEATMAP_PX = 640  # px along the longer side of a big heatmap
+SMALL_MARKERS = 80  # a curve with at most this many points shows each point
 
 
 def every_nth(n: int, limit: int = MAX_SIDE) -> np.ndarray:
@@ -40,19 +59,8 @@ def _shown_note(shown: np.ndarray, n: int, what: str) -> str:
     return f" · every {ordinal(step)} {what} drawn ({len(shown)} of {n:,})"
 
 
-def _layout(fig: go.Figure, title: str, height: int, subtitle: str = "") -> go.Figure:
-    lines = [f"<sup>{html.escape(line)}</sup>" for line in subtitle.split("\n") if line]  # one <sup> per line
-    text = "<br>".join([html.escape(title), *lines])
-    fig.update_layout(
-        title=dict(text=text, x=0.0, xanchor="left"),
-        height=height,
-        margin=dict(l=10, r=10, t=60 + 18 * len(lines), b=10),
-        plot_bgcolor="white",
-        font=FONT,
-    )
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
-    return fig
+def _hover_note(cells: int) -> str:
+    return " · too many cells to hover: download the CSV for exact values" if cells > MAX_CELLS else ""
 
 
 def _typed_tokens_hint(tokens: list[str], n_positions: int) -> str:
@@ -69,153 +77,255 @@ def pair_name(dim: int, kind: str) -> str:
     return f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'} of pair {dim // 2})"
 
 
-def encoding_curves(table: np.ndarray, dims: list[int], tokens: list[str], kind: str) -> go.Figure:
-    """Encoding value against position, one line per chosen dimension; the typed tokens' positions are marked."""
+def extremes(values: np.ndarray, budget: int) -> np.ndarray:
+    """Indices of the points of a curve [P] to draw: all while P <= budget; else the first, the last and the
+    lowest and highest point of each of budget / 2 equal stretches (what a screen shows of a dense curve), sorted."""
+    n = len(values)
+    if n <= budget:
+        return np.arange(n)
+    size = math.ceil(n / max(1, budget // 2))
+    padded = np.full(math.ceil(n / size) * size, np.nan)
+    padded[:n] = values
+    stretches = padded.reshape(-1, size)  # [n_stretches, size]
+    starts = np.arange(stretches.shape[0]) * size
+    low = starts + np.nanargmin(stretches, axis=1)
+    high = starts + np.nanargmax(stretches, axis=1)
+    return np.unique(np.concatenate([[0, n - 1], low, high]))
+
+
+def _line_axis(title: str, **extra: object) -> dict:
+    return {"title": title, "grid": True, "gridColor": GRID_COLOUR, **extra}
+
+
+def _outline(k_end: int, q_end: int, q_start: int = 0, k_start: int = 0) -> dict:
+    """A red frame over cells [q_start, q_end) x [k_start, k_end) of a matrix view (cell units)."""
+    return {
+        "data": {"values": [{"k": k_start, "k_end": k_end, "q": q_start, "q_end": q_end}]},
+        "mark": {"type": "rect", "filled": False, "stroke": TYPED_COLOUR, "strokeWidth": 2},
+        "encoding": {
+            "x": {"field": "k", "type": "quantitative"},
+            "x2": {"field": "k_end"},
+            "y": {"field": "q", "type": "quantitative"},
+            "y2": {"field": "q_end"},
+        },
+    }
+
+
+def _cell_layers(spec: dict) -> list[dict]:
+    """The layers of a matrix view that hover (cells and cell text; not an image or a legend-only layer)."""
+    return [layer for layer in spec["layer"] if "tooltip" in layer.get("encoding", {})]
+
+
+def _retitle_tooltip(spec: dict, titles: dict[str, str]) -> None:
+    """Rename rows of a matrix view's tooltip, e.g. {"query": "row position"} (fields as matrix_spec names them)."""
+    for layer in _cell_layers(spec):
+        for row in layer["encoding"]["tooltip"]:
+            row["title"] = titles.get(row["field"], row["title"])
+
+
+def _stretch(spec: dict, width: int | None = None, height: int | None = None) -> None:
+    """Give a matrix view another plot size (its cells stop being square; the axes are in cell units)."""
+    if width is not None:
+        spec["width"] = int(width)
+    if height is not None:
+        spec["height"] = int(height)
+    legend = spec["layer"][0]["encoding"].get("color", {}).get("legend")
+    if legend is not None:  # a matrix drawn cell by cell: its colour bar as long as the plot allows
+        legend["gradientLength"] = int(min(200, spec["height"]))
+
+
+def encoding_curves(table: np.ndarray, dims: list[int], tokens: list[str], kind: str) -> dict:
+    """Encoding value against position, one line per chosen dimension; the typed tokens' positions are marked.
+
+    A sine and its cosine share a colour (the cosine dotted). Curves longer than the chart's point budget keep the
+    lowest and highest value of each stretch of positions (said in the subtitle). Hover any point of a curve.
+    """
     n_positions = table.shape[0]  # table: [P, D]
     typed = min(len(tokens), n_positions)
-    labels = [html.escape(t) for t in tokens[:typed]]
-    fig = go.Figure()
-    positions = np.arange(n_positions)
-    for dim in dims:
-        name = pair_name(dim, kind)
-        group = dim // 2 if kind == "sinusoidal" else dim  # a sine and its cosine share a colour
-        colour = PALETTE[sorted({d // 2 if kind == "sinusoidal" else d for d in dims}).index(group) % len(PALETTE)]
-        fig.add_trace(
-            go.Scatter(
-                x=positions,
-                y=table[:, dim].astype(np.float32),
-                mode="lines",
-                line=dict(color=colour, dash="dot" if kind == "sinusoidal" and dim % 2 else "solid", width=2),
-                name=name,
-                legendgroup=name,
-                hovertemplate=f"{name}<br>position %{{x}}<br>value %{{y:.4f}}<extra></extra>",
-            )
-        )
-        fig.add_trace(
-            go.Scatter(
-                x=positions[:typed],
-                y=table[:typed, dim].astype(np.float32),
-                mode="markers",
-                marker=dict(color=TYPED_COLOUR, size=7, line=dict(color="white", width=1)),
-                name=f"{name}, typed tokens",
-                legendgroup=name,
-                showlegend=False,
-                customdata=labels,
-                hovertemplate=f"{name}<br>position %{{x}}: token %{{customdata}}<br>value %{{y:.4f}}<extra></extra>",
-            )
-        )
+    names = [pair_name(d, kind) for d in dims]
+    groups = sorted({d // 2 if kind == "sinusoidal" else d for d in dims})
+    colours = [CURVE_COLOURS[groups.index(d // 2 if kind == "sinusoidal" else d) % len(CURVE_COLOURS)] for d in dims]
+    dashes = [[2, 3] if kind == "sinusoidal" and d % 2 else [1, 0] for d in dims]
+    budget = max(2, CURVE_POINTS // max(1, len(dims)))
+    parts = []
+    for dim, name in zip(dims, names, strict=True):
+        keep = extremes(table[:, dim], budget)  # [kept positions]
+        parts.append(pd.DataFrame({"position": keep.astype(np.int32), "dimension": name,
+                                   "value": table[keep, dim].astype(np.float32)}))  # fmt: skip
+    curves = pd.concat(parts, ignore_index=True)
+    curves["dimension"] = pd.Categorical(curves["dimension"], categories=names)
+    labels = [str(t) for t in tokens[:typed]]  # hover names the position too: a repeated token needs no suffix
+    marks = pd.DataFrame(
+        {
+            "position": np.tile(np.arange(typed, dtype=np.int32), len(dims)),
+            "dimension": pd.Categorical(np.repeat(names, typed), categories=names),
+            "token": np.tile(np.asarray(labels, dtype=object), len(dims)),
+            "value": table[:typed, dims].T.ravel().astype(np.float32),  # [dims * typed], dimension by dimension
+        }
+    )
+    x = {"field": "position", "type": "quantitative", "axis": _line_axis("position"),
+         "scale": {"domain": [-0.5 if typed else 0, n_positions - 1], "nice": False, "zero": False}}  # fmt: skip
+    y = {"field": "value", "type": "quantitative", "axis": _line_axis("value added to that dimension")}
+    colour = {"field": "dimension", "type": "nominal", "title": "dimension",
+              "scale": {"domain": names, "range": colours},
+              "legend": {"symbolType": "stroke", "symbolStrokeWidth": 2, "symbolSize": 300}}  # fmt: skip
+    dash = {"field": "dimension", "type": "nominal", "title": "dimension", "scale": {"domain": names, "range": dashes}}
+    layers: list[dict] = []
     if typed:
-        fig.add_vrect(x0=-0.5, x1=typed - 0.5, fillcolor=TYPED_COLOUR, opacity=0.07, line_width=0)
+        layers.append(
+            {
+                "data": {"values": [{"from": -0.5, "to": typed - 0.5}]},
+                "mark": {"type": "rect", "color": TYPED_COLOUR, "opacity": 0.07},
+                "encoding": {"x": {"field": "from", "type": "quantitative"}, "x2": {"field": "to"}},
+            }
+        )
+    tooltip = [{"field": "dimension"}, {"field": "position"}, {"field": "value", "format": ".4f"}]
+    layers += [
+        {
+            "data": {"name": "pos_curves"},
+            "mark": {"type": "line", "strokeWidth": 2},
+            "encoding": {"x": x, "y": y, "color": colour, "strokeDash": dash},
+        },
+        {
+            "data": {"name": "pos_curves"},
+            "mark": {"type": "point", "filled": True, "size": 40, "opacity": 0},
+            "encoding": {"x": x, "y": y, "tooltip": tooltip},
+        },
+        {
+            "data": {"name": "pos_typed"},
+            "mark": {"type": "point", "filled": True, "size": 45, "color": TYPED_COLOUR, "opacity": 1,
+                     "stroke": "white", "strokeWidth": 1},
+            "encoding": {"x": x, "y": y,
+                         "tooltip": [tooltip[0], tooltip[1], {"field": "token"}, tooltip[2]]},
+        },
+    ]  # fmt: skip
+    kept = len(curves) < n_positions * len(dims)
+    note = _typed_tokens_hint(tokens, n_positions)
+    if kept:
+        note += f" · long curves: the lowest and highest value of each stretch of {n_positions:,} positions drawn"
     what = "Sinusoidal encoding" if kind == "sinusoidal" else "Learned position embedding (untrained)"
-    _layout(fig, f"{what}: value against position", 430, _typed_tokens_hint(tokens, n_positions))
-    fig.update_xaxes(title_text="position", showgrid=True, gridcolor="#eee", zeroline=False)
-    fig.update_yaxes(title_text="value added to that dimension", showgrid=True, gridcolor="#eee", zerolinecolor="#bbb")
-    fig.update_layout(legend=dict(title=dict(text="dimension"), font=dict(size=12)), hovermode="closest")
-    return fig
+    return chart(
+        {
+            "title": heading(f"{what}: value against position", note, LINE_WIDTH + 150),
+            "width": LINE_WIDTH,
+            "height": 330,
+            "datasets": {"pos_curves": curves, "pos_typed": marks},
+            "layer": layers,
+        }
+    )
 
 
-def encoding_heatmap(table: np.ndarray, tokens: list[str], kind: str) -> go.Figure:
+def _diverging(values: np.ndarray) -> Ramp:
+    top = float(max(np.abs(values).max(), 1e-6)) if values.size else 1.0
+    return Ramp(RDBU, -top, top, dark="ends")
+
+
+def encoding_heatmap(table: np.ndarray, tokens: list[str], kind: str) -> dict:
     """The whole [position, dimension] table: positions down, dimensions across; typed positions outlined."""
     n_positions, d_model = table.shape  # [P, D]
     rows, cols = every_nth(n_positions), every_nth(d_model)
     z = table[np.ix_(rows, cols)].astype(np.float32)  # [P', D']
-    top = 1.0 if kind == "sinusoidal" else float(max(np.abs(z).max(), 1e-6))
-    fig = go.Figure(
-        go.Heatmap(
-            z=z,
-            x=cols,
-            y=rows,
-            zmin=-top,
-            zmax=top,
-            colorscale=DIVERGING,
-            colorbar=dict(title=dict(text="value")),
-            hovertemplate="position %{y}<br>dimension %{x}<br>value %{z:.4f}<extra></extra>",
-        )
-    )
-    typed = min(len(tokens), n_positions)
-    if typed:
-        fig.add_shape(
-            type="rect",
-            x0=-0.5,
-            x1=d_model - 0.5,
-            y0=-0.5,
-            y1=typed - 0.5,
-            line=dict(color=TYPED_COLOUR, width=2),
-        )
+    ramp = Ramp(RDBU, -1.0, 1.0, dark="ends") if kind == "sinusoidal" else _diverging(z)
     what = "Sinusoidal encoding" if kind == "sinusoidal" else "Learned position embedding (untrained, random init)"
     note = _shown_note(rows, n_positions, "position") + _shown_note(cols, d_model, "dimension")
     subtitle = "red outline: " + _typed_tokens_hint(tokens, n_positions).removeprefix("red: ") + note
     if kind == "sinusoidal":
         subtitle = "even dimensions sin, odd cos; slower waves further right · " + subtitle
-    height = int(min(760, max(380, 200 + 4 * len(rows))))
-    _layout(fig, f"{what}: the whole [position, dimension] matrix", height, subtitle)
-    fig.update_xaxes(title_text="dimension", range=[-0.5, d_model - 0.5], showgrid=False, zeroline=False)
-    fig.update_yaxes(title_text="position", autorange="reversed", showgrid=False, zeroline=False)
-    return fig
+    subtitle += _hover_note(z.size)
+    spec = matrix_spec(
+        z,
+        None,
+        ramp,
+        name="pos_table",
+        x_labels=[str(c) for c in cols],
+        y_labels=[str(r) for r in rows],
+        x_title="dimension",
+        y_title="position",
+        value_title="value",
+        title=f"{what}: the whole [position, dimension] matrix",
+        subtitle=wrap(subtitle, HEATMAP_PX + 60),
+        text_format=None,
+        max_px=HEATMAP_PX,
+        max_x_ticks=32,
+        max_y_ticks=32,
+    )
+    _stretch(spec, HEATMAP_PX, min(HEATMAP_PX, max(240, 10 * len(rows))))
+    typed = int(np.searchsorted(rows, min(len(tokens), n_positions)))  # rows drawn for typed positions
+    if typed:
+        spec["layer"].append(_outline(len(cols), typed))
+    return chart(spec)
 
 
-def wavelength_figure(lengths: np.ndarray, width: int, n_positions: int, what: str = "d_model") -> go.Figure:
+def wavelength_figure(lengths: np.ndarray, width: int, n_positions: int, what: str = "d_model") -> dict:
     """Period in positions of each sin/cos pair (log scale), with the max position drawn for scale."""
     pairs = np.arange(len(lengths))
     dims = [f"{2 * i}, {2 * i + 1}" if 2 * i + 1 < width else f"{2 * i}" for i in pairs]
-    fig = go.Figure(
-        go.Scatter(
-            x=pairs,
-            y=lengths,
-            mode="lines+markers",
-            marker=dict(size=5),
-            customdata=dims,
-            name="wavelength of the pair",
-            hovertemplate="pair %{x} (dims %{customdata})<br>wavelength %{y:,.1f} positions<extra></extra>",
-        )
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=[pairs[0], pairs[-1]],
-            y=[n_positions, n_positions],
-            mode="lines",
-            line=dict(color="#555", dash="dash", width=1),
-            name=f"max position shown ({n_positions:,})",
-            hoverinfo="skip",
-        )
-    )
-    fig.update_layout(legend=dict(x=0.99, xanchor="right", y=0.02, yanchor="bottom", bgcolor="rgba(255,255,255,0.85)"))
+    line_name, max_name = "wavelength of the pair", f"max position shown ({n_positions:,})"
+    frame = pd.DataFrame({"pair": pairs.astype(np.int32), "dims": dims, "wavelength": lengths.astype(np.float64)})
+    series = {"type": "nominal", "title": None,
+              "scale": {"domain": [line_name, max_name], "range": ["#1f77b4", "#555555"]},
+              "legend": {"orient": "bottom-right", "fillColor": "#ffffffd9", "symbolType": "stroke",
+                         "symbolStrokeWidth": 2, "symbolSize": 300}}  # fmt: skip
+    dash = {"type": "nominal", "title": None, "scale": {"domain": [line_name, max_name], "range": [[1, 0], [6, 4]]}}
+    x = {"field": "pair", "type": "quantitative", "axis": _line_axis("pair i (dimensions 2i and 2i+1)", tickMinStep=1),
+         "scale": {"nice": False, "domain": [0, max(1, len(lengths) - 1)]}}  # fmt: skip
+    y = {"field": "wavelength", "type": "quantitative", "scale": {"type": "log"},
+         "axis": _line_axis("wavelength (positions, log scale)", format="~s")}  # fmt: skip
     subtitle = (
         f"pair i repeats every 2π·10000^(2i/{what}) positions: here from {lengths[0]:,.1f} (pair 0) up to "
         f"{lengths[-1]:,.0f} (pair {len(lengths) - 1})\n"
         "pairs above the dashed line do not complete one period within the positions shown"
     )
-    _layout(fig, f"Wavelength of each pair ({what} = {width})", 420, subtitle)
-    fig.update_xaxes(title_text="pair i (dimensions 2i and 2i+1)", showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(title_text="wavelength (positions, log scale)", type="log", showgrid=True, gridcolor="#eee")
-    return fig
+    return chart(
+        {
+            "title": heading(f"Wavelength of each pair ({what} = {width})", subtitle, LINE_WIDTH + 40),
+            "width": LINE_WIDTH,
+            "height": 300,
+            "datasets": {"pos_wavelengths": frame},
+            "layer": [
+                {
+                    "data": {"name": "pos_wavelengths"},
+                    "transform": [{"calculate": f"'{line_name}'", "as": "series"}],
+                    "mark": {"type": "line", "strokeWidth": 2},
+                    "encoding": {
+                        "x": x,
+                        "y": y,
+                        "color": {"field": "series", **series},
+                        "strokeDash": {"field": "series", **dash},
+                    },
+                },
+                {
+                    "data": {"name": "pos_wavelengths"},
+                    "mark": {"type": "point", "filled": True, "size": 30, "opacity": 1, "color": "#1f77b4"},
+                    "encoding": {
+                        "x": x,
+                        "y": y,
+                        "tooltip": [
+                            {"field": "pair"},
+                            {"field": "dims", "title": "dimensions"},
+                            {"field": "wavelength", "title": "wavelength (positions)", "format": ",.1f"},
+                        ],
+                    },
+                },
+                {
+                    "data": {"values": [{"wavelength": n_positions, "series": max_name}]},
+                    "mark": {"type": "rule", "strokeWidth": 1},
+                    "encoding": {
+                        "y": {"field": "wavelength", "type": "quantitative"},
+                        "color": {"field": "series", **series},
+                        "strokeDash": {"field": "series", **dash},
+                    },
+                },
+            ],
+        }
+    )
 
 
-def similarity_heatmap(sim: np.ndarray, positions: np.ndarray, metric: str, n_tokens: int, kind: str) -> go.Figure:
+def similarity_heatmap(sim: np.ndarray, positions: np.ndarray, metric: str, n_tokens: int, kind: str) -> dict:
     """[P', P'] similarity between the encodings of positions (the given, possibly thinned, position indices)."""
     n_all = int(positions[-1]) + 1 if len(positions) else 0
-    if metric == "cosine":
-        zmin, zmax, label = -1.0, 1.0, "cosine"
-    else:
-        top = float(max(np.abs(sim).max(), 1e-6))
-        zmin, zmax, label = -top, top, "dot product"
-    fig = go.Figure(
-        go.Heatmap(
-            z=sim.astype(np.float32),
-            x=positions,
-            y=positions,
-            zmin=zmin,
-            zmax=zmax,
-            colorscale=DIVERGING,
-            colorbar=dict(title=dict(text=label)),
-            hovertemplate=f"position %{{y}} vs position %{{x}}<br>{label} %{{z:.4f}}<extra></extra>",
-        )
-    )
-    typed = min(n_tokens, n_all)
-    if typed:
-        fig.add_shape(
-            type="rect", x0=-0.5, x1=typed - 0.5, y0=-0.5, y1=typed - 0.5, line=dict(color=TYPED_COLOUR, width=2)
-        )
+    label = "cosine" if metric == "cosine" else "dot product"
+    ramp = Ramp(RDBU, -1.0, 1.0, dark="ends") if metric == "cosine" else _diverging(sim)
     step = int(positions[1] - positions[0]) if len(positions) > 1 else 1
     note = f" · every {ordinal(step)} position drawn" if step > 1 else ""
     which = "sinusoidal encodings" if kind == "sinusoidal" else "learned (untrained) embeddings"
@@ -224,226 +334,265 @@ def similarity_heatmap(sim: np.ndarray, positions: np.ndarray, metric: str, n_to
         if kind == "sinusoidal"
         else "random untrained vectors: alike only with themselves (the diagonal)"
     )
-    subtitle += f" · red square: the typed tokens' positions{note}"
+    subtitle += f" · red square: the typed tokens' positions{note}" + _hover_note(sim.size)
     title = f"{'Cosine similarity' if metric == 'cosine' else 'Dot product'} between the {which} of two positions"
-    _layout(fig, title, 620, subtitle)
-    fig.update_xaxes(title_text="position", showgrid=False, zeroline=False, constrain="domain")
-    fig.update_yaxes(
-        title_text="position", autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x", constrain="domain"
+    labels = [str(p) for p in positions]
+    spec = matrix_spec(
+        sim.astype(np.float32),
+        None,
+        ramp,
+        name="pos_similarity",
+        x_labels=labels,
+        y_labels=labels,
+        x_title="position",
+        y_title="position",
+        value_title=label,
+        title=title,
+        subtitle=wrap(subtitle, HEATMAP_PX + 60),
+        text_format=None,
+        max_px=HEATMAP_PX,
+        max_x_ticks=32,
+        max_y_ticks=32,
     )
-    return fig
+    _stretch(spec, max(spec["width"], 240), max(spec["height"], 240))
+    _retitle_tooltip(spec, {"query": "row position", "key": "column position"})
+    typed = int(np.searchsorted(positions, min(n_tokens, n_all)))
+    if typed:
+        spec["layer"].append(_outline(typed, typed))
+    return chart(spec)
 
 
-def similarity_profile(row: np.ndarray, reference: int, metric: str, which: str = "") -> go.Figure:
+def similarity_profile(row: np.ndarray, reference: int, metric: str, which: str = "") -> dict:
     """similarity_to(table, reference): how alike position `reference` is to every position 0..P-1."""
-    positions = np.arange(len(row))
-    fig = go.Figure(
-        go.Scatter(
-            x=positions,
-            y=row.astype(np.float32),
-            mode="lines+markers" if len(row) <= 80 else "lines",
-            marker=dict(size=5),
-            name=metric,
-            hovertemplate=f"position %{{x}}<br>{metric} with position {reference}: %{{y:.4f}}<extra></extra>",
-        )
-    )
-    fig.add_vline(x=reference, line=dict(color=TYPED_COLOUR, dash="dot"))
+    frame = pd.DataFrame({"position": np.arange(len(row), dtype=np.int32), "value": row.astype(np.float32)})
+    x = {"field": "position", "type": "quantitative", "axis": _line_axis("position"),
+         "scale": {"domain": [0, max(1, len(row) - 1)], "nice": False, "zero": False}}  # fmt: skip
+    y = {"field": "value", "type": "quantitative", "axis": _line_axis(metric)}
     what = "Cosine similarity" if metric == "cosine" else "Dot product"
     which = f" ({which})" if which else ""
-    _layout(fig, f"{what} of position {reference}{which} with each position", 340)
-    fig.update_xaxes(title_text="position", showgrid=True, gridcolor="#eee")
-    fig.update_yaxes(title_text=metric, showgrid=True, gridcolor="#eee", zerolinecolor="#bbb")
-    return fig
+    return chart(
+        {
+            "title": heading(f"{what} of position {reference}{which} with each position"),
+            "width": LINE_WIDTH,
+            "height": 230,
+            "datasets": {"pos_profile": frame},
+            "layer": [
+                {
+                    "data": {"name": "pos_profile"},
+                    "mark": {"type": "line", "strokeWidth": 2, "color": "#1f77b4"},
+                    "encoding": {"x": x, "y": y},
+                },
+                {
+                    "data": {"name": "pos_profile"},
+                    "mark": {"type": "point", "filled": True, "size": 30, "color": "#1f77b4",
+                             "opacity": 1 if len(row) <= SMALL_MARKERS else 0},
+                    "encoding": {"x": x, "y": y, "tooltip": [
+                        {"field": "position"},
+                        {"field": "value", "title": f"{metric} with position {reference}", "format": ".4f"},
+                    ]},
+                },
+                {
+                    "data": {"values": [{"position": reference}]},
+                    "mark": {"type": "rule", "color": TYPED_COLOUR, "strokeDash": [2, 3], "strokeWidth": 1.5},
+                    "encoding": {"x": {"field": "position", "type": "quantitative"}},
+                },
+            ],
+        }
+    )  # fmt: skip
 
 
-def rope_angle_heatmap(angles: np.ndarray, n_tokens: int) -> go.Figure:
+def rope_angle_heatmap(angles: np.ndarray, n_tokens: int) -> dict:
     """[P, K/2] rotation angle of each pair at each position, wrapped to 0–360° on a cyclic colour scale."""
     n_positions, n_pairs = angles.shape
     rows = every_nth(n_positions)
     raw = angles[rows].astype(np.float64)  # [P', K/2] radians
-    degrees = np.degrees(np.mod(raw, 2 * math.pi)).astype(np.float32)
-    fig = go.Figure(
-        go.Heatmap(
-            z=degrees,
-            x=np.arange(n_pairs),
-            y=rows,
-            zmin=0.0,
-            zmax=360.0,
-            colorscale="Twilight",
-            customdata=raw.astype(np.float32),
-            colorbar=dict(title=dict(text="angle (°)"), tickvals=[0, 90, 180, 270, 360]),
-            hovertemplate="position %{y}<br>pair %{x}<br>angle %{customdata:.4f} rad = %{z:.1f}° after whole turns"
-            "<extra></extra>",
-        )
-    )
-    typed = min(n_tokens, n_positions)
-    if typed:
-        fig.add_shape(
-            type="rect", x0=-0.5, x1=n_pairs - 0.5, y0=-0.5, y1=typed - 0.5, line=dict(color=TYPED_COLOUR, width=2)
-        )
+    degrees = np.degrees(np.mod(raw, 2 * math.pi)).astype(np.float32)  # [P', K/2]
     subtitle = (
         "angle of pair i at position p = p / 10000^(2i/d_head), shown modulo 360°; pair 0 turns a full radian per "
         "position, the last pairs barely move · red outline: the typed tokens"
         + _shown_note(rows, n_positions, "position")
+        + _hover_note(degrees.size)
     )
-    _layout(fig, "Rotary encoding: how far each pair of a query or key is turned", 520, subtitle)
-    fig.update_xaxes(title_text="pair i (dimensions 2i and 2i+1 of each head)", showgrid=False, zeroline=False)
-    fig.update_yaxes(title_text="position", autorange="reversed", showgrid=False, zeroline=False)
-    return fig
+    spec = matrix_spec(
+        degrees,
+        None,
+        Ramp(TWILIGHT, 0.0, 360.0, dark="ends"),
+        name="pos_rope",
+        x_labels=[str(i) for i in range(n_pairs)],
+        y_labels=[str(r) for r in rows],
+        x_title="pair i (dimensions 2i and 2i+1 of each head)",
+        y_title="position",
+        value_title="angle (°)",
+        title="Rotary encoding: how far each pair of a query or key is turned",
+        subtitle=wrap(subtitle, 560),
+        text_format=None,
+        max_px=HEATMAP_PX,
+        max_x_ticks=32,
+        max_y_ticks=32,
+    )
+    _stretch(spec, min(HEATMAP_PX, max(400, 40 * n_pairs)), min(520, max(240, 8 * len(rows))))
+    cells = spec["layer"][0]
+    if "datasets" in spec:  # drawn cell by cell: hover gives the angle in radians and in degrees after whole turns
+        spec["datasets"]["pos_rope_cells"]["radians"] = raw.astype(np.float32).ravel()
+        cells["encoding"]["tooltip"] = [
+            {"field": "query", "title": "position"},
+            {"field": "key", "title": "pair"},
+            {"field": "radians", "title": "angle (rad)", "format": ".4f"},
+            {"field": "value", "title": "after whole turns (°)", "format": ".1f"},
+        ]
+    legend_layer = cells if "datasets" in spec else spec["layer"][1]
+    legend_layer["encoding"]["color"]["legend"]["values"] = [0, 90, 180, 270, 360]
+    typed = int(np.searchsorted(rows, min(n_tokens, n_positions)))
+    if typed:
+        spec["layer"].append(_outline(n_pairs, typed))
+    return chart(spec)
 
 
-def offset_scores_figure(result: OffsetScores, positional: str) -> go.Figure:
+def _flat_ramp(colours: tuple[str, ...], values: np.ndarray, dark: str) -> Ramp:
+    """A ramp over the finite values (a little wider when they are all equal, e.g. no positions at all)."""
+    finite = values[np.isfinite(values)]
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if high - low < 1e-6 * max(1.0, abs(low)):
+        low, high = low - 0.5e-3 * max(1.0, abs(low)), high + 0.5e-3 * max(1.0, abs(high))
+    return Ramp(colours, low, high, dark=dark)
+
+
+def offset_scores_figure(result: OffsetScores, positional: str) -> dict:
     """Left: the [query position, key position] scores of one head on a repeated token. Right: the score against
     the offset (query minus key position), with the range over each diagonal."""
     scores = np.where(np.isfinite(result.scores), result.scores, np.nan).astype(np.float32)  # [P, P]
     n = scores.shape[0]
-    fig = make_subplots(
-        rows=1,
-        cols=2,
-        column_widths=[0.45, 0.55],
-        horizontal_spacing=0.12,
-        subplot_titles=("score of query position vs key position", "score against offset (query − key)"),
-    )
-    fig.add_trace(
-        go.Heatmap(
-            z=scores,
-            x=np.arange(n),
-            y=np.arange(n),
-            colorscale="Viridis",
-            colorbar=dict(
-                title=dict(text="score", side="right"),
-                orientation="h",
-                x=0.0,
-                xanchor="left",
-                y=-0.34,
-                len=0.42,
-                thickness=12,
-            ),
-            hovertemplate="query position %{y}<br>key position %{x}<br>score %{z:.4f}<extra></extra>",
-            name="scores",
-        ),
-        row=1,
-        col=1,
+    allowed = np.isfinite(scores)  # [P, P]
+    labels = [str(i) for i in range(n)]
+    left = matrix_spec(
+        np.nan_to_num(scores),
+        allowed,
+        _flat_ramp(VIRIDIS, scores, "low"),
+        name="pos_offset",
+        x_labels=labels,
+        y_labels=labels,
+        x_title="key position",
+        y_title="query position",
+        value_title="score",
+        title="score of query position vs key position",
+        text_format=None,
+        max_px=330,
+        max_x_ticks=16,
+        max_y_ticks=24,
     )
     low, high = [], []
     for offset in result.offsets:
-        diagonal = np.diagonal(scores, offset=-int(offset))
+        diagonal = np.diagonal(scores, offset=-int(offset))  # query m, key m - offset
         finite = diagonal[np.isfinite(diagonal)]
         low.append(float(finite.min()) if finite.size else np.nan)
         high.append(float(finite.max()) if finite.size else np.nan)
-    fig.add_trace(
-        go.Scatter(
-            x=result.offsets,
-            y=high,
-            mode="lines",
-            line=dict(width=0),
-            showlegend=False,
-            hoverinfo="skip",
-            name="highest",
-        ),
-        row=1,
-        col=2,
+    frame = pd.DataFrame(
+        {
+            "offset": result.offsets.astype(np.int32),
+            "mean": result.by_offset.astype(np.float32),
+            "lowest": np.asarray(low, dtype=np.float32),
+            "highest": np.asarray(high, dtype=np.float32),
+        }
     )
-    fig.add_trace(
-        go.Scatter(
-            x=result.offsets,
-            y=low,
-            mode="lines",
-            line=dict(width=0),
-            fill="tonexty",
-            fillcolor="rgba(214, 39, 40, 0.25)",
-            name="range over the diagonal",
-            hoverinfo="skip",
-        ),
-        row=1,
-        col=2,
-    )
-    fig.add_trace(
-        go.Scatter(
-            x=result.offsets,
-            y=result.by_offset.astype(np.float32),
-            mode="lines+markers" if n <= 40 else "lines",
-            marker=dict(size=4),
-            line=dict(color="#1f77b4"),
-            customdata=np.stack([low, high], axis=-1).astype(np.float32),
-            name="mean score at this offset",
-            hovertemplate="offset %{x}<br>mean score %{y:.4f}<br>lowest %{customdata[0]:.4f}, highest "
-            "%{customdata[1]:.4f}<extra></extra>",
-        ),
-        row=1,
-        col=2,
-    )
+    mean_name, range_name = "mean score at this offset", "range over the diagonal"
+    series = {"type": "nominal", "title": None,
+              "scale": {"domain": [mean_name, range_name], "range": ["#1f77b4", "rgba(214, 39, 40, 0.25)"]},
+              "legend": {"orient": "bottom", "direction": "horizontal", "symbolStrokeWidth": 2}}  # fmt: skip
+    x = {"field": "offset", "type": "quantitative", "axis": _line_axis("offset: query position − key position"),
+         "scale": {"domain": [-(n - 1), n - 1], "nice": False, "zero": False}}  # fmt: skip
+    y = {"field": "mean", "type": "quantitative", "scale": {"zero": False},
+         "axis": _line_axis("score q·k / √d_head")}  # fmt: skip
+    right = {
+        "title": {"text": "score against offset (query − key)", "anchor": "start"},
+        "width": 400,
+        "height": left["height"],
+        "datasets": {"pos_offsets": frame},
+        "data": {"name": "pos_offsets"},
+        "layer": [
+            {
+                "transform": [{"calculate": f"'{range_name}'", "as": "series"}],
+                "mark": {"type": "area"},
+                "encoding": {"x": x, "y": {**y, "field": "lowest"}, "y2": {"field": "highest"},
+                             "color": {"field": "series", **series}},
+            },
+            {
+                "transform": [{"calculate": f"'{mean_name}'", "as": "series"}],
+                "mark": {"type": "line", "strokeWidth": 2},
+                "encoding": {"x": x, "y": y, "color": {"field": "series", **series}},
+            },
+            {
+                "mark": {"type": "point", "filled": True, "size": 20, "color": "#1f77b4",
+                         "opacity": 1 if len(frame) <= SMALL_MARKERS else 0},
+                "encoding": {"x": x, "y": y, "tooltip": [
+                    {"field": "offset"},
+                    {"field": "mean", "title": "mean score", "format": ".4f"},
+                    {"field": "lowest", "format": ".4f"},
+                    {"field": "highest", "format": ".4f"},
+                ]},
+            },
+        ],
+    }  # fmt: skip
     verdict = (
         "each diagonal is constant: the score depends on the offset only"
         if result.spread < 1e-4
         else "the diagonals vary: the score depends on where both tokens sit, not just the offset"
     )
-    title = (
-        f"{positional}: layer {result.layer}, head {result.head} scores when {result.token!r} fills all {n} positions"
+    spec = concat([left, right], shared_colour=False)
+    spec["spacing"] = 50
+    spec["title"] = heading(
+        f"{positional}: layer {result.layer}, head {result.head} scores when {result.token!r} fills all {n} positions",
+        f"{verdict} (largest spread along a diagonal: {result.spread:.2g})",
+        860,
     )
-    _layout(fig, title, 540, f"{verdict} (largest spread along a diagonal: {result.spread:.2g})")
-    fig.update_xaxes(title_text="key position", row=1, col=1, showgrid=False, zeroline=False)
-    fig.update_yaxes(title_text="query position", autorange="reversed", row=1, col=1, showgrid=False, zeroline=False)
-    fig.update_xaxes(title_text="offset: query position − key position", row=1, col=2, gridcolor="#eee")
-    fig.update_yaxes(title_text="score q·k / √d_head", row=1, col=2, gridcolor="#eee", zerolinecolor="#bbb")
-    fig.update_layout(
-        legend=dict(orientation="h", x=1.0, xanchor="right", y=-0.3, font=dict(size=12)),
-        margin=dict(b=40),
-    )
-    fig.update_annotations(font=dict(size=13))
-    return fig
+    return spec
 
 
-def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> go.Figure:
+def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
     """Three maps of one head: on the typed tokens; the same map with rows and columns moved along with the
     reordered tokens; and the map of a run on the reordered tokens. The last two agree when order is invisible."""
     original = demo.attention[layer, head].astype(np.float32)  # [T, T]
     moved = demo.permuted_attention[layer, head].astype(np.float32)  # [T, T]
     rerun = demo.shuffled_attention[layer, head].astype(np.float32)  # [T, T]
-    typed, shuffled = token_labels(demo.tokens), token_labels(demo.shuffled)
+    typed, shuffled = token_labels(demo.tokens, escape=False), token_labels(demo.shuffled, escape=False)
     difference = float(np.abs(moved - rerun).max())
-    fig = make_subplots(
-        rows=1,
-        cols=3,
-        horizontal_spacing=0.09,
-        subplot_titles=(
-            "① run on the typed tokens",
-            "② map ① with rows and columns<br>moved along with the tokens",
-            "③ run on the reordered tokens",
-        ),
-    )
     n = len(typed)
-    small = n <= 10
-    for col, (z, labels, what) in enumerate(
-        ((original, typed, "typed order"), (moved, shuffled, "map ① reordered"), (rerun, shuffled, "reordered run")),
-        start=1,
-    ):
-        trace = go.Heatmap(
-            z=z,
-            x=labels,
-            y=labels,
-            coloraxis="coloraxis",
-            xgap=1 if n <= 40 else 0,
-            ygap=1 if n <= 40 else 0,
-            hovertemplate=f"{what}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.4f}}<extra></extra>",
-            name=what,
+    px = 220
+    ticks = max(2, min(24, px // 14))
+    views = []
+    panels = (
+        ("perm_typed", original, typed, "① run on the typed tokens", None, "typed order"),
+        ("perm_moved", moved, shuffled, "② map ① with rows and columns", ["moved along with the tokens"],
+         "map ① reordered"),
+        ("perm_rerun", rerun, shuffled, "③ run on the reordered tokens", None, "reordered run"),
+    )  # fmt: skip
+    for name, z, labels, title, subtitle, what in panels:
+        view = matrix_spec(
+            z,
+            None,
+            WEIGHTS,
+            name=name,
+            x_labels=labels,
+            y_labels=labels,
+            x_title="key",
+            y_title="query",
+            value_title="weight",
+            title=title,
+            subtitle=subtitle or [" "],
+            text_format=".2f" if n <= 10 else None,
+            max_px=px,
+            max_x_ticks=ticks,
+            max_y_ticks=ticks,
         )
-        if small:
-            trace.update(texttemplate="%{z:.2f}", textfont=dict(size=10))
-        fig.add_trace(trace, row=1, col=col)
-        fig.update_xaxes(title_text="key", type="category", tickangle=-45 if n > 6 else 0, row=1, col=col)
-        fig.update_yaxes(type="category", autorange="reversed", row=1, col=col)
-    fig.update_yaxes(title_text="query", row=1, col=1)
+        for cells in _cell_layers(view):
+            cells["transform"].append({"calculate": f"'{what}'", "as": "map"})
+            cells["encoding"]["tooltip"] = [{"field": "map"}, *cells["encoding"]["tooltip"]]
+        views.append(view)
+    spec = concat(views)
+    spec["spacing"] = 24
     same = "② and ③ agree" if difference < 1e-5 else "② and ③ differ"
-    _layout(
-        fig,
+    spec["title"] = heading(
         f"Layer {layer}, head {head}: does reordering the tokens only move the map?",
-        int(min(720, max(420, 230 + 28 * n))),
         f"{same}: largest |② − ③| in this head = {difference:.3g}",
+        860,
     )
-    fig.update_layout(
-        coloraxis=dict(colorscale="Blues", cmin=0.0, cmax=1.0, colorbar=dict(title=dict(text="weight"))),
-        margin=dict(t=110),
-    )
-    fig.update_annotations(font=dict(size=13))
-    return fig
+    return spec

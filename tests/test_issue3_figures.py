@@ -1,7 +1,8 @@
-"""Figures of the positional and activations pages: they draw the engine's numbers, labelled, and stay light."""
+"""Charts of the positional and activations pages: they draw the engine's numbers, labelled, and stay light."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ import pytest
 
 import explorer
 from explorer.activation_figures import (
+    CIVIDIS,
     depth_figure,
     gradient_heatmap,
     gradient_totals_figure,
@@ -32,10 +34,14 @@ from explorer.position_analysis import (
 )
 from explorer.positional import sinusoidal
 from explorer.positional_figures import (
+    CURVE_POINTS,
     MAX_SIDE,
+    TWILIGHT,
+    TYPED_COLOUR,
     encoding_curves,
     encoding_heatmap,
     every_nth,
+    extremes,
     ordinal,
     pair_name,
     permutation_figure,
@@ -46,12 +52,45 @@ from explorer.positional_figures import (
 )
 from explorer.positional_figures import offset_scores_figure as offset_figure
 from explorer.stats import head_grid, head_sparsity
+from explorer.vega import MAX_CELLS, heading, wrap
+from tests.drawn import matrices, one_matrix, title_text, views
 
 TOKENS = "the cat sat on the mat".split()
 
 
-def axis_titles(fig) -> tuple[str, str]:
-    return fig.layout.xaxis.title.text, fig.layout.yaxis.title.text
+def all_layers(spec: dict) -> list[dict]:
+    """Every layer of every view of a chart (a view without layers counts as one)."""
+    found = []
+    for view in views(spec):
+        found += view.get("layer") or [view]
+    return found
+
+
+def marks(spec: dict, kind: str) -> list[dict]:
+    return [layer for layer in all_layers(spec) if layer.get("mark", {}).get("type") == kind]
+
+
+def axis_title(layer: dict, channel: str) -> str | None:
+    return layer["encoding"][channel]["axis"]["title"]
+
+
+def tooltip_titles(layer: dict) -> list[str]:
+    return [row.get("title", row["field"]) for row in layer["encoding"]["tooltip"]]
+
+
+def light(spec: dict, most: int = 2 * CURVE_POINTS + 4096) -> None:
+    """Marks stay few enough for the browser: rows over all tables drawn (each row is one mark or two)."""
+    rows = sum(len(t) for t in spec.get("datasets", {}).values())
+    assert rows <= most, rows
+    json.dumps({k: v for k, v in spec.items() if k != "datasets"})  # the rest is plain JSON
+
+
+def test_long_subtitles_wrap_to_the_chart_width_instead_of_being_cut():
+    text = "pair i repeats every 2π·10000^(2i/d_model) positions: here from 6.3 (pair 0) up to 47,117 (pair 31)"
+    lines = wrap(text + "\nsecond line", 300)
+    assert len(lines) > 2 and lines[-1] == "second line" and " ".join(lines[:-1]) == text
+    assert all(len(line) <= 300 / (0.5 * 14) for line in lines)
+    assert heading("Title") == {"text": "Title", "subtitle": [], "anchor": "start"}
 
 
 def test_every_nth_and_ordinals():
@@ -75,43 +114,91 @@ def test_every_nth_and_ordinals():
     assert pair_name(7, "sinusoidal") == "dim 7 (cos of pair 3)" and pair_name(7, "learned") == "dim 7"
 
 
+def test_extremes_keep_every_point_while_they_fit_and_each_stretchs_extremes_beyond():
+    curve = np.sin(np.arange(4096))  # [P] far denser than a screen
+    assert extremes(curve, 5000).tolist() == list(range(4096))
+    kept = extremes(curve, 512)
+    assert len(kept) <= 512 + 2 and kept[0] == 0 and kept[-1] == 4095 and (np.diff(kept) > 0).all()
+    for start in range(0, 4096, 16):  # stretches of 16 positions: both extremes of each are drawn
+        stretch = curve[start : start + 16]
+        assert start + int(np.argmin(stretch)) in kept and start + int(np.argmax(stretch)) in kept
+
+
 def test_encoding_curves_draw_the_table_and_mark_the_typed_positions():
-    table = sinusoidal(64, 16).numpy()
-    fig = encoding_curves(table, [0, 1, 6], ["<b>", "cat"], "sinusoidal")
-    lines = [t for t in fig.data if t.mode == "lines"]
-    marks = [t for t in fig.data if t.mode == "markers"]
-    assert [t.name for t in lines] == ["dim 0 (sin of pair 0)", "dim 1 (cos of pair 0)", "dim 6 (sin of pair 3)"]
-    np.testing.assert_array_equal(lines[2].y, table[:, 6])
-    np.testing.assert_allclose(lines[0].y, np.sin(np.arange(64)), atol=1e-6)  # pair 0: sin(p)
-    assert list(marks[0].x) == [0, 1] and list(marks[0].customdata) == ["&lt;b&gt;", "cat"]  # escaped tokens
-    assert lines[0].line.color == lines[1].line.color and lines[1].line.dash == "dot"  # a pair shares a colour
-    assert axis_titles(fig) == ("position", "value added to that dimension")
-    assert "typed tokens" in fig.layout.title.text
+    table = sinusoidal(64, 16).numpy()  # [P, D]
+    spec = encoding_curves(table, [0, 1, 6], ["<b>", "cat"], "sinusoidal")
+    curves = spec["datasets"]["pos_curves"]
+    names = ["dim 0 (sin of pair 0)", "dim 1 (cos of pair 0)", "dim 6 (sin of pair 3)"]
+    assert list(curves["dimension"].unique()) == names
+    dim6 = curves[curves["dimension"] == names[2]]
+    np.testing.assert_array_equal(dim6["position"], np.arange(64))
+    np.testing.assert_array_equal(dim6["value"], table[:, 6])
+    dim0 = curves[curves["dimension"] == names[0]]["value"]
+    np.testing.assert_allclose(dim0, np.sin(np.arange(64)), atol=1e-6)  # pair 0: sin(p)
+    typed = spec["datasets"]["pos_typed"]
+    first = typed[typed["dimension"] == names[0]]
+    assert first["position"].tolist() == [0, 1] and first["token"].tolist() == ["<b>", "cat"]  # raw: drawn as text
+    np.testing.assert_array_equal(typed[typed["dimension"] == names[2]]["value"], table[:2, 6])
+    (line,) = marks(spec, "line")
+    colours = dict(zip(names, line["encoding"]["color"]["scale"]["range"], strict=True))
+    dashes = dict(zip(names, line["encoding"]["strokeDash"]["scale"]["range"], strict=True))
+    assert colours[names[0]] == colours[names[1]] != colours[names[2]]  # a pair shares a colour ...
+    assert dashes[names[1]] != dashes[names[0]] == dashes[names[2]]  # ... its cosine dotted
+    assert TYPED_COLOUR not in colours.values()  # red means the typed tokens
+    assert (axis_title(line, "x"), axis_title(line, "y")) == ("position", "value added to that dimension")
+    hover = [p for p in marks(spec, "point") if p.get("data", {}).get("name") == "pos_curves"]
+    assert tooltip_titles(hover[0]) == ["dimension", "position", "value"]
+    assert "typed tokens" in title_text(spec)
+    light(spec)
+
+
+def test_long_curves_stay_light_and_say_how_they_were_drawn():
+    table = sinusoidal(4096, 64).numpy()
+    spec = encoding_curves(table, list(range(16)), TOKENS, "sinusoidal")
+    curves = spec["datasets"]["pos_curves"]
+    assert len(curves) <= CURVE_POINTS + 2 * 16
+    dim0 = curves[curves["dimension"] == "dim 0 (sin of pair 0)"]
+    np.testing.assert_array_equal(dim0["value"], table[dim0["position"], 0])  # every point drawn is exact
+    assert dim0["value"].min() < -0.999 and dim0["value"].max() > 0.999  # the band of a fast sine is whole
+    assert "lowest and highest value of each stretch" in title_text(spec)
+    light(spec)
 
 
 def test_encoding_heatmap_is_the_table_and_thins_long_tables():
     model = explorer.build_model(explorer.ModelConfig(d_model=32, n_heads=2, positional="learned"))
-    table = encoding_table(model, 40)
-    fig = encoding_heatmap(table, TOKENS, "learned")
-    np.testing.assert_array_equal(fig.data[0].z, table)
-    assert "untrained" in fig.layout.title.text.lower()
-    assert axis_titles(fig) == ("dimension", "position")
-    outline = fig.layout.shapes[0]
-    assert (outline.y0, outline.y1) == (-0.5, 5.5)  # the six typed positions
-    big = encoding_heatmap(sinusoidal(4096, 16).numpy(), TOKENS, "sinusoidal")
-    assert np.asarray(big.data[0].z).shape == (512, 16)
-    assert list(big.data[0].y[:2]) == [0, 8]
-    assert "every 8th position drawn (512 of 4,096)" in big.layout.title.text
-    assert (big.data[0].zmin, big.data[0].zmax) == (-1.0, 1.0)
+    table = encoding_table(model, 40)  # [40, 32]
+    spec = encoding_heatmap(table, TOKENS, "learned")
+    drawn = one_matrix(spec)
+    np.testing.assert_array_equal(drawn.values, table)
+    assert "untrained" in drawn.title.lower()
+    assert (drawn.x_title, drawn.y_title) == ("dimension", "position")
+    assert drawn.y_labels[:3] == ["0", "1", "2"] and drawn.x_labels[-1] == "31"
+    outline = spec["layer"][-1]
+    assert outline["mark"]["stroke"] == TYPED_COLOUR
+    assert outline["data"]["values"] == [{"k": 0, "k_end": 32, "q": 0, "q_end": 6}]  # the six typed positions
+    big = encoding_heatmap(sinusoidal(4096, 64).numpy(), TOKENS, "sinusoidal")
+    drawn = one_matrix(big)
+    assert drawn.image is not None and len(drawn.y_labels) == 512  # 512 x 64 cells: one image, no hover
+    assert drawn.y_labels[:2] == ["0", "8"]
+    assert "every 8th position drawn (512 of 4,096)" in drawn.title and "too many cells to hover" in drawn.title
+    scale = drawn.view["layer"][-2]["encoding"]["color"]["scale"]  # the legend-only layer of an image matrix
+    assert (scale["domain"][0], scale["domain"][-1]) == (-1.0, 1.0)
+    light(big)
 
 
 def test_wavelengths_on_a_log_axis_with_the_max_position():
-    fig = wavelength_figure(wavelengths(64), 64, 100)
-    np.testing.assert_allclose(fig.data[0].y, 2 * math.pi * 10000 ** (np.arange(0, 64, 2) / 64))
-    assert fig.layout.yaxis.type == "log"
-    assert list(fig.data[1].y) == [100, 100] and "100" in fig.data[1].name
-    assert fig.data[0].customdata[3] == "6, 7"
-    assert axis_titles(fig) == ("pair i (dimensions 2i and 2i+1)", "wavelength (positions, log scale)")
+    spec = wavelength_figure(wavelengths(64), 64, 100)
+    frame = spec["datasets"]["pos_wavelengths"]
+    np.testing.assert_allclose(frame["wavelength"], 2 * math.pi * 10000 ** (np.arange(0, 64, 2) / 64))
+    assert frame["dims"][3] == "6, 7"
+    line, rule = marks(spec, "line")[0], marks(spec, "rule")[0]
+    assert line["encoding"]["y"]["scale"]["type"] == "log"
+    assert rule["data"]["values"] == [{"wavelength": 100, "series": "max position shown (100)"}]
+    assert (axis_title(line, "x"), axis_title(line, "y")) == (
+        "pair i (dimensions 2i and 2i+1)",
+        "wavelength (positions, log scale)",
+    )
+    assert tooltip_titles(marks(spec, "point")[0]) == ["pair", "dimensions", "wavelength (positions)"]
 
 
 @pytest.mark.parametrize("metric", ["cosine", "dot"])
@@ -119,52 +206,74 @@ def test_similarity_heatmap_and_profile(metric):
     table = sinusoidal(30, 16).numpy()
     positions = every_nth(30)
     sim = similarity(table[positions], metric)
-    fig = similarity_heatmap(sim, positions, metric, 6, "sinusoidal")
-    np.testing.assert_allclose(fig.data[0].z, sim.astype(np.float32))
-    if metric == "cosine":
-        assert (fig.data[0].zmin, fig.data[0].zmax) == (-1.0, 1.0)
-    else:
-        assert fig.data[0].zmax == pytest.approx(np.abs(sim).max(), rel=1e-6)
-    assert axis_titles(fig) == ("position", "position")
+    spec = similarity_heatmap(sim, positions, metric, 6, "sinusoidal")
+    drawn = one_matrix(spec)
+    np.testing.assert_array_equal(drawn.values, sim.astype(np.float32))
+    domain = drawn.view["layer"][0]["encoding"]["color"]["scale"]["domain"]
+    top = 1.0 if metric == "cosine" else np.abs(sim).max()
+    assert domain[0] == pytest.approx(-top, rel=1e-6) and domain[-1] == pytest.approx(top, rel=1e-6)
+    assert (drawn.x_title, drawn.y_title) == ("position", "position")
+    assert tooltip_titles(drawn.view["layer"][0])[:2] == ["row position", "column position"]
+    assert drawn.view["layer"][-1]["data"]["values"] == [{"k": 0, "k_end": 6, "q": 0, "q_end": 6}]
     row = similarity_to(table, 5, metric)
     np.testing.assert_allclose(row, sim[5], rtol=1e-12, atol=1e-12)
     profile = similarity_profile(row, 5, metric)
-    np.testing.assert_allclose(profile.data[0].y, sim[5].astype(np.float32))
-    assert profile.layout.shapes[0].x0 == 5
+    np.testing.assert_array_equal(profile["datasets"]["pos_profile"]["value"], sim[5].astype(np.float32))
+    assert marks(profile, "rule")[0]["data"]["values"] == [{"position": 5}]
 
 
 def test_rope_angles_are_wrapped_to_degrees_with_radians_on_hover():
-    angles = rope_angle_table(20, 8)
-    fig = rope_angle_heatmap(angles, 3)
-    np.testing.assert_allclose(fig.data[0].z, np.degrees(np.mod(angles, 2 * np.pi)), rtol=1e-5)
-    np.testing.assert_array_equal(fig.data[0].customdata, angles)
-    assert fig.data[0].z[7, 0] == pytest.approx(math.degrees(7 - 2 * math.pi), rel=1e-5)  # 7 rad, one turn off
-    assert fig.layout.xaxis.title.text.startswith("pair i")
+    angles = rope_angle_table(20, 8)  # [P, K/2]
+    spec = rope_angle_heatmap(angles, 3)
+    drawn = one_matrix(spec)
+    np.testing.assert_allclose(drawn.values, np.degrees(np.mod(angles, 2 * np.pi)), rtol=1e-5)
+    cells = spec["datasets"]["pos_rope_cells"]
+    np.testing.assert_array_equal(cells["radians"].to_numpy().reshape(20, 4), angles)
+    assert drawn.values[7, 0] == pytest.approx(math.degrees(7 - 2 * math.pi), rel=1e-5)  # 7 rad, one turn off
+    assert drawn.x_title.startswith("pair i")
+    layer = drawn.view["layer"][0]
+    assert tooltip_titles(layer) == ["position", "pair", "angle (rad)", "after whole turns (°)"]
+    assert layer["encoding"]["color"]["scale"]["range"] == list(TWILIGHT)  # cyclic: 0° and 360° look alike
+    assert TWILIGHT[0] == TWILIGHT[-1]
 
 
-def test_offset_scores_figure_shows_masked_keys_as_gaps_and_says_what_it_found():
+def test_offset_scores_figure_shows_masked_keys_grey_and_says_what_it_found():
     rope = offset_scores(explorer.ModelConfig(positional="rope", arch="decoder"), "a", 10)
-    fig = offset_figure(rope, "rope")
-    z = np.asarray(fig.data[0].z)
-    assert np.isnan(z[0, 1]) and not np.isnan(z[1, 0])
-    assert "depends on the offset only" in fig.layout.title.text
-    np.testing.assert_allclose(fig.data[-1].y, rope.by_offset.astype(np.float32))
+    spec = offset_figure(rope, "rope")
+    drawn = matrices(spec)["pos_offset"]
+    assert drawn.masked[0, 1] and not drawn.masked[1, 0]  # causal: key 1 is masked for query 0
+    finite = np.isfinite(rope.scores)
+    np.testing.assert_array_equal(drawn.values[finite], rope.scores[finite])
+    assert "depends on the offset only" in title_text(spec)
+    frame = spec["datasets"]["pos_offsets"]
+    np.testing.assert_array_equal(frame["offset"], np.arange(-9, 10))
+    np.testing.assert_allclose(frame["mean"], rope.by_offset.astype(np.float32))
+    assert np.isnan(frame["mean"][0]) and np.isnan(frame["lowest"][0])  # offset -9: every key there is masked
+    spread = (frame["highest"] - frame["lowest"]).dropna()  # rope: each diagonal constant, up to rounding
+    assert len(spread) == 10 and spread.max() < 1e-4
     sinusoidal_fig = offset_figure(offset_scores(explorer.ModelConfig(), "a", 10), "sinusoidal")
-    assert "diagonals vary" in sinusoidal_fig.layout.title.text
+    assert "diagonals vary" in title_text(sinusoidal_fig)
+    no_positions = offset_figure(offset_scores(explorer.ModelConfig(positional="none"), "a", 10), "none")
+    scale = matrices(no_positions)["pos_offset"].view["layer"][0]["encoding"]["color"]["scale"]
+    assert scale["domain"][-1] > scale["domain"][0]  # all scores equal: still a colour scale that works
 
 
 def test_permutation_figure_panels():
     demo = permutation_demo(explorer.ModelConfig(positional="none"), "I love AI you")
-    fig = permutation_figure(demo, 1, 2)
-    assert len(fig.data) == 3
-    np.testing.assert_array_equal(fig.data[0].z, demo.attention[1, 2])
-    np.testing.assert_array_equal(fig.data[1].z, demo.permuted_attention[1, 2])
-    np.testing.assert_array_equal(fig.data[2].z, demo.shuffled_attention[1, 2])
-    assert list(fig.data[0].x) == ["I", "love", "AI", "you"] and list(fig.data[2].x) == ["you", "AI", "love", "I"]
-    assert "② and ③ agree" in fig.layout.title.text
-    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == 1
+    spec = permutation_figure(demo, 1, 2)
+    drawn = matrices(spec)
+    assert list(drawn) == ["perm_typed", "perm_moved", "perm_rerun"]
+    np.testing.assert_array_equal(drawn["perm_typed"].values, demo.attention[1, 2])
+    np.testing.assert_array_equal(drawn["perm_moved"].values, demo.permuted_attention[1, 2])
+    np.testing.assert_array_equal(drawn["perm_rerun"].values, demo.shuffled_attention[1, 2])
+    assert drawn["perm_typed"].x_labels == ["I", "love", "AI", "you"]
+    assert drawn["perm_rerun"].x_labels == ["you", "AI", "love", "I"]
+    assert "② and ③ agree" in title_text(spec)
+    assert spec["resolve"]["scale"]["color"] == "shared"  # one weight scale for the three maps ...
+    assert drawn["perm_typed"].view["layer"][0]["encoding"]["color"]["scale"]["domain"][::8] == [0.0, 1.0]  # 0-1
+    assert tooltip_titles(drawn["perm_moved"].view["layer"][0]) == ["map", "query", "key", "weight"]
     moved = permutation_figure(permutation_demo(explorer.ModelConfig(), "I love AI you"), 0, 0)
-    assert "② and ③ differ" in moved.layout.title.text
+    assert "② and ③ differ" in title_text(moved)
 
 
 @pytest.fixture(scope="module")
@@ -172,87 +281,128 @@ def trace() -> explorer.Trace:
     return explorer.run(explorer.ModelConfig(n_layers=3, norm="pre"), TOKENS)
 
 
+def depth_values(spec: dict, table: str, series_column: str, series: str, statistic: str) -> pd.DataFrame:
+    frame = spec["datasets"][table]
+    return frame[(frame[series_column] == series) & (frame["statistic"] == statistic)].sort_values("layer")
+
+
 def test_depth_figure_draws_each_statistic_per_point(trace):
     stats = layer_statistics(trace.first)
-    fig = depth_figure(stats, "encoder")
-    residual_rms = [t for t in fig.data if t.name == "residual" and t.yaxis == "y3"][0]
+    spec = depth_figure(stats, "encoder")
+    residual_rms = depth_values(spec, "act_depth", "point", "residual", "rms")
     expected = stats[stats["point"] == "residual"].sort_values("layer")
-    np.testing.assert_allclose(residual_rms.y, expected["rms"])
-    assert list(residual_rms.x) == [-1, 0, 1, 2]
-    assert fig.layout.xaxis.ticktext[0] == "input"
-    assert {a.text for a in fig.layout.annotations} == {"mean", "standard deviation", "RMS", "max |x|"}
-    assert sum(t.showlegend is not False for t in fig.data) == 4  # one legend entry per point
+    np.testing.assert_array_equal(residual_rms["value"], expected["rms"])
+    assert residual_rms["layer"].tolist() == [-1, 0, 1, 2]
+    panels = views(spec)
+    assert [p["title"]["text"] for p in panels] == ["mean", "standard deviation", "RMS", "max |x|"]
+    assert [p["transform"][0]["filter"] for p in panels] == [f"datum.statistic == '{s}'" for s in STATS]
+    line = panels[0]["layer"][0]
+    assert "'input'" in line["encoding"]["x"]["axis"]["labelExpr"]  # block -1 is labelled input
+    assert line["encoding"]["color"]["scale"]["domain"] == ["residual", "attention output", "FFN hidden", "FFN output"]
+    assert "LayerNorm" not in " ".join(spec["datasets"]["act_depth"]["point"].unique())
+
+
+STATS = ("mean", "std", "rms", "max_abs")
 
 
 def test_layernorm_figure_pairs_input_and_output(trace):
     stats = layer_statistics(trace.first)
-    fig = layernorm_figure(stats, "encoder", "pre")
-    names = {t.name for t in fig.data}
-    assert names == {
+    spec = layernorm_figure(stats, "encoder", "pre")
+    assert set(spec["datasets"]["act_layernorm"]["series"]) == {
         "self-attention LayerNorm input",
         "self-attention LayerNorm output",
         "feed-forward LayerNorm input",
         "feed-forward LayerNorm output",
     }
-    out = [t for t in fig.data if t.name == "feed-forward LayerNorm output" and t.xaxis == "x"][0]
-    np.testing.assert_allclose(out.y, 1.0, atol=0.01)  # LayerNorm with gain 1 returns RMS about 1
-    assert out.line.dash == "dash"
+    out = depth_values(spec, "act_layernorm", "series", "feed-forward LayerNorm output", "rms")
+    np.testing.assert_allclose(out["value"], 1.0, atol=0.01)  # LayerNorm with gain 1 returns RMS about 1
+    line = views(spec)[0]["layer"][0]
+    dashes = dict(zip(line["encoding"]["strokeDash"]["scale"]["domain"], line["encoding"]["strokeDash"]["scale"]
+                      ["range"], strict=True))  # fmt: skip
+    assert dashes["feed-forward LayerNorm output"] != dashes["feed-forward LayerNorm input"] == [1, 0]
 
 
 def test_token_norms_heatmap(trace):
     norms = token_norms(trace.first)
-    fig = token_norm_heatmap(norms, TOKENS, "encoder")
-    np.testing.assert_allclose(fig.data[0].z, norms.astype(np.float32))
-    assert list(fig.data[0].y) == ["input", "after block 0", "after block 1", "after block 2"]
-    assert list(fig.data[0].x) == ["the", "cat", "sat", "on", "the·4", "mat"]
-    assert axis_titles(fig) == ("token", "layer")
+    drawn = one_matrix(token_norm_heatmap(norms, TOKENS, "encoder"))
+    np.testing.assert_array_equal(drawn.values, norms.astype(np.float32))
+    assert drawn.y_labels == ["input", "after block 0", "after block 1", "after block 2"]
+    assert drawn.x_labels == ["the", "cat", "sat", "on", "the·4", "mat"]
+    assert (drawn.x_title, drawn.y_title) == ("token", "layer")
 
 
 def test_histogram_counts_every_value_and_calls_out_zeros(trace):
     hidden = trace.first.activations["blocks.0.ffn.hidden"]
     bins = value_histogram(hidden, bins=40)
-    fig = histogram_figure(bins, "FFN hidden", "summary", log_count=True)
-    assert int(np.sum(fig.data[0].y)) == hidden.size
-    assert fig.layout.yaxis.type == "log" and fig.layout.yaxis.title.text == "count (log scale)"
-    assert fig.layout.shapes  # a line at 0 marks ReLU's exact zeros
-    assert axis_titles(fig)[0] == "activation value"
+    spec = histogram_figure(bins, "FFN hidden", "summary", log_count=True)
+    frame = spec["datasets"]["act_histogram"]
+    assert int(frame["count"].sum()) == hidden.size
+    np.testing.assert_array_equal(frame["left"], bins["left"])
+    bars = marks(spec, "rect")[0]
+    assert bars["encoding"]["y"]["scale"]["type"] == "log" and axis_title(bars, "y") == "count (log scale)"
+    assert axis_title(bars, "x") == "activation value"
+    assert tooltip_titles(bars) == ["from", "to", "values"]
+    (zero_line,) = marks(spec, "rule")  # a line at 0 marks ReLU's exact zeros
+    assert zero_line["data"]["values"] == [{"left": 0.0, "zeros": int((hidden == 0).sum())}]
+    linear = histogram_figure(bins, "FFN hidden", "summary")
+    assert "type" not in marks(linear, "rect")[0]["encoding"]["y"]["scale"]
 
 
 def test_zero_fraction_and_head_grids(trace):
     zeros = ffn_zero_fraction(trace.first)
-    fig = zero_fraction_figure(zeros, "encoder", "relu")
-    np.testing.assert_allclose(fig.data[0].y, zeros["zero_fraction"])
-    assert "ReLU" in fig.layout.title.text
+    spec = zero_fraction_figure(zeros, "encoder", "relu")
+    np.testing.assert_array_equal(spec["datasets"]["act_zeros"]["zero_fraction"], zeros["zero_fraction"])
+    assert "ReLU" in title_text(spec)
     grid = head_grid(head_sparsity(trace.first.self_attention), "sparsity")
-    heads = head_grid_figure(grid, "Sparsity", "sub", "sparsity", 0.0, 1.0)
-    np.testing.assert_allclose(heads.data[0].z, grid.astype(np.float32))
-    assert list(heads.data[0].x) == ["H0", "H1", "H2", "H3"] and list(heads.data[0].y) == ["L0", "L1", "L2"]
-    assert axis_titles(heads) == ("head", "layer")
+    heads = head_grid_figure(grid, "Sparsity", "sub", "sparsity", 0.0, 1.0, colours=CIVIDIS, name="act_sparsity")
+    drawn = matrices(heads)["act_sparsity"]
+    np.testing.assert_array_equal(drawn.values, grid.astype(np.float32))
+    assert drawn.x_labels == ["H0", "H1", "H2", "H3"] and drawn.y_labels == ["L0", "L1", "L2"]
+    assert (drawn.x_title, drawn.y_title) == ("head", "layer")
+    assert drawn.view["layer"][0]["encoding"]["color"]["scale"]["range"] == list(CIVIDIS)
+    missing = grid.copy()
+    missing[1, 2] = np.nan  # a head whose queries all had no allowed key
+    drawn = one_matrix(head_grid_figure(missing, "Sparsity", "sub", "sparsity", 0.0, 1.0))
+    assert drawn.masked[1, 2] and drawn.masked.sum() == 1
 
 
 def test_gradient_figures():
     cfg = explorer.ModelConfig(arch="encoder-decoder", n_layers=2, d_model=16, n_heads=2, d_ff=32)
     norms = gradient_norms(explorer.build_model(cfg), "a b c", "x y z")
     totals = layer_gradient_totals(norms)
-    fig = gradient_totals_figure(totals, "post")
-    assert [t.name for t in fig.data] == ["encoder blocks", "decoder blocks"]
-    np.testing.assert_allclose(fig.data[1].y, totals[totals["stack"] == "decoder"]["norm"])
-    assert fig.layout.yaxis.type == "log"
+    spec = gradient_totals_figure(totals, "post")
+    frame = spec["datasets"]["act_grad_totals"]
+    assert list(dict.fromkeys(frame["series"])) == ["encoder blocks", "decoder blocks"]
+    np.testing.assert_array_equal(
+        frame[frame["stack"] == "decoder"]["norm"], totals[totals["stack"] == "decoder"]["norm"]
+    )
+    assert marks(spec, "line")[0]["encoding"]["y"]["scale"]["type"] == "log"
     heat = gradient_heatmap(norms, "decoder")
+    drawn = one_matrix(heat)
     decoder = norms[norms["stack"] == "decoder"]
-    assert list(heat.data[0].y) == list(dict.fromkeys(decoder["parameter"]))
-    assert "multihead_attn.in_proj_weight" in heat.data[0].y
+    assert drawn.y_labels == list(dict.fromkeys(decoder["parameter"]))
+    assert "multihead_attn.in_proj_weight" in drawn.y_labels
     value = decoder.query("layer == 1 and parameter == 'linear2.weight'")["norm"].item()
-    row = list(heat.data[0].y).index("linear2.weight")
-    assert heat.data[0].customdata[row][1] == pytest.approx(value, rel=1e-6)
-    assert heat.data[0].z[row][1] == pytest.approx(math.log10(value), rel=1e-5)
-    assert axis_titles(heat) == ("block", "parameter")
+    row = drawn.y_labels.index("linear2.weight")
+    assert drawn.values[row, 1] == pytest.approx(math.log10(value), rel=1e-5)  # colour: log10 of the norm
+    cells = heat["datasets"]["act_grad_cells"]
+    shown = cells[(cells["q"] == row) & (cells["k"] == 1)]["norm"].item()
+    assert shown == pytest.approx(value, rel=1e-6)  # hover: the norm itself
+    assert tooltip_titles(drawn.view["layer"][0]) == ["parameter", "block", "gradient norm"]
+    assert (drawn.x_title, drawn.y_title) == ("block", "parameter")
 
 
 def test_gradient_heatmap_survives_a_zero_gradient():
     norms = pd.DataFrame(
         {"stack": "encoder", "layer": pd.array([0, 0, 1, 1], dtype="Int64"), "parameter": ["a", "b"] * 2}
     ).assign(norm=[0.0, 0.5, 2.0, 0.0])
-    heat = gradient_heatmap(norms, "encoder")
-    z = np.asarray(heat.data[0].z, dtype=float)
-    assert np.isnan(z[0, 0]) and z[1, 0] == pytest.approx(math.log10(0.5))
+    drawn = one_matrix(gradient_heatmap(norms, "encoder"))
+    assert drawn.masked[0, 0] and drawn.masked[1, 1] and not drawn.masked[1, 0]  # a zero has no logarithm: grey
+    assert drawn.values[1, 0] == pytest.approx(math.log10(0.5))
+
+
+def test_big_positional_heatmaps_become_images_under_the_cell_limit():
+    angles = rope_angle_table(4096, 128)  # [4096, 64]: thinned to 512 rows
+    drawn = one_matrix(rope_angle_heatmap(angles, 6))
+    assert drawn.image is not None and MAX_CELLS < 512 * 64
+    assert "every 8th position drawn" in drawn.title

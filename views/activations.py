@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from explorer.activation_figures import (
+    CIVIDIS,
     depth_figure,
     gradient_heatmap,
     gradient_totals_figure,
@@ -30,10 +32,16 @@ from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradien
 from explorer.model import Transformer
 from explorer.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.trace import StackTrace, Trace
+from explorer.vega import VIRIDIS
 from views.session import from_model, weights_note
 from views.widgets import csv_button
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
+
+
+def draw(spec: dict, key: str, where: DeltaGenerator | None = None) -> None:
+    """One Vega-Lite chart at its own size (explorer.vega.chart sets it), with Streamlit's theme off."""
+    (where or st).vega_lite_chart(spec, key=key, theme=None, width="content")
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -86,9 +94,9 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Over depth: the residual stream and each sub-layer")
     stats = layer_statistics(stack)
     st.info(depth_story(stats, cfg.norm), icon=":material/insights:")
-    st.plotly_chart(depth_figure(stats, stack.name), key="act_depth", theme=None)
-    st.plotly_chart(layernorm_figure(stats, stack.name, cfg.norm), key="act_layernorm", theme=None)
-    with st.expander("Statistics table (layer -1 is the input: embedding + position)"):
+    draw(depth_figure(stats, stack.name), "act_depth")
+    draw(layernorm_figure(stats, stack.name, cfg.norm), "act_layernorm")
+    if st.toggle("Show the statistics table (layer -1 is the input: embedding + position)", key="act_stats_table"):
         st.dataframe(
             stats,
             hide_index=True,
@@ -101,7 +109,7 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
 def per_token(stack: StackTrace) -> None:
     st.subheader("Per token")
     norms = token_norms(stack)  # [L + 1, T]
-    st.plotly_chart(token_norm_heatmap(norms, stack.tokens, stack.name), key="act_token_norms", theme=None)
+    draw(token_norm_heatmap(norms, stack.tokens, stack.name), "act_token_norms")
     frame = pd.DataFrame(
         {
             "layer": np.repeat(np.arange(-1, norms.shape[0] - 1), norms.shape[1]),
@@ -137,7 +145,7 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
         f"std {values.std():.3g} · {zeros / values.size:.1%} exactly 0"
     )
     what = f"{point}, block {layer} ({stack.name} stack)"
-    st.plotly_chart(histogram_figure(bins, what, summary_text, log_count), key="act_histogram", theme=None)
+    draw(histogram_figure(bins, what, summary_text, log_count), "act_histogram")
     csv_button(
         "Histogram bins (CSV)",
         bins,
@@ -149,7 +157,7 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
 def relu_zeros(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Feed-forward units that are exactly zero")
     zeros = ffn_zero_fraction(stack)
-    st.plotly_chart(zero_fraction_figure(zeros, stack.name, cfg.activation), key="act_zeros", theme=None)
+    draw(zero_fraction_figure(zeros, stack.name, cfg.activation), "act_zeros")
     csv_button("Zero fractions (CSV)", zeros, f"activations_{stack.name}_ffn_zeros.csv", "act_csv_zeros")
 
 
@@ -167,7 +175,7 @@ def per_head(stack: StackTrace) -> None:
         f"keys a query can ignore and still keep {COVERED_MASS:.0%} of its weight (0 = it needs them all)."
     )
     grids = [
-        (entropy, "entropy", "Entropy (nats)", f"uniform = {uniform_entropy:.2f}", "nats", uniform_entropy, "Viridis"),
+        (entropy, "entropy", "Entropy (nats)", f"uniform = {uniform_entropy:.2f}", "nats", uniform_entropy, VIRIDIS),
         (
             distance,
             "distance",
@@ -175,18 +183,18 @@ def per_head(stack: StackTrace) -> None:
             f"uniform = {uniform_distance:.2f}",
             "positions",
             None,
-            "Viridis",
+            VIRIDIS,
         ),
-        (sparsity, "sparsity", "Sparsity", f"keys dropped keeping {COVERED_MASS:.0%}", "sparsity", 1.0, "Cividis"),
+        (sparsity, "sparsity", "Sparsity", f"keys dropped keeping {COVERED_MASS:.0%}", "sparsity", 1.0, CIVIDIS),
     ]
     for column, (frame, name, title, subtitle, unit, top, colours) in zip(st.columns(3), grids, strict=True):
         grid = head_grid(frame, name)
         if top is None or not np.isfinite(top):
             top = max(float(np.nanmax(grid)) if np.isfinite(grid).any() else 1.0, uniform_distance)
-        figure = head_grid_figure(grid, title, subtitle, unit, 0.0, top, colorscale=colours)
-        column.plotly_chart(figure, key=f"act_{name}", theme=None)
+        figure = head_grid_figure(grid, title, subtitle, unit, 0.0, top, colours=colours, name=f"act_{name}")
+        draw(figure, f"act_{name}", column)
     table = entropy.merge(distance, on=["layer", "head"]).merge(sparsity, on=["layer", "head"])
-    with st.expander("Per-head table"):
+    if st.toggle("Show the per-head table", key="act_heads_table", help="Every statistic of every head, sortable."):
         st.dataframe(
             table,
             hide_index=True,
@@ -214,7 +222,7 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         st.warning(str(e), icon=":material/warning:")
         return
     totals = layer_gradient_totals(norms)
-    st.plotly_chart(gradient_totals_figure(totals, cfg.norm), key="act_grad_totals", theme=None)
+    draw(gradient_totals_figure(totals, cfg.norm), "act_grad_totals")
     trend = "; ".join(
         f"{name} blocks: {part['norm'].iloc[0]:.3g} (block 0) → {part['norm'].iloc[-1]:.3g} (block "
         f"{int(part['layer'].iloc[-1])})"
@@ -227,12 +235,12 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         "initialisation and a toy objective, so it need not reproduce their figure: switch the norm setting in the "
         "sidebar to compare the two placements on the same weights and tokens."
     )
-    st.plotly_chart(gradient_heatmap(norms, stack.name), key="act_grad_heatmap", theme=None)
+    draw(gradient_heatmap(norms, stack.name), "act_grad_heatmap")
     outside = norms[norms["layer"].isna()]
     if len(outside):
         names = ", ".join(f"{p} ({n:.3g})" for p, n in zip(outside["parameter"], outside["norm"], strict=True))
         st.caption(f"Outside the blocks: {names}.")
-    with st.expander("Gradient table (every parameter tensor)"):
+    if st.toggle("Show the gradient table (every parameter tensor)", key="act_grads_table"):
         st.dataframe(norms, hide_index=True, column_config={"norm": NUMBER})
     c1, c2, _ = st.columns([1, 1, 2])
     with c1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from explorer.config import ConfigError, ModelConfig
 from explorer.model import Transformer
@@ -53,6 +54,11 @@ EXPLAIN = {
     "none": "Nothing tells the model where a token is: no vector is added and nothing is rotated. Self-attention "
     "then treats the input as a **set** of tokens (unless a causal mask is on, which carries order itself).",
 }
+
+
+def draw(spec: dict, key: str, where: DeltaGenerator | None = None) -> None:
+    """One Vega-Lite chart at its own size (explorer.vega.chart sets it), with Streamlit's theme off."""
+    (where or st).vega_lite_chart(spec, key=key, theme=None, width="content")
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -186,11 +192,15 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
     else:
         if not dims_text.strip():
             st.caption(f"Showing dimensions {', '.join(map(str, dims))} (type others above).")
-        st.plotly_chart(encoding_curves(shown, dims, tokens, kind), key="pos_curves", theme=None)
+        draw(encoding_curves(shown, dims, tokens, kind), "pos_curves")
     st.subheader("The whole table")
-    st.plotly_chart(encoding_heatmap(shown, tokens, kind), key="pos_heatmap", theme=None)
+    draw(encoding_heatmap(shown, tokens, kind), "pos_heatmap")
     typed = table_frame(table[: len(tokens)], tokens)
-    with st.expander(f"What is added at the {len(tokens)} typed positions"):
+    if st.toggle(
+        f"Show what is added at the {len(tokens)} typed positions",
+        key="pos_typed_table",
+        help="The rows of the table for the typed tokens, one column per dimension (also in the CSV below).",
+    ):
         st.dataframe(typed, hide_index=True, height=min(400, 38 + 35 * len(tokens)))
     c1, c2, _ = st.columns([1, 1, 2])
     with c1:
@@ -201,7 +211,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
     if kind == "sinusoidal":
         st.subheader("Wavelength of each pair")
         lengths = wavelengths(cfg.d_model)
-        st.plotly_chart(wavelength_figure(lengths, cfg.d_model, n_positions), key="pos_wavelengths", theme=None)
+        draw(wavelength_figure(lengths, cfg.d_model, n_positions), "pos_wavelengths")
         frame = pd.DataFrame(
             {
                 "pair": np.arange(len(lengths)),
@@ -215,11 +225,11 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
 
     st.subheader("How alike are two positions?")
     positions, sim = from_model(cached_similarity, cfg, n_positions, metric)
-    st.plotly_chart(similarity_heatmap(sim, positions, metric, len(tokens), kind), key="pos_similarity", theme=None)
+    draw(similarity_heatmap(sim, positions, metric, len(tokens), kind), "pos_similarity")
     reference = min(len(tokens), n_positions) - 1  # the last typed token's position, or the last one drawn
     row = similarity_to(shown, reference, metric)
     which = "the last typed token" if len(tokens) <= n_positions else "the last position drawn"
-    st.plotly_chart(similarity_profile(row, reference, metric, which), key="pos_profile", theme=None)
+    draw(similarity_profile(row, reference, metric, which), "pos_profile")
     if kind == "sinusoidal":
         st.caption(
             "Why nearby positions look alike: moving from p to p + k turns every sine/cosine pair by a fixed angle "
@@ -235,13 +245,13 @@ def rotary(cfg: ModelConfig, trace: Trace, n_positions: int) -> None:
     """Rope: the angle of each pair at each position, and the wavelengths of the pairs of one head."""
     st.subheader("Rotation angles")
     angles = rope_angle_table(n_positions, cfg.d_head)  # [P, K/2]
-    st.plotly_chart(rope_angle_heatmap(angles, len(trace.tokens)), key="pos_rope_angles", theme=None)
+    draw(rope_angle_heatmap(angles, len(trace.tokens)), "pos_rope_angles")
     frame = pd.DataFrame(angles, columns=[f"pair_{i}_radians" for i in range(angles.shape[1])])
     frame.insert(0, "position", np.arange(n_positions))
     csv_button("Angles (CSV)", frame, "positions_rope_angles.csv", "pos_csv_rope")
     st.subheader("Wavelength of each pair")
     lengths = wavelengths(cfg.d_head)
-    st.plotly_chart(wavelength_figure(lengths, cfg.d_head, n_positions, "d_head"), key="pos_wavelengths", theme=None)
+    draw(wavelength_figure(lengths, cfg.d_head, n_positions, "d_head"), "pos_wavelengths")
 
 
 def layer_head(cfg: ModelConfig, prefix: str) -> tuple[int, int]:
@@ -259,7 +269,7 @@ def offset_demo(cfg: ModelConfig, trace: Trace) -> None:
     layer, head = layer_head(cfg, "pos_offset")
     n = min(OFFSET_POSITIONS, cfg.max_tokens)
     result = offset_scores(cfg, token, n, layer, head, scores=from_model(cached_repeated_scores, cfg, token, n))
-    st.plotly_chart(offset_scores_figure(result, cfg.positional), key="pos_offset_scores", theme=None)
+    draw(offset_scores_figure(result, cfg.positional), "pos_offset_scores")
     explanation = {
         "rope": "With rope every diagonal (a fixed offset between query and key) holds one value, up to float32 "
         "rounding: shifting both tokens by the same number of positions leaves their score alone.",
@@ -300,7 +310,7 @@ def order_demo(cfg: ModelConfig, trace: Trace) -> None:
         + (" (the encoder's input; the decoder keeps its target)" if target else "")
     )
     layer, head = layer_head(cfg, "pos_perm")
-    st.plotly_chart(permutation_figure(demo, layer, head), key="pos_permutation", theme=None)
+    draw(permutation_figure(demo, layer, head), "pos_permutation")
     causal = cfg.arch == "decoder" or "causal" in cfg.mask
     metric_col, text_col = st.columns([1.2, 3])
     metric_col.metric(
