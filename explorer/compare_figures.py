@@ -23,8 +23,9 @@ MAX_CELL_TEXT_SIDE = 8  # write the value in each cell while a map is at most th
 MAX_X_TICKS = 12  # token labels across a map (the maps are narrow); above this only every n-th is labelled
 MAX_Y_TICKS = 24  # token labels down a map
 PAIR_PX = 210  # px along the longer side of A's and of B's map (the two fit a 5/8 column of the wide layout)
-DIFFERENCE_PX = 215  # px along the longer side of the A - B map (3/8 of the width, with its own legend)
-TICK_PX = 15  # px between two labelled ticks at least, so that token labels never overlap
+DIFFERENCE_PX = 210  # px along the longer side of the A - B map (3/8 of the width, with its own legend)
+TICK_PX = 18  # px between two labelled ticks at least (labels are 14 px), so that they never overlap
+FLUSH_PX = 8  # px: the first query label is kept inside the map, so A's and B's titles line up
 LABEL_LIMIT = 80  # px: a long token is cut short (with …) on the maps' axes rather than squeezing the map
 ROUNDING = 1e-5  # |A - B| below this is float32 rounding (e.g. the same words in another order, no positions)
 RANKING_PICK = GRID_PICK  # the ranking heatmap's click selection: {"pick": [{"layer": ..., "head": ...}]}
@@ -135,7 +136,7 @@ def _side(maps: AttentionMaps, name: str, prefix: str, layer: int, head: int, sh
     ]
     _set_tooltip(view, tooltip, [{"calculate": _literal(name), "as": "side"}])
     _axis(view, "x", labelAngle=-45 if tk > MAX_CELL_TEXT_SIDE else 0, labelLimit=LABEL_LIMIT)
-    _axis(view, "y", labelLimit=LABEL_LIMIT)
+    _axis(view, "y", labelLimit=LABEL_LIMIT, labelFlush=FLUSH_PX)
     if not show_queries:  # B's rows are A's queries: A's labels serve both
         _axis(view, "y", labels=False, title=None)
     return view
@@ -237,7 +238,7 @@ def difference_heatmap(
         ]
         _set_tooltip(spec, tooltip)
     _axis(spec, "x", labelAngle=-45 if tk > MAX_CELL_TEXT_SIDE else 0, labelLimit=LABEL_LIMIT)
-    _axis(spec, "y", labelLimit=LABEL_LIMIT)
+    _axis(spec, "y", labelLimit=LABEL_LIMIT, labelFlush=FLUSH_PX)
     return chart(spec)
 
 
@@ -291,13 +292,14 @@ def ranking_heatmap(ranking: pd.DataFrame, layer: int | None = None, head: int |
         first["encoding"]["color"]["legend"]["title"] = "bits"
     _passive_text(spec)
     if layer is not None and head is not None and layer < n_layers and head < n_heads:
+        x_axis, y_axis = (spec["layer"][0]["encoding"][c]["axis"] for c in "xy")  # or this layer's would win
         spec["layer"].append(
             {
                 "data": {"values": [{"k": head, "k_end": head + 1, "q": layer, "q_end": layer + 1}]},
                 "mark": {"type": "rect", "filled": False, "stroke": "black", "strokeWidth": 2.5,
                          "interactive": False},
-                "encoding": {"x": {"field": "k", "type": "quantitative"}, "x2": {"field": "k_end"},
-                             "y": {"field": "q", "type": "quantitative"}, "y2": {"field": "q_end"}},
+                "encoding": {"x": {"field": "k", "type": "quantitative", "axis": x_axis}, "x2": {"field": "k_end"},
+                             "y": {"field": "q", "type": "quantitative", "axis": y_axis}, "y2": {"field": "q_end"}},
             }
         )  # fmt: skip
     return chart(spec)
