@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +14,7 @@ from explorer.compare import default_b, model_for_b
 from explorer.gradients import gradient_norms, layer_gradient_totals
 from explorer.tasks import make_task
 from explorer.training import train
+from tests.drawn import app_charts, matrices, title_text
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PROBE = "A B C D E F G H"
@@ -36,25 +36,27 @@ def open_with(trained, page: str) -> AppTest:
     return at
 
 
-def figure(at: AppTest, title_part: str) -> dict:
-    for chart in at.get("plotly_chart"):
-        spec = json.loads(chart.proto.spec)
-        if title_part in (spec["layout"].get("title") or {}).get("text", ""):
-            return spec
+def figure(at: AppTest, title_part: str) -> tuple[dict, dict]:
+    """The chart (spec, tables) whose title has title_part."""
+    for spec, tables in app_charts(at):
+        if title_part in title_text(spec):
+            return spec, tables
     raise AssertionError(f"no chart titled with {title_part!r}")
 
 
-def test_activations_page_shows_the_trained_models_gradients(trained, plotly_array):
+def test_activations_page_shows_the_trained_models_gradients(trained):
     at = open_with(trained, "views/activations.py")
     assert any("trained weights (reverse, 30 steps)" in c.value for c in [*at.caption, *at.markdown])
     expected = layer_gradient_totals(gradient_norms(trained["model"], PROBE))["norm"]
     random = layer_gradient_totals(gradient_norms(explorer.build_model(trained["model"].config), PROBE))["norm"]
-    drawn = plotly_array(figure(at, "parameters (post-norm)")["data"][0]["y"])
+    _, tables = figure(at, "parameters (post-norm)")
+    totals = tables["act_grad_totals"]
+    drawn = totals[totals["stack"] == totals["stack"].iloc[0]]["norm"].to_numpy()  # the stack's line, block by block
     np.testing.assert_allclose(drawn, expected, rtol=1e-5)
     assert not np.allclose(drawn, random, rtol=1e-3)
 
 
-def test_positional_page_shows_the_trained_position_table(trained, plotly_array):
+def test_positional_page_shows_the_trained_position_table(trained):
     at = open_with(trained, "views/positional.py")
     assert any("reverse, 30 steps" in i.value for i in at.info)
     assert not any(w.value.startswith("**Untrained.**") for w in at.warning)
@@ -70,16 +72,15 @@ def test_anatomy_counts_the_trained_models_embedding_and_read_out(trained):
     assert f"{total:,}" in shown
 
 
-def test_compare_page_runs_b_on_the_trained_weights(trained, plotly_array):
+def test_compare_page_runs_b_on_the_trained_weights(trained):
     at = open_with(trained, "views/compare.py")
     model = trained["model"]
     b = default_b(model.config)
     maps_a = explorer.run(model, PROBE).attention_maps()["self-attention"]
     maps_b = explorer.run(model_for_b(model, b), PROBE).attention_maps()["self-attention"]
-    pair = next(s for s in (json.loads(c.proto.spec) for c in at.get("plotly_chart")) if "coloraxis" in s["layout"])
-    drawn = {t["name"]: plotly_array(t["z"]) for t in pair["data"] if t["type"] == "heatmap"}
-    np.testing.assert_array_equal(drawn["A"], maps_a.weights[0, 0])
-    np.testing.assert_array_equal(drawn["B"], maps_b.weights[0, 0])
+    pair = next(m for spec, tables in app_charts(at) if "side_1" in (m := matrices(spec, tables)))
+    np.testing.assert_array_equal(pair["side_0"].values, maps_a.weights[0, 0])  # A, left
+    np.testing.assert_array_equal(pair["side_1"].values, maps_b.weights[0, 0])  # B, right
     random_b = explorer.run(model_for_b(explorer.build_model(model.config), b), PROBE).attention
-    assert not np.allclose(drawn["B"], random_b[0, 0])
+    assert not np.allclose(pair["side_1"].values, random_b[0, 0])
     assert any("very weights" in s.value for s in at.success)
