@@ -1,4 +1,4 @@
-"""Start the dashboard headless for a benchmark and wait until it answers; the Chromium flags this machine needs."""
+"""Start the dashboard headless and wait until it answers; the Chromium flags this machine needs (benches and tests)."""
 
 from __future__ import annotations
 
@@ -54,11 +54,12 @@ def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60) -
     while time.monotonic() < deadline:
         if server.poll() is not None:
             log.seek(0)
-            sys.exit(f"streamlit exited early with code {server.returncode}:\n{log.read().decode(errors='replace')}")
+            output = log.read().decode(errors="replace")
+            raise RuntimeError(f"streamlit exited early with code {server.returncode}:\n{output}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as answer:
                 if answer.read() == b"ok":
                     return
         except OSError:
             time.sleep(0.1)
-    sys.exit("streamlit did not answer /_stcore/health in time")
+    raise RuntimeError("streamlit did not answer /_stcore/health in time")

@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bench.serve import CHROMIUM_ARGS, free_port, start_server, wait_health
 from explorer.trace import AttentionMaps
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def softmax_maps(
@@ -69,57 +58,21 @@ def make_maps() -> Callable[..., AttentionMaps]:
     return make
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_health(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> None:
-    t0 = time.time()
-    while time.time() - t0 < timeout:
-        if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited early with code {proc.returncode}: {proc.stdout.read()}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
-                if r.read() == b"ok":
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("streamlit did not answer /_stcore/health in time")
-
-
 @pytest.fixture(scope="module")
 def app_url() -> Iterator[str]:
     """Base URL of `streamlit run dashboard.py`, one server per test module."""
-    port = _free_port()
-    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "dashboard.py",
-            "--server.headless=true",
-            f"--server.port={port}",
-            "--server.address=127.0.0.1",
-            "--server.fileWatcherType=none",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,  # a pipe nobody reads would block the server once it fills
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        _wait_health(port, proc)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
+    port = free_port()
+    with tempfile.TemporaryFile() as log:  # a file, not a pipe: a pipe nobody reads would block the server
+        proc = start_server("dashboard.py", port, log)
         try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            wait_health(port, proc, log)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 @pytest.fixture(scope="module")
@@ -171,20 +124,3 @@ def _wait_idle(page, timeout_ms: int = 60_000) -> None:
 def wait_idle() -> Callable[..., None]:
     """wait_idle(page): block until the app has finished its script run and drawn."""
     return _wait_idle
-
-
-def _plotly_array(value) -> np.ndarray:
-    """A Plotly JSON array (a nested list, or the base64 typed-array form {"dtype", "bdata", "shape"})."""
-    if isinstance(value, dict) and "bdata" in value:
-        import base64
-
-        data = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = [int(s) for s in str(value.get("shape", len(data))).split(",")]
-        return data.reshape(shape)
-    return np.asarray(value, dtype=float if not value or not isinstance(value[0], str) else object)
-
-
-@pytest.fixture
-def plotly_array() -> Callable[..., np.ndarray]:
-    """plotly_array(value): decode an array from a figure's JSON spec."""
-    return _plotly_array
