@@ -14,7 +14,6 @@ import pytest
 from bench.serve import CHROMIUM_ARGS, free_port, start_server, wait_health
 from explorer.trace import AttentionMaps
 
-ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 
 
