@@ -15,6 +15,7 @@ Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIU
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import statistics
@@ -171,6 +172,9 @@ def main() -> int:
     with tempfile.TemporaryFile() as log:
         results = {args.app: measure(args.app, args.query, args.loads, timeout_ms, log)}
     for name, source in BASELINE_APPS.items() if args.baseline else ():
+        if "plotly" in source and importlib.util.find_spec("plotly") is None:
+            print(f"{name}: skipped, plotly is not installed (the app no longer needs it)")
+            continue
         with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as log:
             baseline = Path(folder) / "baseline.py"
             baseline.write_text(source)
