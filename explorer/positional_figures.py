@@ -22,12 +22,13 @@ from explorer.vega import (
     RDBU,
     VIRIDIS,
     Ramp,
-    chart,
     concat,
     heading,
     matrix_spec,
+    quiet,
     wrap,
 )
+from explorer.vega import chart as vega_chart
 
 MAX_SIDE = 512  # rows or columns drawn in one heatmap; longer axes show every n-th (said in the title)
 CURVE_POINTS = 8192  # points over all curves of one chart; longer curves keep the extremes of each stretch
@@ -38,6 +39,11 @@ TWILIGHT = ("#e2d9e2", "#9ebbc9", "#6785be", "#5e43a5", "#421257", "#471340", "#
 LINE_WIDTH = 640  # px of the plot area of a line chart
 HEATMAP_PX = 640  # px along the longer side of a big heatmap
 SMALL_MARKERS = 80  # a curve with at most this many points shows each point
+
+
+def chart(spec: dict) -> dict:
+    """explorer.vega.chart, hover only on the marks that have a tooltip (explorer.vega.quiet)."""
+    return quiet(vega_chart(spec))
 
 
 def every_nth(n: int, limit: int = MAX_SIDE) -> np.ndarray:
@@ -544,7 +550,7 @@ def offset_scores_figure(result: OffsetScores, positional: str) -> dict:
         f"{verdict} (largest spread along a diagonal: {result.spread:.2g})",
         860,
     )
-    return spec
+    return quiet(spec)
 
 
 def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
@@ -595,4 +601,4 @@ def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
         f"{same}: largest |② − ③| in this head = {difference:.3g}",
         860,
     )
-    return spec
+    return quiet(spec)

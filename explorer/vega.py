@@ -296,3 +296,17 @@ def wrap(text: str, width_px: float, font_px: float = 14) -> list[str]:
 def heading(text: str, subtitle: str = "", width_px: float = 640) -> dict:
     """A chart title on the left, its subtitle wrapped to width_px."""
     return {"text": text, "subtitle": wrap(subtitle, width_px) if subtitle else [], "anchor": "start"}
+
+
+def quiet(spec: dict) -> dict:
+    """Turn hover off on every mark that has no tooltip of its own (a line, a band, an outline, an image).
+
+    Streamlit's Vega-Lite config sets mark.tooltip = true, even with theme=None: such a mark would show its raw
+    data row on hover (a line the first point of the line, an image its PNG)."""
+    for key in ("layer", "hconcat", "vconcat", "concat"):
+        for child in spec.get(key, []):
+            quiet(child)
+    if "mark" in spec and "tooltip" not in spec.get("encoding", {}):
+        mark = spec["mark"] if isinstance(spec["mark"], dict) else {"type": spec["mark"]}
+        spec["mark"] = {**mark, "tooltip": None}
+    return spec

@@ -1,13 +1,35 @@
-"""The positional, activations and anatomy pages in a real Chromium: charts draw, controls work, nothing throws."""
+"""The positional, activations and anatomy pages in a real Chromium: the Vega-Lite charts draw the engine's numbers
+(read back by hovering, and by the colours on the canvas), controls work, user text stays text, nothing throws."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+
+import explorer
+from explorer.activations import value_histogram
+from explorer.config import ModelConfig
+from explorer.position_analysis import permutation_demo, reorder
+from explorer.positional import sinusoidal
+from explorer.positional_figures import TYPED_COLOUR
+from explorer.stats import head_entropy, head_grid
+from explorer.vega import RDBU, Ramp
+from tests.browser_charts import CHART, cell_grid, charts, colours_at, hover, pixels, read_cells, wait_drawn
 
 pytestmark = pytest.mark.browser
 
-PLOT = "[data-testid='stPlotlyChart'] .js-plotly-plot"
-TITLE_JS = "el => (el.layout && el.layout.title && el.layout.title.text) || ''"
+TOKENS = "the cat sat on the mat"
+POSITIONAL_CHARTS = 7  # curves, table, wavelengths, similarity, profile, offset scores, permutation
+ACTIVATION_CHARTS = 10  # depth, LayerNorm, token norms, histogram, zeros, 3 head grids, gradient lines and map
+CURVES, TABLE = 0, 1
+TOKEN_NORMS, HISTOGRAM, ENTROPY = 2, 3, 5
+
+
+def open_page(page, url: str, wait_idle, n_charts: int) -> list:
+    page.goto(url)
+    wait_idle(page)
+    wait_drawn(page, n_charts)
+    return charts(page)
 
 
 def assert_clean(page) -> None:
@@ -15,37 +37,68 @@ def assert_clean(page) -> None:
     assert not page.errors, page.errors
 
 
-def titles(page) -> list[str]:
-    return [plot.evaluate(TITLE_JS) for plot in page.locator(PLOT).all()]
-
-
-def plot_titled(page, words: str):
-    found = [plot for plot in page.locator(PLOT).all() if words in plot.evaluate(TITLE_JS)]
-    assert len(found) == 1, titles(page)
-    return found[0]
-
-
-def drawn(plot) -> bool:
-    """Plotly rendered the figure's traces (an SVG with at least one trace layer)."""
-    return plot.locator(".main-svg").count() >= 1 and plot.locator(".trace, .hm, image").count() >= 1
-
-
 def alerts(page) -> str:
     return " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
 
 
-def test_positional_page_draws_and_explains_bad_input(page, app_url, wait_idle):
-    page.goto(app_url + "/positional")
-    wait_idle(page)
-    plots = page.locator(PLOT)
-    assert plots.count() >= 7
-    for plot in plots.all():
-        plot.scroll_into_view_if_needed()
-        assert drawn(plot), plot.evaluate(TITLE_JS)
-    curves = plot_titled(page, "value against position")
-    assert curves.locator(".xtitle").text_content() == "position"
+def number(text: str) -> float:
+    """A number as a tooltip writes it (d3-format writes minus as U+2212, thousands with commas)."""
+    return float(text.replace("\u2212", "-").replace(",", ""))
+
+
+def hover_at(page, x: float, y: float) -> dict[str, str]:
+    """hover, after a first move nearby: the pointer must be over the canvas before Vega shows a tooltip."""
+    hover(page, x + 1, y)
+    return hover(page, x, y)
+
+
+def blobs(image: np.ndarray, colour: str) -> list[tuple[float, float]]:
+    """Centres (x, y in canvas pixels) of the separate patches of exactly `colour` in an [H, W, 3] image."""
+    target = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+    ys, xs = np.nonzero((np.abs(image.astype(int) - target) <= 2).all(axis=-1))
+    centres: list[list[float]] = []  # [x, y, count] per patch, grown point by point
+    for x, y in zip(xs, ys, strict=True):
+        for c in centres:
+            if abs(c[0] / c[2] - x) <= 6 and abs(c[1] / c[2] - y) <= 6:
+                c[0], c[1], c[2] = c[0] + x, c[1] + y, c[2] + 1
+                break
+        else:
+            centres.append([x, y, 1])
+    return [(c[0] / c[2], c[1] / c[2]) for c in centres if c[2] >= 8]
+
+
+def test_positional_curves_and_table_hover_the_engine_values(page, app_url, wait_idle):
+    url = app_url + "/positional?d_model=16&n_heads=2&pos_max=8&pos_dims=0"
+    found = open_page(page, url, wait_idle, POSITIONAL_CHARTS)
+    assert len(found) == POSITIONAL_CHARTS
+    table = sinusoidal(8, 16).numpy()  # [P, D]
+    curves = found[CURVES]
+    curves.scroll_into_view_if_needed()
+    box = curves.locator("canvas").first.bounding_box()
+    marks = blobs(pixels(curves), TYPED_COLOUR)  # the typed tokens' red points
+    assert len(marks) == 6
+    seen = {}
+    for x, y in marks:
+        tip = hover_at(page, box["x"] + x, box["y"] + y)
+        assert tip["dimension"] == "dim 0 (sin of pair 0)"
+        seen[int(tip["position"])] = (tip["token"], number(tip["value"]))
+    assert [seen[p][0] for p in range(6)] == TOKENS.split()
+    np.testing.assert_allclose([seen[p][1] for p in range(6)], table[:6, 0], atol=5e-5)  # sin(p), 4 decimals
+
+    heat = found[TABLE]
+    xs, ys = cell_grid(page, heat, "dimension", "position", 16, 8)
+    cells = read_cells(page, heat, xs, ys)
+    assert [row[0]["position"] for row in cells] == [str(p) for p in range(8)]
+    shown = np.array([[number(c["value"]) for c in row] for row in cells])
+    np.testing.assert_allclose(shown, table, atol=5e-5)
+    colours = colours_at(page, heat, xs, ys)
+    expected = Ramp(RDBU, -1.0, 1.0).rgb(table)
+    assert np.abs(colours.astype(int) - expected.astype(int)).max() <= 2  # the colour of each value
     assert_clean(page)
 
+
+def test_positional_page_explains_bad_input(page, app_url, wait_idle):
+    open_page(page, app_url + "/positional", wait_idle, POSITIONAL_CHARTS)
     dims = page.get_by_role("textbox", name="Dimensions to plot as curves")
     dims.fill("0, 999")
     dims.press("Enter")
@@ -54,44 +107,91 @@ def test_positional_page_draws_and_explains_bad_input(page, app_url, wait_idle):
     assert "pos_dims=" in page.url
     assert_clean(page)
 
-    page.goto(app_url + "/positional?pos_max=10000000")
-    wait_idle(page)
+    found = open_page(page, app_url + "/positional?pos_max=10000000", wait_idle, 2)
     assert "Max position 10,000,000 is out of range" in alerts(page)
-    assert plot_titled(page, "does reordering the tokens only move the map")
+    assert len(found) == 2  # the offset and reordering demonstrations still draw
     assert_clean(page)
 
 
-def test_permutation_demo_without_positions(page, app_url, wait_idle):
-    page.goto(app_url + "/positional?positional=none")
-    wait_idle(page)
+def row_tooltips(page, chart, field: str) -> list[tuple[float, float, dict[str, str]]]:
+    """(x, y, tooltip) met hovering straight across the middle of a chart, one per map and value of `field`."""
+    chart.scroll_into_view_if_needed()
+    box = chart.locator("canvas").first.bounding_box()
+    y = box["y"] + box["height"] / 2
+    seen: dict[tuple, tuple[float, float, dict[str, str]]] = {}
+    for x in np.arange(box["x"], box["x"] + box["width"], 2.0):
+        tip = hover(page, float(x), y)
+        if field in tip:
+            seen.setdefault((tip.get("map"), tip[field]), (float(x), y, tip))
+    return list(seen.values())
+
+
+def test_permutation_demo_without_positions_keeps_user_text_as_text(page, app_url, wait_idle):
+    found = open_page(page, app_url + "/positional?positional=none&tokens=%3Cb%3Ebold%3C%2Fb%3E%20x%20y", wait_idle, 2)
     assert "Reordering only moved the maps" in alerts(page)
-    demo = plot_titled(page, "does reordering the tokens only move the map")
-    demo.scroll_into_view_if_needed()
-    assert demo.locator(".hm, image").count() >= 3  # three heatmaps
+    met = row_tooltips(page, found[-1], "key")  # the middle row of the three maps
+    tips = [tip for _, _, tip in met]
+    by_map = {m: {t["key"]: number(t["weight"]) for t in tips if t["map"] == m} for m in {t["map"] for t in tips}}
+    assert set(by_map) == {"typed order", "map ① reordered", "reordered run"}
+    assert by_map["map ① reordered"] == pytest.approx(by_map["reordered run"], abs=1e-4)
+    query = next(t["query"] for t in tips if t["map"] == "reordered run")
+    demo = permutation_demo(ModelConfig(positional="none"), "<b>bold</b> x y", reorder(3, "reversed"))
+    row = demo.shuffled.index(query)
+    expected = dict(zip(demo.shuffled, demo.shuffled_attention[0, 0, row].tolist(), strict=True))
+    assert by_map["reordered run"] == pytest.approx(expected, abs=5e-5)
+    x, y, _ = next(m for m in met if m[2]["key"] == "<b>bold</b>")  # the token as typed, shown as text ...
+    assert hover_at(page, x, y)["key"] == "<b>bold</b>"
+    assert page.evaluate("() => document.querySelector('#vg-tooltip-element b') === null")  # ... never as HTML
     page.get_by_text("shuffled", exact=True).click()
     wait_idle(page)
+    wait_drawn(page, 2)
     assert "pos_order=shuffled" in page.url
     assert "Reordering only moved the maps" in alerts(page)
     assert_clean(page)
 
 
-def test_activations_page_draws_and_the_histogram_follows_its_controls(page, app_url, wait_idle):
-    page.goto(app_url + "/activations?norm=pre&n_layers=4")
-    wait_idle(page)
+def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_its_controls(page, app_url, wait_idle):
+    found = open_page(page, app_url + "/activations?norm=pre&n_layers=4", wait_idle, ACTIVATION_CHARTS)
+    assert len(found) == ACTIVATION_CHARTS
     assert "Pre-norm" in alerts(page) and "Dummy objective" in alerts(page)
-    for plot in page.locator(PLOT).all():
-        plot.scroll_into_view_if_needed()
-        assert drawn(plot), plot.evaluate(TITLE_JS)
-    depth = plot_titled(page, "Activation statistics over depth")
-    ticks = depth.locator(".xtick text").all_text_contents()
-    assert "input" in ticks
+    trace = explorer.run(ModelConfig(norm="pre", n_layers=4), TOKENS).first
+
+    norms = found[TOKEN_NORMS]
+    xs, ys = cell_grid(page, norms, "token", "layer", 6, 5)
+    cells = read_cells(page, norms, xs, ys)
+    assert [row[0]["layer"] for row in cells] == ["input"] + [f"after block {i}" for i in range(4)]
+    shown = np.array([[number(c["‖x‖₂"]) for c in row] for row in cells])
+    np.testing.assert_allclose(shown, np.linalg.norm(trace.residual, axis=-1), rtol=1e-3)  # 4 significant digits
+
+    entropy = found[ENTROPY]
+    xs, ys = cell_grid(page, entropy, "head", "layer", 4, 4)
+    shown = np.array([[number(c["nats"]) for c in row] for row in read_cells(page, entropy, xs, ys)])
+    np.testing.assert_allclose(shown, head_grid(head_entropy(trace.self_attention), "entropy"), atol=5e-3)
+
     point = page.get_by_role("combobox", name="Point")
     point.click()
     point.press_sequentially("FFN hid")  # the selectbox filters its options as one types
     page.get_by_role("option", name="FFN hidden", exact=True).click()
     wait_idle(page)
+    wait_drawn(page, ACTIVATION_CHARTS)
     assert "act_point=FFN" in page.url
-    assert plot_titled(page, "Distribution of values: FFN hidden, block 0")
+    page.get_by_text("Log count axis").click()  # on a log axis a bin of 1 value is as easy to hover as the rest
+    wait_idle(page)
+    wait_drawn(page, ACTIVATION_CHARTS)
+    assert "act_log=true" in page.url
+    histogram = charts(page)[HISTOGRAM]
+    histogram.scroll_into_view_if_needed()
+    box = histogram.locator("canvas").first.bounding_box()
+    bars = np.nonzero((np.abs(pixels(histogram).astype(int) - [0x4C, 0x78, 0xA8]) <= 2).all(axis=-1))[0]
+    bottom = box["y"] + bars.max() - 2  # just above the x axis, where every bar is
+    counts = {}
+    for x in np.arange(box["x"], box["x"] + box["width"], 2.0):
+        tip = hover(page, float(x), bottom)
+        if "values" in tip:
+            counts[tip["from"]] = int(number(tip["values"]))
+    expected = value_histogram(trace.activations["blocks.0.ffn.hidden"])
+    assert sorted(counts.values()) == sorted(c for c in expected["count"] if c > 0)
+    assert sum(counts.values()) == 6 * 256
     assert_clean(page)
 
 
@@ -104,4 +204,5 @@ def test_anatomy_page_draws_the_block_and_the_tables(page, app_url, wait_idle):
     assert "cross-attention" in diagrams.nth(1).text_content()
     assert page.locator("[data-testid='stDataFrame']").count() >= 3
     assert "Total parameters" in page.locator("[data-testid='stMetric']").first.inner_text()
+    assert page.locator(CHART).count() == 0
     assert_clean(page)

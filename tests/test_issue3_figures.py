@@ -406,3 +406,25 @@ def test_big_positional_heatmaps_become_images_under_the_cell_limit():
     drawn = one_matrix(rope_angle_heatmap(angles, 6))
     assert drawn.image is not None and MAX_CELLS < 512 * 64
     assert "every 8th position drawn" in drawn.title
+
+
+def test_only_marks_with_a_tooltip_answer_hover(trace):
+    """Streamlit turns tooltips on for every mark: a line would show its first point, an image its PNG."""
+    table = sinusoidal(300, 64).numpy()
+    stats = layer_statistics(trace.first)
+    specs = [
+        encoding_curves(table, [0, 1], TOKENS, "sinusoidal"),
+        encoding_heatmap(table, TOKENS, "sinusoidal"),  # 300 x 64 cells: an image
+        wavelength_figure(wavelengths(64), 64, 300),
+        similarity_profile(similarity_to(table, 5, "cosine"), 5, "cosine"),
+        offset_figure(offset_scores(explorer.ModelConfig(arch="decoder"), "a", 10), "sinusoidal"),
+        depth_figure(stats, "encoder"),
+        layernorm_figure(stats, "encoder", "pre"),
+        histogram_figure(value_histogram(trace.first.activations["blocks.0.ffn.hidden"]), "FFN hidden", "s"),
+    ]
+    for spec in specs:
+        for layer in all_layers(spec):
+            if "mark" in layer:
+                assert "tooltip" in layer.get("encoding", {}) or layer["mark"]["tooltip"] is None, layer["mark"]
+    curves = specs[0]
+    assert marks(curves, "line")[0]["mark"]["tooltip"] is None and marks(curves, "rect")[0]["mark"]["tooltip"] is None
