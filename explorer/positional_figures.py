@@ -69,6 +69,10 @@ def _hover_note(cells: int) -> str:
     return " · too many cells to hover: download the CSV for exact values" if cells > MAX_CELLS else ""
 
 
+def _state(trained: bool) -> str:
+    return "trained" if trained else "untrained"
+
+
 def _typed_tokens_hint(tokens: list[str], n_positions: int) -> str:
     shown = min(len(tokens), n_positions)
     if shown == len(tokens):
@@ -140,7 +144,7 @@ def _stretch(spec: dict, width: int | None = None, height: int | None = None) ->
         legend["gradientLength"] = int(min(200, spec["height"]))
 
 
-def encoding_curves(table: np.ndarray, dims: list[int], tokens: list[str], kind: str) -> dict:
+def encoding_curves(table: np.ndarray, dims: list[int], tokens: list[str], kind: str, trained: bool = False) -> dict:
     """Encoding value against position, one line per chosen dimension; the typed tokens' positions are marked.
 
     A sine and its cosine share a colour (the cosine dotted). Curves longer than the chart's point budget keep the
@@ -209,7 +213,7 @@ def encoding_curves(table: np.ndarray, dims: list[int], tokens: list[str], kind:
     note = _typed_tokens_hint(tokens, n_positions)
     if kept:
         note += f" · long curves: the lowest and highest value of each stretch of {n_positions:,} positions drawn"
-    what = "Sinusoidal encoding" if kind == "sinusoidal" else "Learned position embedding (untrained)"
+    what = "Sinusoidal encoding" if kind == "sinusoidal" else f"Learned position embedding ({_state(trained)})"
     return chart(
         {
             "title": heading(f"{what}: value against position", note, LINE_WIDTH + 150),
@@ -226,13 +230,14 @@ def _diverging(values: np.ndarray) -> Ramp:
     return Ramp(RDBU, -top, top, dark="ends")
 
 
-def encoding_heatmap(table: np.ndarray, tokens: list[str], kind: str) -> dict:
+def encoding_heatmap(table: np.ndarray, tokens: list[str], kind: str, trained: bool = False) -> dict:
     """The whole [position, dimension] table: positions down, dimensions across; typed positions outlined."""
     n_positions, d_model = table.shape  # [P, D]
     rows, cols = every_nth(n_positions), every_nth(d_model)
     z = table[np.ix_(rows, cols)].astype(np.float32)  # [P', D']
     ramp = Ramp(RDBU, -1.0, 1.0, dark="ends") if kind == "sinusoidal" else _diverging(z)
-    what = "Sinusoidal encoding" if kind == "sinusoidal" else "Learned position embedding (untrained, random init)"
+    state = "trained" if trained else "untrained, random init"
+    what = "Sinusoidal encoding" if kind == "sinusoidal" else f"Learned position embedding ({state})"
     note = _shown_note(rows, n_positions, "position") + _shown_note(cols, d_model, "dimension")
     subtitle = "red outline: " + _typed_tokens_hint(tokens, n_positions).removeprefix("red: ") + note
     if kind == "sinusoidal":
@@ -327,19 +332,21 @@ def wavelength_figure(lengths: np.ndarray, width: int, n_positions: int, what: s
     )
 
 
-def similarity_heatmap(sim: np.ndarray, positions: np.ndarray, metric: str, n_tokens: int, kind: str) -> dict:
+def similarity_heatmap(
+    sim: np.ndarray, positions: np.ndarray, metric: str, n_tokens: int, kind: str, trained: bool = False
+) -> dict:
     """[P', P'] similarity between the encodings of positions (the given, possibly thinned, position indices)."""
     n_all = int(positions[-1]) + 1 if len(positions) else 0
     label = "cosine" if metric == "cosine" else "dot product"
     ramp = Ramp(RDBU, -1.0, 1.0, dark="ends") if metric == "cosine" else _diverging(sim)
     step = int(positions[1] - positions[0]) if len(positions) > 1 else 1
     note = f" · every {ordinal(step)} position drawn" if step > 1 else ""
-    which = "sinusoidal encodings" if kind == "sinusoidal" else "learned (untrained) embeddings"
-    subtitle = (
-        "nearby positions look alike: a bright band along the diagonal"
-        if kind == "sinusoidal"
-        else "random untrained vectors: alike only with themselves (the diagonal)"
-    )
+    which = "sinusoidal encodings" if kind == "sinusoidal" else f"learned ({_state(trained)}) embeddings"
+    subtitle = {
+        "sinusoidal": "nearby positions look alike: a bright band along the diagonal",
+        "untrained": "random untrained vectors: alike only with themselves (the diagonal)",
+        "trained": "vectors shaped by training, not by a formula: alike where training made them so",
+    }["sinusoidal" if kind == "sinusoidal" else _state(trained)]
     subtitle += f" · red square: the typed tokens' positions{note}" + _hover_note(sim.size)
     title = f"{'Cosine similarity' if metric == 'cosine' else 'Dot product'} between the {which} of two positions"
     labels = [str(p) for p in positions]

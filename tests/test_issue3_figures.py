@@ -428,3 +428,14 @@ def test_only_marks_with_a_tooltip_answer_hover(trace):
                 assert "tooltip" in layer.get("encoding", {}) or layer["mark"]["tooltip"] is None, layer["mark"]
     curves = specs[0]
     assert marks(curves, "line")[0]["mark"]["tooltip"] is None and marks(curves, "rect")[0]["mark"]["tooltip"] is None
+
+
+def test_a_trained_learned_table_is_not_called_untrained():
+    table = encoding_table(explorer.build_model(explorer.ModelConfig(positional="learned")), 12)
+    for trained in (False, True):
+        texts = [
+            title_text(encoding_curves(table, [0], TOKENS, "learned", trained)),
+            title_text(encoding_heatmap(table, TOKENS, "learned", trained)),
+            title_text(similarity_heatmap(similarity(table), np.arange(12), "cosine", 6, "learned", trained)),
+        ]
+        assert all(("untrained" in text) != trained for text in texts), texts

@@ -170,6 +170,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
         st.error(str(e), icon=":material/error:")
         return
     shown = table[:n_positions]  # [P, D]
+    trained = trained_label() is not None
     if kind == "learned" and trained_label() is not None:
         st.info(f"These learned position embeddings are those of the {trained_label()} model.")
     elif kind == "learned":
@@ -192,9 +193,9 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
     else:
         if not dims_text.strip():
             st.caption(f"Showing dimensions {', '.join(map(str, dims))} (type others above).")
-        draw(encoding_curves(shown, dims, tokens, kind), "pos_curves")
+        draw(encoding_curves(shown, dims, tokens, kind, trained), "pos_curves")
     st.subheader("The whole table")
-    draw(encoding_heatmap(shown, tokens, kind), "pos_heatmap")
+    draw(encoding_heatmap(shown, tokens, kind, trained), "pos_heatmap")
     typed = table_frame(table[: len(tokens)], tokens)
     if st.toggle(
         f"Show what is added at the {len(tokens)} typed positions",
@@ -225,7 +226,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
 
     st.subheader("How alike are two positions?")
     positions, sim = from_model(cached_similarity, cfg, n_positions, metric)
-    draw(similarity_heatmap(sim, positions, metric, len(tokens), kind), "pos_similarity")
+    draw(similarity_heatmap(sim, positions, metric, len(tokens), kind, trained), "pos_similarity")
     reference = min(len(tokens), n_positions) - 1  # the last typed token's position, or the last one drawn
     row = similarity_to(shown, reference, metric)
     which = "the last typed token" if len(tokens) <= n_positions else "the last position drawn"
@@ -275,8 +276,8 @@ def offset_demo(cfg: ModelConfig, trace: Trace) -> None:
         "rounding: shifting both tokens by the same number of positions leaves their score alone.",
         "sinusoidal": "With added sinusoids the score mixes content and absolute position (q·k expands into "
         "token·token, token·position and position·position terms), so the diagonals are not constant.",
-        "learned": "With learned (here: random) rows added, the score depends on the exact positions of both "
-        "tokens, so the diagonals are not constant.",
+        "learned": f"With learned (here: {'random' if trained_label() is None else 'trained'}) rows added, the score "
+        "depends on the exact positions of both tokens, so the diagonals are not constant.",
         "none": "Without positions every query and key is the same vector: all scores are equal, whatever the offset.",
     }[cfg.positional]
     st.caption(
