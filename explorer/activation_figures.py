@@ -153,12 +153,15 @@ def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> dict:
                      "encoding": {"x": x, "y": y, "color": channel(colours), "strokeDash": channel(dashes)}},
                     {"mark": {"type": "point", "filled": True, "size": 45, "opacity": 1},
                      "encoding": {"x": x, "y": y, "color": channel(colours),
-                                  "shape": {**channel(shapes), "legend": None}, "tooltip": tooltip}},
+                                  "shape": channel(shapes), "tooltip": tooltip}},
                 ],
             }
         )  # fmt: skip
     where = "x + sublayer(x), the sum it normalises" if norm == "post" else "the residual stream x itself"
-    subtitle = f"input (solid): {where}; output (dashed): what it returns, RMS ≈ 1 while its gain is 1 (untrained)"
+    subtitle = (
+        f"input (solid, circles): {where}; output (dashed, diamonds): what it returns, RMS ≈ 1 while its gain is 1 "
+        "(untrained)"
+    )
     spec = chart(
         {
             "title": heading(
@@ -171,7 +174,7 @@ def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> dict:
         }
     )
     spec["config"]["legend"] |= {"orient": "bottom", "direction": "horizontal", "columns": 2, "labelLimit": 320,
-                                 "symbolType": "stroke", "symbolStrokeWidth": 2, "symbolSize": 300}  # fmt: skip
+                                 "symbolSize": 80}  # fmt: skip
     return spec
 
 
@@ -379,6 +382,7 @@ def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:
     )
     spec["width"] = int(min(LINE_WIDTH, max(240, 60 * n_blocks)))
     spec["height"] = int(24 * n_params)
+    spec["layer"][0]["encoding"]["y"]["axis"]["labelLimit"] = 320  # e.g. multihead_attn.out_proj.weight, whole
     if "datasets" not in spec:  # too many cells to hover: an image (some thousand blocks)
         return chart(spec)
     cells = spec["layer"][0]
