@@ -13,7 +13,7 @@ import pandas as pd
 from explorer.compare import PER_LAYER
 from explorer.figures import GRID_PICK, token_labels
 from explorer.trace import AttentionMaps
-from explorer.vega import BLUES, MAX_CELL_PX, Ramp, chart, concat, matrix_spec
+from explorer.vega import BLUES, MAX_CELL_PX, Ramp, chart, concat, matrix_spec, png_uri
 
 A_COLOUR = "#1f5fa8"  # A is blue everywhere: its lines, and A - B > 0 (A attends more)
 B_COLOUR = "#c2410c"  # B is orange-red: its lines, and A - B < 0 (B attends more)
@@ -22,6 +22,7 @@ ORANGES = ("#fff5eb", "#fee6ce", "#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d
 MAX_CELL_TEXT_SIDE = 8  # write the value in each cell while a map is at most this many tokens a side
 MAX_X_TICKS = 12  # token labels across a map (the maps are narrow); above this only every n-th is labelled
 MAX_Y_TICKS = 24  # token labels down a map
+PAIR_MAX_CELLS = 32 * 32  # A's and B's maps are drawn cell by cell (with hover) up to this, above as pictures
 PAIR_PX = 210  # px along the longer side of A's and of B's map (the two fit a 5/8 column of the wide layout)
 DIFFERENCE_PX = 210  # px along the longer side of the A - B map (3/8 of the width, with its own legend)
 TICK_PX = 18  # px between two labelled ticks at least (labels are 14 px), so that they never overlap
@@ -91,6 +92,40 @@ def side_title(name: str, maps: AttentionMaps | None, layer: int, head: int, mis
     return f"{name} · layer {layer} · head {head}"
 
 
+def _legend_layer(ramp: Ramp, title: str) -> dict:
+    """An invisible layer whose only job is the colour legend next to a picture."""
+    return {
+        "data": {"values": [{"value": ramp.low}, {"value": ramp.high}]},
+        "mark": {"type": "point", "opacity": 0},
+        "encoding": {
+            "color": {"field": "value", "type": "quantitative", "scale": ramp.scale(), "legend": {"title": title}}
+        },
+    }
+
+
+def _as_picture(view: dict, shown: np.ndarray, ramp: Ramp, px: int) -> None:
+    """Redraw a matrix view made cell by cell as one picture of the same colours, axes and legend.
+
+    `shown` is [Tq, Tk] with NaN where masked (grey). The browser draws a picture in no time, while each cell
+    drawn one by one costs it a few tens of microseconds (Streamlit evaluates Vega expressions with an
+    interpreter): the Compare page has three big maps, and the A - B map's hover gives A's and B's weights."""
+    if "datasets" not in view:  # matrix_spec drew it as a picture already (above MAX_CELLS)
+        return
+    tq, tk = shown.shape
+    cells = view["layer"][0]["encoding"]
+    image = {"url": png_uri(ramp.rgb(shown), min_side=2 * px), "k": 0, "k_end": tk, "q": 0, "q_end": tq}
+    view.pop("datasets", None)
+    view["layer"] = [
+        {
+            "data": {"values": [image]},
+            "mark": {"type": "image", "aspect": False},
+            "encoding": {"x": cells["x"], "x2": {"field": "k_end"}, "y": cells["y"], "y2": {"field": "q_end"},
+                         "url": {"field": "url", "type": "nominal"}},
+        },
+        _legend_layer(ramp, cells["color"]["legend"]["title"]),
+    ]  # fmt: skip
+
+
 def _empty_side(title: str, px: int) -> dict:
     """A view with only a title and a word in the middle, for a side that has no such map."""
     return {
@@ -139,6 +174,8 @@ def _side(maps: AttentionMaps, name: str, prefix: str, layer: int, head: int, sh
     _axis(view, "y", labelLimit=LABEL_LIMIT, labelFlush=FLUSH_PX)
     if not show_queries:  # B's rows are A's queries: A's labels serve both
         _axis(view, "y", labels=False, title=None)
+    if tq * tk > PAIR_MAX_CELLS:
+        _as_picture(view, np.where(allowed, weights, np.nan), WEIGHTS, PAIR_PX)
     return view
 
 
@@ -154,7 +191,9 @@ def pair_heatmaps(
     """A's and B's map of one layer and head side by side on ONE colour scale (0 to 1, one legend "weight").
 
     A side is left empty, with its title saying why, when its maps are None or `missing` names what it lacks
-    (e.g. "B has no layer 3"). Grey cells are masked (weight exactly 0)."""
+    (e.g. "B has no layer 3"). Grey cells are masked (weight exactly 0). Up to PAIR_MAX_CELLS cells a map hovers
+    (model, query, key, weight); a bigger one is a picture (pair_hovers says which), and the A − B map's hover
+    gives both weights."""
     sides = []
     for maps, name, why in zip((maps_a, maps_b), names, missing, strict=True):
         usable = maps is not None and why is None and layer < maps.n_layers and head < maps.n_heads
@@ -169,6 +208,11 @@ def pair_heatmaps(
     spec = concat(views, shared_colour=True)
     spec["spacing"] = 12 if same_queries else 24
     return spec
+
+
+def pair_hovers(maps: AttentionMaps) -> bool:
+    """Whether pair_heatmaps draws these maps cell by cell, with hover (else as pictures)."""
+    return int(np.prod(maps.weights.shape[-2:])) <= PAIR_MAX_CELLS
 
 
 def difference_range(difference: np.ndarray) -> float:

@@ -416,3 +416,16 @@ def test_a_error_gives_a_message(at):
     assert any("divisible" in e.value for e in at.error)
     assert any("Fix configuration A" in i.value for i in at.info)
     assert not at.get("vega_lite_chart") and not at.get("plotly_chart")
+
+
+def test_long_input_draws_a_and_b_as_pictures_and_says_where_to_hover(at):
+    words = " ".join(f"w{i}" for i in range(40))  # 1600 cells a map: more than PAIR_MAX_CELLS
+    open_compare(at, tokens=words)
+    pair = pair_chart(at)
+    assert not pair.tables and all(v["layer"][0]["mark"]["type"] == "image" for v in pair.spec["hconcat"])
+    assert any("Hover the A − B map" in c.value for c in at.caption)
+    a = ModelConfig()
+    maps_a, maps_b = traces_for(a, default_b(a), words)
+    cells = difference_chart(at).tables["difference_cells"]  # A − B still hovers, with both weights
+    np.testing.assert_array_equal(grid(cells, "a"), maps_a.weights[0, 0])
+    np.testing.assert_array_equal(grid(cells, "b"), maps_b.weights[0, 0])

@@ -3,10 +3,13 @@ exports that hold the engine's numbers."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 
 import numpy as np
 import pytest
+from PIL import Image
 
 import explorer
 from explorer.compare import (
@@ -32,6 +35,7 @@ from explorer.compare_figures import (
     difference_verdict,
     layer_lines,
     pair_heatmaps,
+    pair_hovers,
     ranking_heatmap,
 )
 from explorer.figures import picked_map
@@ -174,6 +178,34 @@ def test_big_maps_are_drawn_as_images(make_maps):
     assert "datasets" not in spec
     assert spec["layer"][0]["mark"]["type"] == "image"
     assert pair_heatmaps(maps_a, maps_b, 0, 0)["hconcat"][0]["layer"][0]["mark"]["type"] == "image"
+
+
+def picture(view: dict) -> np.ndarray:
+    """[H, W, 3] the PNG a picture view draws."""
+    uri = view["layer"][0]["data"]["values"][0]["url"]
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB"))
+
+
+def test_big_pair_maps_are_pictures_of_the_same_colours(make_maps):
+    tokens = [f"t{i}" for i in range(40)]  # 1600 cells: above PAIR_MAX_CELLS
+    causal = np.tril(np.ones((40, 40), dtype=bool))
+    maps_a, maps_b = make_maps(2, 2, tokens, causal, seed=0), make_maps(2, 2, tokens, causal, seed=1)
+    assert not pair_hovers(maps_a) and pair_hovers(make_maps(1, 1, tokens[:32]))
+    spec = pair_heatmaps(maps_a, maps_b, 1, 0)
+    assert not spec["datasets"]  # no cells to send: one picture per side
+    for view, maps in zip(spec["hconcat"], (maps_a, maps_b), strict=True):
+        image, legend = view["layer"]
+        assert image["mark"]["type"] == "image"
+        assert image["data"]["values"][0] | {"url": None} == {"url": None, "k": 0, "k_end": 40, "q": 0, "q_end": 40}
+        pixels = picture(view)  # [40 f, 40 f, 3], each cell f x f pixels
+        factor = pixels.shape[0] // 40
+        assert pixels.shape == (40 * factor, 40 * factor, 3) and 40 * factor >= 2 * 210
+        expected = WEIGHTS.rgb(np.where(causal, maps.weights[1, 0], np.nan))  # grey where masked
+        np.testing.assert_array_equal(pixels[factor // 2 :: factor, factor // 2 :: factor], expected)
+        key = legend["encoding"]["color"]
+        assert key["scale"] == WEIGHTS.scale() and key["legend"]["title"] == "weight"  # one legend, as cell by cell
+        assert image["encoding"]["x"]["axis"]["title"] == "key"  # the same axes as a map drawn cell by cell
+    assert spec["hconcat"][1]["layer"][0]["encoding"]["y"]["axis"]["labels"] is False
 
 
 def test_difference_range():

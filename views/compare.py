@@ -35,7 +35,14 @@ from explorer.compare import (
     token_order,
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
-from explorer.compare_figures import RANKING_PICK, difference_heatmap, layer_lines, pair_heatmaps, ranking_heatmap
+from explorer.compare_figures import (
+    RANKING_PICK,
+    difference_heatmap,
+    layer_lines,
+    pair_heatmaps,
+    pair_hovers,
+    ranking_heatmap,
+)
 from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig
 from explorer.figures import picked_map
 from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
@@ -477,6 +484,12 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         difference = attention_difference(pair.a, pair.b)[layer, head]  # [Tq, Tk]
         figure = difference_heatmap(pair.a, pair.b, difference, layer, head)
         difference_column.vega_lite_chart(figure, key="difference_map", theme=None, width="content")
+    if not all(pair_hovers(m) for m in sides):
+        hint = "Hover the A − B map: it gives A's weight, B's weight and A − B of each cell." if pair.same_shape else ""
+        st.caption(
+            "At this size A's and B's maps are drawn as pictures, without hover (cell by cell, three maps would "
+            f"take the browser seconds). {hint}"
+        )
     if caveat and pair.same_shape:
         st.caption(caveat)
     if ranking is not None:
