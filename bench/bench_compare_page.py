@@ -10,8 +10,8 @@ then --loads "warm" loads, each in a new browser context (no browser cache, a ne
 server's st.cache_* filled): the target applies to these.
 
 --baseline also times, the same way, a bare Streamlit page with as many Vega-Lite charts of the same kinds and
-sizes (two 64 x 64 maps side by side, one 64 x 64 map, a clickable 12 x 12 map, four small line charts): what
-any such page costs on this machine at this moment, since the machine is shared.
+sizes (two 64 x 64 pictures side by side, one 64 x 64 map drawn cell by cell, a clickable 12 x 12 map, four
+small line charts): what any such page costs on this machine at this moment, since the machine is shared.
 
 Usage: python bench/bench_compare_page.py [--loads N] [--d-model 768] [--tokens 64] [--baseline] [--strict]
 Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIUM.
@@ -40,11 +40,15 @@ from serve import (  # bench/ is on sys.path when a script here runs
 TARGET = 3.0  # seconds from navigation to the fully drawn Compare page, warm
 SENTENCE = "the cat sat on the mat while a small dog ran after it across the long green field"
 EXPECTED_CHARTS = 4  # A | B maps, A - B map, ranking heatmap, per-layer lines
-# --baseline: the least a Streamlit page with the same Vega-Lite charts costs here (cells drawn one by one with
-# hover, as the Compare page draws a 64-token map).
-BASELINE_APP = """import numpy as np
+# --baseline: the least a Streamlit page with the same Vega-Lite charts costs here (A and B as pictures, A - B
+# cell by cell with hover, as the Compare page draws 64-token maps).
+BASELINE_APP = """import base64
+import io
+
+import numpy as np
 import pandas as pd
 import streamlit as st
+from PIL import Image
 
 st.set_page_config(layout="wide")
 st.sidebar.text_input("Tokens", "the cat sat on the mat")
@@ -77,6 +81,23 @@ def matrix(name, n, px, colours, low=0.0, high=1.0):
     }
 
 
+def picture(name, n, px):
+    rgb = np.repeat(np.repeat(rng.integers(0, 255, (n, n, 3), dtype=np.uint8), 7, axis=0), 7, axis=1)
+    buffer = io.BytesIO()
+    Image.fromarray(rgb, mode="RGB").save(buffer, format="PNG")
+    url = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+    view = matrix(name, n, px, blues)
+    del view["params"], view["transform"], view["encoding"]["tooltip"], view["encoding"]["color"], view["mark"]
+    position = view.pop("encoding")
+    image = {"data": {"values": [{"url": url, "k": 0, "k_end": n, "q": 0, "q_end": n}]},
+             "mark": {"type": "image", "aspect": False},
+             "encoding": {**position, "url": {"field": "url", "type": "nominal"}}}
+    legend = {"data": {"values": [{"v": 0.0}, {"v": 1.0}]}, "mark": {"type": "point", "opacity": 0},
+              "encoding": {"color": {"field": "v", "type": "quantitative"}}}
+    del view["data"]
+    return {**view, "layer": [image, legend]}
+
+
 def panel(i):
     return {
         "width": 400, "height": 190, "data": {"name": "lines"}, "transform": [{"filter": f"datum.panel == {i}"}],
@@ -98,8 +119,7 @@ def top(spec):  # drawn like the app's charts: on canvas, at their own size
 
 blues, diverging = ["#f7fbff", "#6baed6", "#08306b"], ["#c2410c", "#ffffff", "#1f5fa8"]
 left, right = st.columns([5, 3])
-left.vega_lite_chart(top({"hconcat": [matrix("A", 64, 210, blues), matrix("B", 64, 210, blues)],
-                          "datasets": {**cells("A", 64), **cells("B", 64)},
+left.vega_lite_chart(top({"hconcat": [picture("A", 64, 210), picture("B", 64, 210)],
                           "resolve": {"scale": {"color": "shared"}}}), theme=None, width="content")
 right.vega_lite_chart(top({**matrix("A_minus_B", 64, 215, diverging, -1.0, 1.0), "datasets": cells("A_minus_B", 64)}),
                       theme=None, width="content")
