@@ -245,19 +245,22 @@ def cell_bounds() -> list[dict]:
 
 def chart(spec: dict) -> dict:
     """A top-level chart: drawn on canvas (fast for many cells), its own size (width and height are the plot
-    area; axes, legend and title come on top), no view border, one font."""
-    return {
-        **spec,
-        "autosize": {"type": "pad", "contains": "padding"},
-        "usermeta": {"embedOptions": {"renderer": "canvas", "actions": False}},
-        "config": {
-            "view": {"stroke": None},
-            "font": FONT,
-            "axis": {"labelFontSize": 14, "titleFontSize": 14},
-            "legend": {"labelFontSize": 13, "titleFontSize": 13},
-            "title": {"fontSize": 17, "subtitleFontSize": 14},
-        },
-    }
+    area; axes, legend and title come on top), no view border, one font, and hover only on marks that have
+    a tooltip of their own (see quiet)."""
+    return quiet(
+        {
+            **spec,
+            "autosize": {"type": "pad", "contains": "padding"},
+            "usermeta": {"embedOptions": {"renderer": "canvas", "actions": False}},
+            "config": {
+                "view": {"stroke": None},
+                "font": FONT,
+                "axis": {"labelFontSize": 14, "titleFontSize": 14},
+                "legend": {"labelFontSize": 13, "titleFontSize": 13},
+                "title": {"fontSize": 17, "subtitleFontSize": 14},
+            },
+        }
+    )
 
 
 def concat(views: list[dict], direction: str = "hconcat", shared_colour: bool = True) -> dict:

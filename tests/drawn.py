@@ -85,8 +85,8 @@ def matrices(spec: dict, tables: dict[str, pd.DataFrame] | None = None) -> dict[
         first = layers[0]
         encoding = first.get("encoding", {})
         x_axis = encoding.get("x", {}).get("axis")
-        if not isinstance(x_axis, dict) or "labelExpr" not in x_axis:
-            continue
+        if not isinstance(x_axis, dict) or not str(x_axis.get("labelExpr", "")).endswith("_keys[floor(datum.value)]"):
+            continue  # not a matrix_spec view (those label their keys from a "<name>_keys" parameter)
         y_axis = encoding["y"]["axis"]
         keys_param = x_axis["labelExpr"].split("[")[0]
         name = keys_param.removesuffix("_keys")

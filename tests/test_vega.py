@@ -117,3 +117,12 @@ def test_chart_keeps_its_own_size_and_draws_on_canvas():
     spec = chart({"mark": "rect"})
     assert spec["autosize"]["type"] == "pad"  # Streamlit's default "fit" would squeeze axes into the plot size
     assert spec["usermeta"]["embedOptions"]["renderer"] == "canvas"
+
+
+def test_only_marks_with_their_own_tooltip_answer_hover():
+    rng = np.random.default_rng(0)
+    big = chart(small_spec("b", rng.random((200, 200))))  # an image and an invisible legend layer
+    assert [layer["mark"].get("tooltip", "unset") for layer in big["layer"]] == [None, None]  # never the PNG
+    small = chart(small_spec("a", rng.random((3, 3))))  # cells and their numbers both show the cell
+    assert [layer["mark"].get("tooltip", "unset") for layer in small["layer"]] == ["unset", "unset"]
+    assert all("tooltip" in layer["encoding"] for layer in small["layer"])
