@@ -23,11 +23,17 @@ MAX_CELL_TEXT_SIDE = 8  # write the value in each cell while a map is at most th
 MAX_X_TICKS = 12  # token labels across a map (the maps are narrow); above this only every n-th is labelled
 MAX_Y_TICKS = 24  # token labels down a map
 PAIR_MAX_CELLS = 32 * 32  # A's and B's maps are drawn cell by cell (with hover) up to this, above as pictures
-PAIR_PX = 210  # px along the longer side of A's and of B's map (the two fit a 5/8 column of the wide layout)
-DIFFERENCE_PX = 210  # px along the longer side of the A - B map (3/8 of the width, with its own legend)
+# Sizes that fit a 1400 px wide window with the sidebar open: A | B in 5/8 of the main column (580 px), A - B in
+# 3/8 (345 px), each with token labels and a legend, whatever the tokens.
+PAIR_PX = 180  # px along the longer side of A's and of B's map
+DIFFERENCE_PX = 180  # px along the longer side of the A - B map
+SMALL_MAP_PX = 200  # the same for maps of at most MAX_CELL_TEXT_SIDE tokens, whose labels are few and short
 TICK_PX = 18  # px between two labelled ticks at least (labels are 14 px), so that they never overlap
+SEAMLESS_PX = 4  # cells narrower than this, drawn one by one, show anti-aliased seams: a picture goes under them
 FLUSH_PX = 8  # px: the first query label is kept inside the map, so A's and B's titles line up
-LABEL_LIMIT = 80  # px: a long token is cut short (with …) on the maps' axes rather than squeezing the map
+LABEL_LIMIT = 70  # px: a long token is cut short (with …) on the maps' axes rather than squeezing the map
+SLANTED_LABEL_LIMIT = 50  # px, for labels at -45°: they reach left under the previous map
+LABEL_CHAR_PX = 6.5  # px per character of a 14 px label, about
 ROUNDING = 1e-5  # |A - B| below this is float32 rounding (e.g. the same words in another order, no positions)
 RANKING_PICK = GRID_PICK  # the ranking heatmap's click selection: {"pick": [{"layer": ..., "head": ...}]}
 STATISTIC_TITLES = {
@@ -45,12 +51,30 @@ def difference_ramp(half: float) -> Ramp:
     return Ramp((B_COLOUR, "#ffffff", A_COLOUR), -half, half, dark="ends")
 
 
+def whole_cells(tq: int, tk: int, max_px: int) -> int:
+    """The longer side in px, at most max_px (SMALL_MAP_PX for a small map), that makes small cells a whole number
+    of pixels wide: cells of 2.1 px drawn one by one leave anti-aliased seams between them."""
+    n = max(tq, tk)
+    if n <= MAX_CELL_TEXT_SIDE:
+        return SMALL_MAP_PX
+    whole = n * int(max_px // n)
+    return whole if max_px / n < MAX_CELL_PX and whole >= 0.8 * max_px else max_px  # not a 1 px wide map
+
+
 def tick_counts(tq: int, tk: int, max_px: int) -> tuple[int, int]:
     """How many token labels fit across (x) and down (y) a [Tq, Tk] map drawn at most max_px a side."""
     cell = min(MAX_CELL_PX, max_px / max(tq, tk))  # px per cell, as matrix_spec draws it
     across = max(2, min(MAX_X_TICKS, int(cell * tk / TICK_PX)))
     down = max(2, min(MAX_Y_TICKS, int(cell * tq / TICK_PX)))
     return across, down
+
+
+def x_labels(labels: list[str], cell_px: float) -> dict:
+    """Axis properties of a map's key labels: level while each fits its cell, else slanted and shorter."""
+    widest = max((len(label) for label in labels), default=0) * LABEL_CHAR_PX
+    if widest > cell_px:
+        return {"labelAngle": -45, "labelLimit": SLANTED_LABEL_LIMIT}
+    return {"labelAngle": 0, "labelLimit": LABEL_LIMIT}
 
 
 def _literal(text: str) -> str:
@@ -76,6 +100,16 @@ def _axis(spec: dict, channel: str, **props: object) -> None:
     axis = spec["layer"][0]["encoding"][channel].get("axis")
     if axis is not None:
         axis.update(props)
+
+
+def _share_axes(spec: dict) -> None:
+    """Give every layer of a matrix view the axes of its first layer: a layer without them (the cell text) has
+    default axes, and Vega-Lite may draw those instead, labelling every other token."""
+    first = spec["layer"][0]["encoding"]
+    for layer in spec["layer"][1:]:
+        for channel in ("x", "y"):
+            if channel in layer.get("encoding", {}) and "axis" in first.get(channel, {}):
+                layer["encoding"][channel]["axis"] = first[channel]["axis"]
 
 
 def _passive_text(spec: dict) -> None:
@@ -111,19 +145,21 @@ def _as_picture(view: dict, shown: np.ndarray, ramp: Ramp, px: int) -> None:
     interpreter): the Compare page has three big maps, and the A - B map's hover gives A's and B's weights."""
     if "datasets" not in view:  # matrix_spec drew it as a picture already (above MAX_CELLS)
         return
-    tq, tk = shown.shape
     cells = view["layer"][0]["encoding"]
-    image = {"url": png_uri(ramp.rgb(shown), min_side=2 * px), "k": 0, "k_end": tk, "q": 0, "q_end": tq}
     view.pop("datasets", None)
-    view["layer"] = [
-        {
-            "data": {"values": [image]},
-            "mark": {"type": "image", "aspect": False},
-            "encoding": {"x": cells["x"], "x2": {"field": "k_end"}, "y": cells["y"], "y2": {"field": "q_end"},
-                         "url": {"field": "url", "type": "nominal"}},
-        },
-        _legend_layer(ramp, cells["color"]["legend"]["title"]),
-    ]  # fmt: skip
+    view["layer"] = [_picture_layer(shown, ramp, px, cells), _legend_layer(ramp, cells["color"]["legend"]["title"])]
+
+
+def _picture_layer(shown: np.ndarray, ramp: Ramp, px: int, cells: dict) -> dict:
+    """[Tq, Tk] values (NaN = masked, grey) as one image layer placed like the cells (`cells`: their encoding)."""
+    tq, tk = shown.shape
+    image = {"url": png_uri(ramp.rgb(shown), min_side=2 * px), "k": 0, "k_end": tk, "q": 0, "q_end": tq}
+    return {
+        "data": {"values": [image]},
+        "mark": {"type": "image", "aspect": False},
+        "encoding": {"x": cells["x"], "x2": {"field": "k_end"}, "y": cells["y"], "y2": {"field": "q_end"},
+                     "url": {"field": "url", "type": "nominal"}},
+    }  # fmt: skip
 
 
 def _empty_side(title: str, px: int) -> dict:
@@ -145,7 +181,8 @@ def _side(maps: AttentionMaps, name: str, prefix: str, layer: int, head: int, sh
     tq, tk = weights.shape
     cross = maps.kind == "cross-attention"
     x_title, y_title = ("key (source)", "query (target)") if cross else ("key", "query")
-    across, down = tick_counts(tq, tk, PAIR_PX)
+    px = whole_cells(tq, tk, PAIR_PX)
+    across, down = tick_counts(tq, tk, px)
     view = matrix_spec(
         weights,
         allowed,
@@ -159,7 +196,7 @@ def _side(maps: AttentionMaps, name: str, prefix: str, layer: int, head: int, sh
         title=side_title(name, maps, layer, head, None),
         text_format=".2f" if max(tq, tk) <= MAX_CELL_TEXT_SIDE else None,
         masked_text="masked: weight 0",
-        max_px=PAIR_PX,
+        max_px=px,
         max_x_ticks=across,
         max_y_ticks=down,
     )
@@ -170,12 +207,13 @@ def _side(maps: AttentionMaps, name: str, prefix: str, layer: int, head: int, sh
         {"field": "shown", "title": "weight"},
     ]
     _set_tooltip(view, tooltip, [{"calculate": _literal(name), "as": "side"}])
-    _axis(view, "x", labelAngle=-45 if tk > MAX_CELL_TEXT_SIDE else 0, labelLimit=LABEL_LIMIT)
+    _axis(view, "x", **x_labels(view["params"][0]["value"], view["width"] / tk))
     _axis(view, "y", labelLimit=LABEL_LIMIT, labelFlush=FLUSH_PX)
     if not show_queries:  # B's rows are A's queries: A's labels serve both
         _axis(view, "y", labels=False, title=None)
+    _share_axes(view)
     if tq * tk > PAIR_MAX_CELLS:
-        _as_picture(view, np.where(allowed, weights, np.nan), WEIGHTS, PAIR_PX)
+        _as_picture(view, np.where(allowed, weights, np.nan), WEIGHTS, px)
     return view
 
 
@@ -250,11 +288,13 @@ def difference_heatmap(
     tq, tk = values.shape
     cross = maps_a.kind == "cross-attention"
     x_title, y_title = ("key (source)", "query (target)") if cross else ("key", "query")
-    across, down = tick_counts(tq, tk, DIFFERENCE_PX)
+    px = whole_cells(tq, tk, DIFFERENCE_PX)
+    across, down = tick_counts(tq, tk, px)
+    ramp = difference_ramp(difference_range(shown))
     spec = matrix_spec(
         values,
         either,
-        difference_ramp(difference_range(shown)),
+        ramp,
         name="difference",
         x_labels=token_labels(maps_a.key_tokens, escape=False),
         y_labels=token_labels(maps_a.query_tokens, escape=False),
@@ -265,7 +305,7 @@ def difference_heatmap(
         subtitle=[difference_verdict(largest), "blue: A attends more · red: B attends more"],
         text_format=".2f" if max(tq, tk) <= MAX_CELL_TEXT_SIDE else None,
         masked_text="masked in A and B",
-        max_px=DIFFERENCE_PX,
+        max_px=px,
         max_x_ticks=across,
         max_y_ticks=down,
     )
@@ -281,8 +321,11 @@ def difference_heatmap(
             {"field": "shown", "title": "A − B"},
         ]
         _set_tooltip(spec, tooltip)
-    _axis(spec, "x", labelAngle=-45 if tk > MAX_CELL_TEXT_SIDE else 0, labelLimit=LABEL_LIMIT)
+    _axis(spec, "x", **x_labels(spec["params"][0]["value"], spec["width"] / tk))
     _axis(spec, "y", labelLimit=LABEL_LIMIT, labelFlush=FLUSH_PX)
+    _share_axes(spec)
+    if cells is not None and px / max(tq, tk) < SEAMLESS_PX:  # the same colours under the cells fill the seams
+        spec["layer"].insert(0, _picture_layer(shown, ramp, px, spec["layer"][0]["encoding"]))
     return chart(spec)
 
 
@@ -336,16 +379,16 @@ def ranking_heatmap(ranking: pd.DataFrame, layer: int | None = None, head: int |
         first["encoding"]["color"]["legend"]["title"] = "bits"
     _passive_text(spec)
     if layer is not None and head is not None and layer < n_layers and head < n_heads:
-        x_axis, y_axis = (spec["layer"][0]["encoding"][c]["axis"] for c in "xy")  # or this layer's would win
         spec["layer"].append(
             {
                 "data": {"values": [{"k": head, "k_end": head + 1, "q": layer, "q_end": layer + 1}]},
                 "mark": {"type": "rect", "filled": False, "stroke": "black", "strokeWidth": 2.5,
                          "interactive": False},
-                "encoding": {"x": {"field": "k", "type": "quantitative", "axis": x_axis}, "x2": {"field": "k_end"},
-                             "y": {"field": "q", "type": "quantitative", "axis": y_axis}, "y2": {"field": "q_end"}},
+                "encoding": {"x": {"field": "k", "type": "quantitative"}, "x2": {"field": "k_end"},
+                             "y": {"field": "q", "type": "quantitative"}, "y2": {"field": "q_end"}},
             }
         )  # fmt: skip
+    _share_axes(spec)
     return chart(spec)
 
 

@@ -26,17 +26,21 @@ from explorer.compare_export import comparison_dict, comparison_json, layers_csv
 from explorer.compare_figures import (
     A_COLOUR,
     B_COLOUR,
+    PAIR_PX,
     PER_LAYER,
     RANKING_PICK,
     STATISTIC_TITLES,
     WEIGHTS,
     difference_heatmap,
+    difference_ramp,
     difference_range,
     difference_verdict,
     layer_lines,
     pair_heatmaps,
     pair_hovers,
     ranking_heatmap,
+    whole_cells,
+    x_labels,
 )
 from explorer.figures import picked_map
 from explorer.gradients import gradient_norms, layer_gradient_totals
@@ -199,13 +203,48 @@ def test_big_pair_maps_are_pictures_of_the_same_colours(make_maps):
         assert image["data"]["values"][0] | {"url": None} == {"url": None, "k": 0, "k_end": 40, "q": 0, "q_end": 40}
         pixels = picture(view)  # [40 f, 40 f, 3], each cell f x f pixels
         factor = pixels.shape[0] // 40
-        assert pixels.shape == (40 * factor, 40 * factor, 3) and 40 * factor >= 2 * 210
+        assert pixels.shape == (40 * factor, 40 * factor, 3) and 40 * factor >= 2 * whole_cells(40, 40, PAIR_PX)
         expected = WEIGHTS.rgb(np.where(causal, maps.weights[1, 0], np.nan))  # grey where masked
         np.testing.assert_array_equal(pixels[factor // 2 :: factor, factor // 2 :: factor], expected)
         key = legend["encoding"]["color"]
         assert key["scale"] == WEIGHTS.scale() and key["legend"]["title"] == "weight"  # one legend, as cell by cell
         assert image["encoding"]["x"]["axis"]["title"] == "key"  # the same axes as a map drawn cell by cell
     assert spec["hconcat"][1]["layer"][0]["encoding"]["y"]["axis"]["labels"] is False
+
+
+def test_small_maps_label_every_token_on_every_layer(make_maps):
+    queries, keys = "le chat est assis sur le tapis".split(), "the cat sat on the mat".split()
+    maps_a = make_maps(1, 1, queries, key_tokens=keys, seed=0)
+    maps_b = make_maps(1, 1, queries, key_tokens=keys, seed=1)
+    views = [
+        *pair_heatmaps(maps_a, maps_b, 0, 0)["hconcat"],
+        difference_heatmap(maps_a, maps_b, np.zeros((7, 6)), 0, 0),
+    ]
+    for view in views:
+        text = view["layer"][1]  # the value in each cell: its axes must not replace the cells' (every other label)
+        assert text["mark"]["type"] == "text"
+        assert len(text["encoding"]["x"]["axis"]["values"]) == 6 and len(text["encoding"]["y"]["axis"]["values"]) == 7
+        assert view["width"] == round(whole_cells(7, 6, PAIR_PX) / 7 * 6)
+
+
+def test_long_difference_map_keeps_hover_with_a_picture_under_its_cells(make_maps):
+    tokens = [f"t{i}" for i in range(100)]  # 1.8 px cells: seams between cells drawn one by one
+    maps_a, maps_b = make_maps(1, 1, tokens, seed=0), make_maps(1, 1, tokens, seed=1)
+    difference = attention_difference(maps_a, maps_b)[0, 0]
+    spec = difference_heatmap(maps_a, maps_b, difference, 0, 0)
+    under, cells = spec["layer"][:2]
+    assert under["mark"]["type"] == "image" and cells["mark"]["type"] == "rect"
+    assert under["encoding"]["x"]["axis"] == cells["encoding"]["x"]["axis"]
+    np.testing.assert_array_equal(grid(spec["datasets"]["difference_cells"]), difference)  # hover as before
+    pixels = picture(spec)
+    factor = pixels.shape[0] // 100
+    expected = difference_ramp(difference_range(difference)).rgb(difference)
+    np.testing.assert_array_equal(pixels[factor // 2 :: factor, factor // 2 :: factor], expected)
+
+
+def test_key_labels_slant_when_they_do_not_fit_a_cell():
+    assert x_labels(["the", "cat"], 33.0) == {"labelAngle": 0, "labelLimit": 70}
+    assert x_labels(["internationalization"], 33.0)["labelAngle"] == -45
 
 
 def test_difference_range():
