@@ -577,7 +577,7 @@ def gradients_or_none(a: ModelConfig, b: ModelConfig, text: str, target: str | N
         return None
 
 
-def per_layer_section(tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: Trace | None, notes: list[str]):
+def per_layer_section(tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: Trace | None, notes: list[str]) -> None:
     st.subheader("Per layer: A and B on the same axes")
     names = list(tables)
     name = names[0]
@@ -682,7 +682,7 @@ def top_controls(a: ModelConfig, text_a: str) -> tuple[str, ModelConfig | None, 
     return mode, b, text_b
 
 
-def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: str, text_b: str, traced: bool):
+def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: str, text_b: str, traced: bool) -> None:
     """Both configurations in a line each (differences in bold), then whether B runs on A's weights."""
     if mode == INPUT:
         st.markdown(
