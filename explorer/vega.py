@@ -211,8 +211,8 @@ def matrix_spec(
                 "transform": [{"filter": "!datum.masked"}, *cell_bounds(), *label],
                 "mark": {"type": "text", "fontSize": 14 if cell >= 34 else 11},
                 "encoding": {
-                    "x": {"field": "k_mid", "type": "quantitative"},
-                    "y": {"field": "q_mid", "type": "quantitative"},
+                    "x": {**position["x"], "field": "k_mid"},  # the cells' scale and axis, or Vega-Lite may
+                    "y": {**position["y"], "field": "q_mid"},  # merge in a default axis with its own ticks
                     "text": {"field": "value", "type": "quantitative", "format": text_format},
                     "color": {"condition": {"test": dark, "value": "white"}, "value": "black"},
                     "tooltip": tooltip,

@@ -126,3 +126,12 @@ def test_only_marks_with_their_own_tooltip_answer_hover():
     small = chart(small_spec("a", rng.random((3, 3))))  # cells and their numbers both show the cell
     assert [layer["mark"].get("tooltip", "unset") for layer in small["layer"]] == ["unset", "unset"]
     assert all("tooltip" in layer["encoding"] for layer in small["layer"])
+
+
+def test_cell_numbers_share_the_cells_axes():
+    spec = small_spec("a", np.full((7, 6), 0.5))
+    cells, numbers = spec["layer"]
+    for channel in ("x", "y"):
+        assert numbers["encoding"][channel]["axis"] == cells["encoding"][channel]["axis"]
+        assert numbers["encoding"][channel]["scale"] == cells["encoding"][channel]["scale"]
+    assert cells["encoding"]["x"]["axis"]["values"] == [i + 0.5 for i in range(6)]  # every key labelled
