@@ -22,20 +22,13 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-from serve import (  # bench/ is on sys.path when a script here runs
-    CHARTS_DRAWN,
-    CHROMIUM_ARGS,
-    free_port,
-    start_server,
-    wait_health,
-)
+from serve import CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving  # bench/ is on sys.path when a script here runs
 
 TARGET = 3.0  # seconds from navigation to the fully drawn Compare page, warm
 SENTENCE = "the cat sat on the mat while a small dog ran after it across the long green field"
@@ -170,25 +163,12 @@ def measure(app: str, path: str, loads: int, timeout_ms: int) -> tuple[tuple, li
     """The cold load and `loads` warm loads of http://127.0.0.1:<port><path>, each in a new browser context."""
     from playwright.sync_api import sync_playwright
 
-    with tempfile.TemporaryFile() as log:
-        port = free_port()
-        server = start_server(app, port, log)
-        try:
-            wait_health(port, server, log)
-            url = f"http://127.0.0.1:{port}{path}"
-            with sync_playwright() as pw:
-                browser = pw.chromium.launch(
-                    executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"), args=CHROMIUM_ARGS
-                )
-                cold = load_once(browser, url, timeout_ms)
-                warm = [load_once(browser, url, timeout_ms) for _ in range(loads)]
-                browser.close()
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+    with serving(app) as base, sync_playwright() as pw:
+        url = f"{base}{path}"
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        cold = load_once(browser, url, timeout_ms)
+        warm = [load_once(browser, url, timeout_ms) for _ in range(loads)]
+        browser.close()
     return cold, warm
 
 

@@ -19,20 +19,13 @@ import importlib.util
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from serve import (
-    CHARTS_DRAWN,
-    CHROMIUM_ARGS,
-    free_port,
-    start_server,
-    wait_health,
-)  # bench/ is on sys.path when a script here runs
+from serve import CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving  # bench/ is on sys.path when a script here runs
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.5  # seconds from navigation to a drawn heatmap, warm
@@ -127,31 +120,19 @@ def report(name: str, loads: list[tuple[float, float]], note: str, target: float
     return ok
 
 
-def measure(app: str, query: str, loads: int, timeout_ms: int, log) -> tuple[tuple, list[tuple], list[tuple]]:
+def measure(app: str, query: str, loads: int, timeout_ms: int) -> tuple[tuple, list[tuple], list[tuple]]:
     """The cold load, `loads` loads each in a new context, and `loads` in one context with a warm cache."""
     from playwright.sync_api import sync_playwright
 
-    port = free_port()
-    server = start_server(app, port, log)
-    try:
-        wait_health(port, server, log)
-        url = f"http://127.0.0.1:{port}/?{query}"
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=os.environ.get("CHROMIUM", "/usr/bin/chromium"), args=CHROMIUM_ARGS
-            )
-            cold = load_once(browser, None, url, timeout_ms)
-            fresh = [load_once(browser, None, url, timeout_ms) for _ in range(loads)]
-            shared = browser.new_context(viewport={"width": 1400, "height": 1000})
-            load_once(browser, shared, url, timeout_ms)  # fills this context's browser cache
-            cached = [load_once(browser, shared, url, timeout_ms) for _ in range(loads)]
-            browser.close()
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
+    with serving(app) as base, sync_playwright() as pw:
+        url = f"{base}/?{query}"
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        cold = load_once(browser, None, url, timeout_ms)
+        fresh = [load_once(browser, None, url, timeout_ms) for _ in range(loads)]
+        shared = browser.new_context(viewport={"width": 1400, "height": 1000})
+        load_once(browser, shared, url, timeout_ms)  # fills this context's browser cache
+        cached = [load_once(browser, shared, url, timeout_ms) for _ in range(loads)]
+        browser.close()
     return cold, fresh, cached
 
 
@@ -169,16 +150,15 @@ def main() -> int:
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     timeout_ms = int(args.timeout * 1000)
-    with tempfile.TemporaryFile() as log:
-        results = {args.app: measure(args.app, args.query, args.loads, timeout_ms, log)}
+    results = {args.app: measure(args.app, args.query, args.loads, timeout_ms)}
     for name, source in BASELINE_APPS.items() if args.baseline else ():
         if "plotly" in source and importlib.util.find_spec("plotly") is None:
             print(f"{name}: skipped, plotly is not installed (the app no longer needs it)")
             continue
-        with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as log:
+        with tempfile.TemporaryDirectory() as folder:
             baseline = Path(folder) / "baseline.py"
             baseline.write_text(source)
-            results[name] = measure(str(baseline), args.query, args.loads, timeout_ms, log)
+            results[name] = measure(str(baseline), args.query, args.loads, timeout_ms)
     print("page load in Chromium: goto -> heatmap drawn, script idle, no skeleton; medians in seconds")
     print(f"  {os.cpu_count()} cpus, load average {load} at the start")
     print(f"  /?{args.query}")

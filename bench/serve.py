@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -63,3 +67,20 @@ def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60) -
         except OSError:
             time.sleep(0.1)
     raise RuntimeError("streamlit did not answer /_stcore/health in time")
+
+
+@contextlib.contextmanager
+def serving(app: str = "dashboard.py") -> Iterator[str]:
+    """`streamlit run app` on a free port for the duration of the block: yields its base URL."""
+    port = free_port()
+    with tempfile.TemporaryFile() as log:  # a file, not a pipe: a pipe nobody reads would block the server
+        server = start_server(app, port, log)
+        try:
+            wait_health(port, server, log)
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.figures import token_labels
-from explorer.vega import CATEGORY10, GRID_COLOUR, VIRIDIS, Ramp, heading, matrix_spec, quiet
+from explorer.vega import CATEGORY10, GRID_COLOUR, VIRIDIS, Ramp, heading, layer_head_axes, matrix_spec, quiet
 from explorer.vega import chart as vega_chart
 
 CIVIDIS = ("#00224e", "#123570", "#3b496c", "#575d6d", "#707173", "#8a8678", "#a59c74", "#c3b369", "#e1cc55",
@@ -298,10 +298,7 @@ def head_grid_figure(
         None if finite.all() else finite,
         Ramp(colours, zmin, zmax if zmax > zmin else zmin + 1.0, dark="low"),
         name=name,
-        x_labels=[f"H{h}" for h in range(n_heads)],
-        y_labels=[f"L{layer}" for layer in range(n_layers)],
-        x_title="head",
-        y_title="layer",
+        **layer_head_axes(n_layers, n_heads),
         value_title=colour_title,
         title=title,
         subtitle=[subtitle],

@@ -13,7 +13,7 @@ import pandas as pd
 from explorer.compare import PER_LAYER
 from explorer.figures import GRID_PICK, token_labels
 from explorer.trace import AttentionMaps
-from explorer.vega import BLUES, MAX_CELL_PX, Ramp, chart, concat, matrix_spec, png_uri
+from explorer.vega import BLUES, MAX_CELL_PX, Ramp, chart, concat, layer_head_axes, matrix_spec, png_uri
 
 A_COLOUR = "#1f5fa8"  # A is blue everywhere: its lines, and A - B > 0 (A attends more)
 B_COLOUR = "#c2410c"  # B is orange-red: its lines, and A - B < 0 (B attends more)
@@ -348,10 +348,7 @@ def ranking_heatmap(ranking: pd.DataFrame, layer: int | None = None, head: int |
         None,
         Ramp(ORANGES, 0.0, top),
         name="ranking",
-        x_labels=[f"H{h}" for h in range(n_heads)],
-        y_labels=[f"L{i}" for i in range(n_layers)],
-        x_title="head",
-        y_title="layer",
+        **layer_head_axes(n_layers, n_heads),
         value_title="JS divergence",
         title="How much each head changed (JS divergence, bits)",
         subtitle=["click a head to show it above"],

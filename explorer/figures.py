@@ -12,11 +12,9 @@ import pandas as pd
 
 from explorer.stats import attention_matrix
 from explorer.trace import AttentionMaps
-from explorer.vega import BLUES, VIRIDIS, Ramp, chart, matrix_spec, png_uri
+from explorer.vega import BLUES, VIRIDIS, Ramp, chart, layer_head_axes, matrix_spec, png_uri
 
 WEIGHTS = Ramp(BLUES, 0.0, 1.0)  # weight 0 = near white, 1 = dark blue; grey is reserved for masked cells
-COLOURSCALE = "Blues"  # the same ramp for the Plotly figures of other pages
-MASKED_NAME = "masked (may not attend)"
 EMPTY_ROW_MARK = "⊘ "
 GRID_MAX_CELLS = 400_000  # all layers x heads x Tq x Tk; above this the grid is too heavy for a browser
 GRID_PICK = "pick"  # the grid's click selection: {"layer": ..., "head": ...}
@@ -202,10 +200,7 @@ def entropy_heatmap(df: pd.DataFrame) -> dict:
         None,
         Ramp(VIRIDIS, 0.0, top, dark="low"),
         name="entropy",
-        x_labels=[f"H{h}" for h in range(n_heads)],
-        y_labels=[f"L{layer}" for layer in range(n_layers)],
-        x_title="head",
-        y_title="layer",
+        **layer_head_axes(n_layers, n_heads),
         value_title="entropy (nats)",
         title="Mean attention entropy per head (nats)",
         subtitle=[f"0 = each query looks at one key; {max_entropy:.2f} = uniform over the allowed keys"],

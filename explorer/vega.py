@@ -105,6 +105,16 @@ def index_axis(title: str, labels_param: str, n: int, most: int = MAX_TICKS, ang
     }
 
 
+def layer_head_axes(n_layers: int, n_heads: int) -> dict:
+    """matrix_spec's axis arguments for a [layer, head] matrix: heads across ("H0", ...), layers down."""
+    return {
+        "x_labels": [f"H{h}" for h in range(n_heads)],
+        "y_labels": [f"L{layer}" for layer in range(n_layers)],
+        "x_title": "head",
+        "y_title": "layer",
+    }
+
+
 def matrix_table(values: np.ndarray, allowed: np.ndarray | None = None) -> pd.DataFrame:
     """[Tq, Tk] -> one row per cell: q, k (cell indices), value (float32) and masked (bool)."""
     tq, tk = values.shape

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from bench.serve import CHROMIUM_ARGS, free_port, start_server, wait_health
+from bench.serve import CHROMIUM, CHROMIUM_ARGS, serving
 from explorer.trace import AttentionMaps
-
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 
 
 def softmax_maps(
@@ -60,18 +55,8 @@ def make_maps() -> Callable[..., AttentionMaps]:
 @pytest.fixture(scope="module")
 def app_url() -> Iterator[str]:
     """Base URL of `streamlit run dashboard.py`, one server per test module."""
-    port = free_port()
-    with tempfile.TemporaryFile() as log:  # a file, not a pipe: a pipe nobody reads would block the server
-        proc = start_server("dashboard.py", port, log)
-        try:
-            wait_health(port, proc, log)
-            yield f"http://127.0.0.1:{port}"
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    with serving("dashboard.py") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
