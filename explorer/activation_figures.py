@@ -160,7 +160,7 @@ def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> dict:
     where = "x + sublayer(x), the sum it normalises" if norm == "post" else "the residual stream x itself"
     subtitle = (
         f"input (solid, circles): {where}; output (dashed, diamonds): what it returns, RMS ≈ 1 while its gain is 1 "
-        "(untrained)"
+        "and its bias 0, as at initialisation (a trained LayerNorm moves away from that)"
     )
     spec = chart(
         {
