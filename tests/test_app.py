@@ -274,3 +274,16 @@ def test_big_maps_offer_a_zoom_window_with_hover(at):
     small = AppTest.from_file(APP, default_timeout=60)
     small.run()
     assert not [t for t in small.toggle if t.key == "zoom"]
+
+
+def test_a_shared_link_reproduces_the_zoom_window(at):
+    words = " ".join(f"w{i}" for i in range(130))
+    at.query_params.update(
+        {"tokens": words, "n_layers": "1", "n_heads": "1", "zoom": "true", "zoom_query": "2", "zoom_key": "1"}
+    )
+    at.run()
+    assert_ok(at)
+    drawn = main_heatmap(at)
+    assert drawn.image is None and (drawn.y_labels[0], drawn.x_labels[0]) == ("w2", "w1")
+    expected = explorer.run(ModelConfig(n_layers=1, n_heads=1), words).attention[0, 0]  # [130, 130]
+    np.testing.assert_array_equal(drawn.values, expected[2:130, 1:129])
