@@ -15,8 +15,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.figures import token_labels
-from explorer.vega import CATEGORY10, GRID_COLOUR, VIRIDIS, Ramp, heading, layer_head_axes, matrix_spec, quiet
-from explorer.vega import chart as vega_chart
+from explorer.vega import CATEGORY10, GRID_COLOUR, VIRIDIS, Ramp, chart, heading, layer_head_axes, matrix_spec
 
 CIVIDIS = ("#00224e", "#123570", "#3b496c", "#575d6d", "#707173", "#8a8678", "#a59c74", "#c3b369", "#e1cc55",
            "#fee838")  # fmt: skip
@@ -34,11 +33,6 @@ MAX_LAYER_TICKS = 14
 PANEL_WIDTH, PANEL_HEIGHT = 330, 190  # px of one panel of a grid of line charts
 LINE_WIDTH = 640  # px of the plot area of a single line or bar chart
 HEAD_GRID_PX = 180  # px along the longer side of a per-head grid (a third of the page)
-
-
-def chart(spec: dict) -> dict:
-    """explorer.vega.chart, hover only on the marks that have a tooltip (explorer.vega.quiet)."""
-    return quiet(vega_chart(spec))
 
 
 def _layer_axis(title: str | None, layers: list[int]) -> dict:

@@ -22,13 +22,12 @@ from explorer.vega import (
     RDBU,
     VIRIDIS,
     Ramp,
+    chart,
     concat,
     heading,
     matrix_spec,
-    quiet,
     wrap,
 )
-from explorer.vega import chart as vega_chart
 
 MAX_SIDE = 512  # rows or columns drawn in one heatmap; longer axes show every n-th (said in the title)
 CURVE_POINTS = 8192  # points over all curves of one chart; longer curves keep the extremes of each stretch
@@ -39,11 +38,6 @@ TWILIGHT = ("#e2d9e2", "#9ebbc9", "#6785be", "#5e43a5", "#421257", "#471340", "#
 LINE_WIDTH = 640  # px of the plot area of a line chart
 HEATMAP_PX = 640  # px along the longer side of a big heatmap
 SMALL_MARKERS = 80  # a curve with at most this many points shows each point
-
-
-def chart(spec: dict) -> dict:
-    """explorer.vega.chart, hover only on the marks that have a tooltip (explorer.vega.quiet)."""
-    return quiet(vega_chart(spec))
 
 
 def every_nth(n: int, limit: int = MAX_SIDE) -> np.ndarray:
@@ -557,7 +551,7 @@ def offset_scores_figure(result: OffsetScores, positional: str) -> dict:
         f"{verdict} (largest spread along a diagonal: {result.spread:.2g})",
         860,
     )
-    return quiet(spec)
+    return spec  # concat() made it a chart: hover is already quiet
 
 
 def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
@@ -608,4 +602,4 @@ def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
         f"{same}: largest |② − ③| in this head = {difference:.3g}",
         860,
     )
-    return quiet(spec)
+    return spec  # concat() made it a chart: hover is already quiet
