@@ -180,7 +180,7 @@ def token_norm_heatmap(norms: np.ndarray, tokens: list[str], stack: str) -> dict
         None,
         Ramp(VIRIDIS, float(norms.min()), float(max(norms.max(), norms.min() + 1e-6)), dark="low"),
         name="act_token_norms",
-        x_labels=token_labels(tokens, escape=False),
+        x_labels=token_labels(tokens),
         y_labels=["input"] + [f"after block {i}" for i in range(n_rows - 1)],
         x_title="token",
         y_title="layer",

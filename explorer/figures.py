@@ -5,8 +5,6 @@ Specs carry their tables as DataFrames under "datasets" (see explorer/vega.py fo
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import pandas as pd
 
@@ -20,13 +18,13 @@ GRID_MAX_CELLS = 400_000  # all layers x heads x Tq x Tk; above this the grid is
 GRID_PICK = "pick"  # the grid's click selection: {"layer": ..., "head": ...}
 
 
-def token_labels(tokens: list[str], escape: bool = True) -> list[str]:
-    """Unique labels for an axis: a repeated token gets its position, e.g. "the·4". HTML-escaped for Plotly
-    (escape=True); Vega-Lite draws text as text, so it takes them raw."""
+def token_labels(tokens: list[str]) -> list[str]:
+    """Unique labels for an axis: a repeated token gets its position, e.g. "the·4". Raw text, not HTML:
+    Vega-Lite draws labels and tooltips as text."""
     labels: list[str] = []
     seen: set[str] = set()
     for i, token in enumerate(tokens):
-        label = (html.escape(str(token)) if escape else str(token)) or f"·{i}"
+        label = str(token) or f"·{i}"
         while label in seen:
             label = f"{label}·{i}"
         seen.add(label)
@@ -57,8 +55,8 @@ def attention_heatmap(
     weights = attention_matrix(maps, layer, head)  # [Tq, Tk]
     allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
     empty = maps.empty_rows  # [Tq]
-    queries = token_labels(maps.query_tokens, escape=False)
-    keys = token_labels(maps.key_tokens, escape=False)
+    queries = token_labels(maps.query_tokens)
+    keys = token_labels(maps.key_tokens)
     tq, tk = weights.shape
     q0, q1, k0, k1 = window or (0, tq, 0, tk)
     if not (0 <= q0 < q1 <= tq and 0 <= k0 < k1 <= tk):

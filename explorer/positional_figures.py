@@ -560,7 +560,7 @@ def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
     original = demo.attention[layer, head].astype(np.float32)  # [T, T]
     moved = demo.permuted_attention[layer, head].astype(np.float32)  # [T, T]
     rerun = demo.shuffled_attention[layer, head].astype(np.float32)  # [T, T]
-    typed, shuffled = token_labels(demo.tokens, escape=False), token_labels(demo.shuffled, escape=False)
+    typed, shuffled = token_labels(demo.tokens), token_labels(demo.shuffled)
     difference = float(np.abs(moved - rerun).max())
     n = len(typed)
     px = 220

@@ -32,10 +32,9 @@ def tooltip_fields(layer: dict) -> list[str]:
     return [t["field"] for t in layer["encoding"]["tooltip"]]
 
 
-def test_token_labels_unique_readable_and_escaped_for_plotly_only():
+def test_token_labels_unique_readable_and_raw():
     tokens = ["the", "cat", "the", "<b>x</b>", "the", "1"]
-    assert token_labels(tokens) == ["the", "cat", "the·2", "&lt;b&gt;x&lt;/b&gt;", "the·4", "1"]
-    assert token_labels(tokens, escape=False) == ["the", "cat", "the·2", "<b>x</b>", "the·4", "1"]
+    assert token_labels(tokens) == ["the", "cat", "the·2", "<b>x</b>", "the·4", "1"]
     assert len(set(token_labels(["a", "a·1", "a"]))) == 3
 
 
