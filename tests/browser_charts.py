@@ -56,8 +56,15 @@ def hover(page, x: float, y: float) -> dict[str, str]:
     return {row[0].strip(): row[1].strip() for row in rows if len(row) == 2}
 
 
-def _scan(page, points: list[tuple[float, float]]) -> list[tuple[tuple[float, float], dict[str, str]]]:
-    return [((x, y), hover(page, x, y)) for x, y in points]
+def _centres(page, points: list[tuple[float, float]], axis: int, field: str, n: int, what: str) -> np.ndarray:
+    """Hover along `points`; the sorted mean coordinate (0: x, 1: y) at which the tooltip names each `field`."""
+    by_label: dict[str, list[float]] = {}
+    for point in points:
+        tip = hover(page, *point)
+        if field in tip:
+            by_label.setdefault(tip[field], []).append(point[axis])
+    assert len(by_label) == n, f"found {len(by_label)} of {n} {what} by hovering"
+    return np.array(sorted(np.mean(v) for v in by_label.values()))
 
 
 def cell_grid(page, chart, field_x: str, field_y: str, n_x: int, n_y: int) -> tuple[np.ndarray, np.ndarray]:
@@ -69,21 +76,10 @@ def cell_grid(page, chart, field_x: str, field_y: str, n_x: int, n_y: int) -> tu
     chart.scroll_into_view_if_needed()
     box = chart.locator("canvas").first.bounding_box()
     mid_y = box["y"] + box["height"] / 2
-    across = _scan(page, [(box["x"] + dx, mid_y) for dx in np.arange(0, box["width"], 2.0)])
-    xs_by_label: dict[str, list[float]] = {}
-    for (x, _), tip in across:
-        if field_x in tip:
-            xs_by_label.setdefault(tip[field_x], []).append(x)
-    assert len(xs_by_label) == n_x, f"found {len(xs_by_label)} of {n_x} columns by hovering"
-    xs = np.array(sorted(np.mean(v) for v in xs_by_label.values()))
-    down = _scan(page, [(float(xs.mean()), box["y"] + dy) for dy in np.arange(0, box["height"], 2.0)])
-    ys_by_label: dict[str, list[float]] = {}
-    for (_, y), tip in down:
-        if field_y in tip:
-            ys_by_label.setdefault(tip[field_y], []).append(y)
-    assert len(ys_by_label) == n_y, f"found {len(ys_by_label)} of {n_y} rows by hovering"
-    ys = np.array(sorted(np.mean(v) for v in ys_by_label.values()))
-    return xs, ys
+    across = [(box["x"] + dx, mid_y) for dx in np.arange(0, box["width"], 2.0)]
+    xs = _centres(page, across, 0, field_x, n_x, "columns")
+    down = [(float(xs.mean()), box["y"] + dy) for dy in np.arange(0, box["height"], 2.0)]
+    return xs, _centres(page, down, 1, field_y, n_y, "rows")
 
 
 def read_cells(page, chart, xs: np.ndarray, ys: np.ndarray) -> list[list[dict[str, str]]]:
