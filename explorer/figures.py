@@ -126,7 +126,6 @@ def attention_grid(maps: AttentionMaps, width_px: int = 880) -> dict:
     map_px = grid_map_px(n_heads, width_px)
     table = grid_table(maps, map_px)
     x_units, y_units = n_heads * 1.12 - 0.12, n_layers * 1.25
-    unit_px = map_px
     position = {
         "x": {"field": "x", "type": "quantitative", "scale": {"domain": [0, x_units], "nice": False}, "axis": None},
         "x2": {"field": "x2"},
@@ -139,8 +138,8 @@ def attention_grid(maps: AttentionMaps, width_px: int = 880) -> dict:
         {"field": "hint", "title": "click"},
     ]
     spec = {
-        "width": round(unit_px * x_units),
-        "height": round(unit_px * y_units),
+        "width": round(map_px * x_units),  # a map unit is one map side
+        "height": round(map_px * y_units),
         "datasets": {"grid": table},
         "data": {"name": "grid"},
         "transform": [{"calculate": "'show it large above'", "as": "hint"}],
