@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.matrix_view import board, matrix_panel
 from explorer.stats import attention_matrix
 from explorer.trace import AttentionMaps
 from explorer.vega import BLUES, VIRIDIS, Ramp, chart, layer_head_axes, matrix_spec, png_uri
@@ -38,20 +39,10 @@ def map_title(maps: AttentionMaps, layer: int, head: int | None) -> str:
     return f"{maps.kind} · layer {layer} · {which}"
 
 
-def attention_heatmap(
-    maps: AttentionMaps,
-    layer: int,
-    head: int | None,
-    name: str = "map",
-    max_px: int = 640,
-    window: tuple[int, int, int, int] | None = None,
-) -> dict:
-    """One attention map: keys across (x), queries down (y, first on top); grey = masked; ⊘ = no allowed key.
-
-    `name` names the chart's table and parameters (two maps on one page need two names). `window` =
-    (first query, end query, first key, end key) draws only that part of the map, with its own labels: a map
-    too big for hover (see explorer.vega.MAX_CELLS) gets hover back in a window that is small enough.
-    """
+def _map_parts(
+    maps: AttentionMaps, layer: int, head: int | None, window: tuple[int, int, int, int] | None
+) -> tuple[dict, list[str]]:
+    """What any drawing of one attention map shows: the matrix arguments, and the notes for its subtitle."""
     weights = attention_matrix(maps, layer, head)  # [Tq, Tk]
     allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
     empty = maps.empty_rows  # [Tq]
@@ -72,21 +63,51 @@ def attention_heatmap(
     if empty.any():
         notes.append(f"{EMPTY_ROW_MARK.strip()} = query with no allowed key: its row is all zeros")
     cross = maps.kind == "cross-attention"
-    spec = matrix_spec(
-        weights,
-        allowed,
-        WEIGHTS,
-        name=name,
-        x_labels=keys[cols],
-        y_labels=[EMPTY_ROW_MARK + q if e else q for q, e in zip(queries[rows], empty, strict=True)],
-        x_title="key (source)" if cross else "key",
-        y_title="query (target)" if cross else "query",
-        value_title="mean weight" if head is None else "weight",
-        title=map_title(maps, layer, head),
-        subtitle=[" · ".join(notes)] if notes else None,
-        max_px=max_px,
-    )
-    return chart(spec)
+    parts = {
+        "values": weights,
+        "allowed": allowed,
+        "ramp": WEIGHTS,
+        "x_labels": keys[cols],
+        "y_labels": [EMPTY_ROW_MARK + q if e else q for q, e in zip(queries[rows], empty, strict=True)],
+        "x_title": "key (source)" if cross else "key",
+        "y_title": "query (target)" if cross else "query",
+        "value_title": "mean weight" if head is None else "weight",
+        "title": map_title(maps, layer, head),
+    }
+    return parts, notes
+
+
+def attention_heatmap(
+    maps: AttentionMaps,
+    layer: int,
+    head: int | None,
+    name: str = "map",
+    max_px: int = 640,
+    window: tuple[int, int, int, int] | None = None,
+) -> dict:
+    """One attention map as a Vega-Lite chart: keys across (x), queries down (y, first on top); grey = masked;
+    ⊘ = no allowed key.
+
+    `name` names the chart's table and parameters (two maps on one page need two names). `window` =
+    (first query, end query, first key, end key) draws only that part of the map, with its own labels: a map
+    too big for hover (see explorer.vega.MAX_CELLS) gets hover back in a window that is small enough.
+    """
+    parts, notes = _map_parts(maps, layer, head, window)
+    return chart(matrix_spec(**parts, name=name, subtitle=[" · ".join(notes)] if notes else None, max_px=max_px))
+
+
+def attention_map_panel(
+    maps: AttentionMaps,
+    layer: int,
+    head: int | None,
+    name: str = "map",
+    max_px: int = 640,
+    window: tuple[int, int, int, int] | None = None,
+) -> dict:
+    """One attention map as a matrix-view panel (explorer.matrix_view), every cell with hover; `window` as in
+    attention_heatmap."""
+    parts, notes = _map_parts(maps, layer, head, window)
+    return matrix_panel(**parts, name=name, subtitle=" · ".join(notes) or None, max_px=max_px)
 
 
 def grid_cells(maps: AttentionMaps) -> int:
@@ -172,6 +193,29 @@ def attention_grid(maps: AttentionMaps, width_px: int = 880) -> dict:
     return chart(spec)
 
 
+def grid_board(maps: AttentionMaps, width_px: int = 880, picked: tuple[int, int] | None = None) -> dict:
+    """Every layer (rows) x head (columns) as a small matrix-view panel titled "L0 H1"; a click on one sends back
+    {"layer": ..., "head": ...}. The map `picked` (layer, head) is outlined."""
+    n_layers, n_heads, tq, tk = maps.weights.shape  # [L, H, Tq, Tk]
+    parts, _ = _map_parts(maps, 0, 0, None)
+    panels = []
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            title = f"L{layer} H{head}"
+            panels.append(
+                matrix_panel(
+                    **{**parts, "values": maps.weights[layer, head], "title": title},
+                    name=title,
+                    max_px=grid_map_px(n_heads, width_px),
+                    axes=False,
+                    hover=f"{title}: click to show it large above",
+                    pick={"layer": layer, "head": head},
+                )
+            )
+    index = None if picked is None else picked[0] * n_heads + picked[1]
+    return board(panels, columns=n_heads, picked=index)
+
+
 def picked_map(selection: dict) -> tuple[int, int] | None:
     """(layer, head) of the grid map a click selected, from the chart's selection state ({GRID_PICK: [...]})."""
     points = (selection or {}).get(GRID_PICK) or []
@@ -184,23 +228,32 @@ def picked_map(selection: dict) -> tuple[int, int] | None:
         return None
 
 
-def entropy_heatmap(df: pd.DataFrame) -> dict:
-    """Mean attention entropy per head as a [layer, head] heatmap, coloured from 0 (one-hot) to uniform."""
+def _entropy_parts(df: pd.DataFrame) -> dict:
+    """What any drawing of the [layer, head] entropy matrix shows (matrix arguments, no name or size)."""
     n_layers = int(df["layer"].max()) + 1
     n_heads = int(df["head"].max()) + 1
     ent = np.full((n_layers, n_heads), np.nan, dtype=np.float32)  # [L, H]
     ent[df["layer"], df["head"]] = df["entropy"]
     max_entropy = float(df["max_entropy"].iloc[0])
     top = max_entropy if np.isfinite(max_entropy) and max_entropy > 0 else 1.0
-    spec = matrix_spec(
-        ent,
-        None,
-        Ramp(VIRIDIS, 0.0, top, dark="low"),
-        name="entropy",
+    return {
+        "values": ent,
+        "allowed": None,
+        "ramp": Ramp(VIRIDIS, 0.0, top, dark="low"),
         **layer_head_axes(n_layers, n_heads),
-        value_title="entropy (nats)",
-        title="Mean attention entropy per head (nats)",
-        subtitle=[f"0 = each query looks at one key; {max_entropy:.2f} = uniform over the allowed keys"],
-        max_px=min(600, 48 * max(n_layers, n_heads)),
-    )
-    return chart(spec)
+        "value_title": "entropy (nats)",
+        "title": "Mean attention entropy per head (nats)",
+        "max_px": min(600, 48 * max(n_layers, n_heads)),
+        "subtitle": f"0 = each query looks at one key; {max_entropy:.2f} = uniform over the allowed keys",
+    }
+
+
+def entropy_heatmap(df: pd.DataFrame) -> dict:
+    """Mean attention entropy per head as a [layer, head] Vega-Lite heatmap, coloured from 0 (one-hot) to uniform."""
+    parts = _entropy_parts(df)
+    return chart(matrix_spec(**{**parts, "subtitle": [parts["subtitle"]]}, name="entropy"))
+
+
+def entropy_panel(df: pd.DataFrame) -> dict:
+    """The entropy matrix of entropy_heatmap as a matrix-view panel."""
+    return matrix_panel(**_entropy_parts(df), name="entropy")

@@ -1,4 +1,5 @@
-"""Read Vega-Lite charts the way the browser gets them: tables, matrices, labels and titles (test helper)."""
+"""Read charts the way the browser gets them: Vega-Lite charts (tables, matrices, labels and titles) and matrix-view
+boards (views/matrix_view.js) (test helper)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 from PIL import Image
+
+from explorer.matrix_view import decode_floats
 
 
 def chart_tables(spec: dict) -> dict[str, pd.DataFrame]:
@@ -123,3 +126,37 @@ def one_matrix(spec: dict, tables: dict[str, pd.DataFrame] | None = None) -> Dra
     found = matrices(spec, tables)
     assert len(found) == 1, list(found)
     return next(iter(found.values()))
+
+
+def app_boards(at) -> dict[str, dict]:
+    """Every matrix-view board an AppTest run drew, by the key it was drawn with."""
+    found = {}
+    for element in at.get("bidi_component"):
+        if element.proto.component_name == "matrix_view":
+            found[element.proto.id.split("-", 2)[-1]] = json.loads(element.proto.json)
+    return found
+
+
+def panel_matrix(panel: dict) -> DrawnMatrix:
+    """One panel of a board as drawn. A thumbnail carries only its picture: its values are all NaN."""
+    shape = (panel["rows"], panel["cols"])
+    image = _decode_png(panel["png"])  # [rows, cols, 3]: one pixel per cell
+    if not panel["axes"]:
+        return DrawnMatrix(panel["name"], np.full(shape, np.nan), np.zeros(shape, bool), [], [], "", "",
+                           panel["title"], panel, image)  # fmt: skip
+    values = decode_floats(panel["values"], shape).astype(np.float64)
+    masked = np.zeros(shape, dtype=bool)
+    if panel["masked"]:
+        masked = np.frombuffer(base64.b64decode(panel["masked"]), dtype=np.uint8).reshape(shape).astype(bool)
+    values[masked] = np.nan
+    title = " ".join(t for t in (panel["title"], panel["subtitle"]) if t)
+    return DrawnMatrix(panel["name"], values, masked, panel["x_labels"], panel["y_labels"], panel["x_title"],
+                       panel["y_title"], title, panel, image)  # fmt: skip
+
+
+def app_matrices(at) -> dict[str, DrawnMatrix]:
+    """Every matrix an AppTest run drew, by name: the matrix views of Vega-Lite charts and the panels of boards."""
+    found = {name: m for spec, tables in app_charts(at) for name, m in matrices(spec, tables).items()}
+    for board in app_boards(at).values():
+        found |= {p["name"]: panel_matrix(p) for p in board["panels"]}
+    return found

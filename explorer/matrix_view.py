@@ -1,0 +1,106 @@
+"""What the matrix-view component (views/matrix_view.js) draws: matrices as plain data, built without Streamlit.
+
+Why a component of our own and not Vega-Lite for the Attention page: Streamlit loads Vega as 0.8 MB of script
+and compiles every spec in the browser, which costs about 0.45 s per page on this 2-core machine before the first
+map appears. The component is a few kilobytes of script: it paints each matrix from a PNG coloured here (with
+explorer.vega.Ramp, the same colours as every other chart) and reads hover values from the float32 array the
+panel carries, so hover works for every cell of any size.
+
+A board is {"panels": [...], "columns": n or None, "picked": index or None}; each panel is one matrix.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+
+from explorer.vega import MAX_CELL_PX, MAX_CELL_TEXT, MAX_TICKS, Ramp, png_uri, ticks
+
+GRID_LINES_UP_TO = 40  # thin white lines between cells while neither side has more cells than this
+
+
+def encode_floats(values: np.ndarray) -> str:
+    """Values as base64 of little-endian float32, row by row (what the component decodes)."""
+    return base64.b64encode(np.ascontiguousarray(values, dtype="<f4").tobytes()).decode("ascii")
+
+
+def decode_floats(text: str, shape: tuple[int, ...]) -> np.ndarray:
+    """The inverse of encode_floats."""
+    return np.frombuffer(base64.b64decode(text), dtype="<f4").reshape(shape)
+
+
+def matrix_panel(
+    values: np.ndarray,
+    allowed: np.ndarray | None,
+    ramp: Ramp,
+    *,
+    name: str,
+    x_labels: list[str],
+    y_labels: list[str],
+    x_title: str,
+    y_title: str,
+    value_title: str,
+    title: str,
+    subtitle: str | None = None,
+    value_digits: int = 4,
+    text_digits: int | None = 2,
+    masked_text: str = "masked: may not attend (weight 0)",
+    max_px: float = 640,
+    axes: bool = True,
+    hover: str | None = None,
+    pick: dict | str | None = None,
+    extra: dict[str, np.ndarray] | None = None,
+) -> dict:
+    """A [Tq, Tk] matrix: keys across, queries down (first on top), masked cells grey.
+
+    With `axes`, the panel has labelled axes and a colour legend, and hover gives query, key and value, then one
+    row per `extra` matrix ({title: [Tq, Tk] values}, e.g. the two maps a difference came from); without, it is a
+    thumbnail whose hover is the text `hover`. A click sends back `pick` when it is a dict, or the cell clicked
+    ({"row": q, "col": k}) when it is "cell".
+    """
+    values = np.asarray(values, dtype=np.float32)  # [Tq, Tk]
+    tq, tk = values.shape
+    if len(x_labels) != tk or len(y_labels) != tq:
+        raise ValueError(f"{len(y_labels)} x {len(x_labels)} labels for a {tq} x {tk} matrix")
+    masked = np.zeros((tq, tk), dtype=bool) if allowed is None else ~np.asarray(allowed, dtype=bool)  # [Tq, Tk]
+    cell = min(MAX_CELL_PX, max_px / max(tq, tk))  # px per cell: square cells, at most max_px a side
+    if axes:
+        cell = max(1.0, cell)  # every cell at least a pixel wide, so hover can reach each one
+    shown = np.where(masked, np.nan, values)  # [Tq, Tk]: NaN is drawn grey
+    png = png_uri(ramp.rgb(shown), min_side=1)  # one pixel per cell; the browser scales it up unsmoothed
+    if not axes:  # a thumbnail: no cell hover, so neither values nor labels travel
+        return {"name": name, "title": title, "rows": tq, "cols": tk, "cell_px": cell, "png": png, "axes": False,
+                "hover": hover, "pick": pick}  # fmt: skip
+    return {
+        "name": name,
+        "title": title,
+        "subtitle": subtitle,
+        "rows": tq,
+        "cols": tk,
+        "cell_px": cell,
+        "png": png,
+        "values": encode_floats(values),
+        "masked": base64.b64encode(masked.astype(np.uint8).tobytes()).decode("ascii") if masked.any() else None,
+        "x_labels": list(x_labels),
+        "y_labels": list(y_labels),
+        "x_ticks": [int(t) for t in ticks(tk, MAX_TICKS)],
+        "y_ticks": [int(t) for t in ticks(tq, MAX_TICKS)],
+        "x_title": x_title,
+        "y_title": y_title,
+        "value_title": value_title,
+        "value_digits": value_digits,
+        "text_digits": text_digits if tq * tk <= MAX_CELL_TEXT else None,
+        "grid_lines": max(tq, tk) <= GRID_LINES_UP_TO,
+        "masked_text": masked_text,
+        "axes": True,
+        "legend": {"colours": list(ramp.colours), "low": ramp.low, "high": ramp.high},
+        "hover": hover,
+        "pick": pick,
+        "extra": [{"title": title, "values": encode_floats(v)} for title, v in (extra or {}).items()],
+    }
+
+
+def board(panels: list[dict], columns: int | None = None, picked: int | None = None) -> dict:
+    """What the component draws: panels in a row that wraps, or in `columns` columns; panel `picked` outlined."""
+    return {"panels": panels, "columns": columns, "picked": picked}

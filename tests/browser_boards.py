@@ -1,0 +1,93 @@
+"""Read matrix views (views/matrix_view.js) in a real browser as a person does: hover a cell, read its tooltip, and
+look at the colour drawn there."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import numpy as np
+from PIL import Image
+
+PANEL = ".mv-panel"  # Playwright's CSS selectors reach into the component's (open) shadow root
+BOARDS_DRAWN = """n => {
+    const hosts = [...document.querySelectorAll("[data-testid^='stBidiComponent']")];
+    const canvases = hosts.flatMap((h) => [...(h.shadowRoot || h).querySelectorAll(".mv-panel canvas")]);
+    return canvases.length >= n && canvases.every((c) => c.dataset.drawn === "true");
+}"""
+
+
+def panels(page, name: str | None = None) -> list:
+    """Every matrix panel on the page, top to bottom (only those named `name`, when given)."""
+    selector = PANEL if name is None else f"{PANEL}[data-name='{name}']"
+    return page.locator(selector).all()
+
+
+def wait_panels_drawn(page, count: int, timeout_ms: int = 30_000) -> None:
+    """Wait until at least `count` panels exist and every panel on the page has painted its canvas."""
+    page.wait_for_function(BOARDS_DRAWN, arg=count, timeout=timeout_ms, polling=100)
+
+
+def tip_at(page, x: float, y: float) -> dict[str, str]:
+    """The tooltip's rows ({"query": "the", ...}) with the pointer at page pixel (x, y); {} when none shows.
+    A thumbnail's tooltip, one line without a name, comes back as {"": text}."""
+    page.mouse.move(x, y)
+    rows = page.evaluate(
+        """() => [...document.querySelectorAll("[data-testid^='stBidiComponent']")]
+            .flatMap((h) => [...(h.shadowRoot || h).querySelectorAll(".mv-tip")])
+            .filter((tip) => tip.style.display === "block")
+            .flatMap((tip) => [...tip.querySelectorAll(".mv-row")].map((r) => {
+                const key = r.querySelector(".mv-key"), value = r.querySelector(".mv-value");
+                return key ? [key.textContent, value.textContent] : ["", r.textContent];
+            }))"""
+    )
+    return {key.strip(): value.strip() for key, value in rows}
+
+
+def geometry(panel) -> tuple[dict, dict]:
+    """Where the panel's cells are: the canvas's page box, and its plot (left, top, cell, rows, cols)."""
+    canvas = panel.locator("canvas")
+    canvas.scroll_into_view_if_needed()
+    return canvas.bounding_box(), json.loads(canvas.get_attribute("data-plot"))
+
+
+def cell_centre(panel, row: int, col: int) -> tuple[float, float]:
+    box, plot = geometry(panel)
+    return box["x"] + plot["left"] + (col + 0.5) * plot["cell"], box["y"] + plot["top"] + (row + 0.5) * plot["cell"]
+
+
+def read_tips(page, panel) -> list[list[dict[str, str]]]:
+    """The tooltip of every cell, row by row, hovering each cell's centre."""
+    box, plot = geometry(panel)
+    x0, y0, cell = box["x"] + plot["left"], box["y"] + plot["top"], plot["cell"]
+    return [
+        [tip_at(page, x0 + (c + 0.5) * cell, y0 + (r + 0.5) * cell) for c in range(plot["cols"])]
+        for r in range(plot["rows"])
+    ]
+
+
+def pixels(panel) -> np.ndarray:
+    """[H, W, 3] uint8: what the panel's canvas shows, in CSS pixels (the page is drawn at device scale 1)."""
+    uri = panel.locator("canvas").evaluate("c => c.toDataURL('image/png')")
+    image = Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGBA")
+    rgba = np.asarray(image)
+    white = np.full(rgba.shape[:2] + (3,), 255, dtype=np.float64)
+    alpha = rgba[..., 3:4] / 255.0
+    return np.rint(rgba[..., :3] * alpha + white * (1 - alpha)).astype(np.uint8)  # on the page's white
+
+
+def cell_colours(panel) -> np.ndarray:
+    """[rows, cols, 3] colour drawn in each cell, a little left of and above its centre (clear of its number)."""
+    _, plot = geometry(panel)
+    image = pixels(panel)
+    cell = plot["cell"]
+    offset = 0.5 * cell if cell < 4 else max(1.5, 0.2 * cell)  # inside the cell, clear of its lines and number
+    xs = np.floor(plot["left"] + np.arange(plot["cols"]) * cell + offset).astype(int)
+    ys = np.floor(plot["top"] + np.arange(plot["rows"]) * cell + offset).astype(int)
+    return image[np.ix_(ys, xs)]
+
+
+def read_panel(page, panel) -> tuple[list[list[dict[str, str]]], np.ndarray]:
+    """Every cell's tooltip and the colour drawn at it."""
+    return read_tips(page, panel), cell_colours(panel)

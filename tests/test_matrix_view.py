@@ -1,0 +1,68 @@
+"""What a matrix-view panel carries to the browser: values, mask, colours and labels as the matrix has them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.figures import WEIGHTS
+from explorer.matrix_view import decode_floats, encode_floats, matrix_panel
+from explorer.vega import MASKED_COLOUR
+from tests.drawn import panel_matrix
+
+GREY = [int(MASKED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)]
+
+
+def panel(values, allowed=None, **more):
+    tq, tk = values.shape
+    return matrix_panel(
+        values, allowed, WEIGHTS, name="m", x_labels=[f"k{i}" for i in range(tk)],
+        y_labels=[f"q{i}" for i in range(tq)], x_title="key", y_title="query", value_title="weight", title="t",
+        **more,
+    )  # fmt: skip
+
+
+def test_floats_survive_the_trip_exactly():
+    values = np.random.default_rng(0).random((5, 7)).astype(np.float32)
+    np.testing.assert_array_equal(decode_floats(encode_floats(values), (5, 7)), values)
+
+
+def test_panel_carries_values_mask_and_the_ramp_colours():
+    rng = np.random.default_rng(1)
+    values = rng.random((4, 6)).astype(np.float32)
+    allowed = rng.random((4, 6)) > 0.3
+    drawn = panel_matrix(panel(values, allowed))
+    np.testing.assert_array_equal(drawn.masked, ~allowed)
+    np.testing.assert_array_equal(drawn.values[allowed], values[allowed])
+    assert np.isnan(drawn.values[~allowed]).all()
+    np.testing.assert_array_equal(drawn.image[allowed], WEIGHTS.rgb(values[allowed]))  # one pixel per cell
+    assert (drawn.image[~allowed] == GREY).all()
+    assert drawn.x_labels == [f"k{i}" for i in range(6)] and drawn.y_labels == [f"q{i}" for i in range(4)]
+
+
+def test_labels_must_match_the_matrix():
+    with pytest.raises(ValueError, match="labels"):
+        matrix_panel(np.zeros((2, 3)), None, WEIGHTS, name="m", x_labels=["a", "b"], y_labels=["c", "d"],
+                     x_title="key", y_title="query", value_title="w", title="t")  # fmt: skip
+
+
+def test_big_maps_keep_hover_and_drop_cell_text():
+    small, big = panel(np.zeros((16, 16))), panel(np.zeros((300, 400)))
+    assert small["text_digits"] == 2 and big["text_digits"] is None
+    assert big["cell_px"] >= 1.0  # every cell stays reachable by the pointer
+    assert big["x_ticks"][0] == 0 and len(big["x_ticks"]) < 400  # only every n-th token is labelled
+
+
+def test_thumbnail_carries_only_its_picture_and_pick():
+    thumb = panel(np.full((3, 3), 0.5), axes=False, hover="L0 H1", pick={"layer": 0, "head": 1}, max_px=40)
+    assert "values" not in thumb and "x_labels" not in thumb
+    assert thumb["pick"] == {"layer": 0, "head": 1} and thumb["hover"] == "L0 H1"
+    assert (panel_matrix(thumb).image == WEIGHTS.rgb(np.full((3, 3), 0.5))).all()
+
+
+def test_extra_rows_carry_their_own_values():
+    a, b = np.full((2, 2), 0.75, np.float32), np.full((2, 2), 0.25, np.float32)
+    extra = panel(a - b, extra={"A": a, "B": b})["extra"]
+    assert [e["title"] for e in extra] == ["A", "B"]
+    np.testing.assert_array_equal(decode_floats(extra[1]["values"], (2, 2)), b)
+

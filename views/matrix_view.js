@@ -1,0 +1,241 @@
+// Matrix views: each panel a matrix painted on a canvas from its PNG, hover reading the panel's float32 values,
+// a click on a pickable panel sent back to Python. The data comes from explorer/matrix_view.py.
+
+const FONT_FAMILY = '"Source Sans", "Source Sans Pro", sans-serif';
+const FONT = `14px ${FONT_FAMILY}`;
+const CELL_FONT_BIG = `14px ${FONT_FAMILY}`;
+const CELL_FONT_SMALL = `11px ${FONT_FAMILY}`;
+const TEXT = "#31333f";
+const LEGEND_BAR = { width: 14, gap: 18, most: 200 };
+
+function bytesOf(base64) {
+  const text = atob(base64);
+  const bytes = new Uint8Array(text.length);
+  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
+  return bytes;
+}
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = text;
+  return node;
+}
+
+function widest(g, texts) {
+  return texts.reduce((most, text) => Math.max(most, g.measureText(text).width), 0);
+}
+
+// Where everything goes on a panel's canvas, in CSS pixels.
+function layout(g, p) {
+  const plotW = p.cols * p.cell_px;
+  const plotH = p.rows * p.cell_px;
+  if (!p.axes) return { left: 0, top: 0, plotW, plotH, width: Math.ceil(plotW), height: Math.ceil(plotH) };
+  g.font = FONT;
+  const yLabels = p.y_ticks.map((i) => p.y_labels[i]);
+  const xLabels = p.x_ticks.map((i) => p.x_labels[i]);
+  const xWidest = widest(g, xLabels);
+  const rotate = xWidest > (p.cell_px * p.cols) / Math.max(1, xLabels.length) - 4;
+  const left = 20 + 8 + widest(g, yLabels) + 6;
+  const top = 8;
+  const xLabelsHeight = rotate ? xWidest * Math.SQRT1_2 + 14 : 18;
+  const bottom = 6 + xLabelsHeight + 24;
+  const legendTexts = [p.value_title, formatted(p.legend.low, 2), formatted(p.legend.high, 2)];
+  const right = LEGEND_BAR.gap + Math.max(LEGEND_BAR.width + 6 + widest(g, legendTexts.slice(1)), widest(g, legendTexts));
+  return {
+    left, top, plotW, plotH, rotate, xLabelsHeight,
+    width: Math.ceil(left + plotW + right + 4), height: Math.ceil(top + plotH + bottom),
+  };
+}
+
+function formatted(value, digits) {
+  return Number.isFinite(value) ? value.toFixed(digits) : String(value);
+}
+
+function drawAxes(g, p, box) {
+  const { left, top, plotW, plotH } = box;
+  g.fillStyle = TEXT;
+  g.font = FONT;
+  g.textBaseline = "middle";
+  g.textAlign = "right";
+  for (const i of p.y_ticks) g.fillText(p.y_labels[i], left - 6, top + (i + 0.5) * p.cell_px);
+  for (const i of p.x_ticks) {
+    const x = left + (i + 0.5) * p.cell_px;
+    const y = top + plotH + 6;
+    if (box.rotate) {
+      g.save();
+      g.translate(x, y);
+      g.rotate(-Math.PI / 4);
+      g.textAlign = "right";
+      g.fillText(p.x_labels[i], 0, 0);
+      g.restore();
+    } else {
+      g.textAlign = "center";
+      g.textBaseline = "top";
+      g.fillText(p.x_labels[i], x, y);
+      g.textBaseline = "middle";
+    }
+  }
+  g.font = `600 ${FONT}`;
+  g.textAlign = "center";
+  g.textBaseline = "bottom";
+  g.fillText(p.x_title, left + plotW / 2, box.height - 2);
+  g.save();
+  g.translate(14, top + plotH / 2);
+  g.rotate(-Math.PI / 2);
+  g.textBaseline = "middle";
+  g.fillText(p.y_title, 0, 0);
+  g.restore();
+}
+
+function drawLegend(g, p, box) {
+  const x = box.left + box.plotW + LEGEND_BAR.gap;
+  const barTop = box.top + 22;
+  const barHeight = Math.max(40, Math.min(LEGEND_BAR.most, box.plotH - 22));
+  g.font = `600 ${FONT}`;
+  g.fillStyle = TEXT;
+  g.textAlign = "left";
+  g.textBaseline = "top";
+  g.fillText(p.value_title, x, box.top);
+  const ramp = g.createLinearGradient(0, barTop + barHeight, 0, barTop);  // low at the bottom, high on top
+  p.legend.colours.forEach((colour, i) => ramp.addColorStop(i / (p.legend.colours.length - 1), colour));
+  g.fillStyle = ramp;
+  g.fillRect(x, barTop, LEGEND_BAR.width, barHeight);
+  g.font = FONT;
+  g.fillStyle = TEXT;
+  g.textBaseline = "middle";
+  g.fillText(formatted(p.legend.high, 2), x + LEGEND_BAR.width + 6, barTop + 6);
+  g.fillText(formatted(p.legend.low, 2), x + LEGEND_BAR.width + 6, barTop + barHeight - 6);
+}
+
+// The matrix itself: the PNG scaled up without smoothing, lines between cells, values written in small maps.
+function drawCells(g, p, box, image, values, masked) {
+  const { left, top, plotW, plotH } = box;
+  g.imageSmoothingEnabled = false;
+  g.drawImage(image, left, top, plotW, plotH);
+  if (p.grid_lines) {
+    g.strokeStyle = "#ffffff";
+    g.lineWidth = 1;
+    g.beginPath();
+    for (let c = 1; c < p.cols; c++) g.moveTo(left + c * p.cell_px, top), g.lineTo(left + c * p.cell_px, top + plotH);
+    for (let r = 1; r < p.rows; r++) g.moveTo(left, top + r * p.cell_px), g.lineTo(left + plotW, top + r * p.cell_px);
+    g.stroke();
+  }
+  if (p.text_digits === null || p.text_digits === undefined) return;
+  const colours = cellColours(image, p);
+  g.font = p.cell_px >= 34 ? CELL_FONT_BIG : CELL_FONT_SMALL;
+  g.textAlign = "center";
+  g.textBaseline = "middle";
+  for (let r = 0; r < p.rows; r++) {
+    for (let c = 0; c < p.cols; c++) {
+      const i = r * p.cols + c;
+      if (masked && masked[i]) continue;
+      const [red, green, blue] = colours.subarray(4 * i, 4 * i + 3);
+      g.fillStyle = 0.299 * red + 0.587 * green + 0.114 * blue < 140 ? "#ffffff" : "#000000";
+      g.fillText(values[i].toFixed(p.text_digits), left + (c + 0.5) * p.cell_px, top + (r + 0.5) * p.cell_px);
+    }
+  }
+}
+
+function cellColours(image, p) {
+  const scratch = document.createElement("canvas");
+  scratch.width = p.cols;
+  scratch.height = p.rows;
+  const g = scratch.getContext("2d");
+  g.drawImage(image, 0, 0);
+  return g.getImageData(0, 0, p.cols, p.rows).data;
+}
+
+function row(label, value) {
+  const line = element("div", "mv-row");
+  line.append(element("span", "mv-key", label), element("span", "mv-value", value));
+  return line;
+}
+
+function hoverLines(p, values, masked, r, c) {
+  if (!p.axes) return [element("div", "mv-row", p.hover || "")];
+  const i = r * p.cols + c;
+  const value = masked && masked[i] ? p.masked_text : values[i].toFixed(p.value_digits);
+  const lines = [row(p.y_title, p.y_labels[r]), row(p.x_title, p.x_labels[c]), row(p.value_title, value)];
+  for (const more of p.extra) lines.push(row(more.title, more.decoded[i].toFixed(p.value_digits)));
+  return lines;
+}
+
+function drawPanel(p, index, board, setTriggerValue) {
+  const panel = element("div", "mv-panel");
+  panel.dataset.name = p.name;
+  if (board.picked === index) panel.classList.add("mv-picked");
+  if (p.title) panel.append(element("div", p.axes ? "mv-title" : "mv-thumb-title", p.title));
+  if (p.subtitle) panel.append(element("div", "mv-subtitle", p.subtitle));
+  const frame = element("div", "mv-frame");
+  const canvas = element("canvas");
+  const tip = element("div", "mv-tip");
+  frame.append(canvas, tip);
+  panel.append(frame);
+
+  const g = canvas.getContext("2d");
+  const box = layout(g, p);
+  const ratio = window.devicePixelRatio || 1;
+  canvas.width = Math.ceil(box.width * ratio);
+  canvas.height = Math.ceil(box.height * ratio);
+  canvas.style.width = `${box.width}px`;
+  canvas.style.height = `${box.height}px`;
+  g.scale(ratio, ratio);
+  canvas.dataset.plot = JSON.stringify({ left: box.left, top: box.top, cell: p.cell_px, rows: p.rows, cols: p.cols });
+
+  const values = p.values ? new Float32Array(bytesOf(p.values).buffer) : null;
+  const masked = p.masked ? bytesOf(p.masked) : null;
+  for (const more of p.extra || []) more.decoded = new Float32Array(bytesOf(more.values).buffer);
+  const image = new Image();
+  image.onload = () => {
+    drawCells(g, p, box, image, values, masked);
+    if (p.axes) {
+      drawAxes(g, p, box);
+      drawLegend(g, p, box);
+    }
+    canvas.dataset.drawn = "true";
+  };
+  image.src = p.png;
+
+  const cellAt = (event) => {
+    const c = Math.floor((event.offsetX - box.left) / p.cell_px);
+    const r = Math.floor((event.offsetY - box.top) / p.cell_px);
+    return r >= 0 && c >= 0 && r < p.rows && c < p.cols ? [r, c] : null;
+  };
+  canvas.addEventListener("mousemove", (event) => {
+    const cell = cellAt(event);
+    if (!cell) {
+      tip.style.display = "none";
+      return;
+    }
+    tip.replaceChildren(...hoverLines(p, values, masked, ...cell));
+    tip.style.display = "block";
+    const flip = event.offsetX + 16 + tip.offsetWidth > frame.clientWidth + 40;
+    tip.style.left = `${flip ? event.offsetX - 12 - tip.offsetWidth : event.offsetX + 16}px`;
+    tip.style.top = `${event.offsetY + 16}px`;
+  });
+  canvas.addEventListener("mouseleave", () => (tip.style.display = "none"));
+  if (p.pick === "cell") {
+    canvas.style.cursor = "pointer";
+    canvas.addEventListener("click", (event) => {
+      const cell = cellAt(event);
+      if (cell) setTriggerValue("pick", { row: cell[0], col: cell[1] });
+    });
+  } else if (p.pick !== null && p.pick !== undefined) {
+    canvas.style.cursor = "pointer";
+    canvas.addEventListener("click", () => setTriggerValue("pick", p.pick));
+  }
+  return panel;
+}
+
+export default function (component) {
+  const { data, parentElement, setTriggerValue } = component;
+  let root = parentElement.querySelector(".mv-board");
+  if (!root) {
+    root = element("div", "mv-board");
+    parentElement.append(root);
+  }
+  root.classList.toggle("mv-columns", !!data.columns);
+  root.style.gridTemplateColumns = data.columns ? `repeat(${data.columns}, max-content)` : "";
+  root.replaceChildren(...data.panels.map((p, i) => drawPanel(p, i, data, setTriggerValue)));
+}
