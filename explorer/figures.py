@@ -229,7 +229,7 @@ def picked_map(selection: dict) -> tuple[int, int] | None:
 
 
 def _entropy_parts(df: pd.DataFrame) -> dict:
-    """What any drawing of the [layer, head] entropy matrix shows (matrix arguments, no name or size)."""
+    """The [layer, head] entropy matrix and how it is drawn (matrix_panel's arguments but its name)."""
     n_layers = int(df["layer"].max()) + 1
     n_heads = int(df["head"].max()) + 1
     ent = np.full((n_layers, n_heads), np.nan, dtype=np.float32)  # [L, H]
@@ -248,12 +248,6 @@ def _entropy_parts(df: pd.DataFrame) -> dict:
     }
 
 
-def entropy_heatmap(df: pd.DataFrame) -> dict:
-    """Mean attention entropy per head as a [layer, head] Vega-Lite heatmap, coloured from 0 (one-hot) to uniform."""
-    parts = _entropy_parts(df)
-    return chart(matrix_spec(**{**parts, "subtitle": [parts["subtitle"]]}, name="entropy"))
-
-
 def entropy_panel(df: pd.DataFrame) -> dict:
-    """The entropy matrix of entropy_heatmap as a matrix-view panel."""
+    """Mean attention entropy per head as a [layer, head] matrix-view panel, coloured from 0 (one-hot) to uniform."""
     return matrix_panel(**_entropy_parts(df), name="entropy")

@@ -156,7 +156,8 @@ def panel_matrix(panel: dict) -> DrawnMatrix:
 
 def app_matrices(at) -> dict[str, DrawnMatrix]:
     """Every matrix an AppTest run drew, by name: the matrix views of Vega-Lite charts and the panels of boards."""
-    found = {name: m for spec, tables in app_charts(at) for name, m in matrices(spec, tables).items()}
-    for board in app_boards(at).values():
-        found |= {p["name"]: panel_matrix(p) for p in board["panels"]}
-    return found
+    drawn = [m for spec, tables in app_charts(at) for m in matrices(spec, tables).values()]
+    drawn += [panel_matrix(p) for board in app_boards(at).values() for p in board["panels"]]
+    names = [m.name for m in drawn]
+    assert len(set(names)) == len(names), f"two matrices share a name: {names}"
+    return {m.name: m for m in drawn}

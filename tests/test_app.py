@@ -11,8 +11,9 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.config import ModelConfig
+from explorer.figures import WEIGHTS
 from explorer.stats import head_average
-from tests.drawn import DrawnMatrix, app_charts, matrices, title_text
+from tests.drawn import DrawnMatrix, app_boards, app_matrices
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 TOKENS = "the cat sat on the mat"
@@ -28,16 +29,17 @@ def at() -> AppTest:
 
 def main_heatmap(at: AppTest) -> DrawnMatrix:
     """The big heatmap: the matrix named "map"."""
-    found = [m for spec, tables in app_charts(at) for name, m in matrices(spec, tables).items() if name == "map"]
-    assert len(found) == 1, [title_text(spec) for spec, _ in app_charts(at)]
-    return found[0]
+    found = app_matrices(at)
+    assert "map" in found, list(found)
+    return found["map"]
 
 
 def grid(at: AppTest) -> pd.DataFrame:
-    """The grid's table: one row per small map."""
-    found = [tables["grid"] for _, tables in app_charts(at) if "grid" in tables]
-    assert len(found) == 1
-    return found[0]
+    """The grid: one row per small map (its title, what a click on it picks, whether it is outlined)."""
+    board = app_boards(at)["grid"]
+    return pd.DataFrame(
+        [{"title": p["title"], **p["pick"], "outlined": i == board["picked"]} for i, p in enumerate(board["panels"])]
+    )
 
 
 def assert_ok(at: AppTest) -> None:
@@ -54,8 +56,14 @@ def test_default_view_draws_the_engine_weights(at):
     assert spec.x_labels == ["the", "cat", "sat", "on", "the·4", "mat"]
     assert spec.x_title == "key"
     assert spec.y_title == "query"
-    titles = grid(at)["title"].tolist()
-    assert titles == [f"L{layer} H{head}" for layer in range(2) for head in range(4)]
+    maps = grid(at)
+    assert maps["title"].tolist() == [f"L{layer} H{head}" for layer in range(2) for head in range(4)]
+    assert maps[["layer", "head"]].values.tolist() == [[layer, head] for layer in range(2) for head in range(4)]
+    thumbnails = app_matrices(at)
+    for layer, head in [(0, 0), (1, 2)]:  # each small map is coloured from its own head's weights
+        drawn = thumbnails[f"L{layer} H{head}"].image
+        np.testing.assert_array_equal(drawn, WEIGHTS.rgb(expected.weights[layer, head]))
+    assert maps.loc[maps["outlined"], "title"].tolist() == ["L0 H0"]  # the map shown large
     assert len(at.get("download_button")) == 2
 
 
@@ -67,12 +75,14 @@ def test_layer_head_and_average_selectors(at):
     at.run()
     assert_ok(at)
     np.testing.assert_array_equal(main_heatmap(at).values, expected.weights[1, 3])
+    assert grid(at).loc[grid(at)["outlined"], "title"].tolist() == ["L1 H3"]
     at.selectbox(key="head").select(AVERAGE)
     at.run()
     spec = main_heatmap(at)
     np.testing.assert_array_equal(spec.values, head_average(expected, 1))
     assert "average of 4 heads" in spec.title
     assert any("average" in i.value for i in at.info)
+    assert not grid(at)["outlined"].any()  # an average is no map of the grid
 
 
 @pytest.mark.parametrize(
@@ -171,7 +181,7 @@ def test_bad_tokens_give_an_error_not_a_traceback(at, tokens, message):
     at.text_input(key="tokens").input(tokens).run()
     assert_ok(at)
     assert any(message in e.value for e in at.error)
-    assert not at.get("vega_lite_chart")
+    assert not app_boards(at)
     at.text_input(key="tokens").input("a b c").run()  # the page recovers
     assert_ok(at)
     assert not at.error
@@ -183,7 +193,7 @@ def test_impossible_config_is_an_error_and_page_stays_usable(at):
     at.number_input(key="d_model").set_value(30).run()
     assert_ok(at)
     assert any("divisible" in e.value and "30" in e.value for e in at.error)
-    assert at.info and not at.get("vega_lite_chart")
+    assert at.info and not app_boards(at)
     at.number_input(key="n_heads").set_value(3).run()
     assert_ok(at)
     assert not at.error
@@ -257,18 +267,19 @@ def test_share_hint_holds_exactly_the_changed_settings(at):
     assert sorted(query.split("&")) == ["n_heads=2", "norm=pre", "tokens=a%20b%20c"]
 
 
-def test_big_maps_offer_a_zoom_window_with_hover(at):
+def test_big_maps_keep_hover_and_offer_a_zoom_window(at):
     words = " ".join(f"w{i}" for i in range(130))
     at.query_params.update({"tokens": words, "n_layers": "1", "n_heads": "1"})
     at.run()
     assert_ok(at)
-    assert main_heatmap(at).image is not None  # 130 x 130 cells: one image
+    expected = explorer.run(ModelConfig(n_layers=1, n_heads=1), words).attention[0, 0]  # [130, 130]
+    whole = main_heatmap(at)
+    np.testing.assert_array_equal(whole.values, expected)  # every cell of the whole map hovers
     at.toggle(key="zoom").set_value(True).run()
     at.slider(key="zoom_query").set_value(2).run()
     assert_ok(at)
     drawn = main_heatmap(at)
-    assert drawn.image is None and drawn.values.shape == (128, 128)
-    expected = explorer.run(ModelConfig(n_layers=1, n_heads=1), words).attention[0, 0]  # [130, 130]
+    assert drawn.values.shape == (128, 128) and drawn.view["cell_px"] > whole.view["cell_px"]
     np.testing.assert_array_equal(drawn.values, expected[2:130, 0:128])
     assert drawn.y_labels[0] == "w2"
     small = AppTest.from_file(APP, default_timeout=60)
@@ -284,6 +295,6 @@ def test_a_shared_link_reproduces_the_zoom_window(at):
     at.run()
     assert_ok(at)
     drawn = main_heatmap(at)
-    assert drawn.image is None and (drawn.y_labels[0], drawn.x_labels[0]) == ("w2", "w1")
+    assert (drawn.y_labels[0], drawn.x_labels[0]) == ("w2", "w1")
     expected = explorer.run(ModelConfig(n_layers=1, n_heads=1), words).attention[0, 0]  # [130, 130]
     np.testing.assert_array_equal(drawn.values, expected[2:130, 1:129])

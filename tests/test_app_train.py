@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from streamlit.components.v2.component_manager import BidiComponentManager
 from streamlit.proto.WidgetStates_pb2 import WidgetStates
 from streamlit.runtime import Runtime
 from streamlit.runtime.caching.storage.dummy_cache_storage import MemoryCacheStorageManager
@@ -31,7 +32,7 @@ from explorer import checkpoints
 from explorer.tasks import make_task
 from explorer.training import evaluate, initial_model, single_thread, train
 from explorer.training_figures import percent
-from tests.drawn import app_charts, matrices, title_text
+from tests.drawn import app_charts, app_matrices, matrices, title_text
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PAGE = "views/train.py"
@@ -54,10 +55,10 @@ def assert_ok(at: AppTest) -> None:
 
 
 def drawn_map(at: AppTest, name: str) -> np.ndarray:
-    """The weights an attention heatmap (Vega-Lite) draws, by the matrix name the page gave it."""
-    found = [m for spec, tables in app_charts(at) for n, m in matrices(spec, tables).items() if n == name]
-    assert len(found) == 1, [list(matrices(spec, tables)) for spec, tables in app_charts(at)]
-    return found[0].values
+    """The weights an attention heatmap draws (a Vega-Lite chart or a matrix view), by the name the page gave it."""
+    found = app_matrices(at)
+    assert name in found, list(found)
+    return found[name].values
 
 
 def drawn_table(at: AppTest, name: str) -> pd.DataFrame:
@@ -387,6 +388,7 @@ def sessions_at_once(monkeypatch):
     shared.media_file_mgr = MediaFileManager(MemoryMediaFileStorage("/mock/media"))
     shared.dataframe_source_mgr = DataframeSourceManager()
     shared.cache_storage_manager = MemoryCacheStorageManager()
+    shared.bidi_component_registry = BidiComponentManager()  # where st.components.v2 components register
     monkeypatch.setattr(app_test_module, "Runtime", RunScopedRuntime)
     monkeypatch.setattr(Runtime, "_instance", shared)
     monkeypatch.setattr(app_test_module, "patch_config_options", lambda overrides: contextlib.nullcontext())

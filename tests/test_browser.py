@@ -13,7 +13,7 @@ import explorer
 from explorer.config import ModelConfig
 from explorer.figures import WEIGHTS
 from explorer.vega import MASKED_COLOUR
-from tests.browser_charts import CHART, cell_grid, charts, colours_at, hover, pixels, read_cells, wait_drawn
+from tests.browser_boards import cell_centre, panels, pixels, read_panel, tip_at, wait_panels_drawn
 
 pytestmark = pytest.mark.browser
 
@@ -21,22 +21,30 @@ TOKENS = ["the", "cat", "sat", "on", "the·4", "mat"]
 GREY = [int(MASKED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)]
 
 
-def open_page(page, url: str, wait_idle, n_charts: int = 3) -> list:
+def open_page(page, url: str, wait_idle, n_panels: int = 3) -> None:
     page.goto(url)
     wait_idle(page)
-    wait_drawn(page, n_charts)
-    return charts(page)
+    wait_panels_drawn(page, n_panels)
 
 
 def main_map(page):
-    """The big heatmap: the first chart of the Attention page."""
-    return charts(page)[0]
+    """The big heatmap: the panel named "map"."""
+    return panels(page, "map")[0]
 
 
-def read_map(page, chart, n: int) -> tuple[list[list[dict[str, str]]], np.ndarray]:
-    """Every cell's tooltip and the colour drawn at it, for an n x n map."""
-    xs, ys = cell_grid(page, chart, "key", "query", n, n)
-    return read_cells(page, chart, xs, ys), colours_at(page, chart, xs, ys)
+def read_map(page, n: int) -> tuple[list[list[dict[str, str]]], np.ndarray]:
+    """Every cell's tooltip and the colour drawn at it, for the big map, which is n x n."""
+    cells, colours = read_panel(page, main_map(page))
+    assert (len(cells), len(cells[0])) == (n, n)
+    return cells, colours
+
+
+def changed_control(page, wait_idle, label: str, option: str) -> None:
+    """Pick `option` in the sidebar's select box `label` and wait for the page to redraw."""
+    page.locator("[data-testid='stSidebar']").get_by_role("combobox", name=label).click()
+    page.get_by_role("option", name=option, exact=True).click()
+    wait_idle(page)
+    wait_panels_drawn(page, 3)
 
 
 def assert_clean(page) -> None:
@@ -45,9 +53,9 @@ def assert_clean(page) -> None:
 
 
 def test_default_view_draws_hover_and_colours_the_engine_weights(page, app_url, wait_idle):
-    found = open_page(page, app_url + "/", wait_idle)
-    assert len(found) == 3  # big map, grid, entropy
-    cells, colours = read_map(page, found[0], 6)
+    open_page(page, app_url + "/", wait_idle)
+    assert len(panels(page)) == 1 + 2 * 4 + 1  # big map, the grid's 2 layers x 4 heads, entropy
+    cells, colours = read_map(page, 6)
     expected = explorer.run(ModelConfig(), " ".join(t.split("·")[0] for t in TOKENS)).attention[0, 0]  # [6, 6]
     assert [row[0]["query"] for row in cells] == TOKENS and [c["key"] for c in cells[0]] == TOKENS
     shown = np.array([[float(c["weight"]) for c in row] for row in cells])
@@ -56,12 +64,9 @@ def test_default_view_draws_hover_and_colours_the_engine_weights(page, app_url, 
     assert_clean(page)
 
     before = pixels(main_map(page))
-    page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Mask").click()
-    page.get_by_role("option", name="causal", exact=True).click()
-    wait_idle(page)
-    wait_drawn(page, 3)
+    changed_control(page, wait_idle, "Mask", "causal")
     assert "mask=causal" in page.url
-    cells, colours = read_map(page, main_map(page), 6)
+    cells, colours = read_map(page, 6)
     upper = np.triu(np.ones((6, 6), dtype=bool), 1)
     masked = np.array([["masked" in c["weight"] for c in row] for row in cells])
     np.testing.assert_array_equal(masked, upper)  # hover says masked exactly on the upper triangle ...
@@ -71,40 +76,28 @@ def test_default_view_draws_hover_and_colours_the_engine_weights(page, app_url, 
 
 
 def test_url_sets_controls(page, app_url, wait_idle):
-    found = open_page(
-        page, app_url + "/?n_heads=2&n_layers=3&mask=causal%2Bpadding&tokens=%5BPAD%5D%20a%20b", wait_idle
-    )
-    titles = set()
-    grid = found[1]
-    grid.scroll_into_view_if_needed()
-    box = grid.locator("canvas").first.bounding_box()
-    for fx in np.linspace(0.05, 0.95, 8):
-        for fy in np.linspace(0.05, 0.95, 12):
-            titles.add(hover(page, box["x"] + fx * box["width"], box["y"] + fy * box["height"]).get("map"))
-    assert titles - {None} == {f"L{layer} H{head}" for layer in range(3) for head in range(2)}
+    open_page(page, app_url + "/?n_heads=2&n_layers=3&mask=causal%2Bpadding&tokens=%5BPAD%5D%20a%20b", wait_idle)
+    titles = {
+        tip_at(page, *cell_centre(p, 1, 1)).get("") for p in panels(page) if p.get_attribute("data-name") != "map"
+    }
+    assert {t.split(":")[0] for t in titles if t} == {f"L{layer} H{head}" for layer in range(3) for head in range(2)}
     assert page.get_by_text("no key to attend to").count() == 1
     assert_clean(page)
-    page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Mask").click()
-    page.get_by_role("option", name="none", exact=True).click()
-    wait_idle(page)
-    wait_drawn(page, 3)
+    changed_control(page, wait_idle, "Mask", "none")
     assert "mask=" not in page.url  # back to the default, which Streamlit leaves out of the URL
-    cells, colours = read_map(page, main_map(page), 3)
+    cells, colours = read_map(page, 3)
     assert not any("masked" in c["weight"] for row in cells for c in row)
     assert not (colours == GREY).all(axis=-1).any()
     assert_clean(page)
 
 
 def test_hand_typed_plus_in_url_means_causal_padding(page, app_url, wait_idle):
-    found = open_page(page, app_url + "/?mask=causal+padding&tokens=a+b+%5BPAD%5D", wait_idle)  # "+" is a space
+    open_page(page, app_url + "/?mask=causal+padding&tokens=a+b+%5BPAD%5D", wait_idle)  # "+" is a space
     assert page.locator("[data-testid='stAlert']").count() == 0
-    cells, _ = read_map(page, found[0], 3)
+    cells, _ = read_map(page, 3)
     assert sum("masked" in c["weight"] for row in cells for c in row) == 3 + 1  # causal triangle, plus [PAD]
-    page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Mask").click()
-    page.get_by_role("option", name="causal", exact=True).click()
-    wait_idle(page)
-    wait_drawn(page, 3)
-    cells, _ = read_map(page, main_map(page), 3)
+    changed_control(page, wait_idle, "Mask", "causal")
+    cells, _ = read_map(page, 3)
     assert sum("masked" in c["weight"] for row in cells for c in row) == 3
     assert_clean(page)
 
@@ -121,40 +114,31 @@ def test_impossible_config_shows_error(page, app_url, wait_idle):
     wait_idle(page)
     alerts = " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
     assert "divisible" in alerts
-    assert page.locator(CHART).count() == 0
+    assert not panels(page)
     assert_clean(page)
 
 
 def test_clicking_the_grid_picks_a_map(page, app_url, wait_idle):
-    found = open_page(page, app_url + "/", wait_idle)
-    grid = found[1]
-    grid.scroll_into_view_if_needed()
-    box = grid.locator("canvas").first.bounding_box()
-    target = None
-    for fy in np.linspace(0.55, 0.95, 9):  # the second row of maps is in the lower half
-        for fx in np.linspace(0.3, 0.5, 5):  # the second of four heads
-            x, y = box["x"] + fx * box["width"], box["y"] + fy * box["height"]
-            if hover(page, x, y).get("map") == "L1 H1":
-                target = (x, y)
-                break
-        if target:
-            break
-    assert target, "no point of the grid shows L1 H1 on hover"
-    page.mouse.click(*target)
+    open_page(page, app_url + "/", wait_idle)
+    thumbnail = panels(page, "L1 H1")[0]
+    assert tip_at(page, *cell_centre(thumbnail, 2, 2)) == {"": "L1 H1: click to show it large above"}
+    page.mouse.click(*cell_centre(thumbnail, 2, 2))
     page.wait_for_function("() => location.search.includes('layer=1')", timeout=30_000)
     wait_idle(page)
-    wait_drawn(page, 3)
+    wait_panels_drawn(page, 3)
     assert "head=1" in page.url
     assert page.get_by_role("combobox", name="Layer", exact=True).input_value() == "1"
-    cells, _ = read_map(page, main_map(page), 6)  # the big map now draws L1 H1's weights
+    cells, _ = read_map(page, 6)  # the big map now draws L1 H1's weights
     expected = explorer.run(ModelConfig(), "the cat sat on the mat").attention[1, 1]  # [6, 6]
     np.testing.assert_allclose([[float(c["weight"]) for c in row] for row in cells], expected, atol=5e-5)
+    outlined = panels(page, "L1 H1")[0].evaluate("p => p.classList.contains('mv-picked')")
+    assert outlined and not panels(page, "L0 H0")[0].evaluate("p => p.classList.contains('mv-picked')")
     assert_clean(page)
 
 
 def test_downloads_hold_the_shown_weights(page, app_url, wait_idle):
-    found = open_page(page, app_url + "/?mask=causal&layer=1&head=2", wait_idle)
-    cells, _ = read_map(page, found[0], 6)
+    open_page(page, app_url + "/?mask=causal&layer=1&head=2", wait_idle)
+    cells, _ = read_map(page, 6)
     with page.expect_download() as info:
         page.get_by_role("button", name="Download JSON").click()
     assert info.value.suggested_filename == "attention_self-attention_L1_H2.json"

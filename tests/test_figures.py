@@ -13,7 +13,9 @@ from explorer.figures import (
     WEIGHTS,
     attention_grid,
     attention_heatmap,
-    entropy_heatmap,
+    attention_map_panel,
+    entropy_panel,
+    grid_board,
     grid_cells,
     picked_map,
     token_labels,
@@ -21,7 +23,7 @@ from explorer.figures import (
 from explorer.stats import head_average, head_entropy
 from explorer.trace import AttentionMaps
 from explorer.vega import MASKED_COLOUR, MAX_CELLS
-from tests.drawn import _decode_png, one_matrix, title_text
+from tests.drawn import _decode_png, one_matrix, panel_matrix, title_text
 
 
 def causal(n: int) -> np.ndarray:
@@ -179,15 +181,37 @@ def test_grid_size_does_not_grow_with_tokens(make_maps):
     assert (small["width"], small["height"]) == (spec["width"], spec["height"])
 
 
-def test_entropy_heatmap_values(make_maps):
+def test_entropy_panel_values(make_maps):
     maps = make_maps(n_layers=2, n_heads=3, allowed=causal(6))
     df = head_entropy(maps)
-    drawn = one_matrix(entropy_heatmap(df))
+    drawn = panel_matrix(entropy_panel(df))
     np.testing.assert_allclose(drawn.values, df["entropy"].to_numpy().reshape(2, 3), rtol=1e-6)
-    scale = drawn.view["layer"][0]["encoding"]["color"]["scale"]
-    assert scale["domain"][-1] == df["max_entropy"].iloc[0] and scale["domain"][0] == 0
+    legend = drawn.view["legend"]
+    assert legend["high"] == df["max_entropy"].iloc[0] and legend["low"] == 0
     assert (drawn.x_title, drawn.y_title) == ("head", "layer")
     assert drawn.x_labels == ["H0", "H1", "H2"] and drawn.y_labels == ["L0", "L1"]
+
+
+def test_grid_board_picks_and_outlines_each_map(make_maps):
+    allowed = causal(6)
+    maps = make_maps(n_layers=3, n_heads=4, allowed=allowed)
+    grid = grid_board(maps, picked=(2, 1))
+    assert grid["columns"] == 4 and grid["panels"][grid["picked"]]["title"] == "L2 H1"
+    for panel in grid["panels"]:
+        layer, head = panel["pick"]["layer"], panel["pick"]["head"]
+        assert panel["title"] == f"L{layer} H{head}" and not panel["axes"]
+        shown = np.where(allowed, maps.weights[layer, head], np.nan)
+        np.testing.assert_array_equal(panel_matrix(panel).image, WEIGHTS.rgb(shown))
+    assert grid_board(maps)["picked"] is None
+
+
+def test_map_panel_and_chart_draw_the_same_map(make_maps):
+    maps = make_maps(n_layers=2, n_heads=2, allowed=causal(6))
+    panel = panel_matrix(attention_map_panel(maps, 1, 0))
+    chart = one_matrix(attention_heatmap(maps, 1, 0))
+    np.testing.assert_array_equal(panel.values, chart.values)
+    np.testing.assert_array_equal(panel.masked, chart.masked)
+    assert (panel.x_labels, panel.y_labels, panel.title) == (chart.x_labels, chart.y_labels, chart.title)
 
 
 def test_a_window_draws_part_of_a_big_map_with_its_own_labels(make_maps):

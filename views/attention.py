@@ -9,18 +9,12 @@ import streamlit as st
 
 from explorer.config import ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
-from explorer.figures import (
-    GRID_MAX_CELLS,
-    GRID_PICK,
-    attention_grid,
-    attention_heatmap,
-    entropy_heatmap,
-    grid_cells,
-    picked_map,
-)
+from explorer.figures import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_board, grid_cells
+from explorer.matrix_view import board
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
 from explorer.vega import MAX_CELLS
+from views.matrix_view import picked_value, show_board
 
 AVERAGE = "average of heads"
 VIEW_NOTES_KEY = "_view_notes"
@@ -59,11 +53,10 @@ def show_view_notes() -> None:
 
 
 def pick_from_grid() -> None:
-    """on_select callback of the grid: show the clicked map in the big heatmap."""
-    event = st.session_state.get("grid")
-    picked = picked_map(event.selection if event is not None else {})
+    """on_pick callback of the grid: show the clicked map in the big heatmap."""
+    picked = picked_value("grid")
     if picked is not None:
-        st.session_state["layer"], st.session_state["head"] = picked
+        st.session_state["layer"], st.session_state["head"] = int(picked["layer"]), int(picked["head"])
 
 
 def _code(text: str) -> str:
@@ -72,20 +65,19 @@ def _code(text: str) -> str:
 
 
 def zoom_window(maps: AttentionMaps) -> tuple[int, int, int, int] | None:
-    """For a map too big for hover: an optional window of at most MAX_CELLS cells that gets hover back."""
+    """For a big map: an optional window of at most MAX_CELLS cells, drawn with bigger cells and every label."""
     tq, tk = maps.weights.shape[-2:]  # [L, H, Tq, Tk]
     if tq * tk <= MAX_CELLS:
         return None
     side = math.isqrt(MAX_CELLS)
     zoom = st.toggle(
-        f"Zoom into {min(side, tq)} × {min(side, tk)} tokens, with hover",
+        f"Zoom into {min(side, tq)} × {min(side, tk)} tokens",
         key="zoom",
         bind="query-params",
-        help=f"This map has {tq} × {tk} cells, too many to hover one by one in a browser, so it is drawn whole as "
-        "an image. A window shows every weight on hover; the downloads always hold the whole map.",
+        help=f"This map has {tq} × {tk} cells, each only a pixel or two wide, and labels only every few tokens. "
+        "A window draws bigger cells with every token labelled; the downloads always hold the whole map.",
     )
     if not zoom:
-        st.caption("Hover is off for a map this big: zoom in to read single weights, or download them.")
         return None
     left, right = st.columns(2)
     q0 = left.slider("First query", 0, max(0, tq - side), 0, key="zoom_query", bind="query-params")
@@ -100,7 +92,8 @@ def view_options(maps: AttentionMaps) -> tuple[list[int], list]:
 
 @st.fragment
 def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
-    """Layer and head selectors, the big heatmap and the downloads: reruns alone when a selector changes."""
+    """Layer and head selectors, the big heatmap, the downloads and the grid: reruns alone when a selector changes
+    or a grid map is clicked."""
     layers, heads = view_options(maps)
     left, right, _ = st.columns([1, 1, 2])
     layer = left.selectbox("Layer", layers, key="layer", bind="query-params")
@@ -115,9 +108,7 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
     if head_index is None:
         st.info(f"Showing the **average** of all {maps.n_heads} heads of layer {layer}, not a single head.")
     window = zoom_window(maps)
-    st.vega_lite_chart(
-        attention_heatmap(maps, layer, head_index, window=window), key="heatmap", theme=None, width="content"
-    )
+    show_board(board([attention_map_panel(maps, layer, head_index, window=window)]), key="heatmap")
     empty = maps.empty_rows
     if empty.any():
         n_empty = int(empty.sum())
@@ -147,10 +138,11 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
         icon=":material/download:",
         key="download_json",
     )
+    grid(maps, (layer, head_index) if head_index is not None else None)
 
 
-def grid(maps: AttentionMaps) -> None:
-    """Every layer x head as a small map; clicking one shows it above."""
+def grid(maps: AttentionMaps, shown: tuple[int, int] | None) -> None:
+    """Every layer x head as a small map, the one `shown` above outlined; clicking one shows it above."""
     st.subheader("All layers × heads")
     if grid_cells(maps) > GRID_MAX_CELLS:
         st.info(
@@ -158,22 +150,15 @@ def grid(maps: AttentionMaps) -> None:
             "Layer and Head selectors above (or use fewer tokens)."
         )
         return
-    st.caption("Rows are layers, columns are heads. Click a map to show it large above.")
-    st.vega_lite_chart(
-        attention_grid(maps),
-        key="grid",
-        theme=None,
-        on_select=pick_from_grid,
-        selection_mode=GRID_PICK,
-        width="content",
-    )
+    st.caption("Rows are layers, columns are heads. Click a map to show it large above (outlined in red).")
+    show_board(grid_board(maps, picked=shown), key="grid", on_pick=pick_from_grid)
 
 
 def entropy(maps: AttentionMaps) -> None:
     """How spread out each head's attention is."""
     st.subheader("How peaked is each head?")
     df = head_entropy(maps)
-    st.vega_lite_chart(entropy_heatmap(df), key="entropy", theme=None, width="content")
+    show_board(board([entropy_panel(df)]), key="entropy")
     if st.toggle("Show the entropy table", key="entropy_table", help="Entropy and peakedness of every head, sortable."):
         st.dataframe(
             df,
@@ -213,7 +198,6 @@ def main() -> None:
         )
     maps = all_maps[kind]
     map_viewer(maps, cfg)
-    grid(maps)
     entropy(maps)
     with notes:
         show_view_notes()
