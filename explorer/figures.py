@@ -1,7 +1,5 @@
-"""Attention figures for the Attention and Train pages as Vega-Lite specs: maps in, dict out (no Streamlit here).
-
-Specs carry their tables as DataFrames under "datasets" (see explorer/vega.py for why Vega-Lite).
-"""
+"""Attention figures for the Attention and Train pages as matrix-view panels and boards: maps in, dict out (no
+Streamlit here; explorer/matrix_view.py says why these matrices are not Vega-Lite charts)."""
 
 from __future__ import annotations
 
@@ -11,7 +9,7 @@ import pandas as pd
 from explorer.matrix_view import board, matrix_panel
 from explorer.stats import attention_matrix
 from explorer.trace import AttentionMaps
-from explorer.vega import BLUES, VIRIDIS, Ramp, chart, layer_head_axes, matrix_spec, png_uri
+from explorer.vega import BLUES, VIRIDIS, Ramp, layer_head_axes
 
 WEIGHTS = Ramp(BLUES, 0.0, 1.0)  # weight 0 = near white, 1 = dark blue; grey is reserved for masked cells
 EMPTY_ROW_MARK = "⊘ "
@@ -77,25 +75,6 @@ def _map_parts(
     return parts, notes
 
 
-def attention_heatmap(
-    maps: AttentionMaps,
-    layer: int,
-    head: int | None,
-    name: str = "map",
-    max_px: int = 640,
-    window: tuple[int, int, int, int] | None = None,
-) -> dict:
-    """One attention map as a Vega-Lite chart: keys across (x), queries down (y, first on top); grey = masked;
-    ⊘ = no allowed key.
-
-    `name` names the chart's table and parameters (two maps on one page need two names). `window` =
-    (first query, end query, first key, end key) draws only that part of the map, with its own labels: a map
-    too big for hover (see explorer.vega.MAX_CELLS) gets hover back in a window that is small enough.
-    """
-    parts, notes = _map_parts(maps, layer, head, window)
-    return chart(matrix_spec(**parts, name=name, subtitle=[" · ".join(notes)] if notes else None, max_px=max_px))
-
-
 def attention_map_panel(
     maps: AttentionMaps,
     layer: int,
@@ -104,8 +83,9 @@ def attention_map_panel(
     max_px: int = 640,
     window: tuple[int, int, int, int] | None = None,
 ) -> dict:
-    """One attention map as a matrix-view panel (explorer.matrix_view), every cell with hover; `window` as in
-    attention_heatmap."""
+    """One attention map as a matrix-view panel: keys across, queries down (first on top); grey = masked; ⊘ = no
+    allowed key; every cell hovers. `window` = (first query, end query, first key, end key) draws only that part
+    of the map, with its own labels and bigger cells."""
     parts, notes = _map_parts(maps, layer, head, window)
     return matrix_panel(**parts, name=name, subtitle=" · ".join(notes) or None, max_px=max_px)
 
@@ -120,82 +100,11 @@ def grid_map_px(n_heads: int, width_px: int = 880) -> int:
     return int(min(200, max(40, width_px / (1.12 * n_heads))))
 
 
-def grid_table(maps: AttentionMaps, map_px: int) -> pd.DataFrame:
-    """One row per small map: layer, head, its title, its place in the mosaic (x, x2, y, y2) and its image."""
-    n_layers, n_heads, tq, tk = maps.weights.shape  # [L, H, Tq, Tk]
-    allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
-    width, height = tk / max(tq, tk), tq / max(tq, tk)  # in map units: the longer side is 1
-    rows = []
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            shown = np.where(allowed, maps.weights[layer, head], np.nan)  # [Tq, Tk]
-            x, y = head * 1.12, layer * 1.25 + 0.2
-            rows.append(
-                {"layer": layer, "head": head, "title": f"L{layer} H{head}", "x": x, "x2": x + width, "y": y,
-                 "y2": y + height, "url": png_uri(WEIGHTS.rgb(shown), min_side=map_px)}
-            )  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-def attention_grid(maps: AttentionMaps, width_px: int = 880) -> dict:
-    """Every layer (rows) x head (columns) as a small map titled "L0 H1"; click a map to pick it.
-
-    Each map is one image coloured like the big map, so the grid costs the browser the same for any number of
-    tokens; a click selects the map's layer and head (the GRID_PICK selection; see picked_map).
-    """
-    n_layers, n_heads, tq, tk = maps.weights.shape  # [L, H, Tq, Tk]
-    map_px = grid_map_px(n_heads, width_px)
-    table = grid_table(maps, map_px)
-    x_units, y_units = n_heads * 1.12 - 0.12, n_layers * 1.25
-    position = {
-        "x": {"field": "x", "type": "quantitative", "scale": {"domain": [0, x_units], "nice": False}, "axis": None},
-        "x2": {"field": "x2"},
-        "y": {"field": "y", "type": "quantitative", "scale": {"domain": [0, y_units], "nice": False,
-              "reverse": True}, "axis": None},
-        "y2": {"field": "y2"},
-    }  # fmt: skip
-    hover = [
-        {"field": "title", "title": "map"},
-        {"field": "hint", "title": "click"},
-    ]
-    spec = {
-        "width": round(map_px * x_units),  # a map unit is one map side
-        "height": round(map_px * y_units),
-        "datasets": {"grid": table},
-        "data": {"name": "grid"},
-        "transform": [{"calculate": "'show it large above'", "as": "hint"}],
-        "layer": [
-            {"mark": {"type": "image", "aspect": False}, "encoding": {**position, "url": {"field": "url"}}},
-            {
-                "params": [{"name": GRID_PICK, "select": {"type": "point", "fields": ["layer", "head"]}}],
-                "mark": {"type": "rect", "fill": "#000000", "fillOpacity": 0, "cursor": "pointer"},
-                "encoding": {
-                    **position,
-                    "stroke": {"condition": {"param": GRID_PICK, "empty": False, "value": "#d62728"},
-                               "value": "#cccccc"},
-                    "strokeWidth": {"condition": {"param": GRID_PICK, "empty": False, "value": 3}, "value": 1},
-                    "tooltip": hover,
-                },
-            },
-            {
-                "mark": {"type": "text", "baseline": "bottom", "dy": -3, "fontSize": 11},
-                "encoding": {
-                    "x": {"field": "x_mid", "type": "quantitative"},
-                    "y": {"field": "y", "type": "quantitative"},
-                    "text": {"field": "title"},
-                },
-                "transform": [{"calculate": "(datum.x + datum.x2) / 2", "as": "x_mid"}],
-            },
-        ],
-    }  # fmt: skip
-    if not np.asarray(maps.allowed, dtype=bool).all():
-        spec["title"] = {"text": "grey = masked", "anchor": "end", "fontSize": 12, "fontWeight": "normal"}
-    return chart(spec)
-
-
-def grid_board(maps: AttentionMaps, width_px: int = 880, picked: tuple[int, int] | None = None) -> dict:
-    """Every layer (rows) x head (columns) as a small matrix-view panel titled "L0 H1"; a click on one sends back
-    {"layer": ..., "head": ...}. The map `picked` (layer, head) is outlined."""
+def grid_board(
+    maps: AttentionMaps, width_px: int = 880, picked: tuple[int, int] | None = None, pickable: bool = True
+) -> dict:
+    """Every layer (rows) x head (columns) as a small matrix-view panel titled "L0 H1"; when `pickable`, a click
+    on one sends back {"layer": ..., "head": ...}. The map `picked` (layer, head) is outlined."""
     n_layers, n_heads, tq, tk = maps.weights.shape  # [L, H, Tq, Tk]
     parts, _ = _map_parts(maps, 0, 0, None)
     panels = []
@@ -208,8 +117,8 @@ def grid_board(maps: AttentionMaps, width_px: int = 880, picked: tuple[int, int]
                     name=title,
                     max_px=grid_map_px(n_heads, width_px),
                     axes=False,
-                    hover=f"{title}: click to show it large above",
-                    pick={"layer": layer, "head": head},
+                    hover=f"{title}: click to show it large above" if pickable else title,
+                    pick={"layer": layer, "head": head} if pickable else None,
                 )
             )
     index = None if picked is None else picked[0] * n_heads + picked[1]

@@ -32,7 +32,7 @@ from explorer import checkpoints
 from explorer.tasks import make_task
 from explorer.training import evaluate, initial_model, single_thread, train
 from explorer.training_figures import percent
-from tests.drawn import app_charts, app_matrices, matrices, title_text
+from tests.drawn import app_charts, app_matrices, title_text
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PAGE = "views/train.py"
@@ -207,7 +207,7 @@ def test_stop_ends_training_and_keeps_what_was_learned(at, monkeypatch):
     warning = " ".join(w.value for w in at.warning)
     assert f"stopped at step {stopped_at} of 3000" in warning and "pre-norm was not trained" in warning
     assert at.metric[0].value == percent(evaluate(result.model, training.task))  # the model as learned so far
-    assert matrices(*next(c for c in app_charts(at) if "snapshot_cells" in c[1]))  # heatmaps of the stopped model
+    assert app_matrices(at)["snapshot"].values.shape == (8, 8)  # heatmaps of the stopped model
     assert at.button(key="train_stop").disabled
 
 

@@ -8,7 +8,9 @@ import re
 import numpy as np
 import pytest
 
-from tests.browser_charts import cell_grid, charts, pixels, read_cells, wait_drawn
+from tests.browser_boards import panels, read_tips, wait_panels_drawn
+from tests.browser_boards import pixels as panel_pixels
+from tests.browser_charts import charts, pixels, wait_drawn
 
 pytestmark = pytest.mark.browser
 
@@ -35,10 +37,10 @@ def stop_button(page):
 
 
 def snapshot_weights(page) -> np.ndarray:
-    """[8, 8] weights of the snapshot heatmap (the page's second chart, after the curves), read by hovering."""
-    chart = charts(page)[1]
-    xs, ys = cell_grid(page, chart, "key", "query", 8, 8)
-    return np.array([[float(c["weight"]) for c in row] for row in read_cells(page, chart, xs, ys)])
+    """[8, 8] weights of the snapshot heatmap, read by hovering each cell."""
+    weights = np.array([[float(c["weight"]) for c in row] for row in read_tips(page, panels(page, "snapshot")[0])])
+    assert weights.shape == (8, 8)
+    return weights
 
 
 def metric_values(page) -> list[str]:
@@ -59,7 +61,8 @@ def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_i
     assert page.locator("[data-testid='stProgress']").count() == 0
     accuracy = float(metric_values(page)[0].rstrip("%"))
     assert accuracy >= 99.0  # reverse, length 8, on fresh data
-    wait_drawn(page, 4)  # curves, snapshot map, grid, pattern
+    wait_drawn(page, 2)  # curves and pattern (Vega-Lite)
+    wait_panels_drawn(page, 2)  # snapshot map and grid
     curves = pixels(charts(page)[0])
     assert (np.abs(curves.astype(int) - POST_NORM_BLUE).max(axis=-1) <= 2).sum() > 200  # the post-norm curves
     weights = snapshot_weights(page)  # the head picked first, at the last snapshot
@@ -69,7 +72,8 @@ def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_i
     slider.focus()
     slider.press("Home")
     wait_idle(page)
-    wait_drawn(page, 4)
+    wait_drawn(page, 2)
+    wait_panels_drawn(page, 2)
     early = snapshot_weights(page)
     assert np.fliplr(early).diagonal().mean() < 0.5
     assert_clean(page)
@@ -91,8 +95,9 @@ def test_stop_keeps_what_was_learned(page, app_url, wait_idle):
     stopped = int(re.search(r"stopped at step (\d+) of 3000", alerts).group(1))
     assert 20 <= stopped < 3000
     assert "keeps what it learned" in alerts
-    wait_drawn(page, 3)
-    assert len(metric_values(page)) == 1 and len(charts(page)) >= 3  # curves, the stopped model's maps
+    wait_drawn(page, 1)  # the curves
+    wait_panels_drawn(page, 2)  # the stopped model's maps
+    assert len(metric_values(page)) == 1 and len(panels(page, "snapshot")) == 1
     assert stop_button(page).is_disabled()
     assert_clean(page)
 
@@ -134,11 +139,11 @@ def test_download_load_back_and_send_to_attention(page, app_url, wait_idle, tmp_
     assert "Trained model in use" in sidebar.inner_text()
     tokens = sidebar.get_by_role("textbox", name="Tokens").input_value()
     assert set(tokens.split()) <= set("ABCDEFGHIJ") and len(tokens.split()) == 8
-    wait_drawn(page, 3)  # the Attention page's map, grid and entropy
-    trained = pixels(charts(page)[0])
+    wait_panels_drawn(page, 3)  # the Attention page's map, grid and entropy
+    trained = panel_pixels(panels(page, "map")[0])
     sidebar.get_by_role("button", name="Back to the random model").click()
     wait_idle(page)
     assert "Trained model in use" not in page.locator("[data-testid='stSidebar']").inner_text()
-    wait_drawn(page, 3)
-    assert not np.array_equal(trained, pixels(charts(page)[0]))  # the random model's map is another
+    wait_panels_drawn(page, 3)
+    assert not np.array_equal(trained, panel_pixels(panels(page, "map")[0]))  # the random model's map is another
     assert_clean(page)

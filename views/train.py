@@ -15,7 +15,8 @@ import torch
 
 from explorer import checkpoints
 from explorer.config import ConfigError, ModelConfig
-from explorer.figures import attention_grid, attention_heatmap
+from explorer.figures import attention_map_panel, grid_board
+from explorer.matrix_view import board
 from explorer.tasks import TASKS, Task, make_task
 from explorer.trace import AttentionMaps, run
 from explorer.training import TrainResult, evaluate, initial_model, single_thread, train
@@ -33,6 +34,7 @@ from explorer.training_figures import (
     steps_to_accuracy,
     task_pattern,
 )
+from views.matrix_view import show_board
 
 RESULT_KEY = "_train"  # this session's last training run, or the model loaded from files: a Training
 TRAINED_KEY = "_trained"  # the model the other pages show instead of the random one (read by dashboard.py)
@@ -347,14 +349,11 @@ def attention_forming(training: Training, norm: str, probe_maps: AttentionMaps, 
     maps = snapshot_maps(result.snapshots[steps.index(step)], probe_maps)
     left, right = st.columns(2)
     with left:
-        st.vega_lite_chart(
-            attention_heatmap(maps, layer, head, name="snapshot", max_px=380),
-            key="train_snapshot_map",
-            theme=None,
-            width="content",
+        show_board(
+            board([attention_map_panel(maps, layer, head, name="snapshot", max_px=380)]), key="train_snapshot_map"
         )
     with right:
-        st.vega_lite_chart(attention_grid(maps, width_px=440), key="train_snapshot_grid", theme=None, width="content")
+        show_board(grid_board(maps, width_px=440, pickable=False), key="train_snapshot_grid")
     pattern = task_pattern(task)
     if pattern is not None and len(steps) > 1:
         history = pattern_history(result.snapshots, pattern)
@@ -386,12 +385,7 @@ def your_tokens(training: Training, norm: str, layer: int, head: int) -> None:
     maps = trace.attention_maps()["self-attention"]
     left, right = st.columns(2)
     with left:
-        st.vega_lite_chart(
-            attention_heatmap(maps, layer, head, name="typed", max_px=380),
-            key="train_tokens_map",
-            theme=None,
-            width="content",
-        )
+        show_board(board([attention_map_panel(maps, layer, head, name="typed", max_px=380)]), key="train_tokens_map")
     with right:
         shown = pd.DataFrame(
             {
