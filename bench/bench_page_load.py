@@ -2,11 +2,11 @@
 
 Starts the dashboard headless on a free port, then loads the small configuration from its URL again and
 again, each time in a new browser context (no cache, no cookies, a new Streamlit session), and times
-page.goto(URL) until the script run has finished, every chart on the page is drawn (a Vega-Lite canvas with
-painted pixels, or a Plotly chart's SVG) and no skeleton is left ("done"; the time to the first chart drawn
-is shown too). The first load after the server starts is
-"cold" (imports, empty st.cache_*); then --loads warm loads each in a new browser context (the target
-applies to these), and --loads more in one shared context whose browser cache is warm.
+page.goto(URL) until the script run has finished, every chart on the page is drawn (every canvas of a matrix
+view marked drawn, a Vega-Lite canvas with painted pixels: CHARTS_DRAWN in serve.py) and no skeleton is left
+("done"; the time to the first chart drawn is shown too). The first load after the server starts is "cold"
+(imports, empty st.cache_*); then --loads warm loads each in a new browser context (the target applies to
+these), and --loads more in one shared context whose browser cache is warm.
 
 Usage: python bench/bench_page_load.py [--loads N] [--query "d_model=256&..."] [--baseline] [--strict]
 Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIUM.
@@ -15,7 +15,6 @@ Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIU
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import re
 import statistics
@@ -36,7 +35,8 @@ SMALL = {
     "d_ff": 1024,
     "tokens": "the cat sat on the mat while a small dog ran after it across the long green field",  # 16 words
 }
-# --baseline: the least a Streamlit page costs on this machine, bare and with one small heatmap, for scale.
+# --baseline: the least a Streamlit page costs on this machine, for scale: bare, with one small Vega-Lite heatmap
+# (what the page drew before the matrix view), and with the same sidebar controls as the dashboard but no chart.
 BASELINE_APPS = {
     "bare page": """import streamlit as st
 
@@ -57,14 +57,22 @@ st.vega_lite_chart(cells, {"mark": "rect", "width": 500, "height": 500, "encodin
     "x": {"field": "k", "type": "ordinal"}, "y": {"field": "q", "type": "ordinal"},
     "color": {"field": "w", "type": "quantitative"}, "tooltip": [{"field": "w"}]}})
 """,
-    "bare page + 1 Plotly heatmap": """import numpy as np
-import plotly.graph_objects as go
-import streamlit as st
+    "bare page + the sidebar's 12 controls": """import streamlit as st
 
 st.set_page_config(layout="wide")
-st.sidebar.text_input("Tokens", "the cat sat on the mat")
+sb = st.sidebar
+sb.text_input("Tokens", "the cat sat on the mat", key="tokens", bind="query-params", help="words")
+for name in ("arch", "norm"):
+    sb.selectbox(name, ["a", "b", "c"], key=name, bind="query-params", help="choose")
+left, right = sb.columns(2)
+for i, name in enumerate(("n_layers", "n_heads", "d_model", "d_ff")):
+    (left, right)[i % 2].number_input(name, 1, 4096, 4, step=1, key=name, bind="query-params", help="count")
+for name in ("positional", "mask", "activation"):
+    sb.selectbox(name, ["a", "b", "c"], key=name, bind="query-params", help="choose")
+sb.number_input("seed", 0, 1000, 0, step=1, key="seed", bind="query-params", help="seed")
+with sb.expander("Share this view"):
+    st.markdown("`http://127.0.0.1/?n_heads=2`")
 st.title("Attention")
-st.plotly_chart(go.Figure(go.Heatmap(z=np.random.default_rng(0).random((16, 16)))))
 """,
 }
 LOCAL = re.compile(r"^(https?|wss?)://127\.0\.0\.1[:/]|^(data|blob|about):")
@@ -152,9 +160,6 @@ def main() -> int:
     timeout_ms = int(args.timeout * 1000)
     results = {args.app: measure(args.app, args.query, args.loads, timeout_ms)}
     for name, source in BASELINE_APPS.items() if args.baseline else ():
-        if "plotly" in source and importlib.util.find_spec("plotly") is None:
-            print(f"{name}: skipped, plotly is not installed (the app no longer needs it)")
-            continue
         with tempfile.TemporaryDirectory() as folder:
             baseline = Path(folder) / "baseline.py"
             baseline.write_text(source)
