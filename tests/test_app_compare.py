@@ -2,24 +2,25 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import NamedTuple
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 import pandas as pd
-import pyarrow.ipc as ipc
 import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.compare import attention_difference, b_from_query, default_b, head_ranking, model_for_b, reorder_maps
 from explorer.config import ModelConfig
+from explorer.matrix_view import decode_floats
+from explorer.trace import AttentionMaps
+from tests.drawn import DrawnMatrix, app_boards, app_charts, panel_matrix
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PAGE = "views/compare.py"
 TOKENS = "the cat sat on the mat"
+BOARDS = ("pair_maps", "difference_map", "ranking_map")  # the page's matrix views, by key
 
 
 @pytest.fixture
@@ -39,70 +40,63 @@ def assert_ok(at: AppTest) -> None:
     assert not at.exception, [e.value for e in at.exception]
 
 
-class Chart(NamedTuple):
-    """A Vega-Lite chart on the page: its spec, and its datasets (sent apart from the spec, as Arrow)."""
-
-    spec: dict
-    tables: dict[str, pd.DataFrame]
+def sides(at: AppTest) -> dict[str, DrawnMatrix]:
+    """The A | B maps as drawn, by side ("A", "B"): values NaN where grey (masked)."""
+    return {p["name"]: panel_matrix(p) for p in app_boards(at)["pair_maps"]["panels"]}
 
 
-def charts(at: AppTest) -> list[Chart]:
-    out = []
-    for element in at.get("vega_lite_chart"):
-        tables = {d.name: ipc.open_stream(d.data.data).read_all().to_pandas() for d in element.proto.datasets}
-        out.append(Chart(json.loads(element.proto.spec), tables))
-    return out
+def side_titles(at: AppTest) -> list[str]:
+    return [p["title"] for p in app_boards(at)["pair_maps"]["panels"]]
 
 
-def chart_with(at: AppTest, dataset: str) -> Chart | None:
-    """The one chart carrying this dataset (or a dataset starting with it), None when there is none."""
-    found = [c for c in charts(at) if any(name.startswith(dataset) for name in c.tables)]
-    assert len(found) <= 1
-    return found[0] if found else None
+def shown(maps: AttentionMaps, layer: int = 0, head: int = 0) -> np.ndarray:
+    """What a map of these weights must draw: the weights, NaN where masked."""
+    return np.where(maps.allowed, maps.weights[layer, head], np.nan)
 
 
-def grid(cells: pd.DataFrame, column: str = "value") -> np.ndarray:
-    """A matrix view's cell table back to a [Tq, Tk] array of one column."""
-    out = np.zeros((int(cells["q"].max()) + 1, int(cells["k"].max()) + 1), dtype=cells[column].dtype)  # [Tq, Tk]
-    out[cells["q"].to_numpy(), cells["k"].to_numpy()] = cells[column].to_numpy()
-    return out
-
-
-def pair_chart(at: AppTest) -> Chart:
-    """The A | B maps: one chart with a view per side."""
-    found = [c for c in charts(at) if "hconcat" in c.spec]
-    assert len(found) == 1
-    return found[0]
-
-
-def side_weights(chart: Chart, side: int, column: str = "value") -> np.ndarray:
-    """The map drawn for side 0 (A) or 1 (B)."""
-    return grid(chart.tables[f"side_{side}_cells"], column)
-
-
-def side_titles(chart: Chart) -> list[str]:
-    return [view["title"]["text"] for view in chart.spec["hconcat"]]
-
-
-def difference_chart(at: AppTest) -> Chart | None:
-    return chart_with(at, "difference_cells")
+def difference_panel(at: AppTest) -> dict | None:
+    board = app_boards(at).get("difference_map")
+    return board["panels"][0] if board is not None else None
 
 
 def drawn_difference(at: AppTest) -> np.ndarray:
     """A − B as drawn: [Tq, Tk], NaN where the cell is grey (masked in both)."""
-    cells = difference_chart(at).tables["difference_cells"]
-    return np.where(grid(cells, "masked"), np.nan, grid(cells))
+    return panel_matrix(difference_panel(at)).values
+
+
+def hover_values(panel: dict, title: str) -> np.ndarray:
+    """The values of one extra hover row of a panel (e.g. "A" on the A − B map)."""
+    (found,) = [e for e in panel["extra"] if e["title"] == title]
+    return decode_floats(found["values"], (panel["rows"], panel["cols"]))
+
+
+def ranking_panel(at: AppTest) -> dict | None:
+    board = app_boards(at).get("ranking_map")
+    return board["panels"][0] if board is not None else None
 
 
 def ranking_cells(at: AppTest) -> pd.DataFrame | None:
-    chart = chart_with(at, "ranking_cells")
-    return chart.tables["ranking_cells"] if chart is not None else None
+    """The ranking heatmap as drawn: one row per cell, its layer (row) and head (column), the JS divergence it is
+    coloured by and the largest |A − B| its hover gives."""
+    panel = ranking_panel(at)
+    if panel is None:
+        return None
+    values = panel_matrix(panel).values  # [L, H]
+    largest = hover_values(panel, "max |A − B|")  # [L, H]
+    layer, head = np.meshgrid(np.arange(values.shape[0]), np.arange(values.shape[1]), indexing="ij")
+    return pd.DataFrame(
+        {"layer": layer.ravel(), "head": head.ravel(), "value": values.ravel(), "max_abs_difference": largest.ravel()}
+    )
+
+
+def lines_chart(at: AppTest) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """The per-layer lines: the page's one Vega-Lite chart."""
+    (chart,) = [(spec, tables) for spec, tables in app_charts(at) if "lines" in tables]
+    return chart
 
 
 def lines_table(at: AppTest) -> pd.DataFrame:
-    chart = chart_with(at, "lines")
-    assert chart is not None
-    return chart.tables["lines"]
+    return lines_chart(at)[1]["lines"]
 
 
 def traces_for(a: ModelConfig, b: ModelConfig, tokens: str = TOKENS):
@@ -139,17 +133,22 @@ def test_default_is_post_vs_pre_on_the_same_weights(at):
     assert not at.error and not at.warning
     assert any("very weights" in s.value and "norm (post → pre)" in s.value for s in at.success)
     maps_a, maps_b = traces_for(a, default_b(a))
-    pair = pair_chart(at)
-    np.testing.assert_array_equal(side_weights(pair, 0), maps_a.weights[0, 0])
-    np.testing.assert_array_equal(side_weights(pair, 1), maps_b.weights[0, 0])
-    assert side_titles(pair) == ["A · layer 0 · head 0", "B · layer 0 · head 0"]
-    drawn = drawn_difference(at)
+    drawn = sides(at)
+    np.testing.assert_array_equal(drawn["A"].values, shown(maps_a))
+    np.testing.assert_array_equal(drawn["B"].values, shown(maps_b))
+    assert drawn["A"].y_labels == drawn["B"].y_labels == ["the", "cat", "sat", "on", "the·4", "mat"]
+    assert side_titles(at) == ["A · layer 0 · head 0", "B · layer 0 · head 0"]
+    difference = drawn_difference(at)
     expected = attention_difference(maps_a, maps_b)[0, 0]
-    np.testing.assert_array_equal(drawn, expected)
-    assert np.abs(drawn).max() > 1e-3  # norm placement alone changes the map
+    np.testing.assert_array_equal(difference, expected)
+    assert np.abs(difference).max() > 1e-3  # norm placement alone changes the map
+    np.testing.assert_array_equal(hover_values(difference_panel(at), "A"), maps_a.weights[0, 0])  # both weights
+    np.testing.assert_array_equal(hover_values(difference_panel(at), "B"), maps_b.weights[0, 0])
     assert len(at.get("download_button")) == 3
-    # Four Vega-Lite charts and nothing that pulls a large script into the browser on the first paint.
-    assert len(charts(at)) == 4
+    # Three matrix views, one Vega-Lite chart (the per-layer lines) and nothing that pulls a large script into
+    # the browser on the first paint.
+    assert sorted(app_boards(at)) == sorted(BOARDS)
+    assert len(app_charts(at)) == 1 and lines_chart(at)
     assert not at.get("plotly_chart") and not at.dataframe and not at.main.code
 
 
@@ -158,9 +157,9 @@ def test_b_equal_to_a_shows_exactly_zero(at):
     assert shown_config(at, "b_") == ModelConfig()
     assert any("identical to A" in i.value for i in at.info)
     assert (drawn_difference(at) == 0).all()
-    assert difference_chart(at).spec["title"]["subtitle"][0] == "identical: every difference is exactly 0"
-    pair = pair_chart(at)
-    np.testing.assert_array_equal(side_weights(pair, 0), side_weights(pair, 1))
+    assert difference_panel(at)["subtitle"].startswith("identical: every difference is exactly 0")
+    drawn = sides(at)
+    np.testing.assert_array_equal(drawn["A"].values, drawn["B"].values)
     ranking = ranking_cells(at)
     assert (ranking["value"] == 0).all() and (ranking["max_abs_difference"] == 0).all()
     assert any("attend identically in every head" in i.value for i in at.info)
@@ -176,10 +175,13 @@ def test_every_head_and_the_ranking_match_the_engine(at):
     a = ModelConfig(n_layers=3, mask="causal")
     maps_a, maps_b = traces_for(a, default_b(a))
     expected = head_ranking(maps_a, maps_b)
-    drawn = ranking_cells(at).sort_values("rank")
-    np.testing.assert_array_equal(drawn["layer"], expected["layer"])
-    np.testing.assert_array_equal(drawn["head"], expected["head"])
-    np.testing.assert_array_equal(drawn["value"], expected["js_divergence"].astype(np.float32))
+    drawn = ranking_cells(at).set_index(["layer", "head"])  # each head in row = its layer, column = its head
+    order = list(zip(expected["layer"], expected["head"], strict=True))
+    np.testing.assert_array_equal(drawn.loc[order, "value"], expected["js_divergence"].astype(np.float32))
+    np.testing.assert_array_equal(
+        drawn.loc[order, "max_abs_difference"], expected["max_abs_difference"].astype(np.float32)
+    )
+    assert ranking_panel(at)["subtitle"].startswith("shown above: layer 0, head 0")
     assert not at.dataframe  # the table only when asked for
     at.toggle(key="ranking_table").set_value(True).run()
     assert_ok(at)
@@ -199,29 +201,28 @@ def test_every_head_and_the_ranking_match_the_engine(at):
         allowed = maps_a.allowed | maps_b.allowed
         np.testing.assert_array_equal(drawn[allowed], difference[allowed])
         assert np.isnan(drawn[~allowed]).all()  # masked in both: grey, not a difference of 0
-        outline = chart_with(at, "ranking_cells").spec["layer"][-1]["data"]["values"]
-        assert outline == [{"k": head, "k_end": head + 1, "q": layer, "q_end": layer + 1}]  # the shown head
+        assert ranking_panel(at)["subtitle"].startswith(f"shown above: layer {layer}, head {head}")
 
 
 def test_ranking_heatmap_is_clickable(at):
     open_compare(at, n_layers="3")
-    (element,) = [e for e in at.get("vega_lite_chart") if "ranking_cells" in [d.name for d in e.proto.datasets]]
-    assert list(element.proto.selection_mode) == ["pick"]  # on_select: a click hands the page its layer and head
-    params = json.loads(element.proto.spec)["layer"][0]["params"]
-    assert params == [{"name": "pick", "select": {"type": "point", "fields": ["layer", "head"]}}]
+    panel = ranking_panel(at)
+    assert panel["pick"] == "cell"  # a click hands the page {"row": layer, "col": head} (the browser test clicks)
+    drawn = panel_matrix(panel)
+    assert (drawn.y_title, drawn.x_title) == ("layer", "head")
+    assert drawn.values.shape == (3, 4) and drawn.y_labels == ["L0", "L1", "L2"]
 
 
 def test_most_changed_head_button_jumps_to_it(at):
     open_compare(at, n_layers="3")
     ranking = ranking_cells(at)
-    top = ranking[ranking["rank"] == 1]
-    layer, head = int(top["layer"].item()), int(top["head"].item())
+    top = ranking.loc[ranking["value"].idxmax()]  # the hottest cell of the heatmap
+    layer, head = int(top["layer"]), int(top["head"])
     assert (layer, head) != (0, 0)
-    assert ranking["value"].max() == top["value"].item()
     at.button(key="most_changed").click().run()
     assert_ok(at)
     assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (layer, head)
-    assert difference_chart(at).spec["title"]["text"] == f"A − B · layer {layer} · head {head}"
+    assert difference_panel(at)["title"] == f"A − B · layer {layer} · head {head}"
 
 
 def test_both_configurations_round_trip_through_the_url(at):
@@ -238,7 +239,7 @@ def test_both_configurations_round_trip_through_the_url(at):
     again = open_compare(AppTest.from_file(APP, default_timeout=120), **link)
     assert shown_config(again, "") == a and shown_config(again, "b_") == b
     assert share_query(again) == link
-    np.testing.assert_array_equal(side_weights(pair_chart(again), 1), side_weights(pair_chart(at), 1))
+    np.testing.assert_array_equal(sides(again)["B"].values, sides(at)["B"].values)
 
 
 def test_b_follows_a_until_the_user_changes_it(at):
@@ -256,13 +257,14 @@ def test_b_follows_a_until_the_user_changes_it(at):
 
 def test_swap_updates_the_sidebar_and_b(at):
     open_compare(at, b_mask="causal", b_n_layers="3")
-    before_b = pair_chart(at)
+    before_b = sides(at)["B"]
     at.button(key="swap").click().run()
     assert_ok(at)
     assert shown_config(at, "") == ModelConfig(norm="pre", mask="causal", n_layers=3)
     assert shown_config(at, "b_") == ModelConfig()
-    np.testing.assert_array_equal(side_weights(pair_chart(at), 0), side_weights(before_b, 1))
-    np.testing.assert_array_equal(side_weights(pair_chart(at), 0, "masked"), side_weights(before_b, 1, "masked"))
+    np.testing.assert_array_equal(sides(at)["A"].values, before_b.values)
+    np.testing.assert_array_equal(sides(at)["A"].masked, before_b.masked)
+    assert before_b.masked.sum() == 15  # B was causal
     at.button(key="swap").click().run()
     assert shown_config(at, "") == ModelConfig()
     assert shown_config(at, "b_") == ModelConfig(norm="pre", mask="causal", n_layers=3)
@@ -279,17 +281,19 @@ def test_shape_change_says_so_and_compares_like_for_like(at):
     open_compare(at, b_n_heads="8")
     warnings = " ".join(w.value for w in at.warning)
     assert "n_heads (4 vs 8)" in warnings and "cannot be shared" in warnings
-    assert difference_chart(at) is None
+    assert difference_panel(at) is None
     assert any("heads" in i.value and "No A − B map" in i.value for i in at.info)
     assert ranking_cells(at) is None  # no ranking without maps of the same shape
-    pair = pair_chart(at)
-    assert side_weights(pair, 0).shape == side_weights(pair, 1).shape == (6, 6)
+    drawn = sides(at)
+    assert drawn["A"].values.shape == drawn["B"].values.shape == (6, 6)
     assert at.selectbox(key="head").options == [str(h) for h in range(8)]
     at.selectbox(key="head").select(6).run()
     assert_ok(at)
-    pair = pair_chart(at)
-    assert side_titles(pair) == ["A: A has no head 6 (it has 4)", "B · layer 0 · head 6"]
-    assert list(pair.tables) == ["side_1_cells"]  # A's side is empty, its title says why
+    assert side_titles(at) == ["B · layer 0 · head 6"]  # A has no such map: only B's is drawn ...
+    assert any(i.value == "A: A has no head 6 (it has 4)" for i in at.info)  # ... and the page says why
+    a = ModelConfig()
+    _, maps_b = traces_for(a, default_b(a).replace(n_heads=8))
+    np.testing.assert_array_equal(sides(at)["B"].values, shown(maps_b, 0, 6))
     assert len(lines_table(at))
 
 
@@ -309,19 +313,18 @@ def test_different_layer_counts_compare_the_common_layers(at):
     rms = lines[lines["statistic"] == "residual RMS"]
     assert sorted(rms.loc[rms["model"] == "A", "layer"]) == [-1, 0, 1]
     assert sorted(rms.loc[rms["model"] == "B", "layer"]) == [-1, 0, 1, 2, 3]
-    first_panel = chart_with(at, "lines").spec["vconcat"][0]["hconcat"][0]
+    first_panel = lines_chart(at)[0]["vconcat"][0]["hconcat"][0]
     assert first_panel["layer"][0]["data"]["values"] == [{"from": 1.5, "to": 3.5}]  # B's blocks 2 and 3 shaded
 
 
 def test_impossible_b_is_an_error_not_a_traceback(at):
     open_compare(at, b_d_model="30")
     assert any(e.value.startswith("B: ") and "divisible" in e.value for e in at.error)
-    pair = pair_chart(at)
     maps_a = explorer.run(ModelConfig(), TOKENS).attention_maps()["self-attention"]
-    np.testing.assert_array_equal(side_weights(pair, 0), maps_a.weights[0, 0])
+    np.testing.assert_array_equal(sides(at)["A"].values, shown(maps_a))
     at.number_input(key="b_d_model").set_value(64).run()
     assert_ok(at)
-    assert not at.error and difference_chart(at) is not None
+    assert not at.error and difference_panel(at) is not None
 
 
 @pytest.mark.parametrize(("raw", "message"), [("abc", "not a whole number"), ("999", "outside 1 to 64")])
@@ -330,7 +333,7 @@ def test_junk_b_url_param_warns_and_falls_back(at, raw, message):
     warnings = [w.value for w in at.warning]
     assert any(f"b_n_heads={raw}" in w and message in w for w in warnings)
     assert at.number_input(key="b_n_heads").value == 4
-    assert difference_chart(at) is not None
+    assert difference_panel(at) is not None
 
 
 def test_b_mask_with_plus_read_as_space(at):
@@ -351,7 +354,7 @@ def test_two_inputs_on_the_same_model(at):
     drawn = drawn_difference(at)
     np.testing.assert_array_equal(drawn, attention_difference(maps_a, aligned)[0, 0])
     assert np.abs(drawn).max() < 1e-6  # no positions: the same words attend the same way, in any order
-    verdict = difference_chart(at).spec["title"]["subtitle"][0]
+    verdict = difference_panel(at)["subtitle"].split(" · ")[0]
     assert verdict.endswith("float32 rounding, A and B agree") or verdict.endswith("exactly 0")
     at.toggle(key="align").set_value(False).run()
     np.testing.assert_array_equal(drawn_difference(at), attention_difference(maps_a, maps_b)[0, 0])
@@ -376,7 +379,7 @@ def test_two_inputs_swap_and_reset(at):
 
 def test_two_inputs_of_different_lengths(at):
     open_compare(at, compare="input", b_tokens="a b")
-    assert difference_chart(at) is None
+    assert difference_panel(at) is None
     assert any("6 × 6 tokens" in i.value and "2 × 2" in i.value for i in at.info)
     at.text_input(key="b_tokens").input("").run()
     assert_ok(at)
@@ -395,9 +398,9 @@ def test_encoder_decoder_pairs_every_kind(at):
     maps_a = explorer.run(model_a, TOKENS, target).attention_maps()["cross-attention"]
     maps_b = explorer.run(model_for_b(model_a, default_b(a)), TOKENS, target).attention_maps()["cross-attention"]
     np.testing.assert_array_equal(drawn_difference(at), attention_difference(maps_a, maps_b)[0, 0])
-    chart = difference_chart(at)
-    x_axis, y_axis = (chart.spec["layer"][0]["encoding"][c]["axis"] for c in "xy")
-    assert (x_axis["title"], y_axis["title"]) == ("key (source)", "query (target)")
+    drawn = panel_matrix(difference_panel(at))
+    assert (drawn.x_title, drawn.y_title) == ("key (source)", "query (target)")
+    assert drawn.x_labels == TOKENS.split()[:4] + ["the·4", "mat"] and drawn.y_labels[0] == target.split()[0]
     assert at.radio(key="stack").options == ["encoder", "decoder"]
 
 
@@ -415,17 +418,18 @@ def test_a_error_gives_a_message(at):
     open_compare(at, d_model="30")
     assert any("divisible" in e.value for e in at.error)
     assert any("Fix configuration A" in i.value for i in at.info)
-    assert not at.get("vega_lite_chart") and not at.get("plotly_chart")
+    assert not app_boards(at) and not at.get("vega_lite_chart") and not at.get("plotly_chart")
 
 
-def test_long_input_draws_a_and_b_as_pictures_and_says_where_to_hover(at):
-    words = " ".join(f"w{i}" for i in range(40))  # 1600 cells a map: more than PAIR_MAX_CELLS
+def test_long_input_hovers_every_cell_of_every_map(at):
+    words = " ".join(f"w{i}" for i in range(40))  # 1600 cells a map
     open_compare(at, tokens=words)
-    pair = pair_chart(at)
-    assert not pair.tables and all(v["layer"][0]["mark"]["type"] == "image" for v in pair.spec["hconcat"])
-    assert any("Hover the A − B map" in c.value for c in at.caption)
     a = ModelConfig()
     maps_a, maps_b = traces_for(a, default_b(a), words)
-    cells = difference_chart(at).tables["difference_cells"]  # A − B still hovers, with both weights
-    np.testing.assert_array_equal(grid(cells, "a"), maps_a.weights[0, 0])
-    np.testing.assert_array_equal(grid(cells, "b"), maps_b.weights[0, 0])
+    drawn = sides(at)  # A's and B's maps carry every weight for hover, not only a picture
+    np.testing.assert_array_equal(drawn["A"].values, shown(maps_a))
+    np.testing.assert_array_equal(drawn["B"].values, shown(maps_b))
+    assert not any("without hover" in c.value for c in at.caption)
+    panel = difference_panel(at)  # A − B hovers with both weights
+    np.testing.assert_array_equal(hover_values(panel, "A"), maps_a.weights[0, 0])
+    np.testing.assert_array_equal(hover_values(panel, "B"), maps_b.weights[0, 0])

@@ -1,15 +1,12 @@
-"""Compare figures and downloads: one colour scale for A and B, A - B centred on 0, lines on the same axes, and
-exports that hold the engine's numbers."""
+"""Compare figures and downloads: one colour scale for A and B, A - B centred on 0, every cell with hover, the
+ranking's click, lines on the same axes, and exports that hold the engine's numbers."""
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 
 import numpy as np
 import pytest
-from PIL import Image
 
 import explorer
 from explorer.compare import (
@@ -26,28 +23,28 @@ from explorer.compare_export import comparison_dict, comparison_json, layers_csv
 from explorer.compare_figures import (
     A_COLOUR,
     B_COLOUR,
-    PAIR_PX,
+    MIN_MAP_PX,
+    PAIR_PANEL_PX,
     PER_LAYER,
-    RANKING_PICK,
     STATISTIC_TITLES,
+    TICK_PX,
     WEIGHTS,
-    difference_heatmap,
-    difference_ramp,
+    difference_panel,
     difference_range,
     difference_verdict,
     layer_lines,
-    pair_heatmaps,
-    pair_hovers,
-    ranking_heatmap,
-    whole_cells,
-    x_labels,
+    map_px,
+    pair_panels,
+    ranking_panel,
 )
-from explorer.figures import picked_map
 from explorer.gradients import gradient_norms, layer_gradient_totals
+from explorer.matrix_view import decode_floats
 from explorer.trace import AttentionMaps
 from explorer.vega import MASKED_COLOUR
+from tests.drawn import panel_matrix
 
 TOKENS = "the cat sat on the mat"
+GREY = [int(MASKED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)]
 
 
 def traces(a: explorer.ModelConfig, b: explorer.ModelConfig, tokens: str = TOKENS, target: str | None = None):
@@ -62,95 +59,92 @@ def post_pre():
     return (a, default_b(a), *traces(a, default_b(a)))
 
 
-def grid(cells, column: str = "value") -> np.ndarray:
-    """A matrix view's cell table back to a [Tq, Tk] array of one column."""
-    out = np.zeros((int(cells["q"].max()) + 1, int(cells["k"].max()) + 1), dtype=cells[column].dtype)  # [Tq, Tk]
-    out[cells["q"].to_numpy(), cells["k"].to_numpy()] = cells[column].to_numpy()
-    return out
-
-
-def colour(view: dict) -> dict:
-    """The colour encoding of a matrix view (on its cell layer)."""
-    return view["layer"][0]["encoding"]["color"]
-
-
-def tooltip(view: dict) -> list[tuple[str, str]]:
-    return [(t["field"], t["title"]) for t in view["layer"][0]["encoding"]["tooltip"]]
-
-
 def self_attention(post_pre):
     *_, trace_a, trace_b = post_pre
     return trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
 
 
-def test_pair_heatmaps_share_one_colour_scale(post_pre):
+def hover_rows(panel: dict) -> list[str]:
+    """The names of the rows a cell's tooltip shows, in order (see views/matrix_view.js, hoverLines)."""
+    return [panel["y_title"], panel["x_title"], panel["value_title"], *(e["title"] for e in panel["extra"])]
+
+
+def extra(panel: dict, title: str) -> np.ndarray:
+    """The values of one extra hover row, [rows, cols]."""
+    (found,) = [e for e in panel["extra"] if e["title"] == title]
+    return decode_floats(found["values"], (panel["rows"], panel["cols"]))
+
+
+def legend(panel: dict) -> tuple[list[str], float, float, str]:
+    return panel["legend"]["colours"], panel["legend"]["low"], panel["legend"]["high"], panel["value_title"]
+
+
+def test_pair_panels_share_one_colour_scale(post_pre):
     maps_a, maps_b = self_attention(post_pre)
-    spec = pair_heatmaps(maps_a, maps_b, 2, 1)
-    view_a, view_b = spec["hconcat"]
-    assert [v["title"]["text"] for v in (view_a, view_b)] == ["A · layer 2 · head 1", "B · layer 2 · head 1"]
-    assert spec["resolve"]["scale"]["color"] == "shared"  # one legend for both maps
-    assert colour(view_a)["scale"] == colour(view_b)["scale"] == WEIGHTS.scale()
-    assert colour(view_a)["scale"]["domain"][0] == 0.0 and colour(view_a)["scale"]["domain"][-1] == 1.0
-    assert colour(view_a)["legend"]["title"] == colour(view_b)["legend"]["title"] == "weight"
-    cells_a, cells_b = spec["datasets"]["side_0_cells"], spec["datasets"]["side_1_cells"]
-    np.testing.assert_array_equal(grid(cells_a), maps_a.weights[2, 1])
-    np.testing.assert_array_equal(grid(cells_b), maps_b.weights[2, 1])
-    np.testing.assert_array_equal(grid(cells_a, "masked"), ~maps_a.allowed)  # grey where masked
-    assert grid(cells_a, "masked").sum() == 15  # causal: the upper triangle of 6 x 6
-    assert colour(view_a)["condition"] == {"test": "datum.masked", "value": MASKED_COLOUR}
-    assert tooltip(view_a) == [("side", "model"), ("query", "query"), ("key", "key"), ("shown", "weight")]
-    assert {"calculate": '"A"', "as": "side"} in view_a["layer"][0]["transform"]
-    assert view_b["layer"][0]["encoding"]["y"]["axis"]["labels"] is False  # B's rows are A's queries
+    (panel_a, panel_b), left_out = pair_panels(maps_a, maps_b, 2, 1)
+    assert left_out == []
+    assert [p["title"] for p in (panel_a, panel_b)] == ["A · layer 2 · head 1", "B · layer 2 · head 1"]
+    assert legend(panel_a) == legend(panel_b) == (list(WEIGHTS.colours), 0.0, 1.0, "weight")  # one scale, 0 to 1
+    drawn_a, drawn_b = panel_matrix(panel_a), panel_matrix(panel_b)
+    causal = np.tril(np.ones((6, 6), dtype=bool))
+    for drawn, maps in ((drawn_a, maps_a), (drawn_b, maps_b)):
+        np.testing.assert_array_equal(drawn.values[causal], maps.weights[2, 1][causal])
+        np.testing.assert_array_equal(drawn.masked, ~maps.allowed)  # grey where masked
+        np.testing.assert_array_equal(drawn.image, WEIGHTS.rgb(np.where(causal, maps.weights[2, 1], np.nan)))
+        assert drawn.y_labels == drawn.x_labels == ["the", "cat", "sat", "on", "the·4", "mat"]
+    assert drawn_a.masked.sum() == 15  # causal: the upper triangle of 6 x 6
+    assert (drawn_a.image[~causal] == GREY).all()
+    assert hover_rows(panel_a) == ["query", "key", "weight"]
+    assert panel_a["masked_text"] == "masked: weight 0"
 
 
-def test_pair_heatmaps_grey_out_masked_cells():
+def test_pair_panels_grey_out_masked_cells():
     a = explorer.ModelConfig(mask="causal")
     _, _, trace_a, trace_b = traces(a, default_b(a))
     maps_a, maps_b = trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
-    spec = pair_heatmaps(maps_a, maps_b, 0, 0)
+    panels, _ = pair_panels(maps_a, maps_b, 0, 0)
     upper = np.triu(np.ones((6, 6), dtype=bool), 1)
-    for name in ("side_0_cells", "side_1_cells"):
-        np.testing.assert_array_equal(grid(spec["datasets"][name], "masked"), upper)
-    assert "masked: weight 0" in spec["hconcat"][0]["layer"][0]["transform"][-2]["calculate"]
+    for panel in panels:
+        drawn = panel_matrix(panel)
+        np.testing.assert_array_equal(drawn.masked, upper)
+        assert np.isnan(drawn.values[upper]).all() and (drawn.image[upper] == GREY).all()
 
 
-def test_pair_heatmaps_say_what_a_side_lacks(post_pre):
+def test_pair_panels_say_what_a_side_lacks(post_pre):
     maps_a, _ = self_attention(post_pre)
-    spec = pair_heatmaps(maps_a, None, 0, 0, missing=(None, "B has no cross-attention"))
-    assert list(spec["datasets"]) == ["side_0_cells"]
-    assert [v["title"]["text"] for v in spec["hconcat"]] == ["A · layer 0 · head 0", "B: B has no cross-attention"]
-    spec = pair_heatmaps(maps_a, maps_a, 0, 6, missing=("A has no head 6 (it has 4)", None))
-    assert spec["hconcat"][0]["title"]["text"] == "A: A has no head 6 (it has 4)"
+    panels, left_out = pair_panels(maps_a, None, 0, 0, missing=(None, "B has no cross-attention"))
+    assert [p["title"] for p in panels] == ["A · layer 0 · head 0"]
+    assert left_out == ["B: B has no cross-attention"]
+    panels, left_out = pair_panels(maps_a, maps_a, 0, 6, missing=("A has no head 6 (it has 4)", None))
+    assert left_out == ["A: A has no head 6 (it has 4)", "B: no such attention"]  # B's maps lack head 6 too
+    assert panels == []
 
 
-def test_difference_heatmap_is_centred_on_zero_with_its_own_legend(post_pre):
+def test_difference_panel_is_centred_on_zero_with_its_own_legend(post_pre):
     maps_a, maps_b = self_attention(post_pre)
     difference = attention_difference(maps_a, maps_b)[1, 2]
-    spec = difference_heatmap(maps_a, maps_b, difference, 1, 2)
-    scale = colour(spec)["scale"]
+    panel = difference_panel(maps_a, maps_b, difference, 1, 2)
+    colours, low, high, title = legend(panel)
     half = np.abs(difference).max()
-    assert scale["domain"] == pytest.approx([-half, 0.0, half])  # symmetric, white at 0
-    assert scale["range"] == [B_COLOUR, "#ffffff", A_COLOUR]
-    assert colour(spec)["legend"]["title"] == "A − B"
-    cells = spec["datasets"]["difference_cells"]
-    np.testing.assert_array_equal(grid(cells), difference)
-    np.testing.assert_array_equal(grid(cells, "a"), maps_a.weights[1, 2])  # hover gives both weights
-    np.testing.assert_array_equal(grid(cells, "b"), maps_b.weights[1, 2])
-    assert tooltip(spec) == [("query", "query"), ("key", "key"), ("a", "A"), ("b", "B"), ("shown", "A − B")]
-    assert spec["title"]["text"] == "A − B · layer 1 · head 2"
-    assert spec["title"]["subtitle"] == [
-        f"largest |A − B| = {half:.4f}",
-        "blue: A attends more · red: B attends more",
-    ]
+    assert (low, high) == pytest.approx((-half, half))  # symmetric, white at 0
+    assert colours == [B_COLOUR, "#ffffff", A_COLOUR] and title == "A − B"
+    drawn = panel_matrix(panel)
+    allowed = maps_a.allowed | maps_b.allowed
+    np.testing.assert_array_equal(drawn.values[allowed], difference[allowed])
+    np.testing.assert_array_equal(extra(panel, "A"), maps_a.weights[1, 2])  # hover gives both weights
+    np.testing.assert_array_equal(extra(panel, "B"), maps_b.weights[1, 2])
+    assert hover_rows(panel) == ["query", "key", "A − B", "A", "B"]
+    assert panel["title"] == "A − B · layer 1 · head 2"
+    assert panel["subtitle"] == f"largest |A − B| = {half:.4f} · blue: A attends more · red: B attends more"
 
 
 def test_difference_of_identical_maps_is_exactly_zero():
     _, _, trace_a, trace_b = traces(explorer.ModelConfig(), explorer.ModelConfig())
     maps_a, maps_b = trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
-    spec = difference_heatmap(maps_a, maps_b, attention_difference(maps_a, maps_b)[0, 0], 0, 0)
-    assert (spec["datasets"]["difference_cells"]["value"] == 0).all()
-    assert spec["title"]["subtitle"][0] == "identical: every difference is exactly 0"
-    assert colour(spec)["scale"]["domain"] == [-1.0, 0.0, 1.0]  # a readable legend, though nothing differs
+    panel = difference_panel(maps_a, maps_b, attention_difference(maps_a, maps_b)[0, 0], 0, 0)
+    assert (panel_matrix(panel).values == 0).all()
+    assert panel["subtitle"].startswith("identical: every difference is exactly 0 · ")
+    assert (panel["legend"]["low"], panel["legend"]["high"]) == (-1.0, 1.0)  # a readable legend, though nothing differs
 
 
 def test_difference_verdict_tells_rounding_from_a_change():
@@ -163,88 +157,59 @@ def test_masked_in_one_only_is_drawn_and_masked_in_both_is_grey():
     a = explorer.ModelConfig()
     _, _, trace_a, trace_b = traces(a, a.replace(mask="causal"))
     maps_a, maps_b = trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
-    difference = attention_difference(maps_a, maps_b)[0, 0]
-    cells = difference_heatmap(maps_a, maps_b, difference, 0, 0)["datasets"]["difference_cells"]
+    drawn = panel_matrix(difference_panel(maps_a, maps_b, attention_difference(maps_a, maps_b)[0, 0], 0, 0))
     upper = np.triu(np.ones((6, 6), dtype=bool), 1)
-    np.testing.assert_array_equal(grid(cells)[upper], maps_a.weights[0, 0][upper])  # B may not look there: A - 0
-    assert not cells["masked"].any()  # no cell masked in both
+    np.testing.assert_array_equal(drawn.values[upper], maps_a.weights[0, 0][upper])  # B may not look there: A - 0
+    assert not drawn.masked.any()  # no cell masked in both
     _, _, trace_a, trace_b = traces(a.replace(mask="causal"), a.replace(mask="causal", norm="pre"))
     maps_a, maps_b = trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"]
-    spec = difference_heatmap(maps_a, maps_b, attention_difference(maps_a, maps_b)[0, 0], 0, 0)
-    np.testing.assert_array_equal(grid(spec["datasets"]["difference_cells"], "masked"), upper)
-    assert "masked in A and B" in spec["layer"][0]["transform"][-1]["calculate"]
+    panel = difference_panel(maps_a, maps_b, attention_difference(maps_a, maps_b)[0, 0], 0, 0)
+    drawn = panel_matrix(panel)
+    np.testing.assert_array_equal(drawn.masked, upper)
+    assert (drawn.image[upper] == GREY).all()
+    assert panel["masked_text"] == "masked in A and B"
 
 
-def test_big_maps_are_drawn_as_images(make_maps):
-    tokens = [f"t{i}" for i in range(130)]  # 16 900 cells: one image instead of a rect per cell
-    maps_a, maps_b = make_maps(1, 1, tokens, seed=0), make_maps(1, 1, tokens, seed=1)
-    spec = difference_heatmap(maps_a, maps_b, attention_difference(maps_a, maps_b)[0, 0], 0, 0)
-    assert "datasets" not in spec
-    assert spec["layer"][0]["mark"]["type"] == "image"
-    assert pair_heatmaps(maps_a, maps_b, 0, 0)["hconcat"][0]["layer"][0]["mark"]["type"] == "image"
-
-
-def picture(view: dict) -> np.ndarray:
-    """[H, W, 3] the PNG a picture view draws."""
-    uri = view["layer"][0]["data"]["values"][0]["url"]
-    return np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB"))
-
-
-def test_big_pair_maps_are_pictures_of_the_same_colours(make_maps):
-    tokens = [f"t{i}" for i in range(40)]  # 1600 cells: above PAIR_MAX_CELLS
-    causal = np.tril(np.ones((40, 40), dtype=bool))
+@pytest.mark.parametrize("n", [40, 130])
+def test_long_maps_hover_every_cell_and_keep_their_colours(make_maps, n):
+    tokens = [f"t{i}" for i in range(n)]  # 1600 and 16 900 cells: hover for each, whatever the size
+    causal = np.tril(np.ones((n, n), dtype=bool))
     maps_a, maps_b = make_maps(2, 2, tokens, causal, seed=0), make_maps(2, 2, tokens, causal, seed=1)
-    assert not pair_hovers(maps_a) and pair_hovers(make_maps(1, 1, tokens[:32]))
-    spec = pair_heatmaps(maps_a, maps_b, 1, 0)
-    assert not spec["datasets"]  # no cells to send: one picture per side
-    for view, maps in zip(spec["hconcat"], (maps_a, maps_b), strict=True):
-        image, legend = view["layer"]
-        assert image["mark"]["type"] == "image"
-        assert image["data"]["values"][0] | {"url": None} == {"url": None, "k": 0, "k_end": 40, "q": 0, "q_end": 40}
-        pixels = picture(view)  # [40 f, 40 f, 3], each cell f x f pixels
-        factor = pixels.shape[0] // 40
-        assert pixels.shape == (40 * factor, 40 * factor, 3) and 40 * factor >= 2 * whole_cells(40, 40, PAIR_PX)
-        expected = WEIGHTS.rgb(np.where(causal, maps.weights[1, 0], np.nan))  # grey where masked
-        np.testing.assert_array_equal(pixels[factor // 2 :: factor, factor // 2 :: factor], expected)
-        key = legend["encoding"]["color"]
-        assert key["scale"] == WEIGHTS.scale() and key["legend"]["title"] == "weight"  # one legend, as cell by cell
-        assert image["encoding"]["x"]["axis"]["title"] == "key"  # the same axes as a map drawn cell by cell
-    assert spec["hconcat"][1]["layer"][0]["encoding"]["y"]["axis"]["labels"] is False
+    panels, _ = pair_panels(maps_a, maps_b, 1, 0)
+    for panel, maps in zip(panels, (maps_a, maps_b), strict=True):
+        drawn = panel_matrix(panel)
+        np.testing.assert_array_equal(drawn.values[causal], maps.weights[1, 0][causal])
+        np.testing.assert_array_equal(drawn.image, WEIGHTS.rgb(np.where(causal, maps.weights[1, 0], np.nan)))
+        assert panel["text_digits"] is None  # no numbers in cells this small
+    difference = attention_difference(maps_a, maps_b)[1, 0]
+    panel = difference_panel(maps_a, maps_b, difference, 1, 0)
+    drawn = panel_matrix(panel)
+    np.testing.assert_array_equal(drawn.values[causal], difference[causal])
+    np.testing.assert_array_equal(extra(panel, "A"), maps_a.weights[1, 0])
+    np.testing.assert_array_equal(extra(panel, "B"), maps_b.weights[1, 0])
 
 
-def test_small_maps_label_every_token_on_every_layer(make_maps):
+def test_labels_are_spaced_so_they_never_overlap(make_maps):
     queries, keys = "le chat est assis sur le tapis".split(), "the cat sat on the mat".split()
     maps_a = make_maps(1, 1, queries, key_tokens=keys, seed=0)
     maps_b = make_maps(1, 1, queries, key_tokens=keys, seed=1)
-    views = [
-        *pair_heatmaps(maps_a, maps_b, 0, 0)["hconcat"],
-        difference_heatmap(maps_a, maps_b, np.zeros((7, 6)), 0, 0),
-    ]
-    for view in views:
-        text = view["layer"][1]  # the value in each cell: its axes must not replace the cells' (every other label)
-        assert text["mark"]["type"] == "text"
-        assert len(text["encoding"]["x"]["axis"]["values"]) == 6 and len(text["encoding"]["y"]["axis"]["values"]) == 7
-        assert view["width"] == round(whole_cells(7, 6, PAIR_PX) / 7 * 6)
+    small = [*pair_panels(maps_a, maps_b, 0, 0)[0], difference_panel(maps_a, maps_b, np.zeros((7, 6)), 0, 0)]
+    for panel in small:  # every token labelled on a small map
+        assert panel["x_ticks"] == list(range(6)) and panel["y_ticks"] == list(range(7))
+        assert panel["x_labels"] == ["the", "cat", "sat", "on", "the·4", "mat"]
+    tokens = [f"t{i}" for i in range(64)]
+    maps = make_maps(1, 1, tokens)
+    (panel,), _ = pair_panels(maps, None, 0, 0)
+    for ticks in (panel["x_ticks"], panel["y_ticks"]):
+        assert ticks[0] == 0 and len(ticks) < 64
+        assert min(np.diff(ticks)) * panel["cell_px"] >= TICK_PX  # labels at least TICK_PX apart
 
 
-def test_long_difference_map_keeps_hover_with_a_picture_under_its_cells(make_maps):
-    tokens = [f"t{i}" for i in range(100)]  # 1.8 px cells: seams between cells drawn one by one
-    maps_a, maps_b = make_maps(1, 1, tokens, seed=0), make_maps(1, 1, tokens, seed=1)
-    difference = attention_difference(maps_a, maps_b)[0, 0]
-    spec = difference_heatmap(maps_a, maps_b, difference, 0, 0)
-    under, cells = spec["layer"][:2]
-    assert under["mark"]["type"] == "image" and cells["mark"]["type"] == "rect"
-    assert under["encoding"]["x"]["axis"] == cells["encoding"]["x"]["axis"]
-    np.testing.assert_array_equal(grid(spec["datasets"]["difference_cells"]), difference)  # hover as before
-    pixels = picture(spec)
-    factor = pixels.shape[0] // 100
-    expected = difference_ramp(difference_range(difference)).rgb(difference)
-    np.testing.assert_array_equal(pixels[factor // 2 :: factor, factor // 2 :: factor], expected)
-
-
-def test_key_labels_slant_when_they_do_not_fit_a_cell():
-    assert x_labels(["the", "cat"], 33.0) == {"labelAngle": 0, "labelLimit": 70}
-    assert x_labels(["internationalization"], 33.0)["labelAngle"] == -45
+def test_maps_shrink_for_long_labels_to_fit_their_column():
+    short = map_px(180, PAIR_PANEL_PX, ["the", "cat"], "weight")
+    long = map_px(180, PAIR_PANEL_PX, ["elephants", "cat"], "weight")
+    assert MIN_MAP_PX < long < short <= 180
+    assert map_px(180, PAIR_PANEL_PX, ["x" * 80], "weight") == MIN_MAP_PX  # never smaller: the panel scrolls
 
 
 def test_difference_range():
@@ -252,24 +217,22 @@ def test_difference_range():
     assert difference_range(np.zeros((2, 2))) == 1.0
 
 
-def test_ranking_heatmap_places_each_head_and_outlines_the_shown_one(post_pre):
+def test_ranking_panel_places_each_head_and_names_the_shown_one(post_pre):
     ranking = head_ranking(*self_attention(post_pre))
-    spec = ranking_heatmap(ranking, 1, 3)
-    cells = spec["datasets"]["ranking_cells"]
-    for rank, row in enumerate(ranking.itertuples(), start=1):
-        cell = cells[(cells["layer"] == row.layer) & (cells["head"] == row.head)]
-        assert cell["value"].item() == pytest.approx(row.js_divergence, rel=1e-6)
-        assert cell["max_abs_difference"].item() == pytest.approx(row.max_abs_difference, rel=1e-6)
-        assert cell["rank"].item() == rank
-    (outline,) = [layer for layer in spec["layer"] if layer["mark"].get("stroke") == "black"]
-    assert outline["data"]["values"] == [{"k": 3, "k_end": 4, "q": 1, "q_end": 2}]
-    assert spec["title"]["text"] == "How much each head changed (JS divergence, bits)"
-    assert colour(spec)["legend"]["title"] == "bits"
-    assert ("value", "JS divergence (bits)") in tooltip(spec)
-    assert ranking_heatmap(ranking, 5, 0)["layer"][-1]["mark"].get("stroke") != "black"  # no such layer: no box
+    panel = ranking_panel(ranking, 1, 3)
+    drawn = panel_matrix(panel)
+    largest = extra(panel, "max |A − B|")
+    for row in ranking.itertuples():
+        assert drawn.values[row.layer, row.head] == pytest.approx(row.js_divergence, rel=1e-6)
+        assert largest[row.layer, row.head] == pytest.approx(row.max_abs_difference, rel=1e-6)
+    assert drawn.y_labels == ["L0", "L1", "L2"] and drawn.x_labels == ["H0", "H1", "H2", "H3"]
+    assert panel["title"] == "How much each head changed (JS divergence, bits)"
+    assert panel["subtitle"] == "shown above: layer 1, head 3 · click a head to show it above"
+    assert hover_rows(panel) == ["layer", "head", "JS divergence (bits)", "max |A − B|"]
+    assert ranking_panel(ranking, 5, 0)["subtitle"] == "click a head to show it above"  # no such layer
 
 
-def test_ranking_heatmap_click_picks_the_changed_head():
+def test_ranking_panel_click_picks_the_changed_head():
     uniform = np.full((2, 3, 4, 4), 0.25, dtype=np.float32)  # [L, H, Tq, Tk]
     changed = uniform.copy()
     changed[1, 2] = np.eye(4, dtype=np.float32)  # only layer 1, head 2 differs: it looks at itself
@@ -277,19 +240,14 @@ def test_ranking_heatmap_click_picks_the_changed_head():
     tokens = list("abcd")
     maps_a = AttentionMaps("self-attention", uniform, uniform, allowed, tokens, tokens)
     maps_b = AttentionMaps("self-attention", changed, changed, allowed, tokens, tokens)
-    spec = ranking_heatmap(head_ranking(maps_a, maps_b), 0, 0)
-    (param,) = spec["layer"][0]["params"]
-    assert param == {"name": RANKING_PICK, "select": {"type": "point", "fields": ["layer", "head"]}}
-    cells = spec["datasets"]["ranking_cells"]
-    hottest = cells.loc[cells["value"].idxmax()]
-    assert (hottest["q"], hottest["k"]) == (1, 2)  # drawn in row L1, column H2
+    panel = ranking_panel(head_ranking(maps_a, maps_b), 0, 0)
+    assert panel["pick"] == "cell"  # a click sends back {"row": layer, "col": head}
+    drawn = panel_matrix(panel)
+    row, col = np.unravel_index(np.argmax(drawn.values), drawn.values.shape)
+    assert (drawn.y_labels[row], drawn.x_labels[col]) == ("L1", "H2")  # drawn in row L1, column H2
     others = np.ones((2, 3), dtype=bool)  # [L, H]
     others[1, 2] = False
-    assert grid(cells)[others].max() == 0  # every other head: 0
-    clicked = {RANKING_PICK: [{field: int(hottest[field]) for field in param["select"]["fields"]}]}
-    assert picked_map(clicked) == (1, 2)  # what a click there hands the page
-    text = [layer for layer in spec["layer"] if layer["mark"]["type"] == "text"]
-    assert text and all(layer["mark"]["interactive"] is False for layer in text)  # clicks reach the cells
+    assert drawn.values[others].max() == 0  # every other head: 0
 
 
 def lines_panels(spec: dict) -> list[dict]:

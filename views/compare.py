@@ -35,18 +35,12 @@ from explorer.compare import (
     token_order,
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
-from explorer.compare_figures import (
-    RANKING_PICK,
-    difference_heatmap,
-    layer_lines,
-    pair_heatmaps,
-    pair_hovers,
-    ranking_heatmap,
-)
+from explorer.compare_figures import difference_panel, layer_lines, pair_panels, ranking_panel
 from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig
-from explorer.figures import picked_map
 from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
+from explorer.matrix_view import board
 from explorer.trace import Trace
+from views.matrix_view import picked_value, show_board
 from views.session import cached_model, model_key, session_model
 
 CONFIGURATION, INPUT = "configuration", "input"
@@ -56,6 +50,7 @@ NOTES_KEY = "_compare_url_notes"
 VIEW_NOTES_KEY = "_compare_view_notes"
 FIXED_KEY = "_compare_fixed_params"
 ROUND_KEY = "_compare_table_round"
+RANKING_ALONE_PX, RANKING_BESIDE_TABLE_PX = 760, 440  # px the ranking heatmap's panel may take, at 1400 px
 LABELS = {  # short, so that a "≠ A" mark fits on one line
     "arch": "Architecture",
     "norm": "Norm placement",
@@ -473,35 +468,31 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         )
     missing = (missing_side("A", pair.a, pair.label, layer, head), missing_side("B", pair.b, pair.label, layer, head))
     maps_column, difference_column = st.columns([5, 3])
-    maps_column.vega_lite_chart(
-        pair_heatmaps(pair.a, pair.b, layer, head, missing=missing), key="pair_maps", theme=None, width="content"
-    )
-    if pair.a is None or pair.b is None:
-        difference_column.info(f"No A − B map: only {'B' if pair.a is None else 'A'} has {pair.label}.")
-    elif not pair.same_shape:
-        difference_column.info(why_not_subtracted(pair))
-    else:
-        difference = attention_difference(pair.a, pair.b)[layer, head]  # [Tq, Tk]
-        figure = difference_heatmap(pair.a, pair.b, difference, layer, head)
-        difference_column.vega_lite_chart(figure, key="difference_map", theme=None, width="content")
-    if not all(pair_hovers(m) for m in sides):
-        hint = "Hover the A − B map: it gives A's weight, B's weight and A − B of each cell." if pair.same_shape else ""
-        st.caption(
-            "At this size A's and B's maps are drawn as pictures, without hover (cell by cell, three maps would "
-            f"take the browser seconds). {hint}"
-        )
+    panels, left_out = pair_panels(pair.a, pair.b, layer, head, missing=missing)
+    with maps_column:
+        for note in left_out:
+            st.info(note)
+        if panels:
+            show_board(board(panels), key="pair_maps")
+    with difference_column:
+        if pair.a is None or pair.b is None:
+            st.info(f"No A − B map: only {'B' if pair.a is None else 'A'} has {pair.label}.")
+        elif not pair.same_shape:
+            st.info(why_not_subtracted(pair))
+        else:
+            difference = attention_difference(pair.a, pair.b)[layer, head]  # [Tq, Tk]
+            show_board(board([difference_panel(pair.a, pair.b, difference, layer, head)]), key="difference_map")
     if caveat and pair.same_shape:
         st.caption(caveat)
     if ranking is not None:
         ranking_section(ranking, layer, head)
 
 
-def pick_from_map(key: str) -> None:
-    """on_select of the ranking heatmap: show the clicked head above."""
-    event = st.session_state.get(key)
-    picked = picked_map(event.selection if event is not None else {})
+def pick_from_map() -> None:
+    """on_pick of the ranking heatmap: show the clicked head (row = layer, column = head) above."""
+    picked = picked_value("ranking_map")
     if picked is not None:
-        pick_head(*picked)
+        pick_head(int(picked["row"]), int(picked["col"]))
 
 
 def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
@@ -512,8 +503,7 @@ def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
         st.info("A and B attend identically in every head: every difference is exactly 0.")
     st.caption(
         "Jensen-Shannon divergence between A's and B's attention row of each query, in bits (0 = the same "
-        "distribution, 1 = no key in common), averaged over the queries. The head shown above is outlined; click "
-        "a head to show it above."
+        "distribution, 1 = no key in common), averaged over the queries. Click a head to show it above."
     )
     show_table = st.toggle(
         "Show the ranking table",
@@ -521,15 +511,10 @@ def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
         help="Every head, most changed first, with its largest |A − B|; select a row to show that head above.",
     )
     map_column, table_column = st.columns([1, 1]) if show_table else (st.container(), None)
-    key = f"ranking_map_{layer}_{head}"  # a new chart once the shown head changes: a click on any head counts
-    map_column.vega_lite_chart(
-        ranking_heatmap(ranking, layer, head),
-        key=key,
-        theme=None,
-        on_select=partial(pick_from_map, key),
-        selection_mode=RANKING_PICK,
-        width="content",
-    )
+    with map_column:
+        width = RANKING_BESIDE_TABLE_PX if show_table else RANKING_ALONE_PX
+        panel = ranking_panel(ranking, layer, head, panel_px=width)
+        show_board(board([panel]), key="ranking_map", on_pick=pick_from_map)
     if table_column is None:
         return
     shown = ranking.copy()
