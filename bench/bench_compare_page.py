@@ -3,15 +3,17 @@
 Starts the dashboard headless on a free port and opens /compare with A = 12 layers x 12 heads, d_model 768,
 d_ff 3072 (BERT-base sized), post-norm, on 64 tokens; B is the page's default, A with pre-norm, on A's weights.
 Each load times page.goto(URL) until the script run has finished, no skeleton or spinner is left, and all four
-Vega-Lite charts of the page (the A | B maps, A - B, the head ranking and the per-layer lines) are drawn: each
-canvas painted (CHARTS_DRAWN in serve.py). The ranking table is drawn only on request, so it is not waited for.
+charts of the page are drawn: the three matrix-view boards (views/matrix_view.js: the A | B maps, A - B, the head
+ranking), every canvas of each painted, and the Vega-Lite per-layer lines, its canvas painted (CHARTS_DRAWN in
+serve.py). The ranking table is drawn only on request, so it is not waited for.
 The first load after the server starts is "cold" (imports, both models built, traces and gradients computed);
 then --loads "warm" loads, each in a new browser context (no browser cache, a new Streamlit session, the
 server's st.cache_* filled): the target applies to these.
 
---baseline also times, the same way, a bare Streamlit page with as many Vega-Lite charts of the same kinds and
-sizes (two 64 x 64 pictures side by side, one 64 x 64 map drawn cell by cell, a clickable 12 x 12 map, four
-small line charts): what any such page costs on this machine at this moment, since the machine is shared.
+--baseline also times, the same way, a bare Streamlit page that draws the same kinds of charts: the same component
+with three boards of random matrices of the page's sizes (A | B and A - B at 64 x 64, every cell with hover, A - B
+with both weights; a clickable 12 x 12 map) and one Vega-Lite chart of four small line panels. It is what any such
+page costs on this machine at this moment, since the machine is shared.
 
 Usage: python bench/bench_compare_page.py [--loads N] [--d-model 768] [--tokens 64] [--baseline] [--strict]
 Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIUM.
@@ -28,70 +30,46 @@ import time
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-from serve import CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving  # bench/ is on sys.path when a script here runs
+from serve import CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, ROOT, serving  # bench/ is on sys.path when a script here runs
 
 TARGET = 3.0  # seconds from navigation to the fully drawn Compare page, warm
 SENTENCE = "the cat sat on the mat while a small dog ran after it across the long green field"
-EXPECTED_CHARTS = 4  # A | B maps, A - B map, ranking heatmap, per-layer lines
-# --baseline: the least a Streamlit page with the same Vega-Lite charts costs here (A and B as pictures, A - B
-# cell by cell with hover, as the Compare page draws 64-token maps).
-BASELINE_APP = """import base64
-import io
+EXPECTED_CHARTS = 4  # matrix-view boards: A | B maps, A - B map, ranking heatmap; Vega-Lite: per-layer lines
+CHARTS = "[data-testid='stVegaLiteChart'], [data-testid='stPlotlyChart'], [data-testid^='stBidiComponent']"
+# --baseline: the least a Streamlit page with the same boards and Vega-Lite chart costs here (the maps have the
+# sizes the Compare page gives them at 64 tokens).
+BASELINE_APP = f"""import sys
 
+sys.path.insert(0, {str(ROOT)!r})  # the project's explorer/ and views/
+"""
+BASELINE_APP += """
 import numpy as np
 import pandas as pd
 import streamlit as st
-from PIL import Image
+
+from explorer.matrix_view import board, matrix_panel
+from explorer.vega import BLUES, Ramp
+from views.matrix_view import show_board
 
 st.set_page_config(layout="wide")
 st.sidebar.text_input("Tokens", "the cat sat on the mat")
 st.title("Compare A and B")
 rng = np.random.default_rng(0)
+blues = Ramp(BLUES, 0.0, 1.0)
+diverging = Ramp(("#c2410c", "#ffffff", "#1f5fa8"), -1.0, 1.0)
+oranges = Ramp(("#fff5eb", "#fd8d3c", "#7f2704"), 0.0, 1.0)
 
 
-def cells(name, n):
-    q, k = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    return {name: pd.DataFrame({"q": q.ravel(), "k": k.ravel(), "value": rng.random(n * n).astype(np.float32)})}
+def panel(name, values, ramp, px, **more):
+    n_rows, n_cols = values.shape
+    return matrix_panel(
+        values, None, ramp, name=name, x_labels=[f"k{i}" for i in range(n_cols)],
+        y_labels=[f"q{i}" for i in range(n_rows)], x_title="key", y_title="query", value_title=name, title=name,
+        max_px=px, **more,
+    )
 
 
-def matrix(name, n, px, colours, low=0.0, high=1.0):
-    cell = px / n
-    scale = {"domain": [low, (low + high) / 2, high], "range": colours, "interpolate": "rgb"}
-    return {
-        "width": px, "height": px, "data": {"name": name},
-        "title": {"text": name, "subtitle": ["a note under the title"], "anchor": "start"},
-        "transform": [{"calculate": "datum.k + 1", "as": "k_end"}, {"calculate": "datum.q + 1", "as": "q_end"}],
-        "params": [{"name": name + "_pick", "select": {"type": "point", "fields": ["q", "k"]}}] if n <= 12 else [],
-        "mark": {"type": "rect", "strokeWidth": 0},
-        "encoding": {
-            "x": {"field": "k", "type": "quantitative", "scale": {"domain": [0, n], "nice": False}},
-            "x2": {"field": "k_end"},
-            "y": {"field": "q", "type": "quantitative", "scale": {"domain": [0, n], "nice": False, "reverse": True}},
-            "y2": {"field": "q_end"},
-            "color": {"field": "value", "type": "quantitative", "scale": scale},
-            "tooltip": [{"field": "q"}, {"field": "k"}, {"field": "value", "format": ".4f"}],
-        },
-    }
-
-
-def picture(name, n, px):
-    rgb = np.repeat(np.repeat(rng.integers(0, 255, (n, n, 3), dtype=np.uint8), 7, axis=0), 7, axis=1)
-    buffer = io.BytesIO()
-    Image.fromarray(rgb, mode="RGB").save(buffer, format="PNG")
-    url = "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
-    view = matrix(name, n, px, blues)
-    del view["params"], view["transform"], view["encoding"]["tooltip"], view["encoding"]["color"], view["mark"]
-    position = view.pop("encoding")
-    image = {"data": {"values": [{"url": url, "k": 0, "k_end": n, "q": 0, "q_end": n}]},
-             "mark": {"type": "image", "aspect": False},
-             "encoding": {**position, "url": {"field": "url", "type": "nominal"}}}
-    legend = {"data": {"values": [{"v": 0.0}, {"v": 1.0}]}, "mark": {"type": "point", "opacity": 0},
-              "encoding": {"color": {"field": "v", "type": "quantitative"}}}
-    del view["data"]
-    return {**view, "layer": [image, legend]}
-
-
-def panel(i):
+def line_panel(i):
     return {
         "width": 400, "height": 190, "data": {"name": "lines"}, "transform": [{"filter": f"datum.panel == {i}"}],
         "layer": [
@@ -105,23 +83,20 @@ def panel(i):
     }
 
 
-def top(spec):  # drawn like the app's charts: on canvas, at their own size
-    return {**spec, "autosize": {"type": "pad", "contains": "padding"},
-            "usermeta": {"embedOptions": {"renderer": "canvas", "actions": False}}}
-
-
-blues, diverging = ["#f7fbff", "#6baed6", "#08306b"], ["#c2410c", "#ffffff", "#1f5fa8"]
+a, b = rng.random((64, 64)).astype(np.float32), rng.random((64, 64)).astype(np.float32)
 left, right = st.columns([5, 3])
-left.vega_lite_chart(top({"hconcat": [picture("A", 64, 210), picture("B", 64, 210)],
-                          "resolve": {"scale": {"color": "shared"}}}), theme=None, width="content")
-right.vega_lite_chart(top({**matrix("A_minus_B", 64, 215, diverging, -1.0, 1.0), "datasets": cells("A_minus_B", 64)}),
-                      theme=None, width="content")
-st.vega_lite_chart(top({**matrix("ranking", 12, 360, blues), "datasets": cells("ranking", 12)}), theme=None,
-                   width="content", key="ranking", on_select="rerun", selection_mode="ranking_pick")
+with left:
+    show_board(board([panel("A", a, blues, 112), panel("B", b, blues, 112)]), key="pair")
+with right:
+    show_board(board([panel("A_minus_B", a - b, diverging, 180, extra={"A": a, "B": b})]), key="difference")
+ranking = rng.random((12, 12)).astype(np.float32)
+show_board(board([panel("ranking", ranking, oranges, 360, pick="cell", extra={"max": ranking})]), key="ranking")
 lines = pd.DataFrame([(p, m, layer, rng.random()) for p in range(4) for m in "AB" for layer in range(-1, 12)],
                      columns=["panel", "model", "layer", "value"])
-st.vega_lite_chart(top({"vconcat": [{"hconcat": [panel(0), panel(1)]}, {"hconcat": [panel(2), panel(3)]}],
-                        "datasets": {"lines": lines}}), theme=None, width="content")
+spec = {"vconcat": [{"hconcat": [line_panel(0), line_panel(1)]}, {"hconcat": [line_panel(2), line_panel(3)]}],
+        "datasets": {"lines": lines}, "autosize": {"type": "pad", "contains": "padding"},
+        "usermeta": {"embedOptions": {"renderer": "canvas", "actions": False}}}
+st.vega_lite_chart(spec, theme=None, width="content")
 """
 # Done: the run has finished, nothing is a skeleton or spinner, and all the page's charts are drawn.
 READY = f"""() => {{
@@ -149,7 +124,7 @@ def load_once(browser, url: str, timeout_ms: int) -> tuple[float, int, list[str]
         page.goto(url)
         page.wait_for_function(READY, timeout=timeout_ms, polling=50)
         took = time.perf_counter() - t0
-        charts = page.locator("[data-testid='stVegaLiteChart'], [data-testid='stPlotlyChart']").count()
+        charts = page.locator(CHARTS).count()
         problems += [f"exception: {e.inner_text()[:200]}" for e in page.locator("[data-testid='stException']").all()]
         problems += [
             f"error: {e.inner_text()[:200]}" for e in page.locator("[data-testid='stAlertContentError']").all()
@@ -206,7 +181,7 @@ def main() -> int:
             _, bare = measure(str(baseline), "/", args.loads, timeout_ms)
         bare_median = statistics.median(t for t, _, _ in bare)
         print(
-            f"  baseline (bare page, {bare[0][1]} Vega-Lite charts of the same sizes), warm, new context x{len(bare)}: "
+            f"  baseline (bare page, {bare[0][1]} charts of the same kinds and sizes), warm, new context x{len(bare)}: "
             f"median {bare_median:.2f} s; Compare page / baseline = {median / bare_median:.2f}"
         )
     print(f"  load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end")
