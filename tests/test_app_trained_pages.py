@@ -14,7 +14,7 @@ from explorer.compare import default_b, model_for_b
 from explorer.gradients import gradient_norms, layer_gradient_totals
 from explorer.tasks import make_task
 from explorer.training import train
-from tests.drawn import app_charts, matrices, title_text
+from tests.drawn import app_boards, app_charts, panel_matrix, title_text
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PROBE = "A B C D E F G H"
@@ -78,9 +78,9 @@ def test_compare_page_runs_b_on_the_trained_weights(trained):
     b = default_b(model.config)
     maps_a = explorer.run(model, PROBE).attention_maps()["self-attention"]
     maps_b = explorer.run(model_for_b(model, b), PROBE).attention_maps()["self-attention"]
-    pair = next(m for spec, tables in app_charts(at) if "side_1" in (m := matrices(spec, tables)))
-    np.testing.assert_array_equal(pair["side_0"].values, maps_a.weights[0, 0])  # A, left
-    np.testing.assert_array_equal(pair["side_1"].values, maps_b.weights[0, 0])  # B, right
+    pair = {p["name"]: panel_matrix(p) for p in app_boards(at)["pair_maps"]["panels"]}
+    np.testing.assert_array_equal(pair["A"].values, maps_a.weights[0, 0])  # A, left
+    np.testing.assert_array_equal(pair["B"].values, maps_b.weights[0, 0])  # B, right
     random_b = explorer.run(model_for_b(explorer.build_model(model.config), b), PROBE).attention
-    assert not np.allclose(pair["side_1"].values, random_b[0, 0])
+    assert not np.allclose(pair["B"].values, random_b[0, 0])
     assert any("very weights" in s.value for s in at.success)

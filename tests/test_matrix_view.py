@@ -65,4 +65,3 @@ def test_extra_rows_carry_their_own_values():
     extra = panel(a - b, extra={"A": a, "B": b})["extra"]
     assert [e["title"] for e in extra] == ["A", "B"]
     np.testing.assert_array_equal(decode_floats(extra[1]["values"], (2, 2)), b)
-
