@@ -14,7 +14,6 @@ from explorer.vega import BLUES, VIRIDIS, Ramp, layer_head_axes
 WEIGHTS = Ramp(BLUES, 0.0, 1.0)  # weight 0 = near white, 1 = dark blue; grey is reserved for masked cells
 EMPTY_ROW_MARK = "⊘ "
 GRID_MAX_CELLS = 400_000  # all layers x heads x Tq x Tk; above this the grid is too heavy for a browser
-GRID_PICK = "pick"  # the grid's click selection: {"layer": ..., "head": ...}
 
 
 def token_labels(tokens: list[str]) -> list[str]:
@@ -123,18 +122,6 @@ def grid_board(
             )
     index = None if picked is None else picked[0] * n_heads + picked[1]
     return board(panels, columns=n_heads, picked=index)
-
-
-def picked_map(selection: dict) -> tuple[int, int] | None:
-    """(layer, head) of the grid map a click selected, from the chart's selection state ({GRID_PICK: [...]})."""
-    points = (selection or {}).get(GRID_PICK) or []
-    if not points:
-        return None
-    point = points[0]
-    try:
-        return int(point["layer"]), int(point["head"])
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def _entropy_parts(df: pd.DataFrame) -> dict:

@@ -7,13 +7,11 @@ import pytest
 
 from explorer.figures import (
     GRID_MAX_CELLS,
-    GRID_PICK,
     WEIGHTS,
     attention_map_panel,
     entropy_panel,
     grid_board,
     grid_cells,
-    picked_map,
     token_labels,
 )
 from explorer.stats import head_average, head_entropy
@@ -107,12 +105,6 @@ def test_cross_attention_map_has_both_token_lists(make_maps):
     assert drawn.x_labels == ["the", "cat", "sat"] and drawn.y_labels == ["le", "chat"]
     assert (drawn.x_title, drawn.y_title) == ("key (source)", "query (target)")
     np.testing.assert_array_equal(drawn.values, maps.weights[0, 1])
-
-
-def test_picked_map_reads_a_chart_selection():
-    assert picked_map({GRID_PICK: [{"layer": 2, "head": 4}]}) == (2, 4)
-    assert picked_map({GRID_PICK: []}) is None and picked_map({}) is None and picked_map(None) is None
-    assert picked_map({GRID_PICK: [{"head": 1}]}) is None
 
 
 def test_grid_size_does_not_grow_with_tokens(make_maps):
