@@ -14,7 +14,9 @@ import explorer
 from explorer.compare import attention_difference, b_from_query, default_b, head_ranking, model_for_b, reorder_maps
 from explorer.config import ModelConfig
 from explorer.matrix_view import decode_floats
+from explorer.tasks import make_task
 from explorer.trace import AttentionMaps
+from explorer.training import train
 from tests.drawn import DrawnMatrix, app_boards, app_charts, panel_matrix
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -433,3 +435,22 @@ def test_long_input_hovers_every_cell_of_every_map(at):
     panel = difference_panel(at)  # A − B hovers with both weights
     np.testing.assert_array_equal(hover_values(panel, "A"), maps_a.weights[0, 0])
     np.testing.assert_array_equal(hover_values(panel, "B"), maps_b.weights[0, 0])
+
+
+def test_a_trained_model_gets_its_own_head_ranking():
+    """The ranking is cached by configuration and text: a session's trained model must not get the ranking of the
+    shared random model with the same configuration (or another session's)."""
+    probe = "A B C D E F G H"
+    a = ModelConfig(positional="learned")
+    trained = {"model": train(a, make_task("reverse", 8), steps=30).model, "task": None, "label": "30 steps"}
+    random_model = open_compare(AppTest.from_file(APP, default_timeout=180), positional="learned", tokens=probe)
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state["_trained"] = trained
+    open_compare(at, tokens=probe)
+    model = trained["model"]
+    maps_a = explorer.run(model, probe).attention_maps()["self-attention"]
+    maps_b = explorer.run(model_for_b(model, default_b(a)), probe).attention_maps()["self-attention"]
+    expected = head_ranking(maps_a, maps_b).set_index(["layer", "head"])["js_divergence"]
+    drawn = ranking_cells(at).set_index(["layer", "head"])["value"]
+    np.testing.assert_allclose(drawn.loc[expected.index], expected, rtol=1e-6)
+    assert not np.allclose(drawn, ranking_cells(random_model).set_index(["layer", "head"])["value"].loc[drawn.index])

@@ -111,8 +111,8 @@ def weight_facts(a: ModelConfig, b: ModelConfig, who: str | None) -> dict[str, A
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def ranking_of(_pair: MapPair, key: tuple) -> pd.DataFrame:
-    """head_ranking of a pair; `key` (configurations, texts, alignment, kind) decides the pair, so it keys the
-    cache instead of hashing the maps."""
+    """head_ranking of a pair; `key` (configurations, texts, alignment, model_key(), kind) decides the pair, so it
+    keys the cache instead of hashing the maps."""
     assert _pair.a is not None and _pair.b is not None
     return head_ranking(_pair.a, _pair.b)
 
@@ -428,8 +428,8 @@ def why_not_subtracted(pair: MapPair) -> str:
 
 @st.fragment
 def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = None) -> None:
-    """`key` (the configurations, texts and alignment) decides `pairs`: it keys the cached head ranking.
-    `caveat` is said under the maps (e.g. that A and B do not share weights)."""
+    """`key` (the configurations, texts, alignment and model_key()) decides `pairs`: it keys the cached head
+    ranking. `caveat` is said under the maps (e.g. that A and B do not share weights)."""
     st.subheader("Attention in A and B")
     labels = [p.label for p in pairs]
     if len(pairs) > 1:
@@ -746,7 +746,7 @@ def main() -> None:
             "A and B have different weights, so A − B mixes the settings you changed with the effect of other random "
             "weights, and head h of A has no special relation to head h of B."
         )
-    attention_section(pairs, (a, b, text_a, text_b, target_a, target_b, aligned), caveat)
+    attention_section(pairs, (a, b, text_a, text_b, target_a, target_b, aligned, model_key()), caveat)
 
     notes = []
     grads_a = gradients_or_none(a, a, text_a, target_a)
