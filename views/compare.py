@@ -537,11 +537,15 @@ def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
 # --- Per-layer statistics and downloads.
 
 
+@st.cache_data(max_entries=32, show_spinner=False)
 def stack_tables(
-    trace_a: Trace, trace_b: Trace | None, grads_a: pd.DataFrame | None, grads_b: pd.DataFrame | None
+    _trace_a: Trace, _trace_b: Trace | None, _grads_a: pd.DataFrame | None, _grads_b: pd.DataFrame | None, key: tuple
 ) -> dict[str, pd.DataFrame]:
-    """per_layer_comparison for each stack position (the stack reading the tokens, then a decoder)."""
+    """per_layer_comparison for each stack position (the stack reading the tokens, then a decoder). `key`
+    (configurations, texts, model_key()) decides the traces and gradients, so it keys the cache instead of
+    hashing them (the statistics of 12 layers of width 768 on 64 tokens take about 0.1 s)."""
     tables = {}
+    trace_a, trace_b = _trace_a, _trace_b
     n_stacks = max(len(trace_a.stacks), len(trace_b.stacks) if trace_b is not None else 0)
     for i in range(n_stacks):
         stack_a = trace_a.stacks[i] if i < len(trace_a.stacks) else None
@@ -549,8 +553,8 @@ def stack_tables(
         names = list(dict.fromkeys(s.name for s in (stack_a, stack_b) if s is not None))
         label = names[0] if len(names) == 1 else f"{names[0]} (A) vs {names[1]} (B)"
         tables[label] = per_layer_comparison(
-            layer_values(stack_a, grads_a) if stack_a is not None else None,
-            layer_values(stack_b, grads_b) if stack_b is not None else None,
+            layer_values(stack_a, _grads_a) if stack_a is not None else None,
+            layer_values(stack_b, _grads_b) if stack_b is not None else None,
         )
     return tables
 
@@ -753,7 +757,7 @@ def main() -> None:
     grads_b = gradients_or_none(a, b, text_b, target_b) if trace_b is not None and b is not None else None
     if grads_a is None:
         notes.append("No gradient norms: they need at least two tokens (the objective predicts the next one).")
-    tables = stack_tables(trace_a, trace_b, grads_a, grads_b)
+    tables = stack_tables(trace_a, trace_b, grads_a, grads_b, (a, b, text_a, text_b, target_a, target_b, model_key()))
     per_layer_section(tables, trace_a, trace_b, notes)
 
     if b is None or trace_b is None:
