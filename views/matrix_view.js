@@ -40,7 +40,7 @@ function layout(g, p) {
   const top = 8;
   const xLabelsHeight = rotate ? xWidest * Math.SQRT1_2 + 14 : 18;
   const bottom = 6 + xLabelsHeight + 24;
-  const legendTexts = [p.value_title, formatted(p.legend.low, 2), formatted(p.legend.high, 2)];
+  const legendTexts = [p.value_title, legendText(p.legend.low), legendText(p.legend.high)];
   const right = LEGEND_BAR.gap + Math.max(LEGEND_BAR.width + 6 + widest(g, legendTexts.slice(1)), widest(g, legendTexts));
   return {
     left, top, plotW, plotH, rotate, xLabelsHeight,
@@ -48,8 +48,9 @@ function layout(g, p) {
   };
 }
 
-function formatted(value, digits) {
-  return Number.isFinite(value) ? value.toFixed(digits) : String(value);
+// A legend end as short as it can be and still say the value: 1, 0.07, 0.0012, 4.16 (three significant digits).
+function legendText(value) {
+  return Number.isFinite(value) ? String(Number(value.toPrecision(3))) : String(value);
 }
 
 function drawAxes(g, p, box) {
@@ -104,8 +105,8 @@ function drawLegend(g, p, box) {
   g.font = FONT;
   g.fillStyle = TEXT;
   g.textBaseline = "middle";
-  g.fillText(formatted(p.legend.high, 2), x + LEGEND_BAR.width + 6, barTop + 6);
-  g.fillText(formatted(p.legend.low, 2), x + LEGEND_BAR.width + 6, barTop + barHeight - 6);
+  g.fillText(legendText(p.legend.high), x + LEGEND_BAR.width + 6, barTop + 6);
+  g.fillText(legendText(p.legend.low), x + LEGEND_BAR.width + 6, barTop + barHeight - 6);
 }
 
 // The matrix itself: the PNG scaled up without smoothing, lines between cells, values written in small maps.
