@@ -210,8 +210,8 @@ def ranking_panel(
     ranking: pd.DataFrame, layer: int | None = None, head: int | None = None, panel_px: float = 760
 ) -> dict:
     """Jensen-Shannon divergence (bits) per [layer, head] from head_ranking, heads across and layers down; hover
-    adds the head's largest |A − B|. A click on a cell sends back {"row": layer, "col": head}. The subtitle names
-    the head shown above (`layer`, `head`) when the matrix has it."""
+    adds the head's largest |A − B|. A click on a cell sends back {"row": layer, "col": head}. The head shown above
+    (`layer`, `head`) is framed in red and named in the subtitle, when the matrix has it."""
     z = ranking_matrix(ranking)  # [L, H]
     n_layers, n_heads = z.shape
     top = float(np.nanmax(z)) if np.isfinite(z).any() and np.nanmax(z) > 0 else 1.0
@@ -232,6 +232,7 @@ def ranking_panel(
         max_px=map_px(min(RANKING_PX, 44 * max(n_layers, n_heads)), panel_px, axes["y_labels"], value_title),
         pick="cell",
         extra={"max |A − B|": ranking_matrix(ranking, "max_abs_difference")},
+        outline=(layer, head) if shown else None,
     )
     return _spaced_ticks(panel, RANKING_TEXT_PX)
 

@@ -51,13 +51,14 @@ def matrix_panel(
     hover: str | None = None,
     pick: dict | str | None = None,
     extra: dict[str, np.ndarray] | None = None,
+    outline: tuple[int, int] | None = None,
 ) -> dict:
     """A [Tq, Tk] matrix: keys across, queries down (first on top), masked cells grey.
 
     With `axes`, the panel has labelled axes and a colour legend, and hover gives query, key and value, then one
     row per `extra` matrix ({title: [Tq, Tk] values}, e.g. the two maps a difference came from); without, it is a
     thumbnail whose hover is the text `hover`. A click sends back `pick` when it is a dict, or the cell clicked
-    ({"row": q, "col": k}) when it is "cell".
+    ({"row": q, "col": k}) when it is "cell". `outline` = (row, col) draws a red frame round that cell.
     """
     values = np.asarray(values, dtype=np.float32)  # [Tq, Tk]
     tq, tk = values.shape
@@ -98,6 +99,7 @@ def matrix_panel(
         "hover": hover,
         "pick": pick,
         "extra": [{"title": title, "values": encode_floats(v)} for title, v in (extra or {}).items()],
+        "outline": None if outline is None else [int(outline[0]), int(outline[1])],
     }
 
 

@@ -15,7 +15,7 @@ import explorer
 from explorer.compare import attention_difference, default_b, head_ranking, model_for_b
 from explorer.compare_figures import WEIGHTS, difference_ramp, difference_range
 from explorer.vega import MASKED_COLOUR
-from tests.browser_boards import cell_centre, panels, read_panel, read_tips, tip_at, wait_panels_drawn
+from tests.browser_boards import cell_centre, geometry, panels, pixels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_charts import CHART, charts, wait_drawn
 
 pytestmark = pytest.mark.browser
@@ -161,6 +161,21 @@ def test_b_follows_a_and_swap_rewrites_the_sidebar(page, app_url, wait_idle):
     assert_clean(page)
 
 
+def framed(ranking) -> tuple[int, int]:
+    """The one cell of the ranking heatmap with a red frame: (layer, head), read from the drawn pixels."""
+    _, plot = geometry(ranking)
+    image = pixels(ranking).astype(int)
+    red = []
+    for r in range(plot["rows"]):
+        for c in range(plot["cols"]):
+            x = int(plot["left"] + c * plot["cell"] + 1.5)  # the cell's left edge, where a frame is drawn
+            y = int(plot["top"] + (r + 0.5) * plot["cell"])
+            if np.abs(image[y, x] - [0xD6, 0x27, 0x28]).max() <= 2:
+                red.append((r, c))
+    assert len(red) == 1, red
+    return red[0]
+
+
 def test_clicking_the_ranking_heatmap_shows_that_head(page, app_url, wait_idle):
     open_compare(page, app_url + "/compare?n_layers=3", wait_idle)
     a = explorer.ModelConfig(n_layers=3)
@@ -181,6 +196,7 @@ def test_clicking_the_ranking_heatmap_shows_that_head(page, app_url, wait_idle):
     shown, _ = read_difference(page)  # the A − B map now draws that head
     np.testing.assert_allclose(shown["A − B"], attention_difference(maps_a, maps_b)[layer, head], atol=5e-5)
     assert page.get_by_text(f"shown above: layer {layer}, head {head}").count() == 1
+    assert framed(panel(page, "ranking")) == (layer, head)  # the shown head is framed in red, and only it
     page.mouse.click(*cell_centre(in_view(panel(page, "ranking")), 1, 0))  # a click on another head works too
     page.wait_for_function("() => location.search.includes('layer=1') && !location.search.includes('head=')")
     drawn(page, wait_idle, "A − B · layer 1 · head 0")

@@ -122,6 +122,12 @@ function drawCells(g, p, box, image, values, masked) {
     for (let r = 1; r < p.rows; r++) g.moveTo(left, top + r * p.cell_px), g.lineTo(left + plotW, top + r * p.cell_px);
     g.stroke();
   }
+  if (p.outline) {
+    const [r, c] = p.outline;
+    g.strokeStyle = "#d62728";
+    g.lineWidth = 3;
+    g.strokeRect(left + c * p.cell_px + 1.5, top + r * p.cell_px + 1.5, p.cell_px - 3, p.cell_px - 3);
+  }
   if (p.text_digits === null || p.text_digits === undefined) return;
   const colours = cellColours(image, p);
   g.font = p.cell_px >= 34 ? CELL_FONT_BIG : CELL_FONT_SMALL;
