@@ -15,7 +15,7 @@ from explorer.compare import PER_LAYER
 from explorer.figures import token_labels
 from explorer.matrix_view import matrix_panel
 from explorer.trace import AttentionMaps
-from explorer.vega import BLUES, Ramp, chart, layer_head_axes, ticks
+from explorer.vega import BLUES, Ramp, chart, layer_head_axes
 
 A_COLOUR = "#1f5fa8"  # A is blue everywhere: its lines, and A - B > 0 (A attends more)
 B_COLOUR = "#c2410c"  # B is orange-red: its lines, and A - B < 0 (B attends more)
@@ -62,21 +62,6 @@ def map_px(most_px: float, panel_px: float, y_labels: list[str], value_title: st
     return max(MIN_MAP_PX, min(most_px, panel_px - left - right))
 
 
-def _spaced_ticks(panel: dict, text_px: float) -> dict:
-    """Label only as many tokens along each axis as fit TICK_PX apart (every n-th), and write values in the cells
-    only while cells are at least text_px wide: matrix_panel labels up to explorer.vega.MAX_TICKS tokens and
-    writes values in up to MAX_CELL_TEXT cells whatever the map's size, which suits a 640 px map but makes the
-    labels of these narrow maps overlap."""
-    cell = panel["cell_px"]
-    across = max(2, int(cell * panel["cols"] / TICK_PX))
-    down = max(2, int(cell * panel["rows"] / TICK_PX))
-    panel["x_ticks"] = [int(t) for t in ticks(panel["cols"], across)]
-    panel["y_ticks"] = [int(t) for t in ticks(panel["rows"], down)]
-    if cell < text_px:
-        panel["text_digits"] = None
-    return panel
-
-
 def _token_map(
     maps: AttentionMaps,
     values: np.ndarray,
@@ -91,7 +76,7 @@ def _token_map(
     """A [Tq, Tk] map over maps' tokens as a panel: keys across, queries down, grey where not `allowed`."""
     cross = maps.kind == "cross-attention"
     y_labels = token_labels(maps.query_tokens)
-    panel = matrix_panel(
+    return matrix_panel(
         values,
         allowed,
         ramp,
@@ -100,9 +85,10 @@ def _token_map(
         x_title="key (source)" if cross else "key",
         y_title="query (target)" if cross else "query",
         max_px=map_px(most_px, panel_px, y_labels, str(parts["value_title"])),
+        tick_px=TICK_PX,
+        text_px=text_px,
         **parts,
     )
-    return _spaced_ticks(panel, text_px)
 
 
 def side_title(name: str, maps: AttentionMaps | None, layer: int, head: int, missing: str | None) -> str:
@@ -218,7 +204,7 @@ def ranking_panel(
     axes = layer_head_axes(n_layers, n_heads)
     value_title = "JS divergence (bits)"
     shown = layer is not None and head is not None and layer < n_layers and head < n_heads
-    panel = matrix_panel(
+    return matrix_panel(
         z,
         None,
         Ramp(ORANGES, 0.0, top),
@@ -233,8 +219,9 @@ def ranking_panel(
         pick="cell",
         extra={"max |A − B|": ranking_matrix(ranking, "max_abs_difference")},
         outline=(layer, head) if shown else None,
+        tick_px=TICK_PX,
+        text_px=RANKING_TEXT_PX,
     )
-    return _spaced_ticks(panel, RANKING_TEXT_PX)
 
 
 def _literal(text: str) -> str:

@@ -52,6 +52,8 @@ def matrix_panel(
     pick: dict | str | None = None,
     extra: dict[str, np.ndarray] | None = None,
     outline: tuple[int, int] | None = None,
+    tick_px: float | None = None,
+    text_px: float = 0.0,
 ) -> dict:
     """A [Tq, Tk] matrix: keys across, queries down (first on top), masked cells grey.
 
@@ -59,6 +61,9 @@ def matrix_panel(
     row per `extra` matrix ({title: [Tq, Tk] values}, e.g. the two maps a difference came from); without, it is a
     thumbnail whose hover is the text `hover`. A click sends back `pick` when it is a dict, or the cell clicked
     ({"row": q, "col": k}) when it is "cell". `outline` = (row, col) draws a red frame round that cell.
+
+    Labels: up to MAX_TICKS tokens an axis, or with `tick_px` as many as fit that far apart (every n-th token).
+    Values are written in the cells of small matrices (MAX_CELL_TEXT) whose cells are at least `text_px` wide.
     """
     values = np.asarray(values, dtype=np.float32)  # [Tq, Tk]
     tq, tk = values.shape
@@ -85,13 +90,13 @@ def matrix_panel(
         "masked": base64.b64encode(masked.astype(np.uint8).tobytes()).decode("ascii") if masked.any() else None,
         "x_labels": list(x_labels),
         "y_labels": list(y_labels),
-        "x_ticks": [int(t) for t in ticks(tk, MAX_TICKS)],
-        "y_ticks": [int(t) for t in ticks(tq, MAX_TICKS)],
+        "x_ticks": _tick_cells(tk, cell, tick_px),
+        "y_ticks": _tick_cells(tq, cell, tick_px),
         "x_title": x_title,
         "y_title": y_title,
         "value_title": value_title,
         "value_digits": value_digits,
-        "text_digits": text_digits if tq * tk <= MAX_CELL_TEXT else None,
+        "text_digits": text_digits if tq * tk <= MAX_CELL_TEXT and cell >= text_px else None,
         "grid_lines": max(tq, tk) <= GRID_LINES_UP_TO,
         "masked_text": masked_text,
         "axes": True,
@@ -101,6 +106,13 @@ def matrix_panel(
         "extra": [{"title": title, "values": encode_floats(v)} for title, v in (extra or {}).items()],
         "outline": None if outline is None else [int(outline[0]), int(outline[1])],
     }
+
+
+def _tick_cells(n: int, cell_px: float, tick_px: float | None) -> list[int]:
+    """The cells to label along an axis of n cells: up to MAX_TICKS, or (with tick_px) as many as fit that far
+    apart, at least 2."""
+    most = MAX_TICKS if tick_px is None else max(2, int(cell_px * n / tick_px))
+    return [int(t) for t in ticks(n, most)]
 
 
 def board(panels: list[dict], columns: int | None = None, picked: int | None = None) -> dict:

@@ -65,3 +65,12 @@ def test_extra_rows_carry_their_own_values():
     extra = panel(a - b, extra={"A": a, "B": b})["extra"]
     assert [e["title"] for e in extra] == ["A", "B"]
     np.testing.assert_array_equal(decode_floats(extra[1]["values"], (2, 2)), b)
+
+
+def test_narrow_maps_label_only_tokens_that_fit_apart_and_drop_cramped_text():
+    narrow = panel(np.zeros((64, 64)), max_px=120, tick_px=18)  # under 2 px a cell
+    gaps = np.diff(narrow["x_ticks"]) * narrow["cell_px"]
+    assert len(narrow["x_ticks"]) >= 2 and (gaps >= 18).all() and narrow["y_ticks"] == narrow["x_ticks"]
+    small = np.zeros((4, 4))
+    assert panel(small, max_px=80, text_px=22)["text_digits"] is None  # 20 px cells: too narrow for "0.25"
+    assert panel(small, max_px=120, text_px=22)["text_digits"] == 2
