@@ -3,12 +3,11 @@ look at the colour drawn there."""
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 
 import numpy as np
-from PIL import Image
+
+from tests.browser_charts import pixels  # a panel, like a chart, is read from its one canvas
 
 PANEL = ".mv-panel"  # Playwright's CSS selectors reach into the component's (open) shadow root
 BOARDS_DRAWN = """n => {
@@ -65,16 +64,6 @@ def read_tips(page, panel) -> list[list[dict[str, str]]]:
         [tip_at(page, x0 + (c + 0.5) * cell, y0 + (r + 0.5) * cell) for c in range(plot["cols"])]
         for r in range(plot["rows"])
     ]
-
-
-def pixels(panel) -> np.ndarray:
-    """[H, W, 3] uint8: what the panel's canvas shows, in CSS pixels (the page is drawn at device scale 1)."""
-    uri = panel.locator("canvas").evaluate("c => c.toDataURL('image/png')")
-    image = Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGBA")
-    rgba = np.asarray(image)
-    white = np.full(rgba.shape[:2] + (3,), 255, dtype=np.float64)
-    alpha = rgba[..., 3:4] / 255.0
-    return np.rint(rgba[..., :3] * alpha + white * (1 - alpha)).astype(np.uint8)  # on the page's white
 
 
 def cell_colours(panel) -> np.ndarray:
