@@ -13,13 +13,10 @@ _matrix_view = st.components.v2.component(
 )
 
 
-def show_board(board: dict, key: str, on_pick: Callable[[], None] | None = None) -> dict | None:
-    """Draw the board; returns the `pick` of the panel clicked in this run (None otherwise).
-
-    `on_pick` runs first, as a callback, when a pickable panel is clicked: read the click there with
-    `picked_value(key)`."""
-    result = _matrix_view(data=board, key=key, on_pick_change=on_pick or (lambda: None))
-    return getattr(result, "pick", None)
+def show_board(board: dict, key: str, on_pick: Callable[[], None] | None = None) -> None:
+    """Draw the board. When a pickable panel is clicked, `on_pick` runs as a callback before the rerun: read the
+    click there with `picked_value(key)`."""
+    _matrix_view(data=board, key=key, on_pick_change=on_pick or (lambda: None))
 
 
 def picked_value(key: str) -> dict | None:
