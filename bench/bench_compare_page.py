@@ -35,7 +35,7 @@ from serve import CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, ROOT, serving  # bench/
 TARGET = 3.0  # seconds from navigation to the fully drawn Compare page, warm
 SENTENCE = "the cat sat on the mat while a small dog ran after it across the long green field"
 EXPECTED_CHARTS = 4  # matrix-view boards: A | B maps, A - B map, ranking heatmap; Vega-Lite: per-layer lines
-CHARTS = "[data-testid='stVegaLiteChart'], [data-testid='stPlotlyChart'], [data-testid^='stBidiComponent']"
+CHARTS = "[data-testid='stVegaLiteChart'], [data-testid^='stBidiComponent']"
 # --baseline: the least a Streamlit page with the same boards and Vega-Lite chart costs here (the maps have the
 # sizes the Compare page gives them at 64 tokens).
 BASELINE_APP = f"""import sys

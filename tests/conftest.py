@@ -96,7 +96,7 @@ def page(browser):
 
 
 def _wait_idle(page, timeout_ms: int = 60_000) -> None:
-    """Wait until the script run has finished and Plotly has had a moment to draw."""
+    """Wait until the script run has finished and the charts have had a moment to draw."""
     page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=timeout_ms)
     page.wait_for_timeout(150)
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout_ms)
