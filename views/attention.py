@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from functools import partial
 
 import streamlit as st
@@ -13,10 +12,10 @@ from explorer.figures import GRID_MAX_CELLS, attention_map_panel, entropy_panel,
 from explorer.matrix_view import board
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
-from explorer.vega import MAX_CELLS
 from views.matrix_view import picked_value, show_board
 
 AVERAGE = "average of heads"
+ZOOM_SIDE = 128  # a map of more than ZOOM_SIDE x ZOOM_SIDE cells offers a zoom window this many tokens a side
 VIEW_NOTES_KEY = "_view_notes"
 
 
@@ -65,13 +64,13 @@ def _code(text: str) -> str:
 
 
 def zoom_window(maps: AttentionMaps) -> tuple[int, int, int, int] | None:
-    """For a big map: an optional window of at most MAX_CELLS cells, drawn with bigger cells and every label."""
+    """For a big map: an optional window of at most ZOOM_SIDE x ZOOM_SIDE cells, drawn with bigger cells and every
+    label."""
     tq, tk = maps.weights.shape[-2:]  # [L, H, Tq, Tk]
-    if tq * tk <= MAX_CELLS:
+    if tq * tk <= ZOOM_SIDE * ZOOM_SIDE:
         return None
-    side = math.isqrt(MAX_CELLS)
     zoom = st.toggle(
-        f"Zoom into {min(side, tq)} × {min(side, tk)} tokens",
+        f"Zoom into {min(ZOOM_SIDE, tq)} × {min(ZOOM_SIDE, tk)} tokens",
         key="zoom",
         bind="query-params",
         help=f"This map has {tq} × {tk} cells, each only a pixel or two wide, and labels only every few tokens. "
@@ -80,9 +79,9 @@ def zoom_window(maps: AttentionMaps) -> tuple[int, int, int, int] | None:
     if not zoom:
         return None
     left, right = st.columns(2)
-    q0 = left.slider("First query", 0, max(0, tq - side), 0, key="zoom_query", bind="query-params")
-    k0 = right.slider("First key", 0, max(0, tk - side), 0, key="zoom_key", bind="query-params")
-    return q0, min(tq, q0 + side), k0, min(tk, k0 + side)
+    q0 = left.slider("First query", 0, max(0, tq - ZOOM_SIDE), 0, key="zoom_query", bind="query-params")
+    k0 = right.slider("First key", 0, max(0, tk - ZOOM_SIDE), 0, key="zoom_key", bind="query-params")
+    return q0, min(tq, q0 + ZOOM_SIDE), k0, min(tk, k0 + ZOOM_SIDE)
 
 
 def view_options(maps: AttentionMaps) -> tuple[list[int], list]:
