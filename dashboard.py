@@ -20,6 +20,7 @@ import streamlit as st
 
 import explorer
 from explorer.config import CHOICES, FIELDS, INT_LIMITS, PAD_TOKEN, ConfigError, ModelConfig, check_url_value
+from views.nodelay import disable_nagle_once
 from views.session import cached_model
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
@@ -210,6 +211,7 @@ def compute(values: dict[str, Any]) -> None:
         st.error(str(e), icon=":material/error:")
 
 
+disable_nagle_once()  # before anything is sent: see views/nodelay.py (about 40 ms per script chunk otherwise)
 # An emoji favicon: a :material/: one makes the browser fetch the icon from the internet.
 st.set_page_config(page_title="Attention Explorer", page_icon="🔎", layout="wide")
 navigation = st.navigation(PAGES)

@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-from serve import CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, ROOT, serving  # bench/ is on sys.path when a script here runs
+# bench/ is on sys.path when a script here runs
+from serve import BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving
 
 TARGET = 3.0  # seconds from navigation to the fully drawn Compare page, warm
 SENTENCE = "the cat sat on the mat while a small dog ran after it across the long green field"
@@ -38,11 +39,9 @@ EXPECTED_CHARTS = 4  # matrix-view boards: A | B maps, A - B map, ranking heatma
 CHARTS = "[data-testid='stVegaLiteChart'], [data-testid^='stBidiComponent']"
 # --baseline: the least a Streamlit page with the same boards and Vega-Lite chart costs here (the maps have the
 # sizes the Compare page gives them at 64 tokens).
-BASELINE_APP = f"""import sys
-
-sys.path.insert(0, {str(ROOT)!r})  # the project's explorer/ and views/
-"""
-BASELINE_APP += """
+BASELINE_APP = (
+    BASELINE_PRELUDE
+    + """
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -98,6 +97,7 @@ spec = {"vconcat": [{"hconcat": [line_panel(0), line_panel(1)]}, {"hconcat": [li
         "usermeta": {"embedOptions": {"renderer": "canvas", "actions": False}}}
 st.vega_lite_chart(spec, theme=None, width="content")
 """
+)
 # Done: the run has finished, nothing is a skeleton or spinner, and all the page's charts are drawn.
 READY = f"""() => {{
     const app = document.querySelector("[data-testid='stApp']");

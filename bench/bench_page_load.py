@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 from urllib.parse import urlencode
 
-from serve import CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving  # bench/ is on sys.path when a script here runs
+# bench/ is on sys.path when a script here runs
+from serve import BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, keepalive_ms, serving
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.5  # seconds from navigation to a drawn heatmap, warm
@@ -128,8 +129,9 @@ def report(name: str, loads: list[tuple[float, float]], note: str, target: float
     return ok
 
 
-def measure(app: str, query: str, loads: int, timeout_ms: int) -> tuple[tuple, list[tuple], list[tuple]]:
-    """The cold load, `loads` loads each in a new context, and `loads` in one context with a warm cache."""
+def measure(app: str, query: str, loads: int, timeout_ms: int) -> tuple[tuple, list[tuple], list[tuple], float]:
+    """The cold load, `loads` loads each in a new context, `loads` in one context with a warm cache, and the
+    milliseconds a script takes over a kept-alive connection once the app has run."""
     from playwright.sync_api import sync_playwright
 
     with serving(app) as base, sync_playwright() as pw:
@@ -141,7 +143,8 @@ def measure(app: str, query: str, loads: int, timeout_ms: int) -> tuple[tuple, l
         load_once(browser, shared, url, timeout_ms)  # fills this context's browser cache
         cached = [load_once(browser, shared, url, timeout_ms) for _ in range(loads)]
         browser.close()
-    return cold, fresh, cached
+        keepalive = keepalive_ms(base)
+    return cold, fresh, cached, keepalive
 
 
 def main() -> int:
@@ -162,19 +165,21 @@ def main() -> int:
     for name, source in BASELINE_APPS.items() if args.baseline else ():
         with tempfile.TemporaryDirectory() as folder:
             baseline = Path(folder) / "baseline.py"
-            baseline.write_text(source)
+            baseline.write_text(BASELINE_PRELUDE + source)
             results[name] = measure(str(baseline), args.query, args.loads, timeout_ms)
     print("page load in Chromium: goto -> heatmap drawn, script idle, no skeleton; medians in seconds")
     print(f"  {os.cpu_count()} cpus, load average {load} at the start")
     print(f"  /?{args.query}")
     print(f"{'load':46} {'loads':>5} {'1st map':>9} {'done':>9} {'done range':>11}  {'target':12} what")
     ok = True
-    for app, (cold, fresh, cached) in results.items():
+    for app, (cold, fresh, cached, _) in results.items():
         target = TARGET if app == args.app else None
         report(f"{app}: cold server", [cold[:2]], "first load after the server started: imports, empty st.cache_*")
         ok &= report(f"{app}: warm, new context", [t[:2] for t in fresh], "empty browser cache, new session", target)
         report(f"{app}: warm, cached", [t[:2] for t in cached], "same browser context (cached JS), new page")
-    problems = [p for cold, fresh, cached in results.values() for one in [cold, *fresh, *cached] for p in one[2]]
+    keepalive = results[args.app][3]
+    print(f"  {args.app}: a script over a kept-alive connection takes {keepalive:.1f} ms (about 40 with Nagle on)")
+    problems = [p for cold, fresh, cached, _ in results.values() for one in [cold, *fresh, *cached] for p in one[2]]
     for problem in dict.fromkeys(problems):
         print("  problem:", problem)
     return 1 if args.strict and (not ok or problems) else 0

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
+import re
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -12,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -38,6 +42,16 @@ CHARTS_DRAWN = """(() => {
     });
     return [...vega, ...boards];
 })()"""
+
+# The first lines of every baseline app: the project on sys.path, and the same server fix the dashboard applies
+# (views/nodelay.py), so a baseline measures what Streamlit costs, not a Nagle delay the dashboard does not pay.
+BASELINE_PRELUDE = f"""import sys
+
+sys.path.insert(0, {str(ROOT)!r})  # the project's explorer/ and views/
+from views.nodelay import disable_nagle_once  # noqa: E402
+
+disable_nagle_once()
+"""
 
 
 def free_port() -> int:
@@ -87,3 +101,23 @@ def serving(app: str = "dashboard.py") -> Iterator[str]:
                 server.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 server.kill()
+
+
+def keepalive_ms(base: str, requests: int = 10) -> float:
+    """Median milliseconds per request for one of the page's scripts, fetched again and again over one kept-alive
+    connection, as the browser fetches the page's script chunks. About 40 ms when the server leaves Nagle's
+    algorithm on (views/nodelay.py), a few ms when not."""
+    with urllib.request.urlopen(base + "/", timeout=10) as answer:
+        script = re.search(r'src="\.?(/?static/js/[^"]+\.js)"', answer.read().decode()).group(1)
+    address = urlsplit(base)
+    connection = http.client.HTTPConnection(address.hostname, address.port, timeout=10)
+    times = []
+    try:
+        for _ in range(requests + 1):  # the first request on a new connection is acknowledged at once: left out
+            start = time.perf_counter()
+            connection.request("GET", "/" + script.lstrip("/"))
+            connection.getresponse().read()
+            times.append(time.perf_counter() - start)
+    finally:
+        connection.close()
+    return 1000 * statistics.median(times[1:])
