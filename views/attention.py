@@ -17,6 +17,7 @@ from views.matrix_view import picked_value, show_board
 AVERAGE = "average of heads"
 ZOOM_SIDE = 128  # a map of more than ZOOM_SIDE x ZOOM_SIDE cells offers a zoom window this many tokens a side
 VIEW_NOTES_KEY = "_view_notes"
+SELECTOR_PX = 240  # wide enough for "average of heads"
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -94,13 +95,14 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
     """Layer and head selectors, the big heatmap, the downloads and the grid: reruns alone when a selector changes
     or a grid map is clicked."""
     layers, heads = view_options(maps)
-    left, right, _ = st.columns([1, 1, 2])
-    layer = left.selectbox("Layer", layers, key="layer", bind="query-params")
-    head = right.selectbox(
+    selectors = st.container(horizontal=True)  # one block, not columns: fewer elements for the browser to lay out
+    layer = selectors.selectbox("Layer", layers, key="layer", bind="query-params", width=SELECTOR_PX)
+    head = selectors.selectbox(
         "Head",
         heads,
         key="head",
         bind="query-params",
+        width=SELECTOR_PX,
         help=f'"{AVERAGE}" is the plain mean of the {maps.n_heads} heads: a summary, not something the model computes.',
     )
     head_index = None if head == AVERAGE else int(head)
@@ -118,8 +120,8 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
             "distribution.",
             icon=":material/block:",
         )
-    c1, c2, _ = st.columns([1, 1, 3])
-    c1.download_button(
+    downloads = st.container(horizontal=True)
+    downloads.download_button(
         "Download CSV",
         data=partial(attention_csv, maps, layer, head_index),
         file_name=export_name(maps.kind, layer, head_index, "csv"),
@@ -128,7 +130,7 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
         icon=":material/download:",
         key="download_csv",
     )
-    c2.download_button(
+    downloads.download_button(
         "Download JSON",
         data=partial(attention_json, maps, layer, head_index, cfg),
         file_name=export_name(maps.kind, layer, head_index, "json"),
