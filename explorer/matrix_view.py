@@ -62,7 +62,8 @@ def matrix_panel(
     thumbnail whose hover is the text `hover`. A click sends back `pick` when it is a dict, or the cell clicked
     ({"row": q, "col": k}) when it is "cell". `outline` = (row, col) draws a red frame round that cell.
 
-    Labels: up to MAX_TICKS tokens an axis, or with `tick_px` as many as fit that far apart (every n-th token).
+    Labels: up to MAX_TICKS tokens an axis, or with `tick_px` as many as fit that far apart (every n-th token);
+    the component cuts a label longer than 14 characters short on the axis, and hover gives it whole.
     Values are written in the cells of small matrices (MAX_CELL_TEXT) whose cells are at least `text_px` wide.
     """
     values = np.asarray(values, dtype=np.float32)  # [Tq, Tk]

@@ -75,6 +75,23 @@ def test_default_view_draws_hover_and_colours_the_engine_weights(page, app_url, 
     assert_clean(page)
 
 
+def test_long_tokens_are_cut_short_on_the_axes_and_whole_in_the_hover(page, app_url, wait_idle):
+    long_word = "supercalifragilisticexpialidocious"  # 34 characters
+    open_page(page, f"{app_url}/?tokens={long_word}%20is%20long", wait_idle)
+    panel = main_map(page)
+    left = json.loads(panel.locator("canvas").get_attribute("data-plot"))["left"]
+    width = page.evaluate(
+        """texts => { const g = document.createElement("canvas").getContext("2d");
+            g.font = '14px "Source Sans", "Source Sans Pro", sans-serif';
+            return texts.map((t) => g.measureText(t).width); }""",
+        [long_word, long_word[:13] + "…"],
+    )
+    assert left < 34 + width[0]  # the query axis does not make room for the whole word (34 px: title and gaps)
+    assert left == pytest.approx(34 + width[1], abs=1)  # only for its first 13 characters and "…"
+    assert tip_at(page, *cell_centre(panel, 0, 0))["query"] == long_word
+    assert_clean(page)
+
+
 def test_url_sets_controls(page, app_url, wait_idle):
     open_page(page, app_url + "/?n_heads=2&n_layers=3&mask=causal%2Bpadding&tokens=%5BPAD%5D%20a%20b", wait_idle)
     titles = {

@@ -7,6 +7,14 @@ const CELL_FONT_BIG = `14px ${FONT_FAMILY}`;
 const CELL_FONT_SMALL = `11px ${FONT_FAMILY}`;
 const TEXT = "#31333f";
 const LEGEND_BAR = { width: 14, gap: 18, most: 200 };
+// A longer token is cut short on the axes (hover gives it whole): one long word must not squeeze the matrix into
+// a corner of its panel.
+const AXIS_LABEL_CHARS = 14;
+
+function axisLabel(text) {
+  const chars = [...String(text)];  // by code point: never split an emoji or accented letter in two
+  return chars.length > AXIS_LABEL_CHARS ? chars.slice(0, AXIS_LABEL_CHARS - 1).join("") + "…" : String(text);
+}
 
 function bytesOf(base64) {
   const text = atob(base64);
@@ -32,8 +40,8 @@ function layout(g, p) {
   const plotH = p.rows * p.cell_px;
   if (!p.axes) return { left: 0, top: 0, plotW, plotH, width: Math.ceil(plotW), height: Math.ceil(plotH) };
   g.font = FONT;
-  const yLabels = p.y_ticks.map((i) => p.y_labels[i]);
-  const xLabels = p.x_ticks.map((i) => p.x_labels[i]);
+  const yLabels = p.y_ticks.map((i) => axisLabel(p.y_labels[i]));
+  const xLabels = p.x_ticks.map((i) => axisLabel(p.x_labels[i]));
   const xWidest = widest(g, xLabels);
   const rotate = xWidest > (p.cell_px * p.cols) / Math.max(1, xLabels.length) - 4;
   const left = 20 + 8 + widest(g, yLabels) + 6;
@@ -59,7 +67,7 @@ function drawAxes(g, p, box) {
   g.font = FONT;
   g.textBaseline = "middle";
   g.textAlign = "right";
-  for (const i of p.y_ticks) g.fillText(p.y_labels[i], left - 6, top + (i + 0.5) * p.cell_px);
+  for (const i of p.y_ticks) g.fillText(axisLabel(p.y_labels[i]), left - 6, top + (i + 0.5) * p.cell_px);
   for (const i of p.x_ticks) {
     const x = left + (i + 0.5) * p.cell_px;
     const y = top + plotH + 6;
@@ -68,12 +76,12 @@ function drawAxes(g, p, box) {
       g.translate(x, y);
       g.rotate(-Math.PI / 4);
       g.textAlign = "right";
-      g.fillText(p.x_labels[i], 0, 0);
+      g.fillText(axisLabel(p.x_labels[i]), 0, 0);
       g.restore();
     } else {
       g.textAlign = "center";
       g.textBaseline = "top";
-      g.fillText(p.x_labels[i], x, y);
+      g.fillText(axisLabel(p.x_labels[i]), x, y);
       g.textBaseline = "middle";
     }
   }
