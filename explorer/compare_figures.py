@@ -28,6 +28,7 @@ PAIR_PX = 180  # px along the longer side of A's and of B's map, at most
 DIFFERENCE_PX = 180  # px along the longer side of the A - B map, at most
 PAIR_PANEL_PX = 270  # px one of A's and B's panels may take
 DIFFERENCE_PANEL_PX = 345  # px the A - B panel may take
+RANK = "rank (1: changed most)"  # a hover row of the ranking heatmap
 RANKING_PX = 360  # px along the longer side of the ranking heatmap, at most
 MIN_MAP_PX = 100  # a map is never smaller than this for long labels: B's panel wraps under A's, A − B's scrolls
 LEFT_PX = 34  # axis title and gaps left of the query labels
@@ -196,8 +197,9 @@ def ranking_panel(
     ranking: pd.DataFrame, layer: int | None = None, head: int | None = None, panel_px: float = 760
 ) -> dict:
     """Jensen-Shannon divergence (bits) per [layer, head] from head_ranking, heads across and layers down; hover
-    adds the head's largest |A − B|. A click on a cell sends back {"row": layer, "col": head}. The head shown above
-    (`layer`, `head`) is framed in red and named in the subtitle, when the matrix has it."""
+    adds the head's largest |A − B| and its rank (1: changed most). A click on a cell sends back {"row": layer,
+    "col": head}. The head shown above (`layer`, `head`) is framed in red and named in the subtitle, when the matrix
+    has it."""
     z = ranking_matrix(ranking)  # [L, H]
     n_layers, n_heads = z.shape
     top = float(np.nanmax(z)) if np.isfinite(z).any() and np.nanmax(z) > 0 else 1.0
@@ -217,7 +219,10 @@ def ranking_panel(
         text_digits=3 if n_layers * n_heads <= 64 else None,
         max_px=map_px(min(RANKING_PX, 44 * max(n_layers, n_heads)), panel_px, axes["y_labels"], value_title),
         pick="cell",
-        extra={"max |A − B|": ranking_matrix(ranking, "max_abs_difference")},
+        extra={
+            "max |A − B|": ranking_matrix(ranking, "max_abs_difference"),
+            RANK: (ranking_matrix(ranking.assign(rank=ranking.index + 1), "rank"), 0),  # head_ranking: most first
+        },
         outline=(layer, head) if shown else None,
         tick_px=TICK_PX,
         text_px=RANKING_TEXT_PX,

@@ -50,7 +50,7 @@ def matrix_panel(
     axes: bool = True,
     hover: str | None = None,
     pick: dict | str | None = None,
-    extra: dict[str, np.ndarray] | None = None,
+    extra: dict[str, np.ndarray | tuple[np.ndarray, int]] | None = None,
     outline: tuple[int, int] | None = None,
     tick_px: float | None = None,
     text_px: float = 0.0,
@@ -58,7 +58,8 @@ def matrix_panel(
     """A [Tq, Tk] matrix: keys across, queries down (first on top), masked cells grey.
 
     With `axes`, the panel has labelled axes and a colour legend, and hover gives query, key and value, then one
-    row per `extra` matrix ({title: [Tq, Tk] values}, e.g. the two maps a difference came from); without, it is a
+    row per `extra` matrix ({title: [Tq, Tk] values}, e.g. the two maps a difference came from; {title: (values,
+    decimals)} to show that row with its own number of decimals, 0 for a rank); without, it is a
     thumbnail whose hover is the text `hover`. A click sends back `pick` when it is a dict, or the cell clicked
     ({"row": q, "col": k}) when it is "cell". `outline` = (row, col) draws a red frame round that cell.
 
@@ -104,9 +105,15 @@ def matrix_panel(
         "legend": {"colours": list(ramp.colours), "low": ramp.low, "high": ramp.high},
         "hover": hover,
         "pick": pick,
-        "extra": [{"title": title, "values": encode_floats(v)} for title, v in (extra or {}).items()],
+        "extra": [_extra_row(title, row, value_digits) for title, row in (extra or {}).items()],
         "outline": None if outline is None else [int(outline[0]), int(outline[1])],
     }
+
+
+def _extra_row(title: str, row: np.ndarray | tuple[np.ndarray, int], value_digits: int) -> dict:
+    """One extra hover row: its title, values and decimals (the panel's unless the row brings its own)."""
+    values, digits = row if isinstance(row, tuple) else (row, value_digits)
+    return {"title": title, "values": encode_floats(values), "digits": digits}
 
 
 def _tick_cells(n: int, cell_px: float, tick_px: float | None) -> list[int]:

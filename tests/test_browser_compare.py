@@ -13,7 +13,7 @@ import pytest
 
 import explorer
 from explorer.compare import attention_difference, default_b, head_ranking, model_for_b
-from explorer.compare_figures import WEIGHTS, difference_ramp, difference_range
+from explorer.compare_figures import RANK, WEIGHTS, difference_ramp, difference_range
 from explorer.vega import MASKED_COLOUR
 from tests.browser_boards import cell_centre, geometry, panels, pixels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_charts import CHART, charts, wait_drawn
@@ -188,6 +188,7 @@ def test_clicking_the_ranking_heatmap_shows_that_head(page, app_url, wait_idle):
     assert (tip["layer"], tip["head"]) == (f"L{layer}", f"H{head}")
     assert number(tip["JS divergence (bits)"]) == pytest.approx(ranking["js_divergence"][row], abs=5e-5)
     assert number(tip["max |A − B|"]) == pytest.approx(ranking["max_abs_difference"][row], abs=5e-5)
+    assert tip[RANK] == str(row + 1)  # a whole number: head_ranking lists the most changed head first
     page.mouse.click(x, y)
     page.wait_for_function(f"() => location.search.includes('layer={layer}')", timeout=30_000)
     drawn(page, wait_idle, f"A − B · layer {layer} · head {head}")

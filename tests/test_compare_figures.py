@@ -26,6 +26,7 @@ from explorer.compare_figures import (
     MIN_MAP_PX,
     PAIR_PANEL_PX,
     PER_LAYER,
+    RANK,
     STATISTIC_TITLES,
     TICK_PX,
     WEIGHTS,
@@ -221,14 +222,17 @@ def test_ranking_panel_places_each_head_and_names_the_shown_one(post_pre):
     ranking = head_ranking(*self_attention(post_pre))
     panel = ranking_panel(ranking, 1, 3)
     drawn = panel_matrix(panel)
-    largest = extra(panel, "max |A − B|")
+    largest, rank = extra(panel, "max |A − B|"), extra(panel, RANK)
     for row in ranking.itertuples():
         assert drawn.values[row.layer, row.head] == pytest.approx(row.js_divergence, rel=1e-6)
         assert largest[row.layer, row.head] == pytest.approx(row.max_abs_difference, rel=1e-6)
+    by_divergence = np.argsort(-drawn.values, axis=None, kind="stable")  # cell indices, most changed first
+    np.testing.assert_array_equal(rank.ravel()[by_divergence], np.arange(1, rank.size + 1))
+    assert [e["digits"] for e in panel["extra"]] == [4, 0]  # the rank hovers as a whole number
     assert drawn.y_labels == ["L0", "L1", "L2"] and drawn.x_labels == ["H0", "H1", "H2", "H3"]
     assert panel["title"] == "How much each head changed (JS divergence, bits)"
     assert panel["subtitle"] == "shown above: layer 1, head 3 · click a head to show it above"
-    assert hover_rows(panel) == ["layer", "head", "JS divergence (bits)", "max |A − B|"]
+    assert hover_rows(panel) == ["layer", "head", "JS divergence (bits)", "max |A − B|", RANK]
     assert panel["outline"] == [1, 3]  # the shown head is framed
     assert ranking_panel(ranking, 5, 0)["subtitle"] == "click a head to show it above"  # no such layer
     assert ranking_panel(ranking, 5, 0)["outline"] is None

@@ -65,6 +65,10 @@ def test_extra_rows_carry_their_own_values():
     extra = panel(a - b, extra={"A": a, "B": b})["extra"]
     assert [e["title"] for e in extra] == ["A", "B"]
     np.testing.assert_array_equal(decode_floats(extra[1]["values"], (2, 2)), b)
+    assert [e["digits"] for e in extra] == [4, 4]  # the panel's value_digits unless a row brings its own
+    ranked = panel(a - b, extra={"A": a, "rank": (b, 0)})["extra"]
+    assert [e["digits"] for e in ranked] == [4, 0]
+    np.testing.assert_array_equal(decode_floats(ranked[1]["values"], (2, 2)), b)
 
 
 def test_narrow_maps_label_only_tokens_that_fit_apart_and_drop_cramped_text():

@@ -172,7 +172,7 @@ function hoverLines(p, values, masked, r, c) {
   const i = r * p.cols + c;
   const value = masked && masked[i] ? p.masked_text : values[i].toFixed(p.value_digits);
   const lines = [row(p.y_title, p.y_labels[r]), row(p.x_title, p.x_labels[c]), row(p.value_title, value)];
-  for (const more of p.extra) lines.push(row(more.title, more.decoded[i].toFixed(p.value_digits)));
+  for (const more of p.extra) lines.push(row(more.title, more.decoded[i].toFixed(more.digits ?? p.value_digits)));
   return lines;
 }
 
