@@ -13,6 +13,7 @@ from explorer.matrix_view import board
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
 from views.matrix_view import picked_value, show_board
+from views.widgets import note_ignored_url_value, one_of, show_url_notes
 
 AVERAGE = "average of heads"
 ZOOM_SIDE = 128  # a map of more than ZOOM_SIDE x ZOOM_SIDE cells offers a zoom window this many tokens a side
@@ -28,28 +29,6 @@ def summary(cfg: ModelConfig, trace: Trace) -> str:
         f"{cfg.norm}-norm · {cfg.positional} positions · mask {cfg.mask} · seed {cfg.seed} · {sizes}. "
         "Weights are post-softmax, eval mode, per head."
     )
-
-
-def note_bad_view_param(key: str, options: list) -> None:
-    """Remember a URL value a view selector cannot take (Streamlit drops it silently and strips the URL)."""
-    if key in st.query_params and st.query_params[key] not in [str(o) for o in options]:
-        raw = st.query_params[key].replace("`", "'").replace("\n", " ")[:40]
-        message = f"URL parameter `{key}={raw}` was ignored: this model has no such {key}; showing the first instead."
-        st.session_state.setdefault(VIEW_NOTES_KEY, {})[key] = [message, None]
-
-
-def show_view_notes() -> None:
-    """Show each kept note until the user changes the selector it is about."""
-    notes: dict[str, list] = st.session_state.get(VIEW_NOTES_KEY, {})
-    for key, note in list(notes.items()):
-        message, used = note
-        current = st.session_state.get(key)
-        if used is None:
-            note[1] = current
-        elif current != used:
-            del notes[key]
-            continue
-        st.warning(message, icon=":material/link_off:")
 
 
 def pick_from_grid() -> None:
@@ -184,7 +163,8 @@ def main() -> None:
     kinds = list(all_maps)
     layers, heads = view_options(all_maps[kinds[0]])
     for key, options in (("kind", kinds), ("layer", layers), ("head", heads)):
-        note_bad_view_param(key, options)
+        why = f"this model has no such {key}; showing the first instead."
+        note_ignored_url_value(VIEW_NOTES_KEY, key, one_of(options), why)
     notes = st.container()
     kind = kinds[0]
     if len(kinds) > 1:
@@ -201,7 +181,7 @@ def main() -> None:
     map_viewer(maps, cfg)
     entropy(maps)
     with notes:
-        show_view_notes()
+        show_url_notes(VIEW_NOTES_KEY)
 
 
 main()

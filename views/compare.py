@@ -42,6 +42,7 @@ from explorer.matrix_view import board
 from explorer.trace import Trace
 from views.matrix_view import picked_value, show_board
 from views.session import cached_model, model_key, session_model
+from views.widgets import note_ignored_url_value, one_of, show_url_notes
 
 CONFIGURATION, INPUT = "configuration", "input"
 DEFAULT_TARGET = "le chat est assis sur le tapis"  # what B's decoder reads when A has none
@@ -367,23 +368,9 @@ def comparison_query(
 # --- The attention section: one fragment, so picking a head does not rerun the models.
 
 
-def note_bad_view_param(key: str, options: list) -> None:
-    if key in st.query_params and st.query_params[key] not in [str(o) for o in options]:
-        raw = st.query_params[key].replace("`", "'").replace("\n", " ")[:40]
-        message = f"URL parameter `{key}={raw}` was ignored: neither model has such a {key}; showing the first."
-        st.session_state.setdefault(VIEW_NOTES_KEY, {})[key] = (message, None)
-
-
-def show_view_notes() -> None:
-    notes: dict[str, tuple[str, Any]] = st.session_state.get(VIEW_NOTES_KEY, {})
-    for key, (message, used) in list(notes.items()):
-        current = st.session_state.get(key)
-        if used is None:
-            notes[key] = (message, current)
-        elif current != used:
-            del notes[key]
-            continue
-        st.warning(message, icon=":material/link_off:")
+def note_view_param(key: str, options: list) -> None:
+    why = f"neither model has such a {key}; showing the first."
+    note_ignored_url_value(VIEW_NOTES_KEY, key, one_of(options), why)
 
 
 def pick_head(layer: int, head: int) -> None:
@@ -433,13 +420,13 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
     st.subheader("Attention in A and B")
     labels = [p.label for p in pairs]
     if len(pairs) > 1:
-        note_bad_view_param("kind", labels)
+        note_view_param("kind", labels)
     pair = pairs[0]
     sides = [m for m in (pair.a, pair.b) if m is not None]
     layers, heads = list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
-    note_bad_view_param("layer", layers)
-    note_bad_view_param("head", heads)
-    show_view_notes()
+    note_view_param("layer", layers)
+    note_view_param("head", heads)
+    notes = st.container()  # filled once the selectors exist
     if len(pairs) > 1:
         label = st.radio(
             "Attention",
@@ -456,6 +443,8 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
     left, middle, right, _ = st.columns([1, 1, 2, 2], vertical_alignment="bottom")
     layer = left.selectbox("Layer", layers, key="layer", bind="query-params")
     head = middle.selectbox("Head", heads, key="head", bind="query-params")
+    with notes:
+        show_url_notes(VIEW_NOTES_KEY)
     if ranking is not None:
         top = ranking.iloc[0]
         right.button(

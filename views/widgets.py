@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from functools import partial
 
 import pandas as pd
@@ -19,3 +20,45 @@ def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> Non
         icon=":material/download:",
         key=key,
     )
+
+
+def one_of(options: Iterable) -> Callable[[str], bool]:
+    """Whether a URL value names one of the options (as the widget shows them)."""
+    shown = {str(o) for o in options}
+    return shown.__contains__
+
+
+def whole_number_in(low: int, high: int) -> Callable[[str], bool]:
+    """Whether a URL value is a whole number from low to high ("150" or "150.0"), as a number input takes it."""
+
+    def accepted(raw: str) -> bool:
+        try:
+            number = float(raw)
+        except ValueError:
+            return False
+        return number.is_integer() and low <= number <= high
+
+    return accepted
+
+
+def note_ignored_url_value(notes_key: str, key: str, accepted: Callable[[str], bool], why: str) -> None:
+    """Before the widget `key` exists: keep a note when the URL gives it a value it cannot take. Streamlit drops
+    such a value silently and strips it from the URL, so the note says what happened until the user changes that
+    widget (show_url_notes)."""
+    if key in st.query_params and not accepted(st.query_params[key]):
+        raw = st.query_params[key].replace("`", "'").replace("\n", " ")[:40]
+        st.session_state.setdefault(notes_key, {})[key] = (f"URL parameter `{key}={raw}` was ignored: {why}", None)
+
+
+def show_url_notes(notes_key: str) -> None:
+    """Show each note note_ignored_url_value kept, until the user changes the widget it is about. Call it once the
+    widgets exist (into a container placed above them): a note remembers the value its widget first showed."""
+    notes: dict[str, tuple[str, object]] = st.session_state.get(notes_key, {})
+    for key, (message, used) in list(notes.items()):
+        current = st.session_state.get(key)
+        if used is None:
+            notes[key] = (message, current)
+        elif current != used:
+            del notes[key]
+            continue
+        st.warning(message, icon=":material/link_off:")
