@@ -105,6 +105,37 @@ def test_page_opens_ready_to_train(at):
     assert any("2 layers × 4 heads" in c.value for c in at.caption)
 
 
+def test_a_link_carries_the_training_settings(at):
+    at.query_params.update(
+        {"train_task": "copy", "train_length": "12", "train_steps": "150", "train_lr": "0.001", "train_warmup": "0",
+         "train_batch": "16", "train_both": "true"}
+    )  # fmt: skip
+    open_train_page(at)
+    assert at.selectbox(key="train_task").value == "copy"
+    assert [at.number_input(key=k).value for k in ("train_length", "train_steps", "train_warmup")] == [12, 150, 0]
+    assert at.select_slider(key="train_lr").value == 1e-3 and at.select_slider(key="train_batch").value == 16
+    assert at.checkbox(key="train_both").value is True
+    assert any("**copy**" in c.value and "post-norm and pre-norm" in c.value for c in at.caption)  # what it trains
+    assert not at.warning
+
+
+def test_a_link_with_impossible_training_settings_says_which_were_ignored(at):
+    at.query_params.update({"train_task": "juggle", "train_steps": "7", "train_lr": "0.5", "train_batch": "64"})
+    open_train_page(at)
+    assert at.selectbox(key="train_task").value == "reverse" and at.number_input(key="train_steps").value == 300
+    assert at.select_slider(key="train_lr").value == 3e-3
+    warned = " ".join(w.value for w in at.warning)
+    for bad in ("train_task=juggle", "train_steps=7", "train_lr=0.5"):
+        assert f"`{bad}` was ignored" in warned
+    assert "train_batch" not in warned  # 64 is a batch size the slider has
+    assert not {"train_task", "train_steps", "train_lr"} & set(at.query_params)  # Streamlit stripped them
+    at.run()
+    assert " ".join(w.value for w in at.warning) == warned  # the notes stay while the settings are untouched
+    at.number_input(key="train_steps").set_value(200).run()  # changing the setting retires its note only
+    warned = " ".join(w.value for w in at.warning)
+    assert "train_steps" not in warned and "train_task=juggle" in warned
+
+
 def test_short_training_run_shows_the_engine_numbers(at):
     open_train_page(at)
     train_on_page(at, steps=40)

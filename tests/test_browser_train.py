@@ -47,6 +47,19 @@ def metric_values(page) -> list[str]:
     return page.locator("[data-testid='stMetricValue']").all_inner_texts()
 
 
+def test_the_address_bar_carries_the_training_settings(page, app_url, wait_idle):
+    page.goto(app_url + "/train?train_task=copy&train_steps=60&train_lr=0.001")
+    wait_idle(page)
+    assert page.get_by_role("spinbutton", name="Steps", exact=True).input_value() == "60"
+    assert page.get_by_role("combobox", name="Task", exact=True).input_value() == "copy"
+    field = page.get_by_role("spinbutton", name="Sequence length", exact=True)
+    field.fill("10")
+    field.press("Enter")
+    wait_idle(page)
+    assert re.search(r"[?&]train_length=10(&|$)", page.url) and "train_steps=60" in page.url  # a link to share
+    assert_clean(page)
+
+
 def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_idle):
     open_train(page, app_url, wait_idle, 150)
     page.get_by_role("button", name="Train", exact=True).click()

@@ -35,6 +35,7 @@ from explorer.training_figures import (
     task_pattern,
 )
 from views.matrix_view import show_board
+from views.widgets import note_ignored_url_value, one_of, show_url_notes, whole_number_in
 
 RESULT_KEY = "_train"  # this session's last training run, or the model loaded from files: a Training
 TRAINED_KEY = "_trained"  # the model the other pages show instead of the random one (read by dashboard.py)
@@ -43,6 +44,9 @@ RUNS_KEY = "_train_runs"  # how many trainings or loads this session has made: k
 UPLOAD_ERROR_KEY = "_train_upload_error"
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 BATCH_SIZES = (8, 16, 32, 64, 128, 256)
+STEPS = (10, 5000)  # the fewest and most steps one run may take
+WARMUP_STEPS = (0, 2000)
+SETTINGS_NOTES_KEY = "_train_url_notes"  # notes on train_* URL values the settings could not take
 MAX_PARAMETERS = 2_000_000  # more would take minutes per run on a laptop's CPU (the default model has 101,770)
 MAX_LENGTH = 32  # longer sequences make unreadable heatmaps
 UPDATE_SECONDS = 0.3  # how often the progress bar and the live curves are redrawn while training
@@ -50,10 +54,10 @@ STOP_WAIT_SECONDS = 30.0  # how long a run waits for a stopped training run to h
 SNAPSHOTS = 30  # about this many attention snapshots per run
 GOAL = 0.99  # "learned": this share of tokens right
 TASK_HELP = {
-    "copy": "copy: output the input as it is",
-    "reverse": "reverse: output the input backwards",
-    "sort": "sort: output the input's tokens in order",
-    "induction": "induction: continue a repeated run (causal decoder)",
+    "copy": "output the input as it is",
+    "reverse": "output the input backwards",
+    "sort": "output the input's tokens in order",
+    "induction": "continue a repeated run (causal decoder)",
 }
 
 
@@ -189,10 +193,39 @@ def collect_stopped_training() -> None:
     keep_result(live)
 
 
+def learning_rate_text(rate: float) -> str:
+    return f"{rate:g}"
+
+
+def screen_settings_params() -> None:
+    """Before the settings exist: a note for each train_* URL value its control cannot take (Streamlit would drop
+    it without a word)."""
+    checks = {
+        "train_task": one_of(TASKS),
+        "train_length": whole_number_in(2, MAX_LENGTH),
+        "train_steps": whole_number_in(*STEPS),
+        "train_lr": one_of(map(learning_rate_text, LEARNING_RATES)),
+        "train_warmup": whole_number_in(*WARMUP_STEPS),
+        "train_batch": one_of(BATCH_SIZES),
+        "train_both": lambda raw: raw.lower() in ("true", "false"),
+    }
+    why = "not a value this setting can take; using its default."
+    for key, accepted in checks.items():
+        note_ignored_url_value(SETTINGS_NOTES_KEY, key, accepted, why)
+
+
 def settings_controls() -> Settings:
+    """The training settings, each bound to the URL parameter named as its key, so a shared link carries them."""
+    screen_settings_params()
+    notes = st.container()  # filled once the settings exist
     c1, c2, c3 = st.columns(3)
     task = c1.selectbox(
-        "Task", TASKS, index=TASKS.index("reverse"), key="train_task", format_func=lambda t: TASK_HELP[t]
+        "Task",
+        TASKS,
+        index=TASKS.index("reverse"),
+        key="train_task",
+        bind="query-params",
+        help="  \n".join(f"**{name}**: {text}" for name, text in TASK_HELP.items()),
     )
     length = c1.number_input(
         "Sequence length",
@@ -201,38 +234,56 @@ def settings_controls() -> Settings:
         value=8,
         step=1,
         key="train_length",
+        bind="query-params",
         help="Tokens per sequence (even for induction: a run, then the same run again).",
     )
     steps = c2.number_input(
-        "Steps", min_value=10, max_value=5000, value=300, step=50, key="train_steps", help="AdamW updates."
+        "Steps",
+        min_value=STEPS[0],
+        max_value=STEPS[1],
+        value=300,
+        step=50,
+        key="train_steps",
+        bind="query-params",
+        help="AdamW updates.",
     )
     lr = c2.select_slider(
         "Learning rate",
         LEARNING_RATES,
         value=3e-3,
         key="train_lr",
-        format_func=lambda v: f"{v:g}",
+        bind="query-params",
+        format_func=learning_rate_text,
         help="AdamW's step size after warmup (weight decay 0.01, gradients clipped to norm 1).",
     )
     warmup = c3.number_input(
         "Warmup steps",
-        min_value=0,
-        max_value=2000,
+        min_value=WARMUP_STEPS[0],
+        max_value=WARMUP_STEPS[1],
         value=20,
         step=10,
         key="train_warmup",
+        bind="query-params",
         help="The learning rate grows linearly from lr/warmup to lr over these first steps.",
     )
     batch_size = c3.select_slider(
-        "Batch size", BATCH_SIZES, value=64, key="train_batch", help="Fresh random sequences per step."
+        "Batch size",
+        BATCH_SIZES,
+        value=64,
+        key="train_batch",
+        bind="query-params",
+        help="Fresh random sequences per step.",
     )
     both = st.checkbox(
         "Train post-norm and pre-norm together",
         value=False,
         key="train_both",
+        bind="query-params",
         help="Two models from the same initial weights, trained on the same batches in the same order; they "
         "differ only in where LayerNorm sits (and pre-norm's final LayerNorm). Off: the sidebar's placement.",
     )
+    with notes:
+        show_url_notes(SETTINGS_NOTES_KEY)
     return Settings(task, int(length), int(steps), float(lr), int(warmup), int(batch_size), both)
 
 
