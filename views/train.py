@@ -44,11 +44,17 @@ RUNS_KEY = "_train_runs"  # how many trainings or loads this session has made: k
 UPLOAD_ERROR_KEY = "_train_upload_error"
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 BATCH_SIZES = (8, 16, 32, 64, 128, 256)
-STEPS = (10, 5000)  # the fewest and most steps one run may take
-WARMUP_STEPS = (0, 2000)
 SETTINGS_NOTES_KEY = "_train_url_notes"  # notes on train_* URL values the settings could not take
 MAX_PARAMETERS = 2_000_000  # more would take minutes per run on a laptop's CPU (the default model has 101,770)
 MAX_LENGTH = 32  # longer sequences make unreadable heatmaps
+# The whole-number settings: key (and URL parameter) -> label, least, most, default, step of the +/- buttons, help.
+WHOLE_NUMBERS = {
+    "train_length": ("Sequence length", 2, MAX_LENGTH, 8, 1,
+                     "Tokens per sequence (even for induction: a run, then the same run again)."),
+    "train_steps": ("Steps", 10, 5000, 300, 50, "AdamW updates."),
+    "train_warmup": ("Warmup steps", 0, 2000, 20, 10,
+                     "The learning rate grows linearly from lr/warmup to lr over these first steps."),
+}  # fmt: skip
 UPDATE_SECONDS = 0.3  # how often the progress bar and the live curves are redrawn while training
 STOP_WAIT_SECONDS = 30.0  # how long a run waits for a stopped training run to hand over its model
 SNAPSHOTS = 30  # about this many attention snapshots per run
@@ -202,16 +208,23 @@ def screen_settings_params() -> None:
     it without a word)."""
     checks = {
         "train_task": one_of(TASKS),
-        "train_length": whole_number_in(2, MAX_LENGTH),
-        "train_steps": whole_number_in(*STEPS),
+        **{key: whole_number_in(low, high) for key, (_, low, high, *_) in WHOLE_NUMBERS.items()},
         "train_lr": one_of(map(learning_rate_text, LEARNING_RATES)),
-        "train_warmup": whole_number_in(*WARMUP_STEPS),
         "train_batch": one_of(BATCH_SIZES),
         "train_both": lambda raw: raw.lower() in ("true", "false"),
     }
     why = "not a value this setting can take; using its default."
     for key, accepted in checks.items():
         note_ignored_url_value(SETTINGS_NOTES_KEY, key, accepted, why)
+
+
+def whole_number(where, key: str) -> int:
+    """The number input of one of WHOLE_NUMBERS, bound to the URL parameter `key`."""
+    label, low, high, default, step, help_text = WHOLE_NUMBERS[key]
+    value = where.number_input(
+        label, min_value=low, max_value=high, value=default, step=step, key=key, bind="query-params", help=help_text
+    )
+    return int(value)
 
 
 def settings_controls() -> Settings:
@@ -227,26 +240,8 @@ def settings_controls() -> Settings:
         bind="query-params",
         help="  \n".join(f"**{name}**: {text}" for name, text in TASK_HELP.items()),
     )
-    length = c1.number_input(
-        "Sequence length",
-        min_value=2,
-        max_value=MAX_LENGTH,
-        value=8,
-        step=1,
-        key="train_length",
-        bind="query-params",
-        help="Tokens per sequence (even for induction: a run, then the same run again).",
-    )
-    steps = c2.number_input(
-        "Steps",
-        min_value=STEPS[0],
-        max_value=STEPS[1],
-        value=300,
-        step=50,
-        key="train_steps",
-        bind="query-params",
-        help="AdamW updates.",
-    )
+    length = whole_number(c1, "train_length")
+    steps = whole_number(c2, "train_steps")
     lr = c2.select_slider(
         "Learning rate",
         LEARNING_RATES,
@@ -256,16 +251,7 @@ def settings_controls() -> Settings:
         format_func=learning_rate_text,
         help="AdamW's step size after warmup (weight decay 0.01, gradients clipped to norm 1).",
     )
-    warmup = c3.number_input(
-        "Warmup steps",
-        min_value=WARMUP_STEPS[0],
-        max_value=WARMUP_STEPS[1],
-        value=20,
-        step=10,
-        key="train_warmup",
-        bind="query-params",
-        help="The learning rate grows linearly from lr/warmup to lr over these first steps.",
-    )
+    warmup = whole_number(c3, "train_warmup")
     batch_size = c3.select_slider(
         "Batch size",
         BATCH_SIZES,
@@ -284,7 +270,7 @@ def settings_controls() -> Settings:
     )
     with notes:
         show_url_notes(SETTINGS_NOTES_KEY)
-    return Settings(task, int(length), int(steps), float(lr), int(warmup), int(batch_size), both)
+    return Settings(task, length, steps, float(lr), warmup, int(batch_size), both)
 
 
 def model_caption(cfg: ModelConfig, task: Task, s: Settings) -> str:
