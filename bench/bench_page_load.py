@@ -6,7 +6,9 @@ page.goto(URL) until the script run has finished, every chart on the page is dra
 view marked drawn, a Vega-Lite canvas with painted pixels: CHARTS_DRAWN in serve.py) and no skeleton is left
 ("done"; the time to the first chart drawn is shown too). The first load after the server starts is "cold"
 (imports, empty st.cache_*); then --loads warm loads each in a new browser context (the target applies to
-these), and --loads more in one shared context whose browser cache is warm.
+these), and --loads more in one shared context whose browser cache is warm. With --baseline, bare Streamlit
+pages are served alongside and loaded in turn with the dashboard, so their ratios hold on a machine whose speed
+drifts (on the 2-core VM the same bare page took 1.2 s in one run and 1.6 s in another).
 
 Usage: python bench/bench_page_load.py [--loads N] [--query "d_model=256&..."] [--baseline] [--strict]
 Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIUM.
@@ -15,6 +17,7 @@ Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIU
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
@@ -129,22 +132,31 @@ def report(name: str, loads: list[tuple[float, float]], note: str, target: float
     return ok
 
 
-def measure(app: str, query: str, loads: int, timeout_ms: int) -> tuple[tuple, list[tuple], list[tuple], float]:
-    """The cold load, `loads` loads each in a new context, `loads` in one context with a warm cache, and the
-    milliseconds a script takes over a kept-alive connection once the app has run."""
+def measure(apps: dict[str, str], query: str, loads: int, timeout_ms: int) -> dict[str, tuple]:
+    """For each app (name -> script): the cold load, `loads` loads each in a new context, `loads` in one context
+    with a warm cache, and the milliseconds a script takes over a kept-alive connection once the app has run.
+    All the apps are served at once and loaded in turn (the order reversed every round), so a machine that speeds
+    up or slows down during the run shifts them all alike and the ratios between them hold."""
     from playwright.sync_api import sync_playwright
 
-    with serving(app) as base, sync_playwright() as pw:
-        url = f"{base}/?{query}"
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        cold = load_once(browser, None, url, timeout_ms)
-        fresh = [load_once(browser, None, url, timeout_ms) for _ in range(loads)]
-        shared = browser.new_context(viewport={"width": 1400, "height": 1000})
-        load_once(browser, shared, url, timeout_ms)  # fills this context's browser cache
-        cached = [load_once(browser, shared, url, timeout_ms) for _ in range(loads)]
+    with contextlib.ExitStack() as stack:
+        urls = {name: f"{stack.enter_context(serving(app))}/?{query}" for name, app in apps.items()}
+        browser = stack.enter_context(sync_playwright()).chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        cold = {name: load_once(browser, None, url, timeout_ms) for name, url in urls.items()}
+        fresh: dict[str, list] = {name: [] for name in urls}
+        cached: dict[str, list] = {name: [] for name in urls}
+        shared = {name: browser.new_context(viewport={"width": 1400, "height": 1000}) for name in urls}
+        for name, url in urls.items():
+            load_once(browser, shared[name], url, timeout_ms)  # fills this context's browser cache
+        for round_ in range(loads):
+            order = list(urls) if round_ % 2 == 0 else list(reversed(urls))
+            for name in order:
+                fresh[name].append(load_once(browser, None, urls[name], timeout_ms))
+            for name in order:
+                cached[name].append(load_once(browser, shared[name], urls[name], timeout_ms))
         browser.close()
-        keepalive = keepalive_ms(base)
-    return cold, fresh, cached, keepalive
+        keepalive = {name: keepalive_ms(url.split("/?")[0]) for name, url in urls.items()}
+    return {name: (cold[name], fresh[name], cached[name], keepalive[name]) for name in urls}
 
 
 def main() -> int:
@@ -161,12 +173,12 @@ def main() -> int:
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     timeout_ms = int(args.timeout * 1000)
-    results = {args.app: measure(args.app, args.query, args.loads, timeout_ms)}
-    for name, source in BASELINE_APPS.items() if args.baseline else ():
-        with tempfile.TemporaryDirectory() as folder:
-            baseline = Path(folder) / "baseline.py"
-            baseline.write_text(BASELINE_PRELUDE + source)
-            results[name] = measure(str(baseline), args.query, args.loads, timeout_ms)
+    with tempfile.TemporaryDirectory() as folder:
+        apps = {args.app: args.app}
+        for i, (name, source) in enumerate(BASELINE_APPS.items() if args.baseline else ()):
+            apps[name] = str(Path(folder) / f"baseline_{i}.py")
+            Path(apps[name]).write_text(BASELINE_PRELUDE + source)
+        results = measure(apps, args.query, args.loads, timeout_ms)
     print("page load in Chromium: goto -> heatmap drawn, script idle, no skeleton; medians in seconds")
     print(f"  {os.cpu_count()} cpus, load average {load} at the start")
     print(f"  /?{args.query}")
@@ -177,6 +189,10 @@ def main() -> int:
         report(f"{app}: cold server", [cold[:2]], "first load after the server started: imports, empty st.cache_*")
         ok &= report(f"{app}: warm, new context", [t[:2] for t in fresh], "empty browser cache, new session", target)
         report(f"{app}: warm, cached", [t[:2] for t in cached], "same browser context (cached JS), new page")
+    main_done = statistics.median(t[1] for t in results[args.app][1])
+    for name, (_, fresh, _, _) in list(results.items())[1:]:
+        ratio = main_done / statistics.median(t[1] for t in fresh)
+        print(f"  {args.app} / {name}, warm, new context: {ratio:.2f}")
     keepalive = results[args.app][3]
     print(f"  {args.app}: a script over a kept-alive connection takes {keepalive:.1f} ms (about 40 with Nagle on)")
     problems = [p for cold, fresh, cached, _ in results.values() for one in [cold, *fresh, *cached] for p in one[2]]
