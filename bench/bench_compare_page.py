@@ -10,10 +10,11 @@ The first load after the server starts is "cold" (imports, both models built, tr
 then --loads "warm" loads, each in a new browser context (no browser cache, a new Streamlit session, the
 server's st.cache_* filled): the target applies to these.
 
---baseline also times, the same way, a bare Streamlit page that draws the same kinds of charts: the same component
-with three boards of random matrices of the page's sizes (A | B and A - B at 64 x 64, every cell with hover, A - B
-with both weights; a clickable 12 x 12 map) and one Vega-Lite chart of four small line panels. It is what any such
-page costs on this machine at this moment, since the machine is shared.
+--baseline also times a bare Streamlit page drawing the same kinds of charts: the same component with three boards
+of random matrices of the page's sizes (A | B and A - B at 64 x 64, every cell with hover, A - B with both
+weights; a clickable 12 x 12 map) and one Vega-Lite chart of four small line panels. It is what any such page
+costs on this machine at this moment: it is served alongside and loaded in turn with the Compare page, since the
+machine's speed drifts.
 
 Usage: python bench/bench_compare_page.py [--loads N] [--d-model 768] [--tokens 64] [--baseline] [--strict]
 Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIUM.
@@ -22,6 +23,7 @@ Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIU
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -134,17 +136,22 @@ def load_once(browser, url: str, timeout_ms: int) -> tuple[float, int, list[str]
         context.close()
 
 
-def measure(app: str, path: str, loads: int, timeout_ms: int) -> tuple[tuple, list[tuple]]:
-    """The cold load and `loads` warm loads of http://127.0.0.1:<port><path>, each in a new browser context."""
+def measure(apps: dict[str, tuple[str, str]], loads: int, timeout_ms: int) -> dict[str, tuple[tuple, list]]:
+    """For each app (name -> (script, path)): the cold load and `loads` warm loads of
+    http://127.0.0.1:<port><path>, each in a new browser context. The apps are served at once and loaded in turn
+    (order reversed every round), so a machine whose speed drifts shifts them alike."""
     from playwright.sync_api import sync_playwright
 
-    with serving(app) as base, sync_playwright() as pw:
-        url = f"{base}{path}"
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        cold = load_once(browser, url, timeout_ms)
-        warm = [load_once(browser, url, timeout_ms) for _ in range(loads)]
+    with contextlib.ExitStack() as stack:
+        urls = {name: stack.enter_context(serving(app)) + path for name, (app, path) in apps.items()}
+        browser = stack.enter_context(sync_playwright()).chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        cold = {name: load_once(browser, url, timeout_ms) for name, url in urls.items()}
+        warm: dict[str, list] = {name: [] for name in urls}
+        for round_ in range(loads):
+            for name in list(urls) if round_ % 2 == 0 else list(reversed(urls)):
+                warm[name].append(load_once(browser, urls[name], timeout_ms))
         browser.close()
-    return cold, warm
+    return {name: (cold[name], warm[name]) for name in urls}
 
 
 def main() -> int:
@@ -161,7 +168,14 @@ def main() -> int:
     query = urlencode({**config, "tokens": words(args.tokens)}, quote_via=quote)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     timeout_ms = int(args.timeout * 1000)
-    cold, warm = measure("dashboard.py", f"/compare?{query}", args.loads, timeout_ms)
+    with tempfile.TemporaryDirectory() as folder:
+        apps = {"compare": ("dashboard.py", f"/compare?{query}")}
+        if args.baseline:
+            baseline = Path(folder) / "baseline.py"
+            baseline.write_text(BASELINE_APP)
+            apps["baseline"] = (str(baseline), "/")
+        results = measure(apps, args.loads, timeout_ms)
+    cold, warm = results["compare"]
     times = [t for t, _, _ in warm]
     median = statistics.median(times)
     ok = median <= TARGET
@@ -175,13 +189,11 @@ def main() -> int:
     )
     bare: list[tuple] = []
     if args.baseline:
-        with tempfile.TemporaryDirectory() as folder:
-            baseline = Path(folder) / "baseline.py"
-            baseline.write_text(BASELINE_APP)
-            _, bare = measure(str(baseline), "/", args.loads, timeout_ms)
+        _, bare = results["baseline"]
         bare_median = statistics.median(t for t, _, _ in bare)
         print(
-            f"  baseline (bare page, {bare[0][1]} charts of the same kinds and sizes), warm, new context x{len(bare)}: "
+            f"  baseline (bare page, {bare[0][1]} charts of the same kinds and sizes, loaded in turn with the page), "
+            f"warm, new context x{len(bare)}: "
             f"median {bare_median:.2f} s; Compare page / baseline = {median / bare_median:.2f}"
         )
     print(f"  load average {', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end")
