@@ -12,12 +12,14 @@ A board is {"panels": [...], "columns": n or None, "picked": index or None}; eac
 from __future__ import annotations
 
 import base64
+import math
 
 import numpy as np
 
 from explorer.vega import MAX_CELL_PX, MAX_CELL_TEXT, MAX_TICKS, Ramp, png_uri, ticks
 
 GRID_LINES_UP_TO = 40  # thin white lines between cells while neither side has more cells than this
+LEGEND_TICKS = 4  # at most this many round values marked between the two ends of a colour legend
 
 
 def encode_floats(values: np.ndarray) -> str:
@@ -102,12 +104,33 @@ def matrix_panel(
         "grid_lines": max(tq, tk) <= GRID_LINES_UP_TO,
         "masked_text": masked_text,
         "axes": True,
-        "legend": {"colours": list(ramp.colours), "low": ramp.low, "high": ramp.high},
+        "legend": {
+            "colours": list(ramp.colours),
+            "low": ramp.low,
+            "high": ramp.high,
+            "ticks": legend_ticks(ramp.low, ramp.high),
+        },
         "hover": hover,
         "pick": pick,
         "extra": [_extra_row(title, row, value_digits) for title, row in (extra or {}).items()],
         "outline": None if outline is None else [int(outline[0]), int(outline[1])],
     }
+
+
+def legend_ticks(low: float, high: float, most: int = LEGEND_TICKS) -> list[float]:
+    """Round values strictly between low and high to mark on a colour legend (its ends are labelled anyway): the
+    multiples of the largest of 1, 2 or 5 x 10^k steps that gives at most `most` of them."""
+    if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
+        return []
+    coarser: list[float] = []
+    for power in range(math.floor(math.log10(high - low)) + 1, math.floor(math.log10(high - low)) - 3, -1):
+        for unit in (5, 2, 1):
+            step = unit * 10.0**power
+            inside = [k * step for k in range(math.floor(low / step) + 1, math.ceil(high / step))]
+            if len(inside) > most:
+                return coarser
+            coarser = [float(f"{t:.12g}") + 0.0 for t in inside]  # 0.6, not 0.6000000000000001; + 0.0: no -0.0
+    return coarser
 
 
 def _extra_row(title: str, row: np.ndarray | tuple[np.ndarray, int], value_digits: int) -> dict:

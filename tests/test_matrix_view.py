@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from explorer.figures import WEIGHTS
-from explorer.matrix_view import decode_floats, encode_floats, matrix_panel
+from explorer.matrix_view import decode_floats, encode_floats, legend_ticks, matrix_panel
 from explorer.vega import MASKED_COLOUR
 from tests.drawn import panel_matrix
 
@@ -78,3 +78,24 @@ def test_narrow_maps_label_only_tokens_that_fit_apart_and_drop_cramped_text():
     small = np.zeros((4, 4))
     assert panel(small, max_px=80, text_px=22)["text_digits"] is None  # 20 px cells: too narrow for "0.25"
     assert panel(small, max_px=120, text_px=22)["text_digits"] == 2
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [
+        (0.0, 1.0, [0.2, 0.4, 0.6, 0.8]),  # attention weights
+        (-0.0871, 0.0871, [-0.05, 0.0, 0.05]),  # an A - B map: zero is marked
+        (0.0, 0.0012, [0.0005, 0.001]),
+        (0.0, 360.0, [100.0, 200.0, 300.0]),  # rotary angles
+        (0.5, 0.6, [0.52, 0.54, 0.56, 0.58]),
+        (0.0, 0.0, []),  # nothing between equal ends
+    ],
+)
+def test_legend_marks_round_values_between_its_ends(low, high, expected):
+    assert legend_ticks(low, high) == pytest.approx(expected, abs=1e-12)
+    assert all(low < t < high for t in legend_ticks(low, high))
+
+
+def test_a_panel_legend_carries_its_marks():
+    legend = panel(np.full((2, 2), 0.5, np.float32))["legend"]
+    assert (legend["low"], legend["high"], legend["ticks"]) == (0.0, 1.0, legend_ticks(0.0, 1.0))

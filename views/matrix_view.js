@@ -6,7 +6,7 @@ const FONT = `14px ${FONT_FAMILY}`;
 const CELL_FONT_BIG = `14px ${FONT_FAMILY}`;
 const CELL_FONT_SMALL = `11px ${FONT_FAMILY}`;
 const TEXT = "#31333f";
-const LEGEND_BAR = { width: 14, gap: 18, most: 200 };
+const LEGEND_BAR = { width: 14, gap: 18, most: 200, labelGap: 16 };
 // A longer token is cut short on the axes (hover gives it whole): one long word must not squeeze the matrix into
 // a corner of its panel.
 const AXIS_LABEL_CHARS = 14;
@@ -48,7 +48,7 @@ function layout(g, p) {
   const top = 8;
   const xLabelsHeight = rotate ? xWidest * Math.SQRT1_2 + 14 : 18;
   const bottom = 6 + xLabelsHeight + 24;
-  const legendTexts = [p.value_title, legendText(p.legend.low), legendText(p.legend.high)];
+  const legendTexts = [p.value_title, ...[p.legend.low, p.legend.high, ...(p.legend.ticks || [])].map(legendText)];
   const right = LEGEND_BAR.gap + Math.max(LEGEND_BAR.width + 6 + widest(g, legendTexts.slice(1)), widest(g, legendTexts));
   return {
     left, top, plotW, plotH, rotate, xLabelsHeight,
@@ -115,6 +115,22 @@ function drawLegend(g, p, box) {
   g.textBaseline = "middle";
   g.fillText(legendText(p.legend.high), x + LEGEND_BAR.width + 6, barTop + 6);
   g.fillText(legendText(p.legend.low), x + LEGEND_BAR.width + 6, barTop + barHeight - 6);
+  // Round values between the ends, each with a short mark; none so near an end that the labels would touch.
+  const span = p.legend.high - p.legend.low;
+  g.strokeStyle = TEXT;
+  g.lineWidth = 1;
+  let last = -Infinity;  // the y of the last mark drawn: marks go down the bar, low values last
+  for (const tick of [...(p.legend.ticks || [])].reverse()) {
+    const y = barTop + (barHeight * (p.legend.high - tick)) / span;
+    const crowded = y - last < LEGEND_BAR.labelGap || y - (barTop + 6) < LEGEND_BAR.labelGap;
+    if (crowded || barTop + barHeight - 6 - y < LEGEND_BAR.labelGap) continue;
+    last = y;
+    g.beginPath();
+    g.moveTo(x + LEGEND_BAR.width, Math.round(y) + 0.5);
+    g.lineTo(x + LEGEND_BAR.width + 4, Math.round(y) + 0.5);
+    g.stroke();
+    g.fillText(legendText(tick), x + LEGEND_BAR.width + 6, y);
+  }
 }
 
 // The matrix itself: the PNG scaled up without smoothing, lines between cells, values written in small maps.
