@@ -56,6 +56,8 @@ def matrix_panel(
     outline: tuple[int, int] | None = None,
     tick_px: float | None = None,
     text_px: float = 0.0,
+    plot_px: tuple[float, float] | None = None,
+    frame: tuple[int, int] | None = None,
 ) -> dict:
     """A [Tq, Tk] matrix: keys across, queries down (first on top), masked cells grey.
 
@@ -63,7 +65,9 @@ def matrix_panel(
     row per `extra` matrix ({title: [Tq, Tk] values}, e.g. the two maps a difference came from; {title: (values,
     decimals)} to show that row with its own number of decimals, 0 for a rank); without, it is a
     thumbnail whose hover is the text `hover`. A click sends back `pick` when it is a dict, or the cell clicked
-    ({"row": q, "col": k}) when it is "cell". `outline` = (row, col) draws a red frame round that cell.
+    ({"row": q, "col": k}) when it is "cell". `outline` = (row, col) draws a red frame round that cell, `frame` =
+    (rows, cols) one round the top-left block of that many cells. Cells are square, at most max_px a side, unless
+    `plot_px` = (width, height) gives the matrix its own size.
 
     Labels: up to MAX_TICKS tokens an axis, or with `tick_px` as many as fit that far apart (every n-th token);
     the component cuts a label longer than 14 characters short on the axis, and hover gives it whole.
@@ -75,13 +79,16 @@ def matrix_panel(
         raise ValueError(f"{len(y_labels)} x {len(x_labels)} labels for a {tq} x {tk} matrix")
     masked = np.zeros((tq, tk), dtype=bool) if allowed is None else ~np.asarray(allowed, dtype=bool)  # [Tq, Tk]
     cell = min(MAX_CELL_PX, max_px / max(tq, tk))  # px per cell: square cells, at most max_px a side
-    if axes:
-        cell = max(1.0, cell)  # every cell at least a pixel wide, so hover can reach each one
+    cell_h = cell if plot_px is None else plot_px[1] / tq
+    if plot_px is not None:
+        cell = plot_px[0] / tk
+    if axes:  # every cell at least a pixel wide and high, so hover can reach each one
+        cell, cell_h = max(1.0, cell), max(1.0, cell_h)
     shown = np.where(masked, np.nan, values)  # [Tq, Tk]: NaN is drawn grey
     png = png_uri(ramp.rgb(shown), min_side=1)  # one pixel per cell; the browser scales it up unsmoothed
     if not axes:  # a thumbnail: no cell hover, so neither values nor labels travel
-        return {"name": name, "title": title, "rows": tq, "cols": tk, "cell_px": cell, "png": png, "axes": False,
-                "hover": hover, "pick": pick}  # fmt: skip
+        return {"name": name, "title": title, "rows": tq, "cols": tk, "cell_px": cell, "cell_h": cell_h, "png": png,
+                "axes": False, "hover": hover, "pick": pick}  # fmt: skip
     return {
         "name": name,
         "title": title,
@@ -89,13 +96,14 @@ def matrix_panel(
         "rows": tq,
         "cols": tk,
         "cell_px": cell,
+        "cell_h": cell_h,
         "png": png,
         "values": encode_floats(values),
         "masked": base64.b64encode(masked.astype(np.uint8).tobytes()).decode("ascii") if masked.any() else None,
         "x_labels": list(x_labels),
         "y_labels": list(y_labels),
         "x_ticks": _tick_cells(tk, cell, tick_px),
-        "y_ticks": _tick_cells(tq, cell, tick_px),
+        "y_ticks": _tick_cells(tq, cell_h, tick_px),
         "x_title": x_title,
         "y_title": y_title,
         "value_title": value_title,
@@ -114,6 +122,7 @@ def matrix_panel(
         "pick": pick,
         "extra": [_extra_row(title, row, value_digits) for title, row in (extra or {}).items()],
         "outline": None if outline is None else [int(outline[0]), int(outline[1])],
+        "frame": None if frame is None else [int(frame[0]), int(frame[1])],
     }
 
 

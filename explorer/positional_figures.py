@@ -1,5 +1,6 @@
 """Vega-Lite charts of the positional page: encodings, wavelengths, similarities, rotary angles, offset scores and
 the permutation demonstration. Arrays in, spec dict out (no Streamlit here; see explorer/vega.py for why Vega-Lite).
+The whole encoding table, often above Vega-Lite's hover limit, is a matrix-view board instead (pos_table).
 
 Each chart names its tables (under "datasets") and matrix views: pos_curves, pos_typed, pos_table,
 pos_wavelengths, pos_similarity, pos_profile, pos_rope, pos_offset (matrix) + pos_offsets, and perm_typed,
@@ -14,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.figures import WEIGHTS, token_labels
+from explorer.matrix_view import board, matrix_panel
 from explorer.position_analysis import OffsetScores, PermutationDemo
 from explorer.vega import (
     CATEGORY10,
@@ -38,6 +40,7 @@ TWILIGHT = ("#e2d9e2", "#9ebbc9", "#6785be", "#5e43a5", "#421257", "#471340", "#
 LINE_WIDTH = 640  # px of the plot area of a line chart
 HEATMAP_PX = 640  # px along the longer side of a big heatmap
 SMALL_MARKERS = 80  # a curve with at most this many points shows each point
+TABLE_TICK_PX = 28  # px at least between two labels on an axis of the encoding table
 
 
 def every_nth(n: int, limit: int = MAX_SIDE) -> np.ndarray:
@@ -225,7 +228,8 @@ def _diverging(values: np.ndarray) -> Ramp:
 
 
 def encoding_heatmap(table: np.ndarray, tokens: list[str], kind: str, trained: bool = False) -> dict:
-    """The whole [position, dimension] table: positions down, dimensions across; typed positions outlined."""
+    """The whole [position, dimension] table as a matrix-view board (every cell hovers, at any size): positions
+    down, dimensions across, the typed positions framed in red."""
     n_positions, d_model = table.shape  # [P, D]
     rows, cols = every_nth(n_positions), every_nth(d_model)
     z = table[np.ix_(rows, cols)].astype(np.float32)  # [P', D']
@@ -233,11 +237,11 @@ def encoding_heatmap(table: np.ndarray, tokens: list[str], kind: str, trained: b
     state = "trained" if trained else "untrained, random init"
     what = "Sinusoidal encoding" if kind == "sinusoidal" else f"Learned position embedding ({state})"
     note = _shown_note(rows, n_positions, "position") + _shown_note(cols, d_model, "dimension")
-    subtitle = "red outline: " + _typed_tokens_hint(tokens, n_positions).removeprefix("red: ") + note
+    subtitle = "red frame: " + _typed_tokens_hint(tokens, n_positions).removeprefix("red: ") + note
     if kind == "sinusoidal":
         subtitle = "even dimensions sin, odd cos; slower waves further right · " + subtitle
-    subtitle += _hover_note(z.size)
-    spec = matrix_spec(
+    typed = int(np.searchsorted(rows, min(len(tokens), n_positions)))  # rows drawn for typed positions
+    panel = matrix_panel(
         z,
         None,
         ramp,
@@ -248,17 +252,13 @@ def encoding_heatmap(table: np.ndarray, tokens: list[str], kind: str, trained: b
         y_title="position",
         value_title="value",
         title=f"{what}: the whole [position, dimension] matrix",
-        subtitle=wrap(subtitle, HEATMAP_PX + 60),
-        text_format=None,
-        max_px=HEATMAP_PX,
-        max_x_ticks=32,
-        max_y_ticks=32,
+        subtitle=subtitle,
+        text_digits=None,
+        plot_px=(HEATMAP_PX, min(HEATMAP_PX, max(240, 10 * len(rows)))),
+        frame=(typed, len(cols)) if typed else None,
+        tick_px=TABLE_TICK_PX,
     )
-    _stretch(spec, HEATMAP_PX, min(HEATMAP_PX, max(240, 10 * len(rows))))
-    typed = int(np.searchsorted(rows, min(len(tokens), n_positions)))  # rows drawn for typed positions
-    if typed:
-        spec["layer"].append(_outline(len(cols), typed))
-    return chart(spec)
+    return board([panel])
 
 
 def wavelength_figure(lengths: np.ndarray, width: int, n_positions: int, what: str = "d_model") -> dict:

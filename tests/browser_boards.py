@@ -45,7 +45,8 @@ def tip_at(page, x: float, y: float) -> dict[str, str]:
 
 
 def geometry(panel) -> tuple[dict, dict]:
-    """Where the panel's cells are: the canvas's page box, and its plot (left, top, cell, rows, cols)."""
+    """Where the panel's cells are: the canvas's page box, and its plot (left, top, cell width and cell_h height,
+    rows, cols)."""
     canvas = panel.locator("canvas")
     canvas.scroll_into_view_if_needed()
     return canvas.bounding_box(), json.loads(canvas.get_attribute("data-plot"))
@@ -53,15 +54,16 @@ def geometry(panel) -> tuple[dict, dict]:
 
 def cell_centre(panel, row: int, col: int) -> tuple[float, float]:
     box, plot = geometry(panel)
-    return box["x"] + plot["left"] + (col + 0.5) * plot["cell"], box["y"] + plot["top"] + (row + 0.5) * plot["cell"]
+    x = box["x"] + plot["left"] + (col + 0.5) * plot["cell"]
+    return x, box["y"] + plot["top"] + (row + 0.5) * plot["cell_h"]
 
 
 def read_tips(page, panel) -> list[list[dict[str, str]]]:
     """The tooltip of every cell, row by row, hovering each cell's centre."""
     box, plot = geometry(panel)
-    x0, y0, cell = box["x"] + plot["left"], box["y"] + plot["top"], plot["cell"]
+    x0, y0, cell, cell_h = box["x"] + plot["left"], box["y"] + plot["top"], plot["cell"], plot["cell_h"]
     return [
-        [tip_at(page, x0 + (c + 0.5) * cell, y0 + (r + 0.5) * cell) for c in range(plot["cols"])]
+        [tip_at(page, x0 + (c + 0.5) * cell, y0 + (r + 0.5) * cell_h) for c in range(plot["cols"])]
         for r in range(plot["rows"])
     ]
 
@@ -70,10 +72,13 @@ def cell_colours(panel) -> np.ndarray:
     """[rows, cols, 3] colour drawn in each cell, a little left of and above its centre (clear of its number)."""
     _, plot = geometry(panel)
     image = pixels(panel)
-    cell = plot["cell"]
-    offset = 0.5 * cell if cell < 4 else max(1.5, 0.2 * cell)  # inside the cell, clear of its lines and number
-    xs = np.floor(plot["left"] + np.arange(plot["cols"]) * cell + offset).astype(int)
-    ys = np.floor(plot["top"] + np.arange(plot["rows"]) * cell + offset).astype(int)
+
+    def offset(cell: float) -> float:  # inside the cell, clear of its lines and number
+        return 0.5 * cell if cell < 4 else max(1.5, 0.2 * cell)
+
+    cell, cell_h = plot["cell"], plot["cell_h"]
+    xs = np.floor(plot["left"] + np.arange(plot["cols"]) * cell + offset(cell)).astype(int)
+    ys = np.floor(plot["top"] + np.arange(plot["rows"]) * cell_h + offset(cell_h)).astype(int)
     return image[np.ix_(ys, xs)]
 
 

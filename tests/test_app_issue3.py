@@ -19,7 +19,7 @@ from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradien
 from explorer.position_analysis import encoding_table, permutation_demo, reorder, rope_angle_table, similarity
 from explorer.stats import head_grid, head_mean_distance, head_sparsity
 from explorer.vega import RDBU, Ramp
-from tests.drawn import DrawnMatrix, app_charts, matrices, one_matrix, params, title_text
+from tests.drawn import DrawnMatrix, app_charts, app_matrices, matrices, one_matrix, params, title_text
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 TOKENS = "the cat sat on the mat"
@@ -80,7 +80,8 @@ def test_positional_default_draws_the_sinusoids():
     np.testing.assert_allclose(dim0["value"], np.sin(np.arange(64)), atol=1e-6)
     typed = curves["pos_typed"]
     assert typed[typed["dimension"] == "dim 0 (sin of pair 0)"]["token"].tolist() == TOKENS.split()
-    heat = matrix(at, "whole [position, dimension] matrix")
+    heat = app_matrices(at)["pos_table"]  # a matrix-view board: every cell hovers
+    assert "whole [position, dimension] matrix" in heat.title
     np.testing.assert_array_equal(heat.values, table)
     assert heat.x_title == "dimension"
     sim = matrix(at, "Cosine similarity between")
@@ -158,7 +159,8 @@ def test_positional_recovers_from_a_bad_dimension():
 def test_learned_positions_are_labelled_untrained():
     at = open_page(POSITIONAL, positional="learned", pos_max="20")
     assert any("Untrained" in w.value for w in at.warning)
-    heat = matrix(at, "Learned position embedding (untrained, random init)")
+    heat = app_matrices(at)["pos_table"]
+    assert "Learned position embedding (untrained, random init)" in heat.title
     table = encoding_table(explorer.build_model(ModelConfig(positional="learned")), 20)
     np.testing.assert_array_equal(heat.values, table)
     assert not [s for s in specs(at) if "Wavelength" in title_text(s)]

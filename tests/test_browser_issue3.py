@@ -14,14 +14,16 @@ from explorer.positional import sinusoidal
 from explorer.positional_figures import TYPED_COLOUR
 from explorer.stats import head_entropy, head_grid
 from explorer.vega import RDBU, Ramp
-from tests.browser_charts import CHART, cell_grid, charts, colours_at, hover, pixels, read_cells, wait_drawn
+from tests.browser_boards import cell_centre, geometry, panels, read_panel, tip_at, wait_panels_drawn
+from tests.browser_boards import pixels as board_pixels
+from tests.browser_charts import CHART, cell_grid, charts, hover, pixels, read_cells, wait_drawn
 
 pytestmark = pytest.mark.browser
 
 TOKENS = "the cat sat on the mat"
-POSITIONAL_CHARTS = 7  # curves, table, wavelengths, similarity, profile, offset scores, permutation
+POSITIONAL_CHARTS = 6  # Vega-Lite: curves, wavelengths, similarity, profile, offset scores, permutation
 ACTIVATION_CHARTS = 10  # depth, LayerNorm, token norms, histogram, zeros, 3 head grids, gradient lines and map
-CURVES, TABLE = 0, 1
+CURVES = 0
 TOKEN_NORMS, HISTOGRAM, ENTROPY = 2, 3, 5
 
 
@@ -85,15 +87,35 @@ def test_positional_curves_and_table_hover_the_engine_values(page, app_url, wait
     assert [seen[p][0] for p in range(6)] == TOKENS.split()
     np.testing.assert_allclose([seen[p][1] for p in range(6)], table[:6, 0], atol=5e-5)  # sin(p), 4 decimals
 
-    heat = found[TABLE]
-    xs, ys = cell_grid(page, heat, "dimension", "position", 16, 8)
-    cells = read_cells(page, heat, xs, ys)
+    wait_panels_drawn(page, 1)
+    heat = panels(page, "pos_table")[0]  # the whole table: a matrix view
+    cells, colours = read_panel(page, heat)
     assert [row[0]["position"] for row in cells] == [str(p) for p in range(8)]
     shown = np.array([[number(c["value"]) for c in row] for row in cells])
     np.testing.assert_allclose(shown, table, atol=5e-5)
-    colours = colours_at(page, heat, xs, ys)
     expected = Ramp(RDBU, -1.0, 1.0).rgb(table)
     assert np.abs(colours.astype(int) - expected.astype(int)).max() <= 2  # the colour of each value
+    _, plot = geometry(heat)
+    image = board_pixels(heat)
+    red = np.array([int(TYPED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)])
+
+    def red_at_left_edge(row: int) -> bool:
+        colour = image[int(plot["top"] + (row + 0.5) * plot["cell_h"]), int(plot["left"] + 1)]
+        return bool((np.abs(colour.astype(int) - red) <= 2).all())
+
+    assert red_at_left_edge(3) and not red_at_left_edge(7)  # the frame round the six typed positions ends there
+    assert_clean(page)
+
+
+def test_positional_table_hovers_every_cell_at_any_size(page, app_url, wait_idle):
+    open_page(page, app_url + "/positional?d_model=256&pos_max=128", wait_idle, POSITIONAL_CHARTS)
+    wait_panels_drawn(page, 1)
+    heat = panels(page, "pos_table")[0]  # 128 x 256 cells: more than Vega-Lite hovered (16,384)
+    table = sinusoidal(128, 256).numpy()  # [P, D]
+    for row, col in ((0, 0), (100, 201), (127, 255)):
+        tip = tip_at(page, *cell_centre(heat, row, col))
+        assert (tip["position"], tip["dimension"]) == (str(row), str(col))
+        assert number(tip["value"]) == pytest.approx(table[row, col], abs=5e-5)
     assert_clean(page)
 
 

@@ -35,6 +35,7 @@ from explorer.position_analysis import (
 from explorer.positional import sinusoidal
 from explorer.positional_figures import (
     CURVE_POINTS,
+    HEATMAP_PX,
     MAX_SIDE,
     TWILIGHT,
     TYPED_COLOUR,
@@ -53,7 +54,7 @@ from explorer.positional_figures import (
 from explorer.positional_figures import offset_scores_figure as offset_figure
 from explorer.stats import head_grid, head_sparsity
 from explorer.vega import MAX_CELLS, heading, wrap
-from tests.drawn import matrices, one_matrix, title_text, views
+from tests.drawn import matrices, one_matrix, panel_matrix, title_text, views
 
 TOKENS = "the cat sat on the mat".split()
 
@@ -167,23 +168,20 @@ def test_long_curves_stay_light_and_say_how_they_were_drawn():
 def test_encoding_heatmap_is_the_table_and_thins_long_tables():
     model = explorer.build_model(explorer.ModelConfig(d_model=32, n_heads=2, positional="learned"))
     table = encoding_table(model, 40)  # [40, 32]
-    spec = encoding_heatmap(table, TOKENS, "learned")
-    drawn = one_matrix(spec)
+    (panel,) = encoding_heatmap(table, TOKENS, "learned")["panels"]
+    drawn = panel_matrix(panel)
     np.testing.assert_array_equal(drawn.values, table)
     assert "untrained" in drawn.title.lower()
     assert (drawn.x_title, drawn.y_title) == ("dimension", "position")
     assert drawn.y_labels[:3] == ["0", "1", "2"] and drawn.x_labels[-1] == "31"
-    outline = spec["layer"][-1]
-    assert outline["mark"]["stroke"] == TYPED_COLOUR
-    assert outline["data"]["values"] == [{"k": 0, "k_end": 32, "q": 0, "q_end": 6}]  # the six typed positions
-    big = encoding_heatmap(sinusoidal(4096, 64).numpy(), TOKENS, "sinusoidal")
-    drawn = one_matrix(big)
-    assert drawn.image is not None and len(drawn.y_labels) == 512  # 512 x 64 cells: one image, no hover
+    assert panel["frame"] == [6, 32]  # the six typed positions, every dimension
+    assert panel["cell_px"] * 32 == pytest.approx(HEATMAP_PX) and panel["cell_h"] * 40 == pytest.approx(400)
+    (big,) = encoding_heatmap(sinusoidal(4096, 64).numpy(), TOKENS, "sinusoidal")["panels"]
+    drawn = panel_matrix(big)
+    assert drawn.values.shape == (512, 64) and "values" in big  # 32,768 cells, and every one hovers
     assert drawn.y_labels[:2] == ["0", "8"]
-    assert "every 8th position drawn (512 of 4,096)" in drawn.title and "too many cells to hover" in drawn.title
-    scale = drawn.view["layer"][-2]["encoding"]["color"]["scale"]  # the legend-only layer of an image matrix
-    assert (scale["domain"][0], scale["domain"][-1]) == (-1.0, 1.0)
-    light(big)
+    assert "every 8th position drawn (512 of 4,096)" in drawn.title and "hover" not in drawn.title
+    assert (big["legend"]["low"], big["legend"]["high"]) == (-1.0, 1.0)
 
 
 def test_wavelengths_on_a_log_axis_with_the_max_position():
@@ -414,7 +412,6 @@ def test_only_marks_with_a_tooltip_answer_hover(trace):
     stats = layer_statistics(trace.first)
     specs = [
         encoding_curves(table, [0, 1], TOKENS, "sinusoidal"),
-        encoding_heatmap(table, TOKENS, "sinusoidal"),  # 300 x 64 cells: an image
         wavelength_figure(wavelengths(64), 64, 300),
         similarity_profile(similarity_to(table, 5, "cosine"), 5, "cosine"),
         offset_figure(offset_scores(explorer.ModelConfig(arch="decoder"), "a", 10), "sinusoidal"),
@@ -435,7 +432,7 @@ def test_a_trained_learned_table_is_not_called_untrained():
     for trained in (False, True):
         texts = [
             title_text(encoding_curves(table, [0], TOKENS, "learned", trained)),
-            title_text(encoding_heatmap(table, TOKENS, "learned", trained)),
+            panel_matrix(encoding_heatmap(table, TOKENS, "learned", trained)["panels"][0]).title,
             title_text(similarity_heatmap(similarity(table), np.arange(12), "cosine", 6, "learned", trained)),
         ]
         assert all(("untrained" in text) != trained for text in texts), texts

@@ -34,10 +34,15 @@ function widest(g, texts) {
   return texts.reduce((most, text) => Math.max(most, g.measureText(text).width), 0);
 }
 
+// A cell's height in CSS pixels: its width (cell_px) unless the panel's cells are not square.
+function cellHeight(p) {
+  return p.cell_h ?? p.cell_px;
+}
+
 // Where everything goes on a panel's canvas, in CSS pixels.
 function layout(g, p) {
   const plotW = p.cols * p.cell_px;
-  const plotH = p.rows * p.cell_px;
+  const plotH = p.rows * cellHeight(p);
   if (!p.axes) return { left: 0, top: 0, plotW, plotH, width: Math.ceil(plotW), height: Math.ceil(plotH) };
   g.font = FONT;
   const yLabels = p.y_ticks.map((i) => axisLabel(p.y_labels[i]));
@@ -67,7 +72,7 @@ function drawAxes(g, p, box) {
   g.font = FONT;
   g.textBaseline = "middle";
   g.textAlign = "right";
-  for (const i of p.y_ticks) g.fillText(axisLabel(p.y_labels[i]), left - 6, top + (i + 0.5) * p.cell_px);
+  for (const i of p.y_ticks) g.fillText(axisLabel(p.y_labels[i]), left - 6, top + (i + 0.5) * cellHeight(p));
   for (const i of p.x_ticks) {
     const x = left + (i + 0.5) * p.cell_px;
     const y = top + plotH + 6;
@@ -143,14 +148,20 @@ function drawCells(g, p, box, image, values, masked) {
     g.lineWidth = 1;
     g.beginPath();
     for (let c = 1; c < p.cols; c++) g.moveTo(left + c * p.cell_px, top), g.lineTo(left + c * p.cell_px, top + plotH);
-    for (let r = 1; r < p.rows; r++) g.moveTo(left, top + r * p.cell_px), g.lineTo(left + plotW, top + r * p.cell_px);
+    for (let r = 1; r < p.rows; r++) g.moveTo(left, top + r * cellHeight(p)), g.lineTo(left + plotW, top + r * cellHeight(p));
     g.stroke();
   }
   if (p.outline) {
     const [r, c] = p.outline;
     g.strokeStyle = "#d62728";
     g.lineWidth = 3;
-    g.strokeRect(left + c * p.cell_px + 1.5, top + r * p.cell_px + 1.5, p.cell_px - 3, p.cell_px - 3);
+    g.strokeRect(left + c * p.cell_px + 1.5, top + r * cellHeight(p) + 1.5, p.cell_px - 3, cellHeight(p) - 3);
+  }
+  if (p.frame) {  // a red frame round the top-left block of rows x cols cells
+    const [rows, cols] = p.frame;
+    g.strokeStyle = "#d62728";
+    g.lineWidth = 2;
+    g.strokeRect(left + 1, top + 1, cols * p.cell_px - 2, rows * cellHeight(p) - 2);
   }
   if (p.text_digits === null || p.text_digits === undefined) return;
   const colours = cellColours(image, p);
@@ -163,7 +174,7 @@ function drawCells(g, p, box, image, values, masked) {
       if (masked && masked[i]) continue;
       const [red, green, blue] = colours.subarray(4 * i, 4 * i + 3);
       g.fillStyle = 0.299 * red + 0.587 * green + 0.114 * blue < 140 ? "#ffffff" : "#000000";
-      g.fillText(values[i].toFixed(p.text_digits), left + (c + 0.5) * p.cell_px, top + (r + 0.5) * p.cell_px);
+      g.fillText(values[i].toFixed(p.text_digits), left + (c + 0.5) * p.cell_px, top + (r + 0.5) * cellHeight(p));
     }
   }
 }
@@ -212,7 +223,9 @@ function drawPanel(p, index, board, setTriggerValue) {
   canvas.style.width = `${box.width}px`;
   canvas.style.height = `${box.height}px`;
   g.scale(ratio, ratio);
-  canvas.dataset.plot = JSON.stringify({ left: box.left, top: box.top, cell: p.cell_px, rows: p.rows, cols: p.cols });
+  canvas.dataset.plot = JSON.stringify({
+    left: box.left, top: box.top, cell: p.cell_px, cell_h: cellHeight(p), rows: p.rows, cols: p.cols,
+  });
 
   const values = p.values ? new Float32Array(bytesOf(p.values).buffer) : null;
   const masked = p.masked ? bytesOf(p.masked) : null;
@@ -230,7 +243,7 @@ function drawPanel(p, index, board, setTriggerValue) {
 
   const cellAt = (event) => {
     const c = Math.floor((event.offsetX - box.left) / p.cell_px);
-    const r = Math.floor((event.offsetY - box.top) / p.cell_px);
+    const r = Math.floor((event.offsetY - box.top) / cellHeight(p));
     return r >= 0 && c >= 0 && r < p.rows && c < p.cols ? [r, c] : null;
   };
   canvas.addEventListener("mousemove", (event) => {

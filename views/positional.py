@@ -37,6 +37,7 @@ from explorer.positional_figures import (
     wavelength_figure,
 )
 from explorer.trace import Trace
+from views.matrix_view import show_board
 from views.session import from_model, trained_label
 from views.widgets import csv_button
 
@@ -195,7 +196,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
             st.caption(f"Showing dimensions {', '.join(map(str, dims))} (type others above).")
         draw(encoding_curves(shown, dims, tokens, kind, trained), "pos_curves")
     st.subheader("The whole table")
-    draw(encoding_heatmap(shown, tokens, kind, trained), "pos_heatmap")
+    show_board(encoding_heatmap(shown, tokens, kind, trained), key="pos_heatmap")
     typed = table_frame(table[: len(tokens)], tokens)
     if st.toggle(
         f"Show what is added at the {len(tokens)} typed positions",
