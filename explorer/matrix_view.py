@@ -58,6 +58,7 @@ def matrix_panel(
     text_px: float = 0.0,
     plot_px: tuple[float, float] | None = None,
     frame: tuple[int, int] | None = None,
+    hover_titles: tuple[str, str] | None = None,
 ) -> dict:
     """A [Tq, Tk] matrix: keys across, queries down (first on top), masked cells grey.
 
@@ -67,7 +68,8 @@ def matrix_panel(
     thumbnail whose hover is the text `hover`. A click sends back `pick` when it is a dict, or the cell clicked
     ({"row": q, "col": k}) when it is "cell". `outline` = (row, col) draws a red frame round that cell, `frame` =
     (rows, cols) one round the top-left block of that many cells. Cells are square, at most max_px a side, unless
-    `plot_px` = (width, height) gives the matrix its own size.
+    `plot_px` = (width, height) gives the matrix its own size. Hover names a cell's row and column by the axis
+    titles, or by `hover_titles` = (row name, column name) when both axes have the same title.
 
     Labels: up to MAX_TICKS tokens an axis, or with `tick_px` as many as fit that far apart (every n-th token);
     the component cuts a label longer than 14 characters short on the axis, and hover gives it whole.
@@ -106,6 +108,7 @@ def matrix_panel(
         "y_ticks": _tick_cells(tq, cell_h, tick_px),
         "x_title": x_title,
         "y_title": y_title,
+        "hover_titles": None if hover_titles is None else list(hover_titles),
         "value_title": value_title,
         "value_digits": value_digits,
         "text_digits": text_digits if tq * tk <= MAX_CELL_TEXT and cell >= text_px else None,

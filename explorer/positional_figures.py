@@ -1,6 +1,7 @@
 """Vega-Lite charts of the positional page: encodings, wavelengths, similarities, rotary angles, offset scores and
 the permutation demonstration. Arrays in, spec dict out (no Streamlit here; see explorer/vega.py for why Vega-Lite).
-The whole encoding table, often above Vega-Lite's hover limit, is a matrix-view board instead (pos_table).
+The whole encoding table and the similarity of positions, often above Vega-Lite's hover limit, are matrix-view
+boards instead (pos_table, pos_similarity).
 
 Each chart names its tables (under "datasets") and matrix views: pos_curves, pos_typed, pos_table,
 pos_wavelengths, pos_similarity, pos_profile, pos_rope, pos_offset (matrix) + pos_offsets, and perm_typed,
@@ -20,6 +21,7 @@ from explorer.position_analysis import OffsetScores, PermutationDemo
 from explorer.vega import (
     CATEGORY10,
     GRID_COLOUR,
+    MAX_CELL_PX,
     MAX_CELLS,
     RDBU,
     VIRIDIS,
@@ -121,13 +123,6 @@ def _outline(k_end: int, q_end: int, q_start: int = 0, k_start: int = 0) -> dict
 def _cell_layers(spec: dict) -> list[dict]:
     """The layers of a matrix view that hover (cells and cell text; not an image or a legend-only layer)."""
     return [layer for layer in spec["layer"] if "tooltip" in layer.get("encoding", {})]
-
-
-def _retitle_tooltip(spec: dict, titles: dict[str, str]) -> None:
-    """Rename rows of a matrix view's tooltip, e.g. {"query": "row position"} (fields as matrix_spec names them)."""
-    for layer in _cell_layers(spec):
-        for row in layer["encoding"]["tooltip"]:
-            row["title"] = titles.get(row["field"], row["title"])
 
 
 def _stretch(spec: dict, width: int | None = None, height: int | None = None) -> None:
@@ -329,7 +324,8 @@ def wavelength_figure(lengths: np.ndarray, width: int, n_positions: int, what: s
 def similarity_heatmap(
     sim: np.ndarray, positions: np.ndarray, metric: str, n_tokens: int, kind: str, trained: bool = False
 ) -> dict:
-    """[P', P'] similarity between the encodings of positions (the given, possibly thinned, position indices)."""
+    """[P', P'] similarity between the encodings of positions (the given, possibly thinned, position indices), as a
+    matrix-view board: every cell hovers, the typed positions framed in red."""
     n_all = int(positions[-1]) + 1 if len(positions) else 0
     label = "cosine" if metric == "cosine" else "dot product"
     ramp = Ramp(RDBU, -1.0, 1.0, dark="ends") if metric == "cosine" else _diverging(sim)
@@ -341,10 +337,12 @@ def similarity_heatmap(
         "untrained": "random untrained vectors: alike only with themselves (the diagonal)",
         "trained": "vectors shaped by training, not by a formula: alike where training made them so",
     }["sinusoidal" if kind == "sinusoidal" else _state(trained)]
-    subtitle += f" · red square: the typed tokens' positions{note}" + _hover_note(sim.size)
+    subtitle += f" · red frame: the typed tokens' positions{note}"
     title = f"{'Cosine similarity' if metric == 'cosine' else 'Dot product'} between the {which} of two positions"
     labels = [str(p) for p in positions]
-    spec = matrix_spec(
+    typed = int(np.searchsorted(positions, min(n_tokens, n_all)))
+    side = max(240.0, min(HEATMAP_PX, MAX_CELL_PX * len(positions)))  # px: at least 240 for a few positions
+    panel = matrix_panel(
         sim.astype(np.float32),
         None,
         ramp,
@@ -355,18 +353,14 @@ def similarity_heatmap(
         y_title="position",
         value_title=label,
         title=title,
-        subtitle=wrap(subtitle, HEATMAP_PX + 60),
-        text_format=None,
-        max_px=HEATMAP_PX,
-        max_x_ticks=32,
-        max_y_ticks=32,
+        subtitle=subtitle,
+        text_digits=None,
+        plot_px=(side, side),
+        frame=(typed, typed) if typed else None,
+        tick_px=TABLE_TICK_PX,
+        hover_titles=("row position", "column position"),
     )
-    _stretch(spec, max(spec["width"], 240), max(spec["height"], 240))
-    _retitle_tooltip(spec, {"query": "row position", "key": "column position"})
-    typed = int(np.searchsorted(positions, min(n_tokens, n_all)))
-    if typed:
-        spec["layer"].append(_outline(typed, typed))
-    return chart(spec)
+    return board([panel])
 
 
 def similarity_profile(row: np.ndarray, reference: int, metric: str, which: str = "") -> dict:

@@ -21,7 +21,7 @@ from tests.browser_charts import CHART, cell_grid, charts, hover, pixels, read_c
 pytestmark = pytest.mark.browser
 
 TOKENS = "the cat sat on the mat"
-POSITIONAL_CHARTS = 6  # Vega-Lite: curves, wavelengths, similarity, profile, offset scores, permutation
+POSITIONAL_CHARTS = 5  # Vega-Lite: curves, wavelengths, similarity profile, offset scores, permutation
 ACTIVATION_CHARTS = 10  # depth, LayerNorm, token norms, histogram, zeros, 3 head grids, gradient lines and map
 CURVES = 0
 TOKEN_NORMS, HISTOGRAM, ENTROPY = 2, 3, 5
@@ -116,6 +116,11 @@ def test_positional_table_hovers_every_cell_at_any_size(page, app_url, wait_idle
         tip = tip_at(page, *cell_centre(heat, row, col))
         assert (tip["position"], tip["dimension"]) == (str(row), str(col))
         assert number(tip["value"]) == pytest.approx(table[row, col], abs=5e-5)
+    alike = panels(page, "pos_similarity")[0]  # 128 x 128 cosine similarities: 16,384 cells and beyond hover too
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    tip = tip_at(page, *cell_centre(alike, 90, 17))
+    assert (tip["row position"], tip["column position"]) == ("90", "17")
+    assert number(tip["cosine"]) == pytest.approx(unit[90] @ unit[17], abs=5e-5)
     assert_clean(page)
 
 

@@ -204,15 +204,15 @@ def test_similarity_heatmap_and_profile(metric):
     table = sinusoidal(30, 16).numpy()
     positions = every_nth(30)
     sim = similarity(table[positions], metric)
-    spec = similarity_heatmap(sim, positions, metric, 6, "sinusoidal")
-    drawn = one_matrix(spec)
+    (panel,) = similarity_heatmap(sim, positions, metric, 6, "sinusoidal")["panels"]
+    drawn = panel_matrix(panel)
     np.testing.assert_array_equal(drawn.values, sim.astype(np.float32))
-    domain = drawn.view["layer"][0]["encoding"]["color"]["scale"]["domain"]
     top = 1.0 if metric == "cosine" else np.abs(sim).max()
-    assert domain[0] == pytest.approx(-top, rel=1e-6) and domain[-1] == pytest.approx(top, rel=1e-6)
+    legend = panel["legend"]
+    assert legend["low"] == pytest.approx(-top, rel=1e-6) and legend["high"] == pytest.approx(top, rel=1e-6)
     assert (drawn.x_title, drawn.y_title) == ("position", "position")
-    assert tooltip_titles(drawn.view["layer"][0])[:2] == ["row position", "column position"]
-    assert drawn.view["layer"][-1]["data"]["values"] == [{"k": 0, "k_end": 6, "q": 0, "q_end": 6}]
+    assert panel["hover_titles"] == ["row position", "column position"]  # both axes are "position"
+    assert panel["frame"] == [6, 6]  # the typed tokens' positions
     row = similarity_to(table, 5, metric)
     np.testing.assert_allclose(row, sim[5], rtol=1e-12, atol=1e-12)
     profile = similarity_profile(row, 5, metric)
@@ -433,6 +433,8 @@ def test_a_trained_learned_table_is_not_called_untrained():
         texts = [
             title_text(encoding_curves(table, [0], TOKENS, "learned", trained)),
             panel_matrix(encoding_heatmap(table, TOKENS, "learned", trained)["panels"][0]).title,
-            title_text(similarity_heatmap(similarity(table), np.arange(12), "cosine", 6, "learned", trained)),
+            panel_matrix(
+                similarity_heatmap(similarity(table), np.arange(12), "cosine", 6, "learned", trained)["panels"][0]
+            ).title,
         ]
         assert all(("untrained" in text) != trained for text in texts), texts

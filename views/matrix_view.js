@@ -198,7 +198,8 @@ function hoverLines(p, values, masked, r, c) {
   if (!p.axes) return [element("div", "mv-row", p.hover || "")];
   const i = r * p.cols + c;
   const value = masked && masked[i] ? p.masked_text : values[i].toFixed(p.value_digits);
-  const lines = [row(p.y_title, p.y_labels[r]), row(p.x_title, p.x_labels[c]), row(p.value_title, value)];
+  const [rowName, colName] = p.hover_titles || [p.y_title, p.x_title];
+  const lines = [row(rowName, p.y_labels[r]), row(colName, p.x_labels[c]), row(p.value_title, value)];
   for (const more of p.extra) lines.push(row(more.title, more.decoded[i].toFixed(more.digits ?? p.value_digits)));
   return lines;
 }

@@ -227,7 +227,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
 
     st.subheader("How alike are two positions?")
     positions, sim = from_model(cached_similarity, cfg, n_positions, metric)
-    draw(similarity_heatmap(sim, positions, metric, len(tokens), kind, trained), "pos_similarity")
+    show_board(similarity_heatmap(sim, positions, metric, len(tokens), kind, trained), key="pos_similarity")
     reference = min(len(tokens), n_positions) - 1  # the last typed token's position, or the last one drawn
     row = similarity_to(shown, reference, metric)
     which = "the last typed token" if len(tokens) <= n_positions else "the last position drawn"
