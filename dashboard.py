@@ -22,6 +22,7 @@ import explorer
 from explorer.config import CHOICES, FIELDS, INT_LIMITS, PAD_TOKEN, ConfigError, ModelConfig, check_url_value
 from views.nodelay import disable_nagle_once
 from views.session import cached_model
+from views.widgets import show_url_notes
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
     st.Page("views/attention.py", title="Attention", default=True),
@@ -82,16 +83,6 @@ def screen_query_params() -> None:
             f"Using {name} = `{default}` (the default) instead."
         )
         notes[name] = (message, default)
-
-
-def show_url_notes() -> None:
-    """Show the kept notes; forget one once its control no longer holds the value the note names."""
-    notes: dict[str, tuple[str, Any]] = st.session_state.get(NOTES_KEY, {})
-    for name, (message, used) in list(notes.items()):
-        if st.session_state.get(name) != used:
-            del notes[name]
-            continue
-        st.warning(message, icon=":material/link_off:")
 
 
 def sidebar() -> dict[str, Any]:
@@ -219,6 +210,6 @@ screen_query_params()
 trained_banner()
 controls = sidebar()
 share_hint(controls)
-show_url_notes()
+show_url_notes(NOTES_KEY)
 compute(controls)
 navigation.run()

@@ -159,16 +159,6 @@ def screen_b_params(defaults: dict[str, Any]) -> None:
         )
 
 
-def show_notes(key: str) -> None:
-    """Show the kept URL notes; forget one once its control no longer holds the value the note names."""
-    notes: dict[str, tuple[str, Any]] = st.session_state.get(key, {})
-    for name, (message, used) in list(notes.items()):
-        if st.session_state.get(name) != used:
-            del notes[name]
-            continue
-        st.warning(message, icon=":material/link_off:")
-
-
 def pending_value(field: str, default: Any) -> Any:
     """The value B's control will show this run (its state, else a usable URL value, else its default)."""
     key = B_PREFIX + field
@@ -656,7 +646,7 @@ def top_controls(a: ModelConfig, text_a: str) -> tuple[str, ModelConfig | None, 
         help="B back to A with the norm flipped (or, for two inputs, A's tokens reversed).",
     )
     with notes:
-        show_notes(NOTES_KEY)
+        show_url_notes(NOTES_KEY)
     return mode, b, text_b
 
 

@@ -51,8 +51,9 @@ def note_ignored_url_value(notes_key: str, key: str, accepted: Callable[[str], b
 
 
 def show_url_notes(notes_key: str) -> None:
-    """Show each note note_ignored_url_value kept, until the user changes the widget it is about. Call it once the
-    widgets exist (into a container placed above them): a note remembers the value its widget first showed."""
+    """Show each kept note, {widget key: (message, value)}, until the user changes the widget it is about: the note
+    goes once the widget no longer holds `value`. A note with value None (note_ignored_url_value's) takes the value
+    its widget first shows, so call this once the widgets exist, into a container placed above them."""
     notes: dict[str, tuple[str, object]] = st.session_state.get(notes_key, {})
     for key, (message, used) in list(notes.items()):
         current = st.session_state.get(key)
