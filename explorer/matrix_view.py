@@ -80,10 +80,10 @@ def matrix_panel(
     if len(x_labels) != tk or len(y_labels) != tq:
         raise ValueError(f"{len(y_labels)} x {len(x_labels)} labels for a {tq} x {tk} matrix")
     masked = np.zeros((tq, tk), dtype=bool) if allowed is None else ~np.asarray(allowed, dtype=bool)  # [Tq, Tk]
-    cell = min(MAX_CELL_PX, max_px / max(tq, tk))  # px per cell: square cells, at most max_px a side
-    cell_h = cell if plot_px is None else plot_px[1] / tq
-    if plot_px is not None:
-        cell = plot_px[0] / tk
+    if plot_px is None:  # px per cell: square cells, at most max_px a side
+        cell = cell_h = min(MAX_CELL_PX, max_px / max(tq, tk))
+    else:
+        cell, cell_h = plot_px[0] / tk, plot_px[1] / tq
     if axes:  # every cell at least a pixel wide and high, so hover can reach each one
         cell, cell_h = max(1.0, cell), max(1.0, cell_h)
     shown = np.where(masked, np.nan, values)  # [Tq, Tk]: NaN is drawn grey

@@ -524,7 +524,7 @@ def stack_tables(
     (configurations, texts, model_key()) decides the traces and gradients, so it keys the cache instead of
     hashing them (the statistics of 12 layers of width 768 on 64 tokens take about 0.1 s)."""
     tables = {}
-    trace_a, trace_b = _trace_a, _trace_b
+    trace_a, trace_b, grads_a, grads_b = _trace_a, _trace_b, _grads_a, _grads_b  # underscored: not hashed by the cache
     n_stacks = max(len(trace_a.stacks), len(trace_b.stacks) if trace_b is not None else 0)
     for i in range(n_stacks):
         stack_a = trace_a.stacks[i] if i < len(trace_a.stacks) else None
@@ -532,8 +532,8 @@ def stack_tables(
         names = list(dict.fromkeys(s.name for s in (stack_a, stack_b) if s is not None))
         label = names[0] if len(names) == 1 else f"{names[0]} (A) vs {names[1]} (B)"
         tables[label] = per_layer_comparison(
-            layer_values(stack_a, _grads_a) if stack_a is not None else None,
-            layer_values(stack_b, _grads_b) if stack_b is not None else None,
+            layer_values(stack_a, grads_a) if stack_a is not None else None,
+            layer_values(stack_b, grads_b) if stack_b is not None else None,
         )
     return tables
 

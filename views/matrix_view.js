@@ -6,6 +6,7 @@ const FONT = `14px ${FONT_FAMILY}`;
 const CELL_FONT_BIG = `14px ${FONT_FAMILY}`;
 const CELL_FONT_SMALL = `11px ${FONT_FAMILY}`;
 const TEXT = "#31333f";
+const MARK = "#d62728";  // red: a framed cell, the typed positions (matrix_view.css outlines a picked map in it too)
 const LEGEND_BAR = { width: 14, gap: 18, most: 200, labelGap: 16 };
 // A longer token is cut short on the axes (hover gives it whole): one long word must not squeeze the matrix into
 // a corner of its panel.
@@ -34,15 +35,10 @@ function widest(g, texts) {
   return texts.reduce((most, text) => Math.max(most, g.measureText(text).width), 0);
 }
 
-// A cell's height in CSS pixels: its width (cell_px) unless the panel's cells are not square.
-function cellHeight(p) {
-  return p.cell_h ?? p.cell_px;
-}
-
 // Where everything goes on a panel's canvas, in CSS pixels.
 function layout(g, p) {
   const plotW = p.cols * p.cell_px;
-  const plotH = p.rows * cellHeight(p);
+  const plotH = p.rows * p.cell_h;
   if (!p.axes) return { left: 0, top: 0, plotW, plotH, width: Math.ceil(plotW), height: Math.ceil(plotH) };
   g.font = FONT;
   const yLabels = p.y_ticks.map((i) => axisLabel(p.y_labels[i]));
@@ -53,7 +49,7 @@ function layout(g, p) {
   const top = 8;
   const xLabelsHeight = rotate ? xWidest * Math.SQRT1_2 + 14 : 18;
   const bottom = 6 + xLabelsHeight + 24;
-  const legendTexts = [p.value_title, ...[p.legend.low, p.legend.high, ...(p.legend.ticks || [])].map(legendText)];
+  const legendTexts = [p.value_title, ...[p.legend.low, p.legend.high, ...p.legend.ticks].map(legendText)];
   const right = LEGEND_BAR.gap + Math.max(LEGEND_BAR.width + 6 + widest(g, legendTexts.slice(1)), widest(g, legendTexts));
   return {
     left, top, plotW, plotH, rotate, xLabelsHeight,
@@ -72,7 +68,7 @@ function drawAxes(g, p, box) {
   g.font = FONT;
   g.textBaseline = "middle";
   g.textAlign = "right";
-  for (const i of p.y_ticks) g.fillText(axisLabel(p.y_labels[i]), left - 6, top + (i + 0.5) * cellHeight(p));
+  for (const i of p.y_ticks) g.fillText(axisLabel(p.y_labels[i]), left - 6, top + (i + 0.5) * p.cell_h);
   for (const i of p.x_ticks) {
     const x = left + (i + 0.5) * p.cell_px;
     const y = top + plotH + 6;
@@ -125,7 +121,7 @@ function drawLegend(g, p, box) {
   g.strokeStyle = TEXT;
   g.lineWidth = 1;
   let last = -Infinity;  // the y of the last mark drawn: marks go down the bar, low values last
-  for (const tick of [...(p.legend.ticks || [])].reverse()) {
+  for (const tick of [...p.legend.ticks].reverse()) {
     const y = barTop + (barHeight * (p.legend.high - tick)) / span;
     const crowded = y - last < LEGEND_BAR.labelGap || y - (barTop + 6) < LEGEND_BAR.labelGap;
     if (crowded || barTop + barHeight - 6 - y < LEGEND_BAR.labelGap) continue;
@@ -148,20 +144,20 @@ function drawCells(g, p, box, image, values, masked) {
     g.lineWidth = 1;
     g.beginPath();
     for (let c = 1; c < p.cols; c++) g.moveTo(left + c * p.cell_px, top), g.lineTo(left + c * p.cell_px, top + plotH);
-    for (let r = 1; r < p.rows; r++) g.moveTo(left, top + r * cellHeight(p)), g.lineTo(left + plotW, top + r * cellHeight(p));
+    for (let r = 1; r < p.rows; r++) g.moveTo(left, top + r * p.cell_h), g.lineTo(left + plotW, top + r * p.cell_h);
     g.stroke();
   }
   if (p.outline) {
     const [r, c] = p.outline;
-    g.strokeStyle = "#d62728";
+    g.strokeStyle = MARK;
     g.lineWidth = 3;
-    g.strokeRect(left + c * p.cell_px + 1.5, top + r * cellHeight(p) + 1.5, p.cell_px - 3, cellHeight(p) - 3);
+    g.strokeRect(left + c * p.cell_px + 1.5, top + r * p.cell_h + 1.5, p.cell_px - 3, p.cell_h - 3);
   }
   if (p.frame) {  // a red frame round the top-left block of rows x cols cells
     const [rows, cols] = p.frame;
-    g.strokeStyle = "#d62728";
+    g.strokeStyle = MARK;
     g.lineWidth = 2;
-    g.strokeRect(left + 1, top + 1, cols * p.cell_px - 2, rows * cellHeight(p) - 2);
+    g.strokeRect(left + 1, top + 1, cols * p.cell_px - 2, rows * p.cell_h - 2);
   }
   if (p.text_digits === null || p.text_digits === undefined) return;
   const colours = cellColours(image, p);
@@ -174,7 +170,7 @@ function drawCells(g, p, box, image, values, masked) {
       if (masked && masked[i]) continue;
       const [red, green, blue] = colours.subarray(4 * i, 4 * i + 3);
       g.fillStyle = 0.299 * red + 0.587 * green + 0.114 * blue < 140 ? "#ffffff" : "#000000";
-      g.fillText(values[i].toFixed(p.text_digits), left + (c + 0.5) * p.cell_px, top + (r + 0.5) * cellHeight(p));
+      g.fillText(values[i].toFixed(p.text_digits), left + (c + 0.5) * p.cell_px, top + (r + 0.5) * p.cell_h);
     }
   }
 }
@@ -200,7 +196,7 @@ function hoverLines(p, values, masked, r, c) {
   const value = masked && masked[i] ? p.masked_text : values[i].toFixed(p.value_digits);
   const [rowName, colName] = p.hover_titles || [p.y_title, p.x_title];
   const lines = [row(rowName, p.y_labels[r]), row(colName, p.x_labels[c]), row(p.value_title, value)];
-  for (const more of p.extra) lines.push(row(more.title, more.decoded[i].toFixed(more.digits ?? p.value_digits)));
+  for (const more of p.extra) lines.push(row(more.title, more.decoded[i].toFixed(more.digits)));
   return lines;
 }
 
@@ -225,7 +221,7 @@ function drawPanel(p, index, board, setTriggerValue) {
   canvas.style.height = `${box.height}px`;
   g.scale(ratio, ratio);
   canvas.dataset.plot = JSON.stringify({
-    left: box.left, top: box.top, cell: p.cell_px, cell_h: cellHeight(p), rows: p.rows, cols: p.cols,
+    left: box.left, top: box.top, cell: p.cell_px, cell_h: p.cell_h, rows: p.rows, cols: p.cols,
   });
 
   const values = p.values ? new Float32Array(bytesOf(p.values).buffer) : null;
@@ -244,7 +240,7 @@ function drawPanel(p, index, board, setTriggerValue) {
 
   const cellAt = (event) => {
     const c = Math.floor((event.offsetX - box.left) / p.cell_px);
-    const r = Math.floor((event.offsetY - box.top) / cellHeight(p));
+    const r = Math.floor((event.offsetY - box.top) / p.cell_h);
     return r >= 0 && c >= 0 && r < p.rows && c < p.cols ? [r, c] : null;
   };
   canvas.addEventListener("mousemove", (event) => {
