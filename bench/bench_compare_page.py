@@ -23,7 +23,6 @@ Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIU
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import sys
@@ -33,7 +32,7 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 # bench/ is on sys.path when a script here runs
-from serve import BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving
+from serve import BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving_all, turns
 
 TARGET = 3.0  # seconds from navigation to the fully drawn Compare page, warm
 SENTENCE = "the cat sat on the mat while a small dog ran after it across the long green field"
@@ -138,17 +137,17 @@ def load_once(browser, url: str, timeout_ms: int) -> tuple[float, int, list[str]
 
 def measure(apps: dict[str, tuple[str, str]], loads: int, timeout_ms: int) -> dict[str, tuple[tuple, list]]:
     """For each app (name -> (script, path)): the cold load and `loads` warm loads of
-    http://127.0.0.1:<port><path>, each in a new browser context. The apps are served at once and loaded in turn
-    (order reversed every round), so a machine whose speed drifts shifts them alike."""
+    http://127.0.0.1:<port><path>, each in a new browser context, all apps served at once and loaded in turn
+    (serve.turns)."""
     from playwright.sync_api import sync_playwright
 
-    with contextlib.ExitStack() as stack:
-        urls = {name: stack.enter_context(serving(app)) + path for name, (app, path) in apps.items()}
-        browser = stack.enter_context(sync_playwright()).chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with serving_all({name: app for name, (app, _) in apps.items()}) as bases, sync_playwright() as pw:
+        urls = {name: bases[name] + path for name, (_, path) in apps.items()}
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         cold = {name: load_once(browser, url, timeout_ms) for name, url in urls.items()}
         warm: dict[str, list] = {name: [] for name in urls}
-        for round_ in range(loads):
-            for name in list(urls) if round_ % 2 == 0 else list(reversed(urls)):
+        for order in turns(list(urls), loads):
+            for name in order:
                 warm[name].append(load_once(browser, urls[name], timeout_ms))
         browser.close()
     return {name: (cold[name], warm[name]) for name in urls}

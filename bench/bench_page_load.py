@@ -17,7 +17,6 @@ Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIU
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import statistics
@@ -28,7 +27,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 # bench/ is on sys.path when a script here runs
-from serve import BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, keepalive_ms, serving
+from serve import BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, keepalive_ms, serving_all, turns
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.5  # seconds from navigation to a drawn heatmap, warm
@@ -132,31 +131,29 @@ def report(name: str, loads: list[tuple[float, float]], note: str, target: float
     return ok
 
 
-def measure(apps: dict[str, str], query: str, loads: int, timeout_ms: int) -> dict[str, tuple]:
-    """For each app (name -> script): the cold load, `loads` loads each in a new context, `loads` in one context
-    with a warm cache, and the milliseconds a script takes over a kept-alive connection once the app has run.
-    All the apps are served at once and loaded in turn (the order reversed every round), so a machine that speeds
-    up or slows down during the run shifts them all alike and the ratios between them hold."""
+def measure(apps: dict[str, str], query: str, loads: int, timeout_ms: int) -> tuple[dict[str, tuple], float]:
+    """For each app (name -> script): the cold load, `loads` loads each in a new context and `loads` in one context
+    with a warm cache, all apps served at once and loaded in turn (serve.turns); and the milliseconds a script
+    takes over a kept-alive connection to the first app once it has run."""
     from playwright.sync_api import sync_playwright
 
-    with contextlib.ExitStack() as stack:
-        urls = {name: f"{stack.enter_context(serving(app))}/?{query}" for name, app in apps.items()}
-        browser = stack.enter_context(sync_playwright()).chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with serving_all(apps) as bases, sync_playwright() as pw:
+        urls = {name: f"{base}/?{query}" for name, base in bases.items()}
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         cold = {name: load_once(browser, None, url, timeout_ms) for name, url in urls.items()}
         fresh: dict[str, list] = {name: [] for name in urls}
         cached: dict[str, list] = {name: [] for name in urls}
         shared = {name: browser.new_context(viewport={"width": 1400, "height": 1000}) for name in urls}
         for name, url in urls.items():
             load_once(browser, shared[name], url, timeout_ms)  # fills this context's browser cache
-        for round_ in range(loads):
-            order = list(urls) if round_ % 2 == 0 else list(reversed(urls))
+        for order in turns(list(urls), loads):
             for name in order:
                 fresh[name].append(load_once(browser, None, urls[name], timeout_ms))
             for name in order:
                 cached[name].append(load_once(browser, shared[name], urls[name], timeout_ms))
         browser.close()
-        keepalive = {name: keepalive_ms(url.split("/?")[0]) for name, url in urls.items()}
-    return {name: (cold[name], fresh[name], cached[name], keepalive[name]) for name in urls}
+        keepalive = keepalive_ms(next(iter(bases.values())))
+    return {name: (cold[name], fresh[name], cached[name]) for name in urls}, keepalive
 
 
 def main() -> int:
@@ -178,24 +175,23 @@ def main() -> int:
         for i, (name, source) in enumerate(BASELINE_APPS.items() if args.baseline else ()):
             apps[name] = str(Path(folder) / f"baseline_{i}.py")
             Path(apps[name]).write_text(BASELINE_PRELUDE + source)
-        results = measure(apps, args.query, args.loads, timeout_ms)
+        results, keepalive = measure(apps, args.query, args.loads, timeout_ms)
     print("page load in Chromium: goto -> heatmap drawn, script idle, no skeleton; medians in seconds")
     print(f"  {os.cpu_count()} cpus, load average {load} at the start")
     print(f"  /?{args.query}")
     print(f"{'load':46} {'loads':>5} {'1st map':>9} {'done':>9} {'done range':>11}  {'target':12} what")
     ok = True
-    for app, (cold, fresh, cached, _) in results.items():
+    for app, (cold, fresh, cached) in results.items():
         target = TARGET if app == args.app else None
         report(f"{app}: cold server", [cold[:2]], "first load after the server started: imports, empty st.cache_*")
         ok &= report(f"{app}: warm, new context", [t[:2] for t in fresh], "empty browser cache, new session", target)
         report(f"{app}: warm, cached", [t[:2] for t in cached], "same browser context (cached JS), new page")
     main_done = statistics.median(t[1] for t in results[args.app][1])
-    for name, (_, fresh, _, _) in list(results.items())[1:]:
+    for name, (_, fresh, _) in list(results.items())[1:]:
         ratio = main_done / statistics.median(t[1] for t in fresh)
         print(f"  {args.app} / {name}, warm, new context: {ratio:.2f}")
-    keepalive = results[args.app][3]
     print(f"  {args.app}: a script over a kept-alive connection takes {keepalive:.1f} ms (about 40 with Nagle on)")
-    problems = [p for cold, fresh, cached, _ in results.values() for one in [cold, *fresh, *cached] for p in one[2]]
+    problems = [p for cold, fresh, cached in results.values() for one in [cold, *fresh, *cached] for p in one[2]]
     for problem in dict.fromkeys(problems):
         print("  problem:", problem)
     return 1 if args.strict and (not ok or problems) else 0

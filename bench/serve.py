@@ -103,6 +103,20 @@ def serving(app: str = "dashboard.py") -> Iterator[str]:
                 server.kill()
 
 
+@contextlib.contextmanager
+def serving_all(apps: dict[str, str]) -> Iterator[dict[str, str]]:
+    """serving() for several apps at once: yields each one's base URL by the name it was given."""
+    with contextlib.ExitStack() as stack:
+        yield {name: stack.enter_context(serving(app)) for name, app in apps.items()}
+
+
+def turns(names: list[str], rounds: int) -> Iterator[list[str]]:
+    """The order to load apps in, round after round, reversed every other round: served at once and loaded in
+    turn, they all feel a machine that speeds up or slows down during the run alike, so their ratios hold."""
+    for round_ in range(rounds):
+        yield names if round_ % 2 == 0 else names[::-1]
+
+
 def keepalive_ms(base: str, requests: int = 10) -> float:
     """Median milliseconds per request for one of the page's scripts, fetched again and again over one kept-alive
     connection, as the browser fetches the page's script chunks. About 40 ms when the server leaves Nagle's
