@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.matrix_view import board, matrix_panel
+from explorer.matrix_view import board, matrix_panel, sheet_panel
 from explorer.stats import attention_matrix
 from explorer.trace import AttentionMaps
 from explorer.vega import BLUES, VIRIDIS, Ramp, layer_head_axes
@@ -102,26 +102,24 @@ def grid_map_px(n_heads: int, width_px: int = 880) -> int:
 def grid_board(
     maps: AttentionMaps, width_px: int = 880, picked: tuple[int, int] | None = None, pickable: bool = True
 ) -> dict:
-    """Every layer (rows) x head (columns) as a small matrix-view panel titled "L0 H1"; when `pickable`, a click
-    on one sends back {"layer": ..., "head": ...}. The map `picked` (layer, head) is outlined."""
+    """Every layer (rows) x head (columns) as a small map titled "L0 H1", all on one sheet; when `pickable`, a click
+    on one sends back {"layer": ..., "head": ...}. The map `picked` (layer, head) is framed."""
     n_layers, n_heads, tq, tk = maps.weights.shape  # [L, H, Tq, Tk]
-    parts, _ = _map_parts(maps, 0, 0, None)
-    panels = []
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            title = f"L{layer} H{head}"
-            panels.append(
-                matrix_panel(
-                    **{**parts, "values": maps.weights[layer, head], "title": title},
-                    name=title,
-                    max_px=grid_map_px(n_heads, width_px),
-                    axes=False,
-                    hover=f"{title}: click to show it large above" if pickable else title,
-                    pick={"layer": layer, "head": head} if pickable else None,
-                )
-            )
-    index = None if picked is None else picked[0] * n_heads + picked[1]
-    return board(panels, columns=n_heads, picked=index)
+    layer_heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+    titles = [f"L{layer} H{head}" for layer, head in layer_heads]
+    sheet = sheet_panel(
+        maps.weights.reshape(n_layers * n_heads, tq, tk),  # [L * H, Tq, Tk]: layer by layer, heads in order
+        maps.allowed,
+        WEIGHTS,
+        name="grid",
+        titles=titles,
+        columns=n_heads,
+        max_px=grid_map_px(n_heads, width_px),
+        hovers=[f"{title}: click to show it large above" if pickable else title for title in titles],
+        picks=[{"layer": layer, "head": head} for layer, head in layer_heads] if pickable else None,
+        picked=None if picked is None else picked[0] * n_heads + picked[1],
+    )
+    return board([sheet])
 
 
 def _entropy_parts(df: pd.DataFrame) -> dict:

@@ -6,7 +6,8 @@ map appears. The component is a few kilobytes of script: it paints each matrix f
 explorer.vega.Ramp, the same colours as every other chart) and reads hover values from the float32 array the
 panel carries, so hover works for every cell of any size.
 
-A board is {"panels": [...], "columns": n or None, "picked": index or None}; each panel is one matrix.
+A board is {"panels": [...]}: each panel is one matrix with axes and a legend ("kind": "matrix"), or a sheet of small
+maps of one shape ("kind": "sheet"), such as every layer x head of a model.
 """
 
 from __future__ import annotations
@@ -49,9 +50,7 @@ def matrix_panel(
     text_digits: int | None = 2,
     masked_text: str = "masked: may not attend (weight 0)",
     max_px: float = 640,
-    axes: bool = True,
-    hover: str | None = None,
-    pick: dict | str | None = None,
+    pick: str | None = None,
     extra: dict[str, np.ndarray | tuple[np.ndarray, int]] | None = None,
     outline: tuple[int, int] | None = None,
     tick_px: float | None = None,
@@ -62,11 +61,10 @@ def matrix_panel(
 ) -> dict:
     """A [Tq, Tk] matrix: keys across, queries down (first on top), masked cells grey.
 
-    With `axes`, the panel has labelled axes and a colour legend, and hover gives query, key and value, then one
-    row per `extra` matrix ({title: [Tq, Tk] values}, e.g. the two maps a difference came from; {title: (values,
-    decimals)} to show that row with its own number of decimals, 0 for a rank); without, it is a
-    thumbnail whose hover is the text `hover`. A click sends back `pick` when it is a dict, or the cell clicked
-    ({"row": q, "col": k}) when it is "cell". `outline` = (row, col) draws a red frame round that cell, `frame` =
+    The panel has labelled axes and a colour legend, and hover gives query, key and value, then one row per `extra`
+    matrix ({title: [Tq, Tk] values}, e.g. the two maps a difference came from; {title: (values, decimals)} to show
+    that row with its own number of decimals, 0 for a rank). With `pick` = "cell", a click sends back the cell
+    clicked ({"row": q, "col": k}). `outline` = (row, col) draws a red frame round that cell, `frame` =
     (rows, cols) one round the top-left block of that many cells. Cells are square, at most max_px a side, unless
     `plot_px` = (width, height) gives the matrix its own size. Hover names a cell's row and column by the axis
     titles, or by `hover_titles` = (row name, column name) when both axes have the same title.
@@ -84,14 +82,10 @@ def matrix_panel(
         cell = cell_h = min(MAX_CELL_PX, max_px / max(tq, tk))
     else:
         cell, cell_h = plot_px[0] / tk, plot_px[1] / tq
-    if axes:  # every cell at least a pixel wide and high, so hover can reach each one
-        cell, cell_h = max(1.0, cell), max(1.0, cell_h)
+    cell, cell_h = max(1.0, cell), max(1.0, cell_h)  # every cell at least a pixel wide and high: hover reaches it
     shown = np.where(masked, np.nan, values)  # [Tq, Tk]: NaN is drawn grey
-    png = png_uri(ramp.rgb(shown), min_side=1)  # one pixel per cell; the browser scales it up unsmoothed
-    if not axes:  # a thumbnail: no cell hover, so neither values nor labels travel
-        return {"name": name, "title": title, "rows": tq, "cols": tk, "cell_px": cell, "cell_h": cell_h, "png": png,
-                "axes": False, "hover": hover, "pick": pick}  # fmt: skip
     return {
+        "kind": "matrix",
         "name": name,
         "title": title,
         "subtitle": subtitle,
@@ -99,7 +93,7 @@ def matrix_panel(
         "cols": tk,
         "cell_px": cell,
         "cell_h": cell_h,
-        "png": png,
+        "png": png_uri(ramp.rgb(shown), min_side=1),  # one pixel per cell; the browser scales it up unsmoothed
         "values": encode_floats(values),
         "masked": base64.b64encode(masked.astype(np.uint8).tobytes()).decode("ascii") if masked.any() else None,
         "x_labels": list(x_labels),
@@ -114,14 +108,12 @@ def matrix_panel(
         "text_digits": text_digits if tq * tk <= MAX_CELL_TEXT and cell >= text_px else None,
         "grid_lines": max(tq, tk) <= GRID_LINES_UP_TO,
         "masked_text": masked_text,
-        "axes": True,
         "legend": {
             "colours": list(ramp.colours),
             "low": ramp.low,
             "high": ramp.high,
             "ticks": legend_ticks(ramp.low, ramp.high),
         },
-        "hover": hover,
         "pick": pick,
         "extra": [_extra_row(title, row, value_digits) for title, row in (extra or {}).items()],
         "outline": None if outline is None else [int(outline[0]), int(outline[1])],
@@ -158,6 +150,51 @@ def _tick_cells(n: int, cell_px: float, tick_px: float | None) -> list[int]:
     return [int(t) for t in ticks(n, most)]
 
 
-def board(panels: list[dict], columns: int | None = None, picked: int | None = None) -> dict:
-    """What the component draws: panels in a row that wraps, or in `columns` columns; panel `picked` outlined."""
-    return {"panels": panels, "columns": columns, "picked": picked}
+def sheet_panel(
+    maps: np.ndarray,
+    allowed: np.ndarray | None,
+    ramp: Ramp,
+    *,
+    name: str,
+    titles: list[str],
+    columns: int,
+    max_px: float,
+    hovers: list[str],
+    picks: list[dict] | None = None,
+    picked: int | None = None,
+) -> dict:
+    """Small [Tq, Tk] maps, `columns` to a row, each under its title: one picture of them all, drawn on one canvas.
+
+    One canvas and one image however many maps there are: as panels of their own, the 144 maps of a 12 x 12 model
+    cost the browser 0.3 s more. Each map's longer side is `max_px`. Hover gives a map's `hovers` text; a click
+    sends back its `picks` entry (none: the maps are not clickable); map `picked` is framed in red.
+    """
+    maps = np.asarray(maps, dtype=np.float32)  # [n, Tq, Tk]
+    n, tq, tk = maps.shape
+    if not len(titles) == len(hovers) == n or (picks is not None and len(picks) != n):
+        raise ValueError(f"{len(titles)} titles and {len(hovers)} hovers for {n} maps")
+    masked = np.zeros((tq, tk), dtype=bool) if allowed is None else ~np.asarray(allowed, dtype=bool)  # [Tq, Tk]
+    rows = -(-n // columns)
+    picture = np.full((rows * columns, tq, tk, 3), 255, dtype=np.uint8)  # white where the last row has no map
+    picture[:n] = ramp.rgb(np.where(masked, np.nan, maps))  # [n, Tq, Tk, 3]
+    picture = picture.reshape(rows, columns, tq, tk, 3).swapaxes(1, 2).reshape(rows * tq, columns * tk, 3)
+    cell = min(MAX_CELL_PX, max_px / max(tq, tk))
+    return {
+        "kind": "sheet",
+        "name": name,
+        "columns": columns,
+        "rows": tq,
+        "cols": tk,
+        "cell_px": cell,
+        "cell_h": cell,
+        "png": png_uri(picture, min_side=1),  # map i's cells at row i // columns, column i % columns of maps
+        "titles": list(titles),
+        "hovers": list(hovers),
+        "picks": picks,
+        "picked": picked,
+    }
+
+
+def board(panels: list[dict]) -> dict:
+    """What the component draws: the panels in a row that wraps."""
+    return {"panels": panels}

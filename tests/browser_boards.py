@@ -30,7 +30,7 @@ def wait_panels_drawn(page, count: int, timeout_ms: int = 30_000) -> None:
 
 def tip_at(page, x: float, y: float) -> dict[str, str]:
     """The tooltip's rows ({"query": "the", ...}) with the pointer at page pixel (x, y); {} when none shows.
-    A thumbnail's tooltip, one line without a name, comes back as {"": text}."""
+    A small map's tooltip on a sheet, one line without a name, comes back as {"": text}."""
     page.mouse.move(x, y)
     rows = page.evaluate(
         """() => [...document.querySelectorAll("[data-testid^='stBidiComponent']")]
@@ -48,7 +48,7 @@ def geometry(panel) -> tuple[dict, dict]:
     """Where the panel's cells are: the canvas's page box, and its plot (left, top, cell width and cell_h height,
     rows, cols)."""
     canvas = panel.locator("canvas")
-    canvas.scroll_into_view_if_needed()
+    canvas.evaluate("c => c.scrollIntoView({block: 'center'})")  # at the top edge, the page's header would cover it
     return canvas.bounding_box(), json.loads(canvas.get_attribute("data-plot"))
 
 
@@ -85,3 +85,22 @@ def cell_colours(panel) -> np.ndarray:
 def read_panel(page, panel) -> tuple[list[list[dict[str, str]]], np.ndarray]:
     """Every cell's tooltip and the colour drawn at it."""
     return read_tips(page, panel), cell_colours(panel)
+
+
+def sheet_centres(sheet) -> dict[str, tuple[float, float]]:
+    """The page pixel at the middle of each small map of a sheet panel, by the map's title."""
+    box, plot = geometry(sheet)
+    return {
+        title: (box["x"] + x + plot["map_w"] / 2, box["y"] + y + plot["map_h"] / 2)
+        for title, (x, y) in zip(plot["titles"], plot["maps"], strict=True)
+    }
+
+
+def sheet_frames(sheet) -> dict[str, tuple[int, int, int]]:
+    """The colour of the line drawn round each small map of a sheet (read left of the map, halfway down), by title."""
+    _, plot = geometry(sheet)
+    image = pixels(sheet)
+    return {
+        title: tuple(int(v) for v in image[int(y + plot["map_h"] / 2), int(x) - 1])
+        for title, (x, y) in zip(plot["titles"], plot["maps"], strict=True)
+    }

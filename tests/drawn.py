@@ -138,12 +138,8 @@ def app_boards(at) -> dict[str, dict]:
 
 
 def panel_matrix(panel: dict) -> DrawnMatrix:
-    """One panel of a board as drawn. A thumbnail carries only its picture: its values are all NaN."""
+    """One matrix panel of a board as drawn."""
     shape = (panel["rows"], panel["cols"])
-    image = _decode_png(panel["png"])  # [rows, cols, 3]: one pixel per cell
-    if not panel["axes"]:
-        return DrawnMatrix(panel["name"], np.full(shape, np.nan), np.zeros(shape, bool), [], [], "", "",
-                           panel["title"], panel, image)  # fmt: skip
     values = decode_floats(panel["values"], shape).astype(np.float64)
     masked = np.zeros(shape, dtype=bool)
     if panel["masked"]:
@@ -151,13 +147,25 @@ def panel_matrix(panel: dict) -> DrawnMatrix:
     values[masked] = np.nan
     title = " ".join(t for t in (panel["title"], panel["subtitle"]) if t)
     return DrawnMatrix(panel["name"], values, masked, panel["x_labels"], panel["y_labels"], panel["x_title"],
-                       panel["y_title"], title, panel, image)  # fmt: skip
+                       panel["y_title"], title, panel, _decode_png(panel["png"]))  # fmt: skip
+
+
+def sheet_maps(sheet: dict) -> dict[str, np.ndarray]:
+    """Each small map of a sheet panel by its title: the [rows, cols, 3] part of the sheet's picture it is cut from."""
+    picture = _decode_png(sheet["png"])  # one pixel per cell, map i at row i // columns, column i % columns of maps
+    rows, cols, across = sheet["rows"], sheet["cols"], sheet["columns"]
+    return {
+        title: picture[(i // across) * rows : (i // across + 1) * rows, (i % across) * cols : (i % across + 1) * cols]
+        for i, title in enumerate(sheet["titles"])
+    }
 
 
 def app_matrices(at) -> dict[str, DrawnMatrix]:
-    """Every matrix an AppTest run drew, by name: the matrix views of Vega-Lite charts and the panels of boards."""
+    """Every matrix an AppTest run drew, by name: the matrix views of Vega-Lite charts and the matrix panels of boards
+    (not the small maps of a sheet: sheet_maps)."""
     drawn = [m for spec, tables in app_charts(at) for m in matrices(spec, tables).values()]
-    drawn += [panel_matrix(p) for board in app_boards(at).values() for p in board["panels"]]
+    panels = [p for board in app_boards(at).values() for p in board["panels"]]
+    drawn += [panel_matrix(p) for p in panels if p["kind"] == "matrix"]
     names = [m.name for m in drawn]
     assert len(set(names)) == len(names), f"two matrices share a name: {names}"
     return {m.name: m for m in drawn}

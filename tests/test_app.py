@@ -13,7 +13,7 @@ import explorer
 from explorer.config import ModelConfig
 from explorer.figures import WEIGHTS
 from explorer.stats import head_average
-from tests.drawn import DrawnMatrix, app_boards, app_matrices
+from tests.drawn import DrawnMatrix, app_boards, app_matrices, sheet_maps
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 TOKENS = "the cat sat on the mat"
@@ -35,10 +35,13 @@ def main_heatmap(at: AppTest) -> DrawnMatrix:
 
 
 def grid(at: AppTest) -> pd.DataFrame:
-    """The grid: one row per small map (its title, what a click on it picks, whether it is outlined)."""
-    board = app_boards(at)["grid"]
+    """The grid: one row per small map (its title, what a click on it picks, whether it is framed)."""
+    [sheet] = app_boards(at)["grid"]["panels"]
     return pd.DataFrame(
-        [{"title": p["title"], **p["pick"], "outlined": i == board["picked"]} for i, p in enumerate(board["panels"])]
+        [
+            {"title": t, **pick, "outlined": i == sheet["picked"]}
+            for i, (t, pick) in enumerate(zip(sheet["titles"], sheet["picks"], strict=True))
+        ]
     )
 
 
@@ -59,9 +62,9 @@ def test_default_view_draws_the_engine_weights(at):
     maps = grid(at)
     assert maps["title"].tolist() == [f"L{layer} H{head}" for layer in range(2) for head in range(4)]
     assert maps[["layer", "head"]].values.tolist() == [[layer, head] for layer in range(2) for head in range(4)]
-    thumbnails = app_matrices(at)
+    thumbnails = sheet_maps(app_boards(at)["grid"]["panels"][0])
     for layer, head in [(0, 0), (1, 2)]:  # each small map is coloured from its own head's weights
-        drawn = thumbnails[f"L{layer} H{head}"].image
+        drawn = thumbnails[f"L{layer} H{head}"]
         np.testing.assert_array_equal(drawn, WEIGHTS.rgb(expected.weights[layer, head]))
     assert maps.loc[maps["outlined"], "title"].tolist() == ["L0 H0"]  # the map shown large
     assert len(at.get("download_button")) == 2

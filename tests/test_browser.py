@@ -13,12 +13,23 @@ import explorer
 from explorer.config import ModelConfig
 from explorer.figures import WEIGHTS
 from explorer.vega import MASKED_COLOUR
-from tests.browser_boards import cell_centre, panels, pixels, read_panel, tip_at, wait_panels_drawn
+from tests.browser_boards import (
+    cell_centre,
+    panels,
+    pixels,
+    read_panel,
+    sheet_centres,
+    sheet_frames,
+    tip_at,
+    wait_panels_drawn,
+)
 
 pytestmark = pytest.mark.browser
 
 TOKENS = ["the", "cat", "sat", "on", "the·4", "mat"]
 GREY = [int(MASKED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)]
+RED = (0xD6, 0x27, 0x28)  # the frame round the picked map of the grid
+GRID_LINE = (0xCC, 0xCC, 0xCC)  # the line round every other small map
 
 
 def open_page(page, url: str, wait_idle, n_panels: int = 3) -> None:
@@ -54,7 +65,13 @@ def assert_clean(page) -> None:
 
 def test_default_view_draws_hover_and_colours_the_engine_weights(page, app_url, wait_idle):
     open_page(page, app_url + "/", wait_idle)
-    assert len(panels(page)) == 1 + 2 * 4 + 1  # big map, the grid's 2 layers x 4 heads, entropy
+    assert [p.get_attribute("data-name") for p in panels(page)] == ["map", "grid", "entropy"]
+    grid = panels(page, "grid")[0]
+    titles = [f"L{layer} H{head}" for layer in range(2) for head in range(4)]
+    assert {title: tip_at(page, *centre) for title, centre in sheet_centres(grid).items()} == {
+        title: {"": f"{title}: click to show it large above"} for title in titles
+    }  # the grid's 2 layers x 4 heads, each named by hover
+    grid_picture = pixels(grid)
     cells, colours = read_map(page, 6)
     expected = explorer.run(ModelConfig(), " ".join(t.split("·")[0] for t in TOKENS)).attention[0, 0]  # [6, 6]
     assert [row[0]["query"] for row in cells] == TOKENS and [c["key"] for c in cells[0]] == TOKENS
@@ -72,6 +89,7 @@ def test_default_view_draws_hover_and_colours_the_engine_weights(page, app_url, 
     np.testing.assert_array_equal(masked, upper)  # hover says masked exactly on the upper triangle ...
     assert (colours[upper] == GREY).all() and not (colours[~upper] == GREY).all(axis=-1).any()  # ... drawn grey
     assert not np.array_equal(before, pixels(main_map(page)))
+    assert not np.array_equal(grid_picture, pixels(panels(page, "grid")[0]))  # the small maps are redrawn too
     assert_clean(page)
 
 
@@ -94,10 +112,8 @@ def test_long_tokens_are_cut_short_on_the_axes_and_whole_in_the_hover(page, app_
 
 def test_url_sets_controls(page, app_url, wait_idle):
     open_page(page, app_url + "/?n_heads=2&n_layers=3&mask=causal%2Bpadding&tokens=%5BPAD%5D%20a%20b", wait_idle)
-    titles = {
-        tip_at(page, *cell_centre(p, 1, 1)).get("") for p in panels(page) if p.get_attribute("data-name") != "map"
-    }
-    assert {t.split(":")[0] for t in titles if t} == {f"L{layer} H{head}" for layer in range(3) for head in range(2)}
+    titles = {tip_at(page, *centre)[""] for centre in sheet_centres(panels(page, "grid")[0]).values()}
+    assert {t.split(":")[0] for t in titles} == {f"L{layer} H{head}" for layer in range(3) for head in range(2)}
     assert page.get_by_text("no key to attend to").count() == 1
     assert_clean(page)
     changed_control(page, wait_idle, "Mask", "none")
@@ -137,9 +153,12 @@ def test_impossible_config_shows_error(page, app_url, wait_idle):
 
 def test_clicking_the_grid_picks_a_map(page, app_url, wait_idle):
     open_page(page, app_url + "/", wait_idle)
-    thumbnail = panels(page, "L1 H1")[0]
-    assert tip_at(page, *cell_centre(thumbnail, 2, 2)) == {"": "L1 H1: click to show it large above"}
-    page.mouse.click(*cell_centre(thumbnail, 2, 2))
+    grid = panels(page, "grid")[0]
+    frames = sheet_frames(grid)
+    assert frames.pop("L0 H0") == RED and set(frames.values()) == {GRID_LINE}  # the map shown large is framed red
+    centre = sheet_centres(grid)["L1 H1"]
+    assert tip_at(page, *centre) == {"": "L1 H1: click to show it large above"}
+    page.mouse.click(*centre)
     page.wait_for_function("() => location.search.includes('layer=1')", timeout=30_000)
     wait_idle(page)
     wait_panels_drawn(page, 3)
@@ -148,8 +167,8 @@ def test_clicking_the_grid_picks_a_map(page, app_url, wait_idle):
     cells, _ = read_map(page, 6)  # the big map now draws L1 H1's weights
     expected = explorer.run(ModelConfig(), "the cat sat on the mat").attention[1, 1]  # [6, 6]
     np.testing.assert_allclose([[float(c["weight"]) for c in row] for row in cells], expected, atol=5e-5)
-    outlined = panels(page, "L1 H1")[0].evaluate("p => p.classList.contains('mv-picked')")
-    assert outlined and not panels(page, "L0 H0")[0].evaluate("p => p.classList.contains('mv-picked')")
+    frames = sheet_frames(panels(page, "grid")[0])
+    assert frames.pop("L1 H1") == RED and set(frames.values()) == {GRID_LINE}  # only the map picked is framed red
     assert_clean(page)
 
 

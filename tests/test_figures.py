@@ -17,7 +17,7 @@ from explorer.figures import (
 from explorer.stats import head_average, head_entropy
 from explorer.trace import AttentionMaps
 from explorer.vega import MASKED_COLOUR, MAX_CELLS
-from tests.drawn import panel_matrix
+from tests.drawn import panel_matrix, sheet_maps
 
 
 def causal(n: int) -> np.ndarray:
@@ -110,11 +110,11 @@ def test_cross_attention_map_has_both_token_lists(make_maps):
 def test_grid_size_does_not_grow_with_tokens(make_maps):
     maps = make_maps(n_layers=12, n_heads=12, tokens=[f"w{i}" for i in range(33)])
     assert grid_cells(maps) <= GRID_MAX_CELLS
-    grid = grid_board(maps)
-    assert len(grid["panels"]) == 144
-    side = {p["cell_px"] * p["cols"] for p in grid["panels"]}
-    small = grid_board(make_maps(n_layers=12, n_heads=12))
-    assert side == {p["cell_px"] * p["cols"] for p in small["panels"]} and max(side) * 12 <= 1000
+    [sheet] = grid_board(maps)["panels"]
+    assert len(sheet["titles"]) == 144 and sheet["columns"] == 12
+    [small] = grid_board(make_maps(n_layers=12, n_heads=12))["panels"]
+    side = sheet["cell_px"] * sheet["cols"]
+    assert side == small["cell_px"] * small["cols"] and side * 12 <= 1000
 
 
 def test_entropy_panel_values(make_maps):
@@ -131,14 +131,15 @@ def test_entropy_panel_values(make_maps):
 def test_grid_board_picks_and_outlines_each_map(make_maps):
     allowed = causal(6)
     maps = make_maps(n_layers=3, n_heads=4, allowed=allowed)
-    grid = grid_board(maps, picked=(2, 1))
-    assert grid["columns"] == 4 and grid["panels"][grid["picked"]]["title"] == "L2 H1"
-    for panel in grid["panels"]:
-        layer, head = panel["pick"]["layer"], panel["pick"]["head"]
-        assert panel["title"] == f"L{layer} H{head}" and not panel["axes"]
-        shown = np.where(allowed, maps.weights[layer, head], np.nan)
-        np.testing.assert_array_equal(panel_matrix(panel).image, WEIGHTS.rgb(shown))
-    assert grid_board(maps)["picked"] is None
+    [sheet] = grid_board(maps, picked=(2, 1))["panels"]
+    assert sheet["columns"] == 4 and sheet["titles"][sheet["picked"]] == "L2 H1"
+    drawn = sheet_maps(sheet)
+    for title, pick, hover in zip(sheet["titles"], sheet["picks"], sheet["hovers"], strict=True):
+        layer, head = pick["layer"], pick["head"]
+        assert title == f"L{layer} H{head}" and hover.startswith(title)
+        np.testing.assert_array_equal(drawn[title], WEIGHTS.rgb(np.where(allowed, maps.weights[layer, head], np.nan)))
+    assert grid_board(maps)["panels"][0]["picked"] is None
+    assert grid_board(maps, pickable=False)["panels"][0]["picks"] is None
 
 
 def test_a_window_draws_part_of_a_big_map_with_its_own_labels(make_maps):

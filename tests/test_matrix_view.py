@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from explorer.figures import WEIGHTS
-from explorer.matrix_view import decode_floats, encode_floats, legend_ticks, matrix_panel
+from explorer.matrix_view import decode_floats, encode_floats, legend_ticks, matrix_panel, sheet_panel
 from explorer.vega import MASKED_COLOUR
-from tests.drawn import panel_matrix
+from tests.drawn import panel_matrix, sheet_maps
 
 GREY = [int(MASKED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)]
 
@@ -53,11 +53,23 @@ def test_big_maps_keep_hover_and_drop_cell_text():
     assert big["x_ticks"][0] == 0 and len(big["x_ticks"]) < 400  # only every n-th token is labelled
 
 
-def test_thumbnail_carries_only_its_picture_and_pick():
-    thumb = panel(np.full((3, 3), 0.5), axes=False, hover="L0 H1", pick={"layer": 0, "head": 1}, max_px=40)
-    assert "values" not in thumb and "x_labels" not in thumb
-    assert thumb["pick"] == {"layer": 0, "head": 1} and thumb["hover"] == "L0 H1"
-    assert (panel_matrix(thumb).image == WEIGHTS.rgb(np.full((3, 3), 0.5))).all()
+def test_a_sheet_cuts_each_map_from_one_picture_row_by_row():
+    maps = np.random.default_rng(2).random((5, 3, 4)).astype(np.float32)  # five 3 x 4 maps, two to a row
+    allowed = np.ones((3, 4), dtype=bool)
+    allowed[0, 3] = False
+    titles = [f"m{i}" for i in range(5)]
+    sheet = sheet_panel(maps, allowed, WEIGHTS, name="s", titles=titles, columns=2, max_px=40, hovers=titles,
+                        picks=[{"i": i} for i in range(5)], picked=3)  # fmt: skip
+    picture = sheet_maps(sheet)
+    assert list(picture) == titles and sheet["picked"] == 3 and sheet["picks"][4] == {"i": 4}
+    for i, title in enumerate(titles):
+        shown = np.where(allowed, maps[i], np.nan)
+        np.testing.assert_array_equal(picture[title], WEIGHTS.rgb(shown))
+    whole = sheet_maps({**sheet, "titles": [*titles, "gap"]})["gap"]  # the sixth place, on the last row, is blank
+    assert (whole == 255).all()
+    assert sheet["cell_px"] * 4 == 40 and "values" not in sheet  # no cell hover: the values stay home
+    with pytest.raises(ValueError, match="4 titles"):
+        sheet_panel(maps, None, WEIGHTS, name="s", titles=titles[:4], columns=2, max_px=40, hovers=titles[:4])
 
 
 def test_extra_rows_carry_their_own_values():

@@ -6,11 +6,12 @@ const FONT = `14px ${FONT_FAMILY}`;
 const CELL_FONT_BIG = `14px ${FONT_FAMILY}`;
 const CELL_FONT_SMALL = `11px ${FONT_FAMILY}`;
 const TEXT = "#31333f";
-const MARK = "#d62728";  // red: a framed cell, the typed positions (matrix_view.css outlines a picked map in it too)
+const MARK = "#d62728";  // red: a framed cell, the typed positions, the picked map of a sheet
 const LEGEND_BAR = { width: 14, gap: 18, most: 200, labelGap: 16 };
 // A longer token is cut short on the axes (hover gives it whole): one long word must not squeeze the matrix into
 // a corner of its panel.
 const AXIS_LABEL_CHARS = 14;
+const MEASURE = document.createElement("canvas").getContext("2d");  // measures text before a panel's canvas exists
 
 function axisLabel(text) {
   const chars = [...String(text)];  // by code point: never split an emoji or accented letter in two
@@ -39,7 +40,6 @@ function widest(g, texts) {
 function layout(g, p) {
   const plotW = p.cols * p.cell_px;
   const plotH = p.rows * p.cell_h;
-  if (!p.axes) return { left: 0, top: 0, plotW, plotH, width: Math.ceil(plotW), height: Math.ceil(plotH) };
   g.font = FONT;
   const yLabels = p.y_ticks.map((i) => axisLabel(p.y_labels[i]));
   const xLabels = p.x_ticks.map((i) => axisLabel(p.x_labels[i]));
@@ -191,7 +191,6 @@ function row(label, value) {
 }
 
 function hoverLines(p, values, masked, r, c) {
-  if (!p.axes) return [element("div", "mv-row", p.hover || "")];
   const i = r * p.cols + c;
   const value = masked && masked[i] ? p.masked_text : values[i].toFixed(p.value_digits);
   const [rowName, colName] = p.hover_titles || [p.y_title, p.x_title];
@@ -200,43 +199,68 @@ function hoverLines(p, values, masked, r, c) {
   return lines;
 }
 
-function drawPanel(p, index, board, setTriggerValue) {
+// What every panel has: a box named after it holding an optional title and subtitle, then the canvas sized to `box`
+// (CSS pixels) with its tooltip over it.
+function panelShell(p, box) {
   const panel = element("div", "mv-panel");
   panel.dataset.name = p.name;
-  if (board.picked === index) panel.classList.add("mv-picked");
-  if (p.title) panel.append(element("div", p.axes ? "mv-title" : "mv-thumb-title", p.title));
+  if (p.title) panel.append(element("div", "mv-title", p.title));
   if (p.subtitle) panel.append(element("div", "mv-subtitle", p.subtitle));
   const frame = element("div", "mv-frame");
   const canvas = element("canvas");
   const tip = element("div", "mv-tip");
   frame.append(canvas, tip);
   panel.append(frame);
-
-  const g = canvas.getContext("2d");
-  const box = layout(g, p);
   const ratio = window.devicePixelRatio || 1;
   canvas.width = Math.ceil(box.width * ratio);
   canvas.height = Math.ceil(box.height * ratio);
   canvas.style.width = `${box.width}px`;
   canvas.style.height = `${box.height}px`;
-  g.scale(ratio, ratio);
+  canvas.getContext("2d").scale(ratio, ratio);
+  return { panel, frame, canvas, tip };
+}
+
+// The panel's picture: `draw(image)` once it has loaded, then the canvas is marked drawn.
+function whenLoaded(png, canvas, draw) {
+  const image = new Image();
+  image.onload = () => {
+    draw(image);
+    canvas.dataset.drawn = "true";
+  };
+  image.src = png;
+}
+
+// The tooltip holding `lines` next to the pointer, or hidden when there are none.
+function showTip(shell, event, lines) {
+  const { tip, frame } = shell;
+  if (!lines) {
+    tip.style.display = "none";
+    return;
+  }
+  tip.replaceChildren(...lines);
+  tip.style.display = "block";
+  const flip = event.offsetX + 16 + tip.offsetWidth > frame.clientWidth + 40;
+  tip.style.left = `${flip ? event.offsetX - 12 - tip.offsetWidth : event.offsetX + 16}px`;
+  tip.style.top = `${event.offsetY + 16}px`;
+}
+
+// A matrix with labelled axes and a legend; hover reads each cell's values.
+function drawMatrix(p, setTriggerValue) {
+  const box = layout(MEASURE, p);
+  const shell = panelShell(p, box);
+  const { canvas, tip } = shell;
   canvas.dataset.plot = JSON.stringify({
     left: box.left, top: box.top, cell: p.cell_px, cell_h: p.cell_h, rows: p.rows, cols: p.cols,
   });
-
-  const values = p.values ? new Float32Array(bytesOf(p.values).buffer) : null;
+  const values = new Float32Array(bytesOf(p.values).buffer);
   const masked = p.masked ? bytesOf(p.masked) : null;
-  for (const more of p.extra || []) more.decoded = new Float32Array(bytesOf(more.values).buffer);
-  const image = new Image();
-  image.onload = () => {
+  for (const more of p.extra) more.decoded = new Float32Array(bytesOf(more.values).buffer);
+  whenLoaded(p.png, canvas, (image) => {
+    const g = canvas.getContext("2d");
     drawCells(g, p, box, image, values, masked);
-    if (p.axes) {
-      drawAxes(g, p, box);
-      drawLegend(g, p, box);
-    }
-    canvas.dataset.drawn = "true";
-  };
-  image.src = p.png;
+    drawAxes(g, p, box);
+    drawLegend(g, p, box);
+  });
 
   const cellAt = (event) => {
     const c = Math.floor((event.offsetX - box.left) / p.cell_px);
@@ -245,15 +269,7 @@ function drawPanel(p, index, board, setTriggerValue) {
   };
   canvas.addEventListener("mousemove", (event) => {
     const cell = cellAt(event);
-    if (!cell) {
-      tip.style.display = "none";
-      return;
-    }
-    tip.replaceChildren(...hoverLines(p, values, masked, ...cell));
-    tip.style.display = "block";
-    const flip = event.offsetX + 16 + tip.offsetWidth > frame.clientWidth + 40;
-    tip.style.left = `${flip ? event.offsetX - 12 - tip.offsetWidth : event.offsetX + 16}px`;
-    tip.style.top = `${event.offsetY + 16}px`;
+    showTip(shell, event, cell && hoverLines(p, values, masked, ...cell));
   });
   canvas.addEventListener("mouseleave", () => (tip.style.display = "none"));
   if (p.pick === "cell") {
@@ -262,11 +278,71 @@ function drawPanel(p, index, board, setTriggerValue) {
       const cell = cellAt(event);
       if (cell) setTriggerValue("pick", { row: cell[0], col: cell[1] });
     });
-  } else if (p.pick !== null && p.pick !== undefined) {
-    canvas.style.cursor = "pointer";
-    canvas.addEventListener("click", () => setTriggerValue("pick", p.pick));
   }
-  return panel;
+  return shell.panel;
+}
+
+const SHEET = { font: `12px ${FONT_FAMILY}`, titleHeight: 18, gapX: 10, gapY: 4, margin: 3 };
+
+// Where each small map of a sheet goes: the top-left corner of its cells, in CSS pixels, and the canvas size. The
+// margin leaves room for the red frame round a map on the edge.
+function sheetLayout(p) {
+  const mapW = Math.round(p.cols * p.cell_px);  // whole pixels: the lines round each map fall on pixels, unblurred
+  const mapH = Math.round(p.rows * p.cell_h);
+  const rows = Math.ceil(p.titles.length / p.columns);
+  const maps = p.titles.map((_, i) => [
+    SHEET.margin + (i % p.columns) * (mapW + SHEET.gapX),
+    SHEET.titleHeight + Math.floor(i / p.columns) * (SHEET.titleHeight + mapH + SHEET.gapY),
+  ]);
+  return {
+    mapW, mapH, maps,
+    width: Math.ceil(2 * SHEET.margin + p.columns * mapW + (p.columns - 1) * SHEET.gapX),
+    height: Math.ceil(rows * (SHEET.titleHeight + mapH) + (rows - 1) * SHEET.gapY + SHEET.margin),
+  };
+}
+
+// Small maps of one shape, each under its title, cut from one picture (explorer.matrix_view.sheet_panel); hover
+// names a map, a click sends back its pick.
+function drawSheet(p, setTriggerValue) {
+  const box = sheetLayout(p);
+  const shell = panelShell(p, box);
+  const { canvas, tip } = shell;
+  canvas.dataset.plot = JSON.stringify({ maps: box.maps, map_w: box.mapW, map_h: box.mapH, titles: p.titles });
+  whenLoaded(p.png, canvas, (image) => {
+    const g = canvas.getContext("2d");
+    g.imageSmoothingEnabled = false;
+    g.font = SHEET.font;
+    g.fillStyle = TEXT;
+    g.textBaseline = "bottom";
+    box.maps.forEach(([x, y], i) => {
+      const [across, down] = [i % p.columns, Math.floor(i / p.columns)];
+      g.fillText(p.titles[i], x, y - 3);
+      g.drawImage(image, across * p.cols, down * p.rows, p.cols, p.rows, x, y, box.mapW, box.mapH);
+      g.strokeStyle = i === p.picked ? MARK : "#cccccc";
+      g.lineWidth = i === p.picked ? 3 : 1;
+      const out = g.lineWidth / 2;  // the line just outside the map's cells
+      g.strokeRect(x - out, y - out, box.mapW + 2 * out, box.mapH + 2 * out);
+    });
+  });
+
+  const mapAt = (event) => {
+    const i = box.maps.findIndex(([x, y]) => event.offsetX >= x && event.offsetX < x + box.mapW
+      && event.offsetY >= y && event.offsetY < y + box.mapH);
+    return i < 0 ? null : i;
+  };
+  canvas.addEventListener("mousemove", (event) => {
+    const i = mapAt(event);
+    showTip(shell, event, i === null ? null : [element("div", "mv-row", p.hovers[i])]);
+    canvas.style.cursor = i !== null && p.picks ? "pointer" : "";
+  });
+  canvas.addEventListener("mouseleave", () => (tip.style.display = "none"));
+  if (p.picks) {
+    canvas.addEventListener("click", (event) => {
+      const i = mapAt(event);
+      if (i !== null) setTriggerValue("pick", p.picks[i]);
+    });
+  }
+  return shell.panel;
 }
 
 export default function (component) {
@@ -276,7 +352,6 @@ export default function (component) {
     root = element("div", "mv-board");
     parentElement.append(root);
   }
-  root.classList.toggle("mv-columns", !!data.columns);
-  root.style.gridTemplateColumns = data.columns ? `repeat(${data.columns}, max-content)` : "";
-  root.replaceChildren(...data.panels.map((p, i) => drawPanel(p, i, data, setTriggerValue)));
+  const draw = { matrix: drawMatrix, sheet: drawSheet };
+  root.replaceChildren(...data.panels.map((p) => draw[p.kind](p, setTriggerValue)));
 }
