@@ -118,6 +118,9 @@ def grid_board(
         hovers=[f"{title}: click to show it large above" if pickable else title for title in titles],
         picks=[{"layer": layer, "head": head} for layer, head in layer_heads] if pickable else None,
         picked=None if picked is None else picked[0] * n_heads + picked[1],
+        title="All layers × heads",
+        subtitle="Rows are layers, columns are heads."
+        + (" Click a map to show it large (framed in red)." if pickable else ""),
     )
     return board([sheet])
 

@@ -6,8 +6,9 @@ map appears. The component is a few kilobytes of script: it paints each matrix f
 explorer.vega.Ramp, the same colours as every other chart) and reads hover values from the float32 array the
 panel carries, so hover works for every cell of any size.
 
-A board is {"panels": [...]}: each panel is one matrix with axes and a legend ("kind": "matrix"), or a sheet of small
-maps of one shape ("kind": "sheet"), such as every layer x head of a model.
+A board is {"panels": [...], "breaks": [...]}: each panel is one matrix with axes and a legend ("kind": "matrix"), or
+a sheet of small maps of one shape ("kind": "sheet"), such as every layer x head of a model. Panels sit in a row
+that wraps; the panels whose index is in "breaks" start a new row.
 """
 
 from __future__ import annotations
@@ -162,12 +163,15 @@ def sheet_panel(
     hovers: list[str],
     picks: list[dict] | None = None,
     picked: int | None = None,
+    title: str | None = None,
+    subtitle: str | None = None,
 ) -> dict:
     """Small [Tq, Tk] maps, `columns` to a row, each under its title: one picture of them all, drawn on one canvas.
 
     One canvas and one image however many maps there are: as panels of their own, the 144 maps of a 12 x 12 model
     cost the browser 0.3 s more. Each map's longer side is `max_px`. Hover gives a map's `hovers` text; a click
-    sends back its `picks` entry (none: the maps are not clickable); map `picked` is framed in red.
+    sends back its `picks` entry (none: the maps are not clickable); map `picked` is framed in red. `title` and
+    `subtitle` go above the sheet.
     """
     maps = np.asarray(maps, dtype=np.float32)  # [n, Tq, Tk]
     n, tq, tk = maps.shape
@@ -182,6 +186,8 @@ def sheet_panel(
     return {
         "kind": "sheet",
         "name": name,
+        "title": title,
+        "subtitle": subtitle,
         "columns": columns,
         "rows": tq,
         "cols": tk,
@@ -195,6 +201,7 @@ def sheet_panel(
     }
 
 
-def board(panels: list[dict]) -> dict:
-    """What the component draws: the panels in a row that wraps."""
-    return {"panels": panels}
+def board(*rows: list[dict]) -> dict:
+    """What the component draws: each list of panels in a row of its own, which wraps when the page is narrow."""
+    starts = np.cumsum([0, *(len(row) for row in rows)])[:-1]
+    return {"panels": [panel for row in rows for panel in row], "breaks": [int(i) for i in starts[1:]]}

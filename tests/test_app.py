@@ -34,9 +34,15 @@ def main_heatmap(at: AppTest) -> DrawnMatrix:
     return found["map"]
 
 
+def grid_sheet(at: AppTest) -> dict:
+    """The sheet of every layer x head's small map, on the board of the page's maps."""
+    [sheet] = [p for p in app_boards(at)["maps"]["panels"] if p["kind"] == "sheet"]
+    return sheet
+
+
 def grid(at: AppTest) -> pd.DataFrame:
     """The grid: one row per small map (its title, what a click on it picks, whether it is framed)."""
-    [sheet] = app_boards(at)["grid"]["panels"]
+    sheet = grid_sheet(at)
     return pd.DataFrame(
         [
             {"title": t, **pick, "outlined": i == sheet["picked"]}
@@ -62,12 +68,20 @@ def test_default_view_draws_the_engine_weights(at):
     maps = grid(at)
     assert maps["title"].tolist() == [f"L{layer} H{head}" for layer in range(2) for head in range(4)]
     assert maps[["layer", "head"]].values.tolist() == [[layer, head] for layer in range(2) for head in range(4)]
-    thumbnails = sheet_maps(app_boards(at)["grid"]["panels"][0])
+    thumbnails = sheet_maps(grid_sheet(at))
     for layer, head in [(0, 0), (1, 2)]:  # each small map is coloured from its own head's weights
         drawn = thumbnails[f"L{layer} H{head}"]
         np.testing.assert_array_equal(drawn, WEIGHTS.rgb(expected.weights[layer, head]))
     assert maps.loc[maps["outlined"], "title"].tolist() == ["L0 H0"]  # the map shown large
     assert len(at.get("download_button")) == 2
+
+
+def test_a_grid_too_big_for_a_browser_is_left_out_with_a_note(at):
+    at.query_params["tokens"] = " ".join(f"w{i}" for i in range(240))  # 2 x 4 maps of 240 x 240: 460,800 cells
+    at.run()
+    assert_ok(at)
+    assert [p["name"] for p in app_boards(at)["maps"]["panels"]] == ["map", "entropy"]
+    assert any("too many for a browser" in i.value for i in at.info)
 
 
 def test_layer_head_and_average_selectors(at):

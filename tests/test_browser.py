@@ -65,7 +65,7 @@ def assert_clean(page) -> None:
 
 def test_default_view_draws_hover_and_colours_the_engine_weights(page, app_url, wait_idle):
     open_page(page, app_url + "/", wait_idle)
-    assert [p.get_attribute("data-name") for p in panels(page)] == ["map", "grid", "entropy"]
+    assert [p.get_attribute("data-name") for p in panels(page)] == ["map", "entropy", "grid"]
     grid = panels(page, "grid")[0]
     titles = [f"L{layer} H{head}" for layer in range(2) for head in range(4)]
     assert {title: tip_at(page, *centre) for title, centre in sheet_centres(grid).items()} == {

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from explorer.figures import WEIGHTS
-from explorer.matrix_view import decode_floats, encode_floats, legend_ticks, matrix_panel, sheet_panel
+from explorer.matrix_view import board, decode_floats, encode_floats, legend_ticks, matrix_panel, sheet_panel
 from explorer.vega import MASKED_COLOUR
 from tests.drawn import panel_matrix, sheet_maps
 
@@ -111,3 +111,10 @@ def test_legend_marks_round_values_between_its_ends(low, high, expected):
 def test_a_panel_legend_carries_its_marks():
     legend = panel(np.full((2, 2), 0.5, np.float32))["legend"]
     assert (legend["low"], legend["high"], legend["ticks"]) == (0.0, 1.0, legend_ticks(0.0, 1.0))
+
+
+def test_each_row_of_a_board_starts_on_a_new_line():
+    one, two, three = ({"name": n} for n in "abc")
+    assert board([one]) == {"panels": [one], "breaks": []}
+    assert board([one, two], [three]) == {"panels": [one, two, three], "breaks": [2]}
+    assert board([one], [two], [three])["breaks"] == [1, 2]

@@ -1,10 +1,11 @@
-"""Attention page: one map large, every layer x head small, per-head entropy, and downloads."""
+"""Attention page: one map large beside per-head entropy, every layer x head small below, and downloads."""
 
 from __future__ import annotations
 
 from functools import partial
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from explorer.config import ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
@@ -32,8 +33,8 @@ def summary(cfg: ModelConfig, trace: Trace) -> str:
 
 
 def pick_from_grid() -> None:
-    """on_pick callback of the grid: show the clicked map in the big heatmap."""
-    picked = picked_value("grid")
+    """on_pick callback of the maps: show the small map clicked in the big heatmap."""
+    picked = picked_value("maps")
     if picked is not None:
         st.session_state["layer"], st.session_state["head"] = int(picked["layer"]), int(picked["head"])
 
@@ -71,12 +72,12 @@ def view_options(maps: AttentionMaps) -> tuple[list[int], list]:
 
 @st.fragment
 def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
-    """Layer and head selectors, the big heatmap, the downloads and the grid: reruns alone when a selector changes
-    or a grid map is clicked."""
+    """Layer and head selectors with the downloads of the map they pick, then one board: that map large, each head's
+    entropy, and every layer x head small. Reruns alone when a selector changes or a small map is clicked."""
     layers, heads = view_options(maps)
-    selectors = st.container(horizontal=True)  # one block, not columns: fewer elements for the browser to lay out
-    layer = selectors.selectbox("Layer", layers, key="layer", bind="query-params", width=SELECTOR_PX)
-    head = selectors.selectbox(
+    controls = st.container(horizontal=True, vertical_alignment="bottom")  # one block: fewer elements to lay out
+    layer = controls.selectbox("Layer", layers, key="layer", bind="query-params", width=SELECTOR_PX)
+    head = controls.selectbox(
         "Head",
         heads,
         key="head",
@@ -85,63 +86,60 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
         help=f'"{AVERAGE}" is the plain mean of the {maps.n_heads} heads: a summary, not something the model computes.',
     )
     head_index = None if head == AVERAGE else int(head)
+    downloads(controls, maps, cfg, layer, head_index)
     if head_index is None:
         st.info(f"Showing the **average** of all {maps.n_heads} heads of layer {layer}, not a single head.")
     window = zoom_window(maps)
-    show_board(board([attention_map_panel(maps, layer, head_index, window=window)]), key="heatmap")
-    empty = maps.empty_rows
-    if empty.any():
-        n_empty = int(empty.sum())
-        names = ", ".join(f"`{_code(maps.query_tokens[i])}` (position {i})" for i in empty.nonzero()[0][:10])
-        st.warning(
-            f"{n_empty} {'query has' if n_empty == 1 else 'queries have'} no key to attend to: {names}. "
-            f"{'Its row is' if n_empty == 1 else 'Their rows are'} all zeros (marked ⊘), not a probability "
-            "distribution.",
-            icon=":material/block:",
-        )
-    downloads = st.container(horizontal=True)
-    downloads.download_button(
-        "Download CSV",
-        data=partial(attention_csv, maps, layer, head_index),
-        file_name=export_name(maps.kind, layer, head_index, "csv"),
-        mime="text/csv",
-        on_click="ignore",
-        icon=":material/download:",
-        key="download_csv",
-    )
-    downloads.download_button(
-        "Download JSON",
-        data=partial(attention_json, maps, layer, head_index, cfg),
-        file_name=export_name(maps.kind, layer, head_index, "json"),
-        mime="application/json",
-        on_click="ignore",
-        icon=":material/download:",
-        key="download_json",
-    )
-    grid(maps, (layer, head_index) if head_index is not None else None)
-
-
-def grid(maps: AttentionMaps, shown: tuple[int, int] | None) -> None:
-    """Every layer x head as a small map, the one `shown` above outlined; clicking one shows it above."""
-    st.subheader("All layers × heads")
-    if grid_cells(maps) > GRID_MAX_CELLS:
+    top = [attention_map_panel(maps, layer, head_index, window=window), entropy_panel(head_entropy(maps))]
+    if grid_cells(maps) <= GRID_MAX_CELLS:
+        picked = (layer, head_index) if head_index is not None else None
+        show_board(board(top, grid_board(maps, picked=picked)["panels"]), key="maps", on_pick=pick_from_grid)
+    else:
+        show_board(board(top), key="maps")
         st.info(
-            f"The grid would draw {grid_cells(maps):,} cells, too many for a browser; pick maps with the "
-            "Layer and Head selectors above (or use fewer tokens)."
+            f"The grid of all layers × heads would draw {grid_cells(maps):,} cells, too many for a browser; pick "
+            "maps with the Layer and Head selectors above (or use fewer tokens)."
         )
+    empty_rows_warning(maps)
+
+
+def downloads(where: DeltaGenerator, maps: AttentionMaps, cfg: ModelConfig, layer: int, head: int | None) -> None:
+    """The weights of the map shown, as CSV and as JSON (with the model's settings)."""
+    for kind, mime, data in (
+        ("csv", "text/csv", partial(attention_csv, maps, layer, head)),
+        ("json", "application/json", partial(attention_json, maps, layer, head, cfg)),
+    ):
+        where.download_button(
+            f"Download {kind.upper()}",
+            data=data,
+            file_name=export_name(maps.kind, layer, head, kind),
+            mime=mime,
+            on_click="ignore",
+            icon=":material/download:",
+            key=f"download_{kind}",
+        )
+
+
+def empty_rows_warning(maps: AttentionMaps) -> None:
+    """Say which queries have no key to attend to: their rows are zeros, not distributions."""
+    empty = maps.empty_rows
+    if not empty.any():
         return
-    st.caption("Rows are layers, columns are heads. Click a map to show it large above (outlined in red).")
-    show_board(grid_board(maps, picked=shown), key="grid", on_pick=pick_from_grid)
+    n_empty = int(empty.sum())
+    names = ", ".join(f"`{_code(maps.query_tokens[i])}` (position {i})" for i in empty.nonzero()[0][:10])
+    st.warning(
+        f"{n_empty} {'query has' if n_empty == 1 else 'queries have'} no key to attend to: {names}. "
+        f"{'Its row is' if n_empty == 1 else 'Their rows are'} all zeros (marked ⊘), not a probability "
+        "distribution.",
+        icon=":material/block:",
+    )
 
 
-def entropy(maps: AttentionMaps) -> None:
-    """How spread out each head's attention is."""
-    st.subheader("How peaked is each head?")
-    df = head_entropy(maps)
-    show_board(board([entropy_panel(df)]), key="entropy")
+def entropy_table(maps: AttentionMaps) -> None:
+    """On request, the entropy and peakedness of every head as a sortable table."""
     if st.toggle("Show the entropy table", key="entropy_table", help="Entropy and peakedness of every head, sortable."):
         st.dataframe(
-            df,
+            head_entropy(maps),
             hide_index=True,
             column_config={
                 "entropy": st.column_config.NumberColumn("entropy (nats)", format="%.4f"),
@@ -179,7 +177,7 @@ def main() -> None:
         )
     maps = all_maps[kind]
     map_viewer(maps, cfg)
-    entropy(maps)
+    entropy_table(maps)
     with notes:
         show_url_notes(VIEW_NOTES_KEY)
 

@@ -353,5 +353,8 @@ export default function (component) {
     parentElement.append(root);
   }
   const draw = { matrix: drawMatrix, sheet: drawSheet };
-  root.replaceChildren(...data.panels.map((p) => draw[p.kind](p, setTriggerValue)));
+  root.replaceChildren(...data.panels.flatMap((p, i) => [
+    ...(data.breaks.includes(i) ? [element("div", "mv-break")] : []),
+    draw[p.kind](p, setTriggerValue),
+  ]));
 }
