@@ -16,6 +16,11 @@ from PIL import Image
 from explorer.matrix_view import decode_floats
 
 
+def rgb(colour: str) -> list[int]:
+    """ "#rrggbb" as [r, g, b], read here rather than with the code under test."""
+    return [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+
+
 def chart_tables(spec: dict) -> dict[str, pd.DataFrame]:
     """The named tables of a spec as built in Python (DataFrames under "datasets")."""
     return dict(spec.get("datasets") or {})

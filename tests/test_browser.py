@@ -23,13 +23,14 @@ from tests.browser_boards import (
     tip_at,
     wait_panels_drawn,
 )
+from tests.drawn import rgb
 
 pytestmark = pytest.mark.browser
 
 TOKENS = ["the", "cat", "sat", "on", "the·4", "mat"]
-GREY = [int(MASKED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)]
-RED = (0xD6, 0x27, 0x28)  # the frame round the picked map of the grid
-GRID_LINE = (0xCC, 0xCC, 0xCC)  # the line round every other small map
+GREY = rgb(MASKED_COLOUR)
+RED = tuple(rgb("#d62728"))  # the frame round the picked map of the grid
+GRID_LINE = tuple(rgb("#cccccc"))  # the line round every other small map
 
 
 def open_page(page, url: str, wait_idle, n_panels: int = 3) -> None:

@@ -17,13 +17,14 @@ from explorer.compare_figures import RANK, WEIGHTS, difference_ramp, difference_
 from explorer.vega import MASKED_COLOUR
 from tests.browser_boards import cell_centre, geometry, panels, pixels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_charts import CHART, charts, wait_drawn
+from tests.drawn import rgb
 
 pytestmark = pytest.mark.browser
 
 TOKENS = "the cat sat on the mat"
 N_PANELS = 4  # matrix views: A, B, A − B, the head ranking
 N_CHARTS = 1  # Vega-Lite: the per-layer lines
-GREY = [int(MASKED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)]
+GREY = rgb(MASKED_COLOUR)
 
 
 def drawn(page, wait_idle, title: str | None = None) -> None:

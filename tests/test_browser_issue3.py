@@ -17,6 +17,7 @@ from explorer.vega import RDBU, Ramp
 from tests.browser_boards import cell_centre, geometry, panels, read_panel, tip_at, wait_panels_drawn
 from tests.browser_boards import pixels as board_pixels
 from tests.browser_charts import CHART, cell_grid, charts, hover, pixels, read_cells, wait_drawn
+from tests.drawn import rgb
 
 pytestmark = pytest.mark.browser
 
@@ -56,7 +57,7 @@ def hover_at(page, x: float, y: float) -> dict[str, str]:
 
 def blobs(image: np.ndarray, colour: str) -> list[tuple[float, float]]:
     """Centres (x, y in canvas pixels) of the separate patches of exactly `colour` in an [H, W, 3] image."""
-    target = np.array([int(colour[i : i + 2], 16) for i in (1, 3, 5)])
+    target = np.array(rgb(colour))
     ys, xs = np.nonzero((np.abs(image.astype(int) - target) <= 2).all(axis=-1))
     centres: list[list[float]] = []  # [x, y, count] per patch, grown point by point
     for x, y in zip(xs, ys, strict=True):
@@ -97,7 +98,7 @@ def test_positional_curves_and_table_hover_the_engine_values(page, app_url, wait
     assert np.abs(colours.astype(int) - expected.astype(int)).max() <= 2  # the colour of each value
     _, plot = geometry(heat)
     image = board_pixels(heat)
-    red = np.array([int(TYPED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)])
+    red = np.array(rgb(TYPED_COLOUR))
 
     def red_at_left_edge(row: int) -> bool:
         colour = image[int(plot["top"] + (row + 0.5) * plot["cell_h"]), int(plot["left"] + 1)]

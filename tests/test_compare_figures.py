@@ -42,10 +42,10 @@ from explorer.gradients import gradient_norms, layer_gradient_totals
 from explorer.matrix_view import decode_floats
 from explorer.trace import AttentionMaps
 from explorer.vega import MASKED_COLOUR
-from tests.drawn import panel_matrix
+from tests.drawn import panel_matrix, rgb
 
 TOKENS = "the cat sat on the mat"
-GREY = [int(MASKED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)]
+GREY = rgb(MASKED_COLOUR)
 
 
 def traces(a: explorer.ModelConfig, b: explorer.ModelConfig, tokens: str = TOKENS, target: str | None = None):

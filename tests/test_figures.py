@@ -17,7 +17,7 @@ from explorer.figures import (
 from explorer.stats import head_average, head_entropy
 from explorer.trace import AttentionMaps
 from explorer.vega import MASKED_COLOUR, MAX_CELLS
-from tests.drawn import panel_matrix, sheet_maps
+from tests.drawn import panel_matrix, rgb, sheet_maps
 
 
 def causal(n: int) -> np.ndarray:
@@ -56,7 +56,7 @@ def test_map_masked_cells_are_grey_not_zero(make_maps):
     drawn = panel_matrix(panel)
     np.testing.assert_array_equal(drawn.masked, ~allowed)  # exactly the upper triangle
     np.testing.assert_array_equal(drawn.values[allowed], maps.weights[0, 0][allowed])
-    grey = [int(MASKED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)]
+    grey = rgb(MASKED_COLOUR)
     assert (drawn.image[~allowed] == grey).all() and not (drawn.image[allowed] == grey).all(axis=-1).any()
     assert panel["masked_text"].startswith("masked: may not attend")
     assert "grey = masked" in drawn.title and "15 of 36" in drawn.title

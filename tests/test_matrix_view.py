@@ -8,9 +8,9 @@ import pytest
 from explorer.figures import WEIGHTS
 from explorer.matrix_view import board, decode_floats, encode_floats, legend_ticks, matrix_panel, sheet_panel
 from explorer.vega import MASKED_COLOUR
-from tests.drawn import panel_matrix, sheet_maps
+from tests.drawn import panel_matrix, rgb, sheet_maps
 
-GREY = [int(MASKED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)]
+GREY = rgb(MASKED_COLOUR)
 
 
 def panel(values, allowed=None, **more):
