@@ -384,13 +384,8 @@ def attention_forming(training: Training, norm: str, probe_maps: AttentionMaps, 
         help="Attention is recorded on the probe input every few steps while training.",
     )
     maps = snapshot_maps(result.snapshots[steps.index(step)], probe_maps)
-    left, right = st.columns(2)
-    with left:
-        show_board(
-            board([attention_map_panel(maps, layer, head, name="snapshot", max_px=380)]), key="train_snapshot_map"
-        )
-    with right:
-        show_board(grid_board(maps, width_px=440, pickable=False), key="train_snapshot_grid")
+    chosen = attention_map_panel(maps, layer, head, name="snapshot", max_px=380)
+    show_board(board([chosen, *grid_board(maps, width_px=400, pickable=False)["panels"]]), key="train_snapshot_maps")
     pattern = task_pattern(task)
     if pattern is not None and len(steps) > 1:
         history = pattern_history(result.snapshots, pattern)
