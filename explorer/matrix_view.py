@@ -59,6 +59,7 @@ def matrix_panel(
     plot_px: tuple[float, float] | None = None,
     frame: tuple[int, int] | None = None,
     hover_titles: tuple[str, str] | None = None,
+    legend_marks: list[float] | None = None,
 ) -> dict:
     """A [Tq, Tk] matrix: keys across, queries down (first on top), masked cells grey.
 
@@ -68,7 +69,8 @@ def matrix_panel(
     clicked ({"row": q, "col": k}). `outline` = (row, col) draws a red frame round that cell, `frame` =
     (rows, cols) one round the top-left block of that many cells. Cells are square, at most max_px a side, unless
     `plot_px` = (width, height) gives the matrix its own size. Hover names a cell's row and column by the axis
-    titles, or by `hover_titles` = (row name, column name) when both axes have the same title.
+    titles, or by `hover_titles` = (row name, column name) when both axes have the same title. The colour legend
+    marks round values between its ends (legend_ticks), or the values `legend_marks`.
 
     Labels: up to MAX_TICKS tokens an axis, or with `tick_px` as many as fit that far apart (every n-th token);
     the component cuts a label longer than 14 characters short on the axis, and hover gives it whole.
@@ -113,7 +115,7 @@ def matrix_panel(
             "colours": list(ramp.colours),
             "low": ramp.low,
             "high": ramp.high,
-            "ticks": legend_ticks(ramp.low, ramp.high),
+            "ticks": legend_ticks(ramp.low, ramp.high) if legend_marks is None else list(legend_marks),
         },
         "pick": pick,
         "extra": [_extra_row(title, row, value_digits) for title, row in (extra or {}).items()],

@@ -22,7 +22,6 @@ from explorer.vega import (
     CATEGORY10,
     GRID_COLOUR,
     MAX_CELL_PX,
-    MAX_CELLS,
     RDBU,
     VIRIDIS,
     Ramp,
@@ -30,7 +29,6 @@ from explorer.vega import (
     concat,
     heading,
     matrix_spec,
-    wrap,
 )
 
 MAX_SIDE = 512  # rows or columns drawn in one heatmap; longer axes show every n-th (said in the title)
@@ -62,10 +60,6 @@ def _shown_note(shown: np.ndarray, n: int, what: str) -> str:
         return ""
     step = int(shown[1] - shown[0]) if len(shown) > 1 else n
     return f" · every {ordinal(step)} {what} drawn ({len(shown)} of {n:,})"
-
-
-def _hover_note(cells: int) -> str:
-    return " · too many cells to hover: download the CSV for exact values" if cells > MAX_CELLS else ""
 
 
 def _state(trained: bool) -> str:
@@ -106,34 +100,9 @@ def _line_axis(title: str, **extra: object) -> dict:
     return {"title": title, "grid": True, "gridColor": GRID_COLOUR, **extra}
 
 
-def _outline(k_end: int, q_end: int, q_start: int = 0, k_start: int = 0) -> dict:
-    """A red frame over cells [q_start, q_end) x [k_start, k_end) of a matrix view (cell units)."""
-    return {
-        "data": {"values": [{"k": k_start, "k_end": k_end, "q": q_start, "q_end": q_end}]},
-        "mark": {"type": "rect", "filled": False, "stroke": TYPED_COLOUR, "strokeWidth": 2},
-        "encoding": {
-            "x": {"field": "k", "type": "quantitative"},
-            "x2": {"field": "k_end"},
-            "y": {"field": "q", "type": "quantitative"},
-            "y2": {"field": "q_end"},
-        },
-    }
-
-
 def _cell_layers(spec: dict) -> list[dict]:
     """The layers of a matrix view that hover (cells and cell text; not an image or a legend-only layer)."""
     return [layer for layer in spec["layer"] if "tooltip" in layer.get("encoding", {})]
-
-
-def _stretch(spec: dict, width: int | None = None, height: int | None = None) -> None:
-    """Give a matrix view another plot size (its cells stop being square; the axes are in cell units)."""
-    if width is not None:
-        spec["width"] = int(width)
-    if height is not None:
-        spec["height"] = int(height)
-    legend = spec["layer"][0]["encoding"].get("color", {}).get("legend")
-    if legend is not None:  # a matrix drawn cell by cell: its colour bar as long as the plot allows
-        legend["gradientLength"] = int(min(200, spec["height"]))
 
 
 def encoding_curves(table: np.ndarray, dims: list[int], tokens: list[str], kind: str, trained: bool = False) -> dict:
@@ -403,18 +372,19 @@ def similarity_profile(row: np.ndarray, reference: int, metric: str, which: str 
 
 
 def rope_angle_heatmap(angles: np.ndarray, n_tokens: int) -> dict:
-    """[P, K/2] rotation angle of each pair at each position, wrapped to 0–360° on a cyclic colour scale."""
+    """[P, K/2] rotation angle of each pair at each position, wrapped to 0–360° on a cyclic colour scale, as a
+    matrix-view board: every cell hovers with its angle in degrees and in radians, the typed positions framed."""
     n_positions, n_pairs = angles.shape
     rows = every_nth(n_positions)
-    raw = angles[rows].astype(np.float64)  # [P', K/2] radians
-    degrees = np.degrees(np.mod(raw, 2 * math.pi)).astype(np.float32)  # [P', K/2]
+    raw = angles[rows].astype(np.float32)  # [P', K/2] radians
+    degrees = np.degrees(np.mod(raw.astype(np.float64), 2 * math.pi)).astype(np.float32)  # [P', K/2]
     subtitle = (
         "angle of pair i at position p = p / 10000^(2i/d_head), shown modulo 360°; pair 0 turns a full radian per "
-        "position, the last pairs barely move · red outline: the typed tokens"
+        "position, the last pairs barely move · red frame: the typed tokens"
         + _shown_note(rows, n_positions, "position")
-        + _hover_note(degrees.size)
     )
-    spec = matrix_spec(
+    typed = int(np.searchsorted(rows, min(n_tokens, n_positions)))  # rows drawn for typed positions
+    panel = matrix_panel(
         degrees,
         None,
         Ramp(TWILIGHT, 0.0, 360.0, dark="ends"),
@@ -423,30 +393,19 @@ def rope_angle_heatmap(angles: np.ndarray, n_tokens: int) -> dict:
         y_labels=[str(r) for r in rows],
         x_title="pair i (dimensions 2i and 2i+1 of each head)",
         y_title="position",
-        value_title="angle (°)",
+        hover_titles=("position", "pair"),
+        value_title="angle mod 360 (°)",
+        value_digits=1,
+        extra={"angle (rad)": (raw, 4)},
         title="Rotary encoding: how far each pair of a query or key is turned",
-        subtitle=wrap(subtitle, 560),
-        text_format=None,
-        max_px=HEATMAP_PX,
-        max_x_ticks=32,
-        max_y_ticks=32,
+        subtitle=subtitle,
+        text_digits=None,
+        plot_px=(min(HEATMAP_PX, max(400, 40 * n_pairs)), min(520, max(240, 8 * len(rows)))),
+        frame=(typed, n_pairs) if typed else None,
+        tick_px=TABLE_TICK_PX,
+        legend_marks=[90.0, 180.0, 270.0],  # quarter turns
     )
-    _stretch(spec, min(HEATMAP_PX, max(400, 40 * n_pairs)), min(520, max(240, 8 * len(rows))))
-    cells = spec["layer"][0]
-    if "datasets" in spec:  # drawn cell by cell: hover gives the angle in radians and in degrees after whole turns
-        spec["datasets"]["pos_rope_cells"]["radians"] = raw.astype(np.float32).ravel()
-        cells["encoding"]["tooltip"] = [
-            {"field": "query", "title": "position"},
-            {"field": "key", "title": "pair"},
-            {"field": "radians", "title": "angle (rad)", "format": ".4f"},
-            {"field": "value", "title": "after whole turns (°)", "format": ".1f"},
-        ]
-    legend_layer = cells if "datasets" in spec else spec["layer"][1]
-    legend_layer["encoding"]["color"]["legend"]["values"] = [0, 90, 180, 270, 360]
-    typed = int(np.searchsorted(rows, min(n_tokens, n_positions)))
-    if typed:
-        spec["layer"].append(_outline(n_pairs, typed))
-    return chart(spec)
+    return board([panel])
 
 
 def _flat_ramp(colours: tuple[str, ...], values: np.ndarray, dark: str) -> Ramp:

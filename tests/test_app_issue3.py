@@ -169,7 +169,8 @@ def test_learned_positions_are_labelled_untrained():
 
 def test_rope_shows_angles_and_offset_only_scores():
     at = open_page(POSITIONAL, positional="rope")
-    angles = matrix(at, "Rotary encoding")
+    angles = app_matrices(at)["pos_rope"]
+    assert angles.title.startswith("Rotary encoding")
     expected = np.degrees(np.mod(rope_angle_table(64, 16).astype(np.float64), 2 * np.pi))  # [P, K/2]
     np.testing.assert_allclose(angles.values, expected, atol=5e-5)  # drawn as float32
     assert chart(at, "Wavelength of each pair (d_head = 16)")

@@ -23,6 +23,7 @@ from explorer.activation_figures import (
 )
 from explorer.activations import ffn_zero_fraction, layer_statistics, token_norms, value_histogram
 from explorer.gradients import gradient_norms, layer_gradient_totals
+from explorer.matrix_view import decode_floats
 from explorer.position_analysis import (
     encoding_table,
     offset_scores,
@@ -53,7 +54,7 @@ from explorer.positional_figures import (
 )
 from explorer.positional_figures import offset_scores_figure as offset_figure
 from explorer.stats import head_grid, head_sparsity
-from explorer.vega import MAX_CELLS, heading, wrap
+from explorer.vega import heading, wrap
 from tests.drawn import matrices, one_matrix, panel_matrix, title_text, views
 
 TOKENS = "the cat sat on the mat".split()
@@ -222,17 +223,18 @@ def test_similarity_heatmap_and_profile(metric):
 
 def test_rope_angles_are_wrapped_to_degrees_with_radians_on_hover():
     angles = rope_angle_table(20, 8)  # [P, K/2]
-    spec = rope_angle_heatmap(angles, 3)
-    drawn = one_matrix(spec)
+    [panel] = rope_angle_heatmap(angles, 3)["panels"]
+    drawn = panel_matrix(panel)
     np.testing.assert_allclose(drawn.values, np.degrees(np.mod(angles, 2 * np.pi)), rtol=1e-5)
-    cells = spec["datasets"]["pos_rope_cells"]
-    np.testing.assert_array_equal(cells["radians"].to_numpy().reshape(20, 4), angles)
+    [radians] = panel["extra"]
+    assert (radians["title"], radians["digits"]) == ("angle (rad)", 4)
+    np.testing.assert_array_equal(decode_floats(radians["values"], (20, 4)), angles.astype(np.float32))
     assert drawn.values[7, 0] == pytest.approx(math.degrees(7 - 2 * math.pi), rel=1e-5)  # 7 rad, one turn off
-    assert drawn.x_title.startswith("pair i")
-    layer = drawn.view["layer"][0]
-    assert tooltip_titles(layer) == ["position", "pair", "angle (rad)", "after whole turns (°)"]
-    assert layer["encoding"]["color"]["scale"]["range"] == list(TWILIGHT)  # cyclic: 0° and 360° look alike
-    assert TWILIGHT[0] == TWILIGHT[-1]
+    assert drawn.x_title.startswith("pair i") and panel["hover_titles"] == ["position", "pair"]
+    assert panel["frame"] == [3, 4]  # the typed tokens' positions, every pair
+    legend = panel["legend"]
+    assert legend["colours"] == list(TWILIGHT) and TWILIGHT[0] == TWILIGHT[-1]  # cyclic: 0° and 360° look alike
+    assert (legend["low"], legend["high"], legend["ticks"]) == (0.0, 360.0, [90.0, 180.0, 270.0])
 
 
 def test_offset_scores_figure_shows_masked_keys_grey_and_says_what_it_found():
@@ -399,11 +401,13 @@ def test_gradient_heatmap_survives_a_zero_gradient():
     assert drawn.values[1, 0] == pytest.approx(math.log10(0.5))
 
 
-def test_big_positional_heatmaps_become_images_under_the_cell_limit():
-    angles = rope_angle_table(4096, 128)  # [4096, 64]: thinned to 512 rows
-    drawn = one_matrix(rope_angle_heatmap(angles, 6))
-    assert drawn.image is not None and MAX_CELLS < 512 * 64
+def test_long_rope_tables_are_thinned_and_still_hover_every_cell_drawn():
+    angles = rope_angle_table(4096, 128)  # [4096, 64]: thinned to 512 rows, more cells than Vega-Lite hovered
+    [panel] = rope_angle_heatmap(angles, 6)["panels"]
+    drawn = panel_matrix(panel)
+    assert drawn.values.shape == (512, 64) and not np.isnan(drawn.values).any()
     assert "every 8th position drawn" in drawn.title
+    np.testing.assert_allclose(drawn.values[1], np.degrees(np.mod(angles[8], 2 * np.pi)), rtol=1e-4)
 
 
 def test_only_marks_with_a_tooltip_answer_hover(trace):

@@ -247,7 +247,7 @@ def rotary(cfg: ModelConfig, trace: Trace, n_positions: int) -> None:
     """Rope: the angle of each pair at each position, and the wavelengths of the pairs of one head."""
     st.subheader("Rotation angles")
     angles = rope_angle_table(n_positions, cfg.d_head)  # [P, K/2]
-    draw(rope_angle_heatmap(angles, len(trace.tokens)), "pos_rope_angles")
+    show_board(rope_angle_heatmap(angles, len(trace.tokens)), key="pos_rope_angles")
     frame = pd.DataFrame(angles, columns=[f"pair_{i}_radians" for i in range(angles.shape[1])])
     frame.insert(0, "position", np.arange(n_positions))
     csv_button("Angles (CSV)", frame, "positions_rope_angles.csv", "pos_csv_rope")
