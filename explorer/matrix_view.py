@@ -60,6 +60,7 @@ def matrix_panel(
     frame: tuple[int, int] | None = None,
     hover_titles: tuple[str, str] | None = None,
     legend_marks: list[float] | None = None,
+    legend: bool = True,
 ) -> dict:
     """A [Tq, Tk] matrix: keys across, queries down (first on top), masked cells grey.
 
@@ -70,7 +71,8 @@ def matrix_panel(
     (rows, cols) one round the top-left block of that many cells. Cells are square, at most max_px a side, unless
     `plot_px` = (width, height) gives the matrix its own size. Hover names a cell's row and column by the axis
     titles, or by `hover_titles` = (row name, column name) when both axes have the same title. The colour legend
-    marks round values between its ends (legend_ticks), or the values `legend_marks`.
+    marks round values between its ends (legend_ticks), or the values `legend_marks`; without `legend` the panel
+    draws none (a neighbour on the same scale draws it).
 
     Labels: up to MAX_TICKS tokens an axis, or with `tick_px` as many as fit that far apart (every n-th token);
     the component cuts a label longer than 14 characters short on the axis, and hover gives it whole.
@@ -116,7 +118,9 @@ def matrix_panel(
             "low": ramp.low,
             "high": ramp.high,
             "ticks": legend_ticks(ramp.low, ramp.high) if legend_marks is None else list(legend_marks),
-        },
+        }
+        if legend
+        else None,
         "pick": pick,
         "extra": [_extra_row(title, row, value_digits) for title, row in (extra or {}).items()],
         "outline": None if outline is None else [int(outline[0]), int(outline[1])],

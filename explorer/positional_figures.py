@@ -40,6 +40,7 @@ TWILIGHT = ("#e2d9e2", "#9ebbc9", "#6785be", "#5e43a5", "#421257", "#471340", "#
 LINE_WIDTH = 640  # px of the plot area of a line chart
 HEATMAP_PX = 640  # px along the longer side of a big heatmap
 SMALL_MARKERS = 80  # a curve with at most this many points shows each point
+PERMUTATION_PX = 190  # px along each side of the three reordering maps: they fit side by side
 TABLE_TICK_PX = 28  # px at least between two labels on an axis of the encoding table
 
 
@@ -508,26 +509,18 @@ def offset_scores_figure(result: OffsetScores, positional: str) -> dict:
 
 
 def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
-    """Three maps of one head: on the typed tokens; the same map with rows and columns moved along with the
-    reordered tokens; and the map of a run on the reordered tokens. The last two agree when order is invisible."""
-    original = demo.attention[layer, head].astype(np.float32)  # [T, T]
-    moved = demo.permuted_attention[layer, head].astype(np.float32)  # [T, T]
-    rerun = demo.shuffled_attention[layer, head].astype(np.float32)  # [T, T]
+    """Three maps of one head as a matrix-view board: on the typed tokens; the same map with rows and columns moved
+    along with the reordered tokens; and the map of a run on the reordered tokens. The last two agree when order
+    is invisible. One weight scale, 0 to 1, so only the last map draws its legend."""
     typed, shuffled = token_labels(demo.tokens), token_labels(demo.shuffled)
-    difference = float(np.abs(moved - rerun).max())
-    n = len(typed)
-    px = 220
-    ticks = max(2, min(24, px // 14))
-    views = []
-    panels = (
-        ("perm_typed", original, typed, "① run on the typed tokens", None, "typed order"),
-        ("perm_moved", moved, shuffled, "② map ① with rows and columns", ["moved along with the tokens"],
-         "map ① reordered"),
-        ("perm_rerun", rerun, shuffled, "③ run on the reordered tokens", None, "reordered run"),
-    )  # fmt: skip
-    for name, z, labels, title, subtitle, what in panels:
-        view = matrix_spec(
-            z,
+    maps = (  # every map has a subtitle, so the three line up
+        ("perm_typed", demo.attention, typed, "① typed order", "a run on the typed tokens"),
+        ("perm_moved", demo.permuted_attention, shuffled, "② map ①, moved", "rows and columns follow the tokens"),
+        ("perm_rerun", demo.shuffled_attention, shuffled, "③ reordered run", "a run on the reordered tokens"),
+    )
+    panels = [
+        matrix_panel(
+            weights[layer, head].astype(np.float32),  # [T, T]
             None,
             WEIGHTS,
             name=name,
@@ -537,22 +530,20 @@ def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
             y_title="query",
             value_title="weight",
             title=title,
-            subtitle=subtitle or [" "],
-            text_format=".2f" if n <= 10 else None,
-            max_px=px,
-            max_x_ticks=ticks,
-            max_y_ticks=ticks,
+            subtitle=subtitle,
+            max_px=PERMUTATION_PX,
+            legend=name == "perm_rerun",
         )
-        for cells in _cell_layers(view):
-            cells["transform"].append({"calculate": f"'{what}'", "as": "map"})
-            cells["encoding"]["tooltip"] = [{"field": "map"}, *cells["encoding"]["tooltip"]]
-        views.append(view)
-    spec = concat(views)
-    spec["spacing"] = 24
+        for name, weights, labels, title, subtitle in maps
+    ]
+    return board(panels)
+
+
+def permutation_verdict(demo: PermutationDemo, layer: int, head: int) -> str:
+    """What the three maps of permutation_figure show, in one sentence."""
+    difference = float(np.abs(demo.permuted_attention[layer, head] - demo.shuffled_attention[layer, head]).max())
     same = "② and ③ agree" if difference < 1e-5 else "② and ③ differ"
-    spec["title"] = heading(
-        f"Layer {layer}, head {head}: does reordering the tokens only move the map?",
-        f"{same}: largest |② − ③| in this head = {difference:.3g}",
-        860,
+    return (
+        f"Layer {layer}, head {head}: does reordering the tokens only move the map? {same}: largest |② − ③| in "
+        f"this head = {difference:.3g}"
     )
-    return spec  # concat() made it a chart: hover is already quiet

@@ -19,7 +19,7 @@ from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradien
 from explorer.position_analysis import encoding_table, permutation_demo, reorder, rope_angle_table, similarity
 from explorer.stats import head_grid, head_mean_distance, head_sparsity
 from explorer.vega import RDBU, Ramp
-from tests.drawn import DrawnMatrix, app_charts, app_matrices, matrices, one_matrix, params, title_text
+from tests.drawn import DrawnMatrix, app_boards, app_charts, app_matrices, matrices, one_matrix, params, title_text
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 TOKENS = "the cat sat on the mat"
@@ -144,7 +144,7 @@ def test_positional_url_params_set_the_page_controls():
 def test_positional_bad_input_is_a_sentence(params, message):
     at = open_page(POSITIONAL, **params)
     assert message in errors(at)
-    assert chart(at, "does reordering the tokens only move the map")  # the rest of the page still works
+    assert "perm_rerun" in app_matrices(at)  # the rest of the page still works
     assert at.get("vega_lite_chart")
 
 
@@ -188,8 +188,8 @@ def test_no_positions_and_no_causal_mask_only_move_the_maps():
     demo = permutation_demo(cfg, TOKENS, reorder(6, "reversed"))
     assert float(at.metric[0].value) == pytest.approx(demo.max_difference, abs=1e-9)
     assert float(at.metric[0].value) < 1e-6
-    spec, tables = chart(at, "does reordering the tokens only move the map")
-    drawn = matrices(spec, tables)
+    assert any("does reordering the tokens only move the map? ② and ③ agree" in m.value for m in at.markdown)
+    drawn = app_matrices(at)
     np.testing.assert_array_equal(drawn["perm_typed"].values, demo.attention[0, 0])
     np.testing.assert_array_equal(drawn["perm_rerun"].values, demo.shuffled_attention[0, 0])
     np.testing.assert_allclose(drawn["perm_moved"].values, drawn["perm_rerun"].values, atol=1e-6)
@@ -220,10 +220,10 @@ def test_fewer_layers_after_picking_a_deep_layer():
     at = open_page(POSITIONAL, n_layers="3")
     at.selectbox(key="pos_perm_layer").select(2).run()
     assert_ok(at)
-    assert chart(at, "Layer 2, head 0: does reordering")
+    assert any(m.value.startswith("**Layer 2, head 0: does reordering") for m in at.markdown)
     at.number_input(key="n_layers").set_value(1).run()
     assert_ok(at)
-    assert chart(at, "Layer 0, head 0: does reordering")
+    assert any(m.value.startswith("**Layer 0, head 0: does reordering") for m in at.markdown)
 
 
 # ---- activations page ------------------------------------------------------------------------------------------
@@ -398,6 +398,9 @@ def test_html_in_tokens_is_shown_as_text(page):
         assert "&lt;" not in json.dumps(spec) + "".join(t.to_json() for t in tables.values())
         if any(name.endswith("_keys") for name in params(spec)):  # a matrix chart (tests.drawn reads only those)
             labels += [label for drawn in matrices(spec, tables).values() for label in drawn.x_labels]
+    for board in app_boards(at).values():  # matrix views: labels travel as typed too
+        assert "&lt;" not in json.dumps(board)
+        labels += [label for panel in board["panels"] if panel["kind"] == "matrix" for label in panel["x_labels"]]
     assert ("<b>bold</b>" in labels) == (page != ANATOMY)
 
 

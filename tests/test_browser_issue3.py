@@ -14,7 +14,7 @@ from explorer.positional import sinusoidal
 from explorer.positional_figures import TYPED_COLOUR
 from explorer.stats import head_entropy, head_grid
 from explorer.vega import RDBU, Ramp
-from tests.browser_boards import cell_centre, geometry, panels, read_panel, tip_at, wait_panels_drawn
+from tests.browser_boards import cell_centre, geometry, panels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_boards import pixels as board_pixels
 from tests.browser_charts import CHART, cell_grid, charts, hover, pixels, read_cells, wait_drawn
 from tests.drawn import rgb
@@ -22,7 +22,7 @@ from tests.drawn import rgb
 pytestmark = pytest.mark.browser
 
 TOKENS = "the cat sat on the mat"
-POSITIONAL_CHARTS = 5  # Vega-Lite: curves, wavelengths, similarity profile, offset scores, permutation
+POSITIONAL_CHARTS = 4  # Vega-Lite: curves, wavelengths, similarity profile, offset scores
 ACTIVATION_CHARTS = 10  # depth, LayerNorm, token norms, histogram, zeros, 3 head grids, gradient lines and map
 CURVES = 0
 TOKEN_NORMS, HISTOGRAM, ENTROPY = 2, 3, 5
@@ -135,44 +135,33 @@ def test_positional_page_explains_bad_input(page, app_url, wait_idle):
     assert "pos_dims=" in page.url
     assert_clean(page)
 
-    found = open_page(page, app_url + "/positional?pos_max=10000000", wait_idle, 2)
+    found = open_page(page, app_url + "/positional?pos_max=10000000", wait_idle, 1)
     assert "Max position 10,000,000 is out of range" in alerts(page)
-    assert len(found) == 2  # the offset and reordering demonstrations still draw
+    wait_panels_drawn(page, 3)
+    assert len(found) == 1 and len(panels(page)) == 3  # the offset and reordering demonstrations still draw
     assert_clean(page)
 
 
-def row_tooltips(page, chart, field: str) -> list[tuple[float, float, dict[str, str]]]:
-    """(x, y, tooltip) met hovering straight across the middle of a chart, one per map and value of `field`."""
-    chart.scroll_into_view_if_needed()
-    box = chart.locator("canvas").first.bounding_box()
-    y = box["y"] + box["height"] / 2
-    seen: dict[tuple, tuple[float, float, dict[str, str]]] = {}
-    for x in np.arange(box["x"], box["x"] + box["width"], 2.0):
-        tip = hover(page, float(x), y)
-        if field in tip:
-            seen.setdefault((tip.get("map"), tip[field]), (float(x), y, tip))
-    return list(seen.values())
-
-
 def test_permutation_demo_without_positions_keeps_user_text_as_text(page, app_url, wait_idle):
-    found = open_page(page, app_url + "/positional?positional=none&tokens=%3Cb%3Ebold%3C%2Fb%3E%20x%20y", wait_idle, 2)
+    open_page(page, app_url + "/positional?positional=none&tokens=%3Cb%3Ebold%3C%2Fb%3E%20x%20y", wait_idle, 1)
+    wait_panels_drawn(page, 3)
     assert "Reordering only moved the maps" in alerts(page)
-    met = row_tooltips(page, found[-1], "key")  # the middle row of the three maps
-    tips = [tip for _, _, tip in met]
-    by_map = {m: {t["key"]: number(t["weight"]) for t in tips if t["map"] == m} for m in {t["map"] for t in tips}}
-    assert set(by_map) == {"typed order", "map ① reordered", "reordered run"}
-    assert by_map["map ① reordered"] == pytest.approx(by_map["reordered run"], abs=1e-4)
-    query = next(t["query"] for t in tips if t["map"] == "reordered run")
+    shown = {
+        name: np.array([[number(c["weight"]) for c in row] for row in read_tips(page, panels(page, name)[0])])
+        for name in ("perm_typed", "perm_moved", "perm_rerun")
+    }  # [3, 3] each, read by hovering every cell
     demo = permutation_demo(ModelConfig(positional="none"), "<b>bold</b> x y", reorder(3, "reversed"))
-    row = demo.shuffled.index(query)
-    expected = dict(zip(demo.shuffled, demo.shuffled_attention[0, 0, row].tolist(), strict=True))
-    assert by_map["reordered run"] == pytest.approx(expected, abs=5e-5)
-    x, y, _ = next(m for m in met if m[2]["key"] == "<b>bold</b>")  # the token as typed, shown as text ...
-    assert hover_at(page, x, y)["key"] == "<b>bold</b>"
-    assert page.evaluate("() => document.querySelector('#vg-tooltip-element b') === null")  # ... never as HTML
+    np.testing.assert_allclose(shown["perm_typed"], demo.attention[0, 0], atol=5e-5)
+    np.testing.assert_allclose(shown["perm_rerun"], demo.shuffled_attention[0, 0], atol=5e-5)
+    np.testing.assert_allclose(shown["perm_moved"], shown["perm_rerun"], atol=1e-4)  # reordering only moved the map
+    rerun = panels(page, "perm_rerun")[0]
+    tip = tip_at(page, *cell_centre(rerun, 0, demo.shuffled.index("<b>bold</b>")))
+    assert tip["key"] == "<b>bold</b>"  # the token as typed, shown as text ...
+    assert rerun.locator(".mv-tip b").count() == 0  # ... never as HTML
     page.get_by_text("shuffled", exact=True).click()
     wait_idle(page)
-    wait_drawn(page, 2)
+    wait_drawn(page, 1)
+    wait_panels_drawn(page, 3)
     assert "pos_order=shuffled" in page.url
     assert "Reordering only moved the maps" in alerts(page)
     assert_clean(page)

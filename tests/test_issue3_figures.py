@@ -22,6 +22,7 @@ from explorer.activation_figures import (
     zero_fraction_figure,
 )
 from explorer.activations import ffn_zero_fraction, layer_statistics, token_norms, value_histogram
+from explorer.figures import WEIGHTS
 from explorer.gradients import gradient_norms, layer_gradient_totals
 from explorer.matrix_view import decode_floats
 from explorer.position_analysis import (
@@ -47,6 +48,7 @@ from explorer.positional_figures import (
     ordinal,
     pair_name,
     permutation_figure,
+    permutation_verdict,
     rope_angle_heatmap,
     similarity_heatmap,
     similarity_profile,
@@ -260,20 +262,21 @@ def test_offset_scores_figure_shows_masked_keys_grey_and_says_what_it_found():
 
 def test_permutation_figure_panels():
     demo = permutation_demo(explorer.ModelConfig(positional="none"), "I love AI you")
-    spec = permutation_figure(demo, 1, 2)
-    drawn = matrices(spec)
+    panels = permutation_figure(demo, 1, 2)["panels"]
+    drawn = {p["name"]: panel_matrix(p) for p in panels}
     assert list(drawn) == ["perm_typed", "perm_moved", "perm_rerun"]
     np.testing.assert_array_equal(drawn["perm_typed"].values, demo.attention[1, 2])
     np.testing.assert_array_equal(drawn["perm_moved"].values, demo.permuted_attention[1, 2])
     np.testing.assert_array_equal(drawn["perm_rerun"].values, demo.shuffled_attention[1, 2])
     assert drawn["perm_typed"].x_labels == ["I", "love", "AI", "you"]
     assert drawn["perm_rerun"].x_labels == ["you", "AI", "love", "I"]
-    assert "② and ③ agree" in title_text(spec)
-    assert spec["resolve"]["scale"]["color"] == "shared"  # one weight scale for the three maps ...
-    assert drawn["perm_typed"].view["layer"][0]["encoding"]["color"]["scale"]["domain"][::8] == [0.0, 1.0]  # 0-1
-    assert tooltip_titles(drawn["perm_moved"].view["layer"][0]) == ["map", "query", "key", "weight"]
-    moved = permutation_figure(permutation_demo(explorer.ModelConfig(), "I love AI you"), 0, 0)
-    assert "② and ③ differ" in title_text(moved)
+    assert "② and ③ agree" in permutation_verdict(demo, 1, 2)
+    assert [p["legend"] is not None for p in panels] == [False, False, True]  # one weight scale, one legend ...
+    assert (panels[2]["legend"]["low"], panels[2]["legend"]["high"]) == (0.0, 1.0)  # ... from 0 to 1
+    for shown in drawn.values():  # every map coloured on that one scale
+        np.testing.assert_array_equal(shown.image, WEIGHTS.rgb(shown.values))
+    moved = permutation_demo(explorer.ModelConfig(), "I love AI you")
+    assert "② and ③ differ" in permutation_verdict(moved, 0, 0)
 
 
 @pytest.fixture(scope="module")

@@ -49,8 +49,11 @@ function layout(g, p) {
   const top = 8;
   const xLabelsHeight = rotate ? xWidest * Math.SQRT1_2 + 14 : 18;
   const bottom = 6 + xLabelsHeight + 24;
-  const legendTexts = [p.value_title, ...[p.legend.low, p.legend.high, ...p.legend.ticks].map(legendText)];
-  const right = LEGEND_BAR.gap + Math.max(LEGEND_BAR.width + 6 + widest(g, legendTexts.slice(1)), widest(g, legendTexts));
+  let right = 0;
+  if (p.legend) {
+    const legendTexts = [p.value_title, ...[p.legend.low, p.legend.high, ...p.legend.ticks].map(legendText)];
+    right = LEGEND_BAR.gap + Math.max(LEGEND_BAR.width + 6 + widest(g, legendTexts.slice(1)), widest(g, legendTexts));
+  }
   return {
     left, top, plotW, plotH, rotate, xLabelsHeight,
     width: Math.ceil(left + plotW + right + 4), height: Math.ceil(top + plotH + bottom),
@@ -259,7 +262,7 @@ function drawMatrix(p, setTriggerValue) {
     const g = canvas.getContext("2d");
     drawCells(g, p, box, image, values, masked);
     drawAxes(g, p, box);
-    drawLegend(g, p, box);
+    if (p.legend) drawLegend(g, p, box);
   });
 
   const cellAt = (event) => {

@@ -31,6 +31,7 @@ from explorer.positional_figures import (
     every_nth,
     offset_scores_figure,
     permutation_figure,
+    permutation_verdict,
     rope_angle_heatmap,
     similarity_heatmap,
     similarity_profile,
@@ -312,7 +313,8 @@ def order_demo(cfg: ModelConfig, trace: Trace) -> None:
         + (" (the encoder's input; the decoder keeps its target)" if target else "")
     )
     layer, head = layer_head(cfg, "pos_perm")
-    draw(permutation_figure(demo, layer, head), "pos_permutation")
+    st.markdown(f"**{permutation_verdict(demo, layer, head)}**")
+    show_board(permutation_figure(demo, layer, head), key="pos_permutation")
     causal = cfg.arch == "decoder" or "causal" in cfg.mask
     metric_col, text_col = st.columns([1.2, 3])
     metric_col.metric(
