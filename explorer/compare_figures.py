@@ -22,9 +22,9 @@ B_COLOUR = "#c2410c"  # B is orange-red: its lines, and A - B < 0 (B attends mor
 WEIGHTS = Ramp(BLUES, 0.0, 1.0)  # A's and B's weights: one scale, 0 = near white, 1 = dark blue
 ORANGES = ("#fff5eb", "#fee6ce", "#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d94801", "#a63603", "#7f2704")
 # Sizes that fit a 1400 px wide window with the sidebar open: A | B side by side in 5/8 of the main column (580 px,
-# with 40 px between the panels), A - B in 3/8 (345 px), each panel with its token labels and its legend. A panel
-# is its map plus LEFT_PX and the widest query label on the left, and RIGHT_PX and its legend on the right.
-PAIR_PX = 180  # px along the longer side of A's and of B's map, at most
+# with 40 px between the panels), A - B in 3/8 (345 px). A panel is its map plus LEFT_PX and the widest query label
+# on the left, and RIGHT_PX and its legend on the right; A and B share one scale, so only the last of them draws it.
+PAIR_PX = 200  # px along the longer side of A's and of B's map, at most
 DIFFERENCE_PX = 180  # px along the longer side of the A - B map, at most
 PAIR_PANEL_PX = 270  # px one of A's and B's panels may take
 DIFFERENCE_PANEL_PX = 345  # px the A - B panel may take
@@ -63,31 +63,27 @@ def map_px(most_px: float, panel_px: float, y_labels: list[str], value_title: st
     return max(MIN_MAP_PX, min(most_px, panel_px - left - right))
 
 
-def _token_map(
-    maps: AttentionMaps,
-    values: np.ndarray,
-    allowed: np.ndarray,
-    ramp: Ramp,
-    *,
-    most_px: float,
-    panel_px: float,
-    text_px: float,
-    **parts: object,
-) -> dict:
+def pair_map_px(query_labels: list[list[str]], value_title: str) -> float:
+    """px along the longer side of each of A's and B's maps (one label list per side shown), side by side in
+    PAIR_PANEL_PX a side with one legend, right of the last: the same for both, so their cells compare."""
+    n = max(1, len(query_labels))
+    lefts = sum(LEFT_PX + LABEL_CHAR_PX * max((len(label) for label in labels), default=0) for labels in query_labels)
+    right = RIGHT_PX + max(LEGEND_LABEL_PX, TITLE_CHAR_PX * len(value_title))
+    return max(MIN_MAP_PX, min(PAIR_PX, (n * PAIR_PANEL_PX - lefts - right) / n))
+
+
+def _token_map(maps: AttentionMaps, values: np.ndarray, allowed: np.ndarray, ramp: Ramp, **parts: object) -> dict:
     """A [Tq, Tk] map over maps' tokens as a panel: keys across, queries down, grey where not `allowed`."""
     cross = maps.kind == "cross-attention"
-    y_labels = token_labels(maps.query_tokens)
     return matrix_panel(
         values,
         allowed,
         ramp,
         x_labels=token_labels(maps.key_tokens),
-        y_labels=y_labels,
+        y_labels=token_labels(maps.query_tokens),
         x_title="key (source)" if cross else "key",
         y_title="query (target)" if cross else "query",
-        max_px=map_px(most_px, panel_px, y_labels, str(parts["value_title"])),
         tick_px=TICK_PX,
-        text_px=text_px,
         **parts,
     )
 
@@ -109,32 +105,35 @@ def pair_panels(
     missing: tuple[str | None, str | None] = (None, None),
 ) -> tuple[list[dict], list[str]]:
     """A's and B's map of one layer and head as two panels (named by `names`) on ONE colour scale, WEIGHTS (0 to
-    1): the same legend "weight" next to each. Grey cells are masked (weight exactly 0); hover gives query, key and
-    weight of every cell, and the A − B map's hover both weights.
+    1), maps of one size: the legend "weight" is drawn once, right of the last. Grey cells are masked (weight
+    exactly 0); hover gives query, key and weight of every cell, and the A − B map's hover both weights.
 
     Returns the panels of the sides that have this map, and for each side left out a sentence saying why (e.g.
     "B: B has no layer 3"; `missing` names what a side lacks, and a side whose maps are None has no such attention).
     """
-    panels, notes = [], []
+    shown, notes = [], []
     for maps, name, why in zip((maps_a, maps_b), names, missing, strict=True):
         if maps is None or why is not None or layer >= maps.n_layers or head >= maps.n_heads:
             notes.append(side_title(name, None, layer, head, why))
-            continue
-        panels.append(
-            _token_map(
-                maps,
-                maps.weights[layer, head],
-                maps.allowed,
-                WEIGHTS,
-                most_px=PAIR_PX,
-                panel_px=PAIR_PANEL_PX,
-                text_px=WEIGHT_TEXT_PX,
-                name=name,
-                title=side_title(name, maps, layer, head, None),
-                value_title="weight",
-                masked_text="masked: weight 0",
-            )
+        else:
+            shown.append((maps, name))
+    size = pair_map_px([token_labels(maps.query_tokens) for maps, _ in shown], "weight")
+    panels = [
+        _token_map(
+            maps,
+            maps.weights[layer, head],
+            maps.allowed,
+            WEIGHTS,
+            max_px=size,
+            text_px=WEIGHT_TEXT_PX,
+            name=name,
+            title=side_title(name, maps, layer, head, None),
+            value_title="weight",
+            masked_text="masked: weight 0",
+            legend=i == len(shown) - 1,
         )
+        for i, (maps, name) in enumerate(shown)
+    ]
     return panels, notes
 
 
@@ -173,8 +172,7 @@ def difference_panel(
         values,
         either,
         difference_ramp(difference_range(shown)),
-        most_px=DIFFERENCE_PX,
-        panel_px=DIFFERENCE_PANEL_PX,
+        max_px=map_px(DIFFERENCE_PX, DIFFERENCE_PANEL_PX, token_labels(maps_a.query_tokens), "A − B"),
         text_px=DIFFERENCE_TEXT_PX,
         name="difference",
         title=f"A − B · layer {layer} · head {head}",

@@ -85,7 +85,10 @@ def test_pair_panels_share_one_colour_scale(post_pre):
     (panel_a, panel_b), left_out = pair_panels(maps_a, maps_b, 2, 1)
     assert left_out == []
     assert [p["title"] for p in (panel_a, panel_b)] == ["A · layer 2 · head 1", "B · layer 2 · head 1"]
-    assert legend(panel_a) == legend(panel_b) == (list(WEIGHTS.colours), 0.0, 1.0, "weight")  # one scale, 0 to 1
+    assert panel_a["legend"] is None and legend(panel_b) == (list(WEIGHTS.colours), 0.0, 1.0, "weight")  # one scale
+    assert panel_a["cell_px"] == panel_b["cell_px"]  # maps of one size ...
+    (alone,), _ = pair_panels(maps_a, None, 2, 1)
+    assert alone["legend"] is not None and alone["cell_px"] < panel_a["cell_px"]  # ... bigger for sharing a legend
     drawn_a, drawn_b = panel_matrix(panel_a), panel_matrix(panel_b)
     causal = np.tril(np.ones((6, 6), dtype=bool))
     for drawn, maps in ((drawn_a, maps_a), (drawn_b, maps_b)):
