@@ -15,7 +15,18 @@ import numpy as np
 import pandas as pd
 
 from explorer.figures import token_labels
-from explorer.vega import CATEGORY10, GRID_COLOUR, VIRIDIS, Ramp, chart, heading, layer_head_axes, matrix_spec
+from explorer.matrix_view import board, matrix_panel
+from explorer.vega import (
+    CATEGORY10,
+    GRID_COLOUR,
+    MAX_CELL_PX,
+    VIRIDIS,
+    Ramp,
+    chart,
+    heading,
+    layer_head_axes,
+    matrix_spec,
+)
 
 CIVIDIS = ("#00224e", "#123570", "#3b496c", "#575d6d", "#707173", "#8a8678", "#a59c74", "#c3b369", "#e1cc55",
            "#fee838")  # fmt: skip
@@ -32,7 +43,7 @@ MAX_TEXT_HEADS = 6  # a per-head grid (a third of the page wide) writes its valu
 MAX_LAYER_TICKS = 14
 PANEL_WIDTH, PANEL_HEIGHT = 330, 190  # px of one panel of a grid of line charts
 LINE_WIDTH = 640  # px of the plot area of a single line or bar chart
-HEAD_GRID_PX = 180  # px along the longer side of a per-head grid (a third of the page)
+HEAD_GRID_PX = 150  # px along the longer side of a per-head grid: three fit in a row
 
 
 def _layer_axis(title: str | None, layers: list[int]) -> dict:
@@ -173,9 +184,11 @@ def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> dict:
 
 
 def token_norm_heatmap(norms: np.ndarray, tokens: list[str], stack: str) -> dict:
-    """[L + 1, T] L2 norm of each token's residual vector: input on top, then after each block."""
+    """[L + 1, T] L2 norm of each token's residual vector, input on top, then after each block: a matrix-view
+    board whose rows are tall enough for their labels."""
     n_rows, n_tokens = norms.shape
-    spec = matrix_spec(
+    cell = min(MAX_CELL_PX, LINE_WIDTH / max(n_rows, n_tokens))
+    panel = matrix_panel(
         norms.astype(np.float32),
         None,
         Ramp(VIRIDIS, float(norms.min()), float(max(norms.max(), norms.min() + 1e-6)), dark="low"),
@@ -186,15 +199,11 @@ def token_norm_heatmap(norms: np.ndarray, tokens: list[str], stack: str) -> dict
         y_title="layer",
         value_title="‖x‖₂",
         title=f"Norm of each token's residual vector, layer by layer ({stack} stack)",
-        subtitle=["L2 norm over d_model; a repeated word has the same input row"],
-        value_format=".4g",
-        text_format=".1f",
-        max_px=LINE_WIDTH,
-        max_y_ticks=24,
+        subtitle="L2 norm over d_model; a repeated word has the same input row",
+        text_digits=1,
+        plot_px=(max(320.0, n_tokens * cell), max(n_rows * cell, min(24.0 * n_rows, 600.0))),
     )
-    spec["height"] = max(spec["height"], min(24 * n_rows, 600))  # rows tall enough for their labels
-    spec["width"] = max(spec["width"], 320)
-    return chart(spec)
+    return board([panel])
 
 
 def histogram_figure(bins: pd.DataFrame, what: str, values_summary: str, log_count: bool = False) -> dict:
@@ -272,22 +281,21 @@ def zero_fraction_figure(zeros: pd.DataFrame, stack: str, activation: str) -> di
     )  # fmt: skip
 
 
-def head_grid_figure(
+def head_grid_panel(
     grid: np.ndarray,
     title: str,
     subtitle: str,
     colour_title: str,
     zmin: float,
     zmax: float,
-    value_format: str = ".2f",
     colours: tuple[str, ...] = VIRIDIS,
     name: str = "heads",
 ) -> dict:
-    """A [layer, head] grid of one per-head statistic, the value written in each cell (up to MAX_TEXT_HEADS
-    heads); a head with no value (no query had an allowed key) is grey."""
+    """A [layer, head] grid of one per-head statistic as a matrix-view panel, the value written in each cell (up to
+    MAX_TEXT_HEADS heads); a head with no value (no query had an allowed key) is grey."""
     n_layers, n_heads = grid.shape
     finite = np.isfinite(grid)  # [L, H]
-    spec = matrix_spec(
+    return matrix_panel(
         np.where(finite, grid, 0.0).astype(np.float32),
         None if finite.all() else finite,
         Ramp(colours, zmin, zmax if zmax > zmin else zmin + 1.0, dark="low"),
@@ -295,15 +303,11 @@ def head_grid_figure(
         **layer_head_axes(n_layers, n_heads),
         value_title=colour_title,
         title=title,
-        subtitle=[subtitle],
-        value_format=value_format,
-        text_format=value_format if n_heads <= MAX_TEXT_HEADS and n_layers <= 16 else None,
+        subtitle=subtitle,
+        text_digits=2 if n_heads <= MAX_TEXT_HEADS and n_layers <= 16 else None,
         masked_text="no value: no query had an allowed key",
         max_px=HEAD_GRID_PX,
-        max_x_ticks=12,
-        max_y_ticks=24,
     )
-    return chart(spec)
 
 
 def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> dict:

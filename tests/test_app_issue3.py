@@ -17,7 +17,7 @@ from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parame
 from explorer.config import ModelConfig
 from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
 from explorer.position_analysis import encoding_table, permutation_demo, reorder, rope_angle_table, similarity
-from explorer.stats import head_grid, head_mean_distance, head_sparsity
+from explorer.stats import head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.vega import RDBU, Ramp
 from tests.drawn import DrawnMatrix, app_boards, app_charts, app_matrices, matrices, one_matrix, params, title_text
 
@@ -245,16 +245,17 @@ def test_activations_default_shows_the_engine_statistics():
     np.testing.assert_array_equal(rms["layer"], [-1, 0, 1])
     np.testing.assert_array_equal(rms["value"], stats[stats["point"] == "residual"]["rms"])
     assert any(i.value.startswith("Post-norm: every block ends with a LayerNorm") for i in at.info)
-    norms = matrix(at, "residual vector, layer by layer")
+    norms = app_matrices(at)["act_token_norms"]
+    assert "residual vector, layer by layer" in norms.title
     np.testing.assert_allclose(norms.values, token_norms(trace.first), rtol=1e-6)
     _, hist = chart(at, "Distribution of values: residual, block 0")
     assert int(hist["act_histogram"]["count"].sum()) == 6 * 64
     maps = trace.first.self_attention
-    distance = matrix(at, "Mean distance (positions)")
-    np.testing.assert_allclose(distance.values, head_grid(head_mean_distance(maps), "distance"), rtol=1e-6)
-    sparsity = matrix(at, "Sparsity")
-    np.testing.assert_allclose(sparsity.values, head_grid(head_sparsity(maps), "sparsity"), rtol=1e-6)
-    assert matrix(at, "Entropy (nats)").name == "act_entropy"
+    drawn = app_matrices(at)
+    assert drawn["act_distance"].title.startswith("Mean distance (positions)")
+    np.testing.assert_allclose(drawn["act_distance"].values, head_grid(head_mean_distance(maps), "distance"), rtol=1e-6)
+    np.testing.assert_allclose(drawn["act_sparsity"].values, head_grid(head_sparsity(maps), "sparsity"), rtol=1e-6)
+    np.testing.assert_allclose(drawn["act_entropy"].values, head_grid(head_entropy(maps), "entropy"), rtol=1e-6)
     assert any(i.value == GRADIENT_OBJECTIVE for i in at.info)
     norms_by_parameter = gradient_norms(explorer.build_model(ModelConfig()), TOKENS)
     totals = layer_gradient_totals(norms_by_parameter)

@@ -16,16 +16,17 @@ from explorer.stats import head_entropy, head_grid
 from explorer.vega import RDBU, Ramp
 from tests.browser_boards import cell_centre, geometry, panels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_boards import pixels as board_pixels
-from tests.browser_charts import CHART, cell_grid, charts, hover, pixels, read_cells, wait_drawn
+from tests.browser_charts import CHART, charts, hover, pixels, wait_drawn
 from tests.drawn import rgb
 
 pytestmark = pytest.mark.browser
 
 TOKENS = "the cat sat on the mat"
 POSITIONAL_CHARTS = 4  # Vega-Lite: curves, wavelengths, similarity profile, offset scores
-ACTIVATION_CHARTS = 10  # depth, LayerNorm, token norms, histogram, zeros, 3 head grids, gradient lines and map
+ACTIVATION_CHARTS = 6  # Vega-Lite: depth, LayerNorm, histogram, zeros, gradient lines and map
+ACTIVATION_PANELS = 4  # matrix views: token norms, and the 3 per-head grids
 CURVES = 0
-TOKEN_NORMS, HISTOGRAM, ENTROPY = 2, 3, 5
+HISTOGRAM = 2
 
 
 def open_page(page, url: str, wait_idle, n_charts: int) -> list:
@@ -173,17 +174,15 @@ def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_it
     assert "Pre-norm" in alerts(page) and "Dummy objective" in alerts(page)
     trace = explorer.run(ModelConfig(norm="pre", n_layers=4), TOKENS).first
 
-    norms = found[TOKEN_NORMS]
-    xs, ys = cell_grid(page, norms, "token", "layer", 6, 5)
-    cells = read_cells(page, norms, xs, ys)
+    wait_panels_drawn(page, ACTIVATION_PANELS)
+    cells = read_tips(page, panels(page, "act_token_norms")[0])
     assert [row[0]["layer"] for row in cells] == ["input"] + [f"after block {i}" for i in range(4)]
     shown = np.array([[number(c["‖x‖₂"]) for c in row] for row in cells])
-    np.testing.assert_allclose(shown, np.linalg.norm(trace.residual, axis=-1), rtol=1e-3)  # 4 significant digits
+    np.testing.assert_allclose(shown, np.linalg.norm(trace.residual, axis=-1), atol=5e-5)  # 4 decimals
 
-    entropy = found[ENTROPY]
-    xs, ys = cell_grid(page, entropy, "head", "layer", 4, 4)
-    shown = np.array([[number(c["nats"]) for c in row] for row in read_cells(page, entropy, xs, ys)])
-    np.testing.assert_allclose(shown, head_grid(head_entropy(trace.self_attention), "entropy"), atol=5e-3)
+    cells = read_tips(page, panels(page, "act_entropy")[0])
+    shown = np.array([[number(c["nats"]) for c in row] for row in cells])
+    np.testing.assert_allclose(shown, head_grid(head_entropy(trace.self_attention), "entropy"), atol=5e-5)
 
     point = page.get_by_role("combobox", name="Point")
     point.click()

@@ -15,7 +15,7 @@ from explorer.activation_figures import (
     depth_figure,
     gradient_heatmap,
     gradient_totals_figure,
-    head_grid_figure,
+    head_grid_panel,
     histogram_figure,
     layernorm_figure,
     token_norm_heatmap,
@@ -56,7 +56,7 @@ from explorer.positional_figures import (
 )
 from explorer.positional_figures import offset_scores_figure as offset_figure
 from explorer.stats import head_grid, head_sparsity
-from explorer.vega import heading, wrap
+from explorer.vega import Ramp, heading, wrap
 from tests.drawn import matrices, one_matrix, panel_matrix, title_text, views
 
 TOKENS = "the cat sat on the mat".split()
@@ -327,8 +327,10 @@ def test_layernorm_figure_pairs_input_and_output(trace):
 
 def test_token_norms_heatmap(trace):
     norms = token_norms(trace.first)
-    drawn = one_matrix(token_norm_heatmap(norms, TOKENS, "encoder"))
+    [panel] = token_norm_heatmap(norms, TOKENS, "encoder")["panels"]
+    drawn = panel_matrix(panel)
     np.testing.assert_array_equal(drawn.values, norms.astype(np.float32))
+    assert panel["rows"] * panel["cell_h"] >= 24 * 4  # rows tall enough for their labels
     assert drawn.y_labels == ["input", "after block 0", "after block 1", "after block 2"]
     assert drawn.x_labels == ["the", "cat", "sat", "on", "the·4", "mat"]
     assert (drawn.x_title, drawn.y_title) == ("token", "layer")
@@ -357,15 +359,15 @@ def test_zero_fraction_and_head_grids(trace):
     np.testing.assert_array_equal(spec["datasets"]["act_zeros"]["zero_fraction"], zeros["zero_fraction"])
     assert "ReLU" in title_text(spec)
     grid = head_grid(head_sparsity(trace.first.self_attention), "sparsity")
-    heads = head_grid_figure(grid, "Sparsity", "sub", "sparsity", 0.0, 1.0, colours=CIVIDIS, name="act_sparsity")
-    drawn = matrices(heads)["act_sparsity"]
+    heads = head_grid_panel(grid, "Sparsity", "sub", "sparsity", 0.0, 1.0, colours=CIVIDIS, name="act_sparsity")
+    drawn = panel_matrix(heads)
     np.testing.assert_array_equal(drawn.values, grid.astype(np.float32))
     assert drawn.x_labels == ["H0", "H1", "H2", "H3"] and drawn.y_labels == ["L0", "L1", "L2"]
     assert (drawn.x_title, drawn.y_title) == ("head", "layer")
-    assert drawn.view["layer"][0]["encoding"]["color"]["scale"]["range"] == list(CIVIDIS)
+    np.testing.assert_array_equal(drawn.image, Ramp(CIVIDIS, 0.0, 1.0).rgb(grid.astype(np.float32)))  # CIVIDIS, 0-1
     missing = grid.copy()
     missing[1, 2] = np.nan  # a head whose queries all had no allowed key
-    drawn = one_matrix(head_grid_figure(missing, "Sparsity", "sub", "sparsity", 0.0, 1.0))
+    drawn = panel_matrix(head_grid_panel(missing, "Sparsity", "sub", "sparsity", 0.0, 1.0))
     assert drawn.masked[1, 2] and drawn.masked.sum() == 1
 
 

@@ -5,14 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
-from streamlit.delta_generator import DeltaGenerator
 
 from explorer.activation_figures import (
     CIVIDIS,
     depth_figure,
     gradient_heatmap,
     gradient_totals_figure,
-    head_grid_figure,
+    head_grid_panel,
     histogram_figure,
     layernorm_figure,
     token_norm_heatmap,
@@ -29,19 +28,21 @@ from explorer.activations import (
 )
 from explorer.config import ConfigError, ModelConfig
 from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
+from explorer.matrix_view import board
 from explorer.model import Transformer
 from explorer.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.trace import StackTrace, Trace
 from explorer.vega import VIRIDIS
+from views.matrix_view import show_board
 from views.session import from_model, weights_note
 from views.widgets import csv_button
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
 
 
-def draw(spec: dict, key: str, where: DeltaGenerator | None = None) -> None:
+def draw(spec: dict, key: str) -> None:
     """One Vega-Lite chart at its own size (explorer.vega.chart sets it), with Streamlit's theme off."""
-    (where or st).vega_lite_chart(spec, key=key, theme=None, width="content")
+    st.vega_lite_chart(spec, key=key, theme=None, width="content")
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -109,7 +110,7 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
 def per_token(stack: StackTrace) -> None:
     st.subheader("Per token")
     norms = token_norms(stack)  # [L + 1, T]
-    draw(token_norm_heatmap(norms, stack.tokens, stack.name), "act_token_norms")
+    show_board(token_norm_heatmap(norms, stack.tokens, stack.name), key="act_token_norms")
     frame = pd.DataFrame(
         {
             "layer": np.repeat(np.arange(-1, norms.shape[0] - 1), norms.shape[1]),
@@ -187,12 +188,13 @@ def per_head(stack: StackTrace) -> None:
         ),
         (sparsity, "sparsity", "Sparsity", f"keys dropped keeping {COVERED_MASS:.0%}", "sparsity", 1.0, CIVIDIS),
     ]
-    for column, (frame, name, title, subtitle, unit, top, colours) in zip(st.columns(3), grids, strict=True):
+    panels = []
+    for frame, name, title, subtitle, unit, top, colours in grids:
         grid = head_grid(frame, name)
         if top is None or not np.isfinite(top):
             top = max(float(np.nanmax(grid)) if np.isfinite(grid).any() else 1.0, uniform_distance)
-        figure = head_grid_figure(grid, title, subtitle, unit, 0.0, top, colours=colours, name=f"act_{name}")
-        draw(figure, f"act_{name}", column)
+        panels.append(head_grid_panel(grid, title, subtitle, unit, 0.0, top, colours=colours, name=f"act_{name}"))
+    show_board(board(panels), key="act_heads")
     table = entropy.merge(distance, on=["layer", "head"]).merge(sparsity, on=["layer", "head"])
     if st.toggle("Show the per-head table", key="act_heads_table", help="Every statistic of every head, sortable."):
         st.dataframe(
