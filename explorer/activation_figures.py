@@ -25,7 +25,6 @@ from explorer.vega import (
     chart,
     heading,
     layer_head_axes,
-    matrix_spec,
 )
 
 CIVIDIS = ("#00224e", "#123570", "#3b496c", "#575d6d", "#707173", "#8a8678", "#a59c74", "#c3b369", "#e1cc55",
@@ -348,8 +347,9 @@ def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> dict:
 
 
 def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:
-    """[parameter, block] gradient norm of each weight matrix and bias of one stack, coloured on a log scale
-    (a zero gradient, which has no logarithm, is grey); hover gives the norm itself."""
+    """[parameter, block] gradient norm of each weight matrix and bias of one stack as a matrix-view board, coloured
+    by the norm's log10 so that small and large norms both show (a zero gradient, which has no logarithm, is grey);
+    hover gives the norm itself."""
     part = norms[(norms["stack"] == stack) & norms["layer"].notna()]
     table = part.pivot_table(index="parameter", columns="layer", values="norm", sort=False)  # [parameters, L]
     values = table.to_numpy(dtype=np.float64)  # [parameters, L]
@@ -357,10 +357,9 @@ def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:
     logs = np.log10(np.where(positive, values, 1.0))  # [parameters, L]
     finite = logs[positive]
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    ticks = [math.log10(m * 10.0**e) for e in range(math.floor(low), math.ceil(high) + 1) for m in (1, 2, 5)]
-    ticks = [t for t in ticks if low - 1e-9 <= t <= high + 1e-9] or [low, high]
+    decades = [float(k) for k in range(math.ceil(low), math.floor(high) + 1) if low < k < high]
     n_params, n_blocks = values.shape
-    spec = matrix_spec(
+    panel = matrix_panel(
         logs.astype(np.float32),
         positive,
         Ramp(VIRIDIS, low, high if high > low else low + 1.0, dark="low"),
@@ -369,25 +368,15 @@ def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:
         y_labels=list(table.index),
         x_title="block",
         y_title="parameter",
-        value_title="norm",
+        value_title="log₁₀ norm",
+        value_digits=2,
+        extra={"gradient norm": (values.astype(np.float32), None)},
         title=f"Gradient norm of each weight matrix and bias ({stack} stack)",
-        subtitle=["colour on a log scale, so that small and large norms both show; hover for the value"],
-        text_format=None,
-        masked_text="0 (no gradient reaches it)",
+        subtitle="colour: log₁₀ of the norm (-2 is 0.01), so that small and large norms both show",
+        text_digits=None,
+        masked_text="no gradient reaches it (norm 0)",
+        plot_px=(min(LINE_WIDTH, max(240, 60 * n_blocks)), 24 * n_params),
+        label_chars=40,  # e.g. multihead_attn.out_proj.weight, whole
+        legend_marks=decades if 0 < len(decades) <= 6 else None,
     )
-    spec["width"] = int(min(LINE_WIDTH, max(240, 60 * n_blocks)))
-    spec["height"] = int(24 * n_params)
-    spec["layer"][0]["encoding"]["y"]["axis"]["labelLimit"] = 320  # e.g. multihead_attn.out_proj.weight, whole
-    if "datasets" not in spec:  # too many cells to hover: an image (some thousand blocks)
-        return chart(spec)
-    cells = spec["layer"][0]
-    spec["datasets"]["act_grad_cells"]["norm"] = values.astype(np.float32).ravel()
-    cells["encoding"]["tooltip"] = [
-        {"field": "query", "title": "parameter"},
-        {"field": "key", "title": "block"},
-        {"field": "norm", "title": "gradient norm", "format": ".4g"},
-    ]
-    legend = cells["encoding"]["color"]["legend"]
-    legend |= {"values": ticks, "labelExpr": "format(pow(10, datum.value), '.3~g')",
-               "gradientLength": int(min(200, spec["height"]))}  # fmt: skip
-    return chart(spec)
+    return board([panel])

@@ -52,7 +52,7 @@ def matrix_panel(
     masked_text: str = "masked: may not attend (weight 0)",
     max_px: float = 640,
     pick: str | None = None,
-    extra: dict[str, np.ndarray | tuple[np.ndarray, int]] | None = None,
+    extra: dict[str, np.ndarray | tuple[np.ndarray, int | None]] | None = None,
     outline: tuple[int, int] | None = None,
     tick_px: float | None = None,
     text_px: float = 0.0,
@@ -61,21 +61,22 @@ def matrix_panel(
     hover_titles: tuple[str, str] | None = None,
     legend_marks: list[float] | None = None,
     legend: bool = True,
+    label_chars: int = 14,
 ) -> dict:
     """A [Tq, Tk] matrix: keys across, queries down (first on top), masked cells grey.
 
     The panel has labelled axes and a colour legend, and hover gives query, key and value, then one row per `extra`
     matrix ({title: [Tq, Tk] values}, e.g. the two maps a difference came from; {title: (values, decimals)} to show
-    that row with its own number of decimals, 0 for a rank). With `pick` = "cell", a click sends back the cell
-    clicked ({"row": q, "col": k}). `outline` = (row, col) draws a red frame round that cell, `frame` =
-    (rows, cols) one round the top-left block of that many cells. Cells are square, at most max_px a side, unless
-    `plot_px` = (width, height) gives the matrix its own size. Hover names a cell's row and column by the axis
-    titles, or by `hover_titles` = (row name, column name) when both axes have the same title. The colour legend
-    marks round values between its ends (legend_ticks), or the values `legend_marks`; without `legend` the panel
-    draws none (a neighbour on the same scale draws it).
+    that row with its own number of decimals, 0 for a rank, None for 4 significant digits). With `pick` = "cell",
+    a click sends back the cell clicked ({"row": q, "col": k}). `outline` = (row, col) draws a red frame round that
+    cell, `frame` = (rows, cols) one round the top-left block of that many cells. Cells are square, at most max_px a
+    side, unless `plot_px` = (width, height) gives the matrix its own size. Hover names a cell's row and column by
+    the axis titles, or by `hover_titles` = (row name, column name) when both axes have the same title. The colour
+    legend marks round values between its ends (legend_ticks), or the values `legend_marks`; without `legend` the
+    panel draws none (a neighbour on the same scale draws it).
 
     Labels: up to MAX_TICKS tokens an axis, or with `tick_px` as many as fit that far apart (every n-th token);
-    the component cuts a label longer than 14 characters short on the axis, and hover gives it whole.
+    the component cuts a label longer than `label_chars` characters short on the axis, and hover gives it whole.
     Values are written in the cells of small matrices (MAX_CELL_TEXT) whose cells are at least `text_px` wide.
     """
     values = np.asarray(values, dtype=np.float32)  # [Tq, Tk]
@@ -113,6 +114,7 @@ def matrix_panel(
         "text_digits": text_digits if tq * tk <= MAX_CELL_TEXT and cell >= text_px else None,
         "grid_lines": max(tq, tk) <= GRID_LINES_UP_TO,
         "masked_text": masked_text,
+        "label_chars": label_chars,
         "legend": {
             "colours": list(ramp.colours),
             "low": ramp.low,
@@ -144,8 +146,9 @@ def legend_ticks(low: float, high: float, most: int = LEGEND_TICKS) -> list[floa
     return coarser
 
 
-def _extra_row(title: str, row: np.ndarray | tuple[np.ndarray, int], value_digits: int) -> dict:
-    """One extra hover row: its title, values and decimals (the panel's unless the row brings its own)."""
+def _extra_row(title: str, row: np.ndarray | tuple[np.ndarray, int | None], value_digits: int) -> dict:
+    """One extra hover row: its title, values and decimals (the panel's unless the row brings its own; None: four
+    significant digits)."""
     values, digits = row if isinstance(row, tuple) else (row, value_digits)
     return {"title": title, "values": encode_floats(values), "digits": digits}
 

@@ -261,7 +261,8 @@ def test_activations_default_shows_the_engine_statistics():
     totals = layer_gradient_totals(norms_by_parameter)
     _, grad = chart(at, "parameters (post-norm)")
     np.testing.assert_allclose(grad["act_grad_totals"]["norm"], totals["norm"], rtol=1e-5)
-    heat = matrix(at, "Gradient norm of each weight matrix and bias (encoder stack)")
+    heat = app_matrices(at)["act_grad"]
+    assert heat.title.startswith("Gradient norm of each weight matrix and bias (encoder stack)")
     value = norms_by_parameter.query("layer == 1 and parameter == 'linear1.weight'")["norm"].item()
     assert heat.values[heat.y_labels.index("linear1.weight"), 1] == pytest.approx(np.log10(value), rel=1e-4)
     assert len(at.get("download_button")) == 7
@@ -316,7 +317,8 @@ def test_encoder_decoder_activations_say_which_stack():
     _, depth = chart(at, "Activation statistics over depth (decoder stack)")
     assert "cross-attention output" in set(depth["act_depth"]["point"])
     assert "cross-attention output" in at.selectbox(key="act_point").options
-    grads = matrix(at, "Gradient norm of each weight matrix and bias (decoder stack)")
+    grads = app_matrices(at)["act_grad"]
+    assert grads.title.startswith("Gradient norm of each weight matrix and bias (decoder stack)")
     assert "multihead_attn.in_proj_weight" in grads.y_labels
     _, totals = chart(at, "Gradient norm of each block")
     assert list(dict.fromkeys(totals["act_grad_totals"]["series"])) == ["encoder blocks", "decoder blocks"]

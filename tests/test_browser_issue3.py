@@ -9,6 +9,7 @@ import pytest
 import explorer
 from explorer.activations import value_histogram
 from explorer.config import ModelConfig
+from explorer.gradients import gradient_norms
 from explorer.position_analysis import permutation_demo, reorder
 from explorer.positional import sinusoidal
 from explorer.positional_figures import TYPED_COLOUR
@@ -23,8 +24,8 @@ pytestmark = pytest.mark.browser
 
 TOKENS = "the cat sat on the mat"
 POSITIONAL_CHARTS = 4  # Vega-Lite: curves, wavelengths, similarity profile, offset scores
-ACTIVATION_CHARTS = 6  # Vega-Lite: depth, LayerNorm, histogram, zeros, gradient lines and map
-ACTIVATION_PANELS = 4  # matrix views: token norms, and the 3 per-head grids
+ACTIVATION_CHARTS = 5  # Vega-Lite: depth, LayerNorm, histogram, zeros, gradient lines
+ACTIVATION_PANELS = 5  # matrix views: token norms, the 3 per-head grids, the gradient map
 CURVES = 0
 HISTOGRAM = 2
 
@@ -183,6 +184,13 @@ def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_it
     cells = read_tips(page, panels(page, "act_entropy")[0])
     shown = np.array([[number(c["nats"]) for c in row] for row in cells])
     np.testing.assert_allclose(shown, head_grid(head_entropy(trace.self_attention), "entropy"), atol=5e-5)
+
+    grads = {(c["parameter"], int(c["block"])): c for row in read_tips(page, panels(page, "act_grad")[0]) for c in row}
+    expected = gradient_norms(explorer.build_model(ModelConfig(norm="pre", n_layers=4)), TOKENS).dropna()
+    for parameter, layer, norm in expected[["parameter", "layer", "norm"]].itertuples(index=False):
+        tip = grads[(parameter, int(layer))]  # every parameter of every block hovers
+        assert number(tip["gradient norm"]) == pytest.approx(norm, rel=1e-3)  # 4 significant digits
+        assert number(tip["log₁₀ norm"]) == pytest.approx(np.log10(norm), abs=5e-3)
 
     point = page.get_by_role("combobox", name="Point")
     point.click()

@@ -57,7 +57,7 @@ from explorer.positional_figures import (
 from explorer.positional_figures import offset_scores_figure as offset_figure
 from explorer.stats import head_grid, head_sparsity
 from explorer.vega import Ramp, heading, wrap
-from tests.drawn import matrices, one_matrix, panel_matrix, title_text, views
+from tests.drawn import matrices, panel_matrix, title_text, views
 
 TOKENS = "the cat sat on the mat".split()
 
@@ -382,26 +382,29 @@ def test_gradient_figures():
         frame[frame["stack"] == "decoder"]["norm"], totals[totals["stack"] == "decoder"]["norm"]
     )
     assert marks(spec, "line")[0]["encoding"]["y"]["scale"]["type"] == "log"
-    heat = gradient_heatmap(norms, "decoder")
-    drawn = one_matrix(heat)
+    [panel] = gradient_heatmap(norms, "decoder")["panels"]
+    drawn = panel_matrix(panel)
     decoder = norms[norms["stack"] == "decoder"]
     assert drawn.y_labels == list(dict.fromkeys(decoder["parameter"]))
     assert "multihead_attn.in_proj_weight" in drawn.y_labels
+    assert panel["label_chars"] >= len("multihead_attn.out_proj.weight")  # parameter names stay whole on the axis
     value = decoder.query("layer == 1 and parameter == 'linear2.weight'")["norm"].item()
     row = drawn.y_labels.index("linear2.weight")
     assert drawn.values[row, 1] == pytest.approx(math.log10(value), rel=1e-5)  # colour: log10 of the norm
-    cells = heat["datasets"]["act_grad_cells"]
-    shown = cells[(cells["q"] == row) & (cells["k"] == 1)]["norm"].item()
-    assert shown == pytest.approx(value, rel=1e-6)  # hover: the norm itself
-    assert tooltip_titles(drawn.view["layer"][0]) == ["parameter", "block", "gradient norm"]
+    [norm] = panel["extra"]
+    assert (norm["title"], norm["digits"]) == ("gradient norm", None)  # hover: the norm itself, 4 significant digits
+    shown = decode_floats(norm["values"], drawn.values.shape)[row, 1]
+    assert shown == pytest.approx(value, rel=1e-6)
     assert (drawn.x_title, drawn.y_title) == ("block", "parameter")
+    legend = panel["legend"]
+    assert all(t == int(t) and legend["low"] < t < legend["high"] for t in legend["ticks"])  # whole decades
 
 
 def test_gradient_heatmap_survives_a_zero_gradient():
     norms = pd.DataFrame(
         {"stack": "encoder", "layer": pd.array([0, 0, 1, 1], dtype="Int64"), "parameter": ["a", "b"] * 2}
     ).assign(norm=[0.0, 0.5, 2.0, 0.0])
-    drawn = one_matrix(gradient_heatmap(norms, "encoder"))
+    drawn = panel_matrix(gradient_heatmap(norms, "encoder")["panels"][0])
     assert drawn.masked[0, 0] and drawn.masked[1, 1] and not drawn.masked[1, 0]  # a zero has no logarithm: grey
     assert drawn.values[1, 0] == pytest.approx(math.log10(0.5))
 

@@ -237,7 +237,7 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         "initialisation and a toy objective, so it need not reproduce their figure: switch the norm setting in the "
         "sidebar to compare the two placements on the same weights and tokens."
     )
-    draw(gradient_heatmap(norms, stack.name), "act_grad_heatmap")
+    show_board(gradient_heatmap(norms, stack.name), key="act_grad_heatmap")
     outside = norms[norms["layer"].isna()]
     if len(outside):
         names = ", ".join(f"{p} ({n:.3g})" for p, n in zip(outside["parameter"], outside["norm"], strict=True))

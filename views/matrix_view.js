@@ -8,14 +8,18 @@ const CELL_FONT_SMALL = `11px ${FONT_FAMILY}`;
 const TEXT = "#31333f";
 const MARK = "#d62728";  // red: a framed cell, the typed positions, the picked map of a sheet
 const LEGEND_BAR = { width: 14, gap: 18, most: 200, labelGap: 16 };
-// A longer token is cut short on the axes (hover gives it whole): one long word must not squeeze the matrix into
-// a corner of its panel.
-const AXIS_LABEL_CHARS = 14;
+// A label longer than the panel's label_chars is cut short on the axes (hover gives it whole): one long word must
+// not squeeze the matrix into a corner of its panel.
 const MEASURE = document.createElement("canvas").getContext("2d");  // measures text before a panel's canvas exists
 
-function axisLabel(text) {
+function axisLabel(text, most) {
   const chars = [...String(text)];  // by code point: never split an emoji or accented letter in two
-  return chars.length > AXIS_LABEL_CHARS ? chars.slice(0, AXIS_LABEL_CHARS - 1).join("") + "…" : String(text);
+  return chars.length > most ? chars.slice(0, most - 1).join("") + "…" : String(text);
+}
+
+// A hover number: `digits` decimals, or four significant digits when digits is null (values spanning decades).
+function numberText(value, digits) {
+  return digits === null ? String(Number(value.toPrecision(4))) : value.toFixed(digits);
 }
 
 function bytesOf(base64) {
@@ -41,8 +45,8 @@ function layout(g, p) {
   const plotW = p.cols * p.cell_px;
   const plotH = p.rows * p.cell_h;
   g.font = FONT;
-  const yLabels = p.y_ticks.map((i) => axisLabel(p.y_labels[i]));
-  const xLabels = p.x_ticks.map((i) => axisLabel(p.x_labels[i]));
+  const yLabels = p.y_ticks.map((i) => axisLabel(p.y_labels[i], p.label_chars));
+  const xLabels = p.x_ticks.map((i) => axisLabel(p.x_labels[i], p.label_chars));
   const xWidest = widest(g, xLabels);
   const rotate = xWidest > (p.cell_px * p.cols) / Math.max(1, xLabels.length) - 4;
   const left = 20 + 8 + widest(g, yLabels) + 6;
@@ -71,7 +75,9 @@ function drawAxes(g, p, box) {
   g.font = FONT;
   g.textBaseline = "middle";
   g.textAlign = "right";
-  for (const i of p.y_ticks) g.fillText(axisLabel(p.y_labels[i]), left - 6, top + (i + 0.5) * p.cell_h);
+  for (const i of p.y_ticks) {
+    g.fillText(axisLabel(p.y_labels[i], p.label_chars), left - 6, top + (i + 0.5) * p.cell_h);
+  }
   for (const i of p.x_ticks) {
     const x = left + (i + 0.5) * p.cell_px;
     const y = top + plotH + 6;
@@ -80,12 +86,12 @@ function drawAxes(g, p, box) {
       g.translate(x, y);
       g.rotate(-Math.PI / 4);
       g.textAlign = "right";
-      g.fillText(axisLabel(p.x_labels[i]), 0, 0);
+      g.fillText(axisLabel(p.x_labels[i], p.label_chars), 0, 0);
       g.restore();
     } else {
       g.textAlign = "center";
       g.textBaseline = "top";
-      g.fillText(axisLabel(p.x_labels[i]), x, y);
+      g.fillText(axisLabel(p.x_labels[i], p.label_chars), x, y);
       g.textBaseline = "middle";
     }
   }
@@ -198,7 +204,7 @@ function hoverLines(p, values, masked, r, c) {
   const value = masked && masked[i] ? p.masked_text : values[i].toFixed(p.value_digits);
   const [rowName, colName] = p.hover_titles || [p.y_title, p.x_title];
   const lines = [row(rowName, p.y_labels[r]), row(colName, p.x_labels[c]), row(p.value_title, value)];
-  for (const more of p.extra) lines.push(row(more.title, more.decoded[i].toFixed(more.digits)));
+  for (const more of p.extra) lines.push(row(more.title, numberText(more.decoded[i], more.digits)));
   return lines;
 }
 
