@@ -26,9 +26,7 @@ from explorer.vega import (
     VIRIDIS,
     Ramp,
     chart,
-    concat,
     heading,
-    matrix_spec,
 )
 
 MAX_SIDE = 512  # rows or columns drawn in one heatmap; longer axes show every n-th (said in the title)
@@ -40,6 +38,7 @@ TWILIGHT = ("#e2d9e2", "#9ebbc9", "#6785be", "#5e43a5", "#421257", "#471340", "#
 LINE_WIDTH = 640  # px of the plot area of a line chart
 HEATMAP_PX = 640  # px along the longer side of a big heatmap
 SMALL_MARKERS = 80  # a curve with at most this many points shows each point
+OFFSET_PX = 300  # px along each side of the offset-score matrix, and the height of the line chart beside it
 PERMUTATION_PX = 190  # px along each side of the three reordering maps: they fit side by side
 TABLE_TICK_PX = 28  # px at least between two labels on an axis of the encoding table
 
@@ -99,11 +98,6 @@ def extremes(values: np.ndarray, budget: int) -> np.ndarray:
 
 def _line_axis(title: str, **extra: object) -> dict:
     return {"title": title, "grid": True, "gridColor": GRID_COLOUR, **extra}
-
-
-def _cell_layers(spec: dict) -> list[dict]:
-    """The layers of a matrix view that hover (cells and cell text; not an image or a legend-only layer)."""
-    return [layer for layer in spec["layer"] if "tooltip" in layer.get("encoding", {})]
 
 
 def encoding_curves(table: np.ndarray, dims: list[int], tokens: list[str], kind: str, trained: bool = False) -> dict:
@@ -418,14 +412,13 @@ def _flat_ramp(colours: tuple[str, ...], values: np.ndarray, dark: str) -> Ramp:
     return Ramp(colours, low, high, dark=dark)
 
 
-def offset_scores_figure(result: OffsetScores, positional: str) -> dict:
-    """Left: the [query position, key position] scores of one head on a repeated token. Right: the score against
-    the offset (query minus key position), with the range over each diagonal."""
+def offset_scores_panel(result: OffsetScores) -> dict:
+    """The [query position, key position] scores of one head on a repeated token, as a matrix-view board (masked
+    keys grey)."""
     scores = np.where(np.isfinite(result.scores), result.scores, np.nan).astype(np.float32)  # [P, P]
-    n = scores.shape[0]
     allowed = np.isfinite(scores)  # [P, P]
-    labels = [str(i) for i in range(n)]
-    left = matrix_spec(
+    labels = [str(i) for i in range(scores.shape[0])]
+    panel = matrix_panel(
         np.nan_to_num(scores),
         allowed,
         _flat_ramp(VIRIDIS, scores, "low"),
@@ -436,11 +429,18 @@ def offset_scores_figure(result: OffsetScores, positional: str) -> dict:
         y_title="query position",
         value_title="score",
         title="score of query position vs key position",
-        text_format=None,
-        max_px=330,
-        max_x_ticks=16,
-        max_y_ticks=24,
+        text_digits=None,
+        masked_text="masked: this key may not be attended to",
+        max_px=OFFSET_PX,
+        tick_px=TABLE_TICK_PX,
     )
+    return board([panel])
+
+
+def offset_profile_figure(result: OffsetScores) -> dict:
+    """The score against the offset (query minus key position): the mean over each diagonal, and its range."""
+    scores = np.where(np.isfinite(result.scores), result.scores, np.nan)  # [P, P]
+    n = scores.shape[0]
     low, high = [], []
     for offset in result.offsets:
         diagonal = np.diagonal(scores, offset=-int(offset))  # query m, key m - offset
@@ -463,49 +463,52 @@ def offset_scores_figure(result: OffsetScores, positional: str) -> dict:
          "scale": {"domain": [-(n - 1), n - 1], "nice": False, "zero": False}}  # fmt: skip
     y = {"field": "mean", "type": "quantitative", "scale": {"zero": False},
          "axis": _line_axis("score q·k / √d_head")}  # fmt: skip
-    right = {
-        "title": {"text": "score against offset (query − key)", "anchor": "start"},
-        "width": 400,
-        "height": left["height"],
-        "datasets": {"pos_offsets": frame},
-        "data": {"name": "pos_offsets"},
-        "layer": [
-            {
-                "transform": [{"calculate": f"'{range_name}'", "as": "series"}],
-                "mark": {"type": "area"},
-                "encoding": {"x": x, "y": {**y, "field": "lowest"}, "y2": {"field": "highest"},
-                             "color": {"field": "series", **series}},
-            },
-            {
-                "transform": [{"calculate": f"'{mean_name}'", "as": "series"}],
-                "mark": {"type": "line", "strokeWidth": 2},
-                "encoding": {"x": x, "y": y, "color": {"field": "series", **series}},
-            },
-            {
-                "mark": {"type": "point", "filled": True, "size": 20, "color": "#1f77b4",
-                         "opacity": 1 if len(frame) <= SMALL_MARKERS else 0},
-                "encoding": {"x": x, "y": y, "tooltip": [
-                    {"field": "offset"},
-                    {"field": "mean", "title": "mean score", "format": ".4f"},
-                    {"field": "lowest", "format": ".4f"},
-                    {"field": "highest", "format": ".4f"},
-                ]},
-            },
-        ],
-    }  # fmt: skip
+    return chart(
+        {
+            "title": heading("score against offset (query − key)"),
+            "width": 380,
+            "height": OFFSET_PX,
+            "datasets": {"pos_offsets": frame},
+            "data": {"name": "pos_offsets"},
+            "layer": [
+                {
+                    "transform": [{"calculate": f"'{range_name}'", "as": "series"}],
+                    "mark": {"type": "area"},
+                    "encoding": {"x": x, "y": {**y, "field": "lowest"}, "y2": {"field": "highest"},
+                                 "color": {"field": "series", **series}},
+                },
+                {
+                    "transform": [{"calculate": f"'{mean_name}'", "as": "series"}],
+                    "mark": {"type": "line", "strokeWidth": 2},
+                    "encoding": {"x": x, "y": y, "color": {"field": "series", **series}},
+                },
+                {
+                    "mark": {"type": "point", "filled": True, "size": 20, "color": "#1f77b4",
+                             "opacity": 1 if len(frame) <= SMALL_MARKERS else 0},
+                    "encoding": {"x": x, "y": y, "tooltip": [
+                        {"field": "offset"},
+                        {"field": "mean", "title": "mean score", "format": ".4f"},
+                        {"field": "lowest", "format": ".4f"},
+                        {"field": "highest", "format": ".4f"},
+                    ]},
+                },
+            ],
+        }
+    )  # fmt: skip
+
+
+def offset_verdict(result: OffsetScores, positional: str) -> str:
+    """What the offset scores show, in one sentence: whether each diagonal is constant."""
+    n = result.scores.shape[0]
     verdict = (
         "each diagonal is constant: the score depends on the offset only"
         if result.spread < 1e-4
         else "the diagonals vary: the score depends on where both tokens sit, not just the offset"
     )
-    spec = concat([left, right], shared_colour=False)
-    spec["spacing"] = 50
-    spec["title"] = heading(
-        f"{positional}: layer {result.layer}, head {result.head} scores when {result.token!r} fills all {n} positions",
-        f"{verdict} (largest spread along a diagonal: {result.spread:.2g})",
-        860,
+    return (
+        f"{positional}: layer {result.layer}, head {result.head} scores when {result.token!r} fills all {n} "
+        f"positions: {verdict} (largest spread along a diagonal: {result.spread:.2g})"
     )
-    return spec  # concat() made it a chart: hover is already quiet
 
 
 def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:

@@ -88,7 +88,8 @@ def test_positional_default_draws_the_sinusoids():
     assert "Cosine similarity between" in sim.title
     np.testing.assert_allclose(sim.values, similarity(table, "cosine"), atol=1e-6)
     assert chart(at, "Wavelength of each pair (d_model = 64)")
-    assert chart(at, "fills all 48 positions")
+    assert any("fills all 48 positions" in m.value for m in at.markdown)
+    assert "pos_offset" in app_matrices(at) and chart(at, "score against offset")
     assert len(at.get("download_button")) == 4
     assert not at.get("arrow_data_frame")  # the typed rows' table only on request (it loads a heavy script)
     assert not any("Untrained" in w.value for w in at.warning)  # only the learned table is untrained
@@ -174,8 +175,8 @@ def test_rope_shows_angles_and_offset_only_scores():
     expected = np.degrees(np.mod(rope_angle_table(64, 16).astype(np.float64), 2 * np.pi))  # [P, K/2]
     np.testing.assert_allclose(angles.values, expected, atol=5e-5)  # drawn as float32
     assert chart(at, "Wavelength of each pair (d_head = 16)")
-    spec, tables = chart(at, "fills all 48 positions")
-    assert "depends on the offset only" in title_text(spec)
+    assert any("fills all 48 positions" in m.value and "depends on the offset only" in m.value for m in at.markdown)
+    _, tables = chart(at, "score against offset")
     offsets = tables["pos_offsets"]
     assert ((offsets["highest"] - offsets["lowest"]).max()) < 1e-4
     assert at.text_input(key="pos_dims").disabled

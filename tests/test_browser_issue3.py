@@ -139,8 +139,8 @@ def test_positional_page_explains_bad_input(page, app_url, wait_idle):
 
     found = open_page(page, app_url + "/positional?pos_max=10000000", wait_idle, 1)
     assert "Max position 10,000,000 is out of range" in alerts(page)
-    wait_panels_drawn(page, 3)
-    assert len(found) == 1 and len(panels(page)) == 3  # the offset and reordering demonstrations still draw
+    wait_panels_drawn(page, 4)
+    assert len(found) == 1 and len(panels(page)) == 4  # the offset and reordering demonstrations still draw
     assert_clean(page)
 
 

@@ -45,6 +45,9 @@ from explorer.positional_figures import (
     encoding_heatmap,
     every_nth,
     extremes,
+    offset_profile_figure,
+    offset_scores_panel,
+    offset_verdict,
     ordinal,
     pair_name,
     permutation_figure,
@@ -54,10 +57,9 @@ from explorer.positional_figures import (
     similarity_profile,
     wavelength_figure,
 )
-from explorer.positional_figures import offset_scores_figure as offset_figure
 from explorer.stats import head_grid, head_sparsity
 from explorer.vega import Ramp, heading, wrap
-from tests.drawn import matrices, panel_matrix, title_text, views
+from tests.drawn import panel_matrix, title_text, views
 
 TOKENS = "the cat sat on the mat".split()
 
@@ -239,25 +241,25 @@ def test_rope_angles_are_wrapped_to_degrees_with_radians_on_hover():
     assert (legend["low"], legend["high"], legend["ticks"]) == (0.0, 360.0, [90.0, 180.0, 270.0])
 
 
-def test_offset_scores_figure_shows_masked_keys_grey_and_says_what_it_found():
+def test_offset_scores_show_masked_keys_grey_and_say_what_they_found():
     rope = offset_scores(explorer.ModelConfig(positional="rope", arch="decoder"), "a", 10)
-    spec = offset_figure(rope, "rope")
-    drawn = matrices(spec)["pos_offset"]
+    [panel] = offset_scores_panel(rope)["panels"]
+    drawn = panel_matrix(panel)
     assert drawn.masked[0, 1] and not drawn.masked[1, 0]  # causal: key 1 is masked for query 0
     finite = np.isfinite(rope.scores)
     np.testing.assert_array_equal(drawn.values[finite], rope.scores[finite])
-    assert "depends on the offset only" in title_text(spec)
-    frame = spec["datasets"]["pos_offsets"]
+    assert "depends on the offset only" in offset_verdict(rope, "rope")
+    frame = offset_profile_figure(rope)["datasets"]["pos_offsets"]
     np.testing.assert_array_equal(frame["offset"], np.arange(-9, 10))
     np.testing.assert_allclose(frame["mean"], rope.by_offset.astype(np.float32))
     assert np.isnan(frame["mean"][0]) and np.isnan(frame["lowest"][0])  # offset -9: every key there is masked
     spread = (frame["highest"] - frame["lowest"]).dropna()  # rope: each diagonal constant, up to rounding
     assert len(spread) == 10 and spread.max() < 1e-4
-    sinusoidal_fig = offset_figure(offset_scores(explorer.ModelConfig(), "a", 10), "sinusoidal")
-    assert "diagonals vary" in title_text(sinusoidal_fig)
-    no_positions = offset_figure(offset_scores(explorer.ModelConfig(positional="none"), "a", 10), "none")
-    scale = matrices(no_positions)["pos_offset"].view["layer"][0]["encoding"]["color"]["scale"]
-    assert scale["domain"][-1] > scale["domain"][0]  # all scores equal: still a colour scale that works
+    sinusoidal = offset_scores(explorer.ModelConfig(), "a", 10)
+    assert "diagonals vary" in offset_verdict(sinusoidal, "sinusoidal")
+    no_positions = offset_scores_panel(offset_scores(explorer.ModelConfig(positional="none"), "a", 10))
+    legend = no_positions["panels"][0]["legend"]
+    assert legend["high"] > legend["low"]  # all scores equal: still a colour scale that works
 
 
 def test_permutation_figure_panels():
@@ -426,7 +428,7 @@ def test_only_marks_with_a_tooltip_answer_hover(trace):
         encoding_curves(table, [0, 1], TOKENS, "sinusoidal"),
         wavelength_figure(wavelengths(64), 64, 300),
         similarity_profile(similarity_to(table, 5, "cosine"), 5, "cosine"),
-        offset_figure(offset_scores(explorer.ModelConfig(arch="decoder"), "a", 10), "sinusoidal"),
+        offset_profile_figure(offset_scores(explorer.ModelConfig(arch="decoder"), "a", 10)),
         depth_figure(stats, "encoder"),
         layernorm_figure(stats, "encoder", "pre"),
         histogram_figure(value_histogram(trace.first.activations["blocks.0.ffn.hidden"]), "FFN hidden", "s"),

@@ -29,7 +29,9 @@ from explorer.positional_figures import (
     encoding_curves,
     encoding_heatmap,
     every_nth,
-    offset_scores_figure,
+    offset_profile_figure,
+    offset_scores_panel,
+    offset_verdict,
     permutation_figure,
     permutation_verdict,
     rope_angle_heatmap,
@@ -272,7 +274,12 @@ def offset_demo(cfg: ModelConfig, trace: Trace) -> None:
     layer, head = layer_head(cfg, "pos_offset")
     n = min(OFFSET_POSITIONS, cfg.max_tokens)
     result = offset_scores(cfg, token, n, layer, head, scores=from_model(cached_repeated_scores, cfg, token, n))
-    draw(offset_scores_figure(result, cfg.positional), "pos_offset_scores")
+    st.markdown(f"**{offset_verdict(result, cfg.positional)}**")
+    left, right = st.columns(2)
+    with left:
+        show_board(offset_scores_panel(result), key="pos_offset_scores")
+    with right:
+        draw(offset_profile_figure(result), "pos_offset_profile")
     explanation = {
         "rope": "With rope every diagonal (a fixed offset between query and key) holds one value, up to float32 "
         "rounding: shifting both tokens by the same number of positions leaves their score alone.",
