@@ -190,7 +190,7 @@ def token_norm_heatmap(norms: np.ndarray, tokens: list[str], stack: str) -> dict
     panel = matrix_panel(
         norms.astype(np.float32),
         None,
-        Ramp(VIRIDIS, float(norms.min()), float(max(norms.max(), norms.min() + 1e-6)), dark="low"),
+        Ramp(VIRIDIS, float(norms.min()), float(max(norms.max(), norms.min() + 1e-6))),
         name="act_token_norms",
         x_labels=token_labels(tokens),
         y_labels=["input"] + [f"after block {i}" for i in range(n_rows - 1)],
@@ -297,7 +297,7 @@ def head_grid_panel(
     return matrix_panel(
         np.where(finite, grid, 0.0).astype(np.float32),
         None if finite.all() else finite,
-        Ramp(colours, zmin, zmax if zmax > zmin else zmin + 1.0, dark="low"),
+        Ramp(colours, zmin, zmax if zmax > zmin else zmin + 1.0),
         name=name,
         **layer_head_axes(n_layers, n_heads),
         value_title=colour_title,
@@ -362,7 +362,7 @@ def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:
     panel = matrix_panel(
         logs.astype(np.float32),
         positive,
-        Ramp(VIRIDIS, low, high if high > low else low + 1.0, dark="low"),
+        Ramp(VIRIDIS, low, high if high > low else low + 1.0),
         name="act_grad",
         x_labels=[str(int(c)) for c in table.columns],
         y_labels=list(table.index),

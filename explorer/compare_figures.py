@@ -52,7 +52,7 @@ MAX_LAYER_TICKS = 13
 
 def difference_ramp(half: float) -> Ramp:
     """B's colour at -half, white at 0, A's colour at +half: the A - B scale, centred on 0."""
-    return Ramp((B_COLOUR, "#ffffff", A_COLOUR), -half, half, dark="ends")
+    return Ramp((B_COLOUR, "#ffffff", A_COLOUR), -half, half)
 
 
 def map_px(most_px: float, panel_px: float, y_labels: list[str], value_title: str) -> float:

@@ -136,7 +136,7 @@ def _entropy_parts(df: pd.DataFrame) -> dict:
     return {
         "values": ent,
         "allowed": None,
-        "ramp": Ramp(VIRIDIS, 0.0, top, dark="low"),
+        "ramp": Ramp(VIRIDIS, 0.0, top),
         **layer_head_axes(n_layers, n_heads),
         "value_title": "entropy (nats)",
         "title": "Mean attention entropy per head (nats)",

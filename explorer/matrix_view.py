@@ -99,7 +99,7 @@ def matrix_panel(
         "cols": tk,
         "cell_px": cell,
         "cell_h": cell_h,
-        "png": png_uri(ramp.rgb(shown), min_side=1),  # one pixel per cell; the browser scales it up unsmoothed
+        "png": png_uri(ramp.rgb(shown)),  # one pixel per cell; the browser scales it up unsmoothed
         "values": encode_floats(values),
         "masked": base64.b64encode(masked.astype(np.uint8).tobytes()).decode("ascii") if masked.any() else None,
         "x_labels": list(x_labels),
@@ -202,7 +202,7 @@ def sheet_panel(
         "cols": tk,
         "cell_px": cell,
         "cell_h": cell,
-        "png": png_uri(picture, min_side=1),  # map i's cells at row i // columns, column i % columns of maps
+        "png": png_uri(picture),  # map i's cells at row i // columns, column i % columns of maps
         "titles": list(titles),
         "hovers": list(hovers),
         "picks": picks,

@@ -183,7 +183,7 @@ def encoding_curves(table: np.ndarray, dims: list[int], tokens: list[str], kind:
 
 def _diverging(values: np.ndarray) -> Ramp:
     top = float(max(np.abs(values).max(), 1e-6)) if values.size else 1.0
-    return Ramp(RDBU, -top, top, dark="ends")
+    return Ramp(RDBU, -top, top)
 
 
 def encoding_heatmap(table: np.ndarray, tokens: list[str], kind: str, trained: bool = False) -> dict:
@@ -192,7 +192,7 @@ def encoding_heatmap(table: np.ndarray, tokens: list[str], kind: str, trained: b
     n_positions, d_model = table.shape  # [P, D]
     rows, cols = every_nth(n_positions), every_nth(d_model)
     z = table[np.ix_(rows, cols)].astype(np.float32)  # [P', D']
-    ramp = Ramp(RDBU, -1.0, 1.0, dark="ends") if kind == "sinusoidal" else _diverging(z)
+    ramp = Ramp(RDBU, -1.0, 1.0) if kind == "sinusoidal" else _diverging(z)
     state = "trained" if trained else "untrained, random init"
     what = "Sinusoidal encoding" if kind == "sinusoidal" else f"Learned position embedding ({state})"
     note = _shown_note(rows, n_positions, "position") + _shown_note(cols, d_model, "dimension")
@@ -292,7 +292,7 @@ def similarity_heatmap(
     matrix-view board: every cell hovers, the typed positions framed in red."""
     n_all = int(positions[-1]) + 1 if len(positions) else 0
     label = "cosine" if metric == "cosine" else "dot product"
-    ramp = Ramp(RDBU, -1.0, 1.0, dark="ends") if metric == "cosine" else _diverging(sim)
+    ramp = Ramp(RDBU, -1.0, 1.0) if metric == "cosine" else _diverging(sim)
     step = int(positions[1] - positions[0]) if len(positions) > 1 else 1
     note = f" · every {ordinal(step)} position drawn" if step > 1 else ""
     which = "sinusoidal encodings" if kind == "sinusoidal" else f"learned ({_state(trained)}) embeddings"
@@ -382,7 +382,7 @@ def rope_angle_heatmap(angles: np.ndarray, n_tokens: int) -> dict:
     panel = matrix_panel(
         degrees,
         None,
-        Ramp(TWILIGHT, 0.0, 360.0, dark="ends"),
+        Ramp(TWILIGHT, 0.0, 360.0),
         name="pos_rope",
         x_labels=[str(i) for i in range(n_pairs)],
         y_labels=[str(r) for r in rows],
@@ -403,13 +403,13 @@ def rope_angle_heatmap(angles: np.ndarray, n_tokens: int) -> dict:
     return board([panel])
 
 
-def _flat_ramp(colours: tuple[str, ...], values: np.ndarray, dark: str) -> Ramp:
+def _flat_ramp(colours: tuple[str, ...], values: np.ndarray) -> Ramp:
     """A ramp over the finite values (a little wider when they are all equal, e.g. no positions at all)."""
     finite = values[np.isfinite(values)]
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     if high - low < 1e-6 * max(1.0, abs(low)):
         low, high = low - 0.5e-3 * max(1.0, abs(low)), high + 0.5e-3 * max(1.0, abs(high))
-    return Ramp(colours, low, high, dark=dark)
+    return Ramp(colours, low, high)
 
 
 def offset_scores_panel(result: OffsetScores) -> dict:
@@ -421,7 +421,7 @@ def offset_scores_panel(result: OffsetScores) -> dict:
     panel = matrix_panel(
         np.nan_to_num(scores),
         allowed,
-        _flat_ramp(VIRIDIS, scores, "low"),
+        _flat_ramp(VIRIDIS, scores),
         name="pos_offset",
         x_labels=labels,
         y_labels=labels,

@@ -1,5 +1,5 @@
-"""Read charts the way the browser gets them: Vega-Lite charts (tables, matrices, labels and titles) and matrix-view
-boards (views/matrix_view.js) (test helper)."""
+"""Read charts the way the browser gets them: Vega-Lite charts (tables, labels and titles) and matrix-view boards
+(views/matrix_view.js) (test helper)."""
 
 from __future__ import annotations
 
@@ -74,63 +74,11 @@ class DrawnMatrix:
     y_title: str
     title: str
     view: dict
-    image: np.ndarray | None = None  # [H, W, 3] uint8 when the matrix is drawn as one image
+    image: np.ndarray  # [rows, cols, 3] uint8: the picture the panel paints, one pixel per cell
 
 
 def _decode_png(uri: str) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB"))
-
-
-def matrices(spec: dict, tables: dict[str, pd.DataFrame] | None = None) -> dict[str, DrawnMatrix]:
-    """Each matrix view of a chart (built by explorer.vega.matrix_spec) by its name."""
-    tables = chart_tables(spec) if tables is None else tables
-    values_of = params(spec)
-    found = {}
-    for view in views(spec):
-        layers = view.get("layer") or []
-        if not layers:
-            continue
-        first = layers[0]
-        encoding = first.get("encoding", {})
-        x_axis = encoding.get("x", {}).get("axis")
-        if not isinstance(x_axis, dict) or not str(x_axis.get("labelExpr", "")).endswith("_keys[floor(datum.value)]"):
-            continue  # not a matrix_spec view (those label their keys from a "<name>_keys" parameter)
-        y_axis = encoding["y"]["axis"]
-        keys_param = x_axis["labelExpr"].split("[")[0]
-        name = keys_param.removesuffix("_keys")
-        tk, tq = len(values_of[keys_param]), len(values_of[f"{name}_queries"])
-        image = None
-        if first["mark"]["type"] == "image":
-            image = _decode_png(first["data"]["values"][0]["url"])
-            values = np.full((tq, tk), np.nan)
-            masked = np.zeros((tq, tk), dtype=bool)
-        else:
-            table = tables[first["data"]["name"]]
-            values = np.full((tq, tk), np.nan)
-            masked = np.zeros((tq, tk), dtype=bool)
-            q, k = table["q"].to_numpy(), table["k"].to_numpy()
-            values[q, k] = table["value"].to_numpy(dtype=np.float64)
-            masked[q, k] = table["masked"].to_numpy(dtype=bool)
-            values[masked] = np.nan
-        found[name] = DrawnMatrix(
-            name=name,
-            values=values,
-            masked=masked,
-            x_labels=list(values_of[keys_param]),
-            y_labels=list(values_of[f"{name}_queries"]),
-            x_title=x_axis["title"],
-            y_title=y_axis["title"],
-            title=title_text(view),
-            view=view,
-            image=image,
-        )
-    return found
-
-
-def one_matrix(spec: dict, tables: dict[str, pd.DataFrame] | None = None) -> DrawnMatrix:
-    found = matrices(spec, tables)
-    assert len(found) == 1, list(found)
-    return next(iter(found.values()))
 
 
 def app_boards(at) -> dict[str, dict]:
@@ -166,11 +114,8 @@ def sheet_maps(sheet: dict) -> dict[str, np.ndarray]:
 
 
 def app_matrices(at) -> dict[str, DrawnMatrix]:
-    """Every matrix an AppTest run drew, by name: the matrix views of Vega-Lite charts and the matrix panels of boards
-    (not the small maps of a sheet: sheet_maps)."""
-    drawn = [m for spec, tables in app_charts(at) for m in matrices(spec, tables).values()]
-    panels = [p for board in app_boards(at).values() for p in board["panels"]]
-    drawn += [panel_matrix(p) for p in panels if p["kind"] == "matrix"]
+    """Every matrix panel the boards of an AppTest run drew, by name (not the small maps of a sheet: sheet_maps)."""
+    drawn = [panel_matrix(p) for board in app_boards(at).values() for p in board["panels"] if p["kind"] == "matrix"]
     names = [m.name for m in drawn]
     assert len(set(names)) == len(names), f"two matrices share a name: {names}"
     return {m.name: m for m in drawn}

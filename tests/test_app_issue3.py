@@ -19,7 +19,7 @@ from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradien
 from explorer.position_analysis import encoding_table, permutation_demo, reorder, rope_angle_table, similarity
 from explorer.stats import head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.vega import RDBU, Ramp
-from tests.drawn import DrawnMatrix, app_boards, app_charts, app_matrices, matrices, one_matrix, params, title_text
+from tests.drawn import app_boards, app_charts, app_matrices, title_text
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 TOKENS = "the cat sat on the mat"
@@ -47,12 +47,6 @@ def chart(at: AppTest, words: str) -> tuple[dict, dict[str, pd.DataFrame]]:
     found = [(spec, tables) for spec, tables in app_charts(at) if words in title_text(spec)]
     assert len(found) == 1, [title_text(spec)[:60] for spec in specs(at)]
     return found[0]
-
-
-def matrix(at: AppTest, words: str, name: str | None = None) -> DrawnMatrix:
-    """The matrix view (by name, or the only one) of the chart titled with `words`."""
-    spec, tables = chart(at, words)
-    return matrices(spec, tables)[name] if name else one_matrix(spec, tables)
 
 
 def errors(at: AppTest) -> str:
@@ -393,16 +387,14 @@ def test_bad_sidebar_settings_give_a_message_not_a_traceback(page, params, messa
 
 @pytest.mark.parametrize("page", [POSITIONAL, ACTIVATIONS, ANATOMY])
 def test_html_in_tokens_is_shown_as_text(page):
-    """Vega-Lite draws labels as text and its tooltips escape HTML: a token is passed as typed, never
-    pre-escaped (which would show "&lt;b&gt;"); tests/test_browser_issue3.py hovers one."""
+    """Vega-Lite and the matrix view draw labels as text and their tooltips never read HTML: a token is passed as
+    typed, never pre-escaped (which would show "&lt;b&gt;"); tests/test_browser_issue3.py hovers one."""
     at = open_page(page, tokens="<b>bold</b> x")
     assert not at.error
     labels = []
     for spec, tables in app_charts(at):
         assert "&lt;" not in json.dumps(spec) + "".join(t.to_json() for t in tables.values())
-        if any(name.endswith("_keys") for name in params(spec)):  # a matrix chart (tests.drawn reads only those)
-            labels += [label for drawn in matrices(spec, tables).values() for label in drawn.x_labels]
-    for board in app_boards(at).values():  # matrix views: labels travel as typed too
+    for board in app_boards(at).values():  # matrix views: labels travel as typed
         assert "&lt;" not in json.dumps(board)
         labels += [label for panel in board["panels"] if panel["kind"] == "matrix" for label in panel["x_labels"]]
     assert ("<b>bold</b>" in labels) == (page != ANATOMY)
