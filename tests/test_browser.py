@@ -111,6 +111,15 @@ def test_long_tokens_are_cut_short_on_the_axes_and_whole_in_the_hover(page, app_
     assert_clean(page)
 
 
+def test_a_one_token_map_has_room_for_its_axis_title(page, app_url, wait_idle):
+    open_page(page, f"{app_url}/?arch=encoder-decoder&tokens=alone&target=x", wait_idle)
+    image = pixels(main_map(page))  # cross-attention: 1 x 1 cells, shorter than "query (target)" is long
+    ink = np.nonzero((image[:, 4:24] < 120).all(axis=-1).any(axis=1))[0]  # rows with the y title's dark text
+    assert ink.max() - ink.min() > 60  # the whole title, down the left side ...
+    assert ink.min() > 0 and ink.max() < image.shape[0] - 1  # ... cut off at neither end of the canvas
+    assert_clean(page)
+
+
 def test_url_sets_controls(page, app_url, wait_idle):
     open_page(page, app_url + "/?n_heads=2&n_layers=3&mask=causal%2Bpadding&tokens=%5BPAD%5D%20a%20b", wait_idle)
     titles = {tip_at(page, *centre)[""] for centre in sheet_centres(panels(page, "grid")[0]).values()}

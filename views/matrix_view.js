@@ -50,7 +50,10 @@ function layout(g, p) {
   const xWidest = widest(g, xLabels);
   const rotate = xWidest > (p.cell_px * p.cols) / Math.max(1, xLabels.length) - 4;
   const left = 20 + 8 + widest(g, yLabels) + 6;
-  const top = 8;
+  g.font = `600 ${FONT}`;
+  const yTitleWidth = g.measureText(p.y_title).width;  // written down the left side, centred on the matrix
+  g.font = FONT;
+  const top = Math.max(8, (yTitleWidth + 8 - plotH) / 2);  // a matrix shorter than its title moves down to fit it
   const xLabelsHeight = rotate ? xWidest * Math.SQRT1_2 + 14 : 18;
   const bottom = 6 + xLabelsHeight + 24;
   let right = 0;
