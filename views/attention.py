@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from functools import partial
 
+import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
@@ -71,9 +72,10 @@ def view_options(maps: AttentionMaps) -> tuple[list[int], list]:
 
 
 @st.fragment
-def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
+def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame) -> None:
     """Layer and head selectors with the downloads of the map they pick, then one board: that map large, each head's
-    entropy, and every layer x head small. Reruns alone when a selector changes or a small map is clicked."""
+    entropy (head_entropy of maps), and every layer x head small. Reruns alone when a selector changes or a small
+    map is clicked."""
     layers, heads = view_options(maps)
     controls = st.container(horizontal=True, vertical_alignment="bottom")  # one block: fewer elements to lay out
     layer = controls.selectbox("Layer", layers, key="layer", bind="query-params", width=SELECTOR_PX)
@@ -90,7 +92,7 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig) -> None:
     if head_index is None:
         st.info(f"Showing the **average** of all {maps.n_heads} heads of layer {layer}, not a single head.")
     window = zoom_window(maps)
-    top = [attention_map_panel(maps, layer, head_index, window=window), entropy_panel(head_entropy(maps))]
+    top = [attention_map_panel(maps, layer, head_index, window=window), entropy_panel(entropy)]
     if grid_cells(maps) <= GRID_MAX_CELLS:
         picked = (layer, head_index) if head_index is not None else None
         show_board(board(top, grid_board(maps, picked=picked)["panels"]), key="maps", on_pick=pick_from_grid)
@@ -135,11 +137,11 @@ def empty_rows_warning(maps: AttentionMaps) -> None:
     )
 
 
-def entropy_table(maps: AttentionMaps) -> None:
+def entropy_table(entropy: pd.DataFrame) -> None:
     """On request, the entropy and peakedness of every head as a sortable table."""
     if st.toggle("Show the entropy table", key="entropy_table", help="Entropy and peakedness of every head, sortable."):
         st.dataframe(
-            head_entropy(maps),
+            entropy,
             hide_index=True,
             column_config={
                 "entropy": st.column_config.NumberColumn("entropy (nats)", format="%.4f"),
@@ -176,8 +178,9 @@ def main() -> None:
             help="cross-attention: each target token (query) looks at the source tokens (keys).",
         )
     maps = all_maps[kind]
-    map_viewer(maps, cfg)
-    entropy_table(maps)
+    entropy = head_entropy(maps)  # once a run: the board beside the map and the table below both show it
+    map_viewer(maps, cfg, entropy)
+    entropy_table(entropy)
     with notes:
         show_url_notes(VIEW_NOTES_KEY)
 
