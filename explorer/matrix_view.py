@@ -200,8 +200,7 @@ def sheet_panel(
         "columns": columns,
         "rows": tq,
         "cols": tk,
-        "cell_px": cell,
-        "cell_h": cell,
+        "cell_px": cell,  # square cells
         "png": png_uri(picture),  # map i's cells at row i // columns, column i % columns of maps
         "titles": list(titles),
         "hovers": list(hovers),

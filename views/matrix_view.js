@@ -300,7 +300,7 @@ const SHEET = { font: `12px ${FONT_FAMILY}`, titleHeight: 18, gapX: 10, gapY: 4,
 // margin leaves room for the red frame round a map on the edge.
 function sheetLayout(p) {
   const mapW = Math.round(p.cols * p.cell_px);  // whole pixels: the lines round each map fall on pixels, unblurred
-  const mapH = Math.round(p.rows * p.cell_h);
+  const mapH = Math.round(p.rows * p.cell_px);  // a sheet's cells are square
   const rows = Math.ceil(p.titles.length / p.columns);
   const maps = p.titles.map((_, i) => [
     SHEET.margin + (i % p.columns) * (mapW + SHEET.gapX),
