@@ -1,11 +1,9 @@
-"""Vega-Lite charts of the positional page: encodings, wavelengths, similarities, rotary angles, offset scores and
-the permutation demonstration. Arrays in, spec dict out (no Streamlit here; see explorer/vega.py for why Vega-Lite).
-The whole encoding table and the similarity of positions, often above Vega-Lite's hover limit, are matrix-view
-boards instead (pos_table, pos_similarity).
+"""Charts of the positional page: encodings, wavelengths, similarities, rotary angles, offset scores and the
+permutation demonstration. Arrays in, dicts out (no Streamlit here): Vega-Lite specs for the curves and profiles
+(see explorer/vega.py), matrix-view boards for every matrix (explorer/matrix_view.py).
 
-Each chart names its tables (under "datasets") and matrix views: pos_curves, pos_typed, pos_table,
-pos_wavelengths, pos_similarity, pos_profile, pos_rope, pos_offset (matrix) + pos_offsets, and perm_typed,
-perm_moved, perm_rerun.
+Vega-Lite tables (under "datasets"): pos_curves, pos_typed, pos_wavelengths, pos_profile, pos_offsets. Matrix
+panels: pos_table, pos_similarity, pos_rope, pos_offset, perm_typed, perm_moved, perm_rerun.
 """
 
 from __future__ import annotations

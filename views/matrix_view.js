@@ -8,10 +8,10 @@ const CELL_FONT_SMALL = `11px ${FONT_FAMILY}`;
 const TEXT = "#31333f";
 const MARK = "#d62728";  // red: a framed cell, the typed positions, the picked map of a sheet
 const LEGEND_BAR = { width: 14, gap: 18, most: 200, labelGap: 16 };
-// A label longer than the panel's label_chars is cut short on the axes (hover gives it whole): one long word must
-// not squeeze the matrix into a corner of its panel.
 const MEASURE = document.createElement("canvas").getContext("2d");  // measures text before a panel's canvas exists
 
+// A label longer than `most` (the panel's label_chars) is cut short on the axes (hover gives it whole): one long
+// word must not squeeze the matrix into a corner of its panel.
 function axisLabel(text, most) {
   const chars = [...String(text)];  // by code point: never split an emoji or accented letter in two
   return chars.length > most ? chars.slice(0, most - 1).join("") + "…" : String(text);

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import streamlit as st
 import torch
+from streamlit.delta_generator import DeltaGenerator
 
 from explorer import checkpoints
 from explorer.config import ConfigError, ModelConfig
@@ -218,7 +219,7 @@ def screen_settings_params() -> None:
         note_ignored_url_value(SETTINGS_NOTES_KEY, key, accepted, why)
 
 
-def whole_number(where, key: str) -> int:
+def whole_number(where: DeltaGenerator, key: str) -> int:
     """The number input of one of WHOLE_NUMBERS, bound to the URL parameter `key`."""
     label, low, high, default, step, help_text = WHOLE_NUMBERS[key]
     value = where.number_input(
