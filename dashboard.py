@@ -22,7 +22,7 @@ import explorer
 from explorer.config import CHOICES, FIELDS, INT_LIMITS, PAD_TOKEN, ConfigError, ModelConfig, check_url_value
 from views.nodelay import disable_nagle_once
 from views.session import cached_model
-from views.widgets import show_url_notes
+from views.widgets import ignored_url_value, show_url_notes
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
     st.Page("views/attention.py", title="Attention", default=True),
@@ -55,12 +55,6 @@ HELP = {
 NOTES_KEY = "_url_notes"
 
 
-def _shown(raw: str) -> str:
-    """User text made safe inside a Markdown code span, and short."""
-    text = raw.replace("`", "'").replace("\n", " ")
-    return text if len(text) <= 40 else text[:40] + "…"
-
-
 def screen_query_params() -> None:
     """Before any widget exists: record a note for each junk config value in the URL, and fix near misses.
 
@@ -78,10 +72,7 @@ def screen_query_params() -> None:
                 st.session_state[name] = value
             continue
         default = getattr(DEFAULTS, name)
-        message = (
-            f"URL parameter `{name}={_shown(raw)}` was ignored: {problem}. "
-            f"Using {name} = `{default}` (the default) instead."
-        )
+        message = f"{ignored_url_value(name, raw, problem)}. Using {name} = `{default}` (the default) instead."
         notes[name] = (message, default)
 
 

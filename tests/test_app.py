@@ -250,6 +250,16 @@ def test_junk_url_params_warn_and_fall_back(at, param, raw, used):
     assert any(param in w.value for w in at.warning)
 
 
+def test_junk_url_value_is_shown_safe_and_short(at):
+    at.query_params["norm"] = "`side`\nways" + "x" * 60  # a backtick would end the code span, a newline the line
+    at.run()
+    assert_ok(at)
+    (warning,) = [w.value for w in at.warning]
+    shown = warning.split("`norm=", 1)[1].split("`", 1)[0]
+    assert shown == ("'side' ways" + "x" * 60)[:40] + "…"
+    assert warning.count("`") % 2 == 0
+
+
 def test_junk_view_params_warn(at):
     at.query_params.update({"head": "9", "layer": "x"})
     at.run()

@@ -35,7 +35,7 @@ from explorer.trace import StackTrace, Trace
 from explorer.vega import VIRIDIS
 from views.matrix_view import show_board
 from views.session import from_model, weights_note
-from views.widgets import csv_button
+from views.widgets import csv_button, ignored_url_value
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
 
@@ -67,11 +67,9 @@ def warn_junk_url(allowed: dict[str, list[str]]) -> None:
     """Streamlit silently drops a URL value its widget cannot take: say so."""
     for key, options in allowed.items():
         if key in st.query_params and st.query_params[key] not in options:
-            shown = st.query_params[key].replace("`", "'").replace("\n", " ")[:40]
+            why = "it is not one of " + ", ".join(options[:12])
             st.warning(
-                f"URL parameter `{key}={shown}` was ignored: it is not one of {', '.join(options[:12])}; using the "
-                "default.",
-                icon=":material/link_off:",
+                f"{ignored_url_value(key, st.query_params[key], why)}; using the default.", icon=":material/link_off:"
             )
 
 

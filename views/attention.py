@@ -15,7 +15,7 @@ from explorer.matrix_view import board
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
 from views.matrix_view import picked_value, show_board
-from views.widgets import note_ignored_url_value, one_of, show_url_notes
+from views.widgets import code_text, note_ignored_url_value, one_of, show_url_notes
 
 AVERAGE = "average of heads"
 ZOOM_SIDE = 128  # a map of more than ZOOM_SIDE x ZOOM_SIDE cells offers a zoom window this many tokens a side
@@ -38,11 +38,6 @@ def pick_from_grid() -> None:
     picked = picked_value("maps")
     if picked is not None:
         st.session_state["layer"], st.session_state["head"] = int(picked["layer"]), int(picked["head"])
-
-
-def _code(text: str) -> str:
-    """User text made safe inside a Markdown code span."""
-    return text.replace("`", "'")[:40]
 
 
 def zoom_window(maps: AttentionMaps) -> tuple[int, int, int, int] | None:
@@ -128,7 +123,7 @@ def empty_rows_warning(maps: AttentionMaps) -> None:
     if not empty.any():
         return
     n_empty = int(empty.sum())
-    names = ", ".join(f"`{_code(maps.query_tokens[i])}` (position {i})" for i in empty.nonzero()[0][:10])
+    names = ", ".join(f"`{code_text(maps.query_tokens[i])}` (position {i})" for i in empty.nonzero()[0][:10])
     st.warning(
         f"{n_empty} {'query has' if n_empty == 1 else 'queries have'} no key to attend to: {names}. "
         f"{'Its row is' if n_empty == 1 else 'Their rows are'} all zeros (marked ⊘), not a probability "

@@ -42,7 +42,7 @@ from explorer.matrix_view import board
 from explorer.trace import Trace
 from views.matrix_view import picked_value, show_board
 from views.session import cached_model, model_key, session_model
-from views.widgets import note_ignored_url_value, one_of, show_url_notes
+from views.widgets import code_text, ignored_url_value, note_ignored_url_value, one_of, show_url_notes
 
 CONFIGURATION, INPUT = "configuration", "input"
 DEFAULT_TARGET = "le chat est assis sur le tapis"  # what B's decoder reads when A has none
@@ -152,9 +152,8 @@ def screen_b_params(defaults: dict[str, Any]) -> None:
                 st.session_state[key] = value
                 fixed.add((key, raw))
             continue
-        shown = raw.replace("`", "'").replace("\n", " ")[:40]
         notes[key] = (
-            f"URL parameter `{key}={shown}` was ignored: {problem}. B uses {field} = `{defaults[key]}` instead.",
+            f"{ignored_url_value(key, raw, problem)}. B uses {field} = `{defaults[key]}` instead.",
             defaults[key],
         )
 
@@ -276,12 +275,6 @@ def describe(cfg: ModelConfig, other: ModelConfig) -> str:
         "seed": f"seed {cfg.seed}",
     }
     return " · ".join(f"**{text}**" if getattr(cfg, f) != getattr(other, f) else text for f, text in parts.items())
-
-
-def code_text(text: str, limit: int = 80) -> str:
-    """User text made safe inside a Markdown code span, and short."""
-    text = text.replace("`", "'").replace("\n", " ")
-    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def changes(a: ModelConfig, b: ModelConfig) -> str:
@@ -654,8 +647,8 @@ def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: s
     """Both configurations in a line each (differences in bold), then whether B runs on A's weights."""
     if mode == INPUT:
         st.markdown(
-            f"**A** and **B** · {describe(a, a)}  \n**A** reads `{code_text(text_a)}` · **B** reads "
-            f"`{code_text(text_b)}`"
+            f"**A** and **B** · {describe(a, a)}  \n**A** reads `{code_text(text_a, 80)}` · **B** reads "
+            f"`{code_text(text_b, 80)}`"
         )
         if traced:
             st.success(

@@ -42,7 +42,7 @@ from explorer.positional_figures import (
 from explorer.trace import Trace
 from views.matrix_view import show_board
 from views.session import from_model, trained_label
-from views.widgets import csv_button
+from views.widgets import csv_button, ignored_url_value
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
 METRICS = ("cosine", "dot")
@@ -120,8 +120,7 @@ def warn_junk_url(allowed: dict[str, list[str] | None]) -> None:
             continue
         else:
             why = "it is not one of " + ", ".join(options[:12]) + ("…" if len(options) > 12 else "")
-        shown = raw.replace("`", "'").replace("\n", " ")[:40]
-        st.warning(f"URL parameter `{key}={shown}` was ignored: {why}; using the default.", icon=":material/link_off:")
+        st.warning(f"{ignored_url_value(key, raw, why)}; using the default.", icon=":material/link_off:")
 
 
 def table_frame(table: np.ndarray, tokens: list[str] | None = None) -> pd.DataFrame:

@@ -22,6 +22,17 @@ def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> Non
     )
 
 
+def code_text(text: str, limit: int = 40) -> str:
+    """User text made safe inside a Markdown code span (no backtick, no line break), cut to `limit` characters."""
+    text = text.replace("`", "'").replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def ignored_url_value(key: str, raw: str, why: str) -> str:
+    """The sentence that says a URL value was ignored, and why (the caller adds what is used instead)."""
+    return f"URL parameter `{key}={code_text(raw)}` was ignored: {why}"
+
+
 def one_of(options: Iterable) -> Callable[[str], bool]:
     """Whether a URL value names one of the options (as the widget shows them)."""
     shown = {str(o) for o in options}
@@ -46,8 +57,7 @@ def note_ignored_url_value(notes_key: str, key: str, accepted: Callable[[str], b
     such a value silently and strips it from the URL, so the note says what happened until the user changes that
     widget (show_url_notes)."""
     if key in st.query_params and not accepted(st.query_params[key]):
-        raw = st.query_params[key].replace("`", "'").replace("\n", " ")[:40]
-        st.session_state.setdefault(notes_key, {})[key] = (f"URL parameter `{key}={raw}` was ignored: {why}", None)
+        st.session_state.setdefault(notes_key, {})[key] = (ignored_url_value(key, st.query_params[key], why), None)
 
 
 def show_url_notes(notes_key: str) -> None:
