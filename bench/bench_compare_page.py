@@ -32,10 +32,10 @@ from pathlib import Path
 from urllib.parse import quote, urlencode
 
 # bench/ is on sys.path when a script here runs
+from sentences import words
 from serve import BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving_all, turns
 
 TARGET = 3.0  # seconds from navigation to the fully drawn Compare page, warm
-SENTENCE = "the cat sat on the mat while a small dog ran after it across the long green field"
 EXPECTED_CHARTS = 4  # matrix-view boards: A | B maps, A - B map, ranking heatmap; Vega-Lite: per-layer lines
 CHARTS = "[data-testid='stVegaLiteChart'], [data-testid^='stBidiComponent']"
 # --baseline: the least a Streamlit page with the same boards and Vega-Lite chart costs here (the maps have the
@@ -107,11 +107,6 @@ READY = f"""() => {{
     const drawn = {CHARTS_DRAWN};
     return drawn.length >= {EXPECTED_CHARTS} && drawn.every(Boolean);
 }}"""
-
-
-def words(n: int) -> str:
-    base = SENTENCE.split()
-    return " ".join(base[i % len(base)] for i in range(n))
 
 
 def load_once(browser, url: str, timeout_ms: int) -> tuple[float, int, list[str]]:

@@ -27,17 +27,12 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 # bench/ is on sys.path when a script here runs
+from sentences import words
 from serve import BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, keepalive_ms, serving_all, turns
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.5  # seconds from navigation to a drawn heatmap, warm
-SMALL = {
-    "d_model": 256,
-    "n_heads": 8,
-    "n_layers": 4,
-    "d_ff": 1024,
-    "tokens": "the cat sat on the mat while a small dog ran after it across the long green field",  # 16 words
-}
+SMALL = {"d_model": 256, "n_heads": 8, "n_layers": 4, "d_ff": 1024, "tokens": words(16)}  # T = 16, as issue 2 asks
 # --baseline: the least a Streamlit page costs on this machine, for scale: bare, with one small Vega-Lite heatmap
 # (what the page drew before the matrix view), and with the same sidebar controls as the dashboard but no chart.
 BASELINE_APPS = {

@@ -30,6 +30,8 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere: `import explorer`
 
+from sentences import words  # noqa: E402  (bench/ is on sys.path when a script here runs)
+
 import explorer  # noqa: E402
 
 TARGET = 1.5  # explorer.run may take at most this many times the stock torch forward
@@ -106,15 +108,6 @@ def interleaved_medians(fns: dict[str, Callable[[], object]], warmup: int, repea
             fn()
             times[name].append(time.perf_counter() - t0)
     return {name: statistics.median(ts) for name, ts in times.items()}
-
-
-SENTENCE = "the cat sat on the mat while a small dog ran after it across the long green field"
-
-
-def words(n: int) -> str:
-    """n whitespace-separated words, the sentence repeated as needed."""
-    base = SENTENCE.split()
-    return " ".join(base[i % len(base)] for i in range(n))
 
 
 def bench_size(size: Size, repeats: int, warmup: int) -> list[dict]:
