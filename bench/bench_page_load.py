@@ -4,11 +4,12 @@ Starts the dashboard headless on a free port, then loads the small configuration
 again, each time in a new browser context (no cache, no cookies, a new Streamlit session), and times
 page.goto(URL) until the script run has finished, every chart on the page is drawn (every canvas of a matrix
 view marked drawn, a Vega-Lite canvas with painted pixels: CHARTS_DRAWN in serve.py) and no skeleton is left
-("done"; the time to the first chart drawn is shown too). The first load after the server starts is "cold"
-(imports, empty st.cache_*); then --loads warm loads each in a new browser context (the target applies to
-these), and --loads more in one shared context whose browser cache is warm. With --baseline, bare Streamlit
-pages are served alongside and loaded in turn with the dashboard, so their ratios hold on a machine whose speed
-drifts (on the 2-core VM the same bare page took 1.2 s in one run and 1.6 s in another).
+("done"). Two earlier moments are shown too: "idle", the script run finished and the title shown (elements may
+still be skeletons while their script chunks load), and "1st map", the first chart drawn. The first load after
+the server starts is "cold" (imports, empty st.cache_*); then --loads warm loads each in a new browser context
+(the target applies to these), and --loads more in one shared context whose browser cache is warm. With
+--baseline, bare Streamlit pages are served alongside and loaded in turn with the dashboard, so their ratios hold on
+a machine whose speed drifts (on the 2-core VM the same bare page took 1.2 s in one run and 1.6 s in another).
 
 Usage: python bench/bench_page_load.py [--loads N] [--query "d_model=256&..."] [--baseline] [--strict]
 Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIUM.
@@ -74,12 +75,13 @@ st.title("Attention")
 """,
 }
 LOCAL = re.compile(r"^(https?|wss?)://127\.0\.0\.1[:/]|^(data|blob|about):")
-FIRST_CHART = f"""() => {{
-    const drawn = {CHARTS_DRAWN};
-    if (drawn.length) return drawn.some(Boolean);
+# baselines that draw a chart (the others have no "1st map")
+BASELINES_WITH_A_CHART = {"bare page + 1 Vega-Lite heatmap"}
+IDLE = """() => {
     const app = document.querySelector("[data-testid='stApp']");
     return !!app && app.getAttribute("data-test-script-state") === "notRunning" && !!document.querySelector("h1");
-}}"""
+}"""
+FIRST_CHART = f"() => {CHARTS_DRAWN}.some(Boolean)"
 # Done: the script run has finished, nothing is still a skeleton, and every chart on the page is drawn.
 READY = f"""() => {{
     const app = document.querySelector("[data-testid='stApp']");
@@ -90,9 +92,13 @@ READY = f"""() => {{
 }}"""
 
 
-def load_once(browser, context, url: str, timeout_ms: int) -> tuple[float, float, list[str]]:
-    """Seconds from goto to the first heatmap drawn and to done (READY); and the problems the page showed.
-    With context None the load gets a fresh context (empty browser cache), closed afterwards."""
+Times = tuple[float, float | None, float]  # seconds from goto to idle, to the first chart (None: none), to done
+
+
+def load_once(browser, context, url: str, timeout_ms: int, chart: bool) -> tuple[Times, list[str]]:
+    """Seconds from goto to IDLE, to the first chart drawn (when the page has a `chart`) and to done (READY); and
+    the problems the page showed. With context None the load gets a fresh context (empty browser cache), closed
+    afterwards."""
     own = context is None
     context = context or browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
@@ -103,49 +109,56 @@ def load_once(browser, context, url: str, timeout_ms: int) -> tuple[float, float
     try:
         t0 = time.perf_counter()
         page.goto(url)
-        page.wait_for_function(FIRST_CHART, timeout=timeout_ms, polling=50)
-        first = time.perf_counter() - t0
+        page.wait_for_function(IDLE, timeout=timeout_ms, polling=50)
+        idle = time.perf_counter() - t0
+        first = None
+        if chart:
+            page.wait_for_function(FIRST_CHART, timeout=timeout_ms, polling=50)
+            first = time.perf_counter() - t0
         page.wait_for_function(READY, timeout=timeout_ms, polling=50)
         done = time.perf_counter() - t0
         problems += [f"exception: {e.inner_text()[:200]}" for e in page.locator("[data-testid='stException']").all()]
-        return first, done, problems
+        return (idle, first, done), problems
     finally:
         page.close()
         if own:
             context.close()
 
 
-def report(name: str, loads: list[tuple[float, float]], note: str, target: float | None = None) -> bool:
-    """One table row: median seconds to the first heatmap and to done; True when done is within target."""
-    first = statistics.median(t[0] for t in loads)
-    done = statistics.median(t[1] for t in loads)
+def report(name: str, loads: list[tuple[Times, list[str]]], note: str, target: float | None = None) -> bool:
+    """One table row: median seconds to idle, to the first chart and to done; True when done is within target."""
+    times = [t for t, _ in loads]
+    idle, done = (statistics.median(t[i] for t in times) for i in (0, 2))
+    first = "-" if times[0][1] is None else f"{statistics.median(t[1] for t in times):.2f}"
     ok = target is None or done <= target
     verdict = "" if target is None else f"<= {target} s {'ok' if ok else 'OVER'}"
-    spread = f"{min(t[1] for t in loads):.2f}-{max(t[1] for t in loads):.2f}" if len(loads) > 1 else ""
-    print(f"{name:46} {len(loads):>5} {first:>9.2f} {done:>9.2f} {spread:>11}  {verdict:12} {note}")
+    spread = f"{min(t[2] for t in times):.2f}-{max(t[2] for t in times):.2f}" if len(times) > 1 else ""
+    print(f"{name:58} {len(times):>5} {idle:>6.2f} {first:>8} {done:>6.2f} {spread:>11}  {verdict:12} {note}")
     return ok
 
 
-def measure(apps: dict[str, str], query: str, loads: int, timeout_ms: int) -> tuple[dict[str, tuple], float]:
-    """For each app (name -> script): the cold load, `loads` loads each in a new context and `loads` in one context
-    with a warm cache, all apps served at once and loaded in turn (serve.turns); and the milliseconds a script
-    takes over a kept-alive connection to the first app once it has run."""
+def measure(
+    apps: dict[str, str], charted: set[str], query: str, loads: int, timeout_ms: int
+) -> tuple[dict[str, tuple], float]:
+    """For each app (name -> script; those in `charted` draw a chart): the cold load, `loads` loads each in a new
+    context and `loads` in one context with a warm cache, all apps served at once and loaded in turn (serve.turns);
+    and the milliseconds a script takes over a kept-alive connection to the first app once it has run."""
     from playwright.sync_api import sync_playwright
 
     with serving_all(apps) as bases, sync_playwright() as pw:
         urls = {name: f"{base}/?{query}" for name, base in bases.items()}
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        cold = {name: load_once(browser, None, url, timeout_ms) for name, url in urls.items()}
+        cold = {name: load_once(browser, None, url, timeout_ms, name in charted) for name, url in urls.items()}
         fresh: dict[str, list] = {name: [] for name in urls}
         cached: dict[str, list] = {name: [] for name in urls}
         shared = {name: browser.new_context(viewport={"width": 1400, "height": 1000}) for name in urls}
         for name, url in urls.items():
-            load_once(browser, shared[name], url, timeout_ms)  # fills this context's browser cache
+            load_once(browser, shared[name], url, timeout_ms, name in charted)  # fills this context's browser cache
         for order in turns(list(urls), loads):
             for name in order:
-                fresh[name].append(load_once(browser, None, urls[name], timeout_ms))
+                fresh[name].append(load_once(browser, None, urls[name], timeout_ms, name in charted))
             for name in order:
-                cached[name].append(load_once(browser, shared[name], urls[name], timeout_ms))
+                cached[name].append(load_once(browser, shared[name], urls[name], timeout_ms, name in charted))
         browser.close()
         keepalive = keepalive_ms(next(iter(bases.values())))
     return {name: (cold[name], fresh[name], cached[name]) for name in urls}, keepalive
@@ -170,23 +183,25 @@ def main() -> int:
         for i, (name, source) in enumerate(BASELINE_APPS.items() if args.baseline else ()):
             apps[name] = str(Path(folder) / f"baseline_{i}.py")
             Path(apps[name]).write_text(BASELINE_PRELUDE + source)
-        results, keepalive = measure(apps, args.query, args.loads, timeout_ms)
-    print("page load in Chromium: goto -> heatmap drawn, script idle, no skeleton; medians in seconds")
+        charted = {args.app, *BASELINES_WITH_A_CHART}
+        results, keepalive = measure(apps, charted, args.query, args.loads, timeout_ms)
+    print("page load in Chromium, seconds from goto (medians): to the script run finished and the title shown (idle),")
+    print("  to the first chart drawn (1st map), to every chart drawn with no skeleton left (done)")
     print(f"  {os.cpu_count()} cpus, load average {load} at the start")
     print(f"  /?{args.query}")
-    print(f"{'load':46} {'loads':>5} {'1st map':>9} {'done':>9} {'done range':>11}  {'target':12} what")
+    print(f"{'load':58} {'loads':>5} {'idle':>6} {'1st map':>8} {'done':>6} {'done range':>11}  {'target':12} what")
     ok = True
     for app, (cold, fresh, cached) in results.items():
         target = TARGET if app == args.app else None
-        report(f"{app}: cold server", [cold[:2]], "first load after the server started: imports, empty st.cache_*")
-        ok &= report(f"{app}: warm, new context", [t[:2] for t in fresh], "empty browser cache, new session", target)
-        report(f"{app}: warm, cached", [t[:2] for t in cached], "same browser context (cached JS), new page")
-    main_done = statistics.median(t[1] for t in results[args.app][1])
+        report(f"{app}: cold server", [cold], "first load after the server started: imports, empty st.cache_*")
+        ok &= report(f"{app}: warm, new context", fresh, "empty browser cache, new session", target)
+        report(f"{app}: warm, cached", cached, "same browser context (cached JS), new page")
+    main_done = statistics.median(times[2] for times, _ in results[args.app][1])
     for name, (_, fresh, _) in list(results.items())[1:]:
-        ratio = main_done / statistics.median(t[1] for t in fresh)
+        ratio = main_done / statistics.median(times[2] for times, _ in fresh)
         print(f"  {args.app} / {name}, warm, new context: {ratio:.2f}")
     print(f"  {args.app}: a script over a kept-alive connection takes {keepalive:.1f} ms (about 40 with Nagle on)")
-    problems = [p for cold, fresh, cached in results.values() for one in [cold, *fresh, *cached] for p in one[2]]
+    problems = [p for cold, fresh, cached in results.values() for _, found in [cold, *fresh, *cached] for p in found]
     for problem in dict.fromkeys(problems):
         print("  problem:", problem)
     return 1 if args.strict and (not ok or problems) else 0
