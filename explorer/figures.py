@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.config import PAD_TOKEN
 from explorer.matrix_view import board, matrix_panel, sheet_panel
 from explorer.stats import attention_matrix
 from explorer.trace import AttentionMaps
@@ -59,6 +60,8 @@ def _map_parts(
         notes.append(f"grey = masked, may not attend ({n_masked} of {allowed.size} cells)")
     if empty.any():
         notes.append(f"{EMPTY_ROW_MARK.strip()} = query with no allowed key: its row is all zeros")
+    if _padding_queries_attend(maps, rows):
+        notes.append(f"{PAD_TOKEN} rows still attend: padding hides {PAD_TOKEN} keys, not queries (as in PyTorch)")
     cross = maps.kind == "cross-attention"
     parts = {
         "values": weights,
@@ -72,6 +75,16 @@ def _map_parts(
         "title": map_title(maps, layer, head),
     }
     return parts, notes
+
+
+def _padding_queries_attend(maps: AttentionMaps, rows: slice) -> bool:
+    """Whether a padding mask hides the [PAD] keys while some shown [PAD] query still attends to other keys: what a
+    learner may take for a bug (torch's key_padding_mask masks keys only)."""
+    pad_keys = np.array([t == PAD_TOKEN for t in maps.key_tokens])  # [Tk]
+    pad_queries = np.array([t == PAD_TOKEN for t in maps.query_tokens])[rows]  # [rows]
+    allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
+    keys_hidden = pad_keys.any() and not allowed[:, pad_keys].any()
+    return bool(keys_hidden and (pad_queries & allowed[rows].any(axis=1)).any())
 
 
 def attention_map_panel(

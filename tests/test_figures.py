@@ -71,6 +71,23 @@ def test_map_flags_empty_rows(make_maps):
     assert "no allowed key" in drawn.title
 
 
+def test_map_says_padding_queries_still_attend_only_when_padding_hides_keys(make_maps):
+    tokens = ["a", "b", "[PAD]", "[PAD]"]
+    padding = np.array([True, True, False, False])[None, :].repeat(4, axis=0)  # [PAD] keys hidden from every query
+    said = "[PAD] rows still attend"
+    assert said in panel_matrix(attention_map_panel(make_maps(tokens=tokens, allowed=padding), 0, 0)).title
+    assert said not in panel_matrix(attention_map_panel(make_maps(tokens=tokens), 0, 0)).title  # no padding mask
+    source_only = make_maps(
+        tokens=["x", "y"], key_tokens=tokens, allowed=padding[:2]
+    )  # cross-attention, no [PAD] query
+    assert said not in panel_matrix(attention_map_panel(source_only, 0, 0)).title
+    window = (0, 2, 0, 4)  # only the real queries shown
+    assert (
+        said
+        not in panel_matrix(attention_map_panel(make_maps(tokens=tokens, allowed=padding), 0, 0, window=window)).title
+    )
+
+
 def test_long_inputs_thin_the_labels_and_drop_lines_and_text(make_maps):
     tokens = [f"w{i}" for i in range(100)]
     long = attention_map_panel(make_maps(n_layers=1, n_heads=1, tokens=tokens), 0, 0)
