@@ -125,9 +125,18 @@ def matrix_panel(
         else None,
         "pick": pick,
         "extra": [_extra_row(title, row, value_digits) for title, row in (extra or {}).items()],
-        "outline": None if outline is None else [int(outline[0]), int(outline[1])],
-        "frame": None if frame is None else [int(frame[0]), int(frame[1])],
+        "frame": _red_frame(outline, frame),
     }
+
+
+def _red_frame(outline: tuple[int, int] | None, frame: tuple[int, int] | None) -> list[int] | None:
+    """matrix_panel's `outline` (one cell) or `frame` (a top-left block) as the one block the component frames in
+    red: [first row, first column, rows, columns]."""
+    if outline is not None and frame is not None:
+        raise ValueError("a panel frames one cell (outline) or one block (frame), not both")
+    if outline is not None:
+        return [int(outline[0]), int(outline[1]), 1, 1]
+    return None if frame is None else [0, 0, int(frame[0]), int(frame[1])]
 
 
 def legend_ticks(low: float, high: float, most: int = LEGEND_TICKS) -> list[float]:

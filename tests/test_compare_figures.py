@@ -236,9 +236,9 @@ def test_ranking_panel_places_each_head_and_names_the_shown_one(post_pre):
     assert panel["title"] == "How much each head changed (JS divergence, bits)"
     assert panel["subtitle"] == "shown above: layer 1, head 3 · click a head to show it above"
     assert hover_rows(panel) == ["layer", "head", "JS divergence (bits)", "max |A − B|", RANK]
-    assert panel["outline"] == [1, 3]  # the shown head is framed
+    assert panel["frame"] == [1, 3, 1, 1]  # the shown head is framed
     assert ranking_panel(ranking, 5, 0)["subtitle"] == "click a head to show it above"  # no such layer
-    assert ranking_panel(ranking, 5, 0)["outline"] is None
+    assert ranking_panel(ranking, 5, 0)["frame"] is None
 
 
 def test_ranking_panel_click_picks_the_changed_head():

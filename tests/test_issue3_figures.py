@@ -179,7 +179,7 @@ def test_encoding_heatmap_is_the_table_and_thins_long_tables():
     assert "untrained" in drawn.title.lower()
     assert (drawn.x_title, drawn.y_title) == ("dimension", "position")
     assert drawn.y_labels[:3] == ["0", "1", "2"] and drawn.x_labels[-1] == "31"
-    assert panel["frame"] == [6, 32]  # the six typed positions, every dimension
+    assert panel["frame"] == [0, 0, 6, 32]  # the six typed positions, every dimension
     assert panel["cell_px"] * 32 == pytest.approx(HEATMAP_PX) and panel["cell_h"] * 40 == pytest.approx(400)
     (big,) = encoding_heatmap(sinusoidal(4096, 64).numpy(), TOKENS, "sinusoidal")["panels"]
     drawn = panel_matrix(big)
@@ -217,7 +217,7 @@ def test_similarity_heatmap_and_profile(metric):
     assert legend["low"] == pytest.approx(-top, rel=1e-6) and legend["high"] == pytest.approx(top, rel=1e-6)
     assert (drawn.x_title, drawn.y_title) == ("position", "position")
     assert panel["hover_titles"] == ["row position", "column position"]  # both axes are "position"
-    assert panel["frame"] == [6, 6]  # the typed tokens' positions
+    assert panel["frame"] == [0, 0, 6, 6]  # the typed tokens' positions
     row = similarity_to(table, 5, metric)
     np.testing.assert_allclose(row, sim[5], rtol=1e-12, atol=1e-12)
     profile = similarity_profile(row, 5, metric)
@@ -235,7 +235,7 @@ def test_rope_angles_are_wrapped_to_degrees_with_radians_on_hover():
     np.testing.assert_array_equal(decode_floats(radians["values"], (20, 4)), angles.astype(np.float32))
     assert drawn.values[7, 0] == pytest.approx(math.degrees(7 - 2 * math.pi), rel=1e-5)  # 7 rad, one turn off
     assert drawn.x_title.startswith("pair i") and panel["hover_titles"] == ["position", "pair"]
-    assert panel["frame"] == [3, 4]  # the typed tokens' positions, every pair
+    assert panel["frame"] == [0, 0, 3, 4]  # the typed tokens' positions, every pair
     legend = panel["legend"]
     assert legend["colours"] == list(TWILIGHT) and TWILIGHT[0] == TWILIGHT[-1]  # cyclic: 0° and 360° look alike
     assert (legend["low"], legend["high"], legend["ticks"]) == (0.0, 360.0, [90.0, 180.0, 270.0])

@@ -46,6 +46,15 @@ def test_labels_must_match_the_matrix():
                      x_title="key", y_title="query", value_title="w", title="t")  # fmt: skip
 
 
+def test_a_panel_frames_one_cell_or_one_top_left_block_in_red():
+    values = np.zeros((4, 6))
+    assert panel(values)["frame"] is None
+    assert panel(values, outline=(2, 5))["frame"] == [2, 5, 1, 1]  # first row, first column, rows, columns
+    assert panel(values, frame=(3, 4))["frame"] == [0, 0, 3, 4]
+    with pytest.raises(ValueError, match="not both"):
+        panel(values, outline=(0, 0), frame=(1, 1))
+
+
 def test_big_maps_keep_hover_and_drop_cell_text():
     small, big = panel(np.zeros((16, 16))), panel(np.zeros((300, 400)))
     assert small["text_digits"] == 2 and big["text_digits"] is None

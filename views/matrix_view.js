@@ -159,17 +159,11 @@ function drawCells(g, p, box, image, values, masked) {
     for (let r = 1; r < p.rows; r++) g.moveTo(left, top + r * p.cell_h), g.lineTo(left + plotW, top + r * p.cell_h);
     g.stroke();
   }
-  if (p.outline) {
-    const [r, c] = p.outline;
+  if (p.frame) {  // a red frame round the block of rows x cols cells from (row, col): one cell, or typed positions
+    const [row, col, rows, cols] = p.frame;
     g.strokeStyle = MARK;
     g.lineWidth = 3;
-    g.strokeRect(left + c * p.cell_px + 1.5, top + r * p.cell_h + 1.5, p.cell_px - 3, p.cell_h - 3);
-  }
-  if (p.frame) {  // a red frame round the top-left block of rows x cols cells
-    const [rows, cols] = p.frame;
-    g.strokeStyle = MARK;
-    g.lineWidth = 2;
-    g.strokeRect(left + 1, top + 1, cols * p.cell_px - 2, rows * p.cell_h - 2);
+    g.strokeRect(left + col * p.cell_px + 1.5, top + row * p.cell_h + 1.5, cols * p.cell_px - 3, rows * p.cell_h - 3);
   }
   if (p.text_digits === null || p.text_digits === undefined) return;
   const colours = cellColours(image, p);
