@@ -1,10 +1,9 @@
-"""Vega-Lite charts of the activations page: statistics over depth, LayerNorm in vs out, per-token norms,
-histograms, ReLU zeros, per-head grids and gradient norms. Tables in, spec dict out (no Streamlit here; see
-explorer/vega.py for why Vega-Lite).
+"""Figures of the activations page. Tables in, dicts out (no Streamlit here).
 
-Each chart names its tables (under "datasets") and matrix views: act_depth, act_layernorm, act_token_norms
-(matrix), act_histogram, act_zeros, the head grids (matrix, named by the caller), act_grad_totals and act_grad
-(matrix, its table also carrying each gradient norm).
+Vega-Lite specs for the lines and bars (each names its tables under "datasets"): act_depth, act_layernorm,
+act_histogram, act_zeros, act_grad_totals. Matrix-view panels and boards for the matrices (explorer/matrix_view.py
+says why they are not Vega-Lite): act_token_norms, the per-head grids (named by the caller) and act_grad, whose hover
+also gives each gradient norm.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ GRID_MAX_CELLS = 400_000  # all layers x heads x Tq x Tk; above this the grid is
 
 
 def token_labels(tokens: list[str]) -> list[str]:
-    """Unique labels for an axis: a repeated token gets its position, e.g. "the·4". Raw text, not HTML:
-    Vega-Lite draws labels and tooltips as text."""
+    """Unique labels for an axis: a repeated token gets its position, e.g. "the·4". Raw text, not HTML: the matrix
+    view and Vega-Lite draw labels and hover as text."""
     labels: list[str] = []
     seen: set[str] = set()
     for i, token in enumerate(tokens):
