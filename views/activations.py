@@ -35,14 +35,9 @@ from explorer.trace import StackTrace, Trace
 from explorer.vega import VIRIDIS
 from views.matrix_view import show_board
 from views.session import from_model, weights_note
-from views.widgets import csv_button, ignored_url_value
+from views.widgets import csv_button, ignored_url_value, vega_chart
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
-
-
-def draw(spec: dict, key: str) -> None:
-    """One Vega-Lite chart at its own size (explorer.vega.chart sets it), with Streamlit's theme off."""
-    st.vega_lite_chart(spec, key=key, theme=None, width="content")
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -93,8 +88,8 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Over depth: the residual stream and each sub-layer")
     stats = layer_statistics(stack)
     st.info(depth_story(stats, cfg.norm), icon=":material/insights:")
-    draw(depth_figure(stats, stack.name), "act_depth")
-    draw(layernorm_figure(stats, stack.name, cfg.norm), "act_layernorm")
+    vega_chart(depth_figure(stats, stack.name), "act_depth")
+    vega_chart(layernorm_figure(stats, stack.name, cfg.norm), "act_layernorm")
     if st.toggle("Show the statistics table (layer -1 is the input: embedding + position)", key="act_stats_table"):
         st.dataframe(
             stats,
@@ -144,7 +139,7 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
         f"std {values.std():.3g} · {zeros / values.size:.1%} exactly 0"
     )
     what = f"{point}, block {layer} ({stack.name} stack)"
-    draw(histogram_figure(bins, what, summary_text, log_count), "act_histogram")
+    vega_chart(histogram_figure(bins, what, summary_text, log_count), "act_histogram")
     csv_button(
         "Histogram bins (CSV)",
         bins,
@@ -156,7 +151,7 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
 def relu_zeros(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Feed-forward units that are exactly zero")
     zeros = ffn_zero_fraction(stack)
-    draw(zero_fraction_figure(zeros, stack.name, cfg.activation), "act_zeros")
+    vega_chart(zero_fraction_figure(zeros, stack.name, cfg.activation), "act_zeros")
     csv_button("Zero fractions (CSV)", zeros, f"activations_{stack.name}_ffn_zeros.csv", "act_csv_zeros")
 
 
@@ -222,7 +217,7 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         st.warning(str(e), icon=":material/warning:")
         return
     totals = layer_gradient_totals(norms)
-    draw(gradient_totals_figure(totals, cfg.norm), "act_grad_totals")
+    vega_chart(gradient_totals_figure(totals, cfg.norm), "act_grad_totals")
     trend = "; ".join(
         f"{name} blocks: {part['norm'].iloc[0]:.3g} (block 0) → {part['norm'].iloc[-1]:.3g} (block "
         f"{int(part['layer'].iloc[-1])})"

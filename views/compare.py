@@ -42,7 +42,7 @@ from explorer.matrix_view import board
 from explorer.trace import Trace
 from views.matrix_view import picked_value, show_board
 from views.session import cached_model, model_key, session_model
-from views.widgets import code_text, ignored_url_value, note_ignored_url_value, one_of, show_url_notes
+from views.widgets import code_text, ignored_url_value, note_ignored_url_value, one_of, show_url_notes, vega_chart
 
 CONFIGURATION, INPUT = "configuration", "input"
 DEFAULT_TARGET = "le chat est assis sur le tapis"  # what B's decoder reads when A has none
@@ -545,7 +545,7 @@ def per_layer_section(tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: 
     if len(names) > 1:
         name = st.radio("Stack", names, key="stack", bind="query-params", horizontal=True)
     table = tables[name]
-    st.vega_lite_chart(lines_chart(table), key="layer_lines", theme=None, width="content")
+    vega_chart(lines_chart(table), key="layer_lines")
     index = names.index(name)
     la = trace_a.stacks[index].residual.shape[0] - 1 if index < len(trace_a.stacks) else 0
     lb = trace_b.stacks[index].residual.shape[0] - 1 if trace_b is not None and index < len(trace_b.stacks) else 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import streamlit as st
-from streamlit.delta_generator import DeltaGenerator
 
 from explorer.config import ConfigError, ModelConfig
 from explorer.model import Transformer
@@ -42,7 +41,7 @@ from explorer.positional_figures import (
 from explorer.trace import Trace
 from views.matrix_view import show_board
 from views.session import from_model, trained_label
-from views.widgets import csv_button, ignored_url_value
+from views.widgets import csv_button, ignored_url_value, vega_chart
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
 METRICS = ("cosine", "dot")
@@ -58,11 +57,6 @@ EXPLAIN = {
     "none": "Nothing tells the model where a token is: no vector is added and nothing is rotated. Self-attention "
     "then treats the input as a **set** of tokens (unless a causal mask is on, which carries order itself).",
 }
-
-
-def draw(spec: dict, key: str, where: DeltaGenerator | None = None) -> None:
-    """One Vega-Lite chart at its own size (explorer.vega.chart sets it), with Streamlit's theme off."""
-    (where or st).vega_lite_chart(spec, key=key, theme=None, width="content")
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -196,7 +190,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
     else:
         if not dims_text.strip():
             st.caption(f"Showing dimensions {', '.join(map(str, dims))} (type others above).")
-        draw(encoding_curves(shown, dims, tokens, kind, trained), "pos_curves")
+        vega_chart(encoding_curves(shown, dims, tokens, kind, trained), "pos_curves")
     st.subheader("The whole table")
     show_board(encoding_heatmap(shown, tokens, kind, trained), key="pos_heatmap")
     typed = table_frame(table[: len(tokens)], tokens)
@@ -215,7 +209,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
     if kind == "sinusoidal":
         st.subheader("Wavelength of each pair")
         lengths = wavelengths(cfg.d_model)
-        draw(wavelength_figure(lengths, cfg.d_model, n_positions), "pos_wavelengths")
+        vega_chart(wavelength_figure(lengths, cfg.d_model, n_positions), "pos_wavelengths")
         frame = pd.DataFrame(
             {
                 "pair": np.arange(len(lengths)),
@@ -233,7 +227,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
     reference = min(len(tokens), n_positions) - 1  # the last typed token's position, or the last one drawn
     row = similarity_to(shown, reference, metric)
     which = "the last typed token" if len(tokens) <= n_positions else "the last position drawn"
-    draw(similarity_profile(row, reference, metric, which), "pos_profile")
+    vega_chart(similarity_profile(row, reference, metric, which), "pos_profile")
     if kind == "sinusoidal":
         st.caption(
             "Why nearby positions look alike: moving from p to p + k turns every sine/cosine pair by a fixed angle "
@@ -255,7 +249,7 @@ def rotary(cfg: ModelConfig, trace: Trace, n_positions: int) -> None:
     csv_button("Angles (CSV)", frame, "positions_rope_angles.csv", "pos_csv_rope")
     st.subheader("Wavelength of each pair")
     lengths = wavelengths(cfg.d_head)
-    draw(wavelength_figure(lengths, cfg.d_head, n_positions, "d_head"), "pos_wavelengths")
+    vega_chart(wavelength_figure(lengths, cfg.d_head, n_positions, "d_head"), "pos_wavelengths")
 
 
 def layer_head(cfg: ModelConfig, prefix: str) -> tuple[int, int]:
@@ -278,7 +272,7 @@ def offset_demo(cfg: ModelConfig, trace: Trace) -> None:
     with left:
         show_board(offset_scores_panel(result), key="pos_offset_scores")
     with right:
-        draw(offset_profile_figure(result), "pos_offset_profile")
+        vega_chart(offset_profile_figure(result), "pos_offset_profile")
     explanation = {
         "rope": "With rope every diagonal (a fixed offset between query and key) holds one value, up to float32 "
         "rounding: shifting both tokens by the same number of positions leaves their score alone.",

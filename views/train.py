@@ -36,7 +36,7 @@ from explorer.training_figures import (
     task_pattern,
 )
 from views.matrix_view import show_board
-from views.widgets import note_ignored_url_value, one_of, show_url_notes, whole_number_in
+from views.widgets import note_ignored_url_value, one_of, show_url_notes, vega_chart, whole_number_in
 
 RESULT_KEY = "_train"  # this session's last training run, or the model loaded from files: a Training
 TRAINED_KEY = "_trained"  # the model the other pages show instead of the random one (read by dashboard.py)
@@ -165,11 +165,8 @@ class LiveTraining:
         histories = {norm: pd.DataFrame(r, columns=["step", "loss", "accuracy"]) for norm, r in self.rows.items() if r}
         try:
             self.bar.progress(done / (self.steps * len(self.norms)), text=text)
-            self.chart.vega_lite_chart(
-                curves_figure(histories, self.vocabulary_size, self.steps),
-                key=f"train_live_{self.draws}",
-                theme=None,
-                width="content",
+            vega_chart(
+                curves_figure(histories, self.vocabulary_size, self.steps), f"train_live_{self.draws}", self.chart
             )
         except BaseException as interrupt:  # noqa: B036 - Streamlit's rerun/stop request: raised again once kept
             self.interrupt = interrupt
@@ -390,9 +387,7 @@ def attention_forming(training: Training, norm: str, probe_maps: AttentionMaps, 
     pattern = task_pattern(task)
     if pattern is not None and len(steps) > 1:
         history = pattern_history(result.snapshots, pattern)
-        st.vega_lite_chart(
-            pattern_figure(history, task, marked_step=step), key="train_pattern", theme=None, width="content"
-        )
+        vega_chart(pattern_figure(history, task, marked_step=step), "train_pattern")
 
 
 def your_tokens(training: Training, norm: str, layer: int, head: int) -> None:
@@ -516,12 +511,8 @@ def look_inside(training: Training) -> str:
     """Curves, attention forming over training, the model on typed tokens; returns the placement shown."""
     histories = {norm: r.history for norm, r in training.results.items() if len(r.history)}
     if histories:
-        st.vega_lite_chart(
-            curves_figure(histories, len(training.task.vocabulary), max(len(h) for h in histories.values())),
-            key="train_curves",
-            theme=None,
-            width="content",
-        )
+        steps = max(len(h) for h in histories.values())
+        vega_chart(curves_figure(histories, len(training.task.vocabulary), steps), "train_curves")
     norms = list(training.results)
     norm = norms[0]
     if len(norms) > 1:

@@ -7,6 +7,7 @@ from functools import partial
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 
 def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
@@ -20,6 +21,12 @@ def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> Non
         icon=":material/download:",
         key=key,
     )
+
+
+def vega_chart(spec: dict, key: str, where: DeltaGenerator | None = None) -> None:
+    """One Vega-Lite chart at its own size (explorer.vega.chart sets it), with Streamlit's theme off; into `where`
+    (a placeholder, say) or the page."""
+    (where or st).vega_lite_chart(spec, key=key, theme=None, width="content")
 
 
 def code_text(text: str, limit: int = 40) -> str:
