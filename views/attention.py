@@ -15,7 +15,7 @@ from explorer.matrix_view import board
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
 from views.matrix_view import picked_value, show_board
-from views.widgets import code_text, note_ignored_url_value, one_of, show_url_notes
+from views.widgets import code_text, download, note_ignored_url_value, one_of, show_url_notes
 
 AVERAGE = "average of heads"
 ZOOM_SIDE = 128  # a map of more than ZOOM_SIDE x ZOOM_SIDE cells offers a zoom window this many tokens a side
@@ -106,14 +106,8 @@ def downloads(where: DeltaGenerator, maps: AttentionMaps, cfg: ModelConfig, laye
         ("csv", "text/csv", partial(attention_csv, maps, layer, head)),
         ("json", "application/json", partial(attention_json, maps, layer, head, cfg)),
     ):
-        where.download_button(
-            f"Download {kind.upper()}",
-            data=data,
-            file_name=export_name(maps.kind, layer, head, kind),
-            mime=mime,
-            on_click="ignore",
-            icon=":material/download:",
-            key=f"download_{kind}",
+        download(
+            f"Download {kind.upper()}", data, export_name(maps.kind, layer, head, kind), mime, f"download_{kind}", where
         )
 
 

@@ -42,7 +42,15 @@ from explorer.matrix_view import board
 from explorer.trace import Trace
 from views.matrix_view import picked_value, show_board
 from views.session import cached_model, model_key, session_model
-from views.widgets import code_text, ignored_url_value, note_ignored_url_value, one_of, show_url_notes, vega_chart
+from views.widgets import (
+    code_text,
+    download,
+    ignored_url_value,
+    note_ignored_url_value,
+    one_of,
+    show_url_notes,
+    vega_chart,
+)
 
 CONFIGURATION, INPUT = "configuration", "input"
 DEFAULT_TARGET = "le chat est assis sur le tapis"  # what B's decoder reads when A has none
@@ -570,33 +578,19 @@ def downloads(a: ModelConfig, b: ModelConfig, inputs: dict[str, Any], sharing: s
         "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell)."
     )
     c1, c2, c3, _ = st.columns([1, 1, 1, 2])
-    c1.download_button(
-        "Download JSON",
-        data=partial(comparison_json, a, b, inputs, sharing, pairs, tables, GRADIENT_OBJECTIVE, aligned),
-        file_name="comparison.json",
-        mime="application/json",
-        on_click="ignore",
-        icon=":material/download:",
-        key="compare_json",
-    )
-    c2.download_button(
-        "Per-layer CSV",
-        data=partial(layers_csv, tables),
-        file_name="comparison_per_layer.csv",
-        mime="text/csv",
-        on_click="ignore",
-        icon=":material/download:",
-        key="compare_layers_csv",
+    everything = partial(comparison_json, a, b, inputs, sharing, pairs, tables, GRADIENT_OBJECTIVE, aligned)
+    download("Download JSON", everything, "comparison.json", "application/json", "compare_json", c1)
+    download(
+        "Per-layer CSV", partial(layers_csv, tables), "comparison_per_layer.csv", "text/csv", "compare_layers_csv", c2
     )
     can_subtract = any(p.same_shape for p in pairs)
-    c3.download_button(
+    download(
         "Maps CSV",
-        data=partial(maps_csv, pairs),
-        file_name="comparison_maps.csv",
-        mime="text/csv",
-        on_click="ignore",
-        icon=":material/download:",
-        key="compare_maps_csv",
+        partial(maps_csv, pairs),
+        "comparison_maps.csv",
+        "text/csv",
+        "compare_maps_csv",
+        c3,
         disabled=not can_subtract,
         help=None if can_subtract else "A and B have no maps of the same shape to subtract.",
     )

@@ -36,7 +36,7 @@ from explorer.training_figures import (
     task_pattern,
 )
 from views.matrix_view import show_board
-from views.widgets import note_ignored_url_value, one_of, show_url_notes, vega_chart, whole_number_in
+from views.widgets import download, note_ignored_url_value, one_of, show_url_notes, vega_chart, whole_number_in
 
 RESULT_KEY = "_train"  # this session's last training run, or the model loaded from files: a Training
 TRAINED_KEY = "_trained"  # the model the other pages show instead of the random one (read by dashboard.py)
@@ -445,23 +445,21 @@ def model_files(training: Training | None, norm: str | None) -> None:
         result, task = training.results[norm], training.task
         name = f"{task.name}{task.length}_{norm}-norm"
         c1, c2, _ = st.columns([1, 1, 1])
-        c1.download_button(
+        download(
             "Download weights (.safetensors)",
-            data=lambda: checkpoints.save(result.model, task)[0],
-            file_name=f"{name}.safetensors",
-            mime="application/octet-stream",
-            on_click="ignore",
-            icon=":material/download:",
-            key="train_download_weights",
+            lambda: checkpoints.save(result.model, task)[0],
+            f"{name}.safetensors",
+            "application/octet-stream",
+            "train_download_weights",
+            c1,
         )
-        c2.download_button(
+        download(
             "Download settings (.json)",
-            data=lambda: checkpoints.save(result.model, task)[1],
-            file_name=f"{name}.json",
-            mime="application/json",
-            on_click="ignore",
-            icon=":material/download:",
-            key="train_download_json",
+            lambda: checkpoints.save(result.model, task)[1],
+            f"{name}.json",
+            "application/json",
+            "train_download_json",
+            c2,
         )
     limit_mb = checkpoints.MAX_WEIGHTS_BYTES // 2**20
     st.file_uploader(

@@ -4,23 +4,32 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import partial
+from typing import Any
 
 import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 
+def download(
+    label: str,
+    data: Callable[[], str | bytes],
+    file_name: str,
+    mime: str,
+    key: str,
+    where: DeltaGenerator | None = None,
+    **more: Any,
+) -> None:
+    """A download button whose file is built only when clicked, and whose click does not rerun the page; into
+    `where` (a column, say) or the page. `more`: other st.download_button arguments (disabled, help)."""
+    (where or st).download_button(
+        label, data=data, file_name=file_name, mime=mime, on_click="ignore", icon=":material/download:", key=key, **more
+    )
+
+
 def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
     """A download button for a table as CSV, built only when clicked."""
-    st.download_button(
-        label,
-        data=partial(frame.to_csv, index=False),
-        file_name=file_name,
-        mime="text/csv",
-        on_click="ignore",
-        icon=":material/download:",
-        key=key,
-    )
+    download(label, partial(frame.to_csv, index=False), file_name, "text/csv", key)
 
 
 def vega_chart(spec: dict, key: str, where: DeltaGenerator | None = None) -> None:
