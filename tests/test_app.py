@@ -122,6 +122,26 @@ def test_each_control_changes_the_drawing(at, name, value):
     assert len(titles) == cfg.n_layers * cfg.n_heads
 
 
+def test_entropy_table_on_request_holds_each_heads_entropy(at):
+    at.query_params["mask"] = "causal"
+    at.run()
+    assert not at.dataframe  # the table only on request: it loads a heavy script
+    at.toggle(key="entropy_table").set_value(True).run()
+    assert_ok(at)
+    (table,) = [d.value for d in at.dataframe]
+    attention = explorer.run(ModelConfig(mask="causal"), TOKENS).attention.astype(np.float64)  # [L, H, T, T]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        entropy = -np.where(attention > 0, attention * np.log(attention), 0.0).sum(axis=-1).mean(axis=-1)  # [L, H]
+    uniform = np.log(np.arange(1, attention.shape[-1] + 1)).mean()  # causal: query i may see i + 1 keys
+    assert list(zip(table["layer"], table["head"], strict=True)) == [
+        (layer, head) for layer in range(2) for head in range(4)
+    ]
+    np.testing.assert_allclose(table["entropy"], entropy.ravel(), rtol=1e-5)
+    np.testing.assert_allclose(table["max_entropy"], uniform, rtol=1e-6)
+    np.testing.assert_allclose(table["peakedness"], 1 - entropy.ravel() / uniform, rtol=1e-5)
+    np.testing.assert_allclose(app_matrices(at)["entropy"].values, entropy, rtol=1e-5)  # the board shows the same
+
+
 def test_causal_mask_greys_the_upper_triangle(at):
     at.run()
     at.selectbox(key="mask").select("causal").run()

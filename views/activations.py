@@ -35,7 +35,7 @@ from explorer.trace import StackTrace, Trace
 from explorer.vega import VIRIDIS
 from views.matrix_view import show_board
 from views.session import from_model, weights_note
-from views.widgets import csv_button, ignored_url_value, vega_chart
+from views.widgets import ENTROPY_COLUMNS, csv_button, ignored_url_value, vega_chart
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
 
@@ -194,9 +194,7 @@ def per_head(stack: StackTrace) -> None:
             table,
             hide_index=True,
             column_config={
-                "entropy": st.column_config.NumberColumn("entropy (nats)", format="%.4f"),
-                "max_entropy": st.column_config.NumberColumn("uniform entropy (nats)", format="%.4f"),
-                "peakedness": st.column_config.NumberColumn("peakedness", format="%.3f"),
+                **ENTROPY_COLUMNS,
                 "distance": st.column_config.NumberColumn("mean distance", format="%.3f"),
                 "uniform_distance": st.column_config.NumberColumn("uniform distance", format="%.3f"),
                 "keys_for_mass": st.column_config.NumberColumn(f"keys for {COVERED_MASS:.0%}", format="%.2f"),

@@ -15,7 +15,7 @@ from explorer.matrix_view import board
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
 from views.matrix_view import picked_value, show_board
-from views.widgets import code_text, download, note_ignored_url_value, one_of, show_url_notes
+from views.widgets import ENTROPY_COLUMNS, code_text, download, note_ignored_url_value, one_of, show_url_notes
 
 AVERAGE = "average of heads"
 ZOOM_SIDE = 128  # a map of more than ZOOM_SIDE x ZOOM_SIDE cells offers a zoom window this many tokens a side
@@ -132,11 +132,7 @@ def entropy_table(entropy: pd.DataFrame) -> None:
         st.dataframe(
             entropy,
             hide_index=True,
-            column_config={
-                "entropy": st.column_config.NumberColumn("entropy (nats)", format="%.4f"),
-                "max_entropy": st.column_config.NumberColumn("uniform (nats)", format="%.4f"),
-                "peakedness": st.column_config.NumberColumn("peakedness (0 uniform, 1 one-hot)", format="%.3f"),
-            },
+            column_config=ENTROPY_COLUMNS,
         )
 
 

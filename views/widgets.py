@@ -32,6 +32,14 @@ def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> Non
     download(label, partial(frame.to_csv, index=False), file_name, "text/csv", key)
 
 
+# How a table of explorer.stats.head_entropy shows its columns (Attention and Activations)
+ENTROPY_COLUMNS = {
+    "entropy": st.column_config.NumberColumn("entropy (nats)", format="%.4f"),
+    "max_entropy": st.column_config.NumberColumn("uniform entropy (nats)", format="%.4f"),
+    "peakedness": st.column_config.NumberColumn("peakedness (0 uniform, 1 one-hot)", format="%.3f"),
+}
+
+
 def vega_chart(spec: dict, key: str, where: DeltaGenerator | None = None) -> None:
     """One Vega-Lite chart at its own size (explorer.vega.chart sets it), with Streamlit's theme off; into `where`
     (a placeholder, say) or the page."""
