@@ -34,7 +34,7 @@ from explorer.stats import COVERED_MASS, head_entropy, head_grid, head_mean_dist
 from explorer.trace import StackTrace, Trace
 from explorer.vega import VIRIDIS
 from views.matrix_view import show_board
-from views.session import from_model, weights_note
+from views.session import from_model, sidebar_run, weights_note
 from views.widgets import ENTROPY_COLUMNS, csv_button, ignored_url_value, vega_chart
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
@@ -244,11 +244,10 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
 
 def main() -> None:
     st.title("Activations")
-    cfg: ModelConfig | None = st.session_state.get("_config")
-    trace: Trace | None = st.session_state.get("_trace")
-    if trace is None or cfg is None:
-        st.info("Fix the setting named above (in the sidebar) to see the activations.")
+    run = sidebar_run("Fix the setting named above (in the sidebar) to see the activations.")
+    if run is None:
         return
+    cfg, trace = run
     st.caption(summary(cfg, trace))
     allowed = {
         "act_layer": [str(i) for i in range(cfg.n_layers)],

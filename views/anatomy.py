@@ -9,7 +9,7 @@ from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parame
 from explorer.config import ModelConfig
 from explorer.model import Transformer
 from explorer.trace import Trace
-from views.session import from_model
+from views.session import from_model, sidebar_run
 from views.widgets import csv_button
 
 
@@ -136,11 +136,10 @@ def diagram(cfg: ModelConfig) -> None:
 
 def main() -> None:
     st.title("Anatomy of the model")
-    cfg: ModelConfig | None = st.session_state.get("_config")
-    trace: Trace | None = st.session_state.get("_trace")
-    if trace is None or cfg is None:
-        st.info("Fix the setting named above (in the sidebar) to see the model's anatomy.")
+    run = sidebar_run("Fix the setting named above (in the sidebar) to see the model's anatomy.")
+    if run is None:
         return
+    cfg, trace = run
     st.caption(
         f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} · d_ff {cfg.d_ff} · "
         f"{cfg.norm}-norm · {cfg.positional} positions · {cfg.activation}."

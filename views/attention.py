@@ -15,6 +15,7 @@ from explorer.matrix_view import board
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
 from views.matrix_view import picked_value, show_board
+from views.session import sidebar_run
 from views.widgets import ENTROPY_COLUMNS, code_text, download, note_ignored_url_value, one_of, show_url_notes
 
 AVERAGE = "average of heads"
@@ -138,11 +139,10 @@ def entropy_table(entropy: pd.DataFrame) -> None:
 
 def main() -> None:
     st.title("Attention")
-    cfg: ModelConfig | None = st.session_state.get("_config")
-    trace: Trace | None = st.session_state.get("_trace")
-    if trace is None or cfg is None:
-        st.info("Fix the setting named above (in the sidebar) to see the attention maps.")
+    run = sidebar_run("Fix the setting named above (in the sidebar) to see the attention maps.")
+    if run is None:
         return
+    cfg, trace = run
     st.caption(summary(cfg, trace))
     all_maps = trace.attention_maps()
     kinds = list(all_maps)

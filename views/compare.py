@@ -41,7 +41,7 @@ from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradien
 from explorer.matrix_view import board
 from explorer.trace import Trace
 from views.matrix_view import picked_value, show_board
-from views.session import cached_model, model_key, session_model
+from views.session import cached_model, model_key, session_model, sidebar_run
 from views.widgets import (
     code_text,
     download,
@@ -679,11 +679,10 @@ def lined_up(pairs: list[MapPair], trace_a: Trace, trace_b: Trace) -> tuple[list
 
 def main() -> None:
     st.title("Compare A and B")
-    a: ModelConfig | None = st.session_state.get("_config")
-    trace_a: Trace | None = st.session_state.get("_trace")
-    if a is None or trace_a is None:
-        st.info("Fix configuration A (the sidebar; the problem is named above) to compare it with B.")
+    run = sidebar_run("Fix configuration A (the sidebar; the problem is named above) to compare it with B.")
+    if run is None:
         return
+    a, trace_a = run
     text_a: str = st.session_state.get("tokens") or " ".join(trace_a.tokens)
     target_a: str | None = st.session_state.get("target") if a.arch == "encoder-decoder" else None
     st.caption(

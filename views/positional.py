@@ -40,7 +40,7 @@ from explorer.positional_figures import (
 )
 from explorer.trace import Trace
 from views.matrix_view import show_board
-from views.session import from_model, trained_label
+from views.session import from_model, sidebar_run, trained_label
 from views.widgets import csv_button, ignored_url_value, vega_chart
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
@@ -354,11 +354,10 @@ def order_demo(cfg: ModelConfig, trace: Trace) -> None:
 
 def main() -> None:
     st.title("Positional encodings")
-    cfg: ModelConfig | None = st.session_state.get("_config")
-    trace: Trace | None = st.session_state.get("_trace")
-    if trace is None or cfg is None:
-        st.info("Fix the setting named above (in the sidebar) to see the positional encodings.")
+    run = sidebar_run("Fix the setting named above (in the sidebar) to see the positional encodings.")
+    if run is None:
         return
+    cfg, trace = run
     st.caption(summary(cfg, trace))
     st.markdown(EXPLAIN[cfg.positional].format(slowest=wavelengths(cfg.d_model)[-1], d_model=cfg.d_model))
     if cfg.positional == "sinusoidal":

@@ -10,6 +10,7 @@ import streamlit as st
 
 from explorer.config import ModelConfig
 from explorer.model import Transformer, build_model
+from explorer.trace import Trace
 
 Result = TypeVar("Result")
 
@@ -18,6 +19,17 @@ Result = TypeVar("Result")
 def cached_model(cfg: ModelConfig) -> Transformer:
     """One random model per config, shared by every session and page: never mutated (run() only reads it)."""
     return build_model(cfg)
+
+
+def sidebar_run(missing: str) -> tuple[ModelConfig, Trace] | None:
+    """The config and trace dashboard.py left for the page; None, after showing the sentence `missing`, when the
+    sidebar's settings are impossible (dashboard.py names the problem above the page)."""
+    cfg: ModelConfig | None = st.session_state.get("_config")
+    trace: Trace | None = st.session_state.get("_trace")
+    if cfg is None or trace is None:
+        st.info(missing)
+        return None
+    return cfg, trace
 
 
 def model_key() -> str | None:
