@@ -77,6 +77,7 @@ st.title("Attention")
 LOCAL = re.compile(r"^(https?|wss?)://127\.0\.0\.1[:/]|^(data|blob|about):")
 # baselines that draw a chart (the others have no "1st map")
 BASELINES_WITH_A_CHART = {"bare page + 1 Vega-Lite heatmap"}
+assert BASELINES_WITH_A_CHART.issubset(BASELINE_APPS), "a misspelt name here leaves that baseline's 1st map untimed"
 IDLE = """() => {
     const app = document.querySelector("[data-testid='stApp']");
     return !!app && app.getAttribute("data-test-script-state") === "notRunning" && !!document.querySelector("h1");
