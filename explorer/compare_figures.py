@@ -55,21 +55,14 @@ def difference_ramp(half: float) -> Ramp:
     return Ramp((B_COLOUR, "#ffffff", A_COLOUR), -half, half)
 
 
-def map_px(most_px: float, panel_px: float, y_labels: list[str], value_title: str) -> float:
-    """px along the longer side of a map whose panel (query labels, map, legend) should fit in panel_px: most_px,
-    less when long labels or a long legend title would push the panel wider."""
-    left = LEFT_PX + LABEL_CHAR_PX * max((len(label) for label in y_labels), default=0)
-    right = RIGHT_PX + max(LEGEND_LABEL_PX, TITLE_CHAR_PX * len(value_title))
-    return max(MIN_MAP_PX, min(most_px, panel_px - left - right))
-
-
-def pair_map_px(query_labels: list[list[str]], value_title: str) -> float:
-    """px along the longer side of each of A's and B's maps (one label list per side shown), side by side in
-    PAIR_PANEL_PX a side with one legend, right of the last: the same for both, so their cells compare."""
+def map_px(most_px: float, panel_px: float, query_labels: list[list[str]], value_title: str) -> float:
+    """px along the longer side of each of maps side by side, one per list of query labels, whose panels (query
+    labels, map) and the one legend right of the last should fit in panel_px each: most_px, less when long labels
+    or a long legend title would push them wider. One size for all, so their cells compare."""
     n = max(1, len(query_labels))
     lefts = sum(LEFT_PX + LABEL_CHAR_PX * max((len(label) for label in labels), default=0) for labels in query_labels)
     right = RIGHT_PX + max(LEGEND_LABEL_PX, TITLE_CHAR_PX * len(value_title))
-    return max(MIN_MAP_PX, min(PAIR_PX, (n * PAIR_PANEL_PX - lefts - right) / n))
+    return max(MIN_MAP_PX, min(most_px, (n * panel_px - lefts - right) / n))
 
 
 def _token_map(maps: AttentionMaps, values: np.ndarray, allowed: np.ndarray, ramp: Ramp, **parts: object) -> dict:
@@ -117,7 +110,7 @@ def pair_panels(
             notes.append(side_title(name, None, layer, head, why))
         else:
             shown.append((maps, name))
-    size = pair_map_px([token_labels(maps.query_tokens) for maps, _ in shown], "weight")
+    size = map_px(PAIR_PX, PAIR_PANEL_PX, [token_labels(maps.query_tokens) for maps, _ in shown], "weight")
     panels = [
         _token_map(
             maps,
@@ -172,7 +165,7 @@ def difference_panel(
         values,
         either,
         difference_ramp(difference_range(shown)),
-        max_px=map_px(DIFFERENCE_PX, DIFFERENCE_PANEL_PX, token_labels(maps_a.query_tokens), "A − B"),
+        max_px=map_px(DIFFERENCE_PX, DIFFERENCE_PANEL_PX, [token_labels(maps_a.query_tokens)], "A − B"),
         text_px=DIFFERENCE_TEXT_PX,
         name="difference",
         title=f"A − B · layer {layer} · head {head}",
@@ -215,7 +208,7 @@ def ranking_panel(
         subtitle=(f"shown above: layer {layer}, head {head} · " if shown else "") + "click a head to show it above",
         value_digits=4,
         text_digits=3 if n_layers * n_heads <= 64 else None,
-        max_px=map_px(min(RANKING_PX, 44 * max(n_layers, n_heads)), panel_px, axes["y_labels"], value_title),
+        max_px=map_px(min(RANKING_PX, 44 * max(n_layers, n_heads)), panel_px, [axes["y_labels"]], value_title),
         pick="cell",
         extra={
             "max |A − B|": ranking_matrix(ranking, "max_abs_difference"),
