@@ -1,4 +1,4 @@
-"""Attention figures for the Attention and Train pages as matrix-view panels and boards: maps in, dict out (no
+"""Attention figures for the Attention and Train pages as matrix-view panels: maps in, dict out (no
 Streamlit here; explorer/matrix_view.py says why these matrices are not Vega-Lite charts)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.config import PAD_TOKEN
-from explorer.matrix_view import board, matrix_panel, sheet_panel
+from explorer.matrix_view import matrix_panel, sheet_panel
 from explorer.stats import attention_matrix
 from explorer.trace import AttentionMaps
 from explorer.vega import BLUES, VIRIDIS, Ramp, layer_head_axes
@@ -112,11 +112,11 @@ def grid_map_px(n_heads: int, width_px: int = 880) -> int:
     return int(min(200, max(40, width_px / (1.12 * n_heads))))
 
 
-def grid_board(
+def grid_panel(
     maps: AttentionMaps, width_px: int = 880, picked: tuple[int, int] | None = None, pickable: bool = True
 ) -> dict:
-    """Every layer (rows) x head (columns) as a small map titled "L0 H1", all on one sheet; when `pickable`, a click
-    on one sends back {"layer": ..., "head": ...}. The map `picked` (layer, head) is framed."""
+    """Every layer (rows) x head (columns) as a small map titled "L0 H1", all on one sheet panel; when `pickable`, a
+    click on one sends back {"layer": ..., "head": ...}. The map `picked` (layer, head) is framed."""
     n_layers, n_heads, tq, tk = maps.weights.shape  # [L, H, Tq, Tk]
     layer_heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
     titles = [f"L{layer} H{head}" for layer, head in layer_heads]
@@ -135,7 +135,7 @@ def grid_board(
         subtitle="Rows are layers, columns are heads."
         + (" Click a map to show it large (framed in red)." if pickable else ""),
     )
-    return board([sheet])
+    return sheet
 
 
 def _entropy_parts(df: pd.DataFrame) -> dict:

@@ -10,8 +10,8 @@ from explorer.figures import (
     WEIGHTS,
     attention_map_panel,
     entropy_panel,
-    grid_board,
     grid_cells,
+    grid_panel,
     token_labels,
 )
 from explorer.stats import head_average, head_entropy
@@ -126,9 +126,9 @@ def test_cross_attention_map_has_both_token_lists(make_maps):
 def test_grid_size_does_not_grow_with_tokens(make_maps):
     maps = make_maps(n_layers=12, n_heads=12, tokens=[f"w{i}" for i in range(33)])
     assert grid_cells(maps) <= GRID_MAX_CELLS
-    [sheet] = grid_board(maps)["panels"]
+    sheet = grid_panel(maps)
     assert len(sheet["titles"]) == 144 and sheet["columns"] == 12
-    [small] = grid_board(make_maps(n_layers=12, n_heads=12))["panels"]
+    small = grid_panel(make_maps(n_layers=12, n_heads=12))
     side = sheet["cell_px"] * sheet["cols"]
     assert side == small["cell_px"] * small["cols"] and side * 12 <= 1000
 
@@ -144,18 +144,18 @@ def test_entropy_panel_values(make_maps):
     assert drawn.x_labels == ["H0", "H1", "H2"] and drawn.y_labels == ["L0", "L1"]
 
 
-def test_grid_board_picks_and_outlines_each_map(make_maps):
+def test_grid_panel_picks_and_outlines_each_map(make_maps):
     allowed = causal(6)
     maps = make_maps(n_layers=3, n_heads=4, allowed=allowed)
-    [sheet] = grid_board(maps, picked=(2, 1))["panels"]
+    sheet = grid_panel(maps, picked=(2, 1))
     assert sheet["columns"] == 4 and sheet["titles"][sheet["picked"]] == "L2 H1"
     drawn = sheet_maps(sheet)
     for title, pick, hover in zip(sheet["titles"], sheet["picks"], sheet["hovers"], strict=True):
         layer, head = pick["layer"], pick["head"]
         assert title == f"L{layer} H{head}" and hover.startswith(title)
         np.testing.assert_array_equal(drawn[title], WEIGHTS.rgb(np.where(allowed, maps.weights[layer, head], np.nan)))
-    assert grid_board(maps)["panels"][0]["picked"] is None
-    assert grid_board(maps, pickable=False)["panels"][0]["picks"] is None
+    assert grid_panel(maps)["picked"] is None
+    assert grid_panel(maps, pickable=False)["picks"] is None
 
 
 def test_a_window_draws_part_of_a_big_map_with_its_own_labels(make_maps):

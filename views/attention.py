@@ -10,7 +10,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from explorer.config import ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
-from explorer.figures import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_board, grid_cells
+from explorer.figures import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_cells, grid_panel
 from explorer.matrix_view import board
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
@@ -91,7 +91,7 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame) -> 
     top = [attention_map_panel(maps, layer, head_index, window=window), entropy_panel(entropy)]
     if grid_cells(maps) <= GRID_MAX_CELLS:
         picked = (layer, head_index) if head_index is not None else None
-        show_board(board(top, grid_board(maps, picked=picked)["panels"]), key="maps", on_pick=pick_from_grid)
+        show_board(board(top, [grid_panel(maps, picked=picked)]), key="maps", on_pick=pick_from_grid)
     else:
         show_board(board(top), key="maps")
         st.info(

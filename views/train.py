@@ -16,7 +16,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from explorer import checkpoints
 from explorer.config import ConfigError, ModelConfig
-from explorer.figures import attention_map_panel, grid_board
+from explorer.figures import attention_map_panel, grid_panel
 from explorer.matrix_view import board
 from explorer.tasks import TASKS, Task, make_task
 from explorer.trace import AttentionMaps, run
@@ -383,7 +383,7 @@ def attention_forming(training: Training, norm: str, probe_maps: AttentionMaps, 
     )
     maps = snapshot_maps(result.snapshots[steps.index(step)], probe_maps)
     chosen = attention_map_panel(maps, layer, head, name="snapshot", max_px=380)
-    show_board(board([chosen, *grid_board(maps, width_px=400, pickable=False)["panels"]]), key="train_snapshot_maps")
+    show_board(board([chosen, grid_panel(maps, width_px=400, pickable=False)]), key="train_snapshot_maps")
     pattern = task_pattern(task)
     if pattern is not None and len(steps) > 1:
         history = pattern_history(result.snapshots, pattern)
