@@ -206,7 +206,7 @@ function hoverLines(p, values, masked, r, c) {
 }
 
 // What every panel has: a box named after it holding an optional title and subtitle, then the canvas sized to `box`
-// (CSS pixels) with its tooltip over it.
+// (CSS pixels) with its tooltip over it, hidden when the pointer leaves.
 function panelShell(p, box) {
   const panel = element("div", "mv-panel");
   panel.dataset.name = p.name;
@@ -223,6 +223,7 @@ function panelShell(p, box) {
   canvas.style.width = `${box.width}px`;
   canvas.style.height = `${box.height}px`;
   canvas.getContext("2d").scale(ratio, ratio);
+  canvas.addEventListener("mouseleave", () => (tip.style.display = "none"));
   return { panel, frame, canvas, tip };
 }
 
@@ -254,7 +255,7 @@ function showTip(shell, event, lines) {
 function drawMatrix(p, setTriggerValue) {
   const box = layout(MEASURE, p);
   const shell = panelShell(p, box);
-  const { canvas, tip } = shell;
+  const { canvas } = shell;
   canvas.dataset.plot = JSON.stringify({
     left: box.left, top: box.top, cell: p.cell_px, cell_h: p.cell_h, rows: p.rows, cols: p.cols,
   });
@@ -277,7 +278,6 @@ function drawMatrix(p, setTriggerValue) {
     const cell = cellAt(event);
     showTip(shell, event, cell && hoverLines(p, values, masked, ...cell));
   });
-  canvas.addEventListener("mouseleave", () => (tip.style.display = "none"));
   if (p.pick === "cell") {
     canvas.style.cursor = "pointer";
     canvas.addEventListener("click", (event) => {
@@ -312,7 +312,7 @@ function sheetLayout(p) {
 function drawSheet(p, setTriggerValue) {
   const box = sheetLayout(p);
   const shell = panelShell(p, box);
-  const { canvas, tip } = shell;
+  const { canvas } = shell;
   canvas.dataset.plot = JSON.stringify({ maps: box.maps, map_w: box.mapW, map_h: box.mapH, titles: p.titles });
   whenLoaded(p.png, canvas, (image) => {
     const g = canvas.getContext("2d");
@@ -341,7 +341,6 @@ function drawSheet(p, setTriggerValue) {
     showTip(shell, event, i === null ? null : [element("div", "mv-row", p.hovers[i])]);
     canvas.style.cursor = i !== null && p.picks ? "pointer" : "";
   });
-  canvas.addEventListener("mouseleave", () => (tip.style.display = "none"));
   if (p.picks) {
     canvas.addEventListener("click", (event) => {
       const i = mapAt(event);
