@@ -35,7 +35,7 @@ from explorer.trace import StackTrace, Trace
 from explorer.vega import VIRIDIS
 from views.matrix_view import show_board
 from views.session import from_model, sidebar_run, weights_note
-from views.widgets import ENTROPY_COLUMNS, csv_button, ignored_url_value, vega_chart
+from views.widgets import ENTROPY_COLUMNS, csv_button, vega_chart, warn_junk_url
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
 
@@ -56,16 +56,6 @@ def cached_gradients(
     """Gradient norm of every parameter tensor for GRADIENT_OBJECTIVE on the typed tokens; _model is the
     session's model for cfg (only read: gradient_norms writes no .grad)."""
     return gradient_norms(_model, list(tokens), None if target is None else list(target))
-
-
-def warn_junk_url(allowed: dict[str, list[str]]) -> None:
-    """Streamlit silently drops a URL value its widget cannot take: say so."""
-    for key, options in allowed.items():
-        if key in st.query_params and st.query_params[key] not in options:
-            why = "it is not one of " + ", ".join(options[:12])
-            st.warning(
-                f"{ignored_url_value(key, st.query_params[key], why)}; using the default.", icon=":material/link_off:"
-            )
 
 
 def pick_stack(trace: Trace) -> StackTrace:

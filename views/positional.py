@@ -41,7 +41,7 @@ from explorer.positional_figures import (
 from explorer.trace import Trace
 from views.matrix_view import show_board
 from views.session import from_model, sidebar_run, trained_label
-from views.widgets import csv_button, ignored_url_value, vega_chart
+from views.widgets import csv_button, vega_chart, warn_junk_url
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
 METRICS = ("cosine", "dot")
@@ -98,23 +98,6 @@ def cached_permutation(
 def cached_repeated_scores(cfg: ModelConfig, token: str, n_positions: int, _model: Transformer) -> np.ndarray:
     """[L, H, P, P] scores of every head on the repeated token (one run for every layer and head)."""
     return repeated_token_scores(_model, token, n_positions)
-
-
-def warn_junk_url(allowed: dict[str, list[str] | None]) -> None:
-    """Streamlit silently drops a URL value its widget cannot take: say so. None means a whole number."""
-    for key, options in allowed.items():
-        if key not in st.query_params:
-            continue
-        raw = st.query_params[key]
-        if options is None:
-            if raw.strip().lstrip("-").isdigit():
-                continue
-            why = "it is not a whole number"
-        elif raw in options:
-            continue
-        else:
-            why = "it is not one of " + ", ".join(options[:12]) + ("…" if len(options) > 12 else "")
-        st.warning(f"{ignored_url_value(key, raw, why)}; using the default.", icon=":material/link_off:")
 
 
 def table_frame(table: np.ndarray, tokens: list[str] | None = None) -> pd.DataFrame:

@@ -57,6 +57,24 @@ def ignored_url_value(key: str, raw: str, why: str) -> str:
     return f"URL parameter `{key}={code_text(raw)}` was ignored: {why}"
 
 
+def warn_junk_url(allowed: dict[str, list[str] | None]) -> None:
+    """Streamlit silently drops a URL value its widget cannot take: say so, for this run. {key: the values its widget
+    takes, as the URL gives them; None for a whole number}."""
+    for key, options in allowed.items():
+        if key not in st.query_params:
+            continue
+        raw = st.query_params[key]
+        if options is None:
+            if raw.strip().lstrip("-").isdigit():
+                continue
+            why = "it is not a whole number"
+        elif raw in options:
+            continue
+        else:
+            why = "it is not one of " + ", ".join(options[:12]) + ("…" if len(options) > 12 else "")
+        st.warning(f"{ignored_url_value(key, raw, why)}; using the default.", icon=":material/link_off:")
+
+
 def one_of(options: Iterable) -> Callable[[str], bool]:
     """Whether a URL value names one of the options (as the widget shows them)."""
     shown = {str(o) for o in options}
