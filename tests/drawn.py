@@ -21,11 +21,6 @@ def rgb(colour: str) -> list[int]:
     return [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
 
 
-def chart_tables(spec: dict) -> dict[str, pd.DataFrame]:
-    """The named tables of a spec as built in Python (DataFrames under "datasets")."""
-    return dict(spec.get("datasets") or {})
-
-
 def app_charts(at) -> list[tuple[dict, dict[str, pd.DataFrame]]]:
     """Every Vega-Lite chart an AppTest run drew: (spec, tables), the tables decoded from Arrow as sent."""
     charts = []
