@@ -81,7 +81,7 @@ def layer_head_axes(n_layers: int, n_heads: int) -> dict:
 
 
 def chart(spec: dict) -> dict:
-    """A top-level chart: drawn on canvas (fast for many cells), its own size (width and height are the plot
+    """A top-level chart: drawn on canvas (fast for many marks), its own size (width and height are the plot
     area; axes, legend and title come on top), no view border, one font, and hover only on marks that have
     a tooltip of their own (see quiet)."""
     return quiet(
