@@ -29,7 +29,17 @@ from urllib.parse import urlencode
 
 # bench/ is on sys.path when a script here runs
 from sentences import words
-from serve import BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, keepalive_ms, serving_all, turns
+from serve import (
+    BASELINE_PRELUDE,
+    CHARTS_DRAWN,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    keepalive_ms,
+    renderer_cpu,
+    renderer_cpu_since,
+    serving_all,
+    turns,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.5  # seconds from navigation to a drawn heatmap, warm
@@ -93,15 +103,18 @@ READY = f"""() => {{
 }}"""
 
 
-Times = tuple[float, float | None, float]  # seconds from goto to idle, to the first chart (None: none), to done
+# Seconds from goto to idle, to the first chart (None: none) and to done; then the CPU seconds the page's renderer
+# used until done, on its main thread (where Streamlit's JavaScript and React run) and in all its threads.
+Times = tuple[float, float | None, float, float, float]
 
 
 def load_once(browser, context, url: str, timeout_ms: int, chart: bool) -> tuple[Times, list[str]]:
-    """Seconds from goto to IDLE, to the first chart drawn (when the page has a `chart`) and to done (READY); and
-    the problems the page showed. With context None the load gets a fresh context (empty browser cache), closed
-    afterwards."""
+    """Seconds from goto to IDLE, to the first chart drawn (when the page has a `chart`) and to done (READY), and
+    the renderer's CPU seconds until done (Times); and the problems the page showed. With context None the load
+    gets a fresh context (empty browser cache), closed afterwards."""
     own = context is None
     context = context or browser.new_context(viewport={"width": 1400, "height": 1000})
+    cpu_before = renderer_cpu()
     page = context.new_page()
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
@@ -118,8 +131,9 @@ def load_once(browser, context, url: str, timeout_ms: int, chart: bool) -> tuple
             first = time.perf_counter() - t0
         page.wait_for_function(READY, timeout=timeout_ms, polling=50)
         done = time.perf_counter() - t0
+        main_cpu, all_cpu = renderer_cpu_since(cpu_before)
         problems += [f"exception: {e.inner_text()[:200]}" for e in page.locator("[data-testid='stException']").all()]
-        return (idle, first, done), problems
+        return (idle, first, done, main_cpu, all_cpu), problems
     finally:
         page.close()
         if own:
@@ -127,14 +141,16 @@ def load_once(browser, context, url: str, timeout_ms: int, chart: bool) -> tuple
 
 
 def report(name: str, loads: list[tuple[Times, list[str]]], note: str, target: float | None = None) -> bool:
-    """One table row: median seconds to idle, to the first chart and to done; True when done is within target."""
+    """One table row: median seconds to idle, to the first chart and to done, and the renderer's median CPU
+    seconds; True when done is within target."""
     times = [t for t, _ in loads]
-    idle, done = (statistics.median(t[i] for t in times) for i in (0, 2))
+    idle, done, main_cpu, all_cpu = (statistics.median(t[i] for t in times) for i in (0, 2, 3, 4))
     first = "-" if times[0][1] is None else f"{statistics.median(t[1] for t in times):.2f}"
     ok = target is None or done <= target
     verdict = "" if target is None else f"<= {target} s {'ok' if ok else 'OVER'}"
     spread = f"{min(t[2] for t in times):.2f}-{max(t[2] for t in times):.2f}" if len(times) > 1 else ""
-    print(f"{name:58} {len(times):>5} {idle:>6.2f} {first:>8} {done:>6.2f} {spread:>11}  {verdict:12} {note}")
+    cpu = f"{main_cpu:>5.2f} {all_cpu:>5.2f}"
+    print(f"{name:58} {len(times):>5} {idle:>6.2f} {first:>8} {done:>6.2f} {spread:>11} {cpu}  {verdict:12} {note}")
     return ok
 
 
@@ -187,20 +203,23 @@ def main() -> int:
         charted = {args.app, *BASELINES_WITH_A_CHART}
         results, keepalive = measure(apps, charted, args.query, args.loads, timeout_ms)
     print("page load in Chromium, seconds from goto (medians): to the script run finished and the title shown (idle),")
-    print("  to the first chart drawn (1st map), to every chart drawn with no skeleton left (done)")
+    print("  to the first chart drawn (1st map), to every chart drawn with no skeleton left (done); and the CPU")
+    print("  seconds the page's renderer used until done, on its main thread (main) and in all its threads (all)")
     print(f"  {os.cpu_count()} cpus, load average {load} at the start")
     print(f"  /?{args.query}")
-    print(f"{'load':58} {'loads':>5} {'idle':>6} {'1st map':>8} {'done':>6} {'done range':>11}  {'target':12} what")
+    times = f"{'idle':>6} {'1st map':>8} {'done':>6} {'done range':>11} {'main':>5} {'all':>5}"
+    print(f"{'load':58} {'loads':>5} {times}  {'target':12} what")
     ok = True
     for app, (cold, fresh, cached) in results.items():
         target = TARGET if app == args.app else None
         report(f"{app}: cold server", [cold], "first load after the server started: imports, empty st.cache_*")
         ok &= report(f"{app}: warm, new context", fresh, "empty browser cache, new session", target)
         report(f"{app}: warm, cached", cached, "same browser context (cached JS), new page")
-    main_done = statistics.median(times[2] for times, _ in results[args.app][1])
+    main_done, main_cpu = (statistics.median(times[i] for times, _ in results[args.app][1]) for i in (2, 3))
     for name, (_, fresh, _) in list(results.items())[1:]:
-        ratio = main_done / statistics.median(times[2] for times, _ in fresh)
-        print(f"  {args.app} / {name}, warm, new context: {ratio:.2f}")
+        done, cpu = (statistics.median(times[i] for times, _ in fresh) for i in (2, 3))
+        extra = f"{args.app} needs {main_cpu - cpu:+.2f} s of main-thread CPU more"
+        print(f"  {args.app} / {name}, warm, new context: {main_done / done:.2f} ({extra})")
     print(f"  {args.app}: a script over a kept-alive connection takes {keepalive:.1f} ms (about 40 with Nagle on)")
     problems = [p for cold, fresh, cached in results.values() for _, found in [cold, *fresh, *cached] for p in found]
     for problem in dict.fromkeys(problems):

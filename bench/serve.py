@@ -54,6 +54,33 @@ disable_nagle_once()
 """
 
 
+def renderer_cpu() -> dict[tuple[int, int], float]:
+    """CPU seconds so far of every thread of every live Chromium renderer process, by (pid, tid); the main thread
+    is the one whose tid is its pid. Linux only (reads /proc): an empty dict elsewhere."""
+    if not os.path.isdir("/proc"):
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    seconds: dict[tuple[int, int], float] = {}
+    for pid in (int(name) for name in os.listdir("/proc") if name.isdigit()):
+        try:
+            if b"--type=renderer" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                continue
+            for tid in (int(name) for name in os.listdir(f"/proc/{pid}/task")):
+                fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+                seconds[pid, tid] = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+        except OSError:  # the process or thread ended while being read
+            continue
+    return seconds
+
+
+def renderer_cpu_since(before: dict[tuple[int, int], float]) -> tuple[float, float]:
+    """CPU seconds the renderers used since `before` (renderer_cpu()): on their main threads, and in all threads.
+    A renderer that started since counts from zero; one that ended since is not counted."""
+    after = renderer_cpu()
+    used = {key: value - before.get(key, 0.0) for key, value in after.items()}
+    return sum(v for (pid, tid), v in used.items() if pid == tid), sum(used.values())
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
