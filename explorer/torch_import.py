@@ -27,11 +27,14 @@ def from_torch(module: nn.Module) -> Transformer:
     elif isinstance(module, nn.TransformerEncoder):
         encoder = _stack_spec(list(module.layers), module.norm, cross=False)
         model = Transformer(encoder, None, max_positions=_MAX_POSITIONS)
+        _copy_final_norm(model.encoder, module.norm)
         state = {"encoder." + key: value for key, value in module.state_dict().items()}
     elif isinstance(module, nn.Transformer):
         encoder = _stack_spec(list(module.encoder.layers), module.encoder.norm, cross=False)
         decoder = _stack_spec(list(module.decoder.layers), module.decoder.norm, cross=True)
         model = Transformer(encoder, decoder, max_positions=_MAX_POSITIONS)
+        _copy_final_norm(model.encoder, module.encoder.norm)
+        _copy_final_norm(model.decoder, module.decoder.norm)
         state = dict(module.state_dict())
     else:
         raise ConfigError(f"from_torch takes an {SUPPORTED}; got {type(module).__name__}.")
@@ -40,6 +43,14 @@ def from_torch(module: nn.Module) -> Transformer:
 
 
 _MAX_POSITIONS = 4096  # imported models have no position table; this only bounds the input length
+
+
+def _copy_final_norm(stack: nn.Module, final_norm: nn.Module | None) -> None:
+    """The stack's final LayerNorm as the torch module has it: its own eps, and weight and bias only if it has them
+    (it need not match the layers' norms). The values come with the state dict."""
+    if final_norm is not None:  # a new module, so on the CPU in float32 like the rest of the model
+        has_weight, has_bias = final_norm.weight is not None, final_norm.bias is not None
+        stack.norm = nn.LayerNorm(final_norm.normalized_shape, final_norm.eps, has_weight, bias=has_bias)
 
 
 def _stack_spec(layers: list[nn.Module], final_norm: nn.Module | None, cross: bool) -> StackSpec:
@@ -59,6 +70,7 @@ def _layer_spec(layer: nn.Module, expected: LayerType, cross: bool, final_norm: 
             raise ConfigError("from_torch needs kdim = vdim = d_model, no add_bias_kv and no add_zero_attn.")
     if final_norm is not None and not isinstance(final_norm, nn.LayerNorm):
         raise ConfigError(f"The stack's final norm must be an nn.LayerNorm, not {type(final_norm).__name__}.")
+    _check_layer_norms(layer, cross)
     return StackSpec(
         d_model=layer.self_attn.embed_dim,
         n_heads=layer.self_attn.num_heads,
@@ -72,6 +84,22 @@ def _layer_spec(layer: nn.Module, expected: LayerType, cross: bool, final_norm: 
         cross_attention=cross,
         dropout=float(layer.dropout.p),
     )
+
+
+def _check_layer_norms(layer: nn.Module, cross: bool) -> None:
+    """The engine gives a block's LayerNorms one eps, a weight, and a bias when its linear layers have one, as
+    torch's constructor does: refuse a layer whose norms were changed since, rather than give other numbers."""
+    has_bias = layer.linear1.bias is not None
+    for name in ("norm1", "norm2") + (("norm3",) if cross else ()):
+        norm = getattr(layer, name)
+        if not isinstance(norm, nn.LayerNorm):
+            raise ConfigError(f"The layer's {name} must be an nn.LayerNorm, not {type(norm).__name__}.")
+        if norm.eps != layer.norm1.eps or norm.weight is None or (norm.bias is not None) != has_bias:
+            raise ConfigError(
+                f"The layer's {name} differs from what nn.{type(layer).__name__} builds (eps {norm.eps}, "
+                f"weight {norm.weight is not None}, bias {norm.bias is not None}); from_torch needs the norms of a "
+                "layer to share one eps, have a weight, and have a bias exactly when the linear layers do."
+            )
 
 
 def _activation_name(activation: object) -> str:

@@ -119,3 +119,16 @@ def test_from_torch_refuses_what_it_cannot_copy():
                 nn.TransformerEncoderLayer(16, 2, 32), 2, norm=nn.RMSNorm(16), enable_nested_tensor=False
             )
         )
+
+
+@pytest.mark.parametrize(
+    "changed_norm",
+    [nn.LayerNorm(16, eps=0.1), nn.LayerNorm(16, elementwise_affine=False), nn.LayerNorm(16, bias=False)],
+    ids=["other eps", "no weight", "no bias"],
+)
+def test_from_torch_refuses_a_layer_whose_norms_were_changed(changed_norm):
+    """The engine builds a block's norms as torch's constructor does; a hand-changed norm would give other numbers."""
+    layer = nn.TransformerEncoderLayer(16, 2, 32)
+    layer.norm2 = changed_norm
+    with pytest.raises(ConfigError, match="norm2 differs"):
+        explorer.from_torch(layer)

@@ -91,6 +91,42 @@ def test_encoder_stack_with_final_norm_matches_torch_layer_by_layer(norm_first, 
             np.testing.assert_allclose(trace.residual[i + 1], h.numpy(), atol=1e-5)
 
 
+FINAL_NORMS = {
+    "its own eps": lambda: nn.LayerNorm(D, eps=0.1),
+    "no weight or bias": lambda: nn.LayerNorm(D, elementwise_affine=False),
+    "no bias": lambda: nn.LayerNorm(D, bias=False),
+}
+
+
+@pytest.mark.parametrize("final_norm", list(FINAL_NORMS))
+def test_a_stack_final_norm_unlike_the_layers_norms_matches_torch(final_norm):
+    """The final norm is the user's own module: its eps, weight and bias need not be the layers'."""
+    stack = nn.TransformerEncoder(
+        encoder_layer(True), num_layers=2, norm=FINAL_NORMS[final_norm](), enable_nested_tensor=False
+    ).eval()
+    with torch.no_grad():
+        for p in stack.norm.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    x = torch.randn(T, D, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        expected = stack(x)
+    np.testing.assert_allclose(explorer.run(explorer.from_torch(stack), x).output, expected.numpy(), atol=1e-5)
+
+
+@pytest.mark.parametrize("final_norm", list(FINAL_NORMS))
+def test_a_transformer_with_its_own_final_norms_matches_torch(final_norm):
+    torch.manual_seed(5)
+    model = nn.Transformer(D, H, 1, 1, F, dropout=0.0, norm_first=True).eval()
+    model.encoder.norm, model.decoder.norm = FINAL_NORMS[final_norm](), FINAL_NORMS[final_norm]()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    src, tgt = torch.randn(S, D), torch.randn(T, D)
+    with torch.no_grad():
+        expected = model(src, tgt)
+    np.testing.assert_allclose(explorer.run(explorer.from_torch(model), src, tgt).output, expected.numpy(), atol=1e-5)
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_full_transformer_matches_torch_including_cross_attention(norm_first):
     torch.manual_seed(4)
