@@ -142,8 +142,8 @@ def maps_csv(pairs: list[MapPair]) -> str:
 
 
 def read_maps_csv(text: str) -> pd.DataFrame:
-    """Read maps_csv back, a, b and a_minus_b as float32 (the values the page computed)."""
-    frame = pd.read_csv(io.StringIO(text), dtype={"query_token": str, "key_token": str})
+    """Read maps_csv back, a, b and a_minus_b as float32 (the values the page computed), tokens as written."""
+    frame = pd.read_csv(io.StringIO(text), dtype={"query_token": str, "key_token": str}, keep_default_na=False)
     for column in ("a", "b", "a_minus_b"):
         frame[column] = frame[column].astype(np.float32)
     return frame

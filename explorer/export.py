@@ -39,8 +39,10 @@ def attention_csv(maps: AttentionMaps, layer: int, head: int | None) -> str:
 
 
 def read_attention_csv(text: str) -> pd.DataFrame:
-    """Read attention_csv output back, weights as float32."""
-    frame = pd.read_csv(io.StringIO(text), dtype={"query_token": str, "key_token": str, "head": str})
+    """Read attention_csv output back, weights as float32 and tokens as written (even "NA" or "nan")."""
+    frame = pd.read_csv(
+        io.StringIO(text), dtype={"query_token": str, "key_token": str, "head": str}, keep_default_na=False
+    )
     frame["weight"] = frame["weight"].astype(np.float32)
     return frame
 

@@ -333,6 +333,14 @@ def test_json_export_with_shapes_that_cannot_be_subtracted():
     assert pair["b_shape"] == [2, 8, 6, 6]
 
 
+def test_maps_csv_keeps_tokens_pandas_would_read_as_missing():
+    tokens = ["NA", "null", "nan", "None"]
+    *_, trace_a, trace_b = traces(explorer.ModelConfig(n_layers=1), explorer.ModelConfig(n_layers=1), tokens)
+    frame = read_maps_csv(maps_csv(paired_attention(trace_a, trace_b)))
+    assert frame["query_token"].tolist()[:16:4] == tokens  # rows: query by query, each over every key
+    assert frame["key_token"].tolist()[:4] == tokens
+
+
 def test_csv_exports_read_back(post_pre):
     *_, trace_a, trace_b = post_pre
     pairs = paired_attention(trace_a, trace_b)

@@ -132,11 +132,13 @@ def test_cross_attention_frame_uses_both_token_lists(make_maps):
 
 
 def test_csv_round_trip(make_maps):
-    maps = make_maps(allowed=causal(6), tokens=["a,b", '"q"', "x", "1", "[PAD]", "ü"])
+    tokens = ["a,b", '"q"', "NA", "1", "nan", "ü"]  # pandas reads NA and nan as missing unless told not to
+    maps = make_maps(allowed=causal(6), tokens=tokens)
     for head in (1, None):
         back = read_attention_csv(attention_csv(maps, 1, head))
         np.testing.assert_array_equal(back["weight"].to_numpy().reshape(6, 6), attention_matrix(maps, 1, head))
-        assert back["query_token"].tolist()[::6] == ["a,b", '"q"', "x", "1", "[PAD]", "ü"]
+        assert back["query_token"].tolist()[::6] == tokens
+        assert back["key_token"].tolist()[:6] == tokens
         assert back["allowed"].tolist() == causal(6).ravel().tolist()
         assert set(back["head"]) == {"1" if head == 1 else "mean"}
         assert set(back["layer"]) == {1} and set(back["kind"]) == {"self-attention"}
