@@ -56,6 +56,8 @@ def prepare_inputs(
         raise ConfigError("An encoder-decoder needs a target sentence as well as the source; type one.")
     if not encoder_decoder and target is not None:
         raise ConfigError("Only an encoder-decoder takes a target; this model reads a single input.")
+    if not encoder_decoder and (target_mask is not None or memory_mask is not None):
+        raise ConfigError("Only an encoder-decoder takes target_mask and memory_mask; pass this model's mask as mask.")
     causal_first = model.encoder is None or (cfg is not None and "causal" in cfg.mask)  # decoder-only: causal
     x, tokens = _input(model, source, "source" if encoder_decoder else "input")
     first = StackInput(tokens, x, _allowed(mask, "mask", cfg, tokens, tokens, causal_first))

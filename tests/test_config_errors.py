@@ -108,6 +108,17 @@ def test_tensor_inputs_and_masks_are_checked():
         explorer.run(model, torch.randn(3, 16), mask=torch.ones(2, 2, dtype=torch.bool))
 
 
+def test_target_and_memory_masks_are_refused_without_a_decoder_to_use_them():
+    """A mask the model has no use for would otherwise be ignored in silence."""
+    model = explorer.from_torch(nn.TransformerEncoderLayer(16, 2, 32))
+    causal = torch.ones(3, 3, dtype=torch.bool).tril()
+    for name in ("target_mask", "memory_mask"):
+        with pytest.raises(ConfigError, match="pass this model's mask as mask"):
+            explorer.run(model, torch.randn(3, 16), **{name: causal})
+    with pytest.raises(ConfigError, match="Only an encoder-decoder takes target_mask"):
+        explorer.run(ModelConfig(), "a b c", target_mask=causal)
+
+
 def test_from_torch_refuses_what_it_cannot_copy():
     with pytest.raises(ConfigError, match="from_torch takes"):
         explorer.from_torch(nn.Linear(4, 4))
