@@ -19,6 +19,8 @@ def from_torch(module: nn.Module) -> Transformer:
 
     Run it with `explorer.run(model, x)` where x is a float tensor [T, d_model] of input embeddings (and
     `target` [T_target, d_model] for nn.Transformer); batch_first does not matter since one sequence is run.
+    With a key padding mask, torch's nested-tensor path (eval, no grad, batch_first nn.TransformerEncoder) returns
+    0 at padded positions; there the explorer gives what the layers compute, as torch does without that path.
     """
     if isinstance(module, nn.TransformerEncoderLayer):
         encoder, prefix = _stack_spec([module], None, cross=False), "encoder.layers.0."

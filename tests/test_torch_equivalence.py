@@ -127,6 +127,24 @@ def test_a_transformer_with_its_own_final_norms_matches_torch(final_norm):
     np.testing.assert_allclose(explorer.run(explorer.from_torch(model), src, tgt).output, expected.numpy(), atol=1e-5)
 
 
+def test_padded_positions_are_what_the_layers_compute_not_the_zeros_of_torchs_nested_tensor_path():
+    """As the README says: torch's nested-tensor path zeroes padded positions; the explorer matches torch everywhere
+    else, and matches torch without that path everywhere."""
+    torch.manual_seed(6)
+    stack = nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(D, H, F, dropout=0.0, batch_first=True), 2, enable_nested_tensor=True
+    ).eval()
+    x, padded = torch.randn(T, D), torch.tensor([False] * (T - 2) + [True] * 2)
+    trace = explorer.run(explorer.from_torch(stack), x, mask=(~padded).expand(T, T))
+    with torch.inference_mode():
+        nested = stack(x[None], src_key_padding_mask=padded[None])[0]
+        stack.use_nested_tensor = False
+        layer_by_layer = stack(x[None], src_key_padding_mask=padded[None])[0]
+    assert (nested[padded] == 0).all() and (np.abs(trace.output[padded.numpy()]) > 0.1).any()
+    np.testing.assert_allclose(trace.output[~padded.numpy()], nested[~padded].numpy(), atol=1e-5)
+    np.testing.assert_allclose(trace.output, layer_by_layer.numpy(), atol=1e-5)
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_full_transformer_matches_torch_including_cross_attention(norm_first):
     torch.manual_seed(4)
