@@ -17,17 +17,17 @@ def sinusoidal(n_positions: int, d_model: int) -> torch.Tensor:
     return encoding.float()
 
 
-def rope_angles(n_positions: int, d_head: int) -> torch.Tensor:
+def rope_angles(n_positions: int, d_head: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """[P, K/2] angle by which rotary encoding turns pair i of a query or key at position p: p / 10000^(2i/K)."""
     position = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # [P, 1]
     pair = torch.arange(0, d_head, 2, dtype=torch.float64)  # [K/2]
-    return (position / torch.pow(10000.0, pair / d_head)).float()
+    return (position / torch.pow(10000.0, pair / d_head)).to(dtype)
 
 
 def apply_rope(x: torch.Tensor) -> torch.Tensor:
     """x [..., T, K] -> each pair (x[2i], x[2i+1]) at position t rotated by rope_angles(T, K)[t, i]."""
-    angles = rope_angles(x.shape[-2], x.shape[-1]).to(x.dtype)  # [T, K/2]
-    cos, sin = angles.cos(), angles.sin()
+    angles = rope_angles(x.shape[-2], x.shape[-1], torch.float64)  # [T, K/2]; in float32, up to 1e-4 rad off near 4,000
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # [..., T, K/2] each
     return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)  # [..., T, K]
 
