@@ -80,6 +80,16 @@ def _spoken_list(items: list[int]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
+def applied_masks(cfg: ModelConfig) -> dict[str, str]:
+    """The mask each stack's self-attention applies, by stack name: a decoder's is causal whatever cfg.mask says."""
+    as_decoder = "causal+padding" if "padding" in cfg.mask else "causal"
+    if cfg.arch == "encoder":
+        return {"encoder": cfg.mask}
+    if cfg.arch == "decoder":
+        return {"decoder": as_decoder}
+    return {"encoder": cfg.mask, "decoder": as_decoder}
+
+
 def validate(cfg: ModelConfig) -> None:
     """Raise ConfigError for the first impossible value, saying what would work instead."""
     for name, allowed in CHOICES.items():

@@ -163,6 +163,8 @@ def test_decoder_is_causal(at):
     z = main_heatmap(at).values
     assert np.isnan(z[np.triu(np.ones((6, 6), dtype=bool), 1)]).all()
     assert any("always causal" in c.value for c in at.sidebar.caption)
+    summary = at.main.caption[0].value  # the line under the title says what the map shows, not the control
+    assert "mask causal (a decoder is always causal)" in summary and "mask none" not in summary
 
 
 def test_padding_flags_the_empty_row(at):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import explorer
-from explorer.config import ARCHS, MASKS, NORMS, PAD_TOKEN
+from explorer.config import ARCHS, MASKS, NORMS, PAD_TOKEN, ModelConfig, applied_masks
 from explorer.positional import apply_rope, rope_angles, sinusoidal
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
@@ -215,3 +215,20 @@ def test_rope_model_scores_on_a_repeated_token_are_a_function_of_the_offset():
     scores = run_any(small(positional="rope"), ["a"] * 8).scores[0]  # [H, T, T] first layer
     np.testing.assert_allclose(scores[:, 3:, 3:], scores[:, :-3, :-3], atol=1e-4)
     assert np.abs(scores[:, 0, 1:] - scores[:, 0, :1]).max() > 1e-3  # yet it does vary with the offset
+
+
+@pytest.mark.parametrize(("arch", "mask"), list(itertools.product(ARCHS, MASKS)))
+def test_applied_masks_say_what_each_stack_really_masks(arch, mask):
+    """The pages print applied_masks: check each claim against the mask the engine used."""
+    tokens = "the [PAD] cat sat [PAD]"
+    cfg = ModelConfig(arch=arch, mask=mask)
+    trace = explorer.run(cfg, tokens, tokens if arch == "encoder-decoder" else None)
+    claims = applied_masks(cfg)
+    assert list(claims) == [stack.name for stack in trace.stacks]
+    for stack in trace.stacks:
+        expected = np.ones((5, 5), dtype=bool)
+        if "causal" in claims[stack.name]:
+            expected = np.tril(expected)
+        if "padding" in claims[stack.name]:
+            expected[:, [1, 4]] = False
+        np.testing.assert_array_equal(stack.self_attention.allowed, expected)

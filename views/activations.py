@@ -35,7 +35,7 @@ from explorer.trace import StackTrace, Trace
 from explorer.vega import VIRIDIS
 from views.matrix_view import show_board
 from views.session import from_model, sidebar_run, weights_note
-from views.widgets import ENTROPY_COLUMNS, csv_button, vega_chart, warn_junk_url
+from views.widgets import ENTROPY_COLUMNS, csv_button, mask_text, vega_chart, warn_junk_url
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
 
@@ -44,7 +44,7 @@ def summary(cfg: ModelConfig, trace: Trace) -> str:
     sizes = " · ".join(f"{s.name} {len(s.tokens)} tokens" for s in trace.stacks)
     return (
         f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} · d_ff {cfg.d_ff} · "
-        f"**{cfg.norm}-norm** · {cfg.positional} positions · mask {cfg.mask} · {cfg.activation} · seed {cfg.seed} · "
+        f"**{cfg.norm}-norm** · {cfg.positional} positions · {mask_text(cfg)} · {cfg.activation} · seed {cfg.seed} · "
         f"{sizes}. Eval mode, {weights_note()}."
     )
 

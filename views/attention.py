@@ -16,7 +16,15 @@ from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
 from views.matrix_view import picked_value, show_board
 from views.session import sidebar_run
-from views.widgets import ENTROPY_COLUMNS, code_text, download, note_ignored_url_value, one_of, show_url_notes
+from views.widgets import (
+    ENTROPY_COLUMNS,
+    code_text,
+    download,
+    mask_text,
+    note_ignored_url_value,
+    one_of,
+    show_url_notes,
+)
 
 AVERAGE = "average of heads"
 ZOOM_SIDE = 128  # a map of more than ZOOM_SIDE x ZOOM_SIDE cells offers a zoom window this many tokens a side
@@ -29,7 +37,7 @@ def summary(cfg: ModelConfig, trace: Trace) -> str:
     sizes = " · ".join(f"{s.name} {len(s.tokens)} tokens" for s in trace.stacks)
     return (
         f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} (d_head {cfg.d_head}) · "
-        f"{cfg.norm}-norm · {cfg.positional} positions · mask {cfg.mask} · seed {cfg.seed} · {sizes}. "
+        f"{cfg.norm}-norm · {cfg.positional} positions · {mask_text(cfg)} · seed {cfg.seed} · {sizes}. "
         "Weights are post-softmax, eval mode, per head."
     )
 

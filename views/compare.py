@@ -46,6 +46,7 @@ from views.widgets import (
     code_text,
     download,
     ignored_url_value,
+    mask_text,
     note_ignored_url_value,
     one_of,
     show_url_notes,
@@ -278,7 +279,7 @@ def describe(cfg: ModelConfig, other: ModelConfig) -> str:
         "d_ff": f"d_ff {cfg.d_ff}",
         "norm": f"{cfg.norm}-norm",
         "positional": f"{cfg.positional} positions",
-        "mask": f"mask {cfg.mask}",
+        "mask": mask_text(cfg),
         "activation": cfg.activation,
         "seed": f"seed {cfg.seed}",
     }

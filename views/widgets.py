@@ -10,6 +10,17 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from explorer.config import ModelConfig, applied_masks
+
+
+def mask_text(cfg: ModelConfig) -> str:
+    """The mask as the model applies it, for a summary line: a decoder is causal whatever the mask control says."""
+    masks = applied_masks(cfg)
+    if len(masks) == 2:
+        return " · ".join(f"{name} mask {mask}" for name, mask in masks.items())
+    (mask,) = masks.values()
+    return f"mask {mask}" + ("" if mask == cfg.mask else " (a decoder is always causal)")
+
 
 def download(
     label: str,
