@@ -15,6 +15,7 @@ import pandas as pd
 
 from explorer.figures import token_labels
 from explorer.matrix_view import board, matrix_panel
+from explorer.positional import ADDED_TO_INPUT, input_text
 from explorer.vega import (
     CATEGORY10,
     GRID_COLOUR,
@@ -45,7 +46,7 @@ HEAD_GRID_PX = 150  # px along the longer side of a per-head grid: three fit in 
 
 
 def _layer_axis(title: str | None, layers: list[int]) -> dict:
-    """An x encoding over block indices; -1 is labelled 'input' (embedding + position)."""
+    """An x encoding over block indices; -1 is labelled 'input' (the input to the first block)."""
     values = layers if len(layers) <= MAX_LAYER_TICKS else layers[:: math.ceil(len(layers) / MAX_LAYER_TICKS)]
     return {
         "field": "layer",
@@ -74,7 +75,7 @@ def _panels(panels: list[dict], columns: int) -> dict:
     return rows[0] if len(rows) == 1 else {"vconcat": rows, "spacing": 24, "resolve": shared}
 
 
-def depth_figure(stats: pd.DataFrame, stack: str) -> dict:
+def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> dict:
     """Mean, std, RMS and max |x| over depth (2 x 2), one line per point: the residual stream (after each block,
     and the input) and each sub-layer's output before it is added to the stream."""
     points = [p for p in stats["point"].unique() if "LayerNorm" not in p]
@@ -104,7 +105,7 @@ def depth_figure(stats: pd.DataFrame, stack: str) -> dict:
             }
         )  # fmt: skip
     subtitle = (
-        "residual: the stream after each block (input = embedding + position); sub-layer outputs: what each "
+        f"residual: the stream after each block (input = {input_text(positional)}); sub-layer outputs: what each "
         "sub-layer adds, before the residual sum; over all tokens and units"
     )
     return chart(
@@ -181,7 +182,7 @@ def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> dict:
     return spec
 
 
-def token_norm_heatmap(norms: np.ndarray, tokens: list[str], stack: str) -> dict:
+def token_norm_heatmap(norms: np.ndarray, tokens: list[str], stack: str, positional: str) -> dict:
     """[L + 1, T] L2 norm of each token's residual vector, input on top, then after each block: a matrix-view
     board whose rows are tall enough for their labels."""
     n_rows, n_tokens = norms.shape
@@ -197,7 +198,12 @@ def token_norm_heatmap(norms: np.ndarray, tokens: list[str], stack: str) -> dict
         y_title="layer",
         value_title="‖x‖₂",
         title=f"Norm of each token's residual vector, layer by layer ({stack} stack)",
-        subtitle="L2 norm over d_model; a repeated word has the same input row",
+        subtitle="L2 norm over d_model; "
+        + (
+            "the input adds each token's position, so a repeated word's input rows differ"
+            if positional in ADDED_TO_INPUT
+            else "no position is added to the input, so a repeated word has the same input row"
+        ),
         text_digits=1,
         plot_px=(max(320.0, n_tokens * cell), max(n_rows * cell, min(24.0 * n_rows, 600.0))),
     )

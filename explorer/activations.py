@@ -23,7 +23,7 @@ def points(stack: StackTrace) -> tuple[str, ...]:
 
 def activation_values(stack: StackTrace, layer: int, point: str) -> np.ndarray:
     """The values at one point of one block, as [T, width]. 'residual' at layer l is the stream after block l
-    (layer -1: the input, embedding + position)."""
+    (layer -1: the input to the first block)."""
     if point == "residual":
         return stack.residual[layer + 1]  # [T, D]
     return stack.activations[f"blocks.{layer}.{_KEYS[point]}"]  # [T, D] or [T, F]

@@ -17,7 +17,7 @@ NOTE = (
     "weight minus B's (post-softmax, eval mode, per head); a weight is exactly 0 where the query may not attend to "
     "the key (allowed_a / allowed_b false). js_divergence is the Jensen-Shannon divergence in bits between A's and "
     "B's attention rows, averaged over the queries that have an allowed key in both. per_layer: residual RMS / std "
-    "over all tokens and units (layer -1 = the input, embedding + position), the L2 norm of each block's parameter "
+    "over all tokens and units (layer -1 = the input to the first block), the L2 norm of each block's parameter "
     "gradients for the dummy objective below, and the mean over heads of the self-attention entropy in nats."
 )
 

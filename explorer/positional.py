@@ -5,6 +5,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+ADDED_TO_INPUT = ("sinusoidal", "learned")  # the kinds that add a position vector to each token's embedding
+
+
+def input_text(positional: str) -> str:
+    """What the residual stream's input row holds, for a caption: rope and none add no position to it."""
+    return "embedding + position" if positional in ADDED_TO_INPUT else "the token embedding, no position added"
+
 
 def sinusoidal(n_positions: int, d_model: int) -> torch.Tensor:
     """[P, D] PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(p / 10000^(2i/D))."""

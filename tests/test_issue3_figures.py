@@ -291,9 +291,22 @@ def depth_values(spec: dict, table: str, series_column: str, series: str, statis
     return frame[(frame[series_column] == series) & (frame["statistic"] == statistic)].sort_values("layer")
 
 
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "none"])
+def test_what_the_captions_say_of_the_input_row_holds(positional):
+    """A repeated word ("the" at 0 and 4) has the same input row exactly when no position is added to it."""
+    stack = explorer.run(explorer.ModelConfig(positional=positional), TOKENS).first
+    norms = token_norms(stack)
+    [panel] = token_norm_heatmap(norms, TOKENS, "encoder", positional)["panels"]
+    depth_subtitle = depth_figure(layer_statistics(stack), "encoder", positional)["title"]["subtitle"]
+    same_input = bool(np.array_equal(stack.residual[0, 0], stack.residual[0, 4]))
+    assert same_input == (positional in ("rope", "none"))
+    assert ("a repeated word has the same input row" in panel["subtitle"]) == same_input
+    assert ("embedding + position" in "".join(depth_subtitle)) == (not same_input)
+
+
 def test_depth_figure_draws_each_statistic_per_point(trace):
     stats = layer_statistics(trace.first)
-    spec = depth_figure(stats, "encoder")
+    spec = depth_figure(stats, "encoder", "sinusoidal")
     residual_rms = depth_values(spec, "act_depth", "point", "residual", "rms")
     expected = stats[stats["point"] == "residual"].sort_values("layer")
     np.testing.assert_array_equal(residual_rms["value"], expected["rms"])
@@ -329,7 +342,7 @@ def test_layernorm_figure_pairs_input_and_output(trace):
 
 def test_token_norms_heatmap(trace):
     norms = token_norms(trace.first)
-    [panel] = token_norm_heatmap(norms, TOKENS, "encoder")["panels"]
+    [panel] = token_norm_heatmap(norms, TOKENS, "encoder", "sinusoidal")["panels"]
     drawn = panel_matrix(panel)
     np.testing.assert_array_equal(drawn.values, norms.astype(np.float32))
     assert panel["rows"] * panel["cell_h"] >= 24 * 4  # rows tall enough for their labels
@@ -429,7 +442,7 @@ def test_only_marks_with_a_tooltip_answer_hover(trace):
         wavelength_figure(wavelengths(64), 64, 300),
         similarity_profile(similarity_to(table, 5, "cosine"), 5, "cosine"),
         offset_profile_figure(offset_scores(explorer.ModelConfig(arch="decoder"), "a", 10)),
-        depth_figure(stats, "encoder"),
+        depth_figure(stats, "encoder", "sinusoidal"),
         layernorm_figure(stats, "encoder", "pre"),
         histogram_figure(value_histogram(trace.first.activations["blocks.0.ffn.hidden"]), "FFN hidden", "s"),
     ]

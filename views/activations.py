@@ -30,6 +30,7 @@ from explorer.config import ConfigError, ModelConfig
 from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
 from explorer.matrix_view import board
 from explorer.model import Transformer
+from explorer.positional import input_text
 from explorer.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.trace import StackTrace, Trace
 from explorer.vega import VIRIDIS
@@ -78,9 +79,11 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Over depth: the residual stream and each sub-layer")
     stats = layer_statistics(stack)
     st.info(depth_story(stats, cfg.norm), icon=":material/insights:")
-    vega_chart(depth_figure(stats, stack.name), "act_depth")
+    vega_chart(depth_figure(stats, stack.name, cfg.positional), "act_depth")
     vega_chart(layernorm_figure(stats, stack.name, cfg.norm), "act_layernorm")
-    if st.toggle("Show the statistics table (layer -1 is the input: embedding + position)", key="act_stats_table"):
+    if st.toggle(
+        f"Show the statistics table (layer -1 is the input: {input_text(cfg.positional)})", key="act_stats_table"
+    ):
         st.dataframe(
             stats,
             hide_index=True,
@@ -90,10 +93,10 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     csv_button("Statistics (CSV)", stats, f"activations_{stack.name}_statistics.csv", "act_csv_stats")
 
 
-def per_token(stack: StackTrace) -> None:
+def per_token(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Per token")
     norms = token_norms(stack)  # [L + 1, T]
-    show_board(token_norm_heatmap(norms, stack.tokens, stack.name), key="act_token_norms")
+    show_board(token_norm_heatmap(norms, stack.tokens, stack.name, cfg.positional), key="act_token_norms")
     frame = pd.DataFrame(
         {
             "layer": np.repeat(np.arange(-1, norms.shape[0] - 1), norms.shape[1]),
@@ -251,7 +254,7 @@ def main() -> None:
     if len(trace.stacks) > 1:
         st.caption(f"Every chart below shows the **{stack.name}** stack ({len(stack.tokens)} tokens).")
     depth(cfg, stack)
-    per_token(stack)
+    per_token(cfg, stack)
     histogram(cfg, stack)
     relu_zeros(cfg, stack)
     per_head(stack)
