@@ -236,7 +236,7 @@ def lines_table(table: pd.DataFrame, names: tuple[str, str]) -> pd.DataFrame:
     return long.reset_index(drop=True)
 
 
-def _panel(table: pd.DataFrame, statistic: str, names: tuple[str, str]) -> dict:
+def _panel(table: pd.DataFrame, statistic: str, names: tuple[str, ...]) -> dict:
     """One statistic of per_layer_comparison: A and B as two lines on the same axes; the layers only one model
     has are shaded."""
     rows = table[table["statistic"] == statistic].sort_values("layer")
@@ -314,9 +314,10 @@ def _panel(table: pd.DataFrame, statistic: str, names: tuple[str, str]) -> dict:
 
 def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> dict:
     """A 2 x 2 grid, one panel per statistic of per_layer_comparison (each its own y scale), A (solid blue,
-    circles) and B (dashed orange, diamonds) as two lines on the same axes. Layer -1 is the input (embedding +
-    position), labelled "input"; layers only one model has are shaded."""
-    panels = [_panel(table, statistic, names) for statistic in PER_LAYER]
+    circles) and B (dashed orange, diamonds) as two lines on the same axes. Layer -1 is the input to the first
+    block, labelled "input"; layers only one model has are shaded. Without B's values, the legend names A alone."""
+    in_legend = names if table["b"].notna().any() else names[:1]
+    panels = [_panel(table, statistic, in_legend) for statistic in PER_LAYER]
     spec = {  # rows of an hconcat each: Streamlit draws nothing of a "concat" with "columns"
         "vconcat": [{"hconcat": panels[i : i + 2], "spacing": 40} for i in range(0, len(panels), 2)],
         "spacing": 30,

@@ -324,6 +324,11 @@ def test_impossible_b_is_an_error_not_a_traceback(at):
     assert any(e.value.startswith("B: ") and "divisible" in e.value for e in at.error)
     maps_a = explorer.run(ModelConfig(), TOKENS).attention_maps()["self-attention"]
     np.testing.assert_array_equal(sides(at)["A"].values, shown(maps_a))
+    # Nothing said of B may describe A or an absent kind of attention: B is simply not drawn.
+    text = [m.value for m in at.markdown] + [i.value for i in at.info] + [h.value for h in at.subheader]
+    assert any(t.startswith("**A** ·") and "**B** · not drawn" in t for t in text)
+    assert not any("B has no" in t or "only A has" in t for t in text)
+    assert "Attention in A (B is not drawn)" in text and "Per layer: A alone (B is not drawn)" in text
     at.number_input(key="b_d_model").set_value(64).run()
     assert_ok(at)
     assert not at.error and difference_panel(at) is not None

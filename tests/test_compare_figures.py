@@ -305,6 +305,15 @@ def test_layer_lines_shade_the_layers_one_model_lacks():
     assert panels[2]["data"]["values"] == [{"note": "not available"}]
 
 
+def test_layer_lines_without_b_name_only_a_in_the_legend():
+    values_a = layer_values(explorer.run(explorer.ModelConfig(), TOKENS).first)
+    for panel in lines_panels(layer_lines(per_layer_comparison(values_a, None))):
+        if "layer" in panel:
+            line, points = panel["layer"]
+            assert line["encoding"]["color"]["scale"]["domain"] == ["A"]
+            assert points["encoding"]["shape"]["scale"]["domain"] == ["A"]
+
+
 def test_json_export_holds_both_configs_and_the_engine_differences(post_pre):
     a, b, _, _, trace_a, trace_b = post_pre
     pairs = paired_attention(trace_a, trace_b)

@@ -55,6 +55,7 @@ from views.widgets import (
 
 CONFIGURATION, INPUT = "configuration", "input"
 DEFAULT_TARGET = "le chat est assis sur le tapis"  # what B's decoder reads when A has none
+B_NOT_DRAWN = "the problem with B is named above; A is shown alone until it is fixed."
 DRAWN_KEY = "_compare_defaults"  # the default each of B's controls was last drawn with
 NOTES_KEY = "_compare_url_notes"
 VIEW_NOTES_KEY = "_compare_view_notes"
@@ -406,10 +407,11 @@ def why_not_subtracted(pair: MapPair) -> str:
 
 
 @st.fragment
-def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = None) -> None:
+def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = None, b_drawn: bool = True) -> None:
     """`key` (the configurations, texts, alignment and model_key()) decides `pairs`: it keys the cached head
-    ranking. `caveat` is said under the maps (e.g. that A and B do not share weights)."""
-    st.subheader("Attention in A and B")
+    ranking. `caveat` is said under the maps (e.g. that A and B do not share weights). Without `b_drawn` (B is
+    impossible) A's maps are shown alone, and said to be."""
+    st.subheader("Attention in A and B" if b_drawn else "Attention in A (B is not drawn)")
     labels = [p.label for p in pairs]
     if len(pairs) > 1:
         note_view_param("kind", labels)
@@ -447,7 +449,8 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
             key="most_changed",
             help=f"Layer {int(top['layer'])}, head {int(top['head'])}: the highest Jensen-Shannon divergence.",
         )
-    missing = (missing_side("A", pair.a, pair.label, layer, head), missing_side("B", pair.b, pair.label, layer, head))
+    missing_b = missing_side("B", pair.b, pair.label, layer, head) if b_drawn else "not drawn until fixed"
+    missing = (missing_side("A", pair.a, pair.label, layer, head), missing_b)
     maps_column, difference_column = st.columns([5, 3])
     panels, left_out = pair_panels(pair.a, pair.b, layer, head, missing=missing)
     with maps_column:
@@ -456,7 +459,9 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         if panels:
             show_board(board(panels), key="pair_maps")
     with difference_column:
-        if pair.a is None or pair.b is None:
+        if not b_drawn:
+            st.info("No A − B map while B is not drawn.")
+        elif pair.a is None or pair.b is None:
             st.info(f"No A − B map: only {'B' if pair.a is None else 'A'} has {pair.label}.")
         elif not pair.same_shape:
             st.info(why_not_subtracted(pair))
@@ -548,7 +553,9 @@ def gradients_or_none(a: ModelConfig, b: ModelConfig, text: str, target: str | N
 
 
 def per_layer_section(tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: Trace | None, notes: list[str]) -> None:
-    st.subheader("Per layer: A and B on the same axes")
+    st.subheader(
+        "Per layer: A and B on the same axes" if trace_b is not None else "Per layer: A alone (B is not drawn)"
+    )
     names = list(tables)
     name = names[0]
     if len(names) > 1:
@@ -650,8 +657,10 @@ def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: s
                 "A and B are the very same model (the same weights); only the input differs.", icon=":material/link:"
             )
         return
-    shown_b = b if b is not None else a
-    st.markdown(f"**A** · {describe(a, shown_b)}  \n**B** · {describe(shown_b, a)}")
+    if b is None or not traced:
+        st.markdown(f"**A** · {describe(a, a)}  \n**B** · not drawn: {B_NOT_DRAWN}")
+        return
+    st.markdown(f"**A** · {describe(a, b)}  \n**B** · {describe(b, a)}")
     if b is not None:
         weights_message(a, b)
         if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
@@ -716,7 +725,8 @@ def main() -> None:
             "A and B have different weights, so A − B mixes the settings you changed with the effect of other random "
             "weights, and head h of A has no special relation to head h of B."
         )
-    attention_section(pairs, (a, b, text_a, text_b, target_a, target_b, aligned, model_key()), caveat)
+    key = (a, b, text_a, text_b, target_a, target_b, aligned, model_key())
+    attention_section(pairs, key, caveat, b_drawn=trace_b is not None)
 
     notes = []
     grads_a = gradients_or_none(a, a, text_a, target_a)
