@@ -17,7 +17,9 @@ from explorer.model import Transformer, build_model, copy_shared_weights
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, StackTrace, Trace
 
-SHAPE_FIELDS = ("arch", "d_model", "n_heads", "n_layers", "d_ff", "max_tokens")  # change the parameter shapes
+# Fields that change the shapes of parameters both models have. n_layers is not one: B with more (or fewer)
+# layers carries A's weights in the blocks both have, and its other blocks are its own.
+SHAPE_FIELDS = ("arch", "d_model", "n_heads", "d_ff", "max_tokens")
 B_PREFIX = "b_"  # B's fields in the URL: ?norm=post&b_norm=pre
 
 
@@ -53,6 +55,14 @@ def same_parameters(model_a: Transformer, model_b: Transformer) -> bool:
     params_b = dict(model_b.named_parameters())
     common = [(p, params_b[name]) for name, p in model_a.named_parameters() if name in params_b]
     return bool(common) and all(torch.equal(p, q) for p, q in common)
+
+
+def layer_difference(a: AttentionMaps, b: AttentionMaps, layer: int, head: int) -> np.ndarray | None:
+    """[Tq, Tk] A - B of one layer and head, when both models have that layer, the same heads and the same tokens
+    (they may differ in their number of layers); else None."""
+    if layer >= min(a.n_layers, b.n_layers) or a.weights.shape[1:] != b.weights.shape[1:]:  # [L, H, Tq, Tk]
+        return None
+    return a.weights[layer, head] - b.weights[layer, head]
 
 
 def attention_difference(a: AttentionMaps, b: AttentionMaps) -> np.ndarray:

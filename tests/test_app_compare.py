@@ -308,6 +308,21 @@ def test_different_width_still_subtracts_maps_with_a_caveat(at):
     np.testing.assert_array_equal(drawn_difference(at), attention_difference(maps_a, maps_b)[0, 0])
 
 
+def test_more_layers_run_on_a_weights_and_subtract_the_layers_both_have(at):
+    open_compare(at, b_n_layers="4", b_norm="post")  # B is A with two more blocks: nothing else differs
+    success = " ".join(s.value for s in at.success)
+    assert "B runs on A's very weights" in success and "encoder blocks 2 and 3, drawn from B's seed" in success
+    assert not at.warning
+    maps_a, maps_b = traces_for(ModelConfig(), ModelConfig(n_layers=4))
+    np.testing.assert_array_equal(drawn_difference(at), maps_a.weights[0, 0] - maps_b.weights[0, 0])
+    assert (drawn_difference(at) == 0).all()  # the same weights and placement: layer 0 is A's exactly
+    assert any(c.value.startswith("No head ranking: A has 2 layers and B 4") for c in at.caption)
+    at.selectbox(key="layer").select(3).run()
+    assert_ok(at)
+    assert difference_panel(at) is None
+    assert any("No A − B map" in i.value and "A has 2 layers and B 4" in i.value for i in at.info)
+
+
 def test_different_layer_counts_compare_the_common_layers(at):
     open_compare(at, b_n_layers="4")
     assert any("A has 2 layers and B 4" in i.value and "0 to 1" in i.value for i in at.info)

@@ -11,6 +11,7 @@ from explorer.compare import (
     default_b,
     head_ranking,
     js_divergence,
+    layer_difference,
     model_for_b,
     same_parameters,
     to_query,
@@ -55,6 +56,22 @@ def test_shape_changes_cannot_share_weights_and_say_so():
     with pytest.raises(explorer.ConfigError, match="same shape"):
         _, _, trace_a, trace_b = traces(A, A.replace(n_layers=2))
         attention_difference(trace_a.attention_maps()["self-attention"], trace_b.attention_maps()["self-attention"])
+
+
+def test_more_layers_keep_a_weights_in_the_blocks_both_have():
+    """B with 4 layers where A has 3: B's blocks 0 to 2 are A's, so with the same norm those maps are A's exactly."""
+    deeper = A.replace(n_layers=4)
+    assert can_share_weights(A, deeper)[0]
+    model_a = explorer.build_model(A)
+    model_b = model_for_b(model_a, deeper)
+    assert same_parameters(model_a, model_b)
+    maps_a = explorer.run(model_a, TOKENS).attention_maps()["self-attention"]
+    maps_b = explorer.run(model_b, TOKENS).attention_maps()["self-attention"]
+    for layer in range(3):
+        assert (layer_difference(maps_a, maps_b, layer, 1) == 0).all()
+    assert layer_difference(maps_a, maps_b, 3, 1) is None  # A has no layer 3
+    wider = explorer.run(model_for_b(model_a, A.replace(n_heads=8, n_layers=4)), TOKENS)
+    assert layer_difference(maps_a, wider.attention_maps()["self-attention"], 0, 1) is None  # other heads
 
 
 def maps_from(weights: np.ndarray) -> AttentionMaps:

@@ -7,6 +7,7 @@ alone. "One configuration, two inputs" runs A's model on a second text (b_tokens
 
 from __future__ import annotations
 
+import re
 from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -19,12 +20,12 @@ from explorer.compare import (
     B_FIELDS,
     B_PREFIX,
     MapPair,
-    attention_difference,
     can_share_weights,
     check_b_value,
     default_b,
     differing_fields,
     head_ranking,
+    layer_difference,
     layer_values,
     model_for_b,
     paired_attention,
@@ -322,15 +323,32 @@ def unshared(names: list[str], owner: str, other: str) -> str:
     """A sentence on the parameters only one model has, e.g. the final LayerNorm that only pre-norm has."""
     if not names:
         return ""
-    modules = list(dict.fromkeys(n.rsplit(".", 1)[0] if n.endswith((".weight", ".bias")) else n for n in names))
+    blocks: dict[str, list[int]] = {}  # a stack's blocks only one model has: named once, not parameter by parameter
+    modules = []
+    for name in names:
+        if (block := re.match(r"(\w+)\.layers\.(\d+)\.", name)) is not None:
+            blocks.setdefault(block[1], []).append(int(block[2]))
+        else:
+            modules.append(name.rsplit(".", 1)[0] if name.endswith((".weight", ".bias")) else name)
+    modules = list(dict.fromkeys(modules))
     norms = [m for m in modules if m.endswith(".norm")]
     others = [m for m in modules if m not in norms]
+    others += [f"{stack} blocks {block_range(sorted(set(numbers)))}" for stack, numbers in blocks.items()]
     parts = []
     if norms:
         parts.append(f"{' and '.join(norms)}, the final LayerNorm of a pre-norm stack (weight 1, bias 0)")
     if others:
         parts.append(f"{', '.join(others)}, drawn from {owner}'s seed")
     return f" {owner} also has {'; '.join(parts)}, which {other} has not."
+
+
+def block_range(numbers: list[int]) -> str:
+    """Sorted block numbers as "2", "2 and 3" or "2 to 23"."""
+    if len(numbers) == 1:
+        return str(numbers[0])
+    if len(numbers) == 2:
+        return f"{numbers[0]} and {numbers[1]}"
+    return f"{numbers[0]} to {numbers[-1]}"
 
 
 def share_link(query: dict[str, str]) -> str:
@@ -390,7 +408,8 @@ def missing_side(name: str, maps: Any, label: str, layer: int, head: int) -> str
     return None
 
 
-def why_not_subtracted(pair: MapPair) -> str:
+def why_not_subtracted(pair: MapPair, ranked_only: bool = False) -> str:
+    """Why this pair has no A − B map here (or, `ranked_only`, no head ranking)."""
     assert pair.a is not None and pair.b is not None
     (la, ha, qa, ka), (lb, hb, qb, kb) = pair.a.weights.shape, pair.b.weights.shape
     reasons = []
@@ -400,9 +419,11 @@ def why_not_subtracted(pair: MapPair) -> str:
         reasons.append(f"A has {la} layers and B {lb}")
     if ha != hb:
         reasons.append(f"A has {ha} heads and B {hb}")
+    if ranked_only:
+        return f"No head ranking: {'; '.join(reasons)}. Heads are ranked when A and B have the same layers and heads."
     return (
-        "No A − B map: " + "; ".join(reasons) + ". Maps can only be subtracted, and heads ranked, when A and B have "
-        "the same layers, heads and tokens."
+        "No A − B map: " + "; ".join(reasons) + ". A layer and head can be subtracted when both models have it "
+        "and their maps have the same tokens; heads are ranked when A and B have the same layers and heads."
     )
 
 
@@ -463,11 +484,12 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
             st.info("No A − B map while B is not drawn.")
         elif pair.a is None or pair.b is None:
             st.info(f"No A − B map: only {'B' if pair.a is None else 'A'} has {pair.label}.")
-        elif not pair.same_shape:
+        elif (difference := layer_difference(pair.a, pair.b, layer, head)) is None:  # [Tq, Tk]
             st.info(why_not_subtracted(pair))
         else:
-            difference = attention_difference(pair.a, pair.b)[layer, head]  # [Tq, Tk]
             show_board(board([difference_panel(pair.a, pair.b, difference, layer, head)]), key="difference_map")
+            if not pair.same_shape:
+                st.caption(why_not_subtracted(pair, ranked_only=True))
     if caveat and pair.same_shape:
         st.caption(caveat)
     if ranking is not None:
