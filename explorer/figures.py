@@ -15,6 +15,8 @@ from explorer.vega import BLUES, VIRIDIS, Ramp, layer_head_axes
 WEIGHTS = Ramp(BLUES, 0.0, 1.0)  # weight 0 = near white, 1 = dark blue; grey is reserved for masked cells
 EMPTY_ROW_MARK = "⊘ "
 GRID_MAX_CELLS = 400_000  # all layers x heads x Tq x Tk; above this the grid is too heavy for a browser
+FAINT = 0.2  # when 99 % of a map's weights are below this, it is pale all over on the 0-to-1 scale
+STRETCH_QUANTILE = 0.99  # stretched colours are darkest from this quantile up: one outlier cannot wash out the rest
 
 
 def token_labels(tokens: list[str]) -> list[str]:
@@ -31,6 +33,31 @@ def token_labels(tokens: list[str]) -> list[str]:
     return labels
 
 
+def stretch_top(weights: np.ndarray, allowed: np.ndarray) -> float:
+    """The weight that stretched colours draw darkest: the STRETCH_QUANTILE of the allowed weights ([..., Tq, Tk]
+    and [Tq, Tk]); the top 1 % of weights, above it, are drawn darkest too."""
+    shown = weights[..., np.asarray(allowed, dtype=bool)]  # [..., allowed cells]
+    return max(float(np.quantile(shown, STRETCH_QUANTILE)), 1e-6) if shown.size else 1.0
+
+
+def weight_ramp(weights: np.ndarray, allowed: np.ndarray, stretch: bool) -> Ramp:
+    """WEIGHTS (0 to 1), or with `stretch` blue from 0 to stretch_top: a long input spreads attention thin (1/T
+    each when uniform), and on the 0-to-1 scale its map is white all over."""
+    return Ramp(BLUES, 0.0, stretch_top(weights, allowed)) if stretch else WEIGHTS
+
+
+def scale_note(top: float, stretch: bool | None) -> str | None:
+    """What a subtitle says of the colour scale (`top`: stretch_top): that it is stretched, or how to see a faint
+    map (unless the page offers no Stretch colours control: `stretch` None)."""
+    if stretch is None:
+        return None
+    if stretch:
+        return f"colours stretched: darkest blue = {top:.2g} or more (the top 1 % of weights)"
+    if top < FAINT:
+        return f"99 % of the weights are below {top:.2g}, so cells are pale: turn on Stretch colours to see the pattern"
+    return None
+
+
 def map_title(maps: AttentionMaps, layer: int, head: int | None) -> str:
     """E.g. "self-attention · layer 0 · head 1" or "... · average of 4 heads"."""
     which = f"head {head}" if head is not None else f"average of {maps.n_heads} heads (not a real head)"
@@ -38,7 +65,11 @@ def map_title(maps: AttentionMaps, layer: int, head: int | None) -> str:
 
 
 def _map_parts(
-    maps: AttentionMaps, layer: int, head: int | None, window: tuple[int, int, int, int] | None
+    maps: AttentionMaps,
+    layer: int,
+    head: int | None,
+    window: tuple[int, int, int, int] | None,
+    stretch: bool | None = None,
 ) -> tuple[dict, list[str]]:
     """What any drawing of one attention map shows: the matrix arguments, and the notes for its subtitle."""
     weights = attention_matrix(maps, layer, head)  # [Tq, Tk]
@@ -62,11 +93,13 @@ def _map_parts(
         notes.append(f"{EMPTY_ROW_MARK.strip()} = query with no allowed key: its row is all zeros")
     if _padding_queries_attend(maps, rows):
         notes.append(f"{PAD_TOKEN} rows still attend: padding hides {PAD_TOKEN} keys, not queries (as in PyTorch)")
+    ramp = weight_ramp(weights, allowed, bool(stretch))
+    notes.append(scale_note(stretch_top(weights, allowed), stretch))
     cross = maps.kind == "cross-attention"
     parts = {
         "values": weights,
         "allowed": allowed,
-        "ramp": WEIGHTS,
+        "ramp": ramp,
         "x_labels": keys[cols],
         "y_labels": [EMPTY_ROW_MARK + q if e else q for q, e in zip(queries[rows], empty, strict=True)],
         "x_title": "key (source)" if cross else "key",
@@ -74,7 +107,7 @@ def _map_parts(
         "value_title": "mean weight" if head is None else "weight",
         "title": map_title(maps, layer, head),
     }
-    return parts, notes
+    return parts, [note for note in notes if note]
 
 
 def _padding_queries_attend(maps: AttentionMaps, rows: slice) -> bool:
@@ -94,11 +127,13 @@ def attention_map_panel(
     name: str = "map",
     max_px: int = 640,
     window: tuple[int, int, int, int] | None = None,
+    stretch: bool | None = None,
 ) -> dict:
     """One attention map as a matrix-view panel: keys across, queries down (first on top); grey = masked; ⊘ = no
     allowed key; every cell hovers. `window` = (first query, end query, first key, end key) draws only that part
-    of the map, with its own labels and bigger cells."""
-    parts, notes = _map_parts(maps, layer, head, window)
+    of the map, with its own labels and bigger cells. Colours run from 0 to 1, or with `stretch` from 0 to the
+    weight most shown weights are below (weight_ramp); None: 0 to 1 on a page with no Stretch colours control."""
+    parts, notes = _map_parts(maps, layer, head, window, stretch)
     return matrix_panel(**parts, name=name, subtitle=" · ".join(notes) or None, max_px=max_px)
 
 
@@ -113,17 +148,22 @@ def grid_map_px(n_heads: int, width_px: int = 880) -> int:
 
 
 def grid_panel(
-    maps: AttentionMaps, width_px: int = 880, picked: tuple[int, int] | None = None, pickable: bool = True
+    maps: AttentionMaps,
+    width_px: int = 880,
+    picked: tuple[int, int] | None = None,
+    pickable: bool = True,
+    stretch: bool = False,
 ) -> dict:
     """Every layer (rows) x head (columns) as a small map titled "L0 H1", all on one sheet panel; when `pickable`, a
-    click on one sends back {"layer": ..., "head": ...}. The map `picked` (layer, head) is framed."""
+    click on one sends back {"layer": ..., "head": ...}. The map `picked` (layer, head) is framed. With `stretch`,
+    one colour scale for every map (weight_ramp over them all), so the maps stay comparable."""
     n_layers, n_heads, tq, tk = maps.weights.shape  # [L, H, Tq, Tk]
     layer_heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
     titles = [f"L{layer} H{head}" for layer, head in layer_heads]
     sheet = sheet_panel(
         maps.weights.reshape(n_layers * n_heads, tq, tk),  # [L * H, Tq, Tk]: layer by layer, heads in order
         maps.allowed,
-        WEIGHTS,
+        weight_ramp(maps.weights, maps.allowed, stretch),
         name="grid",
         titles=titles,
         columns=n_heads,
@@ -133,7 +173,13 @@ def grid_panel(
         picked=None if picked is None else picked[0] * n_heads + picked[1],
         title="All layers × heads",
         subtitle="Rows are layers, columns are heads."
-        + (" Click a map to show it large (framed in red)." if pickable else ""),
+        + (" Click a map to show it large (framed in red)." if pickable else "")
+        + (
+            f" Colours stretched, one scale for all: darkest blue = {stretch_top(maps.weights, maps.allowed):.2g} or "
+            "more (the top 1 % of weights)."
+            if stretch
+            else ""
+        ),
     )
     return sheet
 

@@ -167,6 +167,25 @@ def test_decoder_is_causal(at):
     assert "mask causal (a decoder is always causal)" in summary and "mask none" not in summary
 
 
+def test_stretch_colours_for_a_long_input(at):
+    """60 tokens spread attention thin: the page says so, and the toggle (kept in the URL) stretches the colours."""
+    tokens = " ".join(f"w{i}" for i in range(60))
+    at.query_params["tokens"] = tokens
+    at.run()
+    assert_ok(at)
+    top = float(np.quantile(explorer.run(ModelConfig(), tokens).attention[0, 0], 0.99))
+    assert "so cells are pale: turn on Stretch colours" in main_heatmap(at).title
+    assert main_heatmap(at).view["legend"]["high"] == 1.0
+    at.toggle(key="stretch").set_value(True).run()
+    assert_ok(at)
+    assert main_heatmap(at).view["legend"]["high"] == pytest.approx(top)
+    assert "colours stretched" in main_heatmap(at).title
+    shared = AppTest.from_file(APP, default_timeout=60)  # a shared link with the toggle on draws the same
+    shared.query_params.update({"tokens": tokens, "stretch": "true"})
+    shared.run()
+    assert main_heatmap(shared).view["legend"]["high"] == pytest.approx(top)
+
+
 def test_padding_flags_the_empty_row(at):
     at.query_params["mask"] = "causal+padding"
     at.query_params["tokens"] = "[PAD] a b [PAD]"

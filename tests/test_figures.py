@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import explorer
 from explorer.figures import (
     GRID_MAX_CELLS,
     WEIGHTS,
@@ -16,7 +17,7 @@ from explorer.figures import (
 )
 from explorer.stats import head_average, head_entropy
 from explorer.trace import AttentionMaps
-from explorer.vega import MASKED_COLOUR
+from explorer.vega import BLUES, MASKED_COLOUR
 from tests.drawn import panel_matrix, rgb, sheet_maps
 
 
@@ -170,3 +171,42 @@ def test_a_window_draws_part_of_a_big_map_with_its_own_labels(make_maps):
     assert "queries 10–137 and keys 5–132 of 140 × 140" in drawn.title
     with pytest.raises(ValueError, match="outside"):
         attention_map_panel(maps, 0, 1, window=(0, 141, 0, 10))
+
+
+def long_input_maps(n_tokens: int) -> AttentionMaps:
+    """A random model's self-attention over n distinct words: spread thin, about 1/n a weight."""
+    words = [f"w{i}" for i in range(n_tokens)]
+    return explorer.run(explorer.ModelConfig(n_layers=2, n_heads=2), words).attention_maps()["self-attention"]
+
+
+def test_stretched_colours_reach_the_darkest_blue_at_the_top_one_percent_of_weights():
+    """At 120 tokens attention is spread thin: on the 0-to-1 scale every cell is pale; stretched, the weights from
+    the 99th percentile up are the darkest blue, and the rest spread over the whole ramp."""
+    maps = long_input_maps(120)
+    weights = maps.weights[0, 1]  # [T, T]
+    top = float(np.quantile(weights, 0.99))
+    assert top < 0.2
+    plain = panel_matrix(attention_map_panel(maps, 0, 1, stretch=False))
+    assert plain.view["legend"]["high"] == 1.0
+    assert f"99 % of the weights are below {top:.2g}, so cells are pale" in plain.title
+    stretched = panel_matrix(attention_map_panel(maps, 0, 1, stretch=True))
+    assert stretched.view["legend"]["high"] == pytest.approx(top)
+    assert f"darkest blue = {top:.2g} or more" in stretched.title
+    darkest = (stretched.image == rgb(BLUES[-1])).all(axis=-1)  # [T, T]
+    assert darkest[weights >= top].all() and not darkest[weights < 0.95 * top].any()  # colours are rounded to bytes
+    assert not (plain.image == rgb(BLUES[-1])).all(axis=-1).any()
+    np.testing.assert_array_equal(stretched.values, plain.values)  # only the colours change, never the numbers
+    no_control = panel_matrix(attention_map_panel(maps, 0, 1))  # a page without the control: no hint to use it
+    assert "pale" not in no_control.title and no_control.view["legend"]["high"] == 1.0
+
+
+def test_a_stretched_grid_shares_one_scale_for_every_map():
+    maps = long_input_maps(60)
+    sheet = grid_panel(maps, stretch=True)
+    top = float(np.quantile(maps.weights, 0.99))  # over every map at once, not map by map
+    pictures = sheet_maps(sheet)
+    for layer in range(2):
+        for head in range(2):
+            darkest, weights = (pictures[f"L{layer} H{head}"] == rgb(BLUES[-1])).all(axis=-1), maps.weights[layer, head]
+            assert darkest[weights >= top].all() and not darkest[weights < 0.95 * top].any()
+    assert f"darkest blue = {top:.2g} or more" in sheet["subtitle"]

@@ -29,7 +29,8 @@ from views.widgets import (
 AVERAGE = "average of heads"
 ZOOM_SIDE = 128  # a map of more than ZOOM_SIDE x ZOOM_SIDE cells offers a zoom window this many tokens a side
 VIEW_NOTES_KEY = "_view_notes"
-SELECTOR_PX = 240  # wide enough for "average of heads"
+SELECTOR_PX = 200  # the head selector: wide enough for "average of heads"
+LAYER_PX = 110  # the layer selector holds numbers only
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -82,7 +83,7 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame) -> 
     map is clicked."""
     layers, heads = view_options(maps)
     controls = st.container(horizontal=True, vertical_alignment="bottom")  # one block: fewer elements to lay out
-    layer = controls.selectbox("Layer", layers, key="layer", bind="query-params", width=SELECTOR_PX)
+    layer = controls.selectbox("Layer", layers, key="layer", bind="query-params", width=LAYER_PX)
     head = controls.selectbox(
         "Head",
         heads,
@@ -92,14 +93,21 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame) -> 
         help=f'"{AVERAGE}" is the plain mean of the {maps.n_heads} heads: a summary, not something the model computes.',
     )
     head_index = None if head == AVERAGE else int(head)
+    stretch = controls.toggle(
+        "Stretch colours",
+        key="stretch",
+        bind="query-params",
+        help="Off: white = 0, darkest blue = 1, the same on every map. On: darkest blue = the largest weight shown, "
+        "for long inputs whose weights are all small (about 1/T when attention is spread evenly).",
+    )
     downloads(controls, maps, cfg, layer, head_index)
     if head_index is None:
         st.info(f"Showing the **average** of all {maps.n_heads} heads of layer {layer}, not a single head.")
     window = zoom_window(maps)
-    top = [attention_map_panel(maps, layer, head_index, window=window), entropy_panel(entropy)]
+    top = [attention_map_panel(maps, layer, head_index, window=window, stretch=stretch), entropy_panel(entropy)]
     if grid_cells(maps) <= GRID_MAX_CELLS:
         picked = (layer, head_index) if head_index is not None else None
-        show_board(board(top, [grid_panel(maps, picked=picked)]), key="maps", on_pick=pick_from_grid)
+        show_board(board(top, [grid_panel(maps, picked=picked, stretch=stretch)]), key="maps", on_pick=pick_from_grid)
     else:
         show_board(board(top), key="maps")
         st.info(
