@@ -311,8 +311,10 @@ def test_an_impossible_task_or_a_huge_model_cannot_train(at):
     at.number_input(key="train_length").set_value(7).run()
     assert any("even length for induction" in e.value for e in at.error)
     assert at.button(key="train_start").disabled
+    assert not any("Press **Train**" in i.value for i in at.info)  # no invitation to press a disabled button
     at.number_input(key="train_length").set_value(8).run()
     assert not at.error and not at.button(key="train_start").disabled
+    assert any("Press **Train**" in i.value for i in at.info)
     at.number_input(key="d_model").set_value(1024)
     at.number_input(key="d_ff").set_value(4096).run()
     assert any("parameters; training live is limited" in e.value for e in at.error)

@@ -350,7 +350,11 @@ def summary(training: Training) -> None:
             reached = steps_to_accuracy(result.history, GOAL)
             col.caption(
                 f"{len(result.history)} steps · last loss {result.history['loss'].iloc[-1]:.4f} · "
-                + (f"{GOAL:.0%} of a batch right first at step {reached}" if reached else f"no batch {GOAL:.0%} right")
+                + (
+                    f"first training batch with {GOAL:.0%} of its tokens right: step {reached}"
+                    if reached
+                    else f"no training batch reached {GOAL:.0%} of its tokens right"
+                )
             )
         else:
             col.caption(f"Loaded from {training.source}: no learning curve or snapshots.")
@@ -536,8 +540,8 @@ def look_inside(training: Training) -> str:
         st.subheader("Watch attention form")
         looks_for = f" For {task.name}, look for {PATTERN_NAMES[task.name]}." if task.name in PATTERN_NAMES else ""
         st.caption(
-            f"The probe input `{' '.join(result.probe)}`: attention of the chosen head (left) and of every head "
-            f"(right) at the step the slider picks.{looks_for}"
+            f"The probe input `{' '.join(result.probe)}`: attention of the chosen head, and of every head, at the "
+            f"step the slider picks.{looks_for}"
         )
         attention_forming(training, norm, probe_maps, layer, head)
     st.subheader("Try your own tokens")
@@ -600,7 +604,7 @@ def main() -> None:
     if start and not problem:
         train_models(cfg, task, s, bar, chart)
     training: Training | None = st.session_state.get(RESULT_KEY)
-    if training is None and not start:  # in the live chart's place, so the chart replaces it at once
+    if training is None and not start and not problem:  # in the live chart's place, so the chart replaces it
         chart.info(
             "Press **Train**: the loss and accuracy curves grow here as the model learns (300 steps take a few "
             "seconds). **Stop**, or any other click, ends training and keeps what the model has learned so far.",
