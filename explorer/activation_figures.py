@@ -17,6 +17,7 @@ from explorer.figures import token_labels
 from explorer.matrix_view import board, matrix_panel
 from explorer.positional import ADDED_TO_INPUT, input_text
 from explorer.vega import (
+    AXIS_NUMBERS,
     CATEGORY10,
     GRID_COLOUR,
     MAX_CELL_PX,
@@ -64,7 +65,7 @@ def _block_name() -> dict:
 
 def _y(title: str | None = None, **scale: object) -> dict:
     return {"field": "value", "type": "quantitative", "scale": {"zero": False, **scale},
-            "axis": {"title": title, "gridColor": GRID_COLOUR, "format": "~g"}}  # fmt: skip
+            "axis": {"title": title, "gridColor": GRID_COLOUR, "format": AXIS_NUMBERS}}  # fmt: skip
 
 
 def _panels(panels: list[dict], columns: int) -> dict:
@@ -322,7 +323,7 @@ def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> dict:
     layers = list(range(0, int(table["layer"].max()) + 1)) if len(table) else [0]
     x = _layer_axis("block", layers)
     y = {"field": "norm", "type": "quantitative", "scale": {"type": "log"},
-         "axis": {"title": "gradient norm (log scale)", "gridColor": GRID_COLOUR, "format": "~g"}}  # fmt: skip
+         "axis": {"title": "gradient norm (log scale)", "gridColor": GRID_COLOUR, "format": AXIS_NUMBERS}}  # fmt: skip
     colour = {"field": "series", "type": "nominal", "title": None,
               "scale": {"domain": names, "range": list(CATEGORY10[: len(names)])},
               "legend": {"orient": "top", "direction": "horizontal", "symbolStrokeWidth": 3}}  # fmt: skip

@@ -15,7 +15,7 @@ from explorer.compare import PER_LAYER
 from explorer.figures import token_labels
 from explorer.matrix_view import matrix_panel
 from explorer.trace import AttentionMaps
-from explorer.vega import BLUES, Ramp, chart, layer_head_axes
+from explorer.vega import AXIS_NUMBERS, BLUES, Ramp, chart, layer_head_axes
 
 A_COLOUR = "#1f5fa8"  # A is blue everywhere: its lines, and A - B > 0 (A attends more)
 B_COLOUR = "#c2410c"  # B is orange-red: its lines, and A - B < 0 (B attends more)
@@ -258,7 +258,7 @@ def _panel(table: pd.DataFrame, statistic: str, names: tuple[str, ...]) -> dict:
         "field": "value",
         "type": "quantitative",
         "scale": {"zero": True},
-        "axis": {"title": None, "gridColor": "#eeeeee", "format": "~g", "labelFlush": True},
+        "axis": {"title": None, "gridColor": "#eeeeee", "format": AXIS_NUMBERS, "labelFlush": True},
     }
     model = {"field": "model", "type": "nominal", "title": None}
     colour = {**model, "scale": {"domain": list(names), "range": [A_COLOUR, B_COLOUR]}}

@@ -18,7 +18,7 @@ from explorer.model import Transformer, stack_specs
 from explorer.tasks import Task
 from explorer.trace import AttentionMaps
 from explorer.training import Snapshot, logits, task_config
-from explorer.vega import chart
+from explorer.vega import AXIS_NUMBERS, chart
 
 NORM_NAMES = {"post": "post-norm", "pre": "pre-norm"}
 NORM_COLOURS = {"post": "#1f5fa8", "pre": "#e0701a"}  # blue and orange: told apart in greyscale and by most eyes
@@ -117,7 +117,7 @@ def curves_figure(
         {
             "title": "loss",
             "scale": {"type": "log", "domain": [loss_low, loss_high]},
-            "axis": {"values": [10.0**e for e in range(round(math.log10(loss_low)), 3)], "format": "~g"},
+            "axis": {"values": [10.0**e for e in range(round(math.log10(loss_low)), 3)], "format": AXIS_NUMBERS},
         },
         _reference(uniform_loss, f"uniform guess ln {vocabulary_size} = {uniform_loss:.2f}"),
         ".4f",

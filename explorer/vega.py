@@ -105,6 +105,9 @@ CATEGORY10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", 
 RDBU = ("#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d", "#b2182b",
         "#67001f")  # fmt: skip  # diverging: negative blue, 0 near white, positive red
 GRID_COLOUR = "#eeeeee"
+# Axis numbers: up to 4 significant digits, never in e-notation. With "~g" and no precision, Vega derives one from
+# the tick step, and a gradient axis read "1e+1" for 10.
+AXIS_NUMBERS = ".4~r"
 CHAR_PX = 0.5  # average width of a character of FONT, in font sizes: how many characters fit a line
 
 
