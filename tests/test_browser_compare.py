@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.compare import attention_difference, default_b, head_ranking, model_for_b
+from explorer.compare import attention_difference, default_b, head_ranking, model_for_b, reorder_maps, token_order
 from explorer.compare_figures import RANK, WEIGHTS, difference_ramp, difference_range
 from explorer.vega import MASKED_COLOUR
 from tests.browser_boards import cell_centre, geometry, panels, pixels, read_panel, read_tips, tip_at, wait_panels_drawn
@@ -238,6 +238,22 @@ def test_two_inputs_mode(page, app_url, wait_idle):
     shown, _ = read_difference(page)
     assert np.abs(shown["A − B"]).max() < 1e-4  # lined up, no positions: the same words attend alike
     np.testing.assert_array_equal(shown["A"], shown["B"])
+    assert_clean(page)
+
+
+def test_a_difference_that_rounds_to_zero_reads_0_not_minus_0(page, app_url, wait_idle):
+    """Lined up and without positions, A − B is float rounding, some of it negative: it must read 0.0000."""
+    cfg = explorer.ModelConfig(positional="none")
+    model = explorer.build_model(cfg)
+    maps_a = explorer.run(model, TOKENS).attention_maps()["self-attention"]
+    maps_b = explorer.run(model, " ".join(TOKENS.split()[::-1])).attention_maps()["self-attention"]
+    order = token_order(maps_a.query_tokens, maps_b.query_tokens)
+    difference = attention_difference(maps_a, reorder_maps(maps_b, order, order))[0, 0]
+    assert ((difference < 0) & (difference > -5e-5)).any()  # what used to read -0.0000
+    open_compare(page, app_url + "/compare?compare=input&positional=none", wait_idle)
+    tips, _ = read_panel(page, in_view(panel(page, "difference")))
+    texts = [tip["A − B"] for row in tips for tip in row]
+    assert len(texts) == 36 and set(texts) == {"0.0000"}
     assert_clean(page)
 
 

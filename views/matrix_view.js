@@ -17,9 +17,15 @@ function axisLabel(text, most) {
   return chars.length > most ? chars.slice(0, most - 1).join("") + "…" : String(text);
 }
 
+// `digits` decimals, with no sign on a value that rounds to zero: a difference of -0.0004 reads 0.00, not -0.00.
+function fixed(value, digits) {
+  const text = value.toFixed(digits);
+  return Number(text) === 0 ? (0).toFixed(digits) : text;
+}
+
 // A hover number: `digits` decimals, or four significant digits when digits is null (values spanning decades).
 function numberText(value, digits) {
-  return digits === null ? String(Number(value.toPrecision(4))) : value.toFixed(digits);
+  return digits === null ? String(Number(value.toPrecision(4))) : fixed(value, digits);
 }
 
 function bytesOf(base64) {
@@ -176,7 +182,7 @@ function drawCells(g, p, box, image, values, masked) {
       if (masked && masked[i]) continue;
       const [red, green, blue] = colours.subarray(4 * i, 4 * i + 3);
       g.fillStyle = 0.299 * red + 0.587 * green + 0.114 * blue < 140 ? "#ffffff" : "#000000";
-      g.fillText(values[i].toFixed(p.text_digits), left + (c + 0.5) * p.cell_px, top + (r + 0.5) * p.cell_h);
+      g.fillText(fixed(values[i], p.text_digits), left + (c + 0.5) * p.cell_px, top + (r + 0.5) * p.cell_h);
     }
   }
 }
@@ -198,7 +204,7 @@ function row(label, value) {
 
 function hoverLines(p, values, masked, r, c) {
   const i = r * p.cols + c;
-  const value = masked && masked[i] ? p.masked_text : values[i].toFixed(p.value_digits);
+  const value = masked && masked[i] ? p.masked_text : fixed(values[i], p.value_digits);
   const [rowName, colName] = p.hover_titles || [p.y_title, p.x_title];
   const lines = [row(rowName, p.y_labels[r]), row(colName, p.x_labels[c]), row(p.value_title, value)];
   for (const more of p.extra) lines.push(row(more.title, numberText(more.decoded[i], more.digits)));
