@@ -97,11 +97,12 @@ def multiply_adds(cfg: ModelConfig, n_source: int, n_target: int | None = None) 
         stacks["decoder"] = (n_target or 1, n_source)
     rows = []
     for stack, (T, S) in stacks.items():
+        t = "S" if S is None and cfg.arch == "encoder-decoder" else "T"  # the steps table's letter: S is the source
         parts = [
-            ("self-attention Q, K, V projections", "3 T d_model^2", 3 * T * D * D),
-            ("self-attention scores Q K^T", "T^2 d_model", T * T * D),
-            ("self-attention weights x V", "T^2 d_model", T * T * D),
-            ("self-attention output projection", "T d_model^2", T * D * D),
+            ("self-attention Q, K, V projections", f"3 {t} d_model^2", 3 * T * D * D),
+            ("self-attention scores Q K^T", f"{t}^2 d_model", T * T * D),
+            ("self-attention weights x V", f"{t}^2 d_model", T * T * D),
+            ("self-attention output projection", f"{t} d_model^2", T * D * D),
         ]
         if S is not None:
             parts += [
@@ -111,15 +112,16 @@ def multiply_adds(cfg: ModelConfig, n_source: int, n_target: int | None = None) 
                 ("cross-attention weights x V", "T S d_model", T * S * D),
                 ("cross-attention output projection", "T d_model^2", T * D * D),
             ]
-        parts.append(("feed-forward (two linears)", "2 T d_model d_ff", 2 * T * D * F))
+        parts.append(("feed-forward (two linears)", f"2 {t} d_model d_ff", 2 * T * D * F))
         rows += [
             {"stack": stack, "component": c, "formula": f"layers x {f}", "multiply_adds": L * n} for c, f, n in parts
         ]
     return pd.DataFrame(rows)
 
 
-def block_diagram(cfg: ModelConfig) -> str:
-    """Graphviz DOT of one block as configured: where the LayerNorms sit, and cross-attention if any."""
+def block_diagram(cfg: ModelConfig, length: str = "T") -> str:
+    """Graphviz DOT of one block as configured: where the LayerNorms sit, and cross-attention if any. `length`: the
+    letter for the tokens it reads (S for an encoder-decoder's source, as the steps table has it)."""
     pre = cfg.norm == "pre"
     cross = cfg.arch == "encoder-decoder"
     kind = "decoder" if cfg.arch != "encoder" else "encoder"
@@ -133,7 +135,7 @@ def block_diagram(cfg: ModelConfig) -> str:
         "digraph block {",
         '  rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#f4f6fb", fontname="Helvetica"];',
         f'  label="{title}"; labelloc=t; fontname="Helvetica";',
-        '  input [label="x  [T, d_model]", shape=plaintext, fillcolor=none];',
+        f'  input [label="x  [{length}, d_model]", shape=plaintext, fillcolor=none];',
     ]
     previous = "input"
     for name, label in sublayers:
@@ -151,7 +153,7 @@ def block_diagram(cfg: ModelConfig) -> str:
         lines.append('  final_ln [label="final LayerNorm\\n(after the last block)", fillcolor="#fde9c8"];')
         lines.append(f"  {previous} -> final_ln;")
         previous = "final_ln"
-    lines.append('  output [label="[T, d_model]", shape=plaintext, fillcolor=none];')
+    lines.append(f'  output [label="[{length}, d_model]", shape=plaintext, fillcolor=none];')
     lines.append(f"  {previous} -> output;")
     lines.append("}")
     return "\n".join(lines)

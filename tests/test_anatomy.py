@@ -35,6 +35,25 @@ def test_multiply_adds_match_torch_flop_counter(cfg):
     assert 2 * estimate["multiply_adds"].sum() == counter.get_total_flops()
 
 
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.arch)
+def test_each_multiply_add_formula_gives_its_number_with_the_steps_tables_letters(cfg):
+    """S is the source and T the target in an encoder-decoder (as the steps table names them); T the input else."""
+    n_source, n_target = 7, 3
+    encoder_decoder = cfg.arch == "encoder-decoder"
+    table = multiply_adds(cfg, n_source, n_target if encoder_decoder else None)
+    for row in table.itertuples():
+        letters = {"S": n_source, "T": n_target} if encoder_decoder else {"T": n_source}
+        values = letters | {"d_model": cfg.d_model, "d_ff": cfg.d_ff, "layers": cfg.n_layers}
+        factors = row.formula.replace(" x ", " ").split()  # e.g. "layers x 3 S d_model^2"
+        product = 1
+        for factor in factors:
+            name, _, power = factor.partition("^")
+            product *= (int(name) if name.isdigit() else values[name]) ** int(power or 1)
+        assert product == row.multiply_adds, row
+        if encoder_decoder and row.stack == "encoder":
+            assert "T" not in factors and not any(f.startswith("T^") for f in factors)
+
+
 def test_forward_steps_show_the_attention_shapes_for_this_input():
     steps = forward_steps(explorer.ModelConfig(n_heads=4, d_model=64, norm="pre"), 6)
     sizes = dict(zip(steps["shape"], steps["size"], strict=False))

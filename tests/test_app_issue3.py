@@ -361,7 +361,8 @@ def test_anatomy_follows_the_sidebar():
     at = open_page(ANATOMY, arch="encoder-decoder", norm="pre", target="x y z")
     diagrams = [d.proto.spec for d in at.get("graphviz_chart")]
     cfg = ModelConfig(arch="encoder-decoder", norm="pre")
-    assert diagrams == [block_diagram(cfg.replace(arch="encoder")), block_diagram(cfg)]
+    assert diagrams == [block_diagram(cfg.replace(arch="encoder"), length="S"), block_diagram(cfg)]
+    assert "[S, d_model]" in diagrams[0] and "[T, d_model]" in diagrams[1]  # the steps table's letters
     steps = next(d.value for d in at.dataframe if "step" in d.value.columns)
     assert "[4, 3, 6]" in set(steps[steps["shape"] == "[heads, T, S]"]["size"])
     metrics = {m.label for m in at.metric}

@@ -108,6 +108,7 @@ def compute(cfg: ModelConfig, trace: Trace) -> None:
     st.dataframe(
         table,
         hide_index=True,
+        height=38 + 35 * len(table),  # every row in view: the total above is their sum
         column_config={"multiply_adds": st.column_config.NumberColumn("multiply-adds", format="localized")},
     )
     csv_button("Multiply-adds (CSV)", table, "anatomy_multiply_adds.csv", "ana_csv_macs")
@@ -127,9 +128,9 @@ def diagram(cfg: ModelConfig) -> None:
     if cfg.arch == "encoder-decoder":
         left, right = st.columns(2)
         with left:
-            st.graphviz_chart(block_diagram(cfg.replace(arch="encoder")), width="stretch")
+            st.graphviz_chart(block_diagram(cfg.replace(arch="encoder"), length="S"))
         with right:
-            st.graphviz_chart(block_diagram(cfg), width="stretch")
+            st.graphviz_chart(block_diagram(cfg))
     else:
         st.graphviz_chart(block_diagram(cfg))
 
@@ -144,12 +145,17 @@ def main() -> None:
         f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} · d_ff {cfg.d_ff} · "
         f"{cfg.norm}-norm · {cfg.positional} positions · {cfg.activation}."
     )
-    left, right = st.columns([2, 3] if cfg.arch == "encoder-decoder" else [1, 1])
-    with left:
+    if cfg.arch == "encoder-decoder":  # two diagrams side by side need the page's width to stay readable
         diagram(cfg)
-    with right:
         parameter_summary(cfg)
         parameter_table(cfg)
+    else:
+        left, right = st.columns(2)
+        with left:
+            diagram(cfg)
+        with right:
+            parameter_summary(cfg)
+            parameter_table(cfg)
     steps(cfg, trace)
     compute(cfg, trace)
 
