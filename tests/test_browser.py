@@ -201,3 +201,30 @@ def test_downloads_hold_the_shown_weights(page, app_url, wait_idle):
     assert lines[0] == "kind,layer,head,query_index,query_token,key_index,key_token,weight,allowed"
     assert len(lines) == 1 + 36
     assert_clean(page)
+
+
+def test_the_layer_and_head_picked_go_along_to_compare_and_back(page, app_url, wait_idle):
+    """A teacher discussing layer 1, head 2 opens Compare from the sidebar: the same head is there, in the address
+    bar too; a head picked on Compare comes back to Attention."""
+
+    def go_to(title: str) -> None:
+        page.locator("[data-testid='stSidebarNav']").get_by_text(title, exact=True).click()
+        page.wait_for_url(lambda url: ("compare" in url) == (title == "Compare"))
+        wait_idle(page)
+        wait_panels_drawn(page, 4 if title == "Compare" else 3)
+
+    def shown(label: str) -> str:
+        return page.locator("[data-testid='stMain']").get_by_role("combobox", name=label).input_value()
+
+    open_page(page, app_url + "/?layer=1&head=2", wait_idle)
+    go_to("Compare")
+    assert (shown("Layer"), shown("Head")) == ("1", "2")
+    assert "layer=1" in page.url and "head=2" in page.url
+    assert panels(page, "difference")[0].locator(".mv-title").inner_text() == "A − B · layer 1 · head 2"
+    page.locator("[data-testid='stMain']").get_by_role("combobox", name="Head").click()
+    page.get_by_role("option", name="3", exact=True).click()
+    wait_idle(page)
+    go_to("Attention")
+    assert (shown("Layer"), shown("Head")) == ("1", "3")
+    assert main_map(page).locator(".mv-title").inner_text() == "self-attention · layer 1 · head 3"
+    assert_clean(page)

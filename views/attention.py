@@ -18,14 +18,17 @@ from views.matrix_view import picked_value, show_board
 from views.session import sidebar_run
 from views.widgets import (
     ENTROPY_COLUMNS,
+    carry_view,
     code_text,
     download,
     mask_text,
     note_ignored_url_value,
     one_of,
+    remember_view,
     show_url_notes,
 )
 
+PAGE = "attention"  # for carry_view: the layer and head picked here go with the user to Compare
 AVERAGE = "average of heads"
 ZOOM_SIDE = 128  # a map of more than ZOOM_SIDE x ZOOM_SIDE cells offers a zoom window this many tokens a side
 VIEW_NOTES_KEY = "_view_notes"
@@ -82,6 +85,8 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame) -> 
     entropy (head_entropy of maps), and every layer x head small. Reruns alone when a selector changes or a small
     map is clicked."""
     layers, heads = view_options(maps)
+    carry_view(PAGE, "layer", layers)
+    carry_view(PAGE, "head", heads)
     controls = st.container(horizontal=True, vertical_alignment="bottom")  # one block: fewer elements to lay out
     layer = controls.selectbox("Layer", layers, key="layer", bind="query-params", width=LAYER_PX)
     head = controls.selectbox(
@@ -92,6 +97,8 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame) -> 
         width=SELECTOR_PX,
         help=f'"{AVERAGE}" is the plain mean of the {maps.n_heads} heads: a summary, not something the model computes.',
     )
+    remember_view(PAGE, "layer", layer)
+    remember_view(PAGE, "head", head)
     head_index = None if head == AVERAGE else int(head)
     stretch = controls.toggle(
         "Stretch colours",

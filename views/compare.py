@@ -44,17 +44,20 @@ from explorer.trace import Trace
 from views.matrix_view import picked_value, show_board
 from views.session import cached_model, model_key, session_model, sidebar_run
 from views.widgets import (
+    carry_view,
     code_text,
     download,
     ignored_url_value,
     mask_text,
     note_ignored_url_value,
     one_of,
+    remember_view,
     show_url_notes,
     vega_chart,
 )
 
 CONFIGURATION, INPUT = "configuration", "input"
+PAGE = "compare"  # for carry_view: the layer and head picked here go with the user to Attention
 DEFAULT_TARGET = "le chat est assis sur le tapis"  # what B's decoder reads when A has none
 B_NOT_DRAWN = "the problem with B is named above; A is shown alone until it is fixed."
 DRAWN_KEY = "_compare_defaults"  # the default each of B's controls was last drawn with
@@ -456,8 +459,12 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         layers, heads = list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
     ranking = ranking_of(pair, (*key, pair.label)) if pair.same_shape else None
     left, middle, right, _ = st.columns([1, 1, 2, 2], vertical_alignment="bottom")
+    carry_view(PAGE, "layer", layers)
+    carry_view(PAGE, "head", heads)
     layer = left.selectbox("Layer", layers, key="layer", bind="query-params")
     head = middle.selectbox("Head", heads, key="head", bind="query-params")
+    remember_view(PAGE, "layer", layer)
+    remember_view(PAGE, "head", head)
     with notes:
         show_url_notes(VIEW_NOTES_KEY)
     if ranking is not None:

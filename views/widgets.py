@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
+from streamlit.errors import StreamlitAPIException
 
 from explorer.config import ModelConfig, applied_masks
 
@@ -103,6 +105,27 @@ def whole_number_in(low: int, high: int) -> Callable[[str], bool]:
         return number.is_integer() and low <= number <= high
 
     return accepted
+
+
+CARRIED = "_carried_view"  # the layer and head last picked, and on which page: {"page": "attention", "layer": 1, ...}
+
+
+def carry_view(page: str, key: str, options: list) -> None:
+    """Before the selector `key` ("layer" or "head") exists on `page`: when the last pick was on another page,
+    start it there, unless the URL says otherwise or the value is not one of its options. Streamlit keeps a page's
+    widgets to that page, so without this a teacher going from Attention to Compare loses the head being discussed."""
+    carried = st.session_state.get(CARRIED, {})
+    if carried.get("page") not in (None, page) and key not in st.query_params and carried.get(key) in options:
+        st.session_state[key] = carried[key]
+        # The address bar then reproduces the view, as a link would. Streamlit refuses while a widget still holds
+        # the binding (as in AppTest), and that widget shows the value anyway.
+        with contextlib.suppress(StreamlitAPIException):
+            st.query_params[key] = str(carried[key])
+
+
+def remember_view(page: str, key: str, value: Any) -> None:
+    """After the selector `key` on `page`: its value, for carry_view on the next page."""
+    st.session_state.setdefault(CARRIED, {}).update({"page": page, key: value})
 
 
 def note_ignored_url_value(notes_key: str, key: str, accepted: Callable[[str], bool], why: str) -> None:
