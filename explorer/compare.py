@@ -151,6 +151,14 @@ class MapPair:
     def same_shape(self) -> bool:
         return self.a is not None and self.b is not None and self.a.weights.shape == self.b.weights.shape
 
+    @property
+    def common_layers(self) -> int:
+        """How many layers (from the first) can be subtracted: those both sides have, when their heads and tokens
+        match; 0 when none can."""
+        if self.a is None or self.b is None or self.a.weights.shape[1:] != self.b.weights.shape[1:]:
+            return 0
+        return min(self.a.n_layers, self.b.n_layers)
+
 
 def paired_attention(trace_a: Trace, trace_b: Trace) -> list[MapPair]:
     """A's and B's attention paired by role: the self-attention of the stack that reads the typed tokens (always

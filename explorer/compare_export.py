@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from explorer.compare import MapPair, attention_difference, head_ranking
+from explorer.compare import MapPair, head_ranking
 from explorer.config import ModelConfig
 
 NOTE = (
@@ -43,21 +43,23 @@ def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def pair_dict(pair: MapPair, aligned: bool = False) -> dict[str, Any]:
-    """One kind of attention: tokens, masks, and when A and B have the same shape the difference maps and the
-    head ranking; otherwise why not."""
+    """One kind of attention: tokens, masks, the difference maps of the layers both have (when their heads and
+    tokens match), the head ranking when A and B have the same shape, and why anything is left out."""
     out: dict[str, Any] = {"kind": pair.label, "stack": pair.stack, "b_aligned_to_a_tokens": aligned}
     for side, maps in (("a", pair.a), ("b", pair.b)):
         out[f"{side}_shape"] = None if maps is None else list(maps.weights.shape)
         out[f"{side}_query_tokens"] = None if maps is None else list(maps.query_tokens)
         out[f"{side}_key_tokens"] = None if maps is None else list(maps.key_tokens)
         out[f"allowed_{side}"] = None if maps is None else np.asarray(maps.allowed, bool).tolist()
+    common = pair.common_layers
+    out["difference"] = out["head_ranking"] = out["not_compared"] = None
+    if common:
+        assert pair.a is not None and pair.b is not None
+        out["difference"] = _floats(pair.a.weights[:common] - pair.b.weights[:common])  # [L][H][Tq][Tk]
     if pair.same_shape:
         assert pair.a is not None and pair.b is not None
-        out["difference"] = _floats(attention_difference(pair.a, pair.b))  # [L][H][Tq][Tk]
         out["head_ranking"] = head_ranking(pair.a, pair.b).to_dict(orient="records")
-        out["not_compared"] = None
     else:
-        out["difference"] = out["head_ranking"] = None
         out["not_compared"] = _why_not(pair)
     return out
 
@@ -65,10 +67,15 @@ def pair_dict(pair: MapPair, aligned: bool = False) -> dict[str, Any]:
 def _why_not(pair: MapPair) -> str:
     if pair.a is None or pair.b is None:
         return f"only {'B' if pair.a is None else 'A'} has {pair.label}"
-    return (
-        f"A's maps are {list(pair.a.weights.shape)} and B's {list(pair.b.weights.shape)} ([layers, heads, query, "
-        "key]): they can only be subtracted when they have the same shape"
+    shapes = (
+        f"A's maps are {list(pair.a.weights.shape)} and B's {list(pair.b.weights.shape)} ([layers, heads, query, key])"
     )
+    if pair.common_layers:
+        return (
+            f"{shapes}: the difference covers layers 0 to {pair.common_layers - 1}, which both have; heads are "
+            "ranked only when the shapes are the same"
+        )
+    return f"{shapes}: maps can only be subtracted when they have the same heads and tokens"
 
 
 def comparison_dict(
@@ -109,13 +116,15 @@ def layers_csv(per_layer: dict[str, pd.DataFrame]) -> str:
 
 def maps_frame(pair: MapPair) -> pd.DataFrame:
     """kind, layer, head, query_index, query_token, key_index, key_token, a, b, a_minus_b, allowed_a, allowed_b:
-    one row per cell of every layer and head; for pairs of the same shape only (else an empty frame)."""
+    one row per cell of every layer and head both have (MapPair.common_layers; an empty frame when none)."""
     columns = ["kind", "layer", "head", "query_index", "query_token", "key_index", "key_token"]
     columns += ["a", "b", "a_minus_b", "allowed_a", "allowed_b"]
-    if not pair.same_shape:
+    n_layers = pair.common_layers
+    if not n_layers:
         return pd.DataFrame(columns=columns)
     assert pair.a is not None and pair.b is not None
-    n_layers, n_heads, tq, tk = pair.a.weights.shape  # [L, H, Tq, Tk]
+    a, b = pair.a.weights[:n_layers], pair.b.weights[:n_layers]  # [L, H, Tq, Tk] each
+    _, n_heads, tq, tk = a.shape
     layer, head, q, k = (x.ravel() for x in np.indices((n_layers, n_heads, tq, tk)))
     return pd.DataFrame(
         {
@@ -126,9 +135,9 @@ def maps_frame(pair: MapPair) -> pd.DataFrame:
             "query_token": np.asarray(pair.a.query_tokens, dtype=object)[q],
             "key_index": k,
             "key_token": np.asarray(pair.a.key_tokens, dtype=object)[k],
-            "a": pair.a.weights.ravel(),
-            "b": pair.b.weights.ravel(),
-            "a_minus_b": attention_difference(pair.a, pair.b).ravel(),
+            "a": a.ravel(),
+            "b": b.ravel(),
+            "a_minus_b": (a - b).ravel(),
             "allowed_a": np.asarray(pair.a.allowed, bool)[q, k],
             "allowed_b": np.asarray(pair.b.allowed, bool)[q, k],
         },

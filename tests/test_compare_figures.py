@@ -338,8 +338,23 @@ def test_json_export_with_shapes_that_cannot_be_subtracted():
         comparison_json(a, a.replace(n_heads=8), {}, "not shared", paired_attention(trace_a, trace_b), {}, "")
     )
     (pair,) = data["attention"]
-    assert pair["difference"] is None and "same shape" in pair["not_compared"]
+    assert pair["difference"] is None and "same heads and tokens" in pair["not_compared"]
     assert pair["b_shape"] == [2, 8, 6, 6]
+
+
+def test_exports_hold_the_difference_of_the_layers_both_models_have():
+    """B with 4 layers where A has 2: the page draws A − B for layers 0 and 1, and the downloads hold the same."""
+    a, b = explorer.ModelConfig(), explorer.ModelConfig(n_layers=4, norm="pre")  # pre: the layers differ
+    *_, trace_a, trace_b = traces(a, b)
+    pairs = paired_attention(trace_a, trace_b)
+    (pair,) = json.loads(comparison_json(a, b, {}, "shared", pairs, {}, ""))["attention"]
+    expected = trace_a.attention - trace_b.attention[:2]  # [2, H, T, T]
+    assert np.abs(expected).max() > 1e-3
+    np.testing.assert_array_equal(np.array(pair["difference"], dtype=np.float32), expected)
+    assert pair["head_ranking"] is None and "covers layers 0 to 1" in pair["not_compared"]
+    frame = read_maps_csv(maps_csv(pairs))
+    assert sorted(frame["layer"].unique()) == [0, 1] and len(frame) == 2 * 4 * 6 * 6
+    np.testing.assert_array_equal(frame["a_minus_b"].to_numpy().reshape(expected.shape), expected)
 
 
 def test_maps_csv_keeps_tokens_pandas_would_read_as_missing():

@@ -620,7 +620,7 @@ def downloads(a: ModelConfig, b: ModelConfig, inputs: dict[str, Any], sharing: s
     download(
         "Per-layer CSV", partial(layers_csv, tables), "comparison_per_layer.csv", "text/csv", "compare_layers_csv", c2
     )
-    can_subtract = any(p.same_shape for p in pairs)
+    can_subtract = any(p.common_layers for p in pairs)
     download(
         "Maps CSV",
         partial(maps_csv, pairs),
@@ -629,7 +629,7 @@ def downloads(a: ModelConfig, b: ModelConfig, inputs: dict[str, Any], sharing: s
         "compare_maps_csv",
         c3,
         disabled=not can_subtract,
-        help=None if can_subtract else "A and B have no maps of the same shape to subtract.",
+        help=None if can_subtract else "A and B have no layer with the same heads and tokens to subtract.",
     )
 
 
