@@ -80,12 +80,19 @@ class PermutationDemo:
     attention: np.ndarray  # [L, H, T, T] on the tokens
     shuffled_attention: np.ndarray  # [L, H, T, T] on the shuffled tokens
     max_difference: float  # max |attention permuted by order - shuffled_attention|; 0 means order is invisible
+    allowed: np.ndarray  # [T, T] bool: which keys each query may attend to, on the tokens
+    shuffled_allowed: np.ndarray  # [T, T] bool: the same for the run on the shuffled tokens
 
     @property
     def permuted_attention(self) -> np.ndarray:
         """[L, H, T, T] the original maps with rows and columns moved along with their tokens: what the shuffled
         run gives when the model cannot see order."""
         return self.attention[:, :, self.order][:, :, :, self.order]
+
+    @property
+    def permuted_allowed(self) -> np.ndarray:
+        """[T, T] the original mask with rows and columns moved along with their tokens."""
+        return self.allowed[self.order][:, self.order]
 
     @property
     def order_invisible(self) -> bool:
@@ -122,10 +129,14 @@ def permutation_demo(
     if cfg.arch != "encoder-decoder":
         target = None
     shuffled = [tokens[i] for i in order]
-    attention, shuffled_attention = run(model, tokens, target).attention, run(model, shuffled, target).attention
+    typed_run, shuffled_run = run(model, tokens, target).first, run(model, shuffled, target).first
+    attention, shuffled_attention = typed_run.self_attention.weights, shuffled_run.self_attention.weights
     expected = attention[:, :, order][:, :, :, order]  # [L, H, T, T] rows and columns moved with their tokens
     difference = float(np.abs(expected - shuffled_attention).max())
-    return PermutationDemo(tokens, shuffled, order, attention, shuffled_attention, difference)
+    allowed, shuffled_allowed = typed_run.self_attention.allowed, shuffled_run.self_attention.allowed
+    return PermutationDemo(
+        tokens, shuffled, order, attention, shuffled_attention, difference, allowed, shuffled_allowed
+    )
 
 
 def reorder(n_tokens: int, how: str, seed: int = 0) -> list[int]:

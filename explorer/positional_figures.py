@@ -512,17 +512,19 @@ def offset_verdict(result: OffsetScores, positional: str) -> str:
 def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
     """Three maps of one head as a matrix-view board: on the typed tokens; the same map with rows and columns moved
     along with the reordered tokens; and the map of a run on the reordered tokens. The last two agree when order
-    is invisible. One weight scale, 0 to 1, so only the last map draws its legend."""
+    is invisible. One weight scale, 0 to 1, so only the last map draws its legend; masked cells are grey."""
     typed, shuffled = token_labels(demo.tokens), token_labels(demo.shuffled)
     maps = (  # every map has a subtitle, so the three line up
-        ("perm_typed", demo.attention, typed, "① typed order", "a run on the typed tokens"),
-        ("perm_moved", demo.permuted_attention, shuffled, "② map ①, moved", "rows and columns follow the tokens"),
-        ("perm_rerun", demo.shuffled_attention, shuffled, "③ reordered run", "a run on the reordered tokens"),
-    )
+        ("perm_typed", demo.attention, demo.allowed, typed, "① typed order", "a run on the typed tokens"),
+        ("perm_moved", demo.permuted_attention, demo.permuted_allowed, shuffled, "② map ①, moved",
+         "rows and columns follow the tokens"),
+        ("perm_rerun", demo.shuffled_attention, demo.shuffled_allowed, shuffled, "③ reordered run",
+         "a run on the reordered tokens"),
+    )  # fmt: skip
     panels = [
         matrix_panel(
             weights[layer, head].astype(np.float32),  # [T, T]
-            None,
+            allowed,
             WEIGHTS,
             name=name,
             x_labels=labels,
@@ -535,7 +537,7 @@ def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
             max_px=PERMUTATION_PX,
             legend=name == "perm_rerun",
         )
-        for name, weights, labels, title, subtitle in maps
+        for name, weights, allowed, labels, title, subtitle in maps
     ]
     return board(panels)
 

@@ -262,6 +262,19 @@ def test_offset_scores_show_masked_keys_grey_and_say_what_they_found():
     assert legend["high"] > legend["low"]  # all scores equal: still a colour scale that works
 
 
+def test_permutation_maps_grey_the_masked_cells_as_the_attention_page_does():
+    """A padding mask hides the [PAD] key in every run: its column is grey, not a weight of 0.00, in all three."""
+    cfg = explorer.ModelConfig(positional="rope", mask="causal+padding")
+    demo = permutation_demo(cfg, "where is the station [PAD]")
+    drawn = {p["name"]: panel_matrix(p) for p in permutation_figure(demo, 0, 0)["panels"]}
+    typed_allowed = explorer.run(cfg, "where is the station [PAD]").first.self_attention.allowed
+    shuffled_allowed = explorer.run(cfg, demo.shuffled).first.self_attention.allowed
+    np.testing.assert_array_equal(drawn["perm_typed"].masked, ~typed_allowed)
+    np.testing.assert_array_equal(drawn["perm_rerun"].masked, ~shuffled_allowed)
+    np.testing.assert_array_equal(drawn["perm_moved"].masked, ~typed_allowed[demo.order][:, demo.order])
+    assert drawn["perm_typed"].masked[:, 4].all()  # the [PAD] key, hidden from every query
+
+
 def test_permutation_figure_panels():
     demo = permutation_demo(explorer.ModelConfig(positional="none"), "I love AI you")
     panels = permutation_figure(demo, 1, 2)["panels"]
