@@ -104,15 +104,27 @@ def validate(cfg: ModelConfig) -> None:
             raise ConfigError(f"{name} {value} is out of range; use a value from {low} to {high}.")
     if isinstance(cfg.dropout, bool) or not isinstance(cfg.dropout, (int, float)) or not 0.0 <= cfg.dropout < 1.0:
         raise ConfigError(f"dropout {cfg.dropout!r} must be a number from 0 up to (not including) 1.")
+    rope = cfg.positional == "rope"
+    usable = [
+        heads
+        for heads in _divisors(cfg.d_model)
+        if heads <= INT_LIMITS["n_heads"][1] and not (rope and (cfg.d_model // heads) % 2)
+    ]  # the head counts this d_model allows (for rope, only those giving each head an even width)
+    if rope and not usable:
+        raise ConfigError(
+            f"rope rotates pairs of dimensions, so each head needs an even width, which an odd d_model "
+            f"({cfg.d_model}) cannot give; use an even d_model."
+        )
     if cfg.d_model % cfg.n_heads:
+        even = " (with rope, each head needs an even width)" if rope else ""
         raise ConfigError(
             f"d_model {cfg.d_model} is not divisible by {cfg.n_heads} heads; with d_model {cfg.d_model} "
-            f"you can use {_spoken_list([d for d in _divisors(cfg.d_model) if d <= INT_LIMITS['n_heads'][1]])} heads."
+            f"you can use {_spoken_list(usable)} heads{even}."
         )
-    if cfg.positional == "rope" and cfg.d_head % 2:
+    if rope and cfg.d_head % 2:
         raise ConfigError(
             f"rope rotates pairs of dimensions, so each head needs an even width; d_model {cfg.d_model} / "
-            f"{cfg.n_heads} heads = {cfg.d_head}. Change d_model or the number of heads."
+            f"{cfg.n_heads} heads = {cfg.d_head}. With d_model {cfg.d_model} you can use {_spoken_list(usable)} heads."
         )
 
 

@@ -50,6 +50,20 @@ def test_impossible_values_say_what_to_use(changes, words):
         assert word in str(error.value)
 
 
+@pytest.mark.parametrize(("d_model", "n_heads"), [(60, 7), (12, 4), (63, 4), (64, 3)])
+def test_every_head_count_a_rope_message_suggests_works(d_model, n_heads):
+    """With rope, the suggested head counts must give each head an even width, or the next try fails too."""
+    with pytest.raises(ConfigError) as error:
+        ModelConfig(positional="rope", d_model=d_model, n_heads=n_heads)
+    message = str(error.value)
+    if d_model % 2:
+        assert "use an even d_model" in message
+        return
+    suggested = [int(n) for n in message.split("you can use ")[1].split(" heads")[0].replace(" or", ",").split(", ")]
+    assert suggested and all(ModelConfig(positional="rope", d_model=d_model, n_heads=h) for h in suggested)
+    assert all(d_model % h or (d_model // h) % 2 or h in suggested for h in range(1, 65))  # and none is left out
+
+
 @pytest.mark.parametrize(
     ("query", "words"),
     [
