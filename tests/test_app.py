@@ -366,3 +366,12 @@ def test_a_shared_link_reproduces_the_zoom_window(at):
     assert (drawn.y_labels[0], drawn.x_labels[0]) == ("w2", "w1")
     expected = explorer.run(ModelConfig(n_layers=1, n_heads=1), words).attention[0, 0]  # [130, 130]
     np.testing.assert_array_equal(drawn.values, expected[2:130, 1:129])
+
+
+def test_the_summary_line_reads_as_english_for_one_of_anything(at):
+    at.query_params.update({"n_layers": "1", "n_heads": "1", "positional": "none", "tokens": "hello"})
+    at.run()
+    assert_ok(at)
+    summary = at.main.caption[0].value
+    assert "1 layer × 1 head" in summary and "no positions" in summary and "encoder 1 token." in summary
+    assert "layers" not in summary and "none positions" not in summary

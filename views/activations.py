@@ -36,18 +36,13 @@ from explorer.trace import StackTrace, Trace
 from explorer.vega import VIRIDIS
 from views.matrix_view import show_board
 from views.session import from_model, sidebar_run, weights_note
-from views.widgets import ENTROPY_COLUMNS, csv_button, mask_text, vega_chart, warn_junk_url
+from views.widgets import ENTROPY_COLUMNS, csv_button, model_line, vega_chart, warn_junk_url
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
-    sizes = " · ".join(f"{s.name} {len(s.tokens)} tokens" for s in trace.stacks)
-    return (
-        f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} · d_ff {cfg.d_ff} · "
-        f"**{cfg.norm}-norm** · {cfg.positional} positions · {mask_text(cfg)} · {cfg.activation} · seed {cfg.seed} · "
-        f"{sizes}. Eval mode, {weights_note()}."
-    )
+    return f"{model_line(cfg, trace, bold=('norm',))}. Eval mode, {weights_note()}."
 
 
 @st.cache_data(max_entries=16, show_spinner="Computing gradients (a backward pass)…")

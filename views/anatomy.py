@@ -10,7 +10,7 @@ from explorer.config import ModelConfig
 from explorer.model import Transformer
 from explorer.trace import Trace
 from views.session import from_model, sidebar_run
-from views.widgets import csv_button
+from views.widgets import csv_button, model_line
 
 
 @st.cache_data(max_entries=16, show_spinner="Counting parameters…")
@@ -141,10 +141,7 @@ def main() -> None:
     if run is None:
         return
     cfg, trace = run
-    st.caption(
-        f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} · d_ff {cfg.d_ff} · "
-        f"{cfg.norm}-norm · {cfg.positional} positions · {cfg.activation}."
-    )
+    st.caption(f"{model_line(cfg, trace)}.")
     if cfg.arch == "encoder-decoder":  # two diagrams side by side need the page's width to stay readable
         diagram(cfg)
         parameter_summary(cfg)

@@ -21,7 +21,7 @@ from views.widgets import (
     carry_view,
     code_text,
     download,
-    mask_text,
+    model_line,
     note_ignored_url_value,
     one_of,
     remember_view,
@@ -38,12 +38,7 @@ LAYER_PX = 110  # the layer selector holds numbers only
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
     """One line saying which model produced the maps."""
-    sizes = " · ".join(f"{s.name} {len(s.tokens)} tokens" for s in trace.stacks)
-    return (
-        f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} (d_head {cfg.d_head}) · "
-        f"{cfg.norm}-norm · {cfg.positional} positions · {mask_text(cfg)} · seed {cfg.seed} · {sizes}. "
-        "Weights are post-softmax, eval mode, per head."
-    )
+    return f"{model_line(cfg, trace)}. Weights are post-softmax, eval mode, per head."
 
 
 def pick_from_grid() -> None:

@@ -41,7 +41,7 @@ from explorer.positional_figures import (
 from explorer.trace import Trace
 from views.matrix_view import show_board
 from views.session import from_model, sidebar_run, trained_label
-from views.widgets import csv_button, mask_text, vega_chart, warn_junk_url
+from views.widgets import csv_button, model_line, vega_chart, warn_junk_url
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
 METRICS = ("cosine", "dot")
@@ -60,11 +60,7 @@ EXPLAIN = {
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
-    sizes = " · ".join(f"{s.name} {len(s.tokens)} tokens" for s in trace.stacks)
-    return (
-        f"{cfg.arch} · {cfg.n_layers} layers × {cfg.n_heads} heads · d_model {cfg.d_model} (d_head {cfg.d_head}) · "
-        f"{cfg.norm}-norm · **{cfg.positional}** positions · {mask_text(cfg)} · seed {cfg.seed} · {sizes}."
-    )
+    return f"{model_line(cfg, trace, bold=('positional',))}."
 
 
 @st.cache_data(max_entries=16, show_spinner="Computing the encoding table…")

@@ -36,7 +36,16 @@ from explorer.training_figures import (
     task_pattern,
 )
 from views.matrix_view import show_board
-from views.widgets import download, note_ignored_url_value, one_of, show_url_notes, vega_chart, whole_number_in
+from views.widgets import (
+    count,
+    download,
+    note_ignored_url_value,
+    one_of,
+    positions_text,
+    show_url_notes,
+    vega_chart,
+    whole_number_in,
+)
 
 RESULT_KEY = "_train"  # this session's last training run, or the model loaded from files: a Training
 TRAINED_KEY = "_trained"  # the model the other pages show instead of the random one (read by dashboard.py)
@@ -276,9 +285,10 @@ def model_caption(cfg: ModelConfig, task: Task, s: Settings) -> str:
     arch = "an encoder (every token sees every token)" if task.arch == "encoder" else "a causal decoder"
     return (
         f"**{task.name}**: {task.description} Tokens: {' '.join(task.vocabulary)}. "
-        f"The model is the sidebar's: {cfg.n_layers} layers × {cfg.n_heads} heads, d_model {cfg.d_model}, d_ff "
-        f"{cfg.d_ff}, {cfg.positional} positions, {cfg.activation}, {norms}; seed {cfg.seed} picks the initial "
-        f"weights and the training data. The task makes it {arch}, with no padding mask and no dropout."
+        f"The model is the sidebar's: {count(cfg.n_layers, 'layer')} × {count(cfg.n_heads, 'head')}, d_model "
+        f"{cfg.d_model}, d_ff {cfg.d_ff}, {positions_text(cfg.positional)}, {cfg.activation}, {norms}; seed "
+        f"{cfg.seed} picks the initial weights and the training data. The task makes it {arch}, with no padding "
+        "mask and no dropout."
     )
 
 

@@ -13,6 +13,37 @@ from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
 
 from explorer.config import ModelConfig, applied_masks
+from explorer.trace import Trace
+
+
+def count(n: int, noun: str) -> str:
+    """E.g. "1 layer", "4 layers"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def positions_text(positional: str, bold: bool = False) -> str:
+    """E.g. "sinusoidal positions", or "no positions" for none."""
+    word = "no" if positional == "none" else positional
+    return f"**{word}** positions" if bold else f"{word} positions"
+
+
+def model_line(cfg: ModelConfig, trace: Trace | None = None, bold: tuple[str, ...] = ()) -> str:
+    """The one line every page puts under its title: the model's settings (the fields in `bold` in bold), the mask
+    it applies, and the length of each stack's input."""
+    parts = {
+        "arch": cfg.arch,
+        "n_layers": f"{count(cfg.n_layers, 'layer')} × {count(cfg.n_heads, 'head')}",
+        "d_model": f"d_model {cfg.d_model} (d_head {cfg.d_head}) · d_ff {cfg.d_ff}",
+        "norm": f"{cfg.norm}-norm",
+        "positional": positions_text(cfg.positional),
+        "mask": mask_text(cfg),
+        "activation": cfg.activation,
+        "seed": f"seed {cfg.seed}",
+    }
+    shown = [f"**{text}**" if field in bold else text for field, text in parts.items()]
+    if trace is not None:
+        shown += [f"{stack.name} {count(len(stack.tokens), 'token')}" for stack in trace.stacks]
+    return " · ".join(shown)
 
 
 def mask_text(cfg: ModelConfig) -> str:
