@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.numbers import readable
 from explorer.trace import StackTrace
 
 POINTS = ("residual", "attention output", "FFN hidden", "FFN output")  # where a histogram can look
@@ -92,7 +93,7 @@ def depth_story(stats: pd.DataFrame, norm: str) -> str:
         spread = f"{low:.4f}" if f"{low:.4f}" == f"{high:.4f}" else f"{low:.4f} to {high:.4f}"
         return (
             f"Post-norm: every block ends with a LayerNorm, so the residual stream after each of the {n_blocks} "
-            f"blocks is re-normalised: std {spread}, mean within {after['mean'].abs().max():.1e} of 0 "
+            f"blocks is re-normalised: std {spread}, mean within {readable(after['mean'].abs().max(), 2)} of 0 "
             f"(the input had RMS {rms[0]:.3f})."
         )
     steps = np.diff(rms)

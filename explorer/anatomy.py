@@ -70,7 +70,7 @@ def _stack_steps(
         ("feed-forward: linear", f"[{t}, d_model]", [T, D]),
         residual,
     ]
-    rows += [(f"{stack}block x {cfg.n_layers}: {step}", shape, size) for step, shape, size in filter(None, block)]
+    rows += [(f"{stack}block × {cfg.n_layers}: {step}", shape, size) for step, shape, size in filter(None, block)]
     if pre:
         rows.append((f"{stack}final LayerNorm", f"[{t}, d_model]", [T, D]))
     rows.append((f"{stack}output", f"[{t}, d_model]", [T, D]))

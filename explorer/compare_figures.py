@@ -14,6 +14,7 @@ import pandas as pd
 from explorer.compare import PER_LAYER
 from explorer.figures import token_labels
 from explorer.matrix_view import matrix_panel
+from explorer.numbers import readable
 from explorer.trace import AttentionMaps
 from explorer.vega import AXIS_NUMBERS, BLUES, Ramp, chart, layer_head_axes
 
@@ -142,7 +143,7 @@ def difference_verdict(largest: float) -> str:
     if largest == 0:
         return "identical: every difference is exactly 0"
     if largest < ROUNDING:
-        return f"largest |A − B| = {largest:.1e}: float32 rounding, A and B agree"
+        return f"largest |A − B| = {readable(largest, 2)}: float32 rounding, A and B agree"
     return f"largest |A − B| = {largest:.4f}"
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 
 from explorer.figures import WEIGHTS, token_labels
 from explorer.matrix_view import board, matrix_panel
+from explorer.numbers import readable
 from explorer.position_analysis import OffsetScores, PermutationDemo
 from explorer.vega import (
     CATEGORY10,
@@ -505,7 +506,7 @@ def offset_verdict(result: OffsetScores, positional: str) -> str:
     )
     return (
         f"{positional}: layer {result.layer}, head {result.head} scores when {result.token!r} fills all {n} "
-        f"positions: {verdict} (largest spread along a diagonal: {result.spread:.2g})"
+        f"positions: {verdict} (largest spread along a diagonal: {readable(result.spread, 2)})"
     )
 
 
@@ -548,5 +549,5 @@ def permutation_verdict(demo: PermutationDemo, layer: int, head: int) -> str:
     same = "② and ③ agree" if difference < 1e-5 else "② and ③ differ"
     return (
         f"Layer {layer}, head {head}: does reordering the tokens only move the map? {same}: largest |② − ③| in "
-        f"this head = {difference:.3g}"
+        f"this head = {readable(difference)}"
     )

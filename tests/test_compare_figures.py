@@ -153,7 +153,7 @@ def test_difference_of_identical_maps_is_exactly_zero():
 
 def test_difference_verdict_tells_rounding_from_a_change():
     assert difference_verdict(0.0) == "identical: every difference is exactly 0"
-    assert difference_verdict(3e-7) == "largest |A − B| = 3.0e-07: float32 rounding, A and B agree"
+    assert difference_verdict(3e-7) == "largest |A − B| = 3 × 10⁻⁷: float32 rounding, A and B agree"
     assert difference_verdict(0.25) == "largest |A − B| = 0.2500"
 
 

@@ -30,6 +30,7 @@ from explorer.config import ConfigError, ModelConfig
 from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
 from explorer.matrix_view import board
 from explorer.model import Transformer
+from explorer.numbers import readable
 from explorer.positional import input_text
 from explorer.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.trace import StackTrace, Trace
@@ -123,8 +124,9 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
     bins = value_histogram(values)
     zeros = int(bins["exact_zeros"].iloc[0])
     summary_text = (
-        f"{values.size:,} values ({values.shape[0]} tokens × {values.shape[1]} units) · mean {values.mean():.3g} · "
-        f"std {values.std():.3g} · {zeros / values.size:.1%} exactly 0"
+        f"{values.size:,} values ({values.shape[0]} tokens × {values.shape[1]} units) · "
+        f"mean {readable(float(values.mean()))} · std {readable(float(values.std()))} · "
+        f"{zeros / values.size:.1%} exactly 0"
     )
     what = f"{point}, block {layer} ({stack.name} stack)"
     vega_chart(histogram_figure(bins, what, summary_text, log_count), "act_histogram")

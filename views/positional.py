@@ -8,6 +8,7 @@ import streamlit as st
 
 from explorer.config import ConfigError, ModelConfig
 from explorer.model import Transformer
+from explorer.numbers import readable
 from explorer.position_analysis import (
     MAX_PLOTTED_POSITIONS,
     REORDERINGS,
@@ -298,14 +299,15 @@ def order_demo(cfg: ModelConfig, trace: Trace) -> None:
     metric_col, text_col = st.columns([1.2, 3])
     metric_col.metric(
         "Largest |② − ③|, all heads",
-        f"{demo.max_difference:.3g}",
+        readable(demo.max_difference),
         help="The maximum absolute difference between the map of the reordered run (③) and the original map "
         "moved along with its tokens (②), over every layer, head, query and key.",
     )
     if demo.order_invisible:
         text_col.success(
             f"**Reordering only moved the maps.** The difference is 0 up to float32 rounding "
-            f"({demo.max_difference:.2g}: the same numbers summed in another order; float32 resolves about 1e-7 "
+            f"({readable(demo.max_difference, 2)}: the same numbers summed in another order; float32 resolves "
+            "about 10⁻⁷ "
             "near 1). Mathematically it is exactly 0: with no positional encoding and no causal mask, attention "
             "sees a set of tokens, not a sequence. Each token's output is the same, wherever it stands.",
             icon=":material/check_circle:",

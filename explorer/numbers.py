@@ -1,0 +1,26 @@
+"""Numbers in sentences: what a caption prints, never in e-notation."""
+
+from __future__ import annotations
+
+import math
+
+SUPERSCRIPTS = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def readable(value: float, digits: int = 3) -> str:
+    """`digits` significant digits, as a student reads them: 0.0123, 4.16, 1,250, or 2.5 × 10⁻⁹ for the tiny and
+    the huge (where "%g" would print 2.5e-09)."""
+    if value == 0 or not math.isfinite(value):
+        return "0" if value == 0 else str(value)
+    exponent = math.floor(math.log10(abs(value)))
+    if -4 <= exponent < 6:
+        return _trimmed(f"{float(f'{value:.{digits}g}'):,.{max(0, digits - 1 - exponent)}f}")
+    mantissa = value / 10**exponent
+    if round(abs(mantissa), digits - 1) >= 10:  # 9.99 rounds up to 10: one more power of ten
+        mantissa, exponent = mantissa / 10, exponent + 1
+    return _trimmed(f"{mantissa:.{digits - 1}f}") + f" × 10{str(exponent).translate(SUPERSCRIPTS)}"
+
+
+def _trimmed(text: str) -> str:
+    """Without the zeros that end a decimal fraction: 0.0120 -> 0.012, 2.0 -> 2 (1,250 keeps its zero)."""
+    return text.rstrip("0").rstrip(".") if "." in text else text
