@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.compare import PER_LAYER
-from explorer.figures import token_labels
+from explorer.figures import token_labels, top_of
 from explorer.matrix_view import matrix_panel
 from explorer.numbers import readable
 from explorer.trace import AttentionMaps
@@ -97,10 +97,12 @@ def pair_panels(
     *,
     names: tuple[str, str] = ("A", "B"),
     missing: tuple[str | None, str | None] = (None, None),
+    stretch: bool = False,
 ) -> tuple[list[dict], list[str]]:
     """A's and B's map of one layer and head as two panels (named by `names`) on ONE colour scale, WEIGHTS (0 to
-    1), maps of one size: the legend "weight" is drawn once, right of the last. Grey cells are masked (weight
-    exactly 0); hover gives query, key and weight of every cell, and the A − B map's hover both weights.
+    1; with `stretch`, 0 to pair_top), maps of one size: the legend "weight" is drawn once, right of the last.
+    Grey cells are masked (weight exactly 0); hover gives query, key and weight of every cell, and the A − B map's
+    hover both weights.
 
     Returns the panels of the sides that have this map, and for each side left out a sentence saying why (e.g.
     "B: B has no layer 3"; `missing` names what a side lacks, and a side whose maps are None has no such attention).
@@ -112,12 +114,13 @@ def pair_panels(
         else:
             shown.append((maps, name))
     size = map_px(PAIR_PX, PAIR_PANEL_PX, [token_labels(maps.query_tokens) for maps, _ in shown], "weight")
+    ramp = Ramp(BLUES, 0.0, pair_top([maps for maps, _ in shown], layer, head)) if stretch else WEIGHTS
     panels = [
         _token_map(
             maps,
             maps.weights[layer, head],
             maps.allowed,
-            WEIGHTS,
+            ramp,
             max_px=size,
             text_px=WEIGHT_TEXT_PX,
             name=name,
@@ -129,6 +132,17 @@ def pair_panels(
         for i, (maps, name) in enumerate(shown)
     ]
     return panels, notes
+
+
+def pair_top(sides: list[AttentionMaps], layer: int, head: int) -> float:
+    """The weight stretched colours draw darkest on A's and B's map of one layer and head: one scale for both
+    (figures.top_of over the allowed weights of the sides that have that map)."""
+    shown = [
+        side.weights[layer, head][np.asarray(side.allowed, dtype=bool)]  # [allowed cells]
+        for side in sides
+        if layer < side.n_layers and head < side.n_heads
+    ]
+    return top_of(np.concatenate(shown) if shown else np.zeros(0))
 
 
 def difference_range(difference: np.ndarray) -> float:

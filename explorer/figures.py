@@ -36,7 +36,11 @@ def token_labels(tokens: list[str]) -> list[str]:
 def stretch_top(weights: np.ndarray, allowed: np.ndarray) -> float:
     """The weight that stretched colours draw darkest: the STRETCH_QUANTILE of the allowed weights ([..., Tq, Tk]
     and [Tq, Tk]); the top 1 % of weights, above it, are drawn darkest too."""
-    shown = weights[..., np.asarray(allowed, dtype=bool)]  # [..., allowed cells]
+    return top_of(weights[..., np.asarray(allowed, dtype=bool)])  # [..., allowed cells]
+
+
+def top_of(shown: np.ndarray) -> float:
+    """stretch_top of weights already picked: the STRETCH_QUANTILE of them (1 when there are none)."""
     return max(float(np.quantile(shown, STRETCH_QUANTILE)), 1e-6) if shown.size else 1.0
 
 

@@ -17,7 +17,8 @@ from explorer.matrix_view import decode_floats
 from explorer.tasks import make_task
 from explorer.trace import AttentionMaps
 from explorer.training import train
-from tests.drawn import DrawnMatrix, app_boards, app_charts, panel_matrix
+from explorer.vega import BLUES
+from tests.drawn import DrawnMatrix, app_boards, app_charts, panel_matrix, rgb
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PAGE = "views/compare.py"
@@ -474,3 +475,20 @@ def test_a_trained_model_gets_its_own_head_ranking():
     drawn = ranking_cells(at).set_index(["layer", "head"])["value"]
     np.testing.assert_allclose(drawn.loc[expected.index], expected, rtol=1e-6)
     assert not np.allclose(drawn, ranking_cells(random_model).set_index(["layer", "head"])["value"].loc[drawn.index])
+
+
+def test_stretch_colours_puts_a_and_b_on_one_stretched_scale(at):
+    """100 tokens spread attention thin: stretched, A and B share one scale up to the top 1 % of both maps' weights."""
+    tokens = " ".join(f"w{i}" for i in range(100))
+    open_compare(at, tokens=tokens)
+    assert any("so cells are pale: turn on Stretch colours" in c.value for c in at.caption)
+    at.toggle(key="stretch").set_value(True).run()
+    assert_ok(at)
+    maps_a, maps_b = traces_for(ModelConfig(), default_b(ModelConfig()), tokens)
+    both = np.concatenate([maps_a.weights[0, 0].ravel(), maps_b.weights[0, 0].ravel()])
+    top = float(np.quantile(both, 0.99))
+    drawn = sides(at)
+    assert drawn["B"].view["legend"]["high"] == pytest.approx(top)  # the one legend, right of the last map
+    for side in drawn.values():  # both maps coloured on it: the cells at or above it are the darkest blue
+        darkest = (side.image == rgb(BLUES[-1])).all(axis=-1)
+        assert darkest[side.values >= top].all() and not darkest[side.values < 0.95 * top].any()

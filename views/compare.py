@@ -36,8 +36,9 @@ from explorer.compare import (
     token_order,
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
-from explorer.compare_figures import difference_panel, layer_lines, pair_panels, ranking_panel
+from explorer.compare_figures import difference_panel, layer_lines, pair_panels, pair_top, ranking_panel
 from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig
+from explorer.figures import scale_note
 from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
 from explorer.matrix_view import board
 from explorer.trace import Trace
@@ -460,7 +461,7 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         sides = [m for m in (pair.a, pair.b) if m is not None]
         layers, heads = list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
     ranking = ranking_of(pair, (*key, pair.label)) if pair.same_shape else None
-    left, middle, right, _ = st.columns([1, 1, 2, 2], vertical_alignment="bottom")
+    left, middle, right, last = st.columns([1, 1, 2, 2], vertical_alignment="bottom")
     carry_view(PAGE, "layer", layers)
     carry_view(PAGE, "head", heads)
     layer = left.selectbox("Layer", layers, key="layer", bind="query-params")
@@ -481,8 +482,18 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         )
     missing_b = missing_side("B", pair.b, pair.label, layer, head) if b_drawn else "not drawn until fixed"
     missing = (missing_side("A", pair.a, pair.label, layer, head), missing_b)
+    stretch = last.toggle(
+        "Stretch colours",
+        key="stretch",
+        bind="query-params",
+        help="Off: white = 0, darkest blue = 1 on A and B. On: darkest blue = the top 1 % of the weights shown, "
+        "for long inputs whose weights are all small (about 1/T when attention is spread evenly).",
+    )
+    sides = [m for m in (pair.a, pair.b if b_drawn else None) if m is not None]
+    if (note := scale_note(pair_top(sides, layer, head), stretch)) is not None:
+        st.caption(f"A and B: {note}.")
     maps_column, difference_column = st.columns([5, 3])
-    panels, left_out = pair_panels(pair.a, pair.b, layer, head, missing=missing)
+    panels, left_out = pair_panels(pair.a, pair.b, layer, head, missing=missing, stretch=stretch)
     with maps_column:
         for note in left_out:
             st.info(note)

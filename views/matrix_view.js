@@ -134,20 +134,15 @@ function drawLegend(g, p, box) {
   g.textBaseline = "middle";
   g.fillText(legendText(p.legend.high), x + LEGEND_BAR.width + 6, barTop + 6);
   g.fillText(legendText(p.legend.low), x + LEGEND_BAR.width + 6, barTop + barHeight - 6);
-  // Round values between the ends, each with a short mark; none so near an end that the labels would touch.
+  // Round values between the ends, centred on their height (no mark: beside a number a mark reads as a minus
+  // sign); none so near an end that the labels would touch.
   const span = p.legend.high - p.legend.low;
-  g.strokeStyle = TEXT;
-  g.lineWidth = 1;
-  let last = -Infinity;  // the y of the last mark drawn: marks go down the bar, low values last
+  let last = -Infinity;  // the y of the last value written: they go down the bar, low values last
   for (const tick of [...p.legend.ticks].reverse()) {
     const y = barTop + (barHeight * (p.legend.high - tick)) / span;
     const crowded = y - last < LEGEND_BAR.labelGap || y - (barTop + 6) < LEGEND_BAR.labelGap;
     if (crowded || barTop + barHeight - 6 - y < LEGEND_BAR.labelGap) continue;
     last = y;
-    g.beginPath();
-    g.moveTo(x + LEGEND_BAR.width, Math.round(y) + 0.5);
-    g.lineTo(x + LEGEND_BAR.width + 4, Math.round(y) + 0.5);
-    g.stroke();
     g.fillText(legendText(tick), x + LEGEND_BAR.width + 6, y);
   }
 }
