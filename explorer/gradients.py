@@ -47,7 +47,7 @@ def objective(model: Transformer, source: Source, target: Source | None = None) 
     output = inputs.forward(model)[-1][0][0]  # [T, D] the last stack's output
     tokens = (inputs.target or inputs.source).tokens
     seed = model.config.seed if model.config is not None else 0
-    return _next_token_loss(output, tokens, model.d_model, seed)
+    return _next_token_loss(output, tokens, model.d_model, seed, "target" if inputs.target else "input")
 
 
 def layer_gradient_totals(norms: pd.DataFrame) -> pd.DataFrame:
@@ -57,12 +57,16 @@ def layer_gradient_totals(norms: pd.DataFrame) -> pd.DataFrame:
     return totals.rename("norm").reset_index()
 
 
-def _next_token_loss(output: torch.Tensor, tokens: list[str], d_model: int, seed: int) -> torch.Tensor:
-    """Cross-entropy of position t predicting token t + 1 from output [T, D] through tied embeddings."""
+def _next_token_loss(output: torch.Tensor, tokens: list[str], d_model: int, seed: int, what: str) -> torch.Tensor:
+    """Cross-entropy of position t predicting token t + 1 from output [T, D] through tied embeddings; `what` names
+    the tokens (input, or an encoder-decoder's target) in the error when there is nothing to predict."""
     vocabulary = sorted(set(tokens) - {PAD_TOKEN})
     keep = torch.tensor([t != PAD_TOKEN for t in tokens[1:]], dtype=torch.bool)  # [T - 1]
     if not keep.any():
-        raise ConfigError("Gradient norms need at least two tokens, the second or a later one not [PAD].")
+        raise ConfigError(
+            f"Gradient norms need at least two tokens in the {what}, the second or a later one not {PAD_TOKEN} (the "
+            f"objective predicts each {what} token from the one before)."
+        )
     index = {token: i for i, token in enumerate(vocabulary)}
     labels = torch.tensor([index.get(t, 0) for t in tokens[1:]])  # [T - 1]
     logits = output[:-1] @ embed_tokens(vocabulary, d_model, seed).T / math.sqrt(d_model)  # [T - 1, V]

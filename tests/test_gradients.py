@@ -52,7 +52,10 @@ def test_encoder_decoder_gradients_reach_both_stacks():
 def test_gradients_need_tokens_that_are_not_padding():
     model = explorer.build_model(explorer.ModelConfig())
     for source in ("[PAD] [PAD]", "alone"):
-        with pytest.raises(explorer.ConfigError, match="at least two tokens"):
+        with pytest.raises(explorer.ConfigError, match="at least two tokens in the input"):
             gradient_norms(model, source)
+    encoder_decoder = explorer.build_model(explorer.ModelConfig(arch="encoder-decoder"))
+    with pytest.raises(explorer.ConfigError, match="at least two tokens in the target"):  # the source is long enough
+        gradient_norms(encoder_decoder, "the cat sat on the mat", "x")
     with pytest.raises(explorer.ConfigError, match="typed tokens"):
         gradient_norms(model, torch.randn(3, 64))
