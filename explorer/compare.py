@@ -30,6 +30,11 @@ def default_b(a: ModelConfig) -> ModelConfig:
 
 def can_share_weights(a: ModelConfig, b: ModelConfig) -> tuple[bool, str]:
     """Whether B can run on A's very weights, and if not, a sentence saying why."""
+    if a.arch != b.arch:
+        return False, (
+            f"A is {_article(a.arch)} and B {_article(b.arch)}: their blocks live in other stacks, so their weights "
+            "cannot be shared. To see the causal mask alone, keep the architecture and change the mask instead."
+        )
     changed = [name for name in SHAPE_FIELDS if getattr(a, name) != getattr(b, name)]
     if changed:
         fields = ", ".join(f"{n} ({getattr(a, n)} vs {getattr(b, n)})" for n in changed)
@@ -37,6 +42,10 @@ def can_share_weights(a: ModelConfig, b: ModelConfig) -> tuple[bool, str]:
     if a.seed != b.seed:
         return False, f"A and B use different seeds ({a.seed} vs {b.seed}), so their weights differ on purpose."
     return True, "A and B share the very same weights; only the settings you changed differ."
+
+
+def _article(arch: str) -> str:
+    return f"an {arch}" if arch[0] in "aeiou" else f"a {arch}"
 
 
 def model_for_b(model_a: Transformer, b: ModelConfig) -> Transformer:

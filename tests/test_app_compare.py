@@ -429,7 +429,9 @@ def test_encoder_decoder_pairs_every_kind(at):
 
 def test_a_encoder_b_encoder_decoder(at):
     open_compare(at, b_arch="encoder-decoder")
-    assert any("arch (encoder vs encoder-decoder)" in w.value for w in at.warning)
+    assert any(
+        "A is an encoder and B an encoder-decoder" in w.value and "cannot be shared" in w.value for w in at.warning
+    )
     labels = at.radio(key="kind").options
     assert labels[0] == "self-attention (A) vs encoder self-attention (B)"
     at.radio(key="kind").set_value("cross-attention").run()
