@@ -141,9 +141,16 @@ def _red_frame(outline: tuple[int, int] | None, frame: tuple[int, int] | None) -
 
 def legend_ticks(low: float, high: float, most: int = LEGEND_TICKS) -> list[float]:
     """Round values strictly between low and high to mark on a colour legend (its ends are labelled anyway): the
-    multiples of the largest of 1, 2 or 5 x 10^k steps that gives at most `most` of them."""
+    multiples of the largest of 1, 2 or 5 x 10^k steps that gives at most `most` of them. None when the legend's
+    three significant digits could not tell them from each other or from the ends (a nearly constant matrix)."""
     if not (math.isfinite(low) and math.isfinite(high)) or high <= low:
         return []
+    ticks = _round_values_between(low, high, most)
+    texts = [f"{t:.3g}" for t in (low, *ticks, high)]  # as the legend writes them (views/matrix_view.js, legendText)
+    return ticks if len(set(texts)) == len(texts) else []
+
+
+def _round_values_between(low: float, high: float, most: int) -> list[float]:
     coarser: list[float] = []
     for power in range(math.floor(math.log10(high - low)) + 1, math.floor(math.log10(high - low)) - 3, -1):
         for unit in (5, 2, 1):

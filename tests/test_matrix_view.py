@@ -110,6 +110,7 @@ def test_narrow_maps_label_only_tokens_that_fit_apart_and_drop_cramped_text():
         (0.0, 360.0, [100.0, 200.0, 300.0]),  # rotary angles
         (0.5, 0.6, [0.52, 0.54, 0.56, 0.58]),
         (0.0, 0.0, []),  # nothing between equal ends
+        (0.3805, 0.3814, []),  # every mark would read 0.381, as the ends do
     ],
 )
 def test_legend_marks_round_values_between_its_ends(low, high, expected):

@@ -64,7 +64,8 @@ function layout(g, p) {
   const bottom = 6 + xLabelsHeight + 24;
   let right = 0;
   if (p.legend) {
-    const legendTexts = [p.value_title, ...[p.legend.low, p.legend.high, ...p.legend.ticks].map(legendText)];
+    const ends = [p.legend.low, p.legend.high].map((v) => legendText(v, endDigits(p.legend)));
+    const legendTexts = [p.value_title, ...ends, ...p.legend.ticks.map((v) => legendText(v))];
     right = LEGEND_BAR.gap + Math.max(LEGEND_BAR.width + 6 + widest(g, legendTexts.slice(1)), widest(g, legendTexts));
   }
   return {
@@ -73,9 +74,15 @@ function layout(g, p) {
   };
 }
 
-// A legend end as short as it can be and still say the value: 1, 0.07, 0.0012, 4.16 (three significant digits).
-function legendText(value) {
-  return Number.isFinite(value) ? String(Number(value.toPrecision(3))) : String(value);
+// Digits for a legend's ends: three, or six when three would write both ends alike (a nearly constant matrix).
+function endDigits(legend) {
+  return legendText(legend.high) === legendText(legend.low) ? 6 : 3;
+}
+
+// A legend end as short as it can be and still say the value: 1, 0.07, 0.0012, 4.16 (three significant digits,
+// or `digits`).
+function legendText(value, digits = 3) {
+  return Number.isFinite(value) ? String(Number(value.toPrecision(digits))) : String(value);
 }
 
 function drawAxes(g, p, box) {
@@ -132,8 +139,8 @@ function drawLegend(g, p, box) {
   g.font = FONT;
   g.fillStyle = TEXT;
   g.textBaseline = "middle";
-  g.fillText(legendText(p.legend.high), x + LEGEND_BAR.width + 6, barTop + 6);
-  g.fillText(legendText(p.legend.low), x + LEGEND_BAR.width + 6, barTop + barHeight - 6);
+  g.fillText(legendText(p.legend.high, endDigits(p.legend)), x + LEGEND_BAR.width + 6, barTop + 6);
+  g.fillText(legendText(p.legend.low, endDigits(p.legend)), x + LEGEND_BAR.width + 6, barTop + barHeight - 6);
   // Round values between the ends, centred on their height (no mark: beside a number a mark reads as a minus
   // sign); none so near an end that the labels would touch.
   const span = p.legend.high - p.legend.low;
