@@ -165,8 +165,9 @@ def main() -> None:
     all_maps = trace.attention_maps()
     kinds = list(all_maps)
     layers, heads = view_options(all_maps[kinds[0]])
-    for key, options in (("kind", kinds), ("layer", layers), ("head", heads)):
-        why = f"this model has no such {key}; showing the first instead."
+    view = (("kind", kinds, "kind of attention"), ("layer", layers, "layer"), ("head", heads, "head"))
+    for key, options, what in view:
+        why = f"the model has no such {what} (after a change in the sidebar, perhaps); showing the first instead."
         note_ignored_url_value(VIEW_NOTES_KEY, key, one_of(options), why)
     notes = st.container()
     kind = kinds[0]
