@@ -458,8 +458,10 @@ def offset_profile_figure(result: OffsetScores) -> dict:
     series = {"type": "nominal", "title": None,
               "scale": {"domain": [mean_name, range_name], "range": ["#1f77b4", "rgba(214, 39, 40, 0.25)"]},
               "legend": {"orient": "bottom", "direction": "horizontal", "symbolStrokeWidth": 2}}  # fmt: skip
+    present = result.offsets[np.isfinite(result.by_offset)]  # a causal mask leaves only offsets >= 0
+    first, last = (int(present.min()), int(present.max())) if present.size else (-(n - 1), n - 1)
     x = {"field": "offset", "type": "quantitative", "axis": _line_axis("offset: query position − key position"),
-         "scale": {"domain": [-(n - 1), n - 1], "nice": False, "zero": False}}  # fmt: skip
+         "scale": {"domain": [first, last], "nice": False, "zero": False}}  # fmt: skip
     y = {"field": "mean", "type": "quantitative", "scale": {"zero": False},
          "axis": _line_axis("score q·k / √d_head")}  # fmt: skip
     return chart(

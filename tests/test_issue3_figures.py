@@ -249,8 +249,11 @@ def test_offset_scores_show_masked_keys_grey_and_say_what_they_found():
     finite = np.isfinite(rope.scores)
     np.testing.assert_array_equal(drawn.values[finite], rope.scores[finite])
     assert "depends on the offset only" in offset_verdict(rope, "rope")
-    frame = offset_profile_figure(rope)["datasets"]["pos_offsets"]
+    profile = offset_profile_figure(rope)
+    frame = profile["datasets"]["pos_offsets"]
     np.testing.assert_array_equal(frame["offset"], np.arange(-9, 10))
+    domains = [layer["encoding"]["x"]["scale"]["domain"] for layer in profile["layer"] if "x" in layer["encoding"]]
+    assert domains and all(d == [0, 9] for d in domains)  # causal: the x axis spans the offsets that have scores
     np.testing.assert_allclose(frame["mean"], rope.by_offset.astype(np.float32))
     assert np.isnan(frame["mean"][0]) and np.isnan(frame["lowest"][0])  # offset -9: every key there is masked
     spread = (frame["highest"] - frame["lowest"]).dropna()  # rope: each diagonal constant, up to rounding

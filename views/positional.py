@@ -115,6 +115,7 @@ def controls(cfg: ModelConfig) -> tuple[int, str, str]:
         key="pos_max",
         bind="query-params",
         help=f"How many positions (0 to this minus 1) to draw; 1 to {MAX_PLOTTED_POSITIONS:,}.",
+        disabled=cfg.positional == "none",  # nothing here is drawn by position
     )
     dims = middle.text_input(
         "Dimensions to plot as curves",
