@@ -413,6 +413,8 @@ def test_encoder_decoder_pairs_every_kind(at):
     open_compare(at, arch="encoder-decoder")
     kinds = at.radio(key="kind")
     assert kinds.options == ["encoder self-attention", "decoder self-attention", "cross-attention"]
+    assert kinds.value == "cross-attention"  # the Attention page opens on it too
+    kinds.set_value("decoder self-attention").run()
     kinds.set_value("cross-attention").run()
     assert_ok(at)
     a = ModelConfig(arch="encoder-decoder")

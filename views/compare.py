@@ -452,6 +452,7 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         label = st.radio(
             "Attention",
             labels,
+            index=labels.index("cross-attention") if "cross-attention" in labels else 0,  # as the Attention page
             key="kind",
             bind="query-params",
             horizontal=True,
