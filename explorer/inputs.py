@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from explorer.config import ConfigError, ModelConfig
 from explorer.model import StackRun, Transformer
 from explorer.tokens import embed_tokens, padding_keys, split_tokens
 
-Source = str | list[str] | tuple[str, ...] | torch.Tensor
+Source = str | list[str] | tuple[str, ...] | torch.Tensor | np.ndarray
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,10 @@ def prepare_inputs(
 
 def _input(model: Transformer, source: Source, what: str) -> tuple[torch.Tensor, list[str]]:
     """-> x [T, D] (embedding + position for tokens; the tensor as it is) and the tokens' labels."""
+    if isinstance(source, np.ndarray) and source.dtype.kind == "f":  # a notebook's float array: the same as a tensor
+        source = torch.from_numpy(source)
+    if isinstance(source, torch.Tensor) and source.device.type != "cpu":
+        raise ConfigError(f"The explorer runs on the CPU: pass the {what} as x.cpu() (it is on {source.device}).")
     if isinstance(source, torch.Tensor):
         if source.dim() != 2 or source.shape[1] != model.d_model or not source.is_floating_point():
             raise ConfigError(
@@ -80,6 +85,11 @@ def _input(model: Transformer, source: Source, what: str) -> tuple[torch.Tensor,
         if not 1 <= source.shape[0] <= model.max_positions:
             raise ConfigError(f"The {what} must have 1 to {model.max_positions:,} rows; it has {source.shape[0]:,}.")
         return source.detach().float(), [f"x{i}" for i in range(source.shape[0])]
+    if model.config is None and model.vocabulary is None:  # from_torch: the user's model embeds its own tokens
+        raise ConfigError(
+            f"A model imported with from_torch has no token embeddings of its own: pass the {what} as a float "
+            f"tensor [T, {model.d_model}] of input embeddings (your model's embedding of the tokens)."
+        )
     tokens = split_tokens(source, model.max_positions, what)
     if model.vocabulary is not None:
         return model.positional(model.embedding(token_ids(model.vocabulary, tokens))), tokens  # [T, D]

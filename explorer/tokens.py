@@ -11,8 +11,18 @@ from explorer.config import PAD_TOKEN, ConfigError
 
 
 def split_tokens(text: str | list[str] | tuple[str, ...], max_tokens: int, what: str = "input") -> list[str]:
-    """Split a string on whitespace (a list is taken as is) and check the length."""
-    tokens = text.split() if isinstance(text, str) else [str(t) for t in text]
+    """Split a string on whitespace (a list of strings is taken as is) and check the length."""
+    if isinstance(text, str):
+        tokens = text.split()
+    elif isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text):
+        tokens = list(text)
+    else:  # e.g. a list of numbers or of tensors: never embed their printed form as if it were words
+        raise ConfigError(
+            f"The {what} must be text, a list of token strings, or a float torch.Tensor [T, d_model] of input "
+            f"embeddings; got a {type(text).__name__}"
+            + (f" of {type(text[0]).__name__}" if isinstance(text, (list, tuple)) and text else "")
+            + "."
+        )
     if not tokens:
         raise ConfigError(f"The {what} is empty: type at least one token, e.g. 'the cat sat on the mat'.")
     if any(not t or t.isspace() for t in tokens):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from explorer.config import ModelConfig
+from explorer.config import ConfigError, ModelConfig
 from explorer.inputs import Source, prepare_inputs
 from explorer.model import Record, Transformer, build_model
 
@@ -130,6 +130,11 @@ def run(
     from the config; `mask` / `target_mask` / `memory_mask` override them: bool [T, S], True = may attend
     (torch's attn_mask uses True = blocked: pass `~attn_mask`).
     """
+    if isinstance(model_or_config, torch.nn.Module) and not isinstance(model_or_config, Transformer):
+        raise ConfigError(
+            f"explorer.run takes a ModelConfig or an explorer model; import your {type(model_or_config).__name__} "
+            "with explorer.from_torch(module) first."
+        )
     model = build_model(model_or_config) if isinstance(model_or_config, ModelConfig) else model_or_config
     with torch.inference_mode():
         inputs = prepare_inputs(model, source, target, mask=mask, target_mask=target_mask, memory_mask=memory_mask)

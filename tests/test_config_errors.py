@@ -1,5 +1,6 @@
 """Every mistake a user can make ends in ConfigError with a sentence that says what to do."""
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -157,3 +158,22 @@ def test_from_torch_refuses_a_layer_whose_norms_were_changed(changed_norm):
     layer.norm2 = changed_norm
     with pytest.raises(ConfigError, match="norm2 differs"):
         explorer.from_torch(layer)
+
+
+def test_notebook_mistakes_with_an_imported_model_are_sentences_not_wrong_numbers():
+    """Found by an API review: each of these ran, or failed deep in torch, instead of saying what to pass."""
+    layer = nn.TransformerEncoderLayer(16, 2, 32).eval()
+    model = explorer.from_torch(layer)
+    x = torch.randn(4, 16)
+    with pytest.raises(ConfigError, match=r"explorer.from_torch\(module\) first"):
+        explorer.run(layer, x)
+    with pytest.raises(ConfigError, match="no token embeddings of its own"):
+        explorer.run(model, "a b c")  # hashed embeddings would have nothing to do with the user's model
+    for rows in (x.tolist(), list(x)):  # their printed form must never become tokens
+        with pytest.raises(ConfigError, match="no token embeddings of its own"):
+            explorer.run(model, rows)
+        with pytest.raises(ConfigError, match=r"a list of token strings, or a float torch.Tensor"):
+            explorer.run(ModelConfig(d_model=16, n_heads=2), rows)
+    with pytest.raises(ConfigError, match=r"runs on the CPU: pass the input as x.cpu\(\)"):
+        explorer.run(model, torch.empty(4, 16, device="meta"))
+    np.testing.assert_array_equal(explorer.run(model, x.numpy()).output, explorer.run(model, x).output)
