@@ -59,12 +59,15 @@ class ModelConfig:
 
     @property
     def d_head(self) -> int:
+        """Width of each head: d_model / n_heads."""
         return self.d_model // self.n_heads
 
     def replace(self, **changes: Any) -> ModelConfig:
+        """A copy with the given fields changed (checked like any new config)."""
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field by name, as the JSON exports and the URL write them."""
         return dataclasses.asdict(self)
 
 

@@ -30,11 +30,16 @@ class AttentionMaps:
 
     @property
     def n_layers(self) -> int:
+        """L, the layers these maps come from."""
         return self.weights.shape[0]
 
     @property
     def n_heads(self) -> int:
+        """H, the heads of each layer."""
         return self.weights.shape[1]
+
+    def __repr__(self) -> str:  # the arrays would flood a notebook cell
+        return f"AttentionMaps({self.kind!r}, weights {list(self.weights.shape)} [layers, heads, query, key])"
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,9 @@ class StackTrace:
     output: np.ndarray  # [T, D]: the stack's output (after the final LayerNorm when there is one)
     activations: dict[str, np.ndarray] = field(default_factory=dict)  # stable names, e.g. "blocks.0.ffn.hidden"
 
+    def __repr__(self) -> str:  # the arrays would flood a notebook cell
+        return f"StackTrace({self.name!r}, {len(self.tokens)} tokens, residual {list(self.residual.shape)})"
+
 
 @dataclass(frozen=True)
 class Trace:
@@ -59,12 +67,18 @@ class Trace:
     config: ModelConfig | None  # None for a model imported with from_torch
     stacks: tuple[StackTrace, ...]
 
+    def __repr__(self) -> str:  # the arrays would flood a notebook cell
+        stacks = ", ".join(repr(stack) for stack in self.stacks)
+        return f"Trace(config={self.config!r}, stacks=({stacks}))"
+
     @property
     def first(self) -> StackTrace:
+        """The stack that reads the input: the encoder, or a decoder-only model's decoder."""
         return self.stacks[0]
 
     @property
     def last(self) -> StackTrace:
+        """The stack that gives the output: the decoder of an encoder-decoder, else the only stack."""
         return self.stacks[-1]
 
     @property
@@ -79,10 +93,14 @@ class Trace:
 
     @property
     def scores(self) -> np.ndarray:
+        """[L, H, T, T] scaled q.k before softmax of the first stack (the encoder's, for an encoder-decoder);
+        -inf where masked."""
         return self.first.self_attention.scores
 
     @property
     def residual(self) -> np.ndarray:
+        """[L + 1, T, D] the first stack's residual stream (the encoder's, for an encoder-decoder): after embedding
+        and position, then after each block."""
         return self.first.residual
 
     @property

@@ -232,3 +232,12 @@ def test_applied_masks_say_what_each_stack_really_masks(arch, mask):
         if "padding" in claims[stack.name]:
             expected[:, [1, 4]] = False
         np.testing.assert_array_equal(stack.self_attention.allowed, expected)
+
+
+def test_a_trace_prints_as_a_short_summary_in_a_notebook():
+    """Printing a Trace printed every array: 26 kB at 64 tokens (found by an API review)."""
+    trace = explorer.run(ModelConfig(arch="encoder-decoder"), " ".join(["w"] * 64), "x y")
+    text = repr(trace)
+    assert len(text) < 600
+    assert "StackTrace('encoder', 64 tokens, residual [3, 64, 64])" in text and "'decoder', 2 tokens" in text
+    assert repr(trace.first.self_attention).endswith("weights [2, 4, 64, 64] [layers, heads, query, key])")
