@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,6 +131,13 @@ def _checked_mask(mask: torch.Tensor, n_query: int, n_key: int, name: str) -> to
         raise ConfigError(
             f"{name} must be a bool tensor [{n_query}, {n_key}] with True = may attend "
             "(for a torch-style mask with True = blocked, pass ~mask)."
+        )
+    if name != "memory_mask" and n_query == n_key > 1 and not bool(mask.diagonal().any()):
+        warnings.warn(  # a self-attention mask that hides every token from itself: almost surely torch's convention
+            f"{name} lets no token attend to itself. The explorer's masks use True = may attend, the opposite of "
+            "torch's attn_mask; if you passed a torch mask, pass ~mask instead.",
+            UserWarning,
+            stacklevel=4,
         )
     return mask
 

@@ -1,5 +1,7 @@
 """Every mistake a user can make ends in ConfigError with a sentence that says what to do."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -177,3 +179,16 @@ def test_notebook_mistakes_with_an_imported_model_are_sentences_not_wrong_number
     with pytest.raises(ConfigError, match=r"runs on the CPU: pass the input as x.cpu\(\)"):
         explorer.run(model, torch.empty(4, 16, device="meta"))
     np.testing.assert_array_equal(explorer.run(model, x.numpy()).output, explorer.run(model, x).output)
+
+
+def test_a_torch_style_mask_draws_a_warning_that_names_the_fix():
+    """torch's attn_mask is True = blocked, the explorer's True = may attend: a causal torch mask passed as it is
+    hides every token from itself, which a real mask almost never does."""
+    model = explorer.from_torch(nn.TransformerEncoderLayer(16, 2, 32))
+    x = torch.randn(4, 16)
+    torch_causal = torch.triu(torch.ones(4, 4, dtype=torch.bool), 1)  # True = blocked
+    with pytest.warns(UserWarning, match=r"pass ~mask instead"):
+        explorer.run(model, x, mask=torch_causal)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        explorer.run(model, x, mask=~torch_causal)  # the explorer's convention: no warning
