@@ -66,14 +66,6 @@ def same_parameters(model_a: Transformer, model_b: Transformer) -> bool:
     return bool(common) and all(torch.equal(p, q) for p, q in common)
 
 
-def layer_difference(a: AttentionMaps, b: AttentionMaps, layer: int, head: int) -> np.ndarray | None:
-    """[Tq, Tk] A - B of one layer and head, when both models have that layer, the same heads and the same tokens
-    (they may differ in their number of layers); else None."""
-    if layer >= min(a.n_layers, b.n_layers) or a.weights.shape[1:] != b.weights.shape[1:]:  # [L, H, Tq, Tk]
-        return None
-    return a.weights[layer, head] - b.weights[layer, head]
-
-
 def attention_difference(a: AttentionMaps, b: AttentionMaps) -> np.ndarray:
     """[L, H, Tq, Tk] A - B, for maps of the same shape."""
     _check_same_shape(a, b)
@@ -167,6 +159,14 @@ class MapPair:
         if self.a is None or self.b is None or self.a.weights.shape[1:] != self.b.weights.shape[1:]:
             return 0
         return min(self.a.n_layers, self.b.n_layers)
+
+
+def layer_difference(pair: MapPair, layer: int, head: int) -> np.ndarray | None:
+    """[Tq, Tk] A - B of one layer and head, when it is one of the pair's common_layers; else None."""
+    if layer >= pair.common_layers:
+        return None
+    assert pair.a is not None and pair.b is not None
+    return pair.a.weights[layer, head] - pair.b.weights[layer, head]
 
 
 def paired_attention(trace_a: Trace, trace_b: Trace) -> list[MapPair]:

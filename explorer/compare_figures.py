@@ -12,15 +12,14 @@ import numpy as np
 import pandas as pd
 
 from explorer.compare import PER_LAYER
-from explorer.figures import token_labels, top_of
+from explorer.figures import token_labels, top_of, weight_ramp
 from explorer.matrix_view import matrix_panel
 from explorer.numbers import readable
 from explorer.trace import AttentionMaps
-from explorer.vega import AXIS_NUMBERS, BLUES, Ramp, chart, layer_head_axes
+from explorer.vega import AXIS_NUMBERS, Ramp, chart, layer_head_axes
 
 A_COLOUR = "#1f5fa8"  # A is blue everywhere: its lines, and A - B > 0 (A attends more)
 B_COLOUR = "#c2410c"  # B is orange-red: its lines, and A - B < 0 (B attends more)
-WEIGHTS = Ramp(BLUES, 0.0, 1.0)  # A's and B's weights: one scale, 0 = near white, 1 = dark blue
 ORANGES = ("#fff5eb", "#fee6ce", "#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d94801", "#a63603", "#7f2704")
 # Sizes that fit a 1400 px wide window with the sidebar open: A | B side by side in 5/8 of the main column (580 px,
 # with 40 px between the panels), A - B in 3/8 (345 px). A panel is its map plus LEFT_PX and the widest query label
@@ -97,10 +96,10 @@ def pair_panels(
     *,
     names: tuple[str, str] = ("A", "B"),
     missing: tuple[str | None, str | None] = (None, None),
-    stretch: bool = False,
+    top: float | None = None,
 ) -> tuple[list[dict], list[str]]:
     """A's and B's map of one layer and head as two panels (named by `names`) on ONE colour scale, WEIGHTS (0 to
-    1; with `stretch`, 0 to pair_top), maps of one size: the legend "weight" is drawn once, right of the last.
+    1; stretched, 0 to `top`: pair_top), maps of one size: the legend "weight" is drawn once, right of the last.
     Grey cells are masked (weight exactly 0); hover gives query, key and weight of every cell, and the A − B map's
     hover both weights.
 
@@ -114,7 +113,7 @@ def pair_panels(
         else:
             shown.append((maps, name))
     size = map_px(PAIR_PX, PAIR_PANEL_PX, [token_labels(maps.query_tokens) for maps, _ in shown], "weight")
-    ramp = Ramp(BLUES, 0.0, pair_top([maps for maps, _ in shown], layer, head)) if stretch else WEIGHTS
+    ramp = weight_ramp(top)
     panels = [
         _token_map(
             maps,

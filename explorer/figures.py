@@ -44,17 +44,15 @@ def top_of(shown: np.ndarray) -> float:
     return max(float(np.quantile(shown, STRETCH_QUANTILE)), 1e-6) if shown.size else 1.0
 
 
-def weight_ramp(weights: np.ndarray, allowed: np.ndarray, stretch: bool) -> Ramp:
-    """WEIGHTS (0 to 1), or with `stretch` blue from 0 to stretch_top: a long input spreads attention thin (1/T
+def weight_ramp(top: float | None) -> Ramp:
+    """WEIGHTS (0 to 1), or with a `top` (stretch_top) blue from 0 to it: a long input spreads attention thin (1/T
     each when uniform), and on the 0-to-1 scale its map is white all over."""
-    return Ramp(BLUES, 0.0, stretch_top(weights, allowed)) if stretch else WEIGHTS
+    return WEIGHTS if top is None else Ramp(BLUES, 0.0, top)
 
 
-def scale_note(top: float, stretch: bool | None) -> str | None:
-    """What a subtitle says of the colour scale (`top`: stretch_top): that it is stretched, or how to see a faint
-    map (unless the page offers no Stretch colours control: `stretch` None)."""
-    if stretch is None:
-        return None
+def scale_note(top: float, stretch: bool) -> str | None:
+    """What a subtitle says of the colour scale (`top`: stretch_top), on a page with a Stretch colours control:
+    that it is stretched, or how to see a faint map."""
     if stretch:
         return f"colours stretched: darkest blue = {top:.2g} or more (the top 1 % of weights)"
     if top < FAINT:
@@ -97,8 +95,9 @@ def _map_parts(
         notes.append(f"{EMPTY_ROW_MARK.strip()} = query with no allowed key: its row is all zeros")
     if _padding_queries_attend(maps, rows):
         notes.append(f"{PAD_TOKEN} rows still attend: padding hides {PAD_TOKEN} keys, not queries (as in PyTorch)")
-    ramp = weight_ramp(weights, allowed, bool(stretch))
-    notes.append(scale_note(stretch_top(weights, allowed), stretch))
+    top = None if stretch is None else stretch_top(weights, allowed)  # one quantile, for the colours and the note
+    ramp = weight_ramp(top if stretch else None)
+    notes.append(None if top is None else scale_note(top, stretch))
     cross = maps.kind == "cross-attention"
     parts = {
         "values": weights,
@@ -162,12 +161,13 @@ def grid_panel(
     click on one sends back {"layer": ..., "head": ...}. The map `picked` (layer, head) is framed. With `stretch`,
     one colour scale for every map (weight_ramp over them all), so the maps stay comparable."""
     n_layers, n_heads, tq, tk = maps.weights.shape  # [L, H, Tq, Tk]
+    top = stretch_top(maps.weights, maps.allowed) if stretch else None  # over every map at once
     layer_heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
     titles = [f"L{layer} H{head}" for layer, head in layer_heads]
     sheet = sheet_panel(
         maps.weights.reshape(n_layers * n_heads, tq, tk),  # [L * H, Tq, Tk]: layer by layer, heads in order
         maps.allowed,
-        weight_ramp(maps.weights, maps.allowed, stretch),
+        weight_ramp(top),
         name="grid",
         titles=titles,
         columns=n_heads,
@@ -179,10 +179,9 @@ def grid_panel(
         subtitle="Rows are layers, columns are heads."
         + (" Click a map to show it large (framed in red)." if pickable else "")
         + (
-            f" Colours stretched, one scale for all: darkest blue = {stretch_top(maps.weights, maps.allowed):.2g} or "
-            "more (the top 1 % of weights)."
-            if stretch
-            else ""
+            ""
+            if top is None
+            else f" Colours stretched, one scale for all: darkest blue = {top:.2g} or more (the top 1 % of weights)."
         ),
     )
     return sheet

@@ -5,6 +5,7 @@ import pytest
 
 import explorer
 from explorer.compare import (
+    MapPair,
     attention_difference,
     b_from_query,
     can_share_weights,
@@ -67,11 +68,13 @@ def test_more_layers_keep_a_weights_in_the_blocks_both_have():
     assert same_parameters(model_a, model_b)
     maps_a = explorer.run(model_a, TOKENS).attention_maps()["self-attention"]
     maps_b = explorer.run(model_b, TOKENS).attention_maps()["self-attention"]
+    pair = MapPair("self-attention", 0, maps_a, maps_b)
     for layer in range(3):
-        assert (layer_difference(maps_a, maps_b, layer, 1) == 0).all()
-    assert layer_difference(maps_a, maps_b, 3, 1) is None  # A has no layer 3
+        assert (layer_difference(pair, layer, 1) == 0).all()
+    assert layer_difference(pair, 3, 1) is None  # A has no layer 3
     wider = explorer.run(model_for_b(model_a, A.replace(n_heads=8, n_layers=4)), TOKENS)
-    assert layer_difference(maps_a, wider.attention_maps()["self-attention"], 0, 1) is None  # other heads
+    other_heads = MapPair("self-attention", 0, maps_a, wider.attention_maps()["self-attention"])
+    assert layer_difference(other_heads, 0, 1) is None  # other heads
 
 
 def maps_from(weights: np.ndarray) -> AttentionMaps:

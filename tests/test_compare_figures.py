@@ -29,7 +29,6 @@ from explorer.compare_figures import (
     RANK,
     STATISTIC_TITLES,
     TICK_PX,
-    WEIGHTS,
     difference_panel,
     difference_range,
     difference_verdict,
@@ -38,6 +37,7 @@ from explorer.compare_figures import (
     pair_panels,
     ranking_panel,
 )
+from explorer.figures import WEIGHTS
 from explorer.gradients import gradient_norms, layer_gradient_totals
 from explorer.matrix_view import decode_floats
 from explorer.trace import AttentionMaps

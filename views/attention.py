@@ -26,6 +26,7 @@ from views.widgets import (
     one_of,
     remember_view,
     show_url_notes,
+    stretch_toggle,
 )
 
 PAGE = "attention"  # for carry_view: the layer and head picked here go with the user to Compare
@@ -95,13 +96,7 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame) -> 
     remember_view(PAGE, "layer", layer)
     remember_view(PAGE, "head", head)
     head_index = None if head == AVERAGE else int(head)
-    stretch = controls.toggle(
-        "Stretch colours",
-        key="stretch",
-        bind="query-params",
-        help="Off: white = 0, darkest blue = 1, the same on every map. On: darkest blue = the largest weight shown, "
-        "for long inputs whose weights are all small (about 1/T when attention is spread evenly).",
-    )
+    stretch = stretch_toggle(controls)
     downloads(controls, maps, cfg, layer, head_index)
     if head_index is None:
         st.info(f"Showing the **average** of all {maps.n_heads} heads of layer {layer}, not a single head.")

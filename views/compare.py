@@ -56,6 +56,7 @@ from views.widgets import (
     positions_text,
     remember_view,
     show_url_notes,
+    stretch_toggle,
     vega_chart,
 )
 
@@ -483,18 +484,12 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         )
     missing_b = missing_side("B", pair.b, pair.label, layer, head) if b_drawn else "not drawn until fixed"
     missing = (missing_side("A", pair.a, pair.label, layer, head), missing_b)
-    stretch = last.toggle(
-        "Stretch colours",
-        key="stretch",
-        bind="query-params",
-        help="Off: white = 0, darkest blue = 1 on A and B. On: darkest blue = the top 1 % of the weights shown, "
-        "for long inputs whose weights are all small (about 1/T when attention is spread evenly).",
-    )
-    sides = [m for m in (pair.a, pair.b if b_drawn else None) if m is not None]
-    if (note := scale_note(pair_top(sides, layer, head), stretch)) is not None:
+    stretch = stretch_toggle(last)
+    top = pair_top([m for m in (pair.a, pair.b if b_drawn else None) if m is not None], layer, head)
+    if (note := scale_note(top, stretch)) is not None:
         st.caption(f"A and B: {note}.")
     maps_column, difference_column = st.columns([5, 3])
-    panels, left_out = pair_panels(pair.a, pair.b, layer, head, missing=missing, stretch=stretch)
+    panels, left_out = pair_panels(pair.a, pair.b, layer, head, missing=missing, top=top if stretch else None)
     with maps_column:
         for note in left_out:
             st.info(note)
@@ -505,7 +500,7 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
             st.info("No A − B map while B is not drawn.")
         elif pair.a is None or pair.b is None:
             st.info(f"No A − B map: only {'B' if pair.a is None else 'A'} has {pair.label}.")
-        elif (difference := layer_difference(pair.a, pair.b, layer, head)) is None:  # [Tq, Tk]
+        elif (difference := layer_difference(pair, layer, head)) is None:  # [Tq, Tk]
             st.info(why_not_subtracted(pair))
         else:
             show_board(board([difference_panel(pair.a, pair.b, difference, layer, head)]), key="difference_map")

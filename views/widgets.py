@@ -55,6 +55,17 @@ def mask_text(cfg: ModelConfig) -> str:
     return f"mask {mask}" + ("" if mask == cfg.mask else " (a decoder is always causal)")
 
 
+def stretch_toggle(where: DeltaGenerator) -> bool:
+    """The Stretch colours switch of the attention maps: one URL parameter, stretch, on every page that has it."""
+    return where.toggle(
+        "Stretch colours",
+        key="stretch",
+        bind="query-params",
+        help="Off: white = 0, darkest blue = 1, the same on every map. On: darkest blue = the top 1 % of the weights "
+        "shown, for long inputs whose weights are all small (about 1/T when attention is spread evenly).",
+    )
+
+
 def download(
     label: str,
     data: Callable[[], str | bytes],
