@@ -21,13 +21,12 @@ def count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def positions_text(positional: str, bold: bool = False) -> str:
+def positions_text(positional: str) -> str:
     """E.g. "sinusoidal positions", or "no positions" for none."""
-    word = "no" if positional == "none" else positional
-    return f"**{word}** positions" if bold else f"{word} positions"
+    return f"{'no' if positional == 'none' else positional} positions"
 
 
-def model_line(cfg: ModelConfig, trace: Trace | None = None, bold: tuple[str, ...] = ()) -> str:
+def model_line(cfg: ModelConfig, trace: Trace, bold: tuple[str, ...] = ()) -> str:
     """The one line every page puts under its title: the model's settings (the fields in `bold` in bold), the mask
     it applies, and the length of each stack's input."""
     parts = {
@@ -41,8 +40,7 @@ def model_line(cfg: ModelConfig, trace: Trace | None = None, bold: tuple[str, ..
         "seed": f"seed {cfg.seed}",
     }
     shown = [f"**{text}**" if field in bold else text for field, text in parts.items()]
-    if trace is not None:
-        shown += [f"{stack.name} {count(len(stack.tokens), 'token')}" for stack in trace.stacks]
+    shown += [f"{stack.name} {count(len(stack.tokens), 'token')}" for stack in trace.stacks]
     return " · ".join(shown)
 
 
