@@ -32,6 +32,8 @@ PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the
     st.Page("views/anatomy.py", title="Anatomy"),
     st.Page("views/train.py", title="Train"),
 ]
+# Pages that never show the sidebar's tokens (Train has its own input): an error about the tokens is noise there.
+PAGES_WITHOUT_TOKENS = {"train"}
 
 DEFAULTS = ModelConfig()
 DEFAULT_TOKENS = "the cat sat on the mat"
@@ -174,14 +176,19 @@ def trained_banner() -> None:
     st.info(f"Showing the trained model ({trained['label']}), not a random one.", icon=":material/school:")
 
 
-def compute(values: dict[str, Any]) -> None:
-    """Config and trace for the pages, or the user-facing error instead."""
+def compute(values: dict[str, Any], shows_tokens: bool) -> None:
+    """Config and trace for the pages, or the user-facing error instead. An error about the typed tokens is shown
+    only on a page that `shows_tokens`; an impossible setting is shown on every page."""
     for key in ("_config", "_sidebar_config", "_model", "_trace", "_error"):
         st.session_state[key] = None
     trained = st.session_state.get("_trained")
     try:
         cfg = ModelConfig(**{k: values[k] for k in FIELDS if k in values})
-        st.session_state["_config"] = st.session_state["_sidebar_config"] = cfg
+    except ConfigError as e:
+        show_error(str(e))
+        return
+    st.session_state["_config"] = st.session_state["_sidebar_config"] = cfg
+    try:
         if trained is None:
             st.session_state["_model"] = cached_model(cfg)
             st.session_state["_trace"] = cached_run(cfg, values["tokens"], values.get("target"))
@@ -189,8 +196,14 @@ def compute(values: dict[str, Any]) -> None:
             st.session_state["_config"], st.session_state["_model"] = trained["model"].config, trained["model"]
             st.session_state["_trace"] = explorer.run(trained["model"], values["tokens"])
     except ConfigError as e:
-        st.session_state["_error"] = str(e)
-        st.error(str(e), icon=":material/error:")
+        show_error(str(e), shown=shows_tokens)
+
+
+def show_error(message: str, shown: bool = True) -> None:
+    """Keep the sentence for the pages, and show it above the page unless told otherwise."""
+    st.session_state["_error"] = message
+    if shown:
+        st.error(message, icon=":material/error:")
 
 
 disable_nagle_once()  # before anything is sent: see views/nodelay.py (about 40 ms per script chunk otherwise)
@@ -202,5 +215,5 @@ trained_banner()
 controls = sidebar()
 share_hint(controls)
 show_url_notes(NOTES_KEY)
-compute(controls)
+compute(controls, shows_tokens=navigation.url_path not in PAGES_WITHOUT_TOKENS)
 navigation.run()

@@ -305,6 +305,19 @@ def test_typed_tokens_run_the_trained_model_and_bad_ones_are_explained(at):
         assert any(message in e.value for e in at.error), [e.value for e in at.error]
 
 
+def test_the_sidebar_tokens_do_not_matter_to_training_but_an_impossible_setting_does(at):
+    at.run()
+    at.text_input(key="tokens").input("").run()
+    assert any("is empty" in e.value for e in at.error)  # the Attention page reads the typed tokens
+    at.switch_page(PAGE).run()
+    assert_ok(at)
+    assert not at.error, [e.value for e in at.error]  # Train has its own input: no error about the sidebar's
+    assert not at.button(key="train_start").disabled
+    at.number_input(key="n_heads").set_value(3).run()
+    assert any("not divisible by 3 heads" in e.value for e in at.error)
+    assert at.button(key="train_start").disabled
+
+
 def test_an_impossible_task_or_a_huge_model_cannot_train(at):
     open_train_page(at)
     at.selectbox(key="train_task").set_value("induction")
