@@ -302,12 +302,29 @@ def test_junk_url_value_is_shown_safe_and_short(at):
 
 
 def test_junk_view_params_warn(at):
-    at.query_params.update({"head": "9", "layer": "x"})
+    at.query_params.update({"head": "two", "layer": "x"})
     at.run()
     assert_ok(at)
     warnings = " ".join(w.value for w in at.warning)
-    assert "head=9" in warnings and "layer=x" in warnings
+    assert "head=two" in warnings and "layer=x" in warnings
     assert main_heatmap(at)
+
+
+def test_a_layer_or_head_beyond_the_model_shows_the_nearest_and_says_so(at):
+    at.query_params.update({"n_layers": "4", "head": "9"})  # 4 heads by default
+    at.run()
+    assert_ok(at)
+    assert at.selectbox(key="head").value == 3  # the last head, not Streamlit's silent jump to the first
+    assert any("no head 9" in w.value and "the last, 3" in w.value for w in at.warning)
+    at.selectbox(key="layer").set_value(3).run()
+    at.number_input(key="n_layers").set_value(2).run()  # the teacher takes layers away while showing layer 3
+    assert_ok(at)
+    assert at.selectbox(key="layer").value == 1
+    assert any("no layer 3" in w.value and "the last, 1" in w.value for w in at.warning)
+    expected = explorer.run(ModelConfig(n_layers=2), "the cat sat on the mat").attention[1, 3]  # [T, T]
+    np.testing.assert_array_equal(main_heatmap(at).values, expected)
+    at.selectbox(key="layer").set_value(0).run()
+    assert not any("no layer 3" in w.value for w in at.warning)  # the note goes once the user picks a layer
 
 
 def test_url_mask_with_plus_read_as_space_is_understood(at):

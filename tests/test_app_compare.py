@@ -496,3 +496,10 @@ def test_stretch_colours_puts_a_and_b_on_one_stretched_scale(at):
     for side in drawn.values():  # both maps coloured on it: the cells at or above it are the darkest blue
         darkest = (side.image == rgb(BLUES[-1])).all(axis=-1)
         assert darkest[side.values >= top].all() and not darkest[side.values < 0.95 * top].any()
+
+
+def test_a_layer_beyond_both_models_shows_the_last_and_says_so(at):
+    open_compare(at, layer="5", b_n_layers="3")  # A has 2 layers, B 3
+    assert at.selectbox(key="layer").value == 2
+    assert any("no layer 5 here (3 layers): showing the last, 2" in w.value for w in at.warning)
+    assert not any("ignored" in w.value for w in at.warning)

@@ -407,12 +407,37 @@ def test_html_in_tokens_is_shown_as_text(page):
     [
         (POSITIONAL, {"pos_metric": "banana"}, "pos_metric=banana"),
         (POSITIONAL, {"pos_max": "lots"}, "pos_max=lots"),
-        (POSITIONAL, {"pos_perm_layer": "7"}, "pos_perm_layer=7"),
+        (POSITIONAL, {"pos_perm_layer": "top"}, "pos_perm_layer=top"),
         (ACTIVATIONS, {"act_point": "nowhere"}, "act_point=nowhere"),
-        (ACTIVATIONS, {"act_layer": "9"}, "act_layer=9"),
+        (ACTIVATIONS, {"act_layer": "1.5"}, "act_layer=1.5"),
     ],
 )
 def test_junk_page_params_in_the_url_are_named(page, params, key):
     at = open_page(page, **params)
     assert any(key in w.value and "ignored" in w.value for w in at.warning)
     assert at.get("vega_lite_chart")
+
+
+@pytest.mark.parametrize(
+    ("page", "params", "selector", "said"),
+    [
+        (
+            POSITIONAL,
+            {"pos_perm_layer": "7"},
+            "pos_perm_layer",
+            "no layer 7 here (2 layers): showing the last, 1",
+        ),
+        (
+            POSITIONAL,
+            {"pos_offset_head": "-2"},
+            "pos_offset_head",
+            "no head -2 here (4 heads): showing the first, 0",
+        ),
+        (ACTIVATIONS, {"act_layer": "9"}, "act_layer", "no block 9 here (2 blocks): showing the last, 1"),
+    ],
+)
+def test_a_layer_or_head_beyond_the_model_shows_the_nearest(page, params, selector, said):
+    at = open_page(page, **params)
+    assert any(said in w.value for w in at.warning), [w.value for w in at.warning]
+    assert not any("ignored" in w.value for w in at.warning)  # one sentence, not a second contradicting it
+    assert at.selectbox(key=selector).value == (0 if said.endswith("0") else 1)

@@ -37,7 +37,7 @@ from explorer.trace import StackTrace, Trace
 from explorer.vega import VIRIDIS
 from views.matrix_view import show_board
 from views.session import from_model, sidebar_run, weights_note
-from views.widgets import ENTROPY_COLUMNS, csv_button, model_line, vega_chart, warn_junk_url
+from views.widgets import ENTROPY_COLUMNS, clamp_view, csv_button, model_line, vega_chart, warn_junk_url
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
 
@@ -109,7 +109,9 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Distribution of values at one point")
     options = points(stack)
     c1, c2, c3 = st.columns([1, 2, 1])
-    layer = c1.selectbox("Block", list(range(cfg.n_layers)), key="act_layer", bind="query-params")
+    blocks = list(range(cfg.n_layers))
+    clamp_view("act_layer", blocks, "block")
+    layer = c1.selectbox("Block", blocks, key="act_layer", bind="query-params")
     point = c2.selectbox(
         "Point",
         options,
@@ -240,7 +242,7 @@ def main() -> None:
     cfg, trace = run
     st.caption(summary(cfg, trace))
     allowed = {
-        "act_layer": [str(i) for i in range(cfg.n_layers)],
+        "act_layer": None,  # a whole number out of range shows the nearest block, and says so (histogram)
         "act_point": list(points(trace.last)),  # the decoder's points include the encoder's
         "act_log": ["true", "false"],
     }

@@ -19,6 +19,7 @@ from views.session import sidebar_run
 from views.widgets import (
     ENTROPY_COLUMNS,
     carry_view,
+    clamp_view,
     code_text,
     download,
     model_line,
@@ -162,6 +163,8 @@ def main() -> None:
     layers, heads = view_options(all_maps[kinds[0]])
     view = (("kind", kinds, "kind of attention"), ("layer", layers, "layer"), ("head", heads, "head"))
     for key, options, what in view:
+        if clamp_view(key, options, what, VIEW_NOTES_KEY):
+            continue
         why = f"the model has no such {what} (after a change in the sidebar, perhaps); showing the first instead."
         note_ignored_url_value(VIEW_NOTES_KEY, key, one_of(options), why)
     notes = st.container()

@@ -46,6 +46,7 @@ from views.matrix_view import picked_value, show_board
 from views.session import cached_model, model_key, session_model, sidebar_run
 from views.widgets import (
     carry_view,
+    clamp_view,
     code_text,
     count,
     download,
@@ -387,6 +388,8 @@ def comparison_query(
 
 
 def note_view_param(key: str, options: list) -> None:
+    if clamp_view(key, options, key, VIEW_NOTES_KEY):
+        return
     why = f"neither model has such a {key}; showing the first."
     note_ignored_url_value(VIEW_NOTES_KEY, key, one_of(options), why)
 

@@ -42,7 +42,7 @@ from explorer.positional_figures import (
 from explorer.trace import Trace
 from views.matrix_view import show_board
 from views.session import from_model, sidebar_run, trained_label
-from views.widgets import csv_button, model_line, vega_chart, warn_junk_url
+from views.widgets import clamp_view, csv_button, model_line, vega_chart, warn_junk_url
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
 METRICS = ("cosine", "dot")
@@ -235,8 +235,11 @@ def rotary(cfg: ModelConfig, trace: Trace, n_positions: int) -> None:
 
 def layer_head(cfg: ModelConfig, prefix: str) -> tuple[int, int]:
     left, right, _ = st.columns([1, 1, 2])
-    layer = left.selectbox("Layer", list(range(cfg.n_layers)), key=f"{prefix}_layer", bind="query-params")
-    head = right.selectbox("Head", list(range(cfg.n_heads)), key=f"{prefix}_head", bind="query-params")
+    layers, heads = list(range(cfg.n_layers)), list(range(cfg.n_heads))
+    clamp_view(f"{prefix}_layer", layers, "layer")
+    clamp_view(f"{prefix}_head", heads, "head")
+    layer = left.selectbox("Layer", layers, key=f"{prefix}_layer", bind="query-params")
+    head = right.selectbox("Head", heads, key=f"{prefix}_head", bind="query-params")
     return int(layer), int(head)
 
 
@@ -352,16 +355,16 @@ def main() -> None:
             r"\theta_{p,\,i} = \frac{p}{10000^{2i/d_{head}}},\qquad "
             r"(q_{2i},\,q_{2i+1}) \mapsto R(\theta_{p,i})\,(q_{2i},\,q_{2i+1})"
         )
-    layers, heads = [str(i) for i in range(cfg.n_layers)], [str(i) for i in range(cfg.n_heads)]
     warn_junk_url(
         {
             "pos_max": None,
             "pos_metric": list(METRICS),
             "pos_order": list(REORDERINGS),
-            "pos_offset_layer": layers,
-            "pos_offset_head": heads,
-            "pos_perm_layer": layers,
-            "pos_perm_head": heads,
+            # a whole number out of range shows the nearest layer or head, and says so (layer_head)
+            "pos_offset_layer": None,
+            "pos_offset_head": None,
+            "pos_perm_layer": None,
+            "pos_perm_head": None,
         }
     )
     n_positions, dims_text, metric = controls(cfg)

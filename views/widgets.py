@@ -163,6 +163,31 @@ def carry_view(page: str, key: str, options: list) -> None:
             st.query_params[key] = str(carried[key])
 
 
+def clamp_view(key: str, options: list, what: str, notes_key: str | None = None) -> bool:
+    """Before the selector `key` exists: when its value (kept from before the sidebar took layers or heads away, or
+    from a link) is a whole number beyond its whole-number options, make it the nearest one (the last, mostly) rather
+    than let Streamlit jump to the first in silence, and say so: with `notes_key` in a kept note (show_url_notes),
+    otherwise in a warning here. True when it did."""
+    numbers = [o for o in options if isinstance(o, int)]
+    raw = st.session_state.get(key, st.query_params.get(key))
+    try:
+        value = int(str(raw))
+    except ValueError:
+        return False
+    if not numbers or numbers[0] <= value <= numbers[-1]:
+        return False
+    nearest, which = (numbers[-1], "last") if value > numbers[-1] else (numbers[0], "first")
+    st.session_state[key] = nearest
+    with contextlib.suppress(StreamlitAPIException):  # as in carry_view
+        st.query_params[key] = str(nearest)
+    message = f"There is no {what} {value} here ({count(len(numbers), what)}): showing the {which}, {nearest}."
+    if notes_key is None:
+        st.warning(message, icon=":material/link_off:")
+    else:
+        st.session_state.setdefault(notes_key, {})[key] = (message, nearest)
+    return True
+
+
 def remember_view(page: str, key: str, value: Any) -> None:
     """After the selector `key` on `page`: its value, for carry_view on the next page."""
     st.session_state.setdefault(CARRIED, {}).update({"page": page, key: value})
