@@ -39,11 +39,13 @@ def attention_csv(maps: AttentionMaps, layer: int, head: int | None) -> str:
 
 
 def read_attention_csv(text: str) -> pd.DataFrame:
-    """Read attention_csv output back, weights as float32 and tokens as written (even "NA" or "nan")."""
+    """Read attention_csv output back, weights as float32, tokens as written (even "NA" or "nan"), and the head as
+    attention_json gives it: an int, or "mean"."""
     frame = pd.read_csv(
         io.StringIO(text), dtype={"query_token": str, "key_token": str, "head": str}, keep_default_na=False
     )
     frame["weight"] = frame["weight"].astype(np.float32)
+    frame["head"] = frame["head"].map(lambda head: head if head == "mean" else int(head))
     return frame
 
 

@@ -140,7 +140,8 @@ def test_csv_round_trip(make_maps):
         assert back["query_token"].tolist()[::6] == tokens
         assert back["key_token"].tolist()[:6] == tokens
         assert back["allowed"].tolist() == causal(6).ravel().tolist()
-        assert set(back["head"]) == {"1" if head == 1 else "mean"}
+        assert set(back["head"]) == {1 if head == 1 else "mean"}
+        assert set(back["head"]) == {read_attention_json(attention_json(maps, 1, head))["head"]}  # as the JSON says
         assert set(back["layer"]) == {1} and set(back["kind"]) == {"self-attention"}
 
 
