@@ -158,10 +158,23 @@ PATTERN_NAMES = {"reverse": "the anti-diagonal (key T-1-t)", "induction": "the t
 
 def pattern_mass(pattern: np.ndarray, attention: np.ndarray) -> np.ndarray:
     """[L, H]: each head's mean weight on the key the task needs, over the queries that need one.
-    attention [L, H, T, T]; 1.0 = every such query puts all its weight there, 1/T = uniform attention."""
+    attention [L, H, T, T]; 1.0 = every such query puts all its weight there (uniform attention: uniform_mass)."""
     rows = pattern.any(axis=1)  # [T] queries with a needed key
     on_pattern = (attention * pattern).sum(axis=-1)  # [L, H, T] weight on the needed key, per query
     return on_pattern[..., rows].mean(axis=-1)  # [L, H]
+
+
+def task_allowed(task: Task) -> np.ndarray:
+    """[T, T] bool: the keys each query may see while the task trains (causal for a decoder task, else all)."""
+    every = np.ones((task.length, task.length), dtype=bool)  # [T, T]
+    return np.tril(every) if task.arch == "decoder" else every
+
+
+def uniform_mass(pattern: np.ndarray, allowed: np.ndarray) -> float:
+    """pattern_mass of a head that spreads its weight evenly over the keys each query may see: the baseline a
+    trained head is measured against (1/T without a mask; more for a causal query that sees fewer keys)."""
+    uniform = allowed / np.maximum(allowed.sum(axis=-1, keepdims=True), 1)  # [T, T]
+    return float(pattern_mass(pattern, uniform[None, None])[0, 0])
 
 
 def pattern_history(snapshots: Sequence[Snapshot], pattern: np.ndarray) -> pd.DataFrame:
@@ -195,7 +208,8 @@ def pattern_figure(history: pd.DataFrame, task: Task, marked_step: int | None = 
                         {"field": "mass", "title": "mean weight", "format": ".3f"}],
         },
     }  # fmt: skip
-    layers = [lines, *_reference(1.0 / task.length, f"uniform attention 1/{task.length}", align="right")]
+    baseline = uniform_mass(task_pattern(task), task_allowed(task))
+    layers = [lines, *_reference(baseline, f"uniform attention {baseline:.3g}", align="right")]
     if marked_step is not None:
         layers.append({"data": {"values": [{"step": marked_step}]}, "mark": {"type": "rule", "color": "#444"},
                        "encoding": {"x": {"field": "step", "type": "quantitative"}}})  # fmt: skip

@@ -29,6 +29,7 @@ from streamlit.testing.v1.util import patch_config_options
 
 import explorer
 from explorer import checkpoints
+from explorer.stats import head_entropy
 from explorer.tasks import make_task
 from explorer.training import evaluate, initial_model, single_thread, train
 from explorer.training_figures import percent
@@ -190,6 +191,14 @@ def test_post_and_pre_norm_train_together_from_the_same_start(at):
         "post-norm",
         "pre-norm",
     ]
+    # sort needs no single key: the head shown first is the most concentrated one, not L0 H0 by default
+    result = at.session_state["_train"].results["post"]
+    entropy = head_entropy(explorer.run(result.model, result.probe).attention_maps()["self-attention"])
+    best = entropy.loc[entropy["entropy"].idxmin()]
+    layer = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_layer"))).value
+    head = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_head"))).value
+    assert (layer, head) == (best["layer"], best["head"])
+    assert any(f"L{layer} H{head} is shown first" in c.value and "most concentrated" in c.value for c in at.caption)
 
 
 class StopClicker(LocalScriptRunner):

@@ -26,7 +26,9 @@ from explorer.training_figures import (
     predictions,
     snapshot_maps,
     steps_to_accuracy,
+    task_allowed,
     task_pattern,
+    uniform_mass,
 )
 
 
@@ -132,6 +134,18 @@ def test_task_patterns_name_the_key_each_query_needs():
     induction = task_pattern(make_task("induction", 8))
     assert [tuple(np.nonzero(row)[0]) for row in induction] == [(), (), (), (), (1,), (2,), (3,), ()]
     assert task_pattern(make_task("copy", 4)) is None and task_pattern(make_task("sort", 4)) is None
+
+
+def test_the_uniform_baseline_counts_only_the_keys_a_causal_query_sees():
+    # induction trains a causal decoder: scored queries 4, 5, 6 of 8 see 5, 6 and 7 keys
+    induction = make_task("induction", 8)
+    assert uniform_mass(task_pattern(induction), task_allowed(induction)) == pytest.approx((1 / 5 + 1 / 6 + 1 / 7) / 3)
+    reverse = make_task("reverse", 8)  # an encoder: every query sees all 8 keys
+    assert uniform_mass(task_pattern(reverse), task_allowed(reverse)) == pytest.approx(1 / 8)
+    history = pd.DataFrame({"step": [0, 10], "layer": 0, "head": 0, "head_label": "L0 H0", "mass": [0.2, 0.9]})
+    spec = pattern_figure(history, induction)
+    rules = [layer for layer in spec["layer"] if layer["mark"]["type"] == "rule"]
+    assert [rule["data"]["values"][0]["y"] for rule in rules] == pytest.approx([(1 / 5 + 1 / 6 + 1 / 7) / 3])
 
 
 def test_pattern_mass_of_a_perfect_and_a_uniform_head():

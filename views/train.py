@@ -18,6 +18,7 @@ from explorer import checkpoints
 from explorer.config import ConfigError, ModelConfig
 from explorer.figures import attention_map_panel, grid_panel
 from explorer.matrix_view import board
+from explorer.stats import head_entropy
 from explorer.tasks import TASKS, Task, make_task
 from explorer.trace import AttentionMaps, run
 from explorer.training import TrainResult, evaluate, initial_model, single_thread, train
@@ -34,6 +35,7 @@ from explorer.training_figures import (
     snapshot_maps,
     steps_to_accuracy,
     task_pattern,
+    uniform_mass,
 )
 from views.matrix_view import show_board
 from views.widgets import (
@@ -370,17 +372,28 @@ def summary(training: Training) -> None:
             col.caption(f"Loaded from {training.source}: no learning curve or snapshots.")
 
 
-def pick_head(result: TrainResult, maps: AttentionMaps, pattern) -> tuple[int, int, str | None]:
-    """The layer and head shown first: the one that ends closest to the task's pattern, if the task has one."""
-    if pattern is None or maps.weights.shape[-1] != pattern.shape[0]:
-        return 0, 0, None
-    mass = pattern_mass(pattern, maps.weights)  # [L, H]
-    layer, head = divmod(int(mass.argmax()), mass.shape[1])
-    why = (
-        f"L{layer} H{head} is shown first: its mean weight on the key the task needs is {mass[layer, head]:.2f} "
-        f"(uniform attention would give {1 / pattern.shape[0]:.2f})."
+def pick_head(result: TrainResult, maps: AttentionMaps, pattern) -> tuple[int, int, str]:
+    """The layer and head shown first, and why: the one that ends closest to the task's pattern if the task has
+    one, otherwise the most concentrated one (lowest mean entropy), since a uniform head shows nothing learned."""
+    if pattern is not None and maps.weights.shape[-1] == pattern.shape[0]:
+        mass = pattern_mass(pattern, maps.weights)  # [L, H]
+        layer, head = divmod(int(mass.argmax()), mass.shape[1])
+        return (
+            layer,
+            head,
+            f"L{layer} H{head} is shown first: its mean weight on the key the task needs is "
+            f"{mass[layer, head]:.2f} (attention spread evenly over the keys each query sees would give "
+            f"{uniform_mass(pattern, maps.allowed):.2f}).",
+        )
+    entropy = head_entropy(maps)
+    best = entropy.loc[entropy["entropy"].idxmin()]
+    layer, head = int(best["layer"]), int(best["head"])
+    return (
+        layer,
+        head,
+        f"L{layer} H{head} is shown first: its attention is the most concentrated of all heads, with a mean "
+        f"entropy of {best['entropy']:.2f} nats (spread evenly: {best['max_entropy']:.2f}; one key only: 0).",
     )
-    return layer, head, why
 
 
 @st.fragment
@@ -544,8 +557,7 @@ def look_inside(training: Training) -> str:
         "Layer", range(probe_maps.n_layers), index=best_layer, key=f"train_layer_{training.run_id}_{norm}"
     )
     head = c2.selectbox("Head", range(probe_maps.n_heads), index=best_head, key=f"train_head_{training.run_id}_{norm}")
-    if why:
-        st.caption(why)
+    st.caption(why)
     if result.snapshots:
         st.subheader("Watch attention form")
         looks_for = f" For {task.name}, look for {PATTERN_NAMES[task.name]}." if task.name in PATTERN_NAMES else ""
