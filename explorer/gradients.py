@@ -22,6 +22,12 @@ GRADIENT_OBJECTIVE = (
     "The weights are untrained, so these gradients show how the architecture passes a signal back through "
     "its layers (cf. Xiong et al. 2020), not what a trained model would learn."
 )
+TRAINED_OBJECTIVE = (
+    "Dummy objective: every position predicts the next typed token, as a language model does, through the trained "
+    "model's own read-out (its logits over its vocabulary); the loss is their cross-entropy averaged over positions "
+    "(the last position is left out). The model was trained on another objective, its task, so these gradients show "
+    "how its trained weights pass this signal back through its layers, not how it learned the task."
+)
 _BLOCK_PARAMETER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(.+)$")
 
 
@@ -39,15 +45,33 @@ def gradient_norms(model: Transformer, source: Source, target: Source | None = N
     return pd.DataFrame(rows).astype({"layer": "Int64"})
 
 
+def objective_text(model: Transformer) -> str:
+    """The objective `objective` uses for this model, in words: a trained model reads out through its own head."""
+    return GRADIENT_OBJECTIVE if model.head is None else TRAINED_OBJECTIVE
+
+
 def objective(model: Transformer, source: Source, target: Source | None = None) -> torch.Tensor:
-    """The scalar loss of GRADIENT_OBJECTIVE (differentiable when grad mode is on)."""
+    """The scalar loss of objective_text(model) (differentiable when grad mode is on)."""
     if isinstance(source, torch.Tensor) or isinstance(target, torch.Tensor):
         raise ConfigError("Gradient norms need typed tokens: the objective predicts each token from the output.")
     inputs = prepare_inputs(model, source, target)
     output = inputs.forward(model)[-1][0][0]  # [T, D] the last stack's output
     tokens = (inputs.target or inputs.source).tokens
+    what = "target" if inputs.target else "input"
+    if model.head is not None:  # a trained model: its own read-out, over its own vocabulary
+        if len(tokens) < 2:
+            raise ConfigError(_too_few(what))
+        labels = torch.tensor([model.vocabulary.index(t) for t in tokens[1:]])  # [T - 1]
+        return F.cross_entropy(model.head(output[:-1]), labels)  # logits [T - 1, V]
     seed = model.config.seed if model.config is not None else 0
-    return _next_token_loss(output, tokens, model.d_model, seed, "target" if inputs.target else "input")
+    return _next_token_loss(output, tokens, model.d_model, seed, what)
+
+
+def _too_few(what: str) -> str:
+    return (
+        f"Gradient norms need at least two tokens in the {what}, the second or a later one not {PAD_TOKEN} (the "
+        f"objective predicts each {what} token from the one before)."
+    )
 
 
 def layer_gradient_totals(norms: pd.DataFrame) -> pd.DataFrame:
@@ -63,10 +87,7 @@ def _next_token_loss(output: torch.Tensor, tokens: list[str], d_model: int, seed
     vocabulary = sorted(set(tokens) - {PAD_TOKEN})
     keep = torch.tensor([t != PAD_TOKEN for t in tokens[1:]], dtype=torch.bool)  # [T - 1]
     if not keep.any():
-        raise ConfigError(
-            f"Gradient norms need at least two tokens in the {what}, the second or a later one not {PAD_TOKEN} (the "
-            f"objective predicts each {what} token from the one before)."
-        )
+        raise ConfigError(_too_few(what))
     index = {token: i for i, token in enumerate(vocabulary)}
     labels = torch.tensor([index.get(t, 0) for t in tokens[1:]])  # [T - 1]
     logits = output[:-1] @ embed_tokens(vocabulary, d_model, seed).T / math.sqrt(d_model)  # [T - 1, V]

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.anatomy import parameter_counts
 from explorer.compare import default_b, model_for_b
-from explorer.gradients import gradient_norms, layer_gradient_totals
+from explorer.gradients import gradient_norms, layer_gradient_totals, objective
 from explorer.tasks import make_task
 from explorer.training import train
 from tests.drawn import app_boards, app_charts, panel_matrix, title_text
@@ -54,6 +55,23 @@ def test_activations_page_shows_the_trained_models_gradients(trained):
     drawn = totals[totals["stack"] == totals["stack"].iloc[0]]["norm"].to_numpy()  # the stack's line, block by block
     np.testing.assert_allclose(drawn, expected, rtol=1e-5)
     assert not np.allclose(drawn, random, rtol=1e-3)
+    # the objective reads out through the trained model's own head, and the page says so
+    info = " ".join(i.value for i in at.info)
+    assert "trained model's own read-out" in info and "weights are untrained" not in info
+    assert not any("switch the norm setting in the sidebar" in c.value for c in at.caption)
+
+
+def test_a_trained_models_gradient_objective_is_its_own_read_out(trained):
+    model, tokens = trained["model"], PROBE.split()
+    with torch.no_grad():
+        x = model.positional(model.embedding(torch.tensor([model.vocabulary.index(t) for t in tokens])))  # [T, D]
+        output = model(x[None], None)[-1][0][0]  # [T, D]: an encoder with no mask, as the task trained it
+        logits = model.head(output[:-1])  # [T - 1, V]
+    labels = torch.tensor([model.vocabulary.index(t) for t in tokens[1:]])
+    expected = -torch.log_softmax(logits.double(), -1)[torch.arange(len(labels)), labels].mean()
+    assert float(objective(model, PROBE).detach()) == pytest.approx(float(expected), rel=1e-5)
+    norms = gradient_norms(model, PROBE).set_index("parameter")["norm"]
+    assert norms["head.weight"] > 0 and norms["embedding.weight"] > 0  # the read-out now learns from it too
 
 
 def test_positional_page_shows_the_trained_position_table(trained):
@@ -70,6 +88,9 @@ def test_anatomy_counts_the_trained_models_embedding_and_read_out(trained):
         str(metric.value) for metric in at.metric
     )
     assert f"{total:,}" in shown
+    note = " ".join(c.value for c in at.caption)
+    assert "token embedding and its read-out to token logits are learned" in note
+    assert "learned position table is counted" in note and "fixed hashed" not in note
 
 
 def test_compare_page_runs_b_on_the_trained_weights(trained):

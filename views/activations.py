@@ -27,7 +27,7 @@ from explorer.activations import (
     value_histogram,
 )
 from explorer.config import ConfigError, ModelConfig
-from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
+from explorer.gradients import gradient_norms, layer_gradient_totals, objective_text
 from explorer.matrix_view import board
 from explorer.model import Transformer
 from explorer.numbers import readable
@@ -36,7 +36,7 @@ from explorer.stats import COVERED_MASS, head_entropy, head_grid, head_mean_dist
 from explorer.trace import StackTrace, Trace
 from explorer.vega import VIRIDIS
 from views.matrix_view import show_board
-from views.session import from_model, sidebar_run, weights_note
+from views.session import from_model, session_model, sidebar_run, trained_label, weights_note
 from views.widgets import ENTROPY_COLUMNS, clamp_view, csv_button, model_line, vega_chart, warn_junk_url
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
@@ -50,7 +50,7 @@ def summary(cfg: ModelConfig, trace: Trace) -> str:
 def cached_gradients(
     cfg: ModelConfig, tokens: tuple[str, ...], target: tuple[str, ...] | None, _model: Transformer
 ) -> pd.DataFrame:
-    """Gradient norm of every parameter tensor for GRADIENT_OBJECTIVE on the typed tokens; _model is the
+    """Gradient norm of every parameter tensor for objective_text(_model) on the typed tokens; _model is the
     session's model for cfg (only read: gradient_norms writes no .grad)."""
     return gradient_norms(_model, list(tokens), None if target is None else list(target))
 
@@ -199,7 +199,7 @@ def per_head(stack: StackTrace) -> None:
 
 def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     st.subheader("Gradient norms per layer")
-    st.info(GRADIENT_OBJECTIVE, icon=":material/function:")
+    st.info(objective_text(session_model()), icon=":material/function:")
     target = tuple(trace.last.tokens) if cfg.arch == "encoder-decoder" else None
     try:
         norms = from_model(cached_gradients, cfg, tuple(trace.tokens), target)
@@ -217,8 +217,13 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         f"Here, {cfg.norm}-norm: {trend}. Xiong et al. (2020) found that at initialisation, with Xavier-initialised "
         "weights, a post-norm transformer's gradients grow towards the output layers (one reason it needs a "
         "learning-rate warm-up) while pre-norm keeps them level or shrinking. This model uses PyTorch's default "
-        "initialisation and a toy objective, so it need not reproduce their figure: switch the norm setting in the "
-        "sidebar to compare the two placements on the same weights and tokens."
+        "initialisation and a toy objective, so it need not reproduce their figure"
+        + (
+            ": switch the norm setting in the sidebar to compare the two placements on the same weights and tokens."
+            if trained_label() is None
+            else ". This is the trained model, whose placement the sidebar does not change: train both placements on "
+            "the Train page to compare them."
+        )
     )
     show_board(gradient_heatmap(norms, stack.name), key="act_grad_heatmap")
     outside = norms[norms["layer"].isna()]

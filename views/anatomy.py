@@ -9,7 +9,7 @@ from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parame
 from explorer.config import ModelConfig
 from explorer.model import Transformer
 from explorer.trace import Trace
-from views.session import from_model, sidebar_run
+from views.session import from_model, session_model, sidebar_run
 from views.widgets import csv_button, model_line
 
 
@@ -51,6 +51,21 @@ def steps(cfg: ModelConfig, trace: Trace) -> None:
     csv_button("Steps (CSV)", table, "anatomy_steps.csv", "ana_csv_steps")
 
 
+def embedding_note(cfg: ModelConfig) -> str:
+    """Which of the numbers that turn tokens into vectors are parameters, and so counted."""
+    if session_model().embedding is not None:
+        tokens = "This trained model's token embedding and its read-out to token logits are learned: both are counted"
+    else:
+        tokens = "Token embeddings are fixed hashed vectors here, not parameters"
+    positions = {
+        "learned": "the learned position table is counted",
+        "sinusoidal": "the sinusoidal table is computed, not learned",
+        "rope": "rope's rotations are computed, not learned",
+        "none": "there are no positions",
+    }[cfg.positional]
+    return f"{tokens}; {positions}."
+
+
 def parameter_summary(cfg: ModelConfig) -> None:
     """Totals and the parameters by kind of module."""
     st.subheader("Parameters")
@@ -63,11 +78,7 @@ def parameter_summary(cfg: ModelConfig) -> None:
         metrics.append((f"In one {stack} block", block, f"Each of the {cfg.n_layers} {stack} blocks has as many."))
     for column, (label, value, help_text) in zip(st.columns(len(metrics)), metrics, strict=True):
         column.metric(label, f"{value:,}", help=help_text)
-    if cfg.positional != "learned":
-        st.caption(
-            "Token embeddings are fixed hashed vectors here (not parameters)"
-            + (", and the sinusoidal table is computed, not learned." if cfg.positional == "sinusoidal" else ".")
-        )
+    st.caption(embedding_note(cfg))
     st.dataframe(
         groups,
         hide_index=True,
