@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from explorer.config import PAD_TOKEN, ConfigError
 from explorer.inputs import Source, prepare_inputs
-from explorer.model import Transformer
+from explorer.model import Transformer, float32_default
 from explorer.tokens import embed_tokens
 
 GRADIENT_OBJECTIVE = (
@@ -31,6 +31,7 @@ TRAINED_OBJECTIVE = (
 _BLOCK_PARAMETER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(.+)$")
 
 
+@float32_default()
 def gradient_norms(model: Transformer, source: Source, target: Source | None = None) -> pd.DataFrame:
     """One row per parameter tensor: stack, layer (None outside blocks), parameter, norm (L2 of its gradient)."""
     names, parameters = zip(*[(n, p) for n, p in model.named_parameters() if p.requires_grad], strict=True)

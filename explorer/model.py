@@ -12,7 +12,8 @@ or module attributes: a cached model is shared by every Streamlit session and mu
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -296,6 +297,23 @@ def stack_specs(cfg: ModelConfig) -> tuple[StackSpec | None, StackSpec | None]:
     return spec(False), spec(True)
 
 
+@contextmanager
+def float32_default() -> Iterator[None]:
+    """torch's default dtype held at float32 inside (as a `with` or a decorator). A notebook that ran
+    torch.set_default_dtype(torch.float64) would otherwise draw other random weights for the same seed, and get
+    float64 traces: a seed must give the same numbers everywhere. A no-op when float32 is already the default."""
+    previous = torch.get_default_dtype()
+    if previous == torch.float32:
+        yield
+        return
+    torch.set_default_dtype(torch.float32)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+@float32_default()
 def build_model(cfg: ModelConfig, vocabulary: tuple[str, ...] | None = None) -> Transformer:
     """A fresh model for the config, identical for the same config in any process; in eval mode.
     With a vocabulary it gets a learned embedding and a read-out to logits, ready to train."""

@@ -38,7 +38,7 @@ def split_tokens(text: str | list[str] | tuple[str, ...], max_tokens: int, what:
 def _token_vector(token: str, d_model: int, seed: int) -> torch.Tensor:
     digest = hashlib.sha256(f"{seed}\x00{token}".encode()).digest()
     generator = torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
-    return torch.randn(d_model, generator=generator)  # [D], N(0, 1)
+    return torch.randn(d_model, generator=generator, dtype=torch.float32)  # [D], N(0, 1)
 
 
 def embed_tokens(tokens: list[str], d_model: int, seed: int) -> torch.Tensor:

@@ -9,7 +9,7 @@ import torch
 
 from explorer.config import ConfigError, ModelConfig
 from explorer.inputs import Source, prepare_inputs
-from explorer.model import Record, Transformer, build_model
+from explorer.model import Record, Transformer, build_model, float32_default
 
 
 @dataclass(frozen=True)
@@ -132,6 +132,7 @@ class Trace:
 SKIPPED_ACTIVATIONS = ("attn.pattern", "attn.scores", "cross.pattern", "cross.scores", "resid_pre", "resid_post")
 
 
+@float32_default()
 def run(
     model_or_config: ModelConfig | Transformer,
     source: Source,

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from explorer.config import ConfigError, ModelConfig
-from explorer.model import Transformer, build_model, copy_shared_weights
+from explorer.model import Transformer, build_model, copy_shared_weights, float32_default
 from explorer.tasks import Batch, Task, accuracy
 from explorer.trace import run
 
@@ -66,6 +66,7 @@ def loss_and_accuracy(model: Transformer, batch: Batch, train: bool = False) -> 
     return loss, accuracy(out, batch)
 
 
+@float32_default()
 def train(
     cfg: ModelConfig,
     task: Task,

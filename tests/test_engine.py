@@ -180,6 +180,26 @@ def test_same_numbers_in_two_processes():
     assert len(digests) == 1 and len(next(iter(digests))) == 64
 
 
+FLOAT64_PRELUDE = """
+import torch
+torch.set_default_dtype(torch.float64)  # as some notebooks do
+"""
+FLOAT64_CHECKS = """
+assert trace.attention.dtype == "float32" and torch.get_default_dtype() == torch.float64  # left as it was
+torch.set_default_dtype(torch.float32)
+explorer.run(cfg, "the cat sat", "le chat")  # no float64 left behind in a cache to clash with float32 weights
+"""
+
+
+def test_a_float64_default_dtype_changes_no_number():
+    def digest(script: str) -> str:
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={"PATH": ""})
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.strip()
+
+    assert digest(FLOAT64_PRELUDE + DIGEST_SCRIPT + FLOAT64_CHECKS) == digest(DIGEST_SCRIPT)
+
+
 def test_rope_rotates_each_pair_by_position_times_frequency():
     angles = rope_angles(10, 8).numpy()  # [P, K/2]
     assert angles[3, 1] == pytest.approx(3 / 10000 ** (2 / 8))
