@@ -115,10 +115,11 @@ def layers_csv(per_layer: dict[str, pd.DataFrame]) -> str:
 
 
 def maps_frame(pair: MapPair) -> pd.DataFrame:
-    """kind, layer, head, query_index, query_token, key_index, key_token, a, b, a_minus_b, allowed_a, allowed_b:
-    one row per cell of every layer and head both have (MapPair.common_layers; an empty frame when none)."""
+    """kind, layer, head, query_index, query_token, key_index, key_token, b_query_token, b_key_token, a, b,
+    a_minus_b, allowed_a, allowed_b: one row per cell of every layer and head both have (MapPair.common_layers; an
+    empty frame when none). The tokens are A's; B's are the same unless B reads another input."""
     columns = ["kind", "layer", "head", "query_index", "query_token", "key_index", "key_token"]
-    columns += ["a", "b", "a_minus_b", "allowed_a", "allowed_b"]
+    columns += ["b_query_token", "b_key_token", "a", "b", "a_minus_b", "allowed_a", "allowed_b"]
     n_layers = pair.common_layers
     if not n_layers:
         return pd.DataFrame(columns=columns)
@@ -135,6 +136,8 @@ def maps_frame(pair: MapPair) -> pd.DataFrame:
             "query_token": np.asarray(pair.a.query_tokens, dtype=object)[q],
             "key_index": k,
             "key_token": np.asarray(pair.a.key_tokens, dtype=object)[k],
+            "b_query_token": np.asarray(pair.b.query_tokens, dtype=object)[q],
+            "b_key_token": np.asarray(pair.b.key_tokens, dtype=object)[k],
             "a": a.ravel(),
             "b": b.ravel(),
             "a_minus_b": (a - b).ravel(),
@@ -152,7 +155,8 @@ def maps_csv(pairs: list[MapPair]) -> str:
 
 def read_maps_csv(text: str) -> pd.DataFrame:
     """Read maps_csv back, a, b and a_minus_b as float32 (the values the page computed), tokens as written."""
-    frame = pd.read_csv(io.StringIO(text), dtype={"query_token": str, "key_token": str}, keep_default_na=False)
+    tokens = {column: str for column in ("query_token", "key_token", "b_query_token", "b_key_token")}
+    frame = pd.read_csv(io.StringIO(text), dtype=tokens, keep_default_na=False)
     for column in ("a", "b", "a_minus_b"):
         frame[column] = frame[column].astype(np.float32)
     return frame

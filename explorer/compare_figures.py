@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -175,7 +176,7 @@ def difference_panel(
     shown = np.where(either, values, np.nan)  # [Tq, Tk]
     largest = float(np.abs(shown[np.isfinite(shown)]).max()) if np.isfinite(shown).any() else 0.0
     return _token_map(
-        maps_a,
+        paired_tokens(maps_a, maps_b),
         values,
         either,
         difference_ramp(difference_range(shown)),
@@ -187,6 +188,20 @@ def difference_panel(
         value_title="A − B",
         masked_text="masked in A and B",
         extra={"A": maps_a.weights[layer, head], "B": maps_b.weights[layer, head]},
+    )
+
+
+def paired_tokens(maps_a: AttentionMaps, maps_b: AttentionMaps) -> AttentionMaps:
+    """maps_a, its token lists naming B's token too where B read another one at that position ("the / a"): A − B
+    subtracts position by position, so with two inputs a cell is A's tokens and B's, not A's alone."""
+
+    def pair(a: list[str], b: list[str]) -> list[str]:
+        return [x if x == y else f"{x} / {y}" for x, y in zip(a, b, strict=True)]
+
+    return replace(
+        maps_a,
+        query_tokens=pair(maps_a.query_tokens, maps_b.query_tokens),
+        key_tokens=pair(maps_a.key_tokens, maps_b.key_tokens),
     )
 
 

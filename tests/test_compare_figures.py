@@ -365,6 +365,19 @@ def test_maps_csv_keeps_tokens_pandas_would_read_as_missing():
     assert frame["key_token"].tolist()[:4] == tokens
 
 
+def test_two_inputs_name_each_sides_tokens_in_the_maps_csv_and_the_difference_map():
+    model = explorer.build_model(explorer.ModelConfig(n_layers=1))
+    trace_a, trace_b = explorer.run(model, "the cat sat"), explorer.run(model, "a cat ran")
+    (pair,) = paired_attention(trace_a, trace_b)
+    frame = read_maps_csv(maps_csv([pair]))
+    cell = frame[(frame["head"] == 2) & (frame["query_index"] == 0) & (frame["key_index"] == 2)]
+    assert (cell["query_token"].item(), cell["key_token"].item()) == ("the", "sat")
+    assert (cell["b_query_token"].item(), cell["b_key_token"].item()) == ("a", "ran")  # whose weight "b" is
+    assert cell["b"].item() == trace_b.attention[0, 2, 0, 2]
+    panel = difference_panel(pair.a, pair.b, attention_difference(pair.a, pair.b)[0, 2], 0, 2)
+    assert panel["x_labels"] == panel["y_labels"] == ["the / a", "cat", "sat / ran"]
+
+
 def test_csv_exports_read_back(post_pre):
     *_, trace_a, trace_b = post_pre
     pairs = paired_attention(trace_a, trace_b)
