@@ -86,9 +86,12 @@ def parameter_counts(model: nn.Module) -> pd.DataFrame:
     return pd.DataFrame({"module": list(counts), "parameters": list(counts.values())})
 
 
-def multiply_adds(cfg: ModelConfig, n_source: int, n_target: int | None = None) -> pd.DataFrame:
-    """stack, component, formula, multiply_adds: the matrix products of one forward pass, all layers included.
-    LayerNorm, softmax, activations and additions are left out (they are not multiply-adds)."""
+def multiply_adds(
+    cfg: ModelConfig, n_source: int, n_target: int | None = None, vocabulary_size: int | None = None
+) -> pd.DataFrame:
+    """stack, component, formula, multiply_adds: the matrix products of one forward pass, all layers included, and
+    a trained model's read-out to its `vocabulary_size` token logits. LayerNorm, softmax, activations and additions
+    are left out (they are not multiply-adds)."""
     D, F, L = cfg.d_model, cfg.d_ff, cfg.n_layers
     stacks: dict[str, tuple[int, int | None]] = {"encoder": (n_source, None)}  # stack -> (T, S of cross-attention)
     if cfg.arch == "decoder":
@@ -116,6 +119,10 @@ def multiply_adds(cfg: ModelConfig, n_source: int, n_target: int | None = None) 
         rows += [
             {"stack": stack, "component": c, "formula": f"layers x {f}", "multiply_adds": L * n} for c, f, n in parts
         ]
+    if vocabulary_size is not None:
+        T = n_target if cfg.arch == "encoder-decoder" and n_target else n_source  # the last stack's tokens
+        rows.append({"stack": "read-out", "component": "output to token logits", "formula": "T d_model V",
+                     "multiply_adds": T * D * vocabulary_size})  # fmt: skip
     return pd.DataFrame(rows)
 
 

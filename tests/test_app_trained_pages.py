@@ -91,6 +91,10 @@ def test_anatomy_counts_the_trained_models_embedding_and_read_out(trained):
     note = " ".join(c.value for c in at.caption)
     assert "token embedding and its read-out to token logits are learned" in note
     assert "learned position table is counted" in note and "fixed hashed" not in note
+    macs = int(next(m.value for m in at.metric if m.label == "Multiply-adds, one forward pass").replace(",", ""))
+    model, T = trained["model"], len(PROBE.split())
+    D, F, L, V = model.config.d_model, model.config.d_ff, model.config.n_layers, len(model.vocabulary)
+    assert macs == L * (4 * T * D * D + 2 * T * T * D + 2 * T * D * F) + T * D * V  # the read-out counted too
 
 
 def test_compare_page_runs_b_on_the_trained_weights(trained):

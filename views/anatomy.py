@@ -107,7 +107,8 @@ def parameter_table(cfg: ModelConfig) -> None:
 def compute(cfg: ModelConfig, trace: Trace) -> None:
     st.subheader("Multiply-adds for this input")
     n_source, n_target = lengths(cfg, trace)
-    table = multiply_adds(cfg, n_source, n_target)
+    vocabulary = session_model().vocabulary
+    table = multiply_adds(cfg, n_source, n_target, None if vocabulary is None else len(vocabulary))
     total = int(table["multiply_adds"].sum())
     c1, c2 = st.columns([1, 3])
     c1.metric("Multiply-adds, one forward pass", f"{total:,}", help="About 2 × this many floating-point operations.")
