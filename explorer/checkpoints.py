@@ -10,7 +10,7 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
 from explorer.config import ConfigError, parse_config
-from explorer.model import Transformer, build_model
+from explorer.model import Transformer, build_model, model_skeleton
 from explorer.tasks import Task, make_task
 
 FORMAT = "attention-explorer/1"
@@ -57,12 +57,14 @@ def load(weights: bytes, meta: str | bytes) -> tuple[Transformer, str | None]:
     ):
         raise ConfigError("The vocabulary in the JSON file must be a list of distinct tokens without spaces.")
     task = info.get("task")
-    model = build_model(cfg, tuple(vocabulary) if vocabulary else None)
+    vocabulary = tuple(vocabulary) if vocabulary else None
     try:
         tensors = load_safetensors(weights)
     except (SafetensorError, ValueError, OSError) as error:
         raise ConfigError(f"The weights file is not a readable safetensors file ({error}).") from None
-    _check_matches(model, tensors)
+    # Checked on a skeleton first: a JSON may describe a model of gigabytes, which must not be built to refuse it.
+    _check_matches(model_skeleton(cfg, vocabulary), tensors)
+    model = build_model(cfg, vocabulary)
     model.load_state_dict(tensors)
     return model.eval(), task if isinstance(task, str) else None
 

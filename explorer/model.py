@@ -314,12 +314,23 @@ def float32_default() -> Iterator[None]:
 
 
 @float32_default()
+def model_skeleton(cfg: ModelConfig, vocabulary: tuple[str, ...] | None = None) -> Transformer:
+    """The model's modules on torch's meta device: every parameter's name, shape and dtype, with no memory behind
+    them, so a model's size can be checked before it is built."""
+    encoder, decoder = stack_specs(cfg)
+    with torch.device("meta"):
+        return Transformer(encoder, decoder, cfg.positional, cfg.max_tokens, config=cfg, vocabulary=vocabulary)
+
+
+def parameter_total(cfg: ModelConfig, vocabulary: tuple[str, ...] | None = None) -> int:
+    """How many parameters build_model(cfg, vocabulary) would have, counted without building it."""
+    return sum(p.numel() for p in model_skeleton(cfg, vocabulary).parameters())
+
+
+@float32_default()
 def build_model(cfg: ModelConfig, vocabulary: tuple[str, ...] | None = None) -> Transformer:
     """A fresh model for the config, identical for the same config in any process; in eval mode.
     With a vocabulary it gets a learned embedding and a read-out to logits, ready to train."""
-    encoder, decoder = stack_specs(cfg)
-    with torch.device("meta"):
-        model = Transformer(encoder, decoder, cfg.positional, cfg.max_tokens, config=cfg, vocabulary=vocabulary)
-    model = model.to_empty(device="cpu")
+    model = model_skeleton(cfg, vocabulary).to_empty(device="cpu")
     model.positional.reset_buffers()
     return init_weights(model, cfg.seed).eval()

@@ -14,7 +14,7 @@ import torch
 
 from explorer.config import ModelConfig
 from explorer.inputs import token_ids
-from explorer.model import Transformer, stack_specs
+from explorer.model import Transformer, parameter_total
 from explorer.tasks import Task
 from explorer.trace import AttentionMaps
 from explorer.training import Snapshot, logits, task_config
@@ -267,11 +267,7 @@ def predictions(model: Transformer, task: Task, tokens: Sequence[str]) -> pd.Dat
 
 def parameter_count(cfg: ModelConfig, task: Task) -> int:
     """Parameters train() would fit for this config and task, counted without allocating any weights."""
-    cfg = task_config(cfg, task)
-    encoder, decoder = stack_specs(cfg)
-    with torch.device("meta"):
-        model = Transformer(encoder, decoder, cfg.positional, cfg.max_tokens, config=cfg, vocabulary=task.vocabulary)
-    return sum(p.numel() for p in model.parameters())
+    return parameter_total(task_config(cfg, task), task.vocabulary)
 
 
 def steps_to_accuracy(history: pd.DataFrame, level: float) -> int | None:

@@ -97,6 +97,18 @@ def test_load_trained_rejects_a_task_that_does_not_fit_the_model(change, message
         checkpoints.load_trained(weights, json.dumps(info))
 
 
+def test_a_json_describing_a_huge_model_is_refused_without_building_it(monkeypatch):
+    task = make_task("reverse", 4)
+    weights, meta = checkpoints.save(train(explorer.ModelConfig(n_layers=1), task, steps=1).model, task)
+    info = json.loads(meta)
+    info["config"].update(n_layers=24, d_model=2048, d_ff=8192)  # 1.2 billion parameters, about 5 GB
+    built = []
+    monkeypatch.setattr(checkpoints, "build_model", lambda *args: built.append(args))
+    with pytest.raises(explorer.ConfigError, match="do not belong to the model the JSON describes|do not match"):
+        checkpoints.load_trained(weights, json.dumps(info))
+    assert built == []  # refused on the shapes alone
+
+
 def test_a_model_without_vocabulary_is_not_a_trained_model():
     weights, meta = checkpoints.save(explorer.build_model(explorer.ModelConfig()), "reverse")
     info = json.loads(meta)
