@@ -20,6 +20,7 @@ import streamlit as st
 
 import explorer
 from explorer.config import CHOICES, FIELDS, INT_LIMITS, PAD_TOKEN, ConfigError, ModelConfig, check_url_value
+from explorer.limits import check_app_size
 from views.nodelay import disable_nagle_once
 from views.session import cached_model
 from views.widgets import ignored_url_value, show_url_notes
@@ -190,6 +191,8 @@ def compute(values: dict[str, Any], shows_tokens: bool) -> None:
     st.session_state["_config"] = st.session_state["_sidebar_config"] = cfg
     try:
         if trained is None:
+            target = values.get("target") if cfg.arch == "encoder-decoder" else None
+            check_app_size(cfg, len(values["tokens"].split()), None if target is None else len(target.split()))
             st.session_state["_model"] = cached_model(cfg)
             st.session_state["_trace"] = cached_run(cfg, values["tokens"], values.get("target"))
         else:  # this session's own model: run here, never cached, so no other session can see it

@@ -15,7 +15,7 @@ from explorer.trace import Trace
 Result = TypeVar("Result")
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
+@st.cache_resource(max_entries=8, show_spinner="Building the model…")
 def cached_model(cfg: ModelConfig) -> Transformer:
     """One random model per config, shared by every session and page: never mutated (run() only reads it)."""
     return build_model(cfg)
