@@ -228,3 +228,35 @@ def test_the_layer_and_head_picked_go_along_to_compare_and_back(page, app_url, w
     assert (shown("Layer"), shown("Head")) == ("1", "3")
     assert main_map(page).locator(".mv-title").inner_text() == "self-attention · layer 1 · head 3"
     assert_clean(page)
+
+
+def test_taking_layers_away_and_back_keeps_screen_and_address_bar_agreeing(page, app_url, wait_idle):
+    """A teacher on layer 2 lowers Layers to 2, then raises it again, then shares the address bar: the link must show
+    what the screen shows (Streamlit alone jumped to layer 0 and left layer=2 in the URL)."""
+
+    def shown(label: str) -> str:
+        return page.locator("[data-testid='stMain']").get_by_role("combobox", name=label).input_value()
+
+    def set_layers(n: int) -> None:
+        field = page.locator("[data-testid='stSidebar']").get_by_role("spinbutton", name="Layers")
+        field.fill(str(n))
+        field.press("Enter")
+        wait_idle(page)
+        wait_panels_drawn(page, 3)
+
+    open_page(page, app_url + "/?n_layers=3&layer=2&head=3", wait_idle)
+    set_layers(2)
+    assert (shown("Layer"), shown("Head")) == ("1", "3")  # the nearest layer, not the first
+    assert "There is no layer 2 here (2 layers): showing the last, 1." in " ".join(
+        page.locator("[data-testid='stAlert']").all_inner_texts()
+    )
+    assert "layer=1" in page.url
+    set_layers(3)
+    assert shown("Layer") == "1" and "layer=1" in page.url and "head=3" in page.url
+    shared = page.url
+    other = page.context.new_page()
+    open_page(other, shared, wait_idle)
+    assert main_map(other).locator(".mv-title").inner_text() == main_map(page).locator(".mv-title").inner_text()
+    assert main_map(page).locator(".mv-title").inner_text() == "self-attention · layer 1 · head 3"
+    other.close()
+    assert_clean(page)

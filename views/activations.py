@@ -37,7 +37,15 @@ from explorer.trace import StackTrace, Trace
 from explorer.vega import VIRIDIS
 from views.matrix_view import show_board
 from views.session import from_model, session_model, sidebar_run, trained_label, weights_note
-from views.widgets import ENTROPY_COLUMNS, clamp_view, csv_button, model_line, vega_chart, warn_junk_url
+from views.widgets import (
+    ENTROPY_COLUMNS,
+    clamp_view,
+    csv_button,
+    model_line,
+    settle_choice,
+    vega_chart,
+    warn_junk_url,
+)
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
 
@@ -112,6 +120,7 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
     blocks = list(range(cfg.n_layers))
     clamp_view("act_layer", blocks, "block")
     layer = c1.selectbox("Block", blocks, key="act_layer", bind="query-params")
+    settle_choice("act_point", options)  # the points differ between an encoder-decoder's two stacks
     point = c2.selectbox(
         "Point",
         options,

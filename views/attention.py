@@ -26,6 +26,7 @@ from views.widgets import (
     note_ignored_url_value,
     one_of,
     remember_view,
+    settle_choice,
     show_url_notes,
     stretch_toggle,
 )
@@ -163,13 +164,14 @@ def main() -> None:
     layers, heads = view_options(all_maps[kinds[0]])
     view = (("kind", kinds, "kind of attention"), ("layer", layers, "layer"), ("head", heads, "head"))
     for key, options, what in view:
-        if clamp_view(key, options, what, VIEW_NOTES_KEY):
+        if clamp_view(key, options, what):
             continue
         why = f"the model has no such {what} (after a change in the sidebar, perhaps); showing the first instead."
         note_ignored_url_value(VIEW_NOTES_KEY, key, one_of(options), why)
     notes = st.container()
     kind = kinds[0]
     if len(kinds) > 1:
+        settle_choice("kind", kinds, "cross-attention" if "cross-attention" in kinds else None)
         kind = st.radio(
             "Attention",
             kinds,

@@ -40,6 +40,7 @@ from explorer.compare_figures import difference_panel, layer_lines, pair_panels,
 from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig
 from explorer.figures import scale_note
 from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
+from explorer.limits import check_app_size
 from explorer.matrix_view import board
 from explorer.trace import Trace
 from views.matrix_view import picked_value, show_board
@@ -56,6 +57,7 @@ from views.widgets import (
     one_of,
     positions_text,
     remember_view,
+    settle_choice,
     show_url_notes,
     stretch_toggle,
     vega_chart,
@@ -388,7 +390,7 @@ def comparison_query(
 
 
 def note_view_param(key: str, options: list) -> None:
-    if clamp_view(key, options, key, VIEW_NOTES_KEY):
+    if clamp_view(key, options, key):
         return
     why = f"neither model has such a {key}; showing the first."
     note_ignored_url_value(VIEW_NOTES_KEY, key, one_of(options), why)
@@ -453,6 +455,7 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
     note_view_param("head", heads)
     notes = st.container()  # filled once the selectors exist
     if len(pairs) > 1:
+        settle_choice("kind", labels, "cross-attention" if "cross-attention" in labels else None)
         label = st.radio(
             "Attention",
             labels,
@@ -600,6 +603,7 @@ def per_layer_section(tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: 
     names = list(tables)
     name = names[0]
     if len(names) > 1:
+        settle_choice("stack", names)
         name = st.radio("Stack", names, key="stack", bind="query-params", horizontal=True)
     table = tables[name]
     vega_chart(lines_chart(table), key="layer_lines")
@@ -748,6 +752,7 @@ def main() -> None:
     trace_b: Trace | None = None
     if b is not None:
         try:
+            check_app_size(b, len(text_b.split()), None if target_b is None else len(target_b.split()))
             trace_b = trace_of(a, b, text_b, target_b, model_key())
         except ConfigError as e:
             st.error(f"B: {e}", icon=":material/error:")

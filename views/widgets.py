@@ -163,11 +163,11 @@ def carry_view(page: str, key: str, options: list) -> None:
             st.query_params[key] = str(carried[key])
 
 
-def clamp_view(key: str, options: list, what: str, notes_key: str | None = None) -> bool:
+def clamp_view(key: str, options: list, what: str) -> bool:
     """Before the selector `key` exists: when its value (kept from before the sidebar took layers or heads away, or
     from a link) is a whole number beyond its whole-number options, make it the nearest one (the last, mostly) rather
-    than let Streamlit jump to the first in silence, and say so: with `notes_key` in a kept note (show_url_notes),
-    otherwise in a warning here. True when it did."""
+    than let Streamlit jump to the first in silence, and say so here, for this run. Set this way, Streamlit writes
+    the new value to the address bar too. True when it did."""
     numbers = [o for o in options if isinstance(o, int)]
     raw = st.session_state.get(key, st.query_params.get(key))
     try:
@@ -178,14 +178,19 @@ def clamp_view(key: str, options: list, what: str, notes_key: str | None = None)
         return False
     nearest, which = (numbers[-1], "last") if value > numbers[-1] else (numbers[0], "first")
     st.session_state[key] = nearest
-    with contextlib.suppress(StreamlitAPIException):  # as in carry_view
-        st.query_params[key] = str(nearest)
-    message = f"There is no {what} {value} here ({count(len(numbers), what)}): showing the {which}, {nearest}."
-    if notes_key is None:
-        st.warning(message, icon=":material/link_off:")
-    else:
-        st.session_state.setdefault(notes_key, {})[key] = (message, nearest)
+    st.warning(
+        f"There is no {what} {value} here ({count(len(numbers), what)}): showing the {which}, {nearest}.",
+        icon=":material/info:",
+    )
     return True
+
+
+def settle_choice(key: str, options: list, default: Any = None) -> None:
+    """Before the selector `key` exists: a value kept from an earlier run that is no longer one of its options
+    becomes `default` (the first option if None), as Streamlit would show it, but set so that Streamlit also takes
+    the old value out of the address bar, where a copied link would have shown something else."""
+    if key in st.session_state and st.session_state[key] not in options:
+        st.session_state[key] = options[0] if default is None else default
 
 
 def remember_view(page: str, key: str, value: Any) -> None:
@@ -197,8 +202,11 @@ def note_ignored_url_value(notes_key: str, key: str, accepted: Callable[[str], b
     """Before the widget `key` exists: keep a note when the URL gives it a value it cannot take. Streamlit drops
     such a value silently and strips it from the URL, so the note says what happened until the user changes that
     widget (show_url_notes)."""
+    notes = st.session_state.setdefault(notes_key, {})
     if key in st.query_params and not accepted(st.query_params[key]):
-        st.session_state.setdefault(notes_key, {})[key] = (ignored_url_value(key, st.query_params[key], why), None)
+        notes[key] = (ignored_url_value(key, st.query_params[key], why), None)
+    elif key in st.query_params:  # valid again (a sidebar change brought the option back): the note is stale
+        notes.pop(key, None)
 
 
 def show_url_notes(notes_key: str) -> None:
