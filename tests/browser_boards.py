@@ -46,10 +46,14 @@ def tip_at(page, x: float, y: float) -> dict[str, str]:
 
 def geometry(panel) -> tuple[dict, dict]:
     """Where the panel's cells are: the canvas's page box, and its plot (left, top, cell width and cell_h height,
-    rows, cols)."""
+    rows, cols) in page pixels, so scaled as the canvas is when its board had less room than it."""
     canvas = panel.locator("canvas")
     canvas.evaluate("c => c.scrollIntoView({block: 'center'})")  # at the top edge, the page's header would cover it
-    return canvas.bounding_box(), json.loads(canvas.get_attribute("data-plot"))
+    plot = json.loads(canvas.get_attribute("data-plot"))
+    scale = float(canvas.get_attribute("data-scale") or 1)
+    return canvas.bounding_box(), {
+        k: v * scale if k in ("left", "top", "cell", "cell_h") else v for k, v in plot.items()
+    }
 
 
 def cell_centre(panel, row: int, col: int) -> tuple[float, float]:

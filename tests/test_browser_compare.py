@@ -23,6 +23,7 @@ from tests.drawn import rgb
 pytestmark = pytest.mark.browser
 
 TOKENS = "the cat sat on the mat"
+LABELS = ["the", "cat", "sat", "on", "the·4", "mat"]  # a repeated token is labelled with its position
 N_PANELS = 4  # matrix views: A, B, A − B, the head ranking
 N_CHARTS = 1  # Vega-Lite: the per-layer lines
 GREY = rgb(MASKED_COLOUR)
@@ -287,4 +288,30 @@ def test_no_chart_when_a_is_impossible(page, app_url, wait_idle):
     wait_idle(page)
     assert "divisible" in " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
     assert page.locator(CHART).count() == 0 and not panels(page)
+    assert_clean(page)
+
+
+def test_maps_shrink_to_their_board_on_a_projector_and_hover_still_finds_each_cell(page, app_url, wait_idle):
+    """At 1024 px wide, and with 300 tokens, the A − B map (and other panels) used to run past the board's right
+    edge, its legend cut off. A panel with too little room is drawn smaller, and hover maps the pointer back."""
+
+    def overflow() -> list[float]:
+        return page.evaluate(
+            """() => [...document.querySelectorAll("[data-testid^='stBidiComponent']")]
+                .flatMap((h) => [...(h.shadowRoot || h).querySelectorAll(".mv-board")])
+                .flatMap((board) => [...board.querySelectorAll("canvas")].map(
+                    (c) => c.getBoundingClientRect().right - board.getBoundingClientRect().right))"""
+        )
+
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_compare(page, app_url + "/compare", wait_idle)
+    assert max(overflow()) <= 1, overflow()
+    difference = panel(page, "difference")
+    assert float(difference.locator("canvas").get_attribute("data-scale")) < 1  # it did need shrinking
+    for row, col in ((5, 2), (1, 1), (0, 0), (3, 5)):
+        tip = tip_at(page, *cell_centre(difference, row, col))
+        assert (tip["query"], tip["key"]) == (LABELS[row], LABELS[col])
+    tokens = "%20".join(f"w{i}" for i in range(300))
+    open_compare(page, f"{app_url}/compare?tokens={tokens}", wait_idle)
+    assert max(overflow()) <= 1, overflow()
     assert_clean(page)

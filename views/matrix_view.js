@@ -230,9 +230,31 @@ function panelShell(p, box) {
   canvas.height = Math.ceil(box.height * ratio);
   canvas.style.width = `${box.width}px`;
   canvas.style.height = `${box.height}px`;
+  canvas.dataset.naturalWidth = String(box.width);
+  canvas.dataset.naturalHeight = String(box.height);
   canvas.getContext("2d").scale(ratio, ratio);
   canvas.addEventListener("mouseleave", () => (tip.style.display = "none"));
   return { panel, frame, canvas, tip };
+}
+
+// A panel wider than its board (a projector's narrow window, a long input) is shown smaller, never cut off: its
+// canvas keeps its pixels and the browser scales it to the board's width; `scale` is that factor (1: as drawn).
+function fitPanels(root) {
+  const room = root.clientWidth;
+  for (const canvas of root.querySelectorAll("canvas")) {
+    const width = Number(canvas.dataset.naturalWidth);
+    const height = Number(canvas.dataset.naturalHeight);
+    const scale = room > 0 && width > room ? room / width : 1;
+    canvas.style.width = `${width * scale}px`;
+    canvas.style.height = `${height * scale}px`;
+    canvas.dataset.scale = String(scale);
+  }
+}
+
+// Where the pointer is on the canvas, in the CSS pixels the panel was laid out in (before fitPanels scaled it).
+function pointer(canvas, event) {
+  const scale = Number(canvas.dataset.scale || 1);
+  return [event.offsetX / scale, event.offsetY / scale];
 }
 
 // The panel's picture: `draw(image)` once it has loaded, then the canvas is marked drawn.
@@ -278,8 +300,9 @@ function drawMatrix(p, setTriggerValue) {
   });
 
   const cellAt = (event) => {
-    const c = Math.floor((event.offsetX - box.left) / p.cell_px);
-    const r = Math.floor((event.offsetY - box.top) / p.cell_h);
+    const [x, y] = pointer(canvas, event);
+    const c = Math.floor((x - box.left) / p.cell_px);
+    const r = Math.floor((y - box.top) / p.cell_h);
     return r >= 0 && c >= 0 && r < p.rows && c < p.cols ? [r, c] : null;
   };
   canvas.addEventListener("mousemove", (event) => {
@@ -340,8 +363,8 @@ function drawSheet(p, setTriggerValue) {
   });
 
   const mapAt = (event) => {
-    const i = box.maps.findIndex(([x, y]) => event.offsetX >= x && event.offsetX < x + box.mapW
-      && event.offsetY >= y && event.offsetY < y + box.mapH);
+    const [px, py] = pointer(canvas, event);
+    const i = box.maps.findIndex(([x, y]) => px >= x && px < x + box.mapW && py >= y && py < y + box.mapH);
     return i < 0 ? null : i;
   };
   canvas.addEventListener("mousemove", (event) => {
@@ -364,10 +387,12 @@ export default function (component) {
   if (!root) {
     root = element("div", "mv-board");
     parentElement.append(root);
+    new ResizeObserver(() => fitPanels(root)).observe(root);  // the window, or the sidebar, changed the room
   }
   const draw = { matrix: drawMatrix, sheet: drawSheet };
   root.replaceChildren(...data.panels.flatMap((p, i) => [
     ...(data.breaks.includes(i) ? [element("div", "mv-break")] : []),
     draw[p.kind](p, setTriggerValue),
   ]));
+  fitPanels(root);
 }
