@@ -243,6 +243,9 @@ def test_both_configurations_round_trip_through_the_url(at):
     assert shown_config(again, "") == a and shown_config(again, "b_") == b
     assert share_query(again) == link
     np.testing.assert_array_equal(sides(again)["B"].values, sides(at)["B"].values)
+    at.selectbox(key="layer").set_value(2)
+    at.toggle(key="stretch").set_value(True)
+    assert share_query(at) == query | {"layer": "2", "stretch": "true"}  # and the view shown
 
 
 def test_b_follows_a_until_the_user_changes_it(at):

@@ -280,6 +280,7 @@ def test_download_json_matches_the_drawn_map(page, app_url, wait_idle):
     link = page.locator("[data-testid='stCode']")
     link.wait_for()
     assert "b_" not in link.inner_text() and "mask=causal" in link.inner_text()
+    assert "layer=1" in link.inner_text() and "head=2" in link.inner_text()  # the view shown, as the address bar
     assert_clean(page)
 
 
