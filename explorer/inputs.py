@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -11,6 +14,8 @@ import torch
 from explorer.config import ConfigError, ModelConfig
 from explorer.model import StackRun, Transformer
 from explorer.tokens import embed_tokens, padding_keys, split_tokens
+
+PACKAGE = str(Path(__file__).parent)  # explorer's own files, skipped when a warning names the user's line
 
 Source = str | list[str] | tuple[str, ...] | torch.Tensor | np.ndarray
 
@@ -85,6 +90,10 @@ def _input(model: Transformer, source: Source, what: str) -> tuple[torch.Tensor,
             )
         if not 1 <= source.shape[0] <= model.max_positions:
             raise ConfigError(f"The {what} must have 1 to {model.max_positions:,} rows; it has {source.shape[0]:,}.")
+        bad = (~torch.isfinite(source)).any(dim=1).nonzero().flatten()  # rows holding NaN or inf
+        if len(bad):
+            rows = ", ".join(str(int(r)) for r in bad[:5]) + ("…" if len(bad) > 5 else "")
+            raise ConfigError(f"The {what} tensor holds NaN or infinite values (row {rows}); attention needs numbers.")
         return source.detach().float(), [f"x{i}" for i in range(source.shape[0])]
     if model.config is None and model.vocabulary is None:  # from_torch: the user's model embeds its own tokens
         raise ConfigError(
@@ -137,9 +146,18 @@ def _checked_mask(mask: torch.Tensor, n_query: int, n_key: int, name: str) -> to
             f"{name} lets no token attend to itself. The explorer's masks use True = may attend, the opposite of "
             "torch's attn_mask; if you passed a torch mask, pass ~mask instead.",
             UserWarning,
-            stacklevel=4,
+            stacklevel=_user_stacklevel(),
         )
     return mask
+
+
+def _user_stacklevel() -> int:
+    """warnings.warn's stacklevel, from its caller, of the first frame outside explorer (and contextlib's decorator
+    frames): the line of the user's own code that passed the mask."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith((PACKAGE, contextlib.__file__)):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _batched(allowed: torch.Tensor) -> torch.Tensor | None:

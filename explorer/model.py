@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from explorer.config import ModelConfig
+from explorer.config import ConfigError, ModelConfig
 from explorer.positional import PositionalEncoding, apply_rope
 
 NEG_INF = float("-inf")
@@ -317,6 +317,8 @@ def float32_default() -> Iterator[None]:
 def model_skeleton(cfg: ModelConfig, vocabulary: tuple[str, ...] | None = None) -> Transformer:
     """The model's modules on torch's meta device: every parameter's name, shape and dtype, with no memory behind
     them, so a model's size can be checked before it is built."""
+    if not isinstance(cfg, ModelConfig):
+        raise ConfigError(f"A model is built from a ModelConfig, not a {type(cfg).__name__}.")
     encoder, decoder = stack_specs(cfg)
     with torch.device("meta"):
         return Transformer(encoder, decoder, cfg.positional, cfg.max_tokens, config=cfg, vocabulary=vocabulary)

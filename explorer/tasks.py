@@ -56,8 +56,12 @@ def accuracy(logits: torch.Tensor, batch: Batch) -> float:
 
 
 def make_task(name: str, length: int = 8) -> Task:
-    if length < 2 or length > 64 or (name == "induction" and length % 2):
-        raise ConfigError(f"Sequence length {length} does not work here; use 2 to 64 (an even length for induction).")
+    if length < 2 or length > 64:
+        raise ConfigError(f"Sequence length {length} does not work here; use 2 to 64.")
+    if name == "induction" and length % 2:
+        raise ConfigError(
+            f"Sequence length {length} does not work for induction, which repeats its first half: use an even length."
+        )
     descriptions = {
         "copy": "Output the input as it is.",
         "reverse": "Output the input backwards: position t reads position T-1-t (an anti-diagonal of attention).",

@@ -57,6 +57,8 @@ def _copy_final_norm(stack: nn.Module, final_norm: nn.Module | None) -> None:
 
 def _stack_spec(layers: list[nn.Module], final_norm: nn.Module | None, cross: bool) -> StackSpec:
     expected: LayerType = nn.TransformerDecoderLayer if cross else nn.TransformerEncoderLayer
+    if not layers:
+        raise ConfigError("This stack has no layers; from_torch needs at least one to show attention.")
     specs = {_layer_spec(layer, expected, cross, final_norm) for layer in layers}
     if len(specs) != 1:
         raise ConfigError("The layers of this stack differ in shape or settings; from_torch needs identical layers.")

@@ -154,6 +154,11 @@ def run(
             f"explorer.run takes a ModelConfig or an explorer model; import your {type(model_or_config).__name__} "
             "with explorer.from_torch(module) first."
         )
+    if not isinstance(model_or_config, (ModelConfig, Transformer)):
+        raise ConfigError(
+            f"explorer.run takes a ModelConfig or an explorer model, not a {type(model_or_config).__name__}; "
+            "for settings in a dict, pass explorer.parse_config(settings)."
+        )
     model = build_model(model_or_config) if isinstance(model_or_config, ModelConfig) else model_or_config
     with torch.inference_mode():
         inputs = prepare_inputs(model, source, target, mask=mask, target_mask=target_mask, memory_mask=memory_mask)

@@ -331,7 +331,8 @@ def test_an_impossible_task_or_a_huge_model_cannot_train(at):
     open_train_page(at)
     at.selectbox(key="train_task").set_value("induction")
     at.number_input(key="train_length").set_value(7).run()
-    assert any("even length for induction" in e.value for e in at.error)
+    assert any("induction, which repeats its first half: use an even length" in e.value for e in at.error)
+    assert not any("64" in e.value for e in at.error)  # the page allows 32 at most: no other range is named
     assert at.button(key="train_start").disabled
     assert not any("Press **Train**" in i.value for i in at.info)  # no invitation to press a disabled button
     at.number_input(key="train_length").set_value(8).run()

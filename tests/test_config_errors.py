@@ -125,6 +125,31 @@ def test_tensor_inputs_and_masks_are_checked():
         explorer.run(model, torch.randn(3, 16), mask=torch.ones(2, 2, dtype=torch.bool))
 
 
+def test_non_numbers_and_non_models_are_named_not_passed_on():
+    model = explorer.from_torch(nn.TransformerEncoderLayer(16, 2, 32))
+    x = torch.randn(5, 16)
+    x[2, 3] = float("nan")
+    x[4, 0] = float("inf")
+    with pytest.raises(ConfigError, match=r"NaN or infinite values \(row 2, 4\)"):  # else all attention is NaN
+        explorer.run(model, x)
+    for wrong in (None, {"n_heads": 2}):
+        with pytest.raises(ConfigError, match="takes a ModelConfig or an explorer model"):
+            explorer.run(wrong, "a b")
+    with pytest.raises(ConfigError, match="built from a ModelConfig"):
+        explorer.build_model(None)
+    layer = nn.TransformerEncoderLayer(16, 2, 32)
+    with pytest.raises(ConfigError, match="has no layers"):
+        explorer.from_torch(nn.TransformerEncoder(layer, 0, enable_nested_tensor=False))
+
+
+def test_the_torch_style_mask_warning_points_at_the_callers_line():
+    model = explorer.from_torch(nn.TransformerEncoderLayer(16, 2, 32))
+    blocked_diagonal = ~torch.eye(3, dtype=torch.bool)
+    with pytest.warns(UserWarning, match="pass ~mask") as caught:
+        explorer.run(model, torch.randn(3, 16), mask=blocked_diagonal)
+    assert caught[0].filename == __file__
+
+
 def test_target_and_memory_masks_are_refused_without_a_decoder_to_use_them():
     """A mask the model has no use for would otherwise be ignored in silence."""
     model = explorer.from_torch(nn.TransformerEncoderLayer(16, 2, 32))
