@@ -296,7 +296,7 @@ def similarity_heatmap(
     note = f" · every {ordinal(step)} position drawn" if step > 1 else ""
     which = "sinusoidal encodings" if kind == "sinusoidal" else f"learned ({_state(trained)}) embeddings"
     subtitle = {
-        "sinusoidal": "nearby positions look alike: a bright band along the diagonal",
+        "sinusoidal": "nearby positions look alike: a dark red band along the diagonal",
         "untrained": "random untrained vectors: alike only with themselves (the diagonal)",
         "trained": "vectors shaped by training, not by a formula: alike where training made them so",
     }["sinusoidal" if kind == "sinusoidal" else _state(trained)]
@@ -501,11 +501,13 @@ def offset_profile_figure(result: OffsetScores) -> dict:
 def offset_verdict(result: OffsetScores, positional: str) -> str:
     """What the offset scores show, in one sentence: whether each diagonal is constant."""
     n = result.scores.shape[0]
-    verdict = (
-        "each diagonal is constant: the score depends on the offset only"
-        if result.spread < 1e-4
-        else "the diagonals vary: the score depends on where both tokens sit, not just the offset"
-    )
+    means = result.by_offset[np.isfinite(result.by_offset)]  # [offsets with a score]
+    if result.spread < 1e-4 and means.size and float(means.max() - means.min()) < 1e-4:
+        verdict = "every score is the same: the score depends on neither the positions nor the offset"
+    elif result.spread < 1e-4:
+        verdict = "each diagonal is constant: the score depends on the offset only"
+    else:
+        verdict = "the diagonals vary: the score depends on where both tokens sit, not just the offset"
     return (
         f"{positional}: layer {result.layer}, head {result.head} scores when {result.token!r} fills all {n} "
         f"positions: {verdict} (largest spread along a diagonal: {readable(result.spread, 2)})"

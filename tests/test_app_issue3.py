@@ -180,6 +180,8 @@ def test_rope_shows_angles_and_offset_only_scores():
 def test_no_positions_and_no_causal_mask_only_move_the_maps():
     at = open_page(POSITIONAL, positional="none")
     assert any("only moved the maps" in s.value for s in at.success)
+    assert at.number_input(key="pos_max").disabled and at.radio(key="pos_metric").disabled
+    assert any("None of these controls is used with no positions" in c.value for c in at.caption)  # says why
     cfg = ModelConfig(positional="none")
     demo = permutation_demo(cfg, TOKENS, reorder(6, "reversed"))
     assert demo.max_difference < 1e-6

@@ -260,7 +260,11 @@ def test_offset_scores_show_masked_keys_grey_and_say_what_they_found():
     assert len(spread) == 10 and spread.max() < 1e-4
     sinusoidal = offset_scores(explorer.ModelConfig(), "a", 10)
     assert "diagonals vary" in offset_verdict(sinusoidal, "sinusoidal")
-    no_positions = offset_scores_panel(offset_scores(explorer.ModelConfig(positional="none"), "a", 10))
+    flat = offset_scores(explorer.ModelConfig(positional="none"), "a", 10)
+    assert float(np.ptp(flat.scores)) < 1e-5  # no positions, one token everywhere: every score equal
+    verdict = offset_verdict(flat, "none")  # not "depends on the offset", which would teach a position signal
+    assert "depends on neither the positions nor the offset" in verdict and "offset only" not in verdict
+    no_positions = offset_scores_panel(flat)
     legend = no_positions["panels"][0]["legend"]
     assert legend["high"] > legend["low"]  # all scores equal: still a colour scale that works
 

@@ -42,7 +42,7 @@ from explorer.positional_figures import (
 from explorer.trace import Trace
 from views.matrix_view import show_board
 from views.session import from_model, sidebar_run, trained_label
-from views.widgets import clamp_view, csv_button, model_line, vega_chart, warn_junk_url
+from views.widgets import clamp_view, csv_button, model_line, positions_text, vega_chart, warn_junk_url
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
 METRICS = ("cosine", "dot")
@@ -106,6 +106,13 @@ def table_frame(table: np.ndarray, tokens: list[str] | None = None) -> pd.DataFr
     return frame
 
 
+DISABLED_WHY = {
+    "rope": "rope adds no vector to the input, so there are no position vectors to plot or compare; it rotates "
+    "queries and keys instead (below).",
+    "none": "the model has no position signal at all.",
+}
+
+
 def controls(cfg: ModelConfig) -> tuple[int, str, str]:
     left, middle, right = st.columns([1, 2, 1])
     n_positions = left.number_input(
@@ -135,6 +142,12 @@ def controls(cfg: ModelConfig) -> tuple[int, str, str]:
         help="cosine: the angle between two position vectors (1 = same direction). dot: q·k-like raw product.",
         disabled=cfg.positional not in ("sinusoidal", "learned"),
     )
+    if cfg.positional not in ("sinusoidal", "learned"):  # say why, rather than leave greyed controls unexplained
+        unused = "None of these controls is" if cfg.positional == "none" else "Only Max position is"
+        st.caption(
+            f"{unused} used with {positions_text(cfg.positional)}: {DISABLED_WHY[cfg.positional]} Pick sinusoidal "
+            "or learned in the sidebar for curves and similarities."
+        )
     return int(n_positions), dims, metric
 
 
