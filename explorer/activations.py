@@ -100,9 +100,11 @@ def depth_story(stats: pd.DataFrame, norm: str) -> str:
     trend = (
         "rising in every block" if (steps > 0).all() else f"rising in {int((steps > 0).sum())} of {len(steps)} blocks"
     )
+    grew = rms[-1] > rms[0]
     return (
-        f"Pre-norm: each sub-layer reads a normalised copy but adds its output to a stream that is never "
-        f"normalised itself, so the residual RMS goes from {rms[0]:.3f} (input) to {rms[-1]:.3f} after block "
-        f"{n_blocks - 1}, {rms[-1] / rms[0]:.2f}× the input, {trend}. Only the final LayerNorm, after the last "
-        "block, brings it back to RMS ≈ 1."
+        "Pre-norm: each sub-layer reads a normalised copy but adds its output to a stream that is never "
+        f"normalised itself, {'so' if grew else 'so it tends to grow with depth; here, though,'} the residual RMS "
+        f"goes from {rms[0]:.3f} (input) to {rms[-1]:.3f} after block {n_blocks - 1}, {rms[-1] / rms[0]:.2f}× the "
+        f"input, {trend}{'' if grew else ': a sub-layer can also add something that cancels part of the stream'}. "
+        "Only the final LayerNorm, after the last block, brings it back to RMS ≈ 1."
     )

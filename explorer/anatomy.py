@@ -7,7 +7,7 @@ import re
 import pandas as pd
 from torch import nn
 
-from explorer.config import ModelConfig
+from explorer.config import ModelConfig, applied_masks
 
 
 def forward_steps(cfg: ModelConfig, n_tokens: int, n_target: int | None = None) -> pd.DataFrame:
@@ -37,6 +37,8 @@ def _stack_steps(
     ]
     if cfg.positional in ("sinusoidal", "learned"):
         rows.append((f"+ {cfg.positional} positions", f"[{t}, d_model]", [T, D]))
+    mask = applied_masks(cfg)[stack.strip() or cfg.arch]
+    mask_note = "" if mask == "none" else f", {mask} mask"
     pre = cfg.norm == "pre"
     residual = ("+ residual" + ("" if pre else ", LayerNorm (post-norm)"), f"[{t}, d_model]", [T, D])
     pre_norm = ("LayerNorm (pre-norm)", f"[{t}, d_model]", [T, D]) if pre else None
@@ -45,7 +47,7 @@ def _stack_steps(
         ("Q, K, V = x W_q, x W_k, x W_v", f"3 x [{t}, d_model]", [3, T, D]),
         ("split into heads", f"[heads, {t}, d_head]", [H, T, K]),
         ("rotate Q and K by position (rope)", f"[heads, {t}, d_head]", [H, T, K]) if cfg.positional == "rope" else None,
-        ("scores Q K^T / sqrt(d_head), masked", f"[heads, {t}, {t}]", [H, T, T]),
+        (f"scores Q K^T / sqrt(d_head){mask_note}", f"[heads, {t}, {t}]", [H, T, T]),
         ("softmax over keys: attention weights", f"[heads, {t}, {t}]", [H, T, T]),
         ("weights x V", f"[heads, {t}, d_head]", [H, T, K]),
         ("concatenate heads, output projection", f"[{t}, d_model]", [T, D]),

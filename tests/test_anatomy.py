@@ -62,6 +62,19 @@ def test_forward_steps_show_the_attention_shapes_for_this_input():
     assert steps["step"].iloc[-2] == "final LayerNorm"
 
 
+def test_the_scores_step_names_the_mask_each_stack_applies():
+    def scores_steps(cfg):
+        return [s for s in forward_steps(cfg, 6, 4 if cfg.arch == "encoder-decoder" else None)["step"] if "scores" in s]
+
+    assert scores_steps(explorer.ModelConfig()) == ["block × 2: scores Q K^T / sqrt(d_head)"]  # mask none: unmasked
+    assert scores_steps(explorer.ModelConfig(arch="decoder")) == [
+        "block × 2: scores Q K^T / sqrt(d_head), causal mask"  # a decoder is causal whatever the mask control says
+    ]
+    both = scores_steps(explorer.ModelConfig(arch="encoder-decoder", mask="padding"))
+    assert both[0] == "encoder block × 2: scores Q K^T / sqrt(d_head), padding mask"
+    assert both[1] == "decoder block × 2: scores Q K^T / sqrt(d_head), causal+padding mask"
+
+
 @pytest.mark.parametrize("norm", ["post", "pre"])
 def test_block_diagram_places_layernorm_where_the_norm_setting_says(norm):
     dot = block_diagram(explorer.ModelConfig(norm=norm, arch="encoder-decoder"))

@@ -180,6 +180,17 @@ def test_depth_story_tells_what_the_numbers_do(norm):
         assert "std 1.0000" in story and "12 blocks" in story
 
 
+def test_the_pre_norm_story_does_not_call_a_fall_a_consequence_of_growth():
+    # the learner review's case: a one-block pre-norm model whose residual RMS falls (1.335 -> 1.279)
+    cfg = explorer.ModelConfig(norm="pre", d_model=8, n_heads=2, n_layers=1, d_ff=32, seed=2)
+    stats = layer_statistics(explorer.run(cfg, "the cat sat on the mat").first)
+    rms = stats[stats["point"] == "residual"].sort_values("layer")["rms"].to_numpy()
+    assert rms[-1] < rms[0]
+    story = depth_story(stats, "pre")
+    assert "never normalised itself, so the residual" not in story
+    assert "tends to grow with depth; here, though," in story and "rising in 0 of 1 blocks" in story
+
+
 def test_demonstrations_take_a_built_model_and_leave_it_unchanged():
     cfg = explorer.ModelConfig(positional="rope", n_layers=2)
     model = explorer.build_model(cfg)
