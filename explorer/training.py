@@ -41,6 +41,22 @@ def task_config(cfg: ModelConfig, task: Task) -> ModelConfig:
     return cfg.replace(arch=task.arch, mask="none", dropout=0.0)
 
 
+ORDER_TASKS = ("reverse", "sort")  # tasks whose answer at a position depends on where the input tokens sit
+
+
+def blind_to_order(cfg: ModelConfig, task: Task) -> str | None:
+    """Why this config cannot learn the task, when it cannot tell positions apart: with no positional encoding
+    and no causal mask (an encoder task), every position sees the same set of tokens and computes the same thing
+    for the same token, so no answer that depends on order can be learned. None when it can."""
+    if cfg.positional != "none" or task_config(cfg, task).arch != "encoder" or task.name not in ORDER_TASKS:
+        return None
+    return (
+        f"With no positional encoding, this encoder cannot tell positions apart: a token gives the same output "
+        f"wherever it sits, so {task.name} cannot be learned (the Positional encodings page shows why). Pick a "
+        "positional encoding in the sidebar, or train anyway to watch it fail."
+    )
+
+
 def initial_model(cfg: ModelConfig, task: Task, initial: Transformer | None = None) -> Transformer:
     """The untrained model train() starts from: built for the task, or carrying `initial`'s shared weights."""
     model = build_model(task_config(cfg, task), task.vocabulary)

@@ -14,7 +14,7 @@ import torch
 import explorer
 from explorer import checkpoints
 from explorer.tasks import TASKS, make_task
-from explorer.training import Snapshot, initial_model, logits, single_thread, train
+from explorer.training import Snapshot, blind_to_order, initial_model, logits, single_thread, train
 from explorer.training_figures import (
     curves_figure,
     expected_output,
@@ -249,3 +249,19 @@ def test_percent_never_rounds_up_to_a_perfect_score():
     assert percent(1.0) == "100.0%" and percent(0.5) == "50.0%" and percent(0.9987) == "99.9%"
     assert percent(4095 / 4096) == "99.98%"
     assert percent(1 - 1e-5) == "99.999%"
+
+
+def test_an_encoder_without_positions_is_said_to_be_blind_to_order_and_is():
+    none = explorer.ModelConfig(positional="none")
+    reverse = make_task("reverse", 6)
+    assert "cannot be learned" in blind_to_order(none, reverse)
+    assert blind_to_order(none, make_task("copy", 6)) is None  # the residual stream carries each token along
+    assert blind_to_order(none, make_task("induction", 6)) is None  # a causal decoder knows order from its mask
+    assert blind_to_order(explorer.ModelConfig(), reverse) is None
+    # why: the same token gives the same logits wherever it sits, but reversing "A A B C D E" needs E at position 0
+    # and D at position 1, both of which hold A
+    model = initial_model(none, reverse)
+    ids = torch.tensor([[reverse.vocabulary.index(t) for t in "A A B C D E".split()]])
+    with torch.inference_mode():
+        out = logits(model, ids)[0]  # [T, V]
+    torch.testing.assert_close(out[0], out[1])

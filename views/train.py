@@ -21,7 +21,7 @@ from explorer.matrix_view import board
 from explorer.stats import head_entropy
 from explorer.tasks import TASKS, Task, make_task
 from explorer.trace import AttentionMaps, run
-from explorer.training import TrainResult, evaluate, initial_model, single_thread, train
+from explorer.training import TrainResult, blind_to_order, evaluate, initial_model, single_thread, train
 from explorer.training_figures import (
     NORM_NAMES,
     PATTERN_NAMES,
@@ -354,9 +354,11 @@ def summary(training: Training) -> None:
         col.metric(
             f"{NORM_NAMES[norm]}: accuracy on fresh data",
             percent(accuracy),
-            delta=f"{100 * (accuracy - chance):+.1f} points above chance ({chance:.0%})",
+            delta=f"{100 * (accuracy - chance):+.1f} points above uniform guessing ({chance:.0%})",
             delta_color="normal",
-            help="Share of tokens right on 512 new sequences the model never trained on (argmax of its logits).",
+            help="Share of tokens right on 512 new sequences the model never trained on (argmax of its logits). "
+            "Uniform guessing picks one of the tokens at random; a model can beat it without learning the task, "
+            "e.g. for sort by guessing the likeliest token for each position.",
         )
         if len(result.history):
             reached = steps_to_accuracy(result.history, GOAL)
@@ -605,6 +607,9 @@ def main() -> None:
         problem = "Fix the model setting named above (in the sidebar) to train."
     elif task is not None:
         st.caption(model_caption(cfg, task, s))
+        blind = blind_to_order(cfg, task)
+        if blind:
+            st.warning(blind, icon=":material/shuffle:")
         n_params = parameter_count(cfg, task)
         if n_params > MAX_PARAMETERS:
             problem = (
