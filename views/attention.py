@@ -33,7 +33,8 @@ from views.widgets import (
 
 PAGE = "attention"  # for carry_view: the layer and head picked here go with the user to Compare
 AVERAGE = "average of heads"
-ZOOM_SIDE = 128  # a map of more than ZOOM_SIDE x ZOOM_SIDE cells offers a zoom window this many tokens a side
+ZOOM_FROM = 128  # a map of more than ZOOM_FROM x ZOOM_FROM cells (a pixel or two each) offers a zoom window
+ZOOM_SIDE = 40  # tokens a side of that window: few enough for every one to be labelled (MAX_TICKS is 45)
 VIEW_NOTES_KEY = "_view_notes"
 SELECTOR_PX = 200  # the head selector: wide enough for "average of heads"
 LAYER_PX = 110  # the layer selector holds numbers only
@@ -55,7 +56,7 @@ def zoom_window(maps: AttentionMaps) -> tuple[int, int, int, int] | None:
     """For a big map: an optional window of at most ZOOM_SIDE x ZOOM_SIDE cells, drawn with bigger cells and every
     label."""
     tq, tk = maps.weights.shape[-2:]  # [L, H, Tq, Tk]
-    if tq * tk <= ZOOM_SIDE * ZOOM_SIDE:
+    if tq * tk <= ZOOM_FROM * ZOOM_FROM:
         return None
     zoom = st.toggle(
         f"Zoom into {min(ZOOM_SIDE, tq)} × {min(ZOOM_SIDE, tk)} tokens",
