@@ -151,7 +151,7 @@ def share_hint(values: dict[str, Any]) -> None:
         st.markdown(f"`{link}`")
 
 
-@st.cache_data(max_entries=64, show_spinner="Running the model…")
+@st.cache_data(max_entries=16, show_spinner="Running the model…")  # at most 256 MB each (explorer.limits)
 def cached_run(cfg: ModelConfig, tokens: str, target: str | None) -> explorer.Trace:
     """The trace for a config and input text (deterministic, so safe to cache)."""
     return explorer.run(cached_model(cfg), tokens, target)

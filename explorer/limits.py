@@ -8,7 +8,8 @@ from explorer.config import ConfigError, ModelConfig
 from explorer.model import parameter_total
 
 MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights: BERT-base's twelve blocks (85 million) fit
-MAX_ATTENTION_CELLS = 25_000_000  # a trace keeps a weight and a score per cell: 200 MB, cached per input
+MAX_TRACE_BYTES = 256_000_000  # one input's trace; the app caches a few (dashboard.cached_run)
+FLOATS_PER_LAYER_TOKEN = 14  # x d_model, plus d_ff: measured 10 for an encoder block, 11.5 for an encoder-decoder
 
 
 @lru_cache(maxsize=256)
@@ -25,6 +26,14 @@ def attention_cells(cfg: ModelConfig, n_source: int, n_target: int | None = None
     return cfg.n_layers * cfg.n_heads * per_head
 
 
+def trace_bytes(cfg: ModelConfig, n_source: int, n_target: int | None = None) -> int:
+    """An upper estimate of the bytes a trace keeps: per layer and token the residual stream, each sub-layer's input
+    and output and the feed-forward's hidden units; per attention cell a weight and a score; all float32."""
+    tokens = n_source + ((n_target or 1) if cfg.arch == "encoder-decoder" else 0)
+    floats = cfg.n_layers * tokens * (FLOATS_PER_LAYER_TOKEN * cfg.d_model + cfg.d_ff)
+    return 4 * (floats + 2 * attention_cells(cfg, n_source, n_target))
+
+
 def check_app_size(cfg: ModelConfig, n_source: int, n_target: int | None = None) -> None:
     """Raise ConfigError, saying what to make smaller, when the app would build a model or keep a trace too large
     for a laptop or a shared server. explorer.run itself has no such limit."""
@@ -36,10 +45,12 @@ def check_app_size(cfg: ModelConfig, n_source: int, n_target: int | None = None)
         )
     if max(n_source, n_target or 0) > cfg.max_tokens:
         return  # explorer.run refuses such an input with its own sentence
-    cells = attention_cells(cfg, n_source, n_target)
-    if cells > MAX_ATTENTION_CELLS:
+    size = trace_bytes(cfg, n_source, n_target)
+    if size > MAX_TRACE_BYTES:
+        tokens = f"{n_source:,}" + (f" + {n_target:,}" if cfg.arch == "encoder-decoder" and n_target else "")
         raise ConfigError(
-            f"{cfg.n_layers} layers × {cfg.n_heads} heads on {n_source:,} tokens would keep {cells:,} attention "
-            f"weights, and as many scores ({cells * 8 / 1e9:.1f} GB); the app keeps at most "
-            f"{MAX_ATTENTION_CELLS:,}. Use fewer tokens, layers or heads."
+            f"Every number of this run ({cfg.n_layers} layers × {cfg.n_heads} heads, d_model {cfg.d_model}, d_ff "
+            f"{cfg.d_ff}, on {tokens} tokens) would take about {size / 1e6:,.0f} MB; the app keeps at most "
+            f"{MAX_TRACE_BYTES / 1e6:,.0f} MB per input. Use fewer tokens, layers or heads, or a smaller d_model "
+            "or d_ff."
         )

@@ -2,22 +2,54 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+import explorer
 from explorer.config import ConfigError, ModelConfig
-from explorer.limits import MAX_ATTENTION_CELLS, MAX_PARAMETERS, attention_cells, check_app_size
+from explorer.limits import attention_cells, check_app_size, trace_bytes
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 
 
+def kept_bytes(obj, seen: set[int] | None = None) -> int:
+    """The bytes of every numpy array an object holds, found through its fields, however deep."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if dataclasses.is_dataclass(obj):
+        return sum(kept_bytes(getattr(obj, f.name), seen) for f in dataclasses.fields(obj))
+    if isinstance(obj, dict):
+        return sum(kept_bytes(v, seen) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(kept_bytes(v, seen) for v in obj)
+    return sum(kept_bytes(v, seen) for v in vars(obj).values()) if hasattr(obj, "__dict__") else 0
+
+
 def test_attention_cells_count_every_kind_of_attention():
-    cfg = ModelConfig(n_layers=3, n_heads=2)
-    assert attention_cells(cfg, 5) == 3 * 2 * 5 * 5
+    assert attention_cells(ModelConfig(n_layers=3, n_heads=2), 5) == 3 * 2 * 5 * 5
     both = ModelConfig(arch="encoder-decoder", n_layers=1, n_heads=1)
     assert attention_cells(both, 4, 3) == 4 * 4 + 3 * 3 + 3 * 4  # encoder, decoder self, cross
+
+
+@pytest.mark.parametrize("arch", ["encoder", "decoder", "encoder-decoder"])
+@pytest.mark.parametrize(
+    ("n_layers", "d_model", "d_ff", "n_heads", "n_tokens"), [(2, 64, 256, 4, 12), (3, 16, 512, 1, 40)]
+)
+def test_the_trace_estimate_bounds_what_a_trace_really_keeps(arch, n_layers, d_model, d_ff, n_heads, n_tokens):
+    cfg = ModelConfig(arch=arch, n_layers=n_layers, d_model=d_model, d_ff=d_ff, n_heads=n_heads)
+    words = " ".join(f"w{i}" for i in range(n_tokens))
+    target = words if arch == "encoder-decoder" else None
+    kept = kept_bytes(explorer.run(cfg, words, target))
+    estimate = trace_bytes(cfg, n_tokens, n_tokens if target else None)
+    assert kept <= estimate <= 1.6 * kept  # an upper bound, and not a wild one
 
 
 def test_the_largest_legal_model_is_refused_by_its_parameter_count():
@@ -27,13 +59,14 @@ def test_the_largest_legal_model_is_refused_by_its_parameter_count():
     check_app_size(ModelConfig(n_layers=12, n_heads=12, d_model=768, d_ff=3072), 256)  # BERT-base's blocks fit
 
 
-def test_many_heads_on_a_long_input_are_refused_by_the_trace_size():
-    cfg = ModelConfig(n_layers=12, n_heads=64)
-    with pytest.raises(ConfigError, match="12 layers × 64 heads on 512 tokens would keep 201,326,592"):
-        check_app_size(cfg, 512)
-    check_app_size(cfg, 100)  # 7.7 million cells
+def test_a_run_too_large_to_keep_is_refused_by_its_trace_size():
+    with pytest.raises(ConfigError, match=r"12 layers × 64 heads.* on 512 tokens\) would take about 1,6\d\d MB"):
+        check_app_size(ModelConfig(n_layers=12, n_heads=64), 512)  # mostly attention: 201 million cells
+    many_activations = ModelConfig(n_layers=24, d_model=512, d_ff=2048, n_heads=1)  # 75.7 million parameters
+    with pytest.raises(ConfigError, match="per input"):
+        check_app_size(many_activations, 512)  # mostly activations, not attention
+    check_app_size(ModelConfig(n_layers=12, n_heads=64), 100)
     check_app_size(ModelConfig(), 5000)  # too long: left to explorer.run's own sentence
-    assert MAX_PARAMETERS * 4 <= 400e6 and MAX_ATTENTION_CELLS * 8 <= 200e6  # the memory the docstrings promise
 
 
 def test_the_page_says_so_instead_of_building():

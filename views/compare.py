@@ -107,7 +107,7 @@ def model_of(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transf
     return model_a(a, who) if b == a else _model_b(a, b, who)
 
 
-@st.cache_data(max_entries=32, show_spinner="Running B…")
+@st.cache_data(max_entries=16, show_spinner="Running B…")  # at most 256 MB each (explorer.limits)
 def trace_of(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None) -> Trace:
     return explorer.run(model_of(a, b, who), text, target)
 
