@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import warnings
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from explorer.config import ConfigError, ModelConfig
 from explorer.model import StackRun, Transformer
 from explorer.tokens import embed_tokens, padding_keys, split_tokens
 
-PACKAGE = str(Path(__file__).parent)  # explorer's own files, skipped when a warning names the user's line
+PACKAGE = str(Path(__file__).parent) + os.sep  # explorer's own files, skipped when a warning names the user's line
 
 Source = str | list[str] | tuple[str, ...] | torch.Tensor | np.ndarray
 

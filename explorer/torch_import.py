@@ -8,12 +8,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from explorer.config import ConfigError
-from explorer.model import StackSpec, Transformer
+from explorer.model import StackSpec, Transformer, float32_default
 
 SUPPORTED = "nn.TransformerEncoderLayer, nn.TransformerEncoder or nn.Transformer"
 LayerType = type[nn.TransformerEncoderLayer] | type[nn.TransformerDecoderLayer]
 
 
+@float32_default()
 def from_torch(module: nn.Module) -> Transformer:
     """An explorer model holding a copy of the module's weights: same outputs, per-head attention visible.
 

@@ -59,6 +59,7 @@ def test_activations_page_shows_the_trained_models_gradients(trained):
     info = " ".join(i.value for i in at.info)
     assert "trained model's own read-out" in info and "weights are untrained" not in info
     assert not any("switch the norm setting in the sidebar" in c.value for c in at.caption)
+    assert not any("PyTorch's default initialisation" in c.value for c in at.caption)  # it is trained, not initialised
 
 
 def test_a_trained_models_gradient_objective_is_its_own_read_out(trained):
@@ -109,3 +110,5 @@ def test_compare_page_runs_b_on_the_trained_weights(trained):
     random_b = explorer.run(model_for_b(explorer.build_model(model.config), b), PROBE).attention
     assert not np.allclose(pair["B"].values, random_b[0, 0])
     assert any("very weights" in s.value for s in at.success)
+    said = " ".join(m.value for m in at.markdown)  # the gradient objective, in its expander
+    assert "trained model's own read-out" in said and "The weights are untrained" not in said

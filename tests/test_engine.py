@@ -186,6 +186,8 @@ torch.set_default_dtype(torch.float64)  # as some notebooks do
 """
 FLOAT64_CHECKS = """
 assert trace.attention.dtype == "float32" and torch.get_default_dtype() == torch.float64  # left as it was
+layer = torch.nn.TransformerEncoderLayer(8, 2, 16)  # a float64 module, as this default makes it
+explorer.run(explorer.from_torch(layer.eval()), torch.randn(3, 8))  # imported as float32, as the engine runs
 torch.set_default_dtype(torch.float32)
 explorer.run(cfg, "the cat sat", "le chat")  # no float64 left behind in a cache to clash with float32 weights
 """

@@ -222,18 +222,20 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         f"{int(part['layer'].iloc[-1])})"
         for name, part in totals.groupby("stack", sort=False)
     )
-    st.caption(
-        f"Here, {cfg.norm}-norm: {trend}. Xiong et al. (2020) found that at initialisation, with Xavier-initialised "
-        "weights, a post-norm transformer's gradients grow towards the output layers (one reason it needs a "
-        "learning-rate warm-up) while pre-norm keeps them level or shrinking. This model uses PyTorch's default "
-        "initialisation and a toy objective, so it need not reproduce their figure"
-        + (
-            ": switch the norm setting in the sidebar to compare the two placements on the same weights and tokens."
-            if trained_label() is None
-            else ". This is the trained model, whose placement the sidebar does not change: train both placements on "
-            "the Train page to compare them."
+    if trained_label() is None:
+        st.caption(
+            f"Here, {cfg.norm}-norm: {trend}. Xiong et al. (2020) found that at initialisation, with "
+            "Xavier-initialised weights, a post-norm transformer's gradients grow towards the output layers (one "
+            "reason it needs a learning-rate warm-up) while pre-norm keeps them level or shrinking. This model uses "
+            "PyTorch's default initialisation and a toy objective, so it need not reproduce their figure: switch the "
+            "norm setting in the sidebar to compare the two placements on the same weights and tokens."
         )
-    )
+    else:
+        st.caption(
+            f"Here, {cfg.norm}-norm: {trend}. These are trained weights, not an initialisation, so Xiong et al.'s "
+            "(2020) finding about post-norm and pre-norm at initialisation does not apply to them; the sidebar's norm "
+            "setting does not change this model. Train both placements on the Train page to compare them."
+        )
     show_board(gradient_heatmap(norms, stack.name), key="act_grad_heatmap")
     outside = norms[norms["layer"].isna()]
     if len(outside):

@@ -39,7 +39,7 @@ from explorer.compare_export import comparison_json, layers_csv, maps_csv
 from explorer.compare_figures import difference_panel, layer_lines, pair_panels, pair_top, ranking_panel
 from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig
 from explorer.figures import scale_note
-from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
+from explorer.gradients import gradient_norms, layer_gradient_totals, objective_text
 from explorer.limits import check_app_size
 from explorer.matrix_view import board
 from explorer.trace import Trace
@@ -621,7 +621,7 @@ def per_layer_section(tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: 
     for note in notes:
         st.caption(note)
     with st.expander("What the gradient norms measure"):
-        st.write(GRADIENT_OBJECTIVE)
+        st.write(objective_text(session_model()))
 
 
 def downloads(a: ModelConfig, b: ModelConfig, inputs: dict[str, Any], sharing: str, pairs, tables, aligned) -> None:
@@ -631,7 +631,8 @@ def downloads(a: ModelConfig, b: ModelConfig, inputs: dict[str, Any], sharing: s
         "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell)."
     )
     c1, c2, c3, _ = st.columns([1, 1, 1, 2])
-    everything = partial(comparison_json, a, b, inputs, sharing, pairs, tables, GRADIENT_OBJECTIVE, aligned)
+    objective = objective_text(session_model())  # A's, and B's: B carries A's read-out, trained or not
+    everything = partial(comparison_json, a, b, inputs, sharing, pairs, tables, objective, aligned)
     download("Download JSON", everything, "comparison.json", "application/json", "compare_json", c1)
     download(
         "Per-layer CSV", partial(layers_csv, tables), "comparison_per_layer.csv", "text/csv", "compare_layers_csv", c2
