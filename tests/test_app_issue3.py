@@ -212,6 +212,8 @@ def test_reordering_control_and_encoder_decoder():
 def test_decoder_is_causal_even_without_positions():
     at = open_page(POSITIONAL, arch="decoder", positional="none")
     assert any("a decoder is always causal" in w.value for w in at.warning)
+    captions = " ".join(c.value for c in at.caption)  # no caption may call this model blind to order
+    assert "A causal mask still carries order" in captions and "no position signal" not in captions
 
 
 def test_fewer_layers_after_picking_a_deep_layer():

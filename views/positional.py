@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.config import ConfigError, ModelConfig
+from explorer.config import ConfigError, ModelConfig, applied_masks
 from explorer.model import Transformer
 from explorer.numbers import readable
 from explorer.position_analysis import (
@@ -109,7 +109,7 @@ def table_frame(table: np.ndarray, tokens: list[str] | None = None) -> pd.DataFr
 DISABLED_WHY = {
     "rope": "rope adds no vector to the input, so there are no position vectors to plot or compare; it rotates "
     "queries and keys instead (below).",
-    "none": "the model has no position signal at all.",
+    "none": "no position vectors are added, so there are none to plot or compare.",
 }
 
 
@@ -144,9 +144,11 @@ def controls(cfg: ModelConfig) -> tuple[int, str, str]:
     )
     if cfg.positional not in ("sinusoidal", "learned"):  # say why, rather than leave greyed controls unexplained
         unused = "None of these controls is" if cfg.positional == "none" else "Only Max position is"
+        causal = any("causal" in mask for mask in applied_masks(cfg).values())
         st.caption(
-            f"{unused} used with {positions_text(cfg.positional)}: {DISABLED_WHY[cfg.positional]} Pick sinusoidal "
-            "or learned in the sidebar for curves and similarities."
+            f"{unused} used with {positions_text(cfg.positional)}: {DISABLED_WHY[cfg.positional]}"
+            + (" (A causal mask still carries order, as shown below.)" if causal and cfg.positional == "none" else "")
+            + " Pick sinusoidal or learned in the sidebar for curves and similarities."
         )
     return int(n_positions), dims, metric
 
