@@ -430,6 +430,10 @@ def test_encoder_decoder_pairs_every_kind(at):
     assert (drawn.x_title, drawn.y_title) == ("key (source)", "query (target)")
     assert drawn.x_labels == TOKENS.split()[:4] + ["the·4", "mat"] and drawn.y_labels[0] == target.split()[0]
     assert at.radio(key="stack").options == ["encoder", "decoder"]
+    kinds.set_value("encoder self-attention").run()
+    at.selectbox(key="layer").set_value(1)
+    link = share_query(at)  # the kind shown is in the link: it would otherwise open on cross-attention
+    assert (link["kind"], link["layer"]) == ("encoder self-attention", "1")
 
 
 def test_a_encoder_b_encoder_decoder(at):

@@ -789,23 +789,29 @@ def main() -> None:
     inputs = {"mode": mode, "a_tokens": trace_a.tokens, "b_tokens": trace_b.tokens}
     inputs |= {"a_target": target_a, "b_target": target_b}
     downloads(a, b, inputs, sharing, pairs, tables, aligned)
-    share_box(comparison_query(a, b, text_a, target_a, mode, text_b))
+    share_box(comparison_query(a, b, text_a, target_a, mode, text_b), [p.label for p in pairs])
 
 
-def view_query() -> dict[str, str]:
-    """The view of the attention section as the address bar holds it: the layer and head, and stretched colours."""
-    view = {key: str(st.session_state[key]) for key in ("layer", "head") if st.session_state.get(key) not in (None, 0)}
+def view_query(kinds: list[str]) -> dict[str, str]:
+    """The view of the attention section as the address bar holds it: the kind of attention (of `kinds`, when there
+    is a choice), the layer and head, and stretched colours."""
+    kind = st.session_state.get("kind")
+    view = {"kind": kind} if len(kinds) > 1 and kind in kinds else {}
+    view |= {key: str(st.session_state[key]) for key in ("layer", "head") if st.session_state.get(key) not in (None, 0)}
     return view | ({"stretch": "true"} if st.session_state.get("stretch") else {})
 
 
 @st.fragment
-def share_box(query: dict[str, str]) -> None:
+def share_box(query: dict[str, str], kinds: list[str]) -> None:
     """The link in a copyable code block, drawn only once the box is opened (a code block costs the browser a
-    script to load), with the layer, head and colours shown at that moment."""
+    script to load), with the view shown at that moment (the box and the maps are separate fragments)."""
     box = st.expander("Share this comparison", icon=":material/link:", key="share_box", on_change="rerun")
     if box.open:
-        box.caption("A, B, the tokens, and the layer, head and colours shown, ready to copy:")
-        box.code(share_link(query | view_query()), language=None, wrap_lines=True)
+        box.caption(
+            "A, B, the tokens, and the attention shown when this box was opened (the address bar always holds the "
+            "view shown now), ready to copy:"
+        )
+        box.code(share_link(query | view_query(kinds)), language=None, wrap_lines=True)
 
 
 def align_pair(pair: MapPair, order: list[int]) -> MapPair:
