@@ -251,6 +251,13 @@ def test_taking_layers_away_and_back_keeps_screen_and_address_bar_agreeing(page,
         page.locator("[data-testid='stAlert']").all_inner_texts()
     )
     assert "layer=1" in page.url
+    page.locator("[data-testid='stMain']").get_by_role("combobox", name="Layer").click()
+    page.get_by_role("option", name="0", exact=True).click()  # a rerun of the maps' fragment alone
+    wait_idle(page)
+    assert "There is no layer" not in " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
+    page.locator("[data-testid='stMain']").get_by_role("combobox", name="Layer").click()
+    page.get_by_role("option", name="1", exact=True).click()
+    wait_idle(page)
     set_layers(3)
     assert shown("Layer") == "1" and "layer=1" in page.url and "head=3" in page.url
     shared = page.url

@@ -22,6 +22,7 @@ from views.widgets import (
     clamp_view,
     code_text,
     download,
+    is_whole_number,
     model_line,
     note_ignored_url_value,
     one_of,
@@ -86,6 +87,8 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame) -> 
     layers, heads = view_options(maps)
     carry_view(PAGE, "layer", layers)
     carry_view(PAGE, "head", heads)
+    clamp_view("layer", layers, "layer")  # here, in the fragment: its sentence goes when another layer is picked
+    clamp_view("head", heads, "head")
     controls = st.container(horizontal=True, vertical_alignment="bottom")  # one block: fewer elements to lay out
     layer = controls.selectbox("Layer", layers, key="layer", bind="query-params", width=LAYER_PX)
     head = controls.selectbox(
@@ -165,10 +168,11 @@ def main() -> None:
     layers, heads = view_options(all_maps[kinds[0]])
     view = (("kind", kinds, "kind of attention"), ("layer", layers, "layer"), ("head", heads, "head"))
     for key, options, what in view:
-        if clamp_view(key, options, what):
-            continue
         why = f"the model has no such {what} (after a change in the sidebar, perhaps); showing the first instead."
-        note_ignored_url_value(VIEW_NOTES_KEY, key, one_of(options), why)
+        listed = one_of(options)
+        # a whole number out of range is not junk: map_viewer shows the nearest layer or head, and says so
+        accepted = listed if key == "kind" else (lambda raw, listed=listed: listed(raw) or is_whole_number(raw))
+        note_ignored_url_value(VIEW_NOTES_KEY, key, accepted, why)
     notes = st.container()
     kind = kinds[0]
     if len(kinds) > 1:

@@ -118,7 +118,7 @@ def warn_junk_url(allowed: dict[str, list[str] | None]) -> None:
             continue
         raw = st.query_params[key]
         if options is None:
-            if raw.strip().lstrip("-").isdigit():
+            if is_whole_number(raw):
                 continue
             why = "it is not a whole number"
         elif raw in options:
@@ -132,6 +132,11 @@ def one_of(options: Iterable) -> Callable[[str], bool]:
     """Whether a URL value names one of the options (as the widget shows them)."""
     shown = {str(o) for o in options}
     return shown.__contains__
+
+
+def is_whole_number(raw: str) -> bool:
+    """Whether a URL value is a whole number, such as "3" or "-1"."""
+    return raw.strip().lstrip("-").isdigit()
 
 
 def whole_number_in(low: int, high: int) -> Callable[[str], bool]:
