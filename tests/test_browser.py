@@ -244,26 +244,28 @@ def test_taking_layers_away_and_back_keeps_screen_and_address_bar_agreeing(page,
         wait_idle(page)
         wait_panels_drawn(page, 3)
 
+    def alerts() -> str:
+        return " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
+
+    def shared_title() -> str:
+        other = page.context.new_page()
+        open_page(other, page.url, wait_idle)
+        title = main_map(other).locator(".mv-title").inner_text()
+        other.close()
+        return title
+
     open_page(page, app_url + "/?n_layers=3&layer=2&head=3", wait_idle)
     set_layers(2)
     assert (shown("Layer"), shown("Head")) == ("1", "3")  # the nearest layer, not the first
-    assert "There is no layer 2 here (2 layers): showing the last, 1." in " ".join(
-        page.locator("[data-testid='stAlert']").all_inner_texts()
-    )
+    assert "There is no layer 2 here (2 layers): showing the last, 1." in alerts()
     assert "layer=1" in page.url
-    page.locator("[data-testid='stMain']").get_by_role("combobox", name="Layer").click()
-    page.get_by_role("option", name="0", exact=True).click()  # a rerun of the maps' fragment alone
-    wait_idle(page)
-    assert "There is no layer" not in " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
-    page.locator("[data-testid='stMain']").get_by_role("combobox", name="Layer").click()
-    page.get_by_role("option", name="1", exact=True).click()
-    wait_idle(page)
     set_layers(3)
     assert shown("Layer") == "1" and "layer=1" in page.url and "head=3" in page.url
-    shared = page.url
-    other = page.context.new_page()
-    open_page(other, shared, wait_idle)
-    assert main_map(other).locator(".mv-title").inner_text() == main_map(page).locator(".mv-title").inner_text()
-    assert main_map(page).locator(".mv-title").inner_text() == "self-attention · layer 1 · head 3"
-    other.close()
+    assert shared_title() == main_map(page).locator(".mv-title").inner_text() == "self-attention · layer 1 · head 3"
+    set_layers(1)
+    assert "There is no layer 1 here (1 layer): showing the last, 0." in alerts()
+    page.locator("[data-testid='stMain']").get_by_role("combobox", name="Head").click()
+    page.get_by_role("option", name="2", exact=True).click()  # a rerun of the maps' fragment alone
+    wait_idle(page)
+    assert "There is no layer" not in alerts()  # said once, next to the selectors, and gone with the next pick
     assert_clean(page)

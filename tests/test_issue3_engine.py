@@ -118,7 +118,7 @@ def test_encoder_decoder_forward_steps_include_both_stacks_and_cross_attention()
     sizes = dict(zip(steps["step"], steps["size"], strict=False))
     assert sizes["source tokens"] == "[6]" and sizes["target tokens"] == "[3]"
     assert sizes["decoder block × 2: cross-attention: scores Q K^T / sqrt(d_head)"] == "[4, 3, 6]"
-    assert sizes["encoder block × 2: scores Q K^T / sqrt(d_head), masked"] == "[4, 6, 6]"
+    assert sizes["encoder block × 2: scores Q K^T / sqrt(d_head)"] == "[4, 6, 6]"  # mask none: no mask named
     assert list(steps["step"].iloc[-2:]) == ["decoder final LayerNorm", "decoder output"]
     assert "encoder output" in sizes
     plain = forward_steps(cfg.replace(arch="encoder"), 6)
