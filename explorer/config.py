@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -161,6 +162,16 @@ def _coerce(name: str, raw: Any) -> Any:
         except (TypeError, ValueError):
             raise ConfigError(f"dropout must be a number from 0 up to 1, not {raw!r}.") from None
     return str(raw).strip()
+
+
+def url_int(raw: str) -> int | None:
+    """The whole number a Streamlit number input makes of a URL value that is a finite number but not a whole one:
+    int(float(raw)), so "2.7" is read as 2. None when raw is no number at all."""
+    try:
+        number = float(raw)
+    except ValueError:
+        return None
+    return int(number) if math.isfinite(number) else None
 
 
 def check_url_value(name: str, raw: str) -> tuple[Any, str | None]:

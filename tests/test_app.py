@@ -301,12 +301,20 @@ def test_junk_url_value_is_shown_safe_and_short(at):
     assert warning.count("`") % 2 == 0
 
 
+def test_a_sidebar_number_that_is_not_whole_is_said_to_be_read_as_the_control_reads_it(at):
+    at.query_params["n_heads"] = "2.5"
+    at.run()
+    assert_ok(at)
+    assert at.number_input(key="n_heads").value == 2
+    assert any("n_heads=2.5` is not a whole number: using 2." in w.value for w in at.warning)
+
+
 def test_junk_view_params_warn(at):
-    at.query_params.update({"head": "two", "layer": "x"})
+    at.query_params.update({"head": "two", "layer": "x", "stretch": "maybe"})
     at.run()
     assert_ok(at)
     warnings = " ".join(w.value for w in at.warning)
-    assert "head=two" in warnings and "layer=x" in warnings
+    assert "head=two" in warnings and "layer=x" in warnings and "stretch=maybe" in warnings
     assert main_heatmap(at)
 
 

@@ -510,3 +510,10 @@ def test_a_layer_beyond_both_models_shows_the_last_and_says_so(at):
     assert at.selectbox(key="layer").value == 2
     assert any("no layer 5 here (3 layers): showing the last, 2" in w.value for w in at.warning)
     assert not any("ignored" in w.value for w in at.warning)
+
+
+def test_junk_view_switches_in_the_url_are_named():
+    at = open_compare(AppTest.from_file(APP, default_timeout=120), compare="bogus", align="maybe", stretch="TRUE")
+    warnings = " ".join(w.value for w in at.warning)
+    assert "compare=bogus" in warnings and "align=maybe" in warnings
+    assert "stretch" not in warnings and at.toggle(key="stretch").value is True  # any case of true is true

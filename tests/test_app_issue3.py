@@ -413,13 +413,23 @@ def test_html_in_tokens_is_shown_as_text(page):
         (POSITIONAL, {"pos_max": "lots"}, "pos_max=lots"),
         (POSITIONAL, {"pos_perm_layer": "top"}, "pos_perm_layer=top"),
         (ACTIVATIONS, {"act_point": "nowhere"}, "act_point=nowhere"),
-        (ACTIVATIONS, {"act_layer": "1.5"}, "act_layer=1.5"),
+        (ACTIVATIONS, {"act_layer": "deep"}, "act_layer=deep"),
     ],
 )
 def test_junk_page_params_in_the_url_are_named(page, params, key):
     at = open_page(page, **params)
     assert any(key in w.value and "ignored" in w.value for w in at.warning)
     assert at.get("vega_lite_chart")
+
+
+def test_a_number_in_the_url_that_is_not_whole_is_said_to_be_read_as_the_control_reads_it():
+    at = open_page(POSITIONAL, pos_max="12.7")
+    assert at.number_input(key="pos_max").value == 12  # Streamlit's number input truncates it
+    assert any("pos_max=12.7` is not a whole number: using 12." in w.value for w in at.warning)
+    assert not any("using the default" in w.value for w in at.warning)
+    huge = open_page(POSITIONAL, pos_max="99999999999999999999999")
+    assert any("pos_max=99999999999999999999999" in w.value and "too large" in w.value for w in huge.warning)
+    assert huge.number_input(key="pos_max").value == 64
 
 
 @pytest.mark.parametrize(

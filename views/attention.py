@@ -18,6 +18,7 @@ from views.matrix_view import picked_value, show_board
 from views.session import sidebar_run
 from views.widgets import (
     ENTROPY_COLUMNS,
+    URL_BOOLEAN,
     carry_view,
     clamp_view,
     code_text,
@@ -30,6 +31,7 @@ from views.widgets import (
     settle_choice,
     show_url_notes,
     stretch_toggle,
+    warn_junk_url,
 )
 
 PAGE = "attention"  # for carry_view: the layer and head picked here go with the user to Compare
@@ -173,6 +175,7 @@ def main() -> None:
         # a whole number out of range is not junk: map_viewer shows the nearest layer or head, and says so
         accepted = listed if key == "kind" else (lambda raw, listed=listed: listed(raw) or is_whole_number(raw))
         note_ignored_url_value(VIEW_NOTES_KEY, key, accepted, why)
+    warn_junk_url({"stretch": URL_BOOLEAN})
     notes = st.container()
     kind = kinds[0]
     if len(kinds) > 1:

@@ -46,6 +46,7 @@ from explorer.trace import Trace
 from views.matrix_view import picked_value, show_board
 from views.session import cached_model, model_key, session_model, sidebar_run
 from views.widgets import (
+    URL_BOOLEAN,
     carry_view,
     clamp_view,
     code_text,
@@ -61,6 +62,7 @@ from views.widgets import (
     show_url_notes,
     stretch_toggle,
     vega_chart,
+    warn_junk_url,
 )
 
 CONFIGURATION, INPUT = "configuration", "input"
@@ -745,6 +747,7 @@ def main() -> None:
         "**A** is the model of the sidebar, **B** the one set below. By default B is A with the LayerNorm placement "
         "flipped, on A's very weights, so the only difference is the norm. The address bar holds both."
     )
+    warn_junk_url({"compare": [CONFIGURATION, INPUT], "align": URL_BOOLEAN, "stretch": URL_BOOLEAN})
     mode, b, text_b = top_controls(a, text_a)
     target_b = None
     if b is not None and b.arch == "encoder-decoder":

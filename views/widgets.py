@@ -12,7 +12,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
 
-from explorer.config import ModelConfig, applied_masks
+from explorer.config import ModelConfig, applied_masks, url_int
 from explorer.trace import Trace
 
 
@@ -110,6 +110,10 @@ def ignored_url_value(key: str, raw: str, why: str) -> str:
     return f"URL parameter `{key}={code_text(raw)}` was ignored: {why}"
 
 
+MAX_URL_INT = 2**53 - 1  # a number input without bounds takes a URL value up to JavaScript's largest exact integer
+URL_BOOLEAN = ["true", "false"]  # what a toggle takes from the URL, in any case
+
+
 def warn_junk_url(allowed: dict[str, list[str] | None]) -> None:
     """Streamlit silently drops a URL value its widget cannot take: say so, for this run. {key: the values its widget
     takes, as the URL gives them; None for a whole number}."""
@@ -118,10 +122,17 @@ def warn_junk_url(allowed: dict[str, list[str] | None]) -> None:
             continue
         raw = st.query_params[key]
         if options is None:
-            if is_whole_number(raw):
+            if is_whole_number(raw) and abs(int(raw)) <= MAX_URL_INT:
                 continue
-            why = "it is not a whole number"
-        elif raw in options:
+            read_as = url_int(raw)
+            if read_as is not None and abs(read_as) <= MAX_URL_INT:  # "12.7": Streamlit takes 12
+                st.warning(
+                    f"URL parameter `{key}={code_text(raw)}` is not a whole number: using {read_as}.",
+                    icon=":material/link_off:",
+                )
+                continue
+            why = "it is not a whole number" if read_as is None else "it is too large"
+        elif raw in options or (options == URL_BOOLEAN and raw.lower() in URL_BOOLEAN):
             continue
         else:
             why = "it is not one of " + ", ".join(options[:12]) + ("…" if len(options) > 12 else "")
