@@ -23,7 +23,7 @@ from explorer.config import CHOICES, FIELDS, INT_LIMITS, PAD_TOKEN, ConfigError,
 from explorer.limits import check_app_size
 from views.nodelay import disable_nagle_once
 from views.session import cached_model
-from views.widgets import code_text, ignored_url_value, show_url_notes
+from views.widgets import ignored_url_value, not_whole_note, show_url_notes
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
     st.Page("views/attention.py", title="Attention", default=True),
@@ -76,8 +76,9 @@ def screen_query_params() -> None:
             continue
         default = getattr(DEFAULTS, name)
         read_as = url_int(raw) if name in INT_LIMITS else None
-        if read_as is not None and INT_LIMITS[name][0] <= read_as <= INT_LIMITS[name][1]:  # "2.7": Streamlit takes 2
-            notes[name] = (f"URL parameter `{name}={code_text(raw)}` is not a whole number: using {read_as}.", read_as)
+        if read_as is not None and INT_LIMITS[name][0] <= read_as <= INT_LIMITS[name][1]:
+            if read_as != float(raw):  # "2.7": Streamlit takes 2 ("128.0" is 128, nothing to say)
+                notes[name] = (not_whole_note(name, raw, read_as), read_as)
             continue
         message = f"{ignored_url_value(name, raw, problem)}. Using {name} = `{default}` (the default) instead."
         notes[name] = (message, default)

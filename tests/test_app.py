@@ -307,6 +307,10 @@ def test_a_sidebar_number_that_is_not_whole_is_said_to_be_read_as_the_control_re
     assert_ok(at)
     assert at.number_input(key="n_heads").value == 2
     assert any("n_heads=2.5` is not a whole number: using 2." in w.value for w in at.warning)
+    written_with_a_point = AppTest.from_file(APP, default_timeout=60)
+    written_with_a_point.query_params["d_model"] = "128.0"  # a whole number: nothing to say
+    written_with_a_point.run()
+    assert written_with_a_point.number_input(key="d_model").value == 128 and not written_with_a_point.warning
 
 
 def test_junk_view_params_warn(at):

@@ -430,6 +430,9 @@ def test_a_number_in_the_url_that_is_not_whole_is_said_to_be_read_as_the_control
     huge = open_page(POSITIONAL, pos_max="99999999999999999999999")
     assert any("pos_max=99999999999999999999999" in w.value and "too large" in w.value for w in huge.warning)
     assert huge.number_input(key="pos_max").value == 64
+    written_with_a_point = open_page(POSITIONAL, pos_max="24.0")  # a whole number: nothing to say
+    assert written_with_a_point.number_input(key="pos_max").value == 24
+    assert not any("pos_max" in w.value for w in written_with_a_point.warning)
 
 
 @pytest.mark.parametrize(

@@ -110,6 +110,12 @@ def ignored_url_value(key: str, raw: str, why: str) -> str:
     return f"URL parameter `{key}={code_text(raw)}` was ignored: {why}"
 
 
+def not_whole_note(key: str, raw: str, read_as: int) -> str:
+    """The sentence for a URL value that is a number but not a whole one, which a number input reads as `read_as`
+    (url_int)."""
+    return f"URL parameter `{key}={code_text(raw)}` is not a whole number: using {read_as}."
+
+
 MAX_URL_INT = 2**53 - 1  # a number input without bounds takes a URL value up to JavaScript's largest exact integer
 URL_BOOLEAN = ["true", "false"]  # what a toggle takes from the URL, in any case
 
@@ -122,14 +128,10 @@ def warn_junk_url(allowed: dict[str, list[str] | None]) -> None:
             continue
         raw = st.query_params[key]
         if options is None:
-            if is_whole_number(raw) and abs(int(raw)) <= MAX_URL_INT:
-                continue
             read_as = url_int(raw)
-            if read_as is not None and abs(read_as) <= MAX_URL_INT:  # "12.7": Streamlit takes 12
-                st.warning(
-                    f"URL parameter `{key}={code_text(raw)}` is not a whole number: using {read_as}.",
-                    icon=":material/link_off:",
-                )
+            if read_as is not None and abs(read_as) <= MAX_URL_INT:
+                if read_as != float(raw):  # "12.7": Streamlit takes 12 ("12.0" is 12, nothing to say)
+                    st.warning(not_whole_note(key, raw, read_as), icon=":material/link_off:")
                 continue
             why = "it is not a whole number" if read_as is None else "it is too large"
         elif raw in options or (options == URL_BOOLEAN and raw.lower() in URL_BOOLEAN):
