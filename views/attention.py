@@ -27,6 +27,7 @@ from views.widgets import (
     model_line,
     note_ignored_url_value,
     one_of,
+    opening_kind,
     remember_view,
     settle_choice,
     show_url_notes,
@@ -179,11 +180,11 @@ def main() -> None:
     notes = st.container()
     kind = kinds[0]
     if len(kinds) > 1:
-        settle_choice("kind", kinds, "cross-attention" if "cross-attention" in kinds else None)
+        settle_choice("kind", kinds, opening_kind(kinds))
         kind = st.radio(
             "Attention",
             kinds,
-            index=kinds.index("cross-attention") if "cross-attention" in kinds else 0,
+            index=kinds.index(opening_kind(kinds)),
             key="kind",
             bind="query-params",
             horizontal=True,

@@ -56,6 +56,7 @@ from views.widgets import (
     mask_text,
     note_ignored_url_value,
     one_of,
+    opening_kind,
     positions_text,
     remember_view,
     settle_choice,
@@ -457,11 +458,11 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
     note_view_param("head", heads)
     notes = st.container()  # filled once the selectors exist
     if len(pairs) > 1:
-        settle_choice("kind", labels, "cross-attention" if "cross-attention" in labels else None)
+        settle_choice("kind", labels, opening_kind(labels))
         label = st.radio(
             "Attention",
             labels,
-            index=labels.index("cross-attention") if "cross-attention" in labels else 0,  # as the Attention page
+            index=labels.index(opening_kind(labels)),
             key="kind",
             bind="query-params",
             horizontal=True,
@@ -709,10 +710,9 @@ def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: s
         st.markdown(f"**A** · {describe(a, a)}  \n**B** · not drawn: {B_NOT_DRAWN}")
         return
     st.markdown(f"**A** · {describe(a, b)}  \n**B** · {describe(b, a)}")
-    if b is not None:
-        weights_message(a, b)
-        if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
-            st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")
+    weights_message(a, b)
+    if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
+        st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")
 
 
 def lined_up(pairs: list[MapPair], trace_a: Trace, trace_b: Trace) -> tuple[list[MapPair], bool]:

@@ -9,6 +9,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 import torch
@@ -374,7 +375,7 @@ def summary(training: Training) -> None:
             col.caption(f"Loaded from {training.source}: no learning curve or snapshots.")
 
 
-def pick_head(result: TrainResult, maps: AttentionMaps, pattern) -> tuple[int, int, str]:
+def pick_head(maps: AttentionMaps, pattern: np.ndarray | None) -> tuple[int, int, str]:
     """The layer and head shown first, and why: the one that ends closest to the task's pattern if the task has
     one, otherwise the most concentrated one (lowest mean entropy), since a uniform head shows nothing learned."""
     if pattern is not None and maps.weights.shape[-1] == pattern.shape[0]:
@@ -553,7 +554,7 @@ def look_inside(training: Training) -> str:
     result, task = training.results[norm], training.task
     probe_maps = run(result.model, result.probe).attention_maps()["self-attention"]
     pattern = task_pattern(task)
-    best_layer, best_head, why = pick_head(result, probe_maps, pattern)
+    best_layer, best_head, why = pick_head(probe_maps, pattern)
     c1, c2, _ = st.columns([1, 1, 3])
     layer = c1.selectbox(
         "Layer", range(probe_maps.n_layers), index=best_layer, key=f"train_layer_{training.run_id}_{norm}"

@@ -203,6 +203,12 @@ def clamp_view(key: str, options: list, what: str) -> bool:
     return True
 
 
+def opening_kind(kinds: list[str]) -> str:
+    """The kind of attention a page opens on: cross-attention when there is one (what an encoder-decoder adds),
+    else the first. Attention and Compare open on the same one."""
+    return "cross-attention" if "cross-attention" in kinds else kinds[0]
+
+
 def settle_choice(key: str, options: list, default: Any = None) -> None:
     """Before the selector `key` exists: a value kept from an earlier run that is no longer one of its options
     becomes `default` (the first option if None), as Streamlit would show it, but set so that Streamlit also takes
