@@ -64,6 +64,16 @@ def assert_clean(page) -> None:
     assert not page.errors, page.errors
 
 
+def shown(page, label: str) -> str:
+    """The value a selector of the page (not the sidebar) shows."""
+    return page.locator("[data-testid='stMain']").get_by_role("combobox", name=label).input_value()
+
+
+def alerts(page) -> str:
+    """Every alert's text on the page, as one string."""
+    return " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
+
+
 def test_default_view_draws_hover_and_colours_the_engine_weights(page, app_url, wait_idle):
     open_page(page, app_url + "/", wait_idle)
     assert [p.get_attribute("data-name") for p in panels(page)] == ["map", "entropy", "grid"]
@@ -147,16 +157,14 @@ def test_hand_typed_plus_in_url_means_causal_padding(page, app_url, wait_idle):
 
 def test_junk_url_param_warns(page, app_url, wait_idle):
     open_page(page, app_url + "/?n_heads=abc&norm=sideways", wait_idle)
-    alerts = " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
-    assert "n_heads=abc" in alerts and "norm=sideways" in alerts
+    assert "n_heads=abc" in alerts(page) and "norm=sideways" in alerts(page)
     assert_clean(page)
 
 
 def test_impossible_config_shows_error(page, app_url, wait_idle):
     page.goto(app_url + "/?d_model=30")
     wait_idle(page)
-    alerts = " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
-    assert "divisible" in alerts
+    assert "divisible" in alerts(page)
     assert not panels(page)
     assert_clean(page)
 
@@ -213,19 +221,16 @@ def test_the_layer_and_head_picked_go_along_to_compare_and_back(page, app_url, w
         wait_idle(page)
         wait_panels_drawn(page, 4 if title == "Compare" else 3)
 
-    def shown(label: str) -> str:
-        return page.locator("[data-testid='stMain']").get_by_role("combobox", name=label).input_value()
-
     open_page(page, app_url + "/?layer=1&head=2", wait_idle)
     go_to("Compare")
-    assert (shown("Layer"), shown("Head")) == ("1", "2")
+    assert (shown(page, "Layer"), shown(page, "Head")) == ("1", "2")
     assert "layer=1" in page.url and "head=2" in page.url
     assert panels(page, "difference")[0].locator(".mv-title").inner_text() == "A − B · layer 1 · head 2"
     page.locator("[data-testid='stMain']").get_by_role("combobox", name="Head").click()
     page.get_by_role("option", name="3", exact=True).click()
     wait_idle(page)
     go_to("Attention")
-    assert (shown("Layer"), shown("Head")) == ("1", "3")
+    assert (shown(page, "Layer"), shown(page, "Head")) == ("1", "3")
     assert main_map(page).locator(".mv-title").inner_text() == "self-attention · layer 1 · head 3"
     assert_clean(page)
 
@@ -234,18 +239,12 @@ def test_taking_layers_away_and_back_keeps_screen_and_address_bar_agreeing(page,
     """A teacher on layer 2 lowers Layers to 2, then raises it again, then shares the address bar: the link must show
     what the screen shows (Streamlit alone jumped to layer 0 and left layer=2 in the URL)."""
 
-    def shown(label: str) -> str:
-        return page.locator("[data-testid='stMain']").get_by_role("combobox", name=label).input_value()
-
     def set_layers(n: int) -> None:
         field = page.locator("[data-testid='stSidebar']").get_by_role("spinbutton", name="Layers")
         field.fill(str(n))
         field.press("Enter")
         wait_idle(page)
         wait_panels_drawn(page, 3)
-
-    def alerts() -> str:
-        return " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
 
     def shared_title() -> str:
         other = page.context.new_page()
@@ -256,16 +255,16 @@ def test_taking_layers_away_and_back_keeps_screen_and_address_bar_agreeing(page,
 
     open_page(page, app_url + "/?n_layers=3&layer=2&head=3", wait_idle)
     set_layers(2)
-    assert (shown("Layer"), shown("Head")) == ("1", "3")  # the nearest layer, not the first
-    assert "There is no layer 2 here (2 layers): showing the last, 1." in alerts()
+    assert (shown(page, "Layer"), shown(page, "Head")) == ("1", "3")  # the nearest layer, not the first
+    assert "There is no layer 2 here (2 layers): showing the last, 1." in alerts(page)
     assert "layer=1" in page.url
     set_layers(3)
-    assert shown("Layer") == "1" and "layer=1" in page.url and "head=3" in page.url
+    assert shown(page, "Layer") == "1" and "layer=1" in page.url and "head=3" in page.url
     assert shared_title() == main_map(page).locator(".mv-title").inner_text() == "self-attention · layer 1 · head 3"
     set_layers(1)
-    assert "There is no layer 1 here (1 layer): showing the last, 0." in alerts()
+    assert "There is no layer 1 here (1 layer): showing the last, 0." in alerts(page)
     page.locator("[data-testid='stMain']").get_by_role("combobox", name="Head").click()
     page.get_by_role("option", name="2", exact=True).click()  # a rerun of the maps' fragment alone
     wait_idle(page)
-    assert "There is no layer" not in alerts()  # said once, next to the selectors, and gone with the next pick
+    assert "There is no layer" not in alerts(page)  # said once, next to the selectors, and gone with the next pick
     assert_clean(page)
