@@ -73,6 +73,49 @@ class ModelConfig:
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ModelConfig))
+FAMILIES = ("bert", "llama")
+
+
+@dataclass(frozen=True)
+class CheckpointConfig(ModelConfig):
+    """A real checkpoint's architecture: ModelConfig's fields as the checkpoint fixes them, plus what BERT and Llama
+    need beyond a configured model. Hashable like any config, so a checkpoint (or its norm-flipped copy) keys caches.
+    Only the checkpoint's own loader makes one: its values are checked against its files, not the sidebar's ranges."""
+
+    checkpoint: str = ""  # what load_pretrained was given: an installed model's name, or a file or folder
+    family: str = "bert"  # bert: learned positions, token types, embedding LayerNorm; llama: RMSNorm, RoPE, SwiGLU
+    n_kv_heads: int = 0  # heads of keys and values: fewer than n_heads is grouped-query attention (Llama)
+    norm_eps: float = 1e-5  # the epsilon of every LayerNorm / RMSNorm
+    rope_base: float = 10000.0  # RoPE's theta: pair i of a head turns by position / rope_base^(2i / d_head)
+    vocab_size: int = 0
+    type_vocab_size: int = 0  # BERT's token-type (segment) table; the explorer always uses type 0
+    tie_embeddings: bool = False  # the read-out to token logits is the token embedding table (Llama's lm_head)
+    weights_note: str = ""  # where the numbers come from, in plain words for the pages
+
+    def __post_init__(self) -> None:
+        validate_checkpoint(self)
+
+    @property
+    def norm_kind(self) -> str:
+        """ "rms" (Llama's RMSNorm: no mean subtracted, no bias) or "layer" (LayerNorm)."""
+        return "rms" if self.family == "llama" else "layer"
+
+
+def validate_checkpoint(cfg: CheckpointConfig) -> None:
+    """Raise ConfigError for a checkpoint config that cannot describe a model."""
+    if cfg.family not in FAMILIES:
+        raise ConfigError(f"family {cfg.family!r} is not supported; the explorer runs {_quoted(FAMILIES)} checkpoints.")
+    if cfg.norm not in NORMS or cfg.arch not in ("encoder", "decoder") or cfg.mask not in MASKS:
+        raise ConfigError(f"A checkpoint runs as an encoder or a decoder with norm {_quoted(NORMS)}.")
+    for name in ("d_model", "n_heads", "n_layers", "d_ff", "n_kv_heads", "vocab_size", "max_tokens"):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"The checkpoint's {name} must be a positive whole number, not {value!r}.")
+    if cfg.d_model % cfg.n_heads or cfg.n_heads % cfg.n_kv_heads:
+        raise ConfigError(
+            f"The checkpoint's {cfg.n_heads} heads must divide d_model {cfg.d_model}, and its {cfg.n_kv_heads} "
+            "key/value heads must divide its heads."
+        )
 
 
 def _divisors(n: int) -> list[int]:

@@ -2,7 +2,8 @@
 
 Dimension letters used in the shape comments:
     B batch, T query positions, S key positions (the source, in cross-attention),
-    D d_model, H heads, K d_head = D / H, F d_ff, L layers.
+    D d_model, H heads, G key/value heads (H for all but grouped-query attention), K d_head = D / H, F d_ff,
+    L layers, V vocabulary.
 
 Parameter names follow torch.nn.Transformer* (self_attn.in_proj_weight, linear1, norm1 ...), so a stock
 module's state dict loads as it is. Every forward returns what it computed instead of hiding it in hooks
@@ -20,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from explorer.config import ConfigError, ModelConfig
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.positional import PositionalEncoding, apply_rope
 
 NEG_INF = float("-inf")
@@ -45,19 +46,37 @@ class StackSpec:
     cross_attention: bool = False  # decoder blocks of an encoder-decoder attend to the encoder's output
     dropout: float = 0.0
     rope: bool = False  # rotary positions: self-attention rotates queries and keys by their position
+    rope_base: float = 10000.0  # theta: pair i of a head turns by position / rope_base^(2i / d_head)
+    rope_layout: str = "interleaved"  # pairs (2i, 2i+1); "half": pairs (i, i + K/2), Hugging Face Llama's layout
+    n_kv_heads: int | None = None  # heads of keys and values; fewer than n_heads is grouped-query attention (Llama)
+    norm_kind: str = "layer"  # "layer": LayerNorm; "rms": RMSNorm (no mean subtracted, no bias), as in Llama
+    gated: bool = False  # a gated feed-forward (SwiGLU with silu): linear2(act(gate(x)) * linear1(x))
 
 
 class MultiHeadAttention(nn.Module):
-    """Scaled dot-product attention over H heads; returns output, per-head weights and scores."""
+    """Scaled dot-product attention over H heads; returns output, per-head weights and scores. With fewer key/value
+    heads G than query heads H (grouped-query attention), query head h reads key/value head h // (H / G)."""
 
-    def __init__(self, d_model: int, n_heads: int, bias: bool = True, dropout: float = 0.0, rope: bool = False):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        bias: bool = True,
+        dropout: float = 0.0,
+        rope: bool = False,
+        n_kv_heads: int | None = None,
+        rope_base: float = 10000.0,
+        rope_layout: str = "interleaved",
+    ):
         super().__init__()
-        self.rope = rope
+        self.rope, self.rope_base, self.rope_layout = rope, rope_base, rope_layout
         self.n_heads = n_heads
+        self.n_kv_heads = n_kv_heads or n_heads
         self.d_head = d_model // n_heads
         self.dropout = dropout
-        self.in_proj_weight = nn.Parameter(torch.empty(3 * d_model, d_model))  # [3D, D]: W_q, W_k, W_v stacked
-        self.in_proj_bias = nn.Parameter(torch.empty(3 * d_model)) if bias else None
+        rows = d_model + 2 * self.n_kv_heads * self.d_head  # 3D, or D + 2GK for grouped-query attention
+        self.in_proj_weight = nn.Parameter(torch.empty(rows, d_model))  # [D + 2GK, D]: W_q, W_k, W_v stacked
+        self.in_proj_bias = nn.Parameter(torch.empty(rows)) if bias else None
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def forward(
@@ -67,19 +86,21 @@ class MultiHeadAttention(nn.Module):
         output [B, T, D], weights [B, H, T, S] (post-softmax, pre-dropout), scores [B, H, T, S] (-inf masked)."""
         B, T, D = query.shape
         S = memory.shape[1]
-        H, K = self.n_heads, self.d_head
+        H, G, K = self.n_heads, self.n_kv_heads, self.d_head
         if query is memory:
-            q, k, v = F.linear(query, self.in_proj_weight, self.in_proj_bias).chunk(3, dim=-1)  # 3 x [B, T, D]
+            q, k, v = F.linear(query, self.in_proj_weight, self.in_proj_bias).split([D, G * K, G * K], dim=-1)
         else:
-            w_q, w_kv = self.in_proj_weight.split([D, 2 * D])
-            b_q, b_kv = self.in_proj_bias.split([D, 2 * D]) if self.in_proj_bias is not None else (None, None)
+            w_q, w_kv = self.in_proj_weight.split([D, 2 * G * K])
+            b_q, b_kv = self.in_proj_bias.split([D, 2 * G * K]) if self.in_proj_bias is not None else (None, None)
             q = F.linear(query, w_q, b_q)  # [B, T, D]
-            k, v = F.linear(memory, w_kv, b_kv).chunk(2, dim=-1)  # 2 x [B, S, D]
+            k, v = F.linear(memory, w_kv, b_kv).chunk(2, dim=-1)  # 2 x [B, S, GK]
         q = q.reshape(B, T, H, K).transpose(1, 2)  # [B, H, T, K]
-        k = k.reshape(B, S, H, K).transpose(1, 2)  # [B, H, S, K]
-        v = v.reshape(B, S, H, K).transpose(1, 2)  # [B, H, S, K]
+        k = k.reshape(B, S, G, K).transpose(1, 2)  # [B, G, S, K]
+        v = v.reshape(B, S, G, K).transpose(1, 2)  # [B, G, S, K]
         if self.rope:  # the score of query m and key n then depends on m - n only
-            q, k = apply_rope(q), apply_rope(k)
+            q, k = (apply_rope(t, self.rope_base, self.rope_layout) for t in (q, k))
+        if G != H:  # grouped-query attention: each key/value head serves H / G query heads in a row
+            k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)  # [B, H, S, K] each
         scores = (q * math.sqrt(1.0 / K)) @ k.transpose(-2, -1)  # [B, H, T, S]
         if allowed is None:
             weights = torch.softmax(scores, dim=-1)  # [B, H, T, S]
@@ -93,6 +114,21 @@ class MultiHeadAttention(nn.Module):
         return self.out_proj(merged), weights, scores
 
 
+def make_norm(spec: StackSpec) -> nn.Module:
+    """The stack's normalisation: LayerNorm, or RMSNorm (Llama's: x / rms(x) * weight, no bias)."""
+    if spec.norm_kind == "rms":
+        return nn.RMSNorm(spec.d_model, eps=spec.eps)
+    return nn.LayerNorm(spec.d_model, eps=spec.eps, bias=spec.bias)
+
+
+ACTIVATION_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": F.relu,
+    "gelu": F.gelu,  # the exact erf form, as BERT's "gelu"
+    "silu": F.silu,  # x * sigmoid(x): Llama's, inside its gated feed-forward
+    "swiglu": F.silu,  # how a config names Llama's gated feed-forward: silu on the gate
+}
+
+
 class Block(nn.Module):
     """One transformer block: self-attention, optional cross-attention, feed-forward, each wrapped by
     a residual connection and a LayerNorm placed before (pre-norm) or after (post-norm) the sub-layer."""
@@ -103,13 +139,16 @@ class Block(nn.Module):
         self.norm_first = spec.norm_first
         self.activation = spec.activation
         self.dropout = spec.dropout
-        self.self_attn = MultiHeadAttention(D, spec.n_heads, bias, spec.dropout, rope=spec.rope)
+        self.self_attn = MultiHeadAttention(
+            D, spec.n_heads, bias, spec.dropout, spec.rope, spec.n_kv_heads, spec.rope_base, spec.rope_layout
+        )
         self.multihead_attn = MultiHeadAttention(D, spec.n_heads, bias, spec.dropout) if spec.cross_attention else None
+        self.gate = nn.Linear(D, F_, bias=bias) if spec.gated else None
         self.linear1 = nn.Linear(D, F_, bias=bias)
         self.linear2 = nn.Linear(F_, D, bias=bias)
-        self.norm1 = nn.LayerNorm(D, eps=spec.eps, bias=bias)
-        self.norm2 = nn.LayerNorm(D, eps=spec.eps, bias=bias)
-        self.norm3 = nn.LayerNorm(D, eps=spec.eps, bias=bias) if spec.cross_attention else None
+        self.norm1 = make_norm(spec)
+        self.norm2 = make_norm(spec)
+        self.norm3 = make_norm(spec) if spec.cross_attention else None
 
     def residual(
         self, x: torch.Tensor, norm: nn.LayerNorm, sublayer: Sublayer, record: Record, name: str, train: bool
@@ -148,7 +187,8 @@ class Block(nn.Module):
             return out
 
         def feed_forward(h: torch.Tensor) -> torch.Tensor:
-            hidden = F.gelu(self.linear1(h)) if self.activation == "gelu" else F.relu(self.linear1(h))  # [B, T, F]
+            act = ACTIVATION_FUNCTIONS[self.activation]
+            hidden = act(self.linear1(h)) if self.gate is None else act(self.gate(h)) * self.linear1(h)  # [B, T, F]
             record["ffn.hidden"] = hidden
             return self.linear2(F.dropout(hidden, self.dropout, train))  # [B, T, D]
 
@@ -169,7 +209,7 @@ class Stack(nn.Module):
         super().__init__()
         self.spec = spec
         self.layers = nn.ModuleList(Block(spec) for _ in range(spec.n_layers))
-        self.norm = nn.LayerNorm(spec.d_model, eps=spec.eps, bias=spec.bias) if spec.final_norm else None
+        self.norm = make_norm(spec) if spec.final_norm else None
 
     def forward(
         self,
@@ -188,7 +228,9 @@ class Stack(nn.Module):
 
 
 class Transformer(nn.Module):
-    """An encoder, a decoder, or both; positions are added to the input embeddings of each stack."""
+    """An encoder, a decoder, or both; positions are added to the input embeddings of each stack. Built from a
+    CheckpointConfig it has a real checkpoint's embeddings too: token types and an embedding LayerNorm (BERT), or a
+    read-out tied to the token embeddings (Llama); its `tokenizer` turns text into the checkpoint's pieces."""
 
     def __init__(
         self,
@@ -210,9 +252,32 @@ class Transformer(nn.Module):
         self.positional = PositionalEncoding(positional, spec.d_model, max_positions)
         # A trainable model has its own vocabulary: a learned embedding in, a linear read-out to token logits.
         # Without one, tokens get fixed hashed embeddings (explorer.tokens) and there is no read-out.
+        # A checkpoint has a tokenizer and a vocabulary of pieces instead (explorer.pretrained sets the tokenizer).
         self.vocabulary = vocabulary
-        self.embedding = nn.Embedding(len(vocabulary), spec.d_model) if vocabulary else None
+        self.tokenizer = None
+        checkpoint = config if isinstance(config, CheckpointConfig) else None
+        n_tokens = len(vocabulary) if vocabulary else (checkpoint.vocab_size if checkpoint else 0)
+        self.embedding = nn.Embedding(n_tokens, spec.d_model) if n_tokens else None
         self.head = nn.Linear(spec.d_model, len(vocabulary)) if vocabulary else None
+        bert = checkpoint is not None and checkpoint.family == "bert"
+        self.token_type = nn.Embedding(checkpoint.type_vocab_size, spec.d_model) if bert else None  # row 0 is used
+        self.embed_norm = nn.LayerNorm(spec.d_model, eps=checkpoint.norm_eps) if bert else None
+        if checkpoint is not None and checkpoint.family == "llama":
+            self.head = nn.Linear(spec.d_model, checkpoint.vocab_size, bias=False)  # [V, D]: logits of the next token
+            self.tie_read_out()
+
+    def tie_read_out(self) -> None:
+        """A checkpoint with tied embeddings reads logits out through its token embedding table: one tensor."""
+        if isinstance(self.config, CheckpointConfig) and self.config.tie_embeddings and self.head is not None:
+            self.head.weight = self.embedding.weight
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids [..., T] -> the first block's input [..., T, D]: token embedding + position (+ token type 0, then
+        the embedding LayerNorm, for BERT)."""
+        x = self.positional(self.embedding(ids))  # [..., T, D]
+        if self.token_type is not None:
+            x = x + self.token_type.weight[0]
+        return x if self.embed_norm is None else self.embed_norm(x)
 
     def forward(
         self,
@@ -249,15 +314,16 @@ def init_weights(model: Transformer, seed: int) -> Transformer:
                 if module.bias is not None:
                     bound = 1 / math.sqrt(module.in_features)
                     nn.init.uniform_(module.bias, -bound, bound, generator=generator)
-            elif isinstance(module, nn.LayerNorm):
+            elif isinstance(module, (nn.LayerNorm, nn.RMSNorm)):
                 nn.init.ones_(module.weight)
-                if module.bias is not None:
+                if getattr(module, "bias", None) is not None:
                     nn.init.zeros_(module.bias)
         for module in model.modules():  # torch zeroes the attention output bias after the Linear init
             if isinstance(module, MultiHeadAttention) and module.out_proj.bias is not None:
                 nn.init.zeros_(module.out_proj.bias)
-        if model.embedding is not None:  # N(0, 1), as the hashed embeddings of an untrained model
-            model.embedding.weight.copy_(torch.randn(model.embedding.weight.shape, generator=generator))
+        for embedding in (model.embedding, model.token_type):  # N(0, 1), as the hashed embeddings of an untrained model
+            if embedding is not None:
+                embedding.weight.copy_(torch.randn(embedding.weight.shape, generator=generator))
         table = model.positional.table
         if isinstance(table, nn.Parameter):  # N(0, 1/2): the sinusoids' scale, next to N(0, 1) token embeddings
             table.copy_(torch.randn(table.shape, generator=generator) / math.sqrt(2.0))
@@ -272,8 +338,34 @@ def copy_shared_weights(source: nn.Module, target: nn.Module) -> list[str]:
     return sorted(shared)
 
 
+def checkpoint_spec(cfg: CheckpointConfig) -> StackSpec:
+    """The one stack of a real checkpoint: BERT's post-norm encoder, or Llama's pre-norm decoder (RMSNorm, rotary
+    positions, grouped-query attention, SwiGLU, no biases). `cfg.norm` may flip either placement."""
+    pre = cfg.norm == "pre"
+    common = dict(d_model=cfg.d_model, n_heads=cfg.n_heads, n_layers=cfg.n_layers, d_ff=cfg.d_ff)
+    if cfg.family == "bert":
+        return StackSpec(**common, norm_first=pre, final_norm=pre, activation="gelu", eps=cfg.norm_eps)
+    return StackSpec(
+        **common,
+        norm_first=pre,
+        final_norm=pre,
+        activation="silu",
+        eps=cfg.norm_eps,
+        bias=False,
+        rope=True,
+        rope_base=cfg.rope_base,
+        rope_layout="half",
+        n_kv_heads=cfg.n_kv_heads,
+        norm_kind="rms",
+        gated=True,
+    )
+
+
 def stack_specs(cfg: ModelConfig) -> tuple[StackSpec | None, StackSpec | None]:
     """The encoder and decoder specs a config asks for."""
+    if isinstance(cfg, CheckpointConfig):
+        spec = checkpoint_spec(cfg)
+        return (spec, None) if cfg.arch == "encoder" else (None, spec)
     pre = cfg.norm == "pre"
 
     def spec(cross: bool) -> StackSpec:
@@ -334,5 +426,6 @@ def build_model(cfg: ModelConfig, vocabulary: tuple[str, ...] | None = None) -> 
     """A fresh model for the config, identical for the same config in any process; in eval mode.
     With a vocabulary it gets a learned embedding and a read-out to logits, ready to train."""
     model = model_skeleton(cfg, vocabulary).to_empty(device="cpu")
+    model.tie_read_out()  # to_empty gives each module a tensor of its own
     model.positional.reset_buffers()
     return init_weights(model, cfg.seed).eval()

@@ -24,17 +24,27 @@ def sinusoidal(n_positions: int, d_model: int) -> torch.Tensor:
     return encoding.float()
 
 
-def rope_angles(n_positions: int, d_head: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """[P, K/2] angle by which rotary encoding turns pair i of a query or key at position p: p / 10000^(2i/K)."""
+ROPE_BASE = 10000.0  # theta of Su et al. 2021; a checkpoint may use another (SmolLM2: 100,000)
+
+
+def rope_angles(
+    n_positions: int, d_head: int, dtype: torch.dtype = torch.float32, base: float = ROPE_BASE
+) -> torch.Tensor:
+    """[P, K/2] angle by which rotary encoding turns pair i of a query or key at position p: p / base^(2i/K)."""
     position = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # [P, 1]
     pair = torch.arange(0, d_head, 2, dtype=torch.float64)  # [K/2]
-    return (position / torch.pow(10000.0, pair / d_head)).to(dtype)
+    return (position / torch.pow(base, pair / d_head)).to(dtype)
 
 
-def apply_rope(x: torch.Tensor) -> torch.Tensor:
-    """x [..., T, K] -> each pair (x[2i], x[2i+1]) at position t rotated by rope_angles(T, K)[t, i]."""
-    angles = rope_angles(x.shape[-2], x.shape[-1], torch.float64)  # [T, K/2]; in float32, up to 1e-4 rad off near 4,000
+def apply_rope(x: torch.Tensor, base: float = ROPE_BASE, layout: str = "interleaved") -> torch.Tensor:
+    """x [..., T, K] -> pair i at position t rotated by rope_angles(T, K)[t, i]. Pair i is (x[2i], x[2i+1])
+    ("interleaved", the paper's) or (x[i], x[i + K/2]) ("half", Hugging Face Llama's rotate_half): the same rotation
+    of differently ordered weights."""
+    angles = rope_angles(x.shape[-2], x.shape[-1], torch.float64, base)  # [T, K/2]; float32 is 1e-4 rad off near 4,000
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    if layout == "half":
+        first, second = x.chunk(2, dim=-1)  # [..., T, K/2] each
+        return torch.cat([first * cos - second * sin, second * cos + first * sin], dim=-1)  # [..., T, K]
     even, odd = x[..., 0::2], x[..., 1::2]  # [..., T, K/2] each
     return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)  # [..., T, K]
 
