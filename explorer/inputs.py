@@ -96,6 +96,9 @@ def _input(model: Transformer, source: Source, what: str) -> tuple[torch.Tensor,
             rows = ", ".join(str(int(r)) for r in bad[:5]) + ("…" if len(bad) > 5 else "")
             raise ConfigError(f"The {what} tensor holds NaN or infinite values (row {rows}); attention needs numbers.")
         return source.detach().float(), [f"x{i}" for i in range(source.shape[0])]
+    if model.tokenizer is not None:  # a real checkpoint: its own tokenizer and embeddings
+        ids, tokens = _pieces(model, source, what)
+        return model.embed(ids), tokens  # [T, D]
     if model.config is None and model.vocabulary is None:  # from_torch: the user's model embeds its own tokens
         raise ConfigError(
             f"A model imported with from_torch has no token embeddings of its own: pass the {what} as a float "
@@ -103,10 +106,34 @@ def _input(model: Transformer, source: Source, what: str) -> tuple[torch.Tensor,
         )
     tokens = split_tokens(source, model.max_positions, what)
     if model.vocabulary is not None:
-        return model.positional(model.embedding(token_ids(model.vocabulary, tokens))), tokens  # [T, D]
+        return model.embed(token_ids(model.vocabulary, tokens)), tokens  # [T, D]
     seed = model.config.seed if model.config is not None else 0
     embedded = embed_tokens(tokens, model.d_model, seed)  # [T, D]
     return model.positional(embedded), tokens
+
+
+def _pieces(model: Transformer, source: Source, what: str) -> tuple[torch.Tensor, list[str]]:
+    """-> ids [T] and their pieces: text through the checkpoint's tokenizer (with its special tokens), or a list of
+    pieces spelled as its vocabulary spells them ("[CLS]", "play", "##ing", "Ġthe") taken one for one."""
+    tokenizer = model.tokenizer
+    if isinstance(source, str):
+        encoding = tokenizer.encode(source)
+        ids, tokens = encoding.ids, encoding.labels
+    else:
+        tokens = split_tokens(source, model.max_positions, what)
+        ids = [tokenizer.token_id(piece) for piece in tokens]
+        unknown = [piece for piece, i in zip(tokens, ids, strict=True) if i is None]
+        if unknown:
+            raise ConfigError(
+                f"{', '.join(map(repr, unknown[:5]))} {'is' if len(unknown) == 1 else 'are'} not a piece of this "
+                "model's vocabulary; pass text to have it split into pieces."
+            )
+    if len(ids) > model.max_positions:
+        raise ConfigError(
+            f"The {what} is {len(ids):,} pieces long, more than the {model.max_positions:,} positions this model "
+            "was trained on; shorten the text."
+        )
+    return torch.tensor(ids, dtype=torch.long), list(tokens)
 
 
 def token_ids(vocabulary: tuple[str, ...], tokens: list[str]) -> torch.Tensor:

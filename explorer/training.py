@@ -70,7 +70,7 @@ def logits(model: Transformer, inputs: torch.Tensor, train: bool = False) -> tor
     if model.embedding is None or model.head is None:
         raise ConfigError("This model has no vocabulary to train on; build it with build_model(cfg, vocabulary).")
     T = inputs.shape[1]
-    x = model.positional(model.embedding(inputs))  # [B, T, D]
+    x = model.embed(inputs)  # [B, T, D]
     causal = torch.tril(torch.ones(1, T, T, dtype=torch.bool)) if model.encoder is None else None  # [1, T, T]
     out, _ = model(x, causal, train=train)[-1]  # [B, T, D]
     return model.head(out)  # [B, T, V]
