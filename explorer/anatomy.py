@@ -40,11 +40,20 @@ def _stack_steps(
     mask = applied_masks(cfg)[stack.strip() or cfg.arch]
     mask_note = "" if mask == "none" else f", {mask} mask"
     pre = cfg.norm == "pre"
-    residual = ("+ residual" + ("" if pre else ", LayerNorm (post-norm)"), f"[{t}, d_model]", [T, D])
-    pre_norm = ("LayerNorm (pre-norm)", f"[{t}, d_model]", [T, D]) if pre else None
+    norm = norm_name(cfg)
+    residual = ("+ residual" + ("" if pre else f", {norm} (post-norm)"), f"[{t}, d_model]", [T, D])
+    pre_norm = (f"{norm} (pre-norm)", f"[{t}, d_model]", [T, D]) if pre else None
+    G = kv_heads(cfg)
+    projections = [("Q, K, V = x W_q, x W_k, x W_v", f"3 x [{t}, d_model]", [3, T, D])]
+    if G != H:  # grouped-query attention: fewer key/value heads, each shared by H / G query heads
+        projections = [
+            ("Q = x W_q", f"[{t}, d_model]", [T, D]),
+            (f"K, V = x W_k, x W_v ({G} key/value heads)", f"2 x [{t}, kv_heads · d_head]", [2, T, G * K]),
+            (f"repeat each K, V head for {H // G} query heads", f"2 x [heads, {t}, d_head]", [2, H, T, K]),
+        ]
     block = [
         pre_norm,
-        ("Q, K, V = x W_q, x W_k, x W_v", f"3 x [{t}, d_model]", [3, T, D]),
+        *projections,
         ("split into heads", f"[heads, {t}, d_head]", [H, T, K]),
         ("rotate Q and K by position (rope)", f"[heads, {t}, d_head]", [H, T, K]) if cfg.positional == "rope" else None,
         (f"scores Q K^T / sqrt(d_head){mask_note}", f"[heads, {t}, {t}]", [H, T, T]),
@@ -66,15 +75,13 @@ def _stack_steps(
             ("cross-attention: concatenate heads, output projection", "[T, d_model]", [T, D]),
             residual,
         ]
-    block += [
-        pre_norm,
-        (f"feed-forward: linear, {cfg.activation}", f"[{t}, d_ff]", [T, F]),
-        ("feed-forward: linear", f"[{t}, d_model]", [T, D]),
-        residual,
-    ]
+    ffn = [(f"feed-forward: linear, {cfg.activation}", f"[{t}, d_ff]", [T, F])]
+    if cfg.activation == "swiglu":
+        ffn = [("feed-forward: silu(x W_gate) × x W_up", f"[{t}, d_ff]", [T, F])]
+    block += [pre_norm, *ffn, ("feed-forward: linear", f"[{t}, d_model]", [T, D]), residual]
     rows += [(f"{stack}block × {cfg.n_layers}: {step}", shape, size) for step, shape, size in filter(None, block)]
     if pre:
-        rows.append((f"{stack}final LayerNorm", f"[{t}, d_model]", [T, D]))
+        rows.append((f"{stack}final {norm}", f"[{t}, d_model]", [T, D]))
     rows.append((f"{stack}output", f"[{t}, d_model]", [T, D]))
     return rows
 
@@ -86,6 +93,28 @@ def parameter_counts(model: nn.Module) -> pd.DataFrame:
         module = name.rpartition(".")[0] or "(model)"
         counts[module] = counts.get(module, 0) + parameter.numel()
     return pd.DataFrame({"module": list(counts), "parameters": list(counts.values())})
+
+
+def norm_name(cfg: ModelConfig) -> str:
+    """LayerNorm, or RMSNorm for a Llama checkpoint."""
+    return "RMSNorm" if getattr(cfg, "norm_kind", "layer") == "rms" else "LayerNorm"
+
+
+def kv_heads(cfg: ModelConfig) -> int:
+    """Key/value heads: n_heads, or fewer in a checkpoint with grouped-query attention."""
+    return getattr(cfg, "n_kv_heads", cfg.n_heads)
+
+
+def qkv_row(cfg: ModelConfig, t: str, T: int) -> tuple[str, str, int]:
+    """(component, formula, multiply-adds per layer) of the Q, K, V projections, with grouped K and V if any."""
+    D, G, K = cfg.d_model, kv_heads(cfg), cfg.d_head
+    if cfg.n_heads == G:
+        return "self-attention Q, K, V projections", f"3 {t} d_model^2", 3 * T * D * D
+    return (
+        f"self-attention Q, K, V projections ({G} key/value heads)",
+        f"{t} d_model^2 + 2 {t} d_model kv_heads d_head",
+        T * D * D + 2 * T * D * G * K,
+    )
 
 
 def multiply_adds(
@@ -104,7 +133,7 @@ def multiply_adds(
     for stack, (T, S) in stacks.items():
         t = "S" if S is None and cfg.arch == "encoder-decoder" else "T"  # the steps table's letter: S is the source
         parts = [
-            ("self-attention Q, K, V projections", f"3 {t} d_model^2", 3 * T * D * D),
+            qkv_row(cfg, t, T),
             ("self-attention scores Q K^T", f"{t}^2 d_model", T * T * D),
             ("self-attention weights x V", f"{t}^2 d_model", T * T * D),
             ("self-attention output projection", f"{t} d_model^2", T * D * D),
@@ -117,7 +146,10 @@ def multiply_adds(
                 ("cross-attention weights x V", "T S d_model", T * S * D),
                 ("cross-attention output projection", "T d_model^2", T * D * D),
             ]
-        parts.append(("feed-forward (two linears)", f"2 {t} d_model d_ff", 2 * T * D * F))
+        if cfg.activation == "swiglu":
+            parts.append(("feed-forward (gate, up and down linears)", f"3 {t} d_model d_ff", 3 * T * D * F))
+        else:
+            parts.append(("feed-forward (two linears)", f"2 {t} d_model d_ff", 2 * T * D * F))
         rows += [
             {"stack": stack, "component": c, "formula": f"layers x {f}", "multiply_adds": L * n} for c, f, n in parts
         ]
@@ -171,10 +203,10 @@ def block_diagram(cfg: ModelConfig, length: str = "T") -> str:
 PARAMETER_GROUPS = (
     ("self-attention", r"\.self_attn(\.|$)"),
     ("cross-attention", r"\.multihead_attn(\.|$)"),
-    ("feed-forward", r"\.linear[12]$"),
-    ("LayerNorm", r"(\.norm\d*|^norm)$"),
+    ("feed-forward", r"\.(linear[12]|gate)$"),
+    ("LayerNorm", r"(\.norm\d*|^norm|^embed_norm)$"),
     ("positions (learned)", r"^positional$"),
-    ("token embeddings", r"^embedding$"),
+    ("token embeddings", r"^(embedding|token_type)$"),
     ("read-out", r"^head$"),
 )
 

@@ -30,6 +30,13 @@ def default_b(a: ModelConfig) -> ModelConfig:
 
 def can_share_weights(a: ModelConfig, b: ModelConfig) -> tuple[bool, str]:
     """Whether B can run on A's very weights, and if not, a sentence saying why."""
+    checkpoints = [getattr(cfg, "checkpoint", None) for cfg in (a, b)]
+    if any(checkpoints) and checkpoints[0] != checkpoints[1]:
+        names = " and ".join(name or "a configured model" for name in checkpoints)
+        return False, (
+            f"A and B are two different models ({names}), with weights of their own: their attention and statistics "
+            "are compared side by side, head h of A having no special relation to head h of B."
+        )
     if a.arch != b.arch:
         return False, (
             f"A is {_article(a.arch)} and B {_article(b.arch)}: their blocks live in other stacks, so their weights "
@@ -56,6 +63,8 @@ def model_for_b(model_a: Transformer, b: ModelConfig) -> Transformer:
     if a is None or not can_share_weights(a, b)[0]:
         return model_b
     copy_shared_weights(model_a, model_b)
+    model_b.tie_read_out()  # load_state_dict copied into the read-out's own tensor: tie it to the embedding again
+    model_b.tokenizer = model_a.tokenizer  # a checkpoint's B reads text the way A does
     return model_b
 
 

@@ -28,6 +28,14 @@ TRAINED_OBJECTIVE = (
     "(the last position is left out). The model was trained on another objective, its task, so these gradients show "
     "how its trained weights pass this signal back through its layers, not how it learned the task."
 )
+CHECKPOINT_OBJECTIVE = (
+    "Objective: every piece predicts the next piece of the text, as a language model does: the logits are the "
+    "model's output times its token embedding table (its tied read-out; BERT, which was pre-trained to fill in "
+    "masked words rather than to continue text, has no next-piece head, so this reads its output the same way), "
+    "and the loss is their cross-entropy averaged over positions (the last one is left out). These are real "
+    "pretrained weights, so the gradients show how a trained model passes a language-modelling signal back "
+    "through its layers."
+)
 _BLOCK_PARAMETER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(.+)$")
 
 
@@ -48,6 +56,8 @@ def gradient_norms(model: Transformer, source: Source, target: Source | None = N
 
 def objective_text(model: Transformer) -> str:
     """The objective `objective` uses for this model, in words: a trained model reads out through its own head."""
+    if model.tokenizer is not None:
+        return CHECKPOINT_OBJECTIVE
     return GRADIENT_OBJECTIVE if model.head is None else TRAINED_OBJECTIVE
 
 
@@ -59,6 +69,11 @@ def objective(model: Transformer, source: Source, target: Source | None = None) 
     output = inputs.forward(model)[-1][0][0]  # [T, D] the last stack's output
     tokens = (inputs.target or inputs.source).tokens
     what = "target" if inputs.target else "input"
+    if model.tokenizer is not None:  # a real checkpoint: its pieces, read out through its token embedding table
+        if len(tokens) < 2:
+            raise ConfigError(_too_few(what))
+        labels = torch.tensor([model.tokenizer.token_id(t) for t in tokens[1:]])  # [T - 1]
+        return F.cross_entropy(output[:-1] @ model.embedding.weight.T, labels)  # logits [T - 1, V]
     if model.head is not None:  # a trained model: its own read-out, over its own vocabulary
         if len(tokens) < 2:
             raise ConfigError(_too_few(what))

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from explorer.config import ConfigError, ModelConfig
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.model import parameter_total
 
 MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights: BERT-base's twelve blocks (85 million) fit
 MAX_TRACE_BYTES = 256_000_000  # one input's trace; the app caches a few (dashboard.cached_run)
+# A shipped checkpoint is built once per server, not per link, so the parameter limit is not for it; its traces are
+# larger: 512 pieces through SmolLM2's 30 x 9 heads keep about 1.2 GB (the app caches four, dashboard.py).
+MAX_CHECKPOINT_TRACE_BYTES = 1_500_000_000
+MAX_PIECES = 512  # sub-word pieces the app runs through a checkpoint: MiniLM's whole position table
 FLOATS_PER_LAYER_TOKEN = 14  # x d_model, plus d_ff: measured 10 for an encoder block, 11.5 for an encoder-decoder
 
 
@@ -37,7 +41,8 @@ def trace_bytes(cfg: ModelConfig, n_source: int, n_target: int | None = None) ->
 def check_app_size(cfg: ModelConfig, n_source: int, n_target: int | None = None) -> None:
     """Raise ConfigError, saying what to make smaller, when the app would build a model or keep a trace too large
     for a laptop or a shared server. explorer.run itself has no such limit."""
-    parameters = _parameters(cfg)
+    checkpoint = isinstance(cfg, CheckpointConfig)
+    parameters = 0 if checkpoint else _parameters(cfg)
     if parameters > MAX_PARAMETERS:
         raise ConfigError(
             f"This model would have {parameters:,} parameters ({parameters * 4 / 1e9:.1f} GB); the app builds at "
@@ -46,11 +51,12 @@ def check_app_size(cfg: ModelConfig, n_source: int, n_target: int | None = None)
     if max(n_source, n_target or 0) > cfg.max_tokens:
         return  # explorer.run refuses such an input with its own sentence
     size = trace_bytes(cfg, n_source, n_target)
-    if size > MAX_TRACE_BYTES:
+    budget = MAX_CHECKPOINT_TRACE_BYTES if checkpoint else MAX_TRACE_BYTES
+    if size > budget:
         tokens = f"{n_source:,}" + (f" + {n_target:,}" if cfg.arch == "encoder-decoder" and n_target else "")
         raise ConfigError(
             f"Every number of this run ({cfg.n_layers} layers × {cfg.n_heads} heads, d_model {cfg.d_model}, d_ff "
             f"{cfg.d_ff}, on {tokens} tokens) would take about {size / 1e6:,.0f} MB; the app keeps at most "
-            f"{MAX_TRACE_BYTES / 1e6:,.0f} MB per input. Use fewer tokens, layers or heads, or a smaller d_model "
+            f"{budget / 1e6:,.0f} MB per input. Use fewer tokens, layers or heads, or a smaller d_model "
             "or d_ff."
         )

@@ -9,7 +9,7 @@ import numpy as np
 
 from explorer.config import ConfigError, ModelConfig
 from explorer.model import Transformer, build_model
-from explorer.positional import rope_angles, sinusoidal
+from explorer.positional import ROPE_BASE, rope_angles, sinusoidal
 from explorer.tokens import split_tokens
 from explorer.trace import run
 
@@ -42,9 +42,9 @@ def encoding_table(model: Transformer, n_positions: int) -> np.ndarray | None:
     return table[:n_positions].detach().numpy().copy()
 
 
-def wavelengths(d_model: int) -> np.ndarray:
-    """[ceil(D/2)] the period, in positions, of sinusoid pair i: 2 pi 10000^(2i/D)."""
-    return 2 * math.pi * np.power(10000.0, np.arange(0, d_model, 2) / d_model)
+def wavelengths(d_model: int, base: float = ROPE_BASE) -> np.ndarray:
+    """[ceil(D/2)] the period, in positions, of sinusoid (or rotary) pair i: 2 pi base^(2i/D)."""
+    return 2 * math.pi * np.power(float(base), np.arange(0, d_model, 2) / d_model)
 
 
 def similarity(table: np.ndarray, metric: str = "cosine") -> np.ndarray:
@@ -67,9 +67,9 @@ def similarity_to(table: np.ndarray, reference: int, metric: str = "cosine") -> 
     return table @ table[reference]
 
 
-def rope_angle_table(n_positions: int, d_head: int) -> np.ndarray:
-    """[P, K/2] the angle (radians) rotary encoding turns pair i by at position p."""
-    return rope_angles(n_positions, d_head).numpy()
+def rope_angle_table(n_positions: int, d_head: int, base: float = ROPE_BASE) -> np.ndarray:
+    """[P, K/2] the angle (radians) rotary encoding with this base turns pair i by at position p."""
+    return rope_angles(n_positions, d_head, base=base).numpy()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,51 @@
+"""What a causal model predicts after the text: its read-out applied to the last position of a trace."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+
+from explorer.config import ConfigError
+from explorer.model import Transformer, float32_default
+from explorer.trace import Trace
+
+
+def can_predict(model: Transformer) -> bool:
+    """True for a causal model with a read-out to token logits (a Llama checkpoint, a trained decoder)."""
+    return model.head is not None and model.encoder is None
+
+
+@float32_default()
+def next_token(model: Transformer, trace: Trace, k: int = 10) -> pd.DataFrame:
+    """rank, piece, text, probability, logit: the k likeliest next tokens after the trace's last position,
+    from the same forward pass the pages draw (its final output [D] through the model's read-out)."""
+    if not can_predict(model):
+        raise ConfigError(
+            "Only a causal model with a read-out to its vocabulary predicts a next token (a bidirectional encoder such "
+            "as BERT sees the whole sentence at once, and this model has no language-model head)."
+        )
+    last = torch.from_numpy(np.ascontiguousarray(trace.output[-1]))  # [D] after the final norm
+    with torch.inference_mode():
+        logits = model.head(last).double()  # [V]
+    probabilities = torch.softmax(logits, dim=-1)  # [V], in float64 so tiny probabilities still sum to 1
+    top = torch.topk(probabilities, min(k, probabilities.numel()))
+    ids = top.indices.tolist()
+    return pd.DataFrame(
+        {
+            "rank": range(1, len(ids) + 1),
+            "piece": [_piece(model, i) for i in ids],
+            "text": [_text(model, i) for i in ids],
+            "probability": top.values.numpy(),
+            "logit": logits[top.indices].numpy(),
+        }
+    )
+
+
+def _piece(model: Transformer, token_id: int) -> str:
+    return model.tokenizer.piece(token_id) if model.tokenizer is not None else model.vocabulary[token_id]
+
+
+def _text(model: Transformer, token_id: int) -> str:
+    """The token as text: " Paris" for the piece "ĠParis"."""
+    return model.tokenizer.decode([token_id]) if model.tokenizer is not None else model.vocabulary[token_id]
