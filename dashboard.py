@@ -9,6 +9,8 @@ Pages read what this script leaves in st.session_state:
              set, "_config", "_model" and "_trace" are that model's, run on the typed tokens for this session only
   "_model"   the explorer.Transformer behind "_trace" (never mutate it): use it rather than rebuilding from
              "_config", which gives random weights instead of a trained model's
+The sidebar's first choice is the model: "configured" (random weights from the controls) or an installed real
+checkpoint, whose CheckpointConfig then is "_config" and whose tokenizer reads the typed text.
 """
 
 from __future__ import annotations
@@ -19,10 +21,21 @@ from urllib.parse import quote, urlencode, urlsplit
 import streamlit as st
 
 import explorer
-from explorer.config import CHOICES, FIELDS, INT_LIMITS, PAD_TOKEN, ConfigError, ModelConfig, check_url_value, url_int
-from explorer.limits import check_app_size
+from explorer.config import (
+    CHOICES,
+    FIELDS,
+    INT_LIMITS,
+    PAD_TOKEN,
+    CheckpointConfig,
+    ConfigError,
+    ModelConfig,
+    check_url_value,
+    url_int,
+)
+from explorer.limits import MAX_PIECES, check_app_size
+from explorer.pretrained import pretrained_title
 from views.nodelay import disable_nagle_once
-from views.session import cached_model
+from views.session import CONFIGURED, cached_model, pretrained_model
 from views.widgets import ignored_url_value, not_whole_note, show_url_notes
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
@@ -56,6 +69,27 @@ HELP = {
     "seed": "Decides the random weights and the token embeddings.",
 }
 NOTES_KEY = "_url_notes"
+MODEL_HELP = (
+    "configured (the default): random weights built from the controls below. The others are real pretrained "
+    "checkpoints that ship with the app (nothing is downloaded): their own tokenizer splits the text into sub-word "
+    "pieces, and they fix the architecture."
+)
+# What a checkpoint fixes, shown greyed out in place of the controls: (config field, label).
+FIXED_FIELDS = (
+    ("arch", "Architecture"),
+    ("norm", "LayerNorm placement"),
+    ("n_layers", "Layers"),
+    ("n_heads", "Heads"),
+    ("d_model", "d_model"),
+    ("d_ff", "d_ff"),
+    ("positional", "Positional encoding"),
+    ("mask", "Mask"),
+    ("activation", "Activation"),
+)
+
+
+def model_options() -> list[str]:
+    return [CONFIGURED, *explorer.list_pretrained()]
 
 
 def screen_query_params() -> None:
@@ -65,6 +99,14 @@ def screen_query_params() -> None:
     notes are kept in session_state until the user changes that control.
     """
     notes: dict[str, tuple[str, Any]] = st.session_state.setdefault(NOTES_KEY, {})
+    model = st.query_params.get("model")
+    if model is not None and model not in model_options():
+        installed = ", ".join(f"`{name}`" for name in model_options()[1:]) or "none"
+        notes["model"] = (
+            f"The link asks for the model `{model[:80]}`, which this server does not have (installed: {installed}). "
+            "Showing the configured model instead.",
+            CONFIGURED,
+        )
     for name in SIDEBAR_FIELDS:
         if name not in st.query_params:
             continue
@@ -88,13 +130,21 @@ def sidebar() -> dict[str, Any]:
     """Every control, each bound to the URL parameter of the same name; returns the raw values."""
     sb = st.sidebar
     values: dict[str, Any] = {}
+    # No format_func: a bound selectbox puts the formatted label in the URL, and "model=minilm-l6" should stay short.
+    values["model"] = sb.selectbox("Model", model_options(), key="model", bind="query-params", help=MODEL_HELP)
+    if values["model"] != CONFIGURED:
+        sb.caption(f"Real pretrained weights: **{pretrained_title(values['model'])}**.")
     values["tokens"] = sb.text_input(
         "Tokens",
         value=DEFAULT_TOKENS,
         key="tokens",
         bind="query-params",
-        help=f"Words separated by spaces; {PAD_TOKEN} is the padding token.",
+        help=f"Words separated by spaces; {PAD_TOKEN} is the padding token. A real checkpoint reads any text "
+        "with its own tokenizer.",
     )
+    if values["model"] != CONFIGURED:
+        fixed_controls(pretrained_model(values["model"]).config)
+        return values
     values["arch"] = _select("arch", "Architecture")
     if values["arch"] == "encoder-decoder":
         values["target"] = sb.text_input(
@@ -140,9 +190,30 @@ def _number(name: str, label: str, where: Any) -> int:
     )
 
 
+def fixed_controls(cfg: CheckpointConfig) -> None:
+    """A checkpoint's architecture in place of the controls: its values, greyed out, and why."""
+    sb = st.sidebar
+    sb.caption(
+        f"{pretrained_title(cfg.checkpoint)} fixes these: its weights were trained for exactly this shape, so they "
+        "cannot change here (Compare flips its norm placement on the same weights). No seed: the weights are real."
+    )
+    cols = sb.columns(2)
+    for i, (name, label) in enumerate(FIXED_FIELDS):
+        value = getattr(cfg, name)
+        where = cols[i % 2] if isinstance(value, int) else sb
+        if isinstance(value, int):
+            where.number_input(label, value=value, disabled=True, key=f"fixed_{name}")
+        else:
+            where.selectbox(label, [value], disabled=True, key=f"fixed_{name}")
+    if cfg.n_kv_heads != cfg.n_heads:
+        sb.caption(f"{cfg.n_heads} query heads share {cfg.n_kv_heads} key/value heads (grouped-query attention).")
+    sb.caption(cfg.weights_note)
+
+
 def share_hint(values: dict[str, Any]) -> None:
     """The URL holds every control that differs from its default: show it ready to copy."""
-    changed = {k: v for k, v in values.items() if v != getattr(DEFAULTS, k, TEXT_DEFAULTS.get(k))}
+    defaults = {"model": CONFIGURED, **TEXT_DEFAULTS}
+    changed = {k: v for k, v in values.items() if v != getattr(DEFAULTS, k, defaults.get(k))}
     base = st.context.url or ""
     if base and not urlsplit(base).path:
         base += "/"
@@ -160,6 +231,30 @@ def share_hint(values: dict[str, Any]) -> None:
 def cached_run(cfg: ModelConfig, tokens: str, target: str | None) -> explorer.Trace:
     """The trace for a config and input text (deterministic, so safe to cache)."""
     return explorer.run(cached_model(cfg), tokens, target)
+
+
+# A real checkpoint's trace can reach 1.2 GB (512 pieces through SmolLM2's 270 heads): keep few of them.
+@st.cache_data(max_entries=4, show_spinner="Running the real model…")
+def cached_checkpoint_run(cfg: CheckpointConfig, text: str) -> explorer.Trace:
+    """The trace of a shipped checkpoint on a text (deterministic, so safe to cache)."""
+    return explorer.run(cached_model(cfg), text)
+
+
+def run_checkpoint(name: str, text: str) -> None:
+    """Config, model and trace of an installed checkpoint on the typed text, or a ConfigError saying what to fix."""
+    model = pretrained_model(name)
+    cfg = model.config
+    st.session_state["_config"], st.session_state["_model"] = cfg, model
+    pieces = len(model.tokenizer.encode(text).ids)
+    if pieces > min(MAX_PIECES, cfg.max_tokens):
+        raise ConfigError(
+            f"The text is {pieces:,} pieces long for {pretrained_title(name)}'s tokenizer; the app shows at most "
+            f"{min(MAX_PIECES, cfg.max_tokens):,}"
+            + (f" (its position table has {cfg.max_tokens:,} rows)" if cfg.max_tokens <= MAX_PIECES else "")
+            + ". Shorten the text."
+        )
+    check_app_size(cfg, pieces)
+    st.session_state["_trace"] = cached_checkpoint_run(cfg, text)
 
 
 def trained_banner() -> None:
@@ -188,6 +283,12 @@ def compute(values: dict[str, Any], shows_tokens: bool) -> None:
     for key in ("_config", "_sidebar_config", "_model", "_trace", "_error"):
         st.session_state[key] = None
     trained = st.session_state.get("_trained")
+    if values["model"] != CONFIGURED and trained is None:
+        try:
+            run_checkpoint(values["model"], values["tokens"])
+        except ConfigError as e:
+            show_error(str(e), shown=shows_tokens)
+        return
     try:
         cfg = ModelConfig(**{k: values[k] for k in FIELDS if k in values})
     except ConfigError as e:

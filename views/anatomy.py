@@ -6,8 +6,9 @@ import pandas as pd
 import streamlit as st
 
 from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_counts, parameter_groups
-from explorer.config import ModelConfig
+from explorer.config import CheckpointConfig, ModelConfig
 from explorer.model import Transformer
+from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from views.session import from_model, session_model, sidebar_run
 from views.widgets import csv_button, model_line
@@ -53,6 +54,16 @@ def steps(cfg: ModelConfig, trace: Trace) -> None:
 
 def embedding_note(cfg: ModelConfig) -> str:
     """Which of the numbers that turn tokens into vectors are parameters, and so counted."""
+    if isinstance(cfg, CheckpointConfig):
+        read_out = (
+            "its read-out to token logits is that same table (tied), counted once"
+            if cfg.tie_embeddings and cfg.family == "llama"
+            else "the checkpoint's pooler (d_model² + d_model, for sentence classification) is not loaded, as no "
+            "page uses it"
+        )
+        positions = "the learned position table is counted" if cfg.positional == "learned" else "rope is computed"
+        title = pretrained_title(cfg.checkpoint)
+        return f"{title}'s own weights: its token embedding table is counted; {read_out}; {positions}."
     if session_model().embedding is not None:
         tokens = "This trained model's token embedding and its read-out to token logits are learned: both are counted"
     else:
@@ -107,8 +118,11 @@ def parameter_table(cfg: ModelConfig) -> None:
 def compute(cfg: ModelConfig, trace: Trace) -> None:
     st.subheader("Multiply-adds for this input")
     n_source, n_target = lengths(cfg, trace)
-    vocabulary = session_model().vocabulary
-    table = multiply_adds(cfg, n_source, n_target, None if vocabulary is None else len(vocabulary))
+    model = session_model()
+    read_out = None  # the size of the vocabulary a read-out to logits covers, when the model has one
+    if model.head is not None:
+        read_out = model.head.out_features
+    table = multiply_adds(cfg, n_source, n_target, read_out)
     total = int(table["multiply_adds"].sum())
     c1, c2 = st.columns([1, 3])
     c1.metric("Multiply-adds, one forward pass", f"{total:,}", help="About 2 × this many floating-point operations.")

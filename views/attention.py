@@ -8,14 +8,17 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from explorer.config import ModelConfig
+from explorer.config import CheckpointConfig, ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
 from explorer.figures import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_cells, grid_panel
+from explorer.head_role_figures import BREADTH, clear_roles, roles_panel
+from explorer.head_roles import ROLES, head_roles
 from explorer.matrix_view import board
+from explorer.prediction import can_predict, next_token
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
 from views.matrix_view import picked_value, show_board
-from views.session import sidebar_run
+from views.session import session_model, sidebar_run
 from views.widgets import (
     ENTROPY_COLUMNS,
     URL_BOOLEAN,
@@ -159,6 +162,73 @@ def entropy_table(entropy: pd.DataFrame) -> None:
         )
 
 
+def next_token_section(trace: Trace) -> None:
+    """A causal model with a read-out: the pieces it finds likeliest after the text, from the run drawn here."""
+    model = session_model()
+    if not can_predict(model):
+        return
+    table = next_token(model, trace, k=10)
+    st.subheader("What comes next")
+    st.caption(
+        f"After `{code_text(trace.tokens[-1])}`, the last piece, the model's output goes through its read-out and a "
+        "softmax over its whole vocabulary: its ten likeliest next pieces, from the same run as the maps below."
+    )
+    st.dataframe(
+        table[["rank", "text", "piece", "probability", "logit"]],
+        hide_index=True,
+        column_config={
+            "text": st.column_config.TextColumn("next piece", help="As text (a leading space is part of it)."),
+            "piece": st.column_config.TextColumn("vocabulary piece", help="Ġ marks a leading space."),
+            "probability": st.column_config.ProgressColumn("probability", format="%.3f", min_value=0.0, max_value=1.0),
+            "logit": st.column_config.NumberColumn("logit", format="%.3f"),
+        },
+    )
+
+
+def pick_role_head() -> None:
+    """on_pick callback of the head-roles matrix: open the head clicked."""
+    picked = picked_value("roles")
+    if picked is not None:
+        st.session_state["layer"], st.session_state["head"] = int(picked["row"]), int(picked["col"])
+
+
+def head_roles_section(maps: AttentionMaps, cfg: ModelConfig) -> None:
+    """What every head does on this sentence, as Clark et al. (2019) chart BERT's heads, for a real checkpoint."""
+    if not isinstance(cfg, CheckpointConfig) or maps.kind != "self-attention":
+        return
+    tokens = list(maps.key_tokens)
+    roles = head_roles(maps.weights, tokens, maps.allowed, separators=("[SEP]",))
+    st.subheader("Head roles")
+    first = code_text(tokens[0])
+    where = "where trained models park attention they do not need" if cfg.family == "llama" else "BERT's [CLS]"
+    st.caption(
+        f"For this sentence, each head's mean share of attention on the first token (`{first}`, {where}), on "
+        "[SEP], on punctuation, on the previous, the next or the same token, and how broad its attention is — "
+        "as Clark et al. (2019, “What Does BERT Look At?”, Fig. 1–2) chart BERT. A head clearly has a role when "
+        "at least half its attention goes there, 0.2 more than to any other; broad = within about 10 % of uniform."
+    )
+    options = [*ROLES, BREADTH]
+    role = st.radio(
+        "Colour the heads by",
+        options,
+        index=options.index("previous"),
+        key="role",
+        bind="query-params",
+        horizontal=True,
+        help="first: the first token; sep: [SEP]; punct: punctuation; previous, next, self: the token just before, "
+        "just after, the query itself; breadth: 1 when attention is uniform. (No labels on the options: a "
+        "link holds the role as it is written here.)",
+    )
+    layer, head = st.session_state.get("layer"), st.session_state.get("head")
+    picked = (int(layer), int(head)) if isinstance(layer, int) and isinstance(head, int) else None
+    show_board(board([roles_panel(roles, role, first, picked)]), key="roles", on_pick=pick_role_head)
+    table = clear_roles(roles, first)
+    if table.empty:
+        st.caption("No head has one clear role on this sentence.")
+    else:
+        st.dataframe(table, hide_index=True, column_config={"heads": st.column_config.TextColumn(width="large")})
+
+
 def main() -> None:
     st.title("Attention")
     run = sidebar_run("Fix the setting named above (in the sidebar) to see the attention maps.")
@@ -192,8 +262,10 @@ def main() -> None:
         )
     maps = all_maps[kind]
     entropy = head_entropy(maps)  # once a run: the board beside the map and the table below both show it
+    next_token_section(trace)
     map_viewer(maps, cfg, entropy)
     entropy_table(entropy)
+    head_roles_section(maps, cfg)
     with notes:
         show_url_notes(VIEW_NOTES_KEY)
 

@@ -37,14 +37,16 @@ from explorer.compare import (
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
 from explorer.compare_figures import difference_panel, layer_lines, pair_panels, pair_top, ranking_panel
-from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig
+from explorer.config import CHOICES, INT_LIMITS, CheckpointConfig, ConfigError, ModelConfig
 from explorer.figures import scale_note
+from explorer.flip_story import flip_effect, flip_words
 from explorer.gradients import gradient_norms, layer_gradient_totals, objective_text
 from explorer.limits import check_app_size
 from explorer.matrix_view import board
+from explorer.pretrained import list_pretrained, pretrained_title
 from explorer.trace import Trace
 from views.matrix_view import picked_value, show_board
-from views.session import cached_model, model_key, session_model, sidebar_run
+from views.session import cached_model, model_key, pretrained_model, session_model, sidebar_run
 from views.widgets import (
     URL_BOOLEAN,
     carry_view,
@@ -67,6 +69,7 @@ from views.widgets import (
 )
 
 CONFIGURATION, INPUT = "configuration", "input"
+FLIPPED = "A with the norm flipped"  # a checkpoint's default B: its own weights, the other norm placement
 PAGE = "compare"  # for carry_view: the layer and head picked here go with the user to Attention
 DEFAULT_TARGET = "le chat est assis sur le tapis"  # what B's decoder reads when A has none
 B_NOT_DRAWN = "the problem with B is named above; A is shown alone until it is fixed."
@@ -106,8 +109,11 @@ def _model_b(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transf
 
 def model_of(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transformer:
     """B's model: model_for_b(A's model, B), which carries A's very weights wherever names and shapes match;
-    A's model itself when B is A (the same weights, without a second copy in memory)."""
-    return model_a(a, who) if b == a else _model_b(a, b, who)
+    A's model itself when B is A (the same weights, without a second copy in memory); for a checkpoint B, the
+    shared checkpoint or a copy of its weights (views.session.cached_model)."""
+    if b == a:
+        return model_a(a, who)
+    return cached_model(b) if isinstance(b, CheckpointConfig) else _model_b(a, b, who)
 
 
 @st.cache_data(max_entries=16, show_spinner="Running B…")  # at most 256 MB each (explorer.limits)
@@ -239,6 +245,23 @@ def b_controls(a: ModelConfig) -> ModelConfig | None:
         return None
 
 
+def checkpoint_b_control(a: CheckpointConfig) -> CheckpointConfig:
+    """For a real checkpoint A, B is A on its own weights with the norm placement flipped, or another checkpoint."""
+    others = [name for name in list_pretrained() if name != a.checkpoint]
+    choice = st.radio(
+        "B is",
+        [FLIPPED, *others],
+        key="b_model",
+        bind="query-params",
+        horizontal=True,
+        help=f"{FLIPPED}: {pretrained_title(a.checkpoint)}'s very weights run with the LayerNorm placement it was "
+        "not trained with. Another checkpoint: a second real model on the same text, side by side.",
+    )
+    if choice == FLIPPED:
+        return a.replace(norm="pre" if a.norm == "post" else "post")
+    return pretrained_model(choice).config
+
+
 def reversed_text(text: str) -> str:
     return " ".join(reversed(text.split()))
 
@@ -276,6 +299,9 @@ def reset_b(a: ModelConfig, text_a: str, mode: str) -> None:
     if mode == INPUT:
         st.session_state["b_tokens"] = reversed_text(text_a)
         return
+    if isinstance(a, CheckpointConfig):
+        st.session_state["b_model"] = FLIPPED
+        return
     reference = default_b(a)
     for field in B_FIELDS:
         st.session_state[B_PREFIX + field] = getattr(reference, field)
@@ -286,6 +312,20 @@ def reset_b(a: ModelConfig, text_a: str, mode: str) -> None:
 
 def describe(cfg: ModelConfig, other: ModelConfig) -> str:
     """One line for a configuration; the values that differ from `other` in bold."""
+    if isinstance(cfg, CheckpointConfig):
+        title = pretrained_title(cfg.checkpoint)
+        if not isinstance(other, CheckpointConfig) or other.checkpoint != cfg.checkpoint:
+            title = f"**{title}**"
+        parts = {
+            "n_layers": count(cfg.n_layers, "layer"),
+            "n_heads": count(cfg.n_heads, "head"),
+            "d_model": f"d_model {cfg.d_model}",
+            "norm": f"{cfg.norm}-norm",
+            "positional": positions_text(cfg.positional),
+            "mask": mask_text(cfg),
+        }
+        marked = [f"**{text}**" if getattr(cfg, f) != getattr(other, f) else text for f, text in parts.items()]
+        return " · ".join([title, *marked])
     parts = {
         "arch": cfg.arch,
         "n_layers": count(cfg.n_layers, "layer"),
@@ -668,7 +708,9 @@ def top_controls(a: ModelConfig, text_a: str) -> tuple[str, ModelConfig | None, 
         horizontal=True,
         help="configuration: B is another model on the same tokens. input: B is A's very model on other tokens.",
     )
-    if mode == CONFIGURATION:
+    if mode == CONFIGURATION and isinstance(a, CheckpointConfig):
+        b, text_b = checkpoint_b_control(a), text_a
+    elif mode == CONFIGURATION:
         b, text_b = b_controls(a), text_a
     else:
         b, text_b = a, b_tokens_control(text_a)
@@ -676,7 +718,7 @@ def top_controls(a: ModelConfig, text_a: str) -> tuple[str, ModelConfig | None, 
         "Swap A and B",
         on_click=swap,
         args=(a, b, text_a, text_b, mode),
-        disabled=b is None,
+        disabled=b is None or isinstance(a, CheckpointConfig),
         icon=":material/swap_horiz:",
         key="swap",
         help="A takes B's settings (in the sidebar) and B takes A's.",
@@ -711,6 +753,10 @@ def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: s
         return
     st.markdown(f"**A** · {describe(a, b)}  \n**B** · {describe(b, a)}")
     weights_message(a, b)
+    if isinstance(a, CheckpointConfig) and isinstance(b, CheckpointConfig) and a.checkpoint == b.checkpoint:
+        trace_b = trace_of(a, b, text_b, None, model_key())
+        effect = flip_effect(st.session_state["_trace"], trace_b)
+        st.info(flip_words(effect, a, b, pretrained_title(a.checkpoint)), icon=":material/insights:")
     if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
         st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")
 

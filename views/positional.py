@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.config import ConfigError, ModelConfig, applied_masks
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig, applied_masks
 from explorer.model import Transformer
 from explorer.numbers import readable
 from explorer.position_analysis import (
@@ -24,7 +24,7 @@ from explorer.position_analysis import (
     similarity_to,
     wavelengths,
 )
-from explorer.positional import sinusoidal
+from explorer.positional import ROPE_BASE, sinusoidal
 from explorer.positional_figures import (
     encoding_curves,
     encoding_heatmap,
@@ -39,6 +39,7 @@ from explorer.positional_figures import (
     similarity_profile,
     wavelength_figure,
 )
+from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from views.matrix_view import show_board
 from views.session import from_model, sidebar_run, trained_label
@@ -95,6 +96,11 @@ def cached_permutation(
 def cached_repeated_scores(cfg: ModelConfig, token: str, n_positions: int, _model: Transformer) -> np.ndarray:
     """[L, H, P, P] scores of every head on the repeated token (one run for every layer and head)."""
     return repeated_token_scores(_model, token, n_positions)
+
+
+def rope_base(cfg: ModelConfig) -> float:
+    """The rotary base θ: a checkpoint's own, else the original paper's 10,000."""
+    return cfg.rope_base if isinstance(cfg, CheckpointConfig) else ROPE_BASE
 
 
 def table_frame(table: np.ndarray, tokens: list[str] | None = None) -> pd.DataFrame:
@@ -163,8 +169,13 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
         st.error(str(e), icon=":material/error:")
         return
     shown = table[:n_positions]  # [P, D]
-    trained = trained_label() is not None
-    if kind == "learned" and trained_label() is not None:
+    trained = trained_label() is not None or isinstance(cfg, CheckpointConfig)
+    if kind == "learned" and isinstance(cfg, CheckpointConfig):
+        st.info(
+            f"These are {pretrained_title(cfg.checkpoint)}'s own learned position embeddings, {cfg.max_tokens:,} "
+            "rows trained with the rest of the model: see below how alike neighbouring positions have become."
+        )
+    elif kind == "learned" and trained_label() is not None:
         st.info(f"These learned position embeddings are those of the {trained_label()} model.")
     elif kind == "learned":
         st.warning(
@@ -238,13 +249,16 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
 def rotary(cfg: ModelConfig, trace: Trace, n_positions: int) -> None:
     """Rope: the angle of each pair at each position, and the wavelengths of the pairs of one head."""
     st.subheader("Rotation angles")
-    angles = rope_angle_table(n_positions, cfg.d_head)  # [P, K/2]
+    base = rope_base(cfg)
+    if base != ROPE_BASE:
+        st.caption(f"This model's rotary base θ is {base:,.0f} (the original paper's is {ROPE_BASE:,.0f}).")
+    angles = rope_angle_table(n_positions, cfg.d_head, base)  # [P, K/2]
     show_board(rope_angle_heatmap(angles, len(trace.tokens)), key="pos_rope_angles")
     frame = pd.DataFrame(angles, columns=[f"pair_{i}_radians" for i in range(angles.shape[1])])
     frame.insert(0, "position", np.arange(n_positions))
     csv_button("Angles (CSV)", frame, "positions_rope_angles.csv", "pos_csv_rope")
     st.subheader("Wavelength of each pair")
-    lengths = wavelengths(cfg.d_head)
+    lengths = wavelengths(cfg.d_head, base)
     vega_chart(wavelength_figure(lengths, cfg.d_head, n_positions, "d_head"), "pos_wavelengths")
 
 
@@ -367,8 +381,13 @@ def main() -> None:
         )
     elif cfg.positional == "rope":
         st.latex(
-            r"\theta_{p,\,i} = \frac{p}{10000^{2i/d_{head}}},\qquad "
+            rf"\theta_{{p,\,i}} = \frac{{p}}{{{rope_base(cfg):g}^{{2i/d_{{head}}}}}},\qquad "
             r"(q_{2i},\,q_{2i+1}) \mapsto R(\theta_{p,i})\,(q_{2i},\,q_{2i+1})"
+            + (
+                r"\quad\text{(pairs } (i,\ i + d_{head}/2) \text{ in Llama's layout)}"
+                if getattr(cfg, "family", None) == "llama"
+                else ""
+            )
         )
     warn_junk_url(
         {

@@ -16,7 +16,7 @@ import torch
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer import checkpoints
-from explorer.config import ConfigError, ModelConfig
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.figures import attention_map_panel, grid_panel
 from explorer.matrix_view import board
 from explorer.stats import head_entropy
@@ -604,7 +604,15 @@ def main() -> None:
         task = make_task(s.task, s.length)
     except ConfigError as error:
         problem = str(error)
-    if cfg is None:
+    if isinstance(st.session_state.get("_config"), CheckpointConfig) and st.session_state.get("_trained") is None:
+        cfg, problem = (
+            None,
+            (
+                "Training builds a small model from the sidebar's controls, not a real checkpoint: choose "
+                "“configured” in the sidebar's Model box to train one."
+            ),
+        )
+    elif cfg is None:
         problem = "Fix the model setting named above (in the sidebar) to train."
     elif task is not None:
         st.caption(model_caption(cfg, task, s))

