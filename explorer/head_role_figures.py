@@ -51,7 +51,7 @@ def roles_panel(roles: HeadRoles, role: str, first_token: str, picked: tuple[int
         y_title="layer",
         value_title=what,
         title=f"Every head's {what}",
-        subtitle="Mean over the queries of this sentence. Click a head to open its map.",
+        subtitle="Mean over the queries of this sentence. Click a head to open its map below.",
         masked_text="not defined for this sentence (no query has such a key)",
         value_digits=3,
         text_digits=2,

@@ -200,9 +200,9 @@ def head_roles_section(maps: AttentionMaps, cfg: ModelConfig) -> None:
     roles = head_roles(maps.weights, tokens, maps.allowed, separators=("[SEP]",))
     st.subheader("Head roles")
     first = code_text(tokens[0])
-    where = "where trained models park attention they do not need" if cfg.family == "llama" else "BERT's [CLS]"
+    where = ", where causal models park attention they do not need" if cfg.family == "llama" else ""
     st.caption(
-        f"For this sentence, each head's mean share of attention on the first token (`{first}`, {where}), on "
+        f"For this sentence, each head's mean share of attention on the first token (`{first}`{where}), on "
         "[SEP], on punctuation, on the previous, the next or the same token, and how broad its attention is — "
         "as Clark et al. (2019, “What Does BERT Look At?”, Fig. 1–2) chart BERT. A head clearly has a role when "
         "at least half its attention goes there, 0.2 more than to any other; broad = within about 10 % of uniform."
@@ -263,9 +263,9 @@ def main() -> None:
     maps = all_maps[kind]
     entropy = head_entropy(maps)  # once a run: the board beside the map and the table below both show it
     next_token_section(trace)
+    head_roles_section(maps, cfg)  # above the maps: a head clicked here opens just below
     map_viewer(maps, cfg, entropy)
     entropy_table(entropy)
-    head_roles_section(maps, cfg)
     with notes:
         show_url_notes(VIEW_NOTES_KEY)
 
