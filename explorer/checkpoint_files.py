@@ -25,6 +25,7 @@ from explorer.config import ConfigError
 
 MAX_CONFIG_BYTES = 1_000_000  # config.json of a real model is a few KB
 MAX_INDEX_BYTES = 16_000_000  # model.safetensors.index.json lists one line per tensor
+MAX_LAYERS = 1_000  # the deepest published transformers have a few hundred; a million would list 16 million tensors
 FOLDER_FAMILIES = ("bert", "llama")
 GGUF_ARCHITECTURES = ("llama",)
 SUPPORTED = "a folder with config.json for model_type 'bert' or 'llama', or a GGUF file of architecture 'llama'"
@@ -174,10 +175,14 @@ def _check_shape(source: Path, name: str, shape: tuple[int, ...], expected: tupl
         )
 
 
-def _missing(source: Path, names: list[str]) -> ConfigError:
-    """The error for tensors the model needs that the file does not hold."""
+def _missing(source: Path, names: list[str], hp: Hyperparameters) -> ConfigError:
+    """The error for tensors the model needs that the file does not hold, with the sizes that call for them (a config
+    that lost its sizes takes defaults, e.g. 12 layers, whose extra layers then look missing)."""
     shown = ", ".join(f"'{n}'" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return ConfigError(f"{source} is missing tensor {shown} that the model's hyperparameters call for.")
+    return ConfigError(
+        f"{source} is missing tensor {shown} that the model's hyperparameters ({hp.n_layers} layers of width "
+        f"{hp.d_model}) call for."
+    )
 
 
 # ---------------------------------------------------------------------------------------------------- values
@@ -211,6 +216,16 @@ def _check_heads(source: Path, d_model: int, n_heads: int, n_kv_heads: int) -> N
         raise ConfigError(f"{source}: the width {d_model} does not divide evenly among {n_heads} attention heads.")
     if n_heads % n_kv_heads:
         raise ConfigError(f"{source}: {n_heads} query heads do not divide evenly among {n_kv_heads} key/value heads.")
+
+
+def _check_depth(source: Path, hp: Hyperparameters) -> Hyperparameters:
+    """Refuse a layer count no real model has before any per-layer table of names is built from it."""
+    if hp.n_layers > MAX_LAYERS:
+        raise ConfigError(
+            f"{source} asks for {hp.n_layers:,} layers; no real model has more than {MAX_LAYERS:,}, so the file is "
+            "damaged or not a model's config."
+        )
+    return hp
 
 
 def _check_rotary(source: Path, hp: Hyperparameters, head_dim: Any) -> None:
@@ -264,7 +279,8 @@ def _hyperparameters(source: Path, config: Any) -> Hyperparameters:
     model_type = config.get("model_type")
     if model_type not in FOLDER_FAMILIES:
         raise ConfigError(f"{source} has model_type {model_type!r}; supported are {SUPPORTED}.")
-    return _bert_hparams(source, config) if model_type == "bert" else _llama_hparams(source, config)
+    hp = _bert_hparams(source, config) if model_type == "bert" else _llama_hparams(source, config)
+    return _check_depth(source, hp)
 
 
 def _bert_hparams(source: Path, config: dict[str, Any]) -> Hyperparameters:
@@ -429,7 +445,7 @@ def _read_safetensors(folder: Path, hp: Hyperparameters) -> tuple[dict[str, torc
                 handles.setdefault(_stored_name(key, hp.family), (file, handle, key))
         missing = [name for name in shapes if name not in handles]
         if missing:
-            raise _missing(folder, missing)
+            raise _missing(folder, missing, hp)
         dtypes = {_check_stored(*handles[name], name, shape) for name, shape in shapes.items()}
         tensors = {name: _load(*handles[name]) for name in shapes}
     return tensors, dtypes
@@ -459,7 +475,14 @@ def _load(file: Path, handle: Any, key: str) -> torch.Tensor:
         tensor = handle.get_tensor(key)
     except (SafetensorError, OSError) as error:
         raise ConfigError(f"{file}: tensor '{key}' could not be read (the file is corrupt: {error}).") from None
-    return tensor.to(torch.float32).contiguous()
+    return _finite(file, key, tensor.to(torch.float32).contiguous())
+
+
+def _finite(source: Path, name: str, tensor: torch.Tensor) -> torch.Tensor:
+    """The tensor, unless it holds NaN or infinity: such weights would turn every attention map into NaN."""
+    if not bool(torch.isfinite(tensor).all()):
+        raise ConfigError(f"{source}: tensor '{name}' holds NaN or infinite values; the weights are damaged.")
+    return tensor
 
 
 def _safetensors_note(dtypes: set[str]) -> str:
@@ -482,7 +505,7 @@ def read_gguf(path: Path, progress: Progress | None = None) -> Checkpoint:
         raise ConfigError(f"{path} is a GGUF of architecture {architecture!r}; supported are {SUPPORTED}.")
     hp = _gguf_hparams(path, reader)
     stored = _gguf_tensors(path, reader, hp)
-    tensors = dict(_dequantize_all(stored, hp, progress))
+    tensors = dict(_dequantize_all(path, stored, hp, progress))
     license_ = _metadata(reader, "general.license")
     return Checkpoint(
         name=_gguf_name(path),
@@ -548,7 +571,7 @@ def _gguf_hparams(path: Path, reader: GGUFReader) -> Hyperparameters:
     )
     _check_heads(path, hp.d_model, hp.n_heads, hp.n_kv_heads)
     _check_rotary(path, hp, _metadata(reader, "llama.rope.dimension_count"))
-    return hp
+    return _check_depth(path, hp)
 
 
 def _gguf_value(path: Path, reader: GGUFReader, key: str, default: Any = None) -> Any:
@@ -602,7 +625,7 @@ def _gguf_tensors(path: Path, reader: GGUFReader, hp: Hyperparameters) -> dict[s
         raise ConfigError(f"{path} holds tensor '{unexpected[0]}', which a plain Llama model does not have.")
     missing = [name for gguf_name, name in wanted.items() if gguf_name not in by_name]
     if missing:
-        raise _missing(path, [gguf_tensor_name(name) for name in missing])
+        raise _missing(path, [gguf_tensor_name(name) for name in missing], hp)
     stored = {}
     for gguf_name, name in wanted.items():
         tensor = by_name[gguf_name]
@@ -617,25 +640,25 @@ def _gguf_tensors(path: Path, reader: GGUFReader, hp: Hyperparameters) -> dict[s
 
 
 def _dequantize_all(
-    stored: dict[str, Any], hp: Hyperparameters, progress: Progress | None
+    source: Path, stored: dict[str, Any], hp: Hyperparameters, progress: Progress | None
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, float32 tensor in Hugging Face layout) for each stored tensor, reporting progress by element count."""
     total = sum(int(t.n_elements) for t in stored.values())
     done = 0
     for name, tensor in stored.items():
-        yield name, _dequantize(tensor, name, hp)
+        yield name, _dequantize(tensor, name, hp, source)
         done += int(tensor.n_elements)
         if progress is not None:
             progress(done / total, f"Dequantized {tensor.name} ({tensor.tensor_type.name})")
 
 
-def _dequantize(tensor: Any, name: str, hp: Hyperparameters) -> torch.Tensor:
+def _dequantize(tensor: Any, name: str, hp: Hyperparameters, source: Path) -> torch.Tensor:
     """One GGUF tensor as float32 in Hugging Face layout: numpy order is already ggml's dimensions reversed."""
     shape = tuple(int(n) for n in reversed(tensor.shape))  # [out, in] for a weight matrix
     values = dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
     if not values.flags.writeable:  # F32 comes back as a view of the read-only memory map
         values = values.copy()
-    weight = torch.from_numpy(values).reshape(shape)
+    weight = _finite(source, tensor.name, torch.from_numpy(values).reshape(shape))
     if name.endswith("self_attn.q_proj.weight"):
         weight = unpermute_rotary(weight, hp.n_heads)
     elif name.endswith("self_attn.k_proj.weight"):

@@ -92,6 +92,11 @@ def load_pretrained(name_or_path: str | Path, progress: Progress | None = None) 
     model.load_state_dict(state, strict=True)
     model.tie_read_out()
     model.tokenizer = _tokenizer(path, checkpoint)
+    if model.tokenizer.vocab_size > cfg.vocab_size:  # some pieces would have no embedding row
+        raise ConfigError(
+            f"{path}: the tokenizer has {model.tokenizer.vocab_size:,} pieces but the model's embedding table only "
+            f"{cfg.vocab_size:,} rows; the tokenizer does not belong to these weights."
+        )
     if progress is not None:
         progress(1.0, "ready")
     return model.eval()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,9 @@ class PieceTokenizer:
         tokenizer.no_padding()
         tokenizer.no_truncation()
         self._tokenizer = tokenizer
+        # A vocabulary file may list a piece twice (the later line's id wins, as in transformers), leaving a gap:
+        # the highest id, not the number of distinct pieces, bounds the ids.
+        self._size = max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1) + 1
         self.kind = kind
         self.special_ids = dict(special_ids)
 
@@ -76,8 +79,8 @@ class PieceTokenizer:
 
     @property
     def vocab_size(self) -> int:
-        """How many ids this tokenizer can produce, added special tokens included."""
-        return self._tokenizer.get_vocab_size(with_added_tokens=True)
+        """One more than the highest id this tokenizer can produce, added special tokens included."""
+        return self._size
 
     def encode(self, text: str) -> Encoding:
         """The ids of `text` (special tokens the model expects included) and their vocabulary pieces."""
@@ -93,6 +96,8 @@ class PieceTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         """Readable text for `ids`, special tokens written out, e.g. [3422] -> " Paris"."""
+        if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+            raise ConfigError(f"decode takes a list of token ids; got a {type(ids).__name__}.")
         checked = [self._checked_id(token_id) for token_id in ids]
         return self._tokenizer.decode(checked, skip_special_tokens=False)
 
@@ -102,6 +107,8 @@ class PieceTokenizer:
 
     def token_id(self, piece: str) -> int | None:
         """The id of one vocabulary piece ("##ing", "Ġthe", "[SEP]"), or None when it is not in the vocabulary."""
+        if not isinstance(piece, str):
+            raise ConfigError(f"A vocabulary piece is a string such as '##ing'; got a {type(piece).__name__}.")
         return self._tokenizer.token_to_id(piece)
 
     def _checked_id(self, token_id: Any) -> int:
@@ -119,6 +126,13 @@ def _check_text(text: object) -> None:
         raise ConfigError(f"The text to tokenize must be a string; got a {type(text).__name__}.")
     if not text.strip():
         raise ConfigError("The text is empty: type something to tokenize, e.g. 'the cat sat on the mat'.")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:  # a lone surrogate, e.g. "\ud800" from a broken decode
+        raise ConfigError(
+            f"The text holds {text[error.start : error.end]!r} at position {error.start}, half of a character that "
+            "UTF-8 cannot write; remove it or decode the text with errors='replace'."
+        ) from None
 
 
 def wordpiece_from_folder(folder: Path) -> PieceTokenizer:
