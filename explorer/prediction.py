@@ -43,9 +43,12 @@ def next_token(model: Transformer, trace: Trace, k: int = 10) -> pd.DataFrame:
 
 
 def _piece(model: Transformer, token_id: int) -> str:
-    return model.tokenizer.piece(token_id) if model.tokenizer is not None else model.vocabulary[token_id]
+    """The vocabulary's spelling of an id; "#12" for a model with no vocabulary of its own."""
+    if model.tokenizer is not None:
+        return model.tokenizer.piece(token_id)
+    return model.vocabulary[token_id] if model.vocabulary is not None else f"#{token_id}"
 
 
 def _text(model: Transformer, token_id: int) -> str:
     """The token as text: " Paris" for the piece "ĠParis"."""
-    return model.tokenizer.decode([token_id]) if model.tokenizer is not None else model.vocabulary[token_id]
+    return model.tokenizer.decode([token_id]) if model.tokenizer is not None else _piece(model, token_id)

@@ -78,8 +78,8 @@ def test_text_longer_than_the_position_table_gets_a_sentence_not_a_traceback():
 
 def test_smollm_predicts_paris_next_to_its_attention(smollm):
     at = opened({"model": "smollm2-135m", "tokens": PROMPT})
-    [table] = [d.value for d in at.dataframe if "probability" in d.value.columns]
-    assert table["text"].iloc[0] == " Paris"
+    [table] = [t.value for t in at.table if "probability" in t.value.columns]
+    assert table["next piece"].iloc[0] == "' Paris'" and table.iloc[0, 2] == "ĠParis"  # quoted: the space shows
     last = torch.from_numpy(np.ascontiguousarray(explorer.run(smollm, PROMPT).output[-1]))  # [D]
     with torch.inference_mode():
         probability = float(smollm.head(last).double().softmax(-1).max())  # logits [V]

@@ -43,11 +43,15 @@ def test_accuracy_counts_scored_positions_only():
     assert accuracy(wrong, batch) == 0.5
 
 
-def test_reverse_reaches_99_percent_within_the_step_budget_and_attends_anti_diagonally():
+def test_reverse_reaches_99_percent_within_the_step_budget_generalises_and_attends_anti_diagonally():
     task = make_task("reverse", 8)
     result = train(explorer.ModelConfig(), task, steps=STEP_BUDGET, seed=0, stop_at_accuracy=0.99)
     assert result.stopped_early
-    assert evaluate(result.model, task, seed=777) >= 0.99  # fresh data the stopping rule never saw
+    # Fresh data the stopping rule never saw. Training stops at 99 % on its own batches, so fresh accuracy sits at
+    # 0.99 give or take sampling error: over 512 x 8 tokens one standard error is 0.0016, and machines that round
+    # a few floats differently land either side (0.98999 was seen). 0.98 is six standard errors below 0.99, yet a
+    # model that has not learnt to reverse scores far lower (chance is 1 in 10 letters), so the test still catches that.
+    assert evaluate(result.model, task, seed=777) >= 0.98
     last = result.snapshots[-1].attention  # [L, H, T, T] on the probe
     anti = np.fliplr(np.eye(8, dtype=bool))
     best_head = max(last[layer, head][anti].mean() for layer in range(2) for head in range(4))

@@ -173,16 +173,19 @@ def next_token_section(trace: Trace) -> None:
         f"After `{code_text(trace.tokens[-1])}`, the last piece, the model's output goes through its read-out and a "
         "softmax over its whole vocabulary: its ten likeliest next pieces, from the same run as the maps below."
     )
-    st.dataframe(
-        table[["rank", "text", "piece", "probability", "logit"]],
-        hide_index=True,
-        column_config={
-            "text": st.column_config.TextColumn("next piece", help="As text (a leading space is part of it)."),
-            "piece": st.column_config.TextColumn("vocabulary piece", help="Ġ marks a leading space."),
-            "probability": st.column_config.ProgressColumn("probability", format="%.3f", min_value=0.0, max_value=1.0),
-            "logit": st.column_config.NumberColumn("logit", format="%.3f"),
-        },
+    shown = table[["rank", "text", "piece", "probability", "logit"]].rename(
+        columns={"text": "next piece", "piece": "vocabulary piece (Ġ = a space)"}
     )
+    shown["next piece"] = shown["next piece"].map(repr)  # quoted, so a leading space shows: ' Paris'
+    # st.table, not st.dataframe: a static table, without the data grid's heavy script on every page load
+    st.table(shown.style.format({"probability": "{:.3f}", "logit": "{:.3f}"}).hide(axis="index"))
+
+
+def few_heads(names: str, most: int = 16) -> str:
+    """ "head (L0 H1)" or "heads (L0 H1, …)", naming at most `most` of them."""
+    heads = names.split(", ")
+    listed = ", ".join(heads[:most]) + (f" and {len(heads) - most} more" if len(heads) > most else "")
+    return f"{'head' if len(heads) == 1 else 'heads'} ({listed})"
 
 
 def pick_role_head() -> None:
@@ -225,8 +228,8 @@ def head_roles_section(maps: AttentionMaps, cfg: ModelConfig) -> None:
     table = clear_roles(roles, first)
     if table.empty:
         st.caption("No head has one clear role on this sentence.")
-    else:
-        st.dataframe(table, hide_index=True, column_config={"heads": st.column_config.TextColumn(width="large")})
+    else:  # text, not a data grid: the grid's script would slow every load of the page
+        st.markdown("\n".join(f"- **{row.role}**: {row.count} {few_heads(row.heads)}" for row in table.itertuples()))
 
 
 def main() -> None:
