@@ -28,7 +28,7 @@ help:
 	@echo "make test       lint, format check, and every test including the real-browser ones"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make format     ruff format + ruff check --fix"
-	@echo "make bench      explorer.run vs stock torch, and page-load time in Chromium"
+	@echo "make bench      explorer.run vs stock torch, page-load time in Chromium, the real checkpoints"
 	@echo "make look       screenshot every page into /tmp/look (../shared/tools/look.py)"
 	@echo "make clean      remove caches and test reports (distclean: the .venv too)"
 
@@ -84,6 +84,7 @@ test: $(STAMP) chromium
 bench: $(STAMP) chromium
 	$(PY) bench/bench_run.py
 	$(PY) bench/bench_page_load.py --baseline
+	$(PY) bench/bench_pretrained.py
 
 look: $(STAMP) chromium
 	$(PY) ../shared/tools/look.py --out /tmp/look

@@ -106,5 +106,5 @@ def depth_story(stats: pd.DataFrame, norm: str) -> str:
         f"normalised itself, {'so' if grew else 'so it tends to grow with depth; here, though,'} the residual RMS "
         f"goes from {rms[0]:.3f} (input) to {rms[-1]:.3f} after block {n_blocks - 1}, {rms[-1] / rms[0]:.2f}× the "
         f"input, {trend}{'' if grew else ': a sub-layer can also add something that cancels part of the stream'}. "
-        "Only the final LayerNorm, after the last block, brings it back to RMS ≈ 1."
+        "Only the final norm, after the last block, brings it back to RMS 1 (times its learned gain, 1 at init)."
     )

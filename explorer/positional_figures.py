@@ -219,7 +219,9 @@ def encoding_heatmap(table: np.ndarray, tokens: list[str], kind: str, trained: b
     return board([panel])
 
 
-def wavelength_figure(lengths: np.ndarray, width: int, n_positions: int, what: str = "d_model") -> dict:
+def wavelength_figure(
+    lengths: np.ndarray, width: int, n_positions: int, what: str = "d_model", base: float = 10000.0
+) -> dict:
     """Period in positions of each sin/cos pair (log scale), with the max position drawn for scale."""
     pairs = np.arange(len(lengths))
     dims = [f"{2 * i}, {2 * i + 1}" if 2 * i + 1 < width else f"{2 * i}" for i in pairs]
@@ -235,7 +237,7 @@ def wavelength_figure(lengths: np.ndarray, width: int, n_positions: int, what: s
     y = {"field": "wavelength", "type": "quantitative", "scale": {"type": "log"},
          "axis": _line_axis("wavelength (positions, log scale)", format="~s")}  # fmt: skip
     subtitle = (
-        f"pair i repeats every 2π·10000^(2i/{what}) positions: here from {lengths[0]:,.1f} (pair 0) up to "
+        f"pair i repeats every 2π·{base:.0f}^(2i/{what}) positions: here from {lengths[0]:,.1f} (pair 0) up to "
         f"{lengths[-1]:,.0f} (pair {len(lengths) - 1})\n"
         "pairs above the dashed line do not complete one period within the positions shown"
     )
@@ -365,7 +367,7 @@ def similarity_profile(row: np.ndarray, reference: int, metric: str, which: str 
     )  # fmt: skip
 
 
-def rope_angle_heatmap(angles: np.ndarray, n_tokens: int) -> dict:
+def rope_angle_heatmap(angles: np.ndarray, n_tokens: int, base: float = 10000.0) -> dict:
     """[P, K/2] rotation angle of each pair at each position, wrapped to 0–360° on a cyclic colour scale, as a
     matrix-view board: every cell hovers with its angle in degrees and in radians, the typed positions framed."""
     n_positions, n_pairs = angles.shape
@@ -373,8 +375,8 @@ def rope_angle_heatmap(angles: np.ndarray, n_tokens: int) -> dict:
     raw = angles[rows].astype(np.float32)  # [P', K/2] radians
     degrees = np.degrees(np.mod(raw.astype(np.float64), 2 * math.pi)).astype(np.float32)  # [P', K/2]
     subtitle = (
-        "angle of pair i at position p = p / 10000^(2i/d_head), shown modulo 360°; pair 0 turns a full radian per "
-        "position, the last pairs barely move · red frame: the typed tokens"
+        f"angle of pair i at position p = p / {base:.0f}^(2i/d_head), shown modulo 360°; pair 0 turns a full radian "
+        "per position, the last pairs barely move · red frame: the typed tokens"
         + _shown_note(rows, n_positions, "position")
     )
     typed = int(np.searchsorted(rows, min(n_tokens, n_positions)))  # rows drawn for typed positions

@@ -26,7 +26,7 @@ from explorer.activations import (
     token_norms,
     value_histogram,
 )
-from explorer.config import ConfigError, ModelConfig
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.gradients import gradient_norms, layer_gradient_totals, objective_text
 from explorer.matrix_view import board
 from explorer.model import Transformer
@@ -222,7 +222,13 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         f"{int(part['layer'].iloc[-1])})"
         for name, part in totals.groupby("stack", sort=False)
     )
-    if trained_label() is None:
+    if isinstance(cfg, CheckpointConfig):
+        st.caption(
+            f"Here, {cfg.norm}-norm: {trend}. These are real pretrained weights, so Xiong et al.'s (2020) finding "
+            "about the two placements at initialisation does not apply to them. To see a real post-norm and a real "
+            "pre-norm stream side by side, open Compare with B = the other checkpoint."
+        )
+    elif trained_label() is None:
         st.caption(
             f"Here, {cfg.norm}-norm: {trend}. Xiong et al. (2020) found that at initialisation, with "
             "Xavier-initialised weights, a post-norm transformer's gradients grow towards the output layers (one "

@@ -61,6 +61,12 @@ EXPLAIN = {
 }
 
 
+TRAINED_TABLE = (
+    "Each position p has its own vector, a row of a trainable table, **added** to the token embedding. In a "
+    "pretrained model the rows were learned with everything else, from the text the model was trained on."
+)
+
+
 def summary(cfg: ModelConfig, trace: Trace) -> str:
     return f"{model_line(cfg, trace, bold=('positional',))}."
 
@@ -154,7 +160,11 @@ def controls(cfg: ModelConfig) -> tuple[int, str, str]:
         st.caption(
             f"{unused} used with {positions_text(cfg.positional)}: {DISABLED_WHY[cfg.positional]}"
             + (" (A causal mask still carries order, as shown below.)" if causal and cfg.positional == "none" else "")
-            + " Pick sinusoidal or learned in the sidebar for curves and similarities."
+            + (
+                ""
+                if isinstance(cfg, CheckpointConfig)
+                else " Pick sinusoidal or learned in the sidebar for curves and similarities."
+            )
         )
     return int(n_positions), dims, metric
 
@@ -253,13 +263,13 @@ def rotary(cfg: ModelConfig, trace: Trace, n_positions: int) -> None:
     if base != ROPE_BASE:
         st.caption(f"This model's rotary base θ is {base:,.0f} (the original paper's is {ROPE_BASE:,.0f}).")
     angles = rope_angle_table(n_positions, cfg.d_head, base)  # [P, K/2]
-    show_board(rope_angle_heatmap(angles, len(trace.tokens)), key="pos_rope_angles")
+    show_board(rope_angle_heatmap(angles, len(trace.tokens), base), key="pos_rope_angles")
     frame = pd.DataFrame(angles, columns=[f"pair_{i}_radians" for i in range(angles.shape[1])])
     frame.insert(0, "position", np.arange(n_positions))
     csv_button("Angles (CSV)", frame, "positions_rope_angles.csv", "pos_csv_rope")
     st.subheader("Wavelength of each pair")
     lengths = wavelengths(cfg.d_head, base)
-    vega_chart(wavelength_figure(lengths, cfg.d_head, n_positions, "d_head"), "pos_wavelengths")
+    vega_chart(wavelength_figure(lengths, cfg.d_head, n_positions, "d_head", base), "pos_wavelengths")
 
 
 def layer_head(cfg: ModelConfig, prefix: str) -> tuple[int, int]:
@@ -373,7 +383,10 @@ def main() -> None:
         return
     cfg, trace = run
     st.caption(summary(cfg, trace))
-    st.markdown(EXPLAIN[cfg.positional].format(slowest=wavelengths(cfg.d_model)[-1], d_model=cfg.d_model))
+    explain = EXPLAIN[cfg.positional]
+    if isinstance(cfg, CheckpointConfig) and cfg.positional == "learned":
+        explain = TRAINED_TABLE
+    st.markdown(explain.format(slowest=wavelengths(cfg.d_model)[-1], d_model=cfg.d_model))
     if cfg.positional == "sinusoidal":
         st.latex(
             r"PE_{p,\,2i} = \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right),\qquad "
