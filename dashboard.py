@@ -36,6 +36,7 @@ from explorer.limits import MAX_PIECES, check_app_size
 from explorer.pretrained import pretrained_title
 from views.nodelay import disable_nagle_once
 from views.session import CONFIGURED, cached_model, pretrained_model
+from views.url_numbers import guard_number_urls_once
 from views.widgets import ignored_url_value, not_whole_note, show_url_notes
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
@@ -315,6 +316,7 @@ def show_error(message: str, shown: bool = True) -> None:
         st.error(message, icon=":material/error:")
 
 
+guard_number_urls_once()  # before any widget reads the URL: see views/url_numbers.py
 disable_nagle_once()  # before anything is sent: see views/nodelay.py (about 40 ms per script chunk otherwise)
 # An emoji favicon: a :material/: one makes the browser fetch the icon from the internet.
 st.set_page_config(page_title="Attention Explorer", page_icon="🔎", layout="wide")

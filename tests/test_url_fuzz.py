@@ -1,0 +1,115 @@
+"""Any string in any URL parameter, on any page: a sentence and a working page, never a traceback.
+
+The parameters are not listed by hand: every widget bound to the URL on a page is found from the page itself (its
+protobuf names the query parameter), so a control added later is fuzzed too. Hypothesis generates the values:
+numbers too large for a float, NaN, infinities, negatives, non-ASCII digits, empty strings, control characters,
+thousands of characters, and a parameter repeated.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from streamlit.testing.v1 import AppTest
+
+from explorer.config import CHOICES, INT_LIMITS, ModelConfig, check_url_value, url_int
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
+PAGES = ["views/attention.py", "views/compare.py", "views/positional.py", "views/activations.py", "views/anatomy.py",
+         "views/train.py"]  # fmt: skip
+HOSTILE = [
+    "1e400", "-1e400", "1e-400", "nan", "NaN", "inf", "-inf", "Infinity", "", " ", "0", "-1", "-0", "2.5", "1e3",
+    "9" * 400, "0x10", "٣", "𝟙", "Ⅻ", "\x00", "\n", "🙂", "a" * 5000, "%", "&", "?", "#", "causal+padding",
+    "encoder-decoder", "true", "false", "None", "[PAD]", "<script>alert(1)</script>", "'; DROP TABLE x; --",
+]  # fmt: skip
+hostile = st.one_of(
+    st.sampled_from(HOSTILE),
+    st.text(max_size=40),
+    st.integers(min_value=-(10**30), max_value=10**30).map(str),
+    st.floats(allow_nan=True, allow_infinity=True).map(repr),
+)
+
+
+def bound_keys(at: AppTest) -> set[str]:
+    """The URL parameter of every widget on the page that is bound to the URL."""
+    keys = set()
+    for kind in ("selectbox", "radio", "number_input", "text_input", "toggle", "slider", "select_slider"):
+        for widget in at.get(kind):
+            key = getattr(widget.proto, "query_param_key", "")
+            if key:
+                keys.add(key)
+    return keys
+
+
+@pytest.fixture(scope="module")
+def page_keys() -> dict[str, list[str]]:
+    """Each page's URL parameters, read from the page as a fresh session draws it (Compare in both of its modes)."""
+    found = {}
+    for page in PAGES:
+        keys: set[str] = set()
+        for query in ({}, {"compare": "input"}, {"zoom": "true", "tokens": " ".join(["w"] * 130)}):
+            at = AppTest.from_file(APP, default_timeout=120)
+            at.switch_page(page)
+            at.query_params.update(query)
+            at.run()
+            keys |= bound_keys(at)
+        found[page] = sorted(keys | {"model"})
+    return found
+
+
+def test_the_pages_bind_the_parameters_a_link_carries(page_keys):
+    sidebar = {"tokens", "arch", "norm", "n_layers", "n_heads", "d_model", "d_ff", "positional", "mask", "seed"}
+    for page in PAGES:
+        assert sidebar <= set(page_keys[page]), page  # every page has the sidebar
+    assert {"layer", "head", "stretch", "zoom"} <= set(page_keys["views/attention.py"])
+    assert {"compare", "b_norm", "b_tokens"} <= set(page_keys["views/compare.py"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.sampled_from(sorted({*CHOICES, *INT_LIMITS})), raw=hostile)
+def test_the_sidebars_url_check_takes_any_string(name, raw):
+    value, problem = check_url_value(name, raw)
+    assert (problem is None) == (value is not None)  # a value to use, or a reason not to: never both, never neither
+    if problem is None and name in INT_LIMITS:
+        low, high = INT_LIMITS[name]
+        assert isinstance(value, int) and low <= value <= high
+    if problem is None and name in CHOICES:
+        assert value in CHOICES[name]
+    if problem is not None:
+        assert isinstance(problem, str) and problem
+    read = url_int(raw)
+    assert read is None or isinstance(read, int)
+
+
+@pytest.mark.slow
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_strings_in_any_parameters_give_a_page_not_a_traceback(page_keys, data):
+    page = data.draw(st.sampled_from(PAGES), label="page")
+    names = data.draw(st.lists(st.sampled_from(page_keys[page]), min_size=1, max_size=4, unique=True), label="names")
+    query: dict[str, str | list[str]] = {}
+    for name in names:
+        value = data.draw(hostile, label=name)
+        repeated = data.draw(st.booleans(), label=f"{name} repeated")
+        query[name] = [value, data.draw(hostile)] if repeated else value
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.switch_page(page)
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, (page, query, [e.value[:300] for e in at.exception])
+    assert at.title, (page, query)  # the page drew itself, with its title
+
+
+@pytest.mark.parametrize("raw", ["1e400", "-1e400", "nan", "inf"])
+def test_a_number_too_large_for_a_float_gets_a_sentence_on_every_numeric_control(raw):
+    numeric = ["n_layers", "n_heads", "d_model", "d_ff", "seed"]  # the sidebar's number inputs
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({name: raw for name in numeric})
+    at.run()
+    assert not at.exception, [e.value[:300] for e in at.exception]
+    for name in numeric:
+        assert at.number_input(key=name).value == getattr(ModelConfig(), name)  # the default, as the note says
+        assert any(f"`{name}={raw}`" in w.value for w in at.warning), name  # named, with the value
