@@ -21,10 +21,11 @@ STREAMLIT_ARGS ?=
 # No usage statistics leave the machine: the app works offline.
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS := false
 
-.PHONY: help venv run test lint format bench look chromium clean distclean
+.PHONY: help venv run serve test lint format bench look chromium clean distclean
 
 help:
 	@echo "make run        start the dashboard (streamlit run dashboard.py)"
+	@echo "make serve      the dashboard for a class on a shared server (SERVE_ADDRESS, SERVE_PORT; see README)"
 	@echo "make test       lint, format check, and every test including the real-browser ones"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make format     ruff format + ruff check --fix"
@@ -46,6 +47,16 @@ $(STAMP): requirements.txt requirements-dev.txt Makefile
 
 run: $(STAMP)
 	$(BIN)/streamlit run dashboard.py $(STREAMLIT_ARGS)
+
+# For a class: headless, on every interface unless told otherwise, uploads capped at what the Train page accepts
+# (explorer.checkpoints: 64 MiB of weights), XSRF protection on, no usage statistics.
+SERVE_ADDRESS ?= 0.0.0.0
+SERVE_PORT ?= 8501
+SERVE_UPLOAD_MB ?= 64
+serve: $(STAMP)
+	$(BIN)/streamlit run dashboard.py --server.headless=true --server.address=$(SERVE_ADDRESS) \
+		--server.port=$(SERVE_PORT) --server.maxUploadSize=$(SERVE_UPLOAD_MB) --server.enableXsrfProtection=true \
+		--server.enableCORS=true --browser.gatherUsageStats=false $(STREAMLIT_ARGS)
 
 chromium:
 	@if [ -x "$(CHROMIUM)" ]; then \
