@@ -21,12 +21,12 @@ import argparse
 import statistics
 import sys
 from pathlib import Path
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
 # bench/ is on sys.path when a script here runs
 from bench_page_load import load_once
 from sentences import SENTENCE
-from serve import CHROMIUM, CHROMIUM_ARGS, serving, turns
+from serve import CHROMIUM, CHROMIUM_ARGS, server_memory, serving, turns
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -56,23 +56,6 @@ def text_of(tokenizer, pieces: int) -> str:
         if len(tokenizer.encode(text).ids) <= pieces:
             return text
     raise ValueError("no text short enough")
-
-
-def server_memory(base: str) -> tuple[float, float]:
-    """(resident MB now, peak resident MB) of the streamlit server listening on base's port, from /proc."""
-    port = urlsplit(base).port
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            command = (proc / "cmdline").read_bytes().decode(errors="replace")
-            if f"--server.port={port}" not in command:
-                continue
-            status = dict(line.split(":", 1) for line in (proc / "status").read_text().splitlines() if ":" in line)
-        except OSError:
-            continue
-        return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
-    raise RuntimeError(f"no server on port {port}")
 
 
 def url(base: str, model: str | None, text: str) -> str:

@@ -162,3 +162,20 @@ def keepalive_ms(base: str, requests: int = 10) -> float:
     finally:
         connection.close()
     return 1000 * statistics.median(times[1:])
+
+
+def server_memory(base: str) -> tuple[float, float]:
+    """(resident MB now, peak resident MB) of the streamlit server listening on base's port, from /proc."""
+    port = urlsplit(base).port
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            command = (proc / "cmdline").read_bytes().decode(errors="replace")
+            if f"--server.port={port}" not in command:
+                continue
+            status = dict(line.split(":", 1) for line in (proc / "status").read_text().splitlines() if ":" in line)
+        except OSError:
+            continue
+        return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
+    raise RuntimeError(f"no server on port {port}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 import streamlit as st
+from streamlit.logger import get_logger
 
 from explorer.compare import model_for_b
 from explorer.config import CheckpointConfig, ModelConfig
@@ -22,6 +23,7 @@ from explorer.pretrained import INSTALLED, load_pretrained, pretrained_title
 from explorer.trace import Trace
 
 Result = TypeVar("Result")
+LOG = get_logger(__name__)  # "building model" lines: bench/bench_load.py counts them
 CONFIGURED = "configured"  # the sidebar's model choice for random weights from its controls
 
 
@@ -72,6 +74,7 @@ def pretrained_model(name: str) -> Transformer:
     try:
         with _CHECKPOINT_LOCK:  # a second session waits here while the first loads it
             if name not in _CHECKPOINTS:
+                LOG.info("building model %s", name)
                 _CHECKPOINTS[name] = load_pretrained(
                     name, progress=lambda done, what: bar.progress(min(1.0, done), text=f"Loading {title}: {what}")
                 )
@@ -82,6 +85,7 @@ def pretrained_model(name: str) -> Transformer:
 
 @st.cache_resource(max_entries=8, show_spinner="Building the model…")
 def _built_model(cfg: ModelConfig) -> Transformer:
+    LOG.info("building model %s", cfg)
     if isinstance(cfg, CheckpointConfig):  # a checkpoint changed on purpose (norm flipped): a copy on its weights
         return model_for_b(pretrained_model(cfg.checkpoint), cfg)
     return build_model(cfg)
