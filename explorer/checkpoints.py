@@ -45,6 +45,8 @@ def load(weights: bytes, meta: str | bytes) -> tuple[Transformer, str | None]:
         info = json.loads(meta)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"The JSON file is not valid JSON ({error}).") from None
+    except RecursionError:  # "[[[[..." nested thousands deep: a JSON bomb, not a model description
+        raise ConfigError("The JSON file nests too deeply to be a model description.") from None
     if not isinstance(info, dict) or info.get("format") != FORMAT or not isinstance(info.get("config"), dict):
         raise ConfigError(f"The JSON file is not an Attention Explorer model description (format {FORMAT}).")
     cfg = parse_config(info["config"])
