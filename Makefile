@@ -29,7 +29,7 @@ help:
 	@echo "make test       lint, format check, and every test including the real-browser ones"
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make format     ruff format + ruff check --fix"
-	@echo "make bench      explorer.run vs stock torch, page-load time in Chromium, the real checkpoints"
+	@echo "make bench      explorer.run vs stock torch, page loads in Chromium, the real checkpoints, a class's load"
 	@echo "make look       screenshot every page into /tmp/look (../shared/tools/look.py)"
 	@echo "make clean      remove caches and test reports (distclean: the .venv too)"
 
@@ -96,6 +96,7 @@ bench: $(STAMP) chromium
 	$(PY) bench/bench_run.py
 	$(PY) bench/bench_page_load.py --baseline
 	$(PY) bench/bench_pretrained.py
+	$(PY) bench/bench_load.py
 
 look: $(STAMP) chromium
 	$(PY) ../shared/tools/look.py --out /tmp/look
