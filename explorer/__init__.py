@@ -1,4 +1,10 @@
-"""Attention Explorer's engine: build a small transformer, run it, and keep every intermediate."""
+"""Attention Explorer's engine: build a small transformer, run it, and keep every intermediate.
+
+The Plotly figures (explorer.attention_figure and the others in FIGURES) come from the pictures package, imported
+only when first asked for: the engine itself needs neither plotly nor streamlit.
+"""
+
+from typing import Any
 
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig, parse_config
 from explorer.export import attention_csv, attention_json, read_attention_csv, read_attention_json
@@ -7,6 +13,27 @@ from explorer.prediction import next_token
 from explorer.pretrained import list_pretrained, load_pretrained
 from explorer.torch_import import from_torch
 from explorer.trace import AttentionMaps, StackTrace, Trace, run
+from explorer.training import train
+
+FIGURES = (
+    "attention_figure",
+    "attention_grid_figure",
+    "depth_figure",
+    "difference_figure",
+    "gradient_figure",
+    "position_similarity_figure",
+    "positional_figure",
+    "training_figure",
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name in FIGURES:
+        import pictures
+
+        return getattr(pictures, name)
+    raise AttributeError(f"module 'explorer' has no attribute {name!r}")
+
 
 __all__ = [
     "AttentionMaps",
@@ -27,4 +54,6 @@ __all__ = [
     "read_attention_csv",
     "read_attention_json",
     "run",
+    "train",
+    *FIGURES,
 ]

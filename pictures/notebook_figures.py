@@ -1,0 +1,211 @@
+"""Plotly figures of a Trace, a model or a training run, for a notebook: they draw inline in Jupyter with no
+network (plotly.js travels with the figure) and save with fig.write_html / fig.write_image as any Plotly figure.
+
+The colour scales are the app's own (explorer.vega: BLUES for weights, RDBU for differences), so a figure in a
+notebook reads like the same map on a page.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.activations import layer_statistics
+from explorer.compare import paired_attention
+from explorer.figures import token_labels
+from explorer.gradients import gradient_norms, layer_gradient_totals
+from explorer.inputs import Source
+from explorer.model import Transformer
+from explorer.position_analysis import encoding_table, similarity
+from explorer.stats import head_average
+from explorer.trace import AttentionMaps, Trace
+from explorer.training import TrainResult
+from explorer.vega import BLUES, RDBU
+
+AVERAGE = None  # head=None: the plain mean of a layer's heads
+STATISTICS = ("mean", "std", "rms", "max_abs")
+
+
+def plotly_scale(colours: tuple[str, ...]) -> list[list]:
+    """An app colour ramp (evenly spread hex colours) as a Plotly colorscale."""
+    stops = np.linspace(0.0, 1.0, len(colours))
+    return [[float(stop), colour] for stop, colour in zip(stops, colours, strict=True)]
+
+
+def _maps(trace: Trace, kind: str) -> AttentionMaps:
+    maps = trace.attention_maps()
+    if kind not in maps:
+        raise ValueError(f"This trace has no {kind!r}; it has {', '.join(maps)}.")
+    return maps[kind]
+
+
+def _weights(maps: AttentionMaps, layer: int, head: int | None) -> np.ndarray:
+    """[Tq, Tk] one head's weights, or the head average; masked cells are NaN (drawn as gaps)."""
+    shown = head_average(maps, layer) if head is None else maps.weights[layer, head].astype(np.float64)
+    return np.where(maps.allowed, shown, np.nan)
+
+
+def _heatmap(maps: AttentionMaps, values: np.ndarray, visible: bool = True) -> go.Heatmap:
+    return go.Heatmap(
+        z=values,
+        x=token_labels(maps.key_tokens),
+        y=token_labels(maps.query_tokens),
+        zmin=0.0,
+        zmax=1.0,
+        colorscale=plotly_scale(BLUES),
+        colorbar={"title": {"text": "weight"}},
+        hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
+        visible=visible,
+    )
+
+
+def _map_layout(figure: go.Figure, title: str) -> go.Figure:
+    figure.update_layout(title=title, xaxis_title="key", yaxis_title="query", template="plotly_white")
+    figure.update_yaxes(autorange="reversed")  # the first query on top, as on the pages
+    figure.update_xaxes(tickangle=-45)
+    return figure
+
+
+def attention_figure(trace: Trace, layer: int = 0, head: int | None = 0, kind: str = "self-attention") -> go.Figure:
+    """One layer's attention: head `head`, or the average of its heads (head=None). Grey gaps are masked keys."""
+    maps = _maps(trace, kind)
+    which = "average of heads" if head is None else f"head {head}"
+    figure = go.Figure(_heatmap(maps, _weights(maps, layer, head)))
+    return _map_layout(figure, f"{kind} · layer {layer} · {which}")
+
+
+def attention_grid_figure(trace: Trace, kind: str = "self-attention") -> go.Figure:
+    """Every layer x head in one figure, with a slider to pick the map (each map its own trace, one visible)."""
+    maps = _maps(trace, kind)
+    pairs = [(layer, head) for layer in range(maps.n_layers) for head in range(maps.n_heads)]
+    figure = go.Figure([_heatmap(maps, _weights(maps, lay, hd), visible=i == 0) for i, (lay, hd) in enumerate(pairs)])
+    steps = [
+        {
+            "label": f"L{layer} H{head}",
+            "method": "update",
+            "args": [
+                {"visible": [j == i for j in range(len(pairs))]},
+                {"title": f"{kind} · layer {layer} · head {head}"},
+            ],
+        }
+        for i, (layer, head) in enumerate(pairs)
+    ]
+    figure.update_layout(sliders=[{"active": 0, "steps": steps, "currentvalue": {"prefix": "map "}}])
+    return _map_layout(figure, f"{kind} · layer 0 · head 0")
+
+
+def difference_figure(trace_a: Trace, trace_b: Trace, layer: int = 0, head: int = 0) -> go.Figure:
+    """A − B for one layer and head of the first stack's self-attention (both runs on inputs of one length)."""
+    pair = paired_attention(trace_a, trace_b)[0]
+    if pair.a is None or pair.b is None or pair.a.weights.shape != pair.b.weights.shape:
+        raise ValueError("A and B need maps of the same shape (the same number of layers, heads and tokens).")
+    difference = pair.a.weights[layer, head].astype(np.float64) - pair.b.weights[layer, head]  # [Tq, Tk]
+    top = max(float(np.abs(difference).max()), 1e-9)
+    figure = go.Figure(
+        go.Heatmap(
+            z=difference,
+            x=token_labels(pair.a.key_tokens),
+            y=token_labels(pair.a.query_tokens),
+            zmin=-top,
+            zmax=top,
+            colorscale=plotly_scale(RDBU[::-1]),  # blue: A attends more, red: B attends more, as on Compare
+            colorbar={"title": {"text": "A − B"}},
+            hovertemplate="query %{y}<br>key %{x}<br>A − B %{z:.4f}<extra></extra>",
+        )
+    )
+    return _map_layout(figure, f"A − B · layer {layer} · head {head} (blue: A attends more, red: B)")
+
+
+def positional_figure(model: Transformer, n_positions: int = 64, dims: list[int] | None = None) -> go.Figure:
+    """The vector a sinusoidal or learned encoding adds at each position: one curve per dimension."""
+    table = encoding_table(model, n_positions)  # [P, D] or None
+    if table is None:
+        raise ValueError("This model adds no position vectors (rotary or none): there are no curves to draw.")
+    dims = dims if dims is not None else sorted({0, 1, table.shape[1] // 4, table.shape[1] // 2})
+    figure = go.Figure(
+        [go.Scatter(x=np.arange(n_positions), y=table[:, d], name=f"dim {d}", mode="lines") for d in dims]
+    )
+    figure.update_layout(
+        title="Position encoding: value against position",
+        xaxis_title="position",
+        yaxis_title="value added",
+        template="plotly_white",
+    )
+    return figure
+
+
+def position_similarity_figure(model: Transformer, n_positions: int = 64, metric: str = "cosine") -> go.Figure:
+    """How alike the position vectors are, position against position (cosine, or dot product)."""
+    table = encoding_table(model, n_positions)
+    if table is None:
+        raise ValueError("This model adds no position vectors (rotary or none): there is nothing to compare.")
+    sim = similarity(table, metric)  # [P, P]
+    top = float(np.abs(sim).max()) or 1.0
+    figure = go.Figure(
+        go.Heatmap(
+            z=sim,
+            zmin=-top,
+            zmax=top,
+            colorscale=plotly_scale(RDBU),  # as the Positional page: -1 blue, +1 red
+            colorbar={"title": {"text": metric}},
+            hovertemplate=f"position %{{y}} vs %{{x}}<br>{metric} %{{z:.4f}}<extra></extra>",
+        )
+    )
+    figure.update_layout(title=f"Similarity of position vectors ({metric})", template="plotly_white")
+    figure.update_xaxes(title="position")
+    figure.update_yaxes(title="position", autorange="reversed")
+    return figure
+
+
+def depth_figure(trace: Trace, stack: int = 0) -> go.Figure:
+    """The residual stream and each sub-layer's output over depth: mean, std, RMS and max |x|, one panel each."""
+    stats = layer_statistics(trace.stacks[stack])
+    figure = make_subplots(rows=2, cols=2, subplot_titles=STATISTICS, shared_xaxes=True)
+    for i, statistic in enumerate(STATISTICS):
+        for point, rows in stats.groupby("point", sort=False):
+            figure.add_trace(
+                go.Scatter(
+                    x=rows["layer"],
+                    y=rows[statistic],
+                    name=str(point),
+                    legendgroup=str(point),
+                    showlegend=i == 0,
+                    mode="lines+markers",
+                ),
+                row=i // 2 + 1,
+                col=i % 2 + 1,
+            )
+    figure.update_xaxes(title_text="after block (-1: the input)", row=2)
+    figure.update_layout(
+        title=f"Activation statistics over depth ({trace.stacks[stack].name})", template="plotly_white"
+    )
+    return figure
+
+
+def gradient_figure(model: Transformer, source: Source, target: Source | None = None) -> go.Figure:
+    """The gradient norm of each block's parameters, for the objective explorer.gradients.objective_text names."""
+    totals = layer_gradient_totals(gradient_norms(model, source, target))
+    figure = go.Figure(
+        [
+            go.Bar(x=rows["layer"], y=rows["norm"], name=str(stack))
+            for stack, rows in totals.groupby("stack", sort=False)
+        ]
+    )
+    figure.update_layout(
+        title="Gradient norm of each block", xaxis_title="block", yaxis_title="L2 norm", template="plotly_white"
+    )
+    return figure
+
+
+def training_figure(result: TrainResult) -> go.Figure:
+    """Loss and accuracy against the step of a training run (explorer.training.train's result)."""
+    history: pd.DataFrame = result.history
+    figure = make_subplots(rows=1, cols=2, subplot_titles=("loss", "accuracy"))
+    figure.add_trace(go.Scatter(x=history["step"], y=history["loss"], name="loss", mode="lines"), row=1, col=1)
+    figure.add_trace(go.Scatter(x=history["step"], y=history["accuracy"], name="accuracy", mode="lines"), row=1, col=2)
+    figure.update_yaxes(range=[0, 1], row=1, col=2)
+    figure.update_xaxes(title_text="step")
+    figure.update_layout(title=f"Training on {result.task.name}", template="plotly_white", showlegend=False)
+    return figure

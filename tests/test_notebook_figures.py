@@ -1,0 +1,106 @@
+"""The Plotly figures a notebook user makes from explorer: their numbers are explorer.run's, they save offline, and
+the engine still imports without plotly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.activations import layer_statistics
+from explorer.tasks import make_task
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKENS = "the cat sat on the mat"
+
+
+@pytest.fixture(scope="module")
+def causal() -> explorer.Trace:
+    return explorer.run(explorer.ModelConfig(mask="causal", n_heads=4), TOKENS)
+
+
+def test_one_head_is_drawn_with_its_weights_and_masked_cells_left_empty(causal):
+    [heatmap] = explorer.attention_figure(causal, layer=1, head=2).data
+    weights = causal.attention[1, 2].astype(np.float64)  # [T, T]
+    upper = np.triu(np.ones((6, 6), dtype=bool), 1)  # what a causal query may not see
+    z = np.array(heatmap.z, dtype=np.float64)
+    assert np.isnan(z[upper]).all()
+    np.testing.assert_allclose(z[~upper], weights[~upper], rtol=1e-6)
+    assert list(heatmap.y)[:2] == ["the", "cat"] and list(heatmap.x)[4] == "the·4"  # the page's labels
+
+
+def test_the_head_average_is_the_mean_of_the_heads(causal):
+    [heatmap] = explorer.attention_figure(causal, layer=0, head=None).data
+    z = np.array(heatmap.z, dtype=np.float64)
+    mean = causal.attention[0].astype(np.float64).mean(axis=0)  # [T, T]
+    allowed = ~np.isnan(z)
+    np.testing.assert_allclose(z[allowed], mean[allowed], rtol=1e-5)
+
+
+def test_the_grid_holds_every_layer_and_head_behind_a_slider(causal):
+    figure = explorer.attention_grid_figure(causal)
+    assert len(figure.data) == 2 * 4 and [t.visible for t in figure.data].count(True) == 1
+    steps = figure.layout.sliders[0].steps
+    assert [s.label for s in steps][:5] == ["L0 H0", "L0 H1", "L0 H2", "L0 H3", "L1 H0"]
+    z = np.array(figure.data[5].z, dtype=np.float64)  # layer 1, head 1
+    np.testing.assert_allclose(np.nan_to_num(z), causal.attention[1, 1], rtol=1e-6)
+    assert steps[5].args[0]["visible"][5] and sum(steps[5].args[0]["visible"]) == 1
+
+
+def test_a_minus_b_is_the_difference_of_the_two_runs():
+    a = explorer.run(explorer.ModelConfig(norm="post"), TOKENS)
+    b = explorer.run(explorer.ModelConfig(norm="pre"), TOKENS)
+    [heatmap] = explorer.difference_figure(a, b, layer=1, head=3).data
+    expected = a.attention[1, 3].astype(np.float64) - b.attention[1, 3]
+    np.testing.assert_allclose(np.array(heatmap.z), expected, atol=1e-7)
+    assert heatmap.zmin == -heatmap.zmax == pytest.approx(-np.abs(expected).max())  # 0 sits at the scale's middle
+
+
+def test_positional_curves_and_similarity_are_the_models_table():
+    model = explorer.build_model(explorer.ModelConfig(positional="learned"))
+    table = model.positional.table.detach().numpy()  # [P_max, D]
+    figure = explorer.positional_figure(model, n_positions=20, dims=[0, 5])
+    assert [t.name for t in figure.data] == ["dim 0", "dim 5"]
+    np.testing.assert_allclose(np.array(figure.data[1].y), table[:20, 5])
+    [heatmap] = explorer.position_similarity_figure(model, n_positions=10).data
+    unit = table[:10] / np.linalg.norm(table[:10], axis=1, keepdims=True)
+    np.testing.assert_allclose(np.array(heatmap.z), unit @ unit.T, atol=1e-5)
+    with pytest.raises(ValueError, match="rotary"):
+        explorer.positional_figure(explorer.build_model(explorer.ModelConfig(positional="rope")))
+
+
+def test_depth_statistics_gradients_and_training_curves(causal):
+    figure = explorer.depth_figure(causal)
+    stats = layer_statistics(causal.first)
+    residual = stats[stats["point"] == "residual"]
+    [rms] = [t for t in figure.data if t.name == "residual" and t.yaxis == "y3"]  # the third panel: rms
+    np.testing.assert_allclose(np.array(rms.y), residual["rms"])
+    model = explorer.build_model(explorer.ModelConfig())
+    [bars] = explorer.gradient_figure(model, TOKENS).data
+    assert list(bars.x) == [0, 1] and all(v > 0 for v in bars.y)
+    result = explorer.train(explorer.ModelConfig(), make_task("copy", 6), steps=3)
+    loss, accuracy = explorer.training_figure(result).data
+    assert list(loss.y) == list(result.history["loss"]) and list(accuracy.x) == [1, 2, 3]
+
+
+def test_a_saved_figure_carries_plotly_js_and_fetches_nothing(causal, tmp_path):
+    path = tmp_path / "map.html"
+    explorer.attention_figure(causal).write_html(path, include_plotlyjs=True)
+    html = path.read_text()
+    assert "Plotly.newPlot" in html and len(html) > 1_000_000  # plotly.js is inside the file
+    assert "<script src=" not in html  # no script fetched (plotly.js only names its CDN for geo maps, not used)
+
+
+def test_the_engine_imports_without_plotly():
+    code = (
+        "import sys; sys.modules['plotly'] = None\n"  # as if plotly were not installed
+        "import explorer\n"
+        "explorer.run(explorer.ModelConfig(), 'a b c')\n"
+        "try:\n    explorer.attention_figure\nexcept ImportError:\n    print('figures need plotly')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "figures need plotly"
