@@ -47,8 +47,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.matrix_view import board, matrix_panel
-from explorer.vega import BLUES, Ramp
+from pictures.boards import board, matrix_panel
+from pictures.style import BLUES, Ramp
 from views.matrix_view import show_board
 
 st.set_page_config(layout="wide")

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 import explorer  # noqa: E402
 from explorer.config import ModelConfig  # noqa: E402
-from explorer.matrix_view import decode_floats  # noqa: E402
+from pictures.boards import decode_floats  # noqa: E402
 
 P95_TARGET = 5.0  # seconds for 30 students on one link (issue 16)
 TIMEOUT = 120.0  # a session that has not finished by then has failed

@@ -29,9 +29,9 @@ FIGURES = (
 
 def __getattr__(name: str) -> Any:
     if name in FIGURES:
-        import pictures
+        from pictures import notebook_figures
 
-        return getattr(pictures, name)
+        return getattr(notebook_figures, name)
     raise AttributeError(f"module 'explorer' has no attribute {name!r}")
 
 

@@ -1,23 +1,4 @@
-"""Pictures of the engine's numbers: Plotly figures for notebooks (and, in time, the app's charts)."""
+"""The pictures: arrays and DataFrames in, matrix-view boards, Vega-Lite charts or Plotly figures out; no streamlit.
 
-from pictures.notebook_figures import (
-    attention_figure,
-    attention_grid_figure,
-    depth_figure,
-    difference_figure,
-    gradient_figure,
-    position_similarity_figure,
-    positional_figure,
-    training_figure,
-)
-
-__all__ = [
-    "attention_figure",
-    "attention_grid_figure",
-    "depth_figure",
-    "difference_figure",
-    "gradient_figure",
-    "position_similarity_figure",
-    "positional_figure",
-    "training_figure",
-]
+The notebook figures (pictures.notebook_figures) need plotly; the app's boards and charts do not import it.
+"""

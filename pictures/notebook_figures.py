@@ -1,7 +1,7 @@
 """Plotly figures of a Trace, a model or a training run, for a notebook: they draw inline in Jupyter with no
 network (plotly.js travels with the figure) and save with fig.write_html / fig.write_image as any Plotly figure.
 
-The colour scales are the app's own (explorer.vega: BLUES for weights, RDBU for differences), so a figure in a
+The colour scales are the app's own (pictures.style: BLUES for weights, RDBU for differences), so a figure in a
 notebook reads like the same map on a page.
 """
 
@@ -14,7 +14,6 @@ from plotly.subplots import make_subplots
 
 from explorer.activations import layer_statistics
 from explorer.compare import paired_attention
-from explorer.figures import token_labels
 from explorer.gradients import gradient_norms, layer_gradient_totals
 from explorer.inputs import Source
 from explorer.model import Transformer
@@ -22,7 +21,8 @@ from explorer.position_analysis import encoding_table, similarity
 from explorer.stats import head_average
 from explorer.trace import AttentionMaps, Trace
 from explorer.training import TrainResult
-from explorer.vega import BLUES, RDBU
+from pictures.attention_panels import token_labels
+from pictures.style import BLUES, RDBU
 
 AVERAGE = None  # head=None: the plain mean of a layer's heads
 STATISTICS = ("mean", "std", "rms", "max_abs")

@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 from PIL import Image
 
-from explorer.matrix_view import decode_floats
+from pictures.boards import decode_floats
 
 
 def rgb(colour: str) -> list[int]:

@@ -13,11 +13,11 @@ from streamlit.testing.v1 import AppTest
 import explorer
 from explorer.compare import attention_difference, b_from_query, default_b, head_ranking, model_for_b, reorder_maps
 from explorer.config import ModelConfig
-from explorer.matrix_view import decode_floats
 from explorer.tasks import make_task
 from explorer.trace import AttentionMaps
 from explorer.training import train
-from explorer.vega import BLUES
+from pictures.boards import decode_floats
+from pictures.style import BLUES
 from tests.drawn import DrawnMatrix, app_boards, app_charts, panel_matrix, rgb
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")

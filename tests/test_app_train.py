@@ -32,7 +32,7 @@ from explorer import checkpoints
 from explorer.stats import head_entropy
 from explorer.tasks import make_task
 from explorer.training import evaluate, initial_model, single_thread, train
-from explorer.training_figures import percent
+from pictures.training_charts import percent
 from tests.drawn import app_charts, app_matrices, title_text
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")

@@ -13,9 +13,9 @@ import pytest
 
 import explorer
 from explorer.compare import attention_difference, default_b, head_ranking, model_for_b, reorder_maps, token_order
-from explorer.compare_figures import RANK, difference_ramp, difference_range
-from explorer.figures import WEIGHTS
-from explorer.vega import MASKED_COLOUR
+from pictures.attention_panels import WEIGHTS
+from pictures.compare_charts import RANK, difference_ramp, difference_range
+from pictures.style import MASKED_COLOUR
 from tests.browser_boards import cell_centre, geometry, panels, pixels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_charts import CHART, charts, wait_drawn
 from tests.drawn import rgb

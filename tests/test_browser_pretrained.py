@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.figures import WEIGHTS
+from pictures.attention_panels import WEIGHTS
 from tests.browser_boards import cell_centre, panels, read_panel, tip_at, wait_panels_drawn
 
 pytestmark = pytest.mark.browser

@@ -6,17 +6,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.activation_figures import (
-    CIVIDIS,
-    depth_figure,
-    gradient_heatmap,
-    gradient_totals_figure,
-    head_grid_panel,
-    histogram_figure,
-    layernorm_figure,
-    token_norm_heatmap,
-    zero_fraction_figure,
-)
 from explorer.activations import (
     activation_values,
     depth_story,
@@ -28,13 +17,24 @@ from explorer.activations import (
 )
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.gradients import gradient_norms, layer_gradient_totals, objective_text
-from explorer.matrix_view import board
 from explorer.model import Transformer
 from explorer.numbers import readable
 from explorer.positional import input_text
 from explorer.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.trace import StackTrace, Trace
-from explorer.vega import VIRIDIS
+from pictures.activation_charts import (
+    CIVIDIS,
+    depth_figure,
+    gradient_heatmap,
+    gradient_totals_figure,
+    head_grid_panel,
+    histogram_figure,
+    layernorm_figure,
+    token_norm_heatmap,
+    zero_fraction_figure,
+)
+from pictures.boards import board
+from pictures.style import VIRIDIS
 from views.matrix_view import show_board
 from views.session import from_model, session_model, sidebar_run, trained_label, weights_note
 from views.widgets import (

@@ -10,13 +10,13 @@ from streamlit.delta_generator import DeltaGenerator
 
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
-from explorer.figures import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_cells, grid_panel
-from explorer.head_role_figures import BREADTH, clear_roles, roles_panel
 from explorer.head_roles import ROLES, head_roles
-from explorer.matrix_view import board
 from explorer.prediction import can_predict, next_token
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
+from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_cells, grid_panel
+from pictures.boards import board
+from pictures.head_role_panels import BREADTH, clear_roles, roles_panel
 from views.matrix_view import picked_value, show_board
 from views.session import session_model, sidebar_run
 from views.widgets import (

@@ -36,15 +36,15 @@ from explorer.compare import (
     token_order,
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
-from explorer.compare_figures import difference_panel, layer_lines, pair_panels, pair_top, ranking_panel
 from explorer.config import CHOICES, INT_LIMITS, CheckpointConfig, ConfigError, ModelConfig
-from explorer.figures import scale_note
 from explorer.flip_story import flip_effect, flip_words
 from explorer.gradients import gradient_norms, layer_gradient_totals, objective_text
 from explorer.limits import check_app_size
-from explorer.matrix_view import board
 from explorer.pretrained import list_pretrained, pretrained_title
 from explorer.trace import Trace
+from pictures.attention_panels import scale_note
+from pictures.boards import board
+from pictures.compare_charts import difference_panel, layer_lines, pair_panels, pair_top, ranking_panel
 from views.matrix_view import picked_value, show_board
 from views.session import cached_model, model_key, pretrained_model, session_model, sidebar_run
 from views.widgets import (

@@ -1,5 +1,5 @@
 // Matrix views: each panel a matrix painted on a canvas from its PNG, hover reading the panel's float32 values,
-// a click on a pickable panel sent back to Python. The data comes from explorer/matrix_view.py.
+// a click on a pickable panel sent back to Python. The data comes from pictures/boards.py.
 
 const FONT_FAMILY = '"Source Sans", "Source Sans Pro", sans-serif';
 const FONT = `14px ${FONT_FAMILY}`;

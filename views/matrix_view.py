@@ -1,4 +1,4 @@
-"""The matrix-view component: draws an explorer.matrix_view board in the page (the drawing is matrix_view.js)."""
+"""The matrix-view component: draws an pictures.boards board in the page (the drawing is matrix_view.js)."""
 
 from __future__ import annotations
 

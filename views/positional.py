@@ -25,7 +25,9 @@ from explorer.position_analysis import (
     wavelengths,
 )
 from explorer.positional import ROPE_BASE, sinusoidal
-from explorer.positional_figures import (
+from explorer.pretrained import pretrained_title
+from explorer.trace import Trace
+from pictures.positional_charts import (
     encoding_curves,
     encoding_heatmap,
     every_nth,
@@ -39,8 +41,6 @@ from explorer.positional_figures import (
     similarity_profile,
     wavelength_figure,
 )
-from explorer.pretrained import pretrained_title
-from explorer.trace import Trace
 from views.matrix_view import show_board
 from views.session import from_model, sidebar_run, trained_label
 from views.widgets import clamp_view, csv_button, model_line, positions_text, vega_chart, warn_junk_url

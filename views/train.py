@@ -17,13 +17,13 @@ from streamlit.delta_generator import DeltaGenerator
 
 from explorer import checkpoints
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
-from explorer.figures import attention_map_panel, grid_panel
-from explorer.matrix_view import board
 from explorer.stats import head_entropy
 from explorer.tasks import TASKS, Task, make_task
 from explorer.trace import AttentionMaps, run
 from explorer.training import TrainResult, blind_to_order, evaluate, initial_model, single_thread, train
-from explorer.training_figures import (
+from pictures.attention_panels import attention_map_panel, grid_panel
+from pictures.boards import board
+from pictures.training_charts import (
     NORM_NAMES,
     PATTERN_NAMES,
     curves_figure,

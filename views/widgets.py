@@ -100,7 +100,7 @@ ENTROPY_COLUMNS = {
 
 
 def vega_chart(spec: dict, key: str, where: DeltaGenerator | None = None) -> None:
-    """One Vega-Lite chart at its own size (explorer.vega.chart sets it), with Streamlit's theme off; into `where`
+    """One Vega-Lite chart at its own size (pictures.style.chart sets it), with Streamlit's theme off; into `where`
     (a placeholder, say) or the page."""
     (where or st).vega_lite_chart(spec, key=key, theme=None, width="content")
 

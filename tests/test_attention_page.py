@@ -11,8 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.config import ModelConfig
-from explorer.figures import WEIGHTS
 from explorer.stats import head_average
+from pictures.attention_panels import WEIGHTS
 from tests.drawn import DrawnMatrix, app_boards, app_matrices, sheet_maps
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")

@@ -1,5 +1,5 @@
 """Attention figures for the Attention and Train pages as matrix-view panels: maps in, dict out (no
-Streamlit here; explorer/matrix_view.py says why these matrices are not Vega-Lite charts)."""
+Streamlit here; pictures/boards.py says why these matrices are not Vega-Lite charts)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 
 from explorer.config import PAD_TOKEN
-from explorer.matrix_view import matrix_panel, sheet_panel
 from explorer.stats import attention_matrix
 from explorer.trace import AttentionMaps
-from explorer.vega import BLUES, VIRIDIS, Ramp, layer_head_axes
+from pictures.boards import matrix_panel, sheet_panel
+from pictures.style import BLUES, VIRIDIS, Ramp, layer_head_axes
 
 WEIGHTS = Ramp(BLUES, 0.0, 1.0)  # weight 0 = near white, 1 = dark blue; grey is reserved for masked cells
 EMPTY_ROW_MARK = "⊘ "

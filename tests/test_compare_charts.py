@@ -20,7 +20,11 @@ from explorer.compare import (
     per_layer_comparison,
 )
 from explorer.compare_export import comparison_dict, comparison_json, layers_csv, maps_csv, maps_frame, read_maps_csv
-from explorer.compare_figures import (
+from explorer.gradients import gradient_norms, layer_gradient_totals
+from explorer.trace import AttentionMaps
+from pictures.attention_panels import WEIGHTS
+from pictures.boards import decode_floats
+from pictures.compare_charts import (
     A_COLOUR,
     B_COLOUR,
     MIN_MAP_PX,
@@ -37,11 +41,7 @@ from explorer.compare_figures import (
     pair_panels,
     ranking_panel,
 )
-from explorer.figures import WEIGHTS
-from explorer.gradients import gradient_norms, layer_gradient_totals
-from explorer.matrix_view import decode_floats
-from explorer.trace import AttentionMaps
-from explorer.vega import MASKED_COLOUR
+from pictures.style import MASKED_COLOUR
 from tests.drawn import panel_matrix, rgb
 
 TOKENS = "the cat sat on the mat"

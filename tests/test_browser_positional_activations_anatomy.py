@@ -12,9 +12,9 @@ from explorer.config import ModelConfig
 from explorer.gradients import gradient_norms
 from explorer.position_analysis import permutation_demo, reorder
 from explorer.positional import sinusoidal
-from explorer.positional_figures import TYPED_COLOUR
 from explorer.stats import head_entropy, head_grid
-from explorer.vega import RDBU, Ramp
+from pictures.positional_charts import TYPED_COLOUR
+from pictures.style import RDBU, Ramp
 from tests.browser_boards import cell_centre, geometry, panels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_boards import pixels as board_pixels
 from tests.browser_charts import CHART, charts, hover, pixels, wait_drawn

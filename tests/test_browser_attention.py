@@ -11,8 +11,8 @@ import pytest
 
 import explorer
 from explorer.config import ModelConfig
-from explorer.figures import WEIGHTS
-from explorer.vega import MASKED_COLOUR
+from pictures.attention_panels import WEIGHTS
+from pictures.style import MASKED_COLOUR
 from tests.browser_boards import (
     cell_centre,
     panels,

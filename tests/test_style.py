@@ -1,10 +1,10 @@
-"""explorer.vega: colour ramps interpolate linearly in RGB, PNGs hold one pixel per cell, charts stay quiet."""
+"""pictures.style: colour ramps interpolate linearly in RGB, PNGs hold one pixel per cell, charts stay quiet."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from explorer.vega import MASKED_COLOUR, Ramp, chart, png_uri, ticks
+from pictures.style import MASKED_COLOUR, Ramp, chart, png_uri, ticks
 from tests.drawn import _decode_png
 
 

@@ -1,5 +1,5 @@
 """Engine additions for the Train page: one-thread training, checkpoints that keep their task, and the
-figures and tables of explorer.training_figures."""
+figures and tables of pictures.training_charts."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import explorer
 from explorer import checkpoints
 from explorer.tasks import TASKS, make_task
 from explorer.training import Snapshot, blind_to_order, initial_model, logits, single_thread, train
-from explorer.training_figures import (
+from pictures.training_charts import (
     curves_figure,
     expected_output,
     parameter_count,

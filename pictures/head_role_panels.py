@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.figures import weight_ramp
 from explorer.head_roles import BROAD, ROLES, HeadRoles
-from explorer.matrix_view import matrix_panel
+from pictures.attention_panels import weight_ramp
+from pictures.boards import matrix_panel
 
 ROLE_NAMES = {  # what each role's share is, for a title and a legend; "first" depends on the model
     "first": "the first token",

@@ -1,7 +1,7 @@
 """Figures of the activations page. Tables in, dicts out (no Streamlit here).
 
 Vega-Lite specs for the lines and bars (each names its tables under "datasets"): act_depth, act_layernorm,
-act_histogram, act_zeros, act_grad_totals. Matrix-view panels and boards for the matrices (explorer/matrix_view.py
+act_histogram, act_zeros, act_grad_totals. Matrix-view panels and boards for the matrices (pictures/boards.py
 says why they are not Vega-Lite): act_token_norms, the per-head grids (named by the caller) and act_grad, whose hover
 also gives each gradient norm.
 """
@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from explorer.figures import token_labels
-from explorer.matrix_view import board, matrix_panel
 from explorer.positional import ADDED_TO_INPUT, input_text
-from explorer.vega import (
+from pictures.attention_panels import token_labels
+from pictures.boards import board, matrix_panel
+from pictures.style import (
     AXIS_NUMBERS,
     CATEGORY10,
     GRID_COLOUR,

@@ -1,6 +1,6 @@
 """Charts of the positional page: encodings, wavelengths, similarities, rotary angles, offset scores and the
 permutation demonstration. Arrays in, dicts out (no Streamlit here): Vega-Lite specs for the curves and profiles
-(see explorer/vega.py), matrix-view boards for every matrix (explorer/matrix_view.py).
+(see pictures/style.py), matrix-view boards for every matrix (pictures/boards.py).
 
 Vega-Lite tables (under "datasets"): pos_curves, pos_typed, pos_wavelengths, pos_profile, pos_offsets. Matrix
 panels: pos_table, pos_similarity, pos_rope, pos_offset, perm_typed, perm_moved, perm_rerun.
@@ -13,11 +13,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from explorer.figures import WEIGHTS, token_labels
-from explorer.matrix_view import board, matrix_panel
 from explorer.numbers import readable
 from explorer.position_analysis import OffsetScores, PermutationDemo
-from explorer.vega import (
+from pictures.attention_panels import WEIGHTS, token_labels
+from pictures.boards import board, matrix_panel
+from pictures.style import (
     CATEGORY10,
     GRID_COLOUR,
     MAX_CELL_PX,

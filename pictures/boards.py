@@ -3,7 +3,7 @@
 Why a component of our own and not Vega-Lite for the Attention page: Streamlit loads Vega as 0.8 MB of script
 and compiles every spec in the browser, which costs about 0.45 s per page on this 2-core machine before the first
 map appears. The component is a few kilobytes of script: it paints each matrix from a PNG coloured here (with
-explorer.vega.Ramp, the same colours as every other chart) and reads hover values from the float32 array the
+pictures.style.Ramp, the same colours as every other chart) and reads hover values from the float32 array the
 panel carries, so hover works for every cell of any size.
 
 A board is {"panels": [...], "breaks": [...]}: each panel is one matrix with axes and a legend ("kind": "matrix"), or
@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from explorer.vega import MAX_CELL_PX, MAX_CELL_TEXT, MAX_TICKS, Ramp, png_uri, ticks
+from pictures.style import MAX_CELL_PX, MAX_CELL_TEXT, MAX_TICKS, Ramp, png_uri, ticks
 
 GRID_LINES_UP_TO = 40  # thin white lines between cells while neither side has more cells than this
 LEGEND_TICKS = 4  # at most this many round values marked between the two ends of a colour legend

@@ -10,21 +10,8 @@ import pandas as pd
 import pytest
 
 import explorer
-from explorer.activation_figures import (
-    CIVIDIS,
-    depth_figure,
-    gradient_heatmap,
-    gradient_totals_figure,
-    head_grid_panel,
-    histogram_figure,
-    layernorm_figure,
-    token_norm_heatmap,
-    zero_fraction_figure,
-)
 from explorer.activations import ffn_zero_fraction, layer_statistics, token_norms, value_histogram
-from explorer.figures import WEIGHTS
 from explorer.gradients import gradient_norms, layer_gradient_totals
-from explorer.matrix_view import decode_floats
 from explorer.position_analysis import (
     encoding_table,
     offset_scores,
@@ -35,7 +22,21 @@ from explorer.position_analysis import (
     wavelengths,
 )
 from explorer.positional import sinusoidal
-from explorer.positional_figures import (
+from explorer.stats import head_grid, head_sparsity
+from pictures.activation_charts import (
+    CIVIDIS,
+    depth_figure,
+    gradient_heatmap,
+    gradient_totals_figure,
+    head_grid_panel,
+    histogram_figure,
+    layernorm_figure,
+    token_norm_heatmap,
+    zero_fraction_figure,
+)
+from pictures.attention_panels import WEIGHTS
+from pictures.boards import decode_floats
+from pictures.positional_charts import (
     CURVE_POINTS,
     HEATMAP_PX,
     MAX_SIDE,
@@ -57,8 +58,7 @@ from explorer.positional_figures import (
     similarity_profile,
     wavelength_figure,
 )
-from explorer.stats import head_grid, head_sparsity
-from explorer.vega import Ramp, heading, wrap
+from pictures.style import Ramp, heading, wrap
 from tests.drawn import panel_matrix, title_text, views
 
 TOKENS = "the cat sat on the mat".split()

@@ -1,7 +1,7 @@
 """Charts for the Compare page: A's and B's maps on one colour scale, A - B on a diverging scale centred on 0, and
-the heads ranked by how much they changed (click one to show it) as matrix-view panels (explorer.matrix_view, drawn
+the heads ranked by how much they changed (click one to show it) as matrix-view panels (pictures.boards, drawn
 by views/matrix_view.js), and per-layer statistics of A and B on the same axes as a Vega-Lite chart (a dict whose
-table is a DataFrame under "datasets"; see explorer/vega.py). No Streamlit here."""
+table is a DataFrame under "datasets"; see pictures/style.py). No Streamlit here."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 
 from explorer.compare import PER_LAYER
-from explorer.figures import token_labels, top_of, weight_ramp
-from explorer.matrix_view import matrix_panel
 from explorer.numbers import readable
 from explorer.trace import AttentionMaps
-from explorer.vega import AXIS_NUMBERS, Ramp, chart, layer_head_axes
+from pictures.attention_panels import token_labels, top_of, weight_ramp
+from pictures.boards import matrix_panel
+from pictures.style import AXIS_NUMBERS, Ramp, chart, layer_head_axes
 
 A_COLOUR = "#1f5fa8"  # A is blue everywhere: its lines, and A - B > 0 (A attends more)
 B_COLOUR = "#c2410c"  # B is orange-red: its lines, and A - B < 0 (B attends more)

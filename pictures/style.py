@@ -3,7 +3,7 @@ paints, and the settings every Vega-Lite chart shares.
 
 Why Vega-Lite and not Plotly for the line and bar charts: Streamlit loads Plotly as a 4.7 MB script, which costs
 about 1.9 s per page load in headless Chromium on this 2-core machine; its Vega-Lite chart costs about 0.4 s.
-Matrices are drawn by the matrix view (explorer/matrix_view.py), coloured here with the same ramps.
+Matrices are drawn by the matrix view (pictures/boards.py), coloured here with the same ramps.
 
 Specs carry their tables as pandas DataFrames under "datasets"; Streamlit sends them to the browser as Arrow.
 """

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.figures import WEIGHTS
-from explorer.matrix_view import board, decode_floats, encode_floats, legend_ticks, matrix_panel, sheet_panel
-from explorer.vega import MASKED_COLOUR
+from pictures.attention_panels import WEIGHTS
+from pictures.boards import board, decode_floats, encode_floats, legend_ticks, matrix_panel, sheet_panel
+from pictures.style import MASKED_COLOUR
 from tests.drawn import panel_matrix, rgb, sheet_maps
 
 GREY = rgb(MASKED_COLOUR)

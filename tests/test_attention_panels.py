@@ -1,4 +1,4 @@
-"""explorer.figures: what the reader sees (labels, masked cells, values) is what the maps hold."""
+"""pictures.attention_panels: what the reader sees (labels, masked cells, values) is what the maps hold."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.figures import (
+from explorer.stats import head_average, head_entropy
+from explorer.trace import AttentionMaps
+from pictures.attention_panels import (
     GRID_MAX_CELLS,
     WEIGHTS,
     attention_map_panel,
@@ -15,9 +17,7 @@ from explorer.figures import (
     grid_panel,
     token_labels,
 )
-from explorer.stats import head_average, head_entropy
-from explorer.trace import AttentionMaps
-from explorer.vega import BLUES, MASKED_COLOUR
+from pictures.style import BLUES, MASKED_COLOUR
 from tests.drawn import panel_matrix, rgb, sheet_maps
 
 

@@ -19,7 +19,7 @@ from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradien
 from explorer.numbers import readable
 from explorer.position_analysis import encoding_table, permutation_demo, reorder, rope_angle_table, similarity
 from explorer.stats import head_entropy, head_grid, head_mean_distance, head_sparsity
-from explorer.vega import RDBU, Ramp
+from pictures.style import RDBU, Ramp
 from tests.drawn import app_boards, app_charts, app_matrices, title_text
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -394,7 +394,7 @@ def test_bad_sidebar_settings_give_a_message_not_a_traceback(page, params, messa
 @pytest.mark.parametrize("page", [POSITIONAL, ACTIVATIONS, ANATOMY])
 def test_html_in_tokens_is_shown_as_text(page):
     """Vega-Lite and the matrix view draw labels as text and their tooltips never read HTML: a token is passed as
-    typed, never pre-escaped (which would show "&lt;b&gt;"); tests/test_browser_issue3.py hovers one."""
+    typed, never pre-escaped (which would show "&lt;b&gt;"); test_browser_positional_activations_anatomy hovers one."""
     at = open_page(page, tokens="<b>bold</b> x")
     assert not at.error
     labels = []

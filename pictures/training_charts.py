@@ -18,7 +18,7 @@ from explorer.model import Transformer, parameter_total
 from explorer.tasks import Task
 from explorer.trace import AttentionMaps
 from explorer.training import Snapshot, logits, task_config
-from explorer.vega import AXIS_NUMBERS, chart
+from pictures.style import AXIS_NUMBERS, chart
 
 NORM_NAMES = {"post": "post-norm", "pre": "pre-norm"}
 NORM_COLOURS = {"post": "#1f5fa8", "pre": "#e0701a"}  # blue and orange: told apart in greyscale and by most eyes
