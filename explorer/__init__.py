@@ -21,8 +21,10 @@ FIGURES = (
     "depth_figure",
     "difference_figure",
     "gradient_figure",
+    "parameters_figure",
     "position_similarity_figure",
     "positional_figure",
+    "rope_angle_figure",
     "training_figure",
 )
 

@@ -13,11 +13,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.activations import layer_statistics
+from explorer.anatomy import parameter_counts, parameter_groups
 from explorer.compare import paired_attention
 from explorer.gradients import gradient_norms, layer_gradient_totals
 from explorer.inputs import Source
 from explorer.model import Transformer
-from explorer.position_analysis import encoding_table, similarity
+from explorer.position_analysis import encoding_table, rope_angle_table, similarity
 from explorer.stats import head_average
 from explorer.trace import AttentionMaps, Trace
 from explorer.training import TrainResult
@@ -70,10 +71,14 @@ def _map_layout(figure: go.Figure, title: str) -> go.Figure:
 
 def attention_figure(trace: Trace, layer: int = 0, head: int | None = 0, kind: str = "self-attention") -> go.Figure:
     """One layer's attention: head `head`, or the average of its heads (head=None). Grey gaps are masked keys."""
-    maps = _maps(trace, kind)
+    return maps_figure(_maps(trace, kind), layer, head)
+
+
+def maps_figure(maps: AttentionMaps, layer: int = 0, head: int | None = 0, prefix: str = "") -> go.Figure:
+    """attention_figure of one kind of attention maps (a trace's, or Compare's A or B); `prefix` opens the title."""
     which = "average of heads" if head is None else f"head {head}"
     figure = go.Figure(_heatmap(maps, _weights(maps, layer, head)))
-    return _map_layout(figure, f"{kind} · layer {layer} · {which}")
+    return _map_layout(figure, f"{prefix}{maps.kind} · layer {layer} · {which}")
 
 
 def attention_grid_figure(trace: Trace, kind: str = "self-attention") -> go.Figure:
@@ -99,15 +104,22 @@ def attention_grid_figure(trace: Trace, kind: str = "self-attention") -> go.Figu
 def difference_figure(trace_a: Trace, trace_b: Trace, layer: int = 0, head: int = 0) -> go.Figure:
     """A − B for one layer and head of the first stack's self-attention (both runs on inputs of one length)."""
     pair = paired_attention(trace_a, trace_b)[0]
-    if pair.a is None or pair.b is None or pair.a.weights.shape != pair.b.weights.shape:
+    return maps_difference_figure(pair.a, pair.b, layer, head)
+
+
+def maps_difference_figure(
+    a: AttentionMaps | None, b: AttentionMaps | None, layer: int = 0, head: int = 0
+) -> go.Figure:
+    """difference_figure of two sets of maps of one shape."""
+    if a is None or b is None or a.weights.shape != b.weights.shape:
         raise ValueError("A and B need maps of the same shape (the same number of layers, heads and tokens).")
-    difference = pair.a.weights[layer, head].astype(np.float64) - pair.b.weights[layer, head]  # [Tq, Tk]
+    difference = a.weights[layer, head].astype(np.float64) - b.weights[layer, head]  # [Tq, Tk]
     top = max(float(np.abs(difference).max()), 1e-9)
     figure = go.Figure(
         go.Heatmap(
             z=difference,
-            x=token_labels(pair.a.key_tokens),
-            y=token_labels(pair.a.query_tokens),
+            x=token_labels(a.key_tokens),
+            y=token_labels(a.query_tokens),
             zmin=-top,
             zmax=top,
             colorscale=plotly_scale(RDBU[::-1]),  # blue: A attends more, red: B attends more, as on Compare
@@ -208,4 +220,36 @@ def training_figure(result: TrainResult) -> go.Figure:
     figure.update_yaxes(range=[0, 1], row=1, col=2)
     figure.update_xaxes(title_text="step")
     figure.update_layout(title=f"Training on {result.task.name}", template="plotly_white", showlegend=False)
+    return figure
+
+
+def rope_angle_figure(n_positions: int, d_head: int, base: float = 10000.0) -> go.Figure:
+    """The angle (degrees, modulo 360) rotary encoding turns each pair of a head by, at each position."""
+    angles = np.degrees(np.mod(rope_angle_table(n_positions, d_head, base), 2 * np.pi))  # [P, K/2]
+    figure = go.Figure(
+        go.Heatmap(
+            z=angles,
+            zmin=0.0,
+            zmax=360.0,
+            colorscale="twilight",  # cyclic: 0 and 360 degrees look alike, as on the Positional page
+            colorbar={"title": {"text": "angle (°)"}},
+            hovertemplate="position %{y}, pair %{x}<br>%{z:.1f}°<extra></extra>",
+        )
+    )
+    figure.update_layout(title=f"Rotary angles (base {base:,.0f})", template="plotly_white")
+    figure.update_xaxes(title="pair i (dimensions 2i and 2i+1 of each head)")
+    figure.update_yaxes(title="position", autorange="reversed")
+    return figure
+
+
+def parameters_figure(model: Transformer) -> go.Figure:
+    """The model's parameters by kind of module (self-attention, feed-forward, LayerNorm ...), largest first."""
+    groups = parameter_groups(parameter_counts(model))
+    figure = go.Figure(
+        go.Bar(x=groups["group"], y=groups["parameters"], hovertemplate="%{x}: %{y:,} parameters<extra></extra>")
+    )
+    total = int(groups["parameters"].sum())
+    figure.update_layout(
+        title=f"{total:,} parameters by kind of module", yaxis_title="parameters", template="plotly_white"
+    )
     return figure

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+from functools import partial
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -42,8 +46,10 @@ from views.widgets import (
     clamp_view,
     csv_button,
     model_line,
+    plain,
     settle_choice,
     vega_chart,
+    view_download,
     warn_junk_url,
 )
 
@@ -256,6 +262,15 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         csv_button("Block totals (CSV)", totals, "gradients_blocks.csv", "act_csv_grad_totals")
 
 
+def activation_figures(trace: Trace, model: Transformer, notebook_figures: Any) -> list:
+    """The view as Plotly figures: statistics over depth, and the gradient norms when there are tokens to predict."""
+    figures = [notebook_figures.depth_figure(trace, i) for i in range(len(trace.stacks))]
+    target = list(trace.last.tokens) if len(trace.stacks) > 1 else None
+    with contextlib.suppress(ConfigError):  # too few tokens to predict: the page says so in its own section
+        figures.append(notebook_figures.gradient_figure(model, list(trace.tokens), target))
+    return figures
+
+
 def main() -> None:
     st.title("Activations")
     run = sidebar_run("Fix the setting named above (in the sidebar) to see the activations.")
@@ -274,6 +289,9 @@ def main() -> None:
     stack = pick_stack(trace)
     if len(trace.stacks) > 1:
         st.caption(f"Every chart below shows the **{stack.name}** stack ({len(stack.tokens)} tokens).")
+    view_download(
+        "Activations", [plain(summary(cfg, trace))], partial(activation_figures, trace, session_model()), "activations"
+    )
     depth(cfg, stack)
     per_token(cfg, stack)
     histogram(cfg, stack)

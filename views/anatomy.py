@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 import pandas as pd
 import streamlit as st
 
@@ -11,7 +14,7 @@ from explorer.model import Transformer
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from views.session import from_model, session_model, sidebar_run
-from views.widgets import csv_button, model_line
+from views.widgets import csv_button, model_line, plain, view_download
 
 
 @st.cache_data(max_entries=16, show_spinner="Counting parameters…")
@@ -161,6 +164,11 @@ def diagram(cfg: ModelConfig) -> None:
         st.graphviz_chart(block_diagram(cfg))
 
 
+def parameter_figures(model: Transformer, notebook_figures: Any) -> list:
+    """The view as a Plotly figure: the parameters by kind of module."""
+    return [notebook_figures.parameters_figure(model)]
+
+
 def main() -> None:
     st.title("Anatomy of the model")
     run = sidebar_run("Fix the setting named above (in the sidebar) to see the model's anatomy.")
@@ -168,6 +176,8 @@ def main() -> None:
         return
     cfg, trace = run
     st.caption(f"{model_line(cfg, trace)}.")
+    figures = partial(parameter_figures, session_model())
+    view_download("Anatomy of the model", [plain(model_line(cfg, trace))], figures, "anatomy")
     if cfg.arch == "encoder-decoder":  # two diagrams side by side need the page's width to stay readable
         diagram(cfg)
         parameter_summary(cfg)

@@ -31,10 +31,12 @@ from views.widgets import (
     note_ignored_url_value,
     one_of,
     opening_kind,
+    plain,
     remember_view,
     settle_choice,
     show_url_notes,
     stretch_toggle,
+    view_download,
     warn_junk_url,
 )
 
@@ -86,7 +88,7 @@ def view_options(maps: AttentionMaps) -> tuple[list[int], list]:
 
 
 @st.fragment
-def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame) -> None:
+def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame, trace: Trace) -> None:
     """Layer and head selectors with the downloads of the map they pick, then one board: that map large, each head's
     entropy (head_entropy of maps), and every layer x head small. Reruns alone when a selector changes or a small
     map is clicked."""
@@ -110,6 +112,17 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame) -> 
     head_index = None if head == AVERAGE else int(head)
     stretch = stretch_toggle(controls)
     downloads(controls, maps, cfg, layer, head_index)
+    with_grid = grid_cells(maps) <= GRID_MAX_CELLS
+    view_download(
+        "Attention",
+        [plain(summary(cfg, trace))],
+        lambda nf: (
+            [nf.maps_figure(maps, layer, head_index)]
+            + ([nf.attention_grid_figure(trace, maps.kind)] if with_grid else [])
+        ),
+        "attention",
+        controls,
+    )
     if head_index is None:
         st.info(f"Showing the **average** of all {maps.n_heads} heads of layer {layer}, not a single head.")
     window = zoom_window(maps)
@@ -267,7 +280,7 @@ def main() -> None:
     entropy = head_entropy(maps)  # once a run: the board beside the map and the table below both show it
     next_token_section(trace)
     head_roles_section(maps, cfg)  # above the maps: a head clicked here opens just below
-    map_viewer(maps, cfg, entropy)
+    map_viewer(maps, cfg, entropy, trace)
     entropy_table(entropy)
     with notes:
         show_url_notes(VIEW_NOTES_KEY)

@@ -59,12 +59,14 @@ from views.widgets import (
     note_ignored_url_value,
     one_of,
     opening_kind,
+    plain,
     positions_text,
     remember_view,
     settle_choice,
     show_url_notes,
     stretch_toggle,
     vega_chart,
+    view_download,
     warn_junk_url,
 )
 
@@ -673,7 +675,7 @@ def downloads(a: ModelConfig, b: ModelConfig, inputs: dict[str, Any], sharing: s
         "JSON: both configurations, the inputs, the per-layer figures and every A − B map with the head ranking. "
         "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell)."
     )
-    c1, c2, c3, _ = st.columns([1, 1, 1, 2])
+    c1, c2, c3, c4, _ = st.columns([1, 1, 1, 1.6, 0.4])
     objective = objective_text(session_model())  # A's, and B's: B carries A's read-out, trained or not
     everything = partial(comparison_json, a, b, inputs, sharing, pairs, tables, objective, aligned)
     download("Download JSON", everything, "comparison.json", "application/json", "compare_json", c1)
@@ -691,6 +693,23 @@ def downloads(a: ModelConfig, b: ModelConfig, inputs: dict[str, Any], sharing: s
         disabled=not can_subtract,
         help=None if can_subtract else "A and B have no layer with the same heads and tokens to subtract.",
     )
+    view_download("Compare A and B", [f"A: {plain(describe(a, a))}", f"B: {plain(describe(b, a))}"],
+                  partial(compare_figures, pairs[0], *shown_head()), "compare", c4)  # fmt: skip
+
+
+def shown_head() -> tuple[int, int]:
+    """The layer and head the attention section shows."""
+    return int(st.session_state.get("layer") or 0), int(st.session_state.get("head") or 0)
+
+
+def compare_figures(pair: MapPair, layer: int, head: int, notebook_figures: Any) -> list:
+    """A's and B's map of `layer` and `head`, and A − B when they have the same shape."""
+    sides = [(m, side) for m, side in ((pair.a, "A"), (pair.b, "B")) if m is not None]
+    shown = [(m, side) for m, side in sides if layer < m.n_layers and head < m.n_heads]
+    figures = [notebook_figures.maps_figure(m, layer, head, f"{side} · ") for m, side in shown]
+    if len(shown) == 2 and pair.a.weights.shape == pair.b.weights.shape:
+        figures.append(notebook_figures.maps_difference_figure(pair.a, pair.b, layer, head))
+    return figures
 
 
 # --- The page.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -42,8 +45,17 @@ from pictures.positional_charts import (
     wavelength_figure,
 )
 from views.matrix_view import show_board
-from views.session import from_model, sidebar_run, trained_label
-from views.widgets import clamp_view, csv_button, model_line, positions_text, vega_chart, warn_junk_url
+from views.session import from_model, session_model, sidebar_run, trained_label
+from views.widgets import (
+    clamp_view,
+    csv_button,
+    model_line,
+    plain,
+    positions_text,
+    vega_chart,
+    view_download,
+    warn_junk_url,
+)
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
 METRICS = ("cosine", "dot")
@@ -102,6 +114,20 @@ def cached_permutation(
 def cached_repeated_scores(cfg: ModelConfig, token: str, n_positions: int, _model: Transformer) -> np.ndarray:
     """[L, H, P, P] scores of every head on the repeated token (one run for every layer and head)."""
     return repeated_token_scores(_model, token, n_positions)
+
+
+def position_figures(
+    cfg: ModelConfig, n_positions: int, metric: str, model: Transformer, notebook_figures: Any
+) -> list:
+    """The view as Plotly figures: the added table's curves and similarities, or rope's angles."""
+    if cfg.positional == "rope":
+        return [notebook_figures.rope_angle_figure(n_positions, cfg.d_head, rope_base(cfg))]
+    if cfg.positional == "none":
+        return []
+    return [
+        notebook_figures.positional_figure(model, n_positions),
+        notebook_figures.position_similarity_figure(model, n_positions, metric),
+    ]
 
 
 def rope_base(cfg: ModelConfig) -> float:
@@ -420,6 +446,8 @@ def main() -> None:
     except ConfigError as e:
         st.error(str(e), icon=":material/error:")
     else:
+        view_download("Positional encodings", [plain(summary(cfg, trace))],
+                      partial(position_figures, cfg, n_positions, metric, session_model()), "positional")  # fmt: skip
         if cfg.positional in ("sinusoidal", "learned"):
             added_table(cfg, trace, n_positions, dims_text, metric)
         elif cfg.positional == "rope":

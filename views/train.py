@@ -8,6 +8,8 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -47,6 +49,7 @@ from views.widgets import (
     positions_text,
     show_url_notes,
     vega_chart,
+    view_download,
     whole_number_in,
 )
 
@@ -535,12 +538,20 @@ def load_uploaded() -> None:
     st.session_state[RESULT_KEY] = Training(next_run_id(), task, {norm: result}, (norm,), None, weights[0].name)
 
 
+def training_figures(results: list[TrainResult], notebook_figures: Any) -> list:
+    """The view as Plotly figures: each trained placement's loss and accuracy curves."""
+    return [notebook_figures.training_figure(result) for result in results]
+
+
 def look_inside(training: Training) -> str:
     """Curves, attention forming over training, the model on typed tokens; returns the placement shown."""
     histories = {norm: r.history for norm, r in training.results.items() if len(r.history)}
     if histories:
         steps = max(len(h) for h in histories.values())
         vega_chart(curves_figure(histories, len(training.task.vocabulary), steps), "train_curves")
+        trained = [r for r in training.results.values() if len(r.history)]
+        labels = [training.label(norm) for norm in training.results]
+        view_download("Train", labels, partial(training_figures, trained), "train")
     norms = list(training.results)
     norm = norms[0]
     if len(norms) > 1:

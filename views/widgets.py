@@ -6,6 +6,7 @@ import contextlib
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import pandas as pd
 import streamlit as st
@@ -83,6 +84,39 @@ def download(
     `where` (a column, say) or the page. `more`: other st.download_button arguments (disabled, help)."""
     (where or st).download_button(
         label, data=data, file_name=file_name, mime=mime, on_click="ignore", icon=":material/download:", key=key, **more
+    )
+
+
+def plain(markdown: str) -> str:
+    """A summary line without its Markdown bold marks, for a file."""
+    return markdown.replace("**", "")
+
+
+def view_download(
+    title: str, lines: list[str], figures: Callable[[Any], list], key: str, where: DeltaGenerator | None = None
+) -> None:
+    """ "Download this view (HTML)": the page's figures as Plotly, in one offline file, built only when clicked.
+    `figures(notebook_figures)` makes them from the pictures.notebook_figures module, passed in so that plotly is
+    imported on the first click, not on every page load; it runs outside the script run, so it must get everything
+    it needs from the session (the model, the layer shown) as arguments, not read it then."""
+
+    link = (st.context.url or "").split("?")[0] + "?" + urlencode(st.query_params.to_dict(), quote_via=quote)
+
+    def build() -> bytes:  # runs on the click, outside the script run: it may not read st.session_state
+        from pictures import notebook_figures
+        from pictures.html_export import view_html
+
+        return view_html(title, [*lines, f"Link to this view: {link}"], figures(notebook_figures))
+
+    download(
+        "Download this view (HTML)",
+        build,
+        f"attention_explorer_{key}.html",
+        "text/html",
+        f"view_html_{key}",
+        where,
+        help="One file with this view's figures (plotly.js inside): it opens in any browser, with no server and no "
+        "network. The link in it reopens the page.",
     )
 
 

@@ -1,0 +1,76 @@
+"""'Download this view (HTML)': the file opens in Chromium with no server and no network, and its figures hold the
+numbers the page shows (explorer.run's)."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.config import ModelConfig
+
+pytestmark = pytest.mark.browser
+
+TOKENS = "the cat sat on the mat"
+
+
+def downloaded_view(page, url: str, wait_idle) -> str:
+    page.goto(url)
+    wait_idle(page)
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download this view (HTML)").click()
+    return Path(info.value.path()).read_text(encoding="utf-8")
+
+
+def numbers(value) -> np.ndarray:
+    """A figure's array as plotly.js holds it: a list, or a typed array {dtype, bdata (base64), shape}."""
+    if isinstance(value, dict):
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = [int(n) for n in str(value.get("shape", len(flat))).split(",")]
+        return flat.reshape(shape).astype(np.float64)
+    return np.array(value, dtype=np.float64)
+
+
+def figures_in(browser, html: str) -> list[dict]:
+    """The Plotly figures the file draws, read from the page it makes in a browser that may fetch nothing."""
+    context = browser.new_context()
+    fetched: list[str] = []
+    context.route("**/*", lambda route: (fetched.append(route.request.url), route.abort()))
+    try:
+        page = context.new_page()
+        page.set_content(html, wait_until="load")
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
+        figures = page.evaluate(
+            "() => [...document.querySelectorAll('.js-plotly-plot')].map(g => "
+            "({data: g.data.map(t => ({z: t.z, y: t.y, name: t.name})), title: g.layout.title.text}))"
+        )
+    finally:
+        context.close()
+    assert not fetched, f"the file asked the network for {fetched[:3]}"
+    return figures
+
+
+def test_the_attention_view_opens_offline_with_the_pages_numbers(page, app_url, wait_idle, browser):
+    html = downloaded_view(page, f"{app_url}/?mask=causal&layer=1&head=2", wait_idle)
+    assert "Link to this view:" in html and "layer=1" in html
+    shown, grid = figures_in(browser, html)
+    expected = explorer.run(ModelConfig(mask="causal"), TOKENS).attention  # [L, H, T, T]
+    z = numbers(shown["data"][0]["z"])
+    allowed = ~np.isnan(z)
+    np.testing.assert_allclose(z[allowed], expected[1, 2][allowed], rtol=1e-6)
+    assert allowed.sum() == 21  # 6 tokens, causal: 1 + 2 + ... + 6 cells
+    assert shown["title"] == "self-attention · layer 1 · head 2"
+    assert len(grid["data"]) == 2 * 4  # every layer x head of the default model, behind the slider
+
+
+def test_the_positional_view_opens_offline_with_the_models_table(page, app_url, wait_idle, browser):
+    html = downloaded_view(page, f"{app_url}/positional?positional=learned", wait_idle)
+    curves, similarity = figures_in(browser, html)
+    table = explorer.build_model(ModelConfig(positional="learned")).positional.table.detach().numpy()  # [P, D]
+    first = curves["data"][0]
+    assert first["name"] == "dim 0"
+    np.testing.assert_allclose(numbers(first["y"]), table[:64, 0], rtol=1e-6)
+    assert numbers(similarity["data"][0]["z"]).shape == (64, 64)
