@@ -3,7 +3,6 @@
 Pages read what this script leaves in st.session_state:
   "_config"  ModelConfig, or None when the settings are impossible
   "_trace"   explorer.Trace for the typed tokens, or None when there is an error
-  "_error"   the sentence shown to the user instead, or None
   "_sidebar_config"  the sidebar's ModelConfig (or None): what the Train page trains
   "_trained" None, or {"model", "task", "label"}: a model the Train page sent to the other pages. While it is
              set, "_config", "_model" and "_trace" are that model's, run on the typed tokens for this session only
@@ -281,7 +280,7 @@ def trained_banner() -> None:
 def compute(values: dict[str, Any], shows_tokens: bool) -> None:
     """Config and trace for the pages, or the user-facing error instead. An error about the typed tokens is shown
     only on a page that `shows_tokens`; an impossible setting is shown on every page."""
-    for key in ("_config", "_sidebar_config", "_model", "_trace", "_error"):
+    for key in ("_config", "_sidebar_config", "_model", "_trace"):
         st.session_state[key] = None
     trained = st.session_state.get("_trained")
     if values["model"] != CONFIGURED and trained is None:
@@ -310,8 +309,7 @@ def compute(values: dict[str, Any], shows_tokens: bool) -> None:
 
 
 def show_error(message: str, shown: bool = True) -> None:
-    """Keep the sentence for the pages, and show it above the page unless told otherwise."""
-    st.session_state["_error"] = message
+    """Show the sentence above the page, unless the page does not show what it is about (`shown` False)."""
     if shown:
         st.error(message, icon=":material/error:")
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +11,7 @@ import pandas as pd
 import torch
 
 from explorer.activations import layer_statistics
-from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig, check_url_value, parse_config
+from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig, check_url_value
 from explorer.model import Transformer, build_model, copy_shared_weights
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, StackTrace, Trace
@@ -129,12 +128,6 @@ def to_query(b: ModelConfig, a: ModelConfig) -> dict[str, str]:
         for f in dataclasses.fields(b)
         if getattr(b, f.name) != getattr(reference, f.name)
     }
-
-
-def b_from_query(query: Mapping[str, str], a: ModelConfig) -> ModelConfig:
-    """B from its prefixed URL parameters, on top of default_b(A)."""
-    fields = {key.removeprefix(B_PREFIX): value for key, value in query.items() if key.startswith(B_PREFIX)}
-    return parse_config(fields, base=default_b(a))
 
 
 # --- What the Compare page needs on top: pairing maps, lining up two inputs, per-layer tables, URL screening.

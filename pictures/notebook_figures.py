@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.activations import layer_statistics
+from explorer.activations import STATISTICS, layer_statistics
 from explorer.anatomy import parameter_counts, parameter_groups
 from explorer.compare import paired_attention
 from explorer.gradients import gradient_norms, layer_gradient_totals
@@ -26,7 +26,6 @@ from pictures.attention_panels import token_labels
 from pictures.style import BLUES, RDBU
 
 AVERAGE = None  # head=None: the plain mean of a layer's heads
-STATISTICS = ("mean", "std", "rms", "max_abs")
 
 
 def plotly_scale(colours: tuple[str, ...]) -> list[list]:

@@ -73,7 +73,7 @@ def test_default_view_draws_the_engine_weights(at):
         drawn = thumbnails[f"L{layer} H{head}"]
         np.testing.assert_array_equal(drawn, WEIGHTS.rgb(expected.weights[layer, head]))
     assert maps.loc[maps["outlined"], "title"].tolist() == ["L0 H0"]  # the map shown large
-    assert len(at.get("download_button")) == 2
+    assert len(at.get("download_button")) == 3  # CSV, JSON, and the view as HTML
 
 
 def test_a_grid_too_big_for_a_browser_is_left_out_with_a_note(at):

@@ -85,7 +85,7 @@ def test_positional_default_draws_the_sinusoids():
     assert chart(at, "Wavelength of each pair (d_model = 64)")
     assert any("fills all 48 positions" in m.value for m in at.markdown)
     assert "pos_offset" in app_matrices(at) and chart(at, "score against offset")
-    assert len(at.get("download_button")) == 4
+    assert len(at.get("download_button")) == 5  # and the view as HTML
     assert not at.get("arrow_data_frame")  # the typed rows' table only on request (it loads a heavy script)
     assert not any("Untrained" in w.value for w in at.warning)  # only the learned table is untrained
     at.toggle(key="pos_typed_table").set_value(True).run()
@@ -265,7 +265,7 @@ def test_activations_default_shows_the_engine_statistics():
     assert heat.title.startswith("Gradient norm of each weight matrix and bias (encoder stack)")
     value = norms_by_parameter.query("layer == 1 and parameter == 'linear1.weight'")["norm"].item()
     assert heat.values[heat.y_labels.index("linear1.weight"), 1] == pytest.approx(np.log10(value), rel=1e-4)
-    assert len(at.get("download_button")) == 7
+    assert len(at.get("download_button")) == 8  # and the view as HTML
     assert not at.get("arrow_data_frame")  # the three tables only on request (they load a heavy script)
 
 
@@ -359,7 +359,7 @@ def test_anatomy_default_numbers_are_the_engine_numbers():
     assert modules.equals(parameter_counts(model))
     (diagram,) = at.get("graphviz_chart")
     assert diagram.proto.spec == block_diagram(cfg)
-    assert len(at.get("download_button")) == 4
+    assert len(at.get("download_button")) == 5  # and the view as HTML
 
 
 def test_anatomy_follows_the_sidebar():
