@@ -29,18 +29,18 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
-# Whether each chart on the page is drawn: a Vega-Lite canvas with painted pixels, or a matrix view
+# Whether each chart on the page is drawn: a Plotly chart whose plot area plotly.js has laid out, or a matrix view
 # (views/matrix_view.js) whose every canvas is marked drawn.
 CHARTS_DRAWN = """(() => {
-    const painted = (c) => c.width > 0 && c.height > 0
-        && c.getContext("2d").getImageData(0, 0, c.width, c.height).data.some((v, i) => i % 4 === 3 && v > 0);
-    const vega = [...document.querySelectorAll("[data-testid='stVegaLiteChart']")].map(
-        (chart) => [...chart.querySelectorAll("canvas")].some(painted) || !!chart.querySelector("svg.marks g"));
+    const plotly = [...document.querySelectorAll("[data-testid='stPlotlyChart']")].map((chart) => {
+        const gd = chart.querySelector(".js-plotly-plot");
+        return !!(gd && gd._fullLayout && gd._fullData && gd.querySelector(".main-svg"));
+    });
     const boards = [...document.querySelectorAll("[data-testid^='stBidiComponent']")].map((host) => {
         const canvases = [...(host.shadowRoot || host).querySelectorAll(".mv-board canvas")];
         return canvases.length > 0 && canvases.every((c) => c.dataset.drawn === "true");
     });
-    return [...vega, ...boards];
+    return [...plotly, ...boards];
 })()"""
 
 # The first lines of every baseline app: the project on sys.path, and the same server fix the dashboard applies

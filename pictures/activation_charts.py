@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 
 from explorer.positional import ADDED_TO_INPUT, input_text
 from pictures.attention_panels import token_labels
@@ -23,7 +24,9 @@ from pictures.style import (
     MAX_CELL_PX,
     VIRIDIS,
     Ramp,
+    axis,
     chart,
+    figure_layout,
     heading,
     layer_head_axes,
 )
@@ -43,6 +46,7 @@ MAX_TEXT_HEADS = 6  # a per-head grid (a third of the page wide) writes its valu
 MAX_LAYER_TICKS = 14
 PANEL_WIDTH, PANEL_HEIGHT = 330, 190  # px of one panel of a grid of line charts
 LINE_WIDTH = 640  # px of the plot area of a single line or bar chart
+BAR_COLOUR = "#4c78a8"
 HEAD_GRID_PX = 150  # px along the longer side of a per-head grid: three fit in a row
 
 
@@ -253,37 +257,33 @@ def histogram_figure(bins: pd.DataFrame, what: str, values_summary: str, log_cou
     )
 
 
-def zero_fraction_figure(zeros: pd.DataFrame, stack: str, activation: str) -> dict:
-    """Share of feed-forward hidden units that are exactly 0, per layer."""
-    table = zeros[["layer", "zero_fraction"]].astype({"layer": np.int32, "zero_fraction": np.float64})
+def zero_fraction_figure(zeros: pd.DataFrame, stack: str, activation: str) -> go.Figure:
+    """Share of feed-forward hidden units that are exactly 0, per layer: one bar per block, its percentage on top."""
     note = (
         "ReLU sets every negative pre-activation to exactly 0; about half for random weights"
         if activation == "relu"
         else "GELU is exactly 0 only at 0 itself, so this stays at 0%"
     )
-    x = {"field": "layer", "type": "ordinal", "axis": {"title": "block", "labelAngle": 0}}
-    y = {"field": "zero_fraction", "type": "quantitative", "scale": {"domain": [0, 1.12], "nice": False},
-         "axis": {"title": "share of units × tokens", "format": ".0%", "values": [0, 0.2, 0.4, 0.6, 0.8, 1.0],
-                  "gridColor": GRID_COLOUR}}  # fmt: skip
-    return chart(
-        {
-            "title": heading(
-                f"Feed-forward hidden units that are exactly 0 ({stack} stack, {activation})", note, LINE_WIDTH
-            ),
-            "width": min(LINE_WIDTH, max(240, 60 * len(table))),
-            "height": 220,
-            "datasets": {"act_zeros": table},
-            "data": {"name": "act_zeros"},
-            "layer": [
-                {"mark": {"type": "bar", "color": "#4c78a8"}, "encoding": {"x": x, "y": y, "tooltip": [
-                    {"field": "layer", "title": "block"},
-                    {"field": "zero_fraction", "title": "hidden units exactly 0", "format": ".2%"},
-                ]}},
-                {"mark": {"type": "text", "baseline": "bottom", "dy": -3, "fontSize": 12},
-                 "encoding": {"x": x, "y": y, "text": {"field": "zero_fraction", "format": ".0%"}}},
-            ],
-        }
-    )  # fmt: skip
+    share = zeros["zero_fraction"].to_numpy(dtype=np.float64)  # [L]
+    figure = go.Figure(
+        go.Bar(
+            x=zeros["layer"].to_numpy(dtype=np.int32),
+            y=share,
+            name="exactly 0",
+            marker_color=BAR_COLOUR,
+            text=[f"{s:.0%}" for s in share],
+            textposition="outside",
+            cliponaxis=False,
+            hovertemplate="block %{x}<br>hidden units exactly 0: %{y:.2%}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        figure_layout(f"Feed-forward hidden units that are exactly 0 ({stack} stack, {activation})", note, 240),
+        xaxis=axis("block", numbers="d", type="category"),
+        yaxis=axis("share of units × tokens", numbers=".0%", range=[0, 1.12], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+        bargap=0.35,
+    )
+    return figure
 
 
 def head_grid_panel(

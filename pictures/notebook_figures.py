@@ -23,15 +23,9 @@ from explorer.stats import head_average
 from explorer.trace import AttentionMaps, Trace
 from explorer.training import TrainResult
 from pictures.attention_panels import token_labels
-from pictures.style import BLUES, RDBU
+from pictures.style import BLUES, RDBU, plotly_scale
 
 AVERAGE = None  # head=None: the plain mean of a layer's heads
-
-
-def plotly_scale(colours: tuple[str, ...]) -> list[list]:
-    """An app colour ramp (evenly spread hex colours) as a Plotly colorscale."""
-    stops = np.linspace(0.0, 1.0, len(colours))
-    return [[float(stop), colour] for stop, colour in zip(stops, colours, strict=True)]
 
 
 def _maps(trace: Trace, kind: str) -> AttentionMaps:

@@ -1,16 +1,15 @@
-"""Vega-Lite building blocks (no Streamlit here): colour ramps shared with the matrix view, the PNG a matrix view
-paints, and the settings every Vega-Lite chart shares.
+"""What every picture shares, defined once (no Streamlit and no plotly import here): the colour ramps, which the
+matrix view paints as PNGs and Plotly uses as colour scales; the font, number formats and axis settings of every
+Plotly figure; and the layout each figure starts from.
 
-Why Vega-Lite and not Plotly for the line and bar charts: Streamlit loads Plotly as a 4.7 MB script, which costs
-about 1.9 s per page load in headless Chromium on this 2-core machine; its Vega-Lite chart costs about 0.4 s.
-Matrices are drawn by the matrix view (pictures/boards.py), coloured here with the same ramps.
-
-Specs carry their tables as pandas DataFrames under "datasets"; Streamlit sends them to the browser as Arrow.
+Lines, bars and curves are Plotly figures (pictures/*_charts.py, pictures/notebook_figures.py). The app's matrices
+are drawn by the matrix view (pictures/boards.py says why), coloured with the same ramps.
 """
 
 from __future__ import annotations
 
 import base64
+import html
 import io
 import textwrap
 from dataclasses import dataclass
@@ -135,3 +134,57 @@ def quiet(spec: dict) -> dict:
         mark = spec["mark"] if isinstance(spec["mark"], dict) else {"type": spec["mark"]}
         spec["mark"] = {**mark, "tooltip": None}
     return spec
+
+
+# Plotly figures: what every line, bar and curve chart of the app and of a notebook shares.
+HOVER_NUMBERS = ".4g"  # a value in a hover label: 4 significant digits
+TEXT_COLOUR = "#31333f"  # Streamlit's text colour, so a chart's words read like the page's
+SUBTITLE_COLOUR = "#6b6f7b"
+SUBTITLE_CHARS = 100  # Plotly never wraps a title: a subtitle is broken into lines of at most this many characters
+LINE_PX = 19  # px one subtitle line takes
+
+
+def plotly_scale(colours: tuple[str, ...]) -> list[list]:
+    """A colour ramp (evenly spread hex colours) as a Plotly colorscale: [[0.0, first], ..., [1.0, last]]."""
+    stops = np.linspace(0.0, 1.0, len(colours))
+    return [[float(stop), colour] for stop, colour in zip(stops, colours, strict=True)]
+
+
+def label_text(text: str) -> str:
+    """User text (a token, a file name) for a Plotly string: Plotly reads a small HTML subset in every title, tick
+    and hover label, so "<b>" must arrive as text, not as bold."""
+    return html.escape(str(text), quote=False)
+
+
+def figure_layout(title: str, subtitle: str = "", height: int = 340, **more: object) -> dict:
+    """The layout every Plotly figure starts from: a title on the left with its subtitle wrapped below it, the page's
+    font, a white background with light grid lines, and `height` px for the plot and its axes (the title's lines
+    come on top). `more`: any other layout settings (legend, axes, margins)."""
+    lines = [html.escape(line, quote=False) for line in textwrap.wrap(subtitle, SUBTITLE_CHARS)] if subtitle else []
+    top = 44 + LINE_PX * len(lines)
+    layout = {
+        "title": {
+            "text": html.escape(title, quote=False),
+            "subtitle": {"text": "<br>".join(lines), "font": {"size": 13, "color": SUBTITLE_COLOUR}},
+            "x": 0.0,
+            "xanchor": "left",
+            "xref": "container",
+            "y": 1.0,
+            "yanchor": "top",
+            "yref": "container",
+            "pad": {"t": 10, "l": 8},
+            "font": {"size": 17},
+        },
+        "font": {"family": FONT, "size": 13, "color": TEXT_COLOUR},
+        "template": "plotly_white",
+        "height": height + top,
+        "margin": {"t": top + 16, "l": 64, "r": 24, "b": 56},
+        "hoverlabel": {"font": {"family": FONT, "size": 13}},
+        "legend": {"font": {"size": 13}},
+    }
+    return layout | more
+
+
+def axis(title: str | None, numbers: str = AXIS_NUMBERS, **more: object) -> dict:
+    """A value axis: its title, light grid lines, and numbers as AXIS_NUMBERS writes them (or `numbers`)."""
+    return {"title": {"text": title or ""}, "gridcolor": GRID_COLOUR, "tickformat": numbers, "zeroline": False} | more

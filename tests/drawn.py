@@ -1,9 +1,10 @@
-"""Read charts the way the browser gets them: Vega-Lite charts (tables, labels and titles) and matrix-view boards
-(views/matrix_view.js) (test helper)."""
+"""Read charts the way the browser gets them: Plotly figures (the JSON Streamlit sends, arrays decoded) and
+matrix-view boards (views/matrix_view.js) (test helper)."""
 
 from __future__ import annotations
 
 import base64
+import html
 import io
 import json
 from dataclasses import dataclass
@@ -19,6 +20,59 @@ from pictures.boards import decode_floats
 def rgb(colour: str) -> list[int]:
     """ "#rrggbb" as [r, g, b], read here rather than with the code under test."""
     return [int(colour[i : i + 2], 16) for i in (1, 3, 5)]
+
+
+# plotly.io.to_json writes a numpy array as {"dtype": "f4", "bdata": base64, "shape": "3, 4"}, read here by hand
+# rather than with plotly's own decoder, so that a test does not trust the code that wrote it.
+PLOTLY_DTYPES = {"f8": "<f8", "f4": "<f4", "i1": "<i1", "u1": "<u1", "i2": "<i2", "u2": "<u2", "i4": "<i4",
+                 "u4": "<u4"}  # fmt: skip
+
+
+def _decoded(node):
+    """A Plotly JSON value with every base64 typed array turned into a numpy array."""
+    if isinstance(node, dict):
+        if set(node) >= {"dtype", "bdata"}:
+            values = np.frombuffer(base64.b64decode(node["bdata"]), dtype=PLOTLY_DTYPES[node["dtype"]])
+            shape = node.get("shape")
+            return values.reshape([int(n) for n in str(shape).split(",")]) if shape else values
+        return {key: _decoded(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_decoded(value) for value in node]
+    return node
+
+
+def app_figures(at) -> list[dict]:
+    """Every Plotly figure an AppTest run drew, top to bottom: {"data": [...], "layout": {...}} as sent to the
+    browser, with arrays decoded."""
+    return [_decoded(json.loads(element.proto.spec)) for element in at.get("plotly_chart")]
+
+
+def figure_json(figure) -> dict:
+    """A plotly Figure as Streamlit sends it (plotly.io.to_json), arrays decoded: what a figure-builder test reads."""
+    import plotly.io
+
+    return _decoded(json.loads(plotly.io.to_json(figure, validate=False)))
+
+
+def figure_title(figure: dict) -> str:
+    """A figure's title and subtitle as one string, its HTML line breaks and entities undone."""
+    title = figure["layout"].get("title") or {}
+    text = " ".join([title.get("text", ""), (title.get("subtitle") or {}).get("text", "")])
+    return html.unescape(text.replace("<br>", " "))
+
+
+def figure_titled(at, words: str) -> dict:
+    """The one Plotly figure of an AppTest run whose title or subtitle contains `words`."""
+    found = [figure for figure in app_figures(at) if words in figure_title(figure)]
+    assert len(found) == 1, f"{len(found)} figures titled {words!r}: {[figure_title(f) for f in app_figures(at)]}"
+    return found[0]
+
+
+def figure_trace(figure: dict, name: str) -> dict:
+    """The one trace of a figure called `name` (its legend entry)."""
+    found = [trace for trace in figure["data"] if trace.get("name") == name]
+    assert len(found) == 1, f"{len(found)} traces named {name!r}: {[t.get('name') for t in figure['data']]}"
+    return found[0]
 
 
 def app_charts(at) -> list[tuple[dict, dict[str, pd.DataFrame]]]:

@@ -47,6 +47,7 @@ from views.widgets import (
     csv_button,
     model_line,
     plain,
+    plotly_chart,
     settle_choice,
     vega_chart,
     view_download,
@@ -158,7 +159,7 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
 def relu_zeros(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Feed-forward units that are exactly zero")
     zeros = ffn_zero_fraction(stack)
-    vega_chart(zero_fraction_figure(zeros, stack.name, cfg.activation), "act_zeros")
+    plotly_chart(zero_fraction_figure(zeros, stack.name, cfg.activation), "act_zeros")
     csv_button("Zero fractions (CSV)", zeros, f"activations_{stack.name}_ffn_zeros.csv", "act_csv_zeros")
 
 

@@ -286,3 +286,14 @@ def show_url_notes(notes_key: str) -> None:
             del notes[key]
             continue
         st.warning(message, icon=":material/link_off:")
+
+
+# Plotly's toolbar: the PNG download stays (the issue's "PNG from each chart's own toolbar"); no Plotly logo link,
+# which would lead off this machine.
+PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+
+
+def plotly_chart(figure: Any, key: str, where: DeltaGenerator | None = None) -> None:
+    """One Plotly figure, as wide as its column, with its own colours (Streamlit's theme off, so the page draws what
+    a notebook and the HTML download draw); into `where` (a placeholder, say) or the page."""
+    (where or st).plotly_chart(figure, key=key, theme=None, width="stretch", config=PLOTLY_CONFIG)
