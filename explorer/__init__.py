@@ -12,7 +12,7 @@ from explorer.model import Transformer, build_model
 from explorer.prediction import next_token
 from explorer.pretrained import list_pretrained, load_pretrained
 from explorer.torch_import import from_torch
-from explorer.trace import AttentionMaps, StackTrace, Trace, run
+from explorer.trace import ACTIVATION_NAMES, AttentionMaps, StackTrace, Trace, run
 from explorer.training import train
 
 FIGURES = (
@@ -38,6 +38,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "ACTIVATION_NAMES",
     "AttentionMaps",
     "CheckpointConfig",
     "ConfigError",

@@ -11,6 +11,32 @@ from explorer.config import ConfigError, ModelConfig
 from explorer.inputs import Source, prepare_inputs
 from explorer.model import Record, Transformer, build_model, float32_default
 
+# Every activation a stack keeps for each block, by the name after "blocks.<layer>." (as TransformerLens's
+# ActivationCache names its hooks): its shape for one input, and what it holds. T: this stack's tokens, S: the
+# source tokens (cross-attention reads the encoder's output), D: d_model, H: heads, F: d_ff. "attn" is the
+# self-attention sub-layer, "cross" the cross-attention of a decoder block of an encoder-decoder (there only), "ffn"
+# the feed-forward sub-layer. A norm is LayerNorm, or RMSNorm in a Llama.
+ACTIVATION_NAMES: dict[str, tuple[str, str]] = {
+    "resid_pre": ("[T, D]", "the residual stream entering the block (block 0: embeddings plus positions)"),
+    "attn.ln_in": ("[T, D]", "what the sub-layer's norm reads: post-norm x + attn(x), pre-norm the stream x"),
+    "attn.ln_out": ("[T, D]", "what that norm returns: post-norm the new stream, pre-norm what attention reads"),
+    "attn.scores": ("[H, T, T]", "scaled q·k before the softmax, per head [query, key]; -inf where masked"),
+    "attn.pattern": ("[H, T, T]", "attention weights after the softmax, before dropout; 0 where masked"),
+    "attn.out": ("[T, D]", "the self-attention sub-layer's output, before it is added to the stream"),
+    "cross.ln_in": ("[T, D]", "as attn.ln_in, for the cross-attention sub-layer"),
+    "cross.ln_out": ("[T, D]", "as attn.ln_out, for the cross-attention sub-layer"),
+    "cross.scores": ("[H, T, S]", "cross-attention scores: decoder queries against encoder keys"),
+    "cross.pattern": ("[H, T, S]", "cross-attention weights after the softmax"),
+    "cross.out": ("[T, D]", "the cross-attention sub-layer's output, before it is added to the stream"),
+    "ffn.ln_in": ("[T, D]", "as attn.ln_in, for the feed-forward sub-layer"),
+    "ffn.ln_out": ("[T, D]", "as attn.ln_out, for the feed-forward sub-layer"),
+    "ffn.hidden": ("[T, F]", "the hidden units after the activation function (gated: act(gate(x)) * linear1(x))"),
+    "ffn.out": ("[T, D]", "the feed-forward sub-layer's output, before it is added to the stream"),
+    "resid_post": ("[T, D]", "the residual stream leaving the block"),
+}
+# Kept once, in StackTrace's own fields (residual, self_attention, cross_attention), not in its `activations` dict.
+IN_FIELDS = ("resid_pre", "resid_post", "attn.scores", "attn.pattern", "cross.scores", "cross.pattern")
+
 
 @dataclass(frozen=True)
 class AttentionMaps:
@@ -51,13 +77,43 @@ class StackTrace:
     self_attention: AttentionMaps
     cross_attention: AttentionMaps | None  # decoder of an encoder-decoder only
     residual: np.ndarray  # [L + 1, T, D]: after embedding + position, then after each block
-    attn_out: np.ndarray  # [L, T, D]: each self-attention sub-layer's output, before the residual add
-    ffn_out: np.ndarray  # [L, T, D]: each feed-forward sub-layer's output, before the residual add
     output: np.ndarray  # [T, D]: the stack's output (after the final LayerNorm when there is one)
-    activations: dict[str, np.ndarray] = field(default_factory=dict)  # stable names, e.g. "blocks.0.ffn.hidden"
+    # "blocks.0.ffn.hidden" -> [T, F]: the names of ACTIVATION_NAMES not kept in a field above (IN_FIELDS)
+    activations: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __repr__(self) -> str:  # the arrays would flood a notebook cell
         return f"StackTrace({self.name!r}, {len(self.tokens)} tokens, residual {list(self.residual.shape)})"
+
+    @property
+    def n_layers(self) -> int:
+        """L, the blocks of this stack."""
+        return self.residual.shape[0] - 1
+
+    def activation_names(self) -> list[str]:
+        """Every name this stack answers to, "blocks.0.resid_pre" first, in the order ACTIVATION_NAMES lists them."""
+        kinds = [k for k in ACTIVATION_NAMES if k in IN_FIELDS or f"blocks.0.{k}" in self.activations]
+        kinds = [k for k in kinds if not k.startswith("cross.") or self.cross_attention is not None]
+        return [f"blocks.{layer}.{kind}" for layer in range(self.n_layers) for kind in kinds]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """One activation by its name, e.g. stack["blocks.1.attn.pattern"] -> [H, T, T] (ACTIVATION_NAMES lists every
+        name with its shape), whether it is kept in a field (the residual stream, the attention maps) or in
+        `activations`."""
+        names = self.activation_names()
+        if name not in names:
+            kinds = ", ".join(dict.fromkeys(n.split(".", 2)[2] for n in names))
+            raise KeyError(
+                f"{name!r} is not an activation of this {self.name} stack: names are blocks.<layer>.<kind>, layer 0 to "
+                f"{self.n_layers - 1}, kind one of {kinds}"
+            )
+        _, layer_text, kind = name.split(".", 2)
+        layer = int(layer_text)
+        if kind in ("resid_pre", "resid_post"):
+            return self.residual[layer + (kind == "resid_post")]  # [T, D]
+        if kind in IN_FIELDS:  # attn.pattern, cross.scores ...
+            maps = self.self_attention if kind.startswith("attn.") else self.cross_attention
+            return (maps.weights if kind.endswith(".pattern") else maps.scores)[layer]  # [H, T, T] or [H, T, S]
+        return self.activations[name]
 
 
 @dataclass(frozen=True)
@@ -127,9 +183,6 @@ class Trace:
             if stack.cross_attention is not None:
                 maps[stack.cross_attention.kind] = stack.cross_attention
         return maps
-
-
-SKIPPED_ACTIVATIONS = ("attn.pattern", "attn.scores", "cross.pattern", "cross.scores", "resid_pre", "resid_post")
 
 
 @float32_default()
@@ -217,7 +270,7 @@ def _stack_trace(
         f"blocks.{i}.{key}": value[0].numpy()
         for i, record in enumerate(records)
         for key, value in record.items()
-        if key not in SKIPPED_ACTIVATIONS
+        if key not in IN_FIELDS
     }
     return StackTrace(
         name=name,
@@ -225,8 +278,6 @@ def _stack_trace(
         self_attention=self_maps,
         cross_attention=cross_maps,
         residual=residual,
-        attn_out=layers("attn.out"),
-        ffn_out=layers("ffn.out"),
         output=output.numpy(),
         activations=activations,
     )

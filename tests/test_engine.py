@@ -92,11 +92,12 @@ def test_trace_shapes_and_residual_stream(norm):
     assert trace.tokens == TOKENS
     assert trace.attention.shape == trace.scores.shape == (L, H, T, T)
     assert trace.residual.shape == (L + 1, T, D)
-    assert trace.first.attn_out.shape == trace.first.ffn_out.shape == (L, T, D)
+    assert trace.first["blocks.0.attn.out"].shape == trace.first["blocks.2.ffn.out"].shape == (T, D)
     assert trace.first.activations["blocks.2.ffn.hidden"].shape == (T, cfg.d_ff)
     assert trace.output.shape == (T, D)
     if norm == "pre":  # the residual stream is the sum of what every sub-layer wrote into it
-        rebuilt = trace.residual[0] + (trace.first.attn_out + trace.first.ffn_out).sum(axis=0)
+        written = [trace.first[f"blocks.{i}.{part}.out"] for i in range(L) for part in ("attn", "ffn")]  # [T, D] each
+        rebuilt = trace.residual[0] + np.sum(written, axis=0)
         np.testing.assert_allclose(trace.residual[-1], rebuilt, atol=1e-4)
         ln = torch.nn.functional.layer_norm(torch.from_numpy(trace.residual[-1]), (D,))
         np.testing.assert_allclose(trace.output, ln.numpy(), atol=1e-5)

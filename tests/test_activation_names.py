@@ -1,0 +1,65 @@
+"""The activation names (explorer.trace.ACTIVATION_NAMES): every name answers, with the shape the table states."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.trace import ACTIVATION_NAMES, IN_FIELDS
+
+SOURCE, TARGET = "the cat sat on the mat", "le chat dort"
+
+
+@pytest.fixture(scope="module")
+def trace() -> explorer.Trace:
+    cfg = explorer.ModelConfig(arch="encoder-decoder", n_layers=2, n_heads=2, d_model=16, d_ff=24, norm="pre")
+    return explorer.run(cfg, SOURCE, TARGET)
+
+
+def letters(stack: explorer.StackTrace, trace: explorer.Trace) -> dict[str, int]:
+    """What each letter of the table's shapes stands for in this run."""
+    cfg = trace.config
+    return {"T": len(stack.tokens), "S": len(trace.first.tokens), "D": cfg.d_model, "H": cfg.n_heads, "F": cfg.d_ff}
+
+
+def test_every_name_of_the_table_answers_with_its_shape(trace):
+    encoder, decoder = trace.stacks
+    kinds = list(ACTIVATION_NAMES)
+    assert [n.split(".", 2)[2] for n in decoder.activation_names()[: len(kinds)]] == kinds  # the decoder has them all
+    assert not any(".cross." in n for n in encoder.activation_names())  # an encoder block has no cross-attention
+    for stack in trace.stacks:
+        sizes = letters(stack, trace)
+        for name in stack.activation_names():
+            shape, _ = ACTIVATION_NAMES[name.split(".", 2)[2]]
+            expected = tuple(sizes[letter] for letter in shape.strip("[]").split(", "))
+            assert stack[name].shape == expected, name
+        per_block = [k for k in kinds if stack is decoder or not k.startswith("cross.")]
+        assert len(stack.activation_names()) == stack.n_layers * len(per_block)
+
+
+def test_names_kept_in_fields_are_those_fields_and_nothing_is_stored_twice(trace):
+    encoder, decoder = trace.stacks
+    np.testing.assert_array_equal(encoder["blocks.1.attn.pattern"], trace.attention[1])
+    np.testing.assert_array_equal(encoder["blocks.0.attn.scores"], trace.scores[0])
+    np.testing.assert_array_equal(decoder["blocks.1.cross.pattern"], trace.cross_attention[1])
+    np.testing.assert_array_equal(encoder["blocks.0.resid_pre"], trace.residual[0])
+    np.testing.assert_array_equal(encoder["blocks.0.resid_post"], encoder["blocks.1.resid_pre"])
+    for stack in trace.stacks:
+        assert not any(key.split(".", 2)[2] in IN_FIELDS for key in stack.activations)
+
+
+def test_pre_norm_stream_is_the_input_plus_every_sub_layer_output(trace):
+    """Names mean what the table says: in pre-norm, each block adds its sub-layers' outputs to its input."""
+    decoder = trace.last
+    for layer in range(decoder.n_layers):
+        added = sum(decoder[f"blocks.{layer}.{part}.out"] for part in ("attn", "cross", "ffn"))  # [T, D]
+        rebuilt = decoder[f"blocks.{layer}.resid_pre"] + added
+        np.testing.assert_allclose(decoder[f"blocks.{layer}.resid_post"], rebuilt, atol=1e-5)
+        np.testing.assert_array_equal(decoder[f"blocks.{layer}.attn.ln_in"], decoder[f"blocks.{layer}.resid_pre"])
+
+
+@pytest.mark.parametrize("name", ["blocks.2.attn.pattern", "blocks.0.cross.out", "attn.pattern", "blocks.x.ffn.out"])
+def test_a_wrong_name_says_what_the_names_are(trace, name):
+    with pytest.raises(KeyError, match="names are blocks.<layer>.<kind>, layer 0 to 1"):
+        trace.first[name]
