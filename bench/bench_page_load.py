@@ -1,17 +1,22 @@
-"""How long until a person sees the attention heatmap? Real Chromium against `streamlit run dashboard.py`.
+"""How long until a person sees a page drawn? Real Chromium against `streamlit run dashboard.py`.
 
-Starts the dashboard headless on a free port, then loads the small configuration from its URL again and
-again, each time in a new browser context (no cache, no cookies, a new Streamlit session), and times
-page.goto(URL) until the script run has finished, every chart on the page is drawn (every canvas of a matrix
-view marked drawn, a Vega-Lite canvas with painted pixels: CHARTS_DRAWN in serve.py) and no skeleton is left
-("done"). Two earlier moments are shown too: "idle", the script run finished and the title shown (elements may
-still be skeletons while their script chunks load), and "1st map", the first chart drawn. The first load after
-the server starts is "cold" (imports, empty st.cache_*); then --loads warm loads each in a new browser context
-(the target applies to these), and --loads more in one shared context whose browser cache is warm. With
---baseline, bare Streamlit pages are served alongside and loaded in turn with the dashboard, so their ratios hold on
-a machine whose speed drifts (on the 2-core VM the same bare page took 1.2 s in one run and 1.6 s in another).
+Starts the dashboard headless on a free port, then loads each page (--pages: Attention, Positional, Activations and
+Train by default) for the small configuration from its URL again and again, each time in a new browser context (no
+cache, no cookies, a new Streamlit session), and times page.goto(URL) until the script run has finished, every chart
+on the page is drawn (every canvas of a matrix view marked drawn, every Plotly chart laid out: CHARTS_DRAWN in
+serve.py) and no skeleton is left ("done"). Two earlier moments are shown too: "idle", the script run finished and
+the title shown (elements may still be skeletons while their script chunks load), and "1st map", the first chart
+drawn. The first load of each page after the server starts is its "first load" (empty st.cache_*); then --loads
+warm loads each in a new browser context (the target applies to these), and --loads more in one shared context whose
+browser cache is warm ("cached"). With --baseline, bare Streamlit pages are served alongside and loaded in turn with
+the dashboard, so their ratios hold on a machine whose speed drifts (on the 2-core VM the same bare page took 1.2 s
+in one run and 1.6 s in another): the Attention page against a page with only the sidebar's controls (target
+<= 1.25x), the pages with Plotly charts against a bare page with one Plotly chart. For every load the bench also
+counts how often Plotly's script (Streamlit's PlotlyChart chunk, 4.7 MB) came over the network: once in a new
+context however many charts the page has, and never again in a context that has it cached.
 
-Usage: python bench/bench_page_load.py [--loads N] [--query "d_model=256&..."] [--baseline] [--strict]
+Usage: python bench/bench_page_load.py [--loads N] [--pages attention,positional] [--query "d_model=256&..."]
+       [--baseline] [--strict]
 Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIUM.
 """
 
@@ -24,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -42,10 +48,13 @@ from serve import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGET = 1.5  # seconds from navigation to a drawn heatmap, warm
+TARGET = 1.5  # seconds from navigation to a drawn heatmap, warm, on the Attention page
+SIDEBAR_RATIO = 1.25  # the Attention page within this many times the sidebar-only page (issue 17)
+PAGES = {"attention": "", "positional": "positional", "activations": "activations", "train": "train"}  # URL paths
+PLOTLY_SCRIPT = "PlotlyChart"  # the name of Streamlit's chunk that carries plotly.js
 SMALL = {"d_model": 256, "n_heads": 8, "n_layers": 4, "d_ff": 1024, "tokens": words(16)}  # T = 16, as issue 2 asks
-# --baseline: the least a Streamlit page costs on this machine, for scale: bare, with one small Vega-Lite heatmap
-# (what the page drew before the matrix view), and with the same sidebar controls as the dashboard but no chart.
+# --baseline: the least a Streamlit page costs on this machine, for scale: bare, with one small Plotly line chart (what
+# a page with Plotly charts cannot do without), and with the same sidebar controls as the dashboard but no chart.
 BASELINE_APPS = {
     "bare page": """import streamlit as st
 
@@ -53,18 +62,15 @@ st.set_page_config(layout="wide")
 st.sidebar.text_input("Tokens", "the cat sat on the mat")
 st.title("Attention")
 """,
-    "bare page + 1 Vega-Lite heatmap": """import numpy as np
-import pandas as pd
+    "bare page + 1 Plotly chart": """import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 st.set_page_config(layout="wide")
 st.sidebar.text_input("Tokens", "the cat sat on the mat")
-st.title("Attention")
-z = np.random.default_rng(0).random((16, 16))
-cells = pd.DataFrame([(q, k, z[q, k]) for q in range(16) for k in range(16)], columns=["q", "k", "w"])
-st.vega_lite_chart(cells, {"mark": "rect", "width": 500, "height": 500, "encoding": {
-    "x": {"field": "k", "type": "ordinal"}, "y": {"field": "q", "type": "ordinal"},
-    "color": {"field": "w", "type": "quantitative"}, "tooltip": [{"field": "w"}]}})
+st.title("Activations")
+y = np.random.default_rng(0).random(16)
+st.plotly_chart(go.Figure(go.Scatter(x=np.arange(16), y=y, mode="lines+markers")), theme=None)
 """,
     "bare page + the sidebar's 12 controls": """import streamlit as st
 
@@ -86,8 +92,10 @@ st.title("Attention")
 }
 LOCAL = re.compile(r"^(https?|wss?)://127\.0\.0\.1[:/]|^(data|blob|about):")
 # baselines that draw a chart (the others have no "1st map")
-BASELINES_WITH_A_CHART = {"bare page + 1 Vega-Lite heatmap"}
-assert BASELINES_WITH_A_CHART.issubset(BASELINE_APPS), "a misspelt name here leaves that baseline's 1st map untimed"
+BASELINES_WITH_A_CHART = {"bare page + 1 Plotly chart"}
+SIDEBAR_ONLY = "bare page + the sidebar's 12 controls"
+ONE_PLOTLY = "bare page + 1 Plotly chart"
+assert {*BASELINES_WITH_A_CHART, SIDEBAR_ONLY, ONE_PLOTLY} <= set(BASELINE_APPS), "a misspelt baseline name"
 IDLE = """() => {
     const app = document.querySelector("[data-testid='stApp']");
     return !!app && app.getAttribute("data-test-script-state") === "notRunning" && !!document.querySelector("h1");
@@ -108,14 +116,34 @@ READY = f"""() => {{
 Times = tuple[float, float | None, float, float, float]
 
 
-def load_once(browser, context, url: str, timeout_ms: int, chart: bool) -> tuple[Times, list[str]]:
+def watch_plotly_script(context, page, fetched: list[int]) -> None:
+    """From now on, append to `fetched` the bytes of every download of Plotly's script over the network by `page` (a
+    copy from the browser's cache costs no bytes and is not counted)."""
+    cdp = context.new_cdp_session(page)
+    cdp.send("Network.enable")
+    urls: dict[str, str] = {}
+    cdp.on("Network.requestWillBeSent", lambda e: urls.__setitem__(e["requestId"], e["request"]["url"]))
+
+    def finished(event: dict) -> None:
+        if PLOTLY_SCRIPT in urls.get(event["requestId"], "") and event["encodedDataLength"] > 10_000:
+            fetched.append(int(event["encodedDataLength"]))
+
+    cdp.on("Network.loadingFinished", finished)
+
+
+def load_once(
+    browser, context, url: str, timeout_ms: int, chart: bool, fetched: list[int] | None = None
+) -> tuple[Times, list[str]]:
     """Seconds from goto to IDLE, to the first chart drawn (when the page has a `chart`) and to done (READY), and
     the renderer's CPU seconds until done (Times); and the problems the page showed. With context None the load
-    gets a fresh context (empty browser cache), closed afterwards."""
+    gets a fresh context (empty browser cache), closed afterwards. With `fetched`, the bytes of each download of
+    Plotly's script over the network are appended to it."""
     own = context is None
     context = context or browser.new_context(viewport={"width": 1400, "height": 1000})
     cpu_before = renderer_cpu()
     page = context.new_page()
+    if fetched is not None:
+        watch_plotly_script(context, page, fetched)
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
     # The app works offline: any request that leaves this machine is a problem.
@@ -140,6 +168,23 @@ def load_once(browser, context, url: str, timeout_ms: int, chart: bool) -> tuple
             context.close()
 
 
+@dataclass
+class Loads:
+    """Every load of one URL: the cold one, those in a new context each, those in one context with a warm cache; and
+    how many charts the page drew and how often Plotly's script came over the network, per kind of load."""
+
+    cold: tuple[Times, list[str]]
+    fresh: list[tuple[Times, list[str]]] = field(default_factory=list)
+    cached: list[tuple[Times, list[str]]] = field(default_factory=list)
+    plotly_fresh: list[int] = field(default_factory=list)  # bytes of each download in the new-context loads
+    plotly_cached: list[int] = field(default_factory=list)  # ... in the cached loads (after the warming load)
+    charts: int = 0
+
+    def median(self, loads: str, which: int = 2) -> float:
+        """The median of one of Times (default: done) over the new-context ("fresh") or "cached" loads."""
+        return statistics.median(times[which] for times, _ in getattr(self, loads))
+
+
 def report(name: str, loads: list[tuple[Times, list[str]]], note: str, target: float | None = None) -> bool:
     """One table row: median seconds to idle, to the first chart and to done, and the renderer's median CPU
     seconds; True when done is within target."""
@@ -150,48 +195,73 @@ def report(name: str, loads: list[tuple[Times, list[str]]], note: str, target: f
     verdict = "" if target is None else f"<= {target} s {'ok' if ok else 'OVER'}"
     spread = f"{min(t[2] for t in times):.2f}-{max(t[2] for t in times):.2f}" if len(times) > 1 else ""
     cpu = f"{main_cpu:>5.2f} {all_cpu:>5.2f}"
-    print(f"{name:58} {len(times):>5} {idle:>6.2f} {first:>8} {done:>6.2f} {spread:>11} {cpu}  {verdict:12} {note}")
+    print(f"{name:60} {len(times):>5} {idle:>6.2f} {first:>8} {done:>6.2f} {spread:>11} {cpu}  {verdict:12} {note}")
     return ok
 
 
-def measure(
-    apps: dict[str, str], charted: set[str], query: str, loads: int, timeout_ms: int
-) -> tuple[dict[str, tuple], float]:
-    """For each app (name -> script; those in `charted` draw a chart): the cold load, `loads` loads each in a new
-    context and `loads` in one context with a warm cache, all apps served at once and loaded in turn (serve.turns);
-    and the milliseconds a script takes over a kept-alive connection to the first app once it has run."""
+def count_charts(browser, url: str, timeout_ms: int) -> int:
+    """How many charts (Plotly charts and matrix-view boards) the page at `url` draws, once it is done."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_function(READY, timeout=timeout_ms, polling=50)
+    found = page.evaluate(f"() => {CHARTS_DRAWN}.length")
+    context.close()
+    return int(found)
+
+
+def measure(urls: dict[str, str], loads: int, timeout_ms: int) -> dict[str, Loads]:
+    """For each URL (by name): the cold load, `loads` loads each in a new context and `loads` in one context with a warm
+    cache, loaded in turn (serve.turns), counting the downloads of Plotly's script in each."""
     from playwright.sync_api import sync_playwright
 
-    with serving_all(apps) as bases, sync_playwright() as pw:
-        urls = {name: f"{base}/?{query}" for name, base in bases.items()}
+    with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        cold = {name: load_once(browser, None, url, timeout_ms, name in charted) for name, url in urls.items()}
-        fresh: dict[str, list] = {name: [] for name in urls}
-        cached: dict[str, list] = {name: [] for name in urls}
+        # The first load of each URL, before anything else: the server's caches are still empty. "1st map" is timed
+        # once the page is known to have a chart.
+        results = {name: Loads(load_once(browser, None, url, timeout_ms, False)) for name, url in urls.items()}
+        for name, url in urls.items():
+            results[name].charts = count_charts(browser, url, timeout_ms)
         shared = {name: browser.new_context(viewport={"width": 1400, "height": 1000}) for name in urls}
         for name, url in urls.items():
-            load_once(browser, shared[name], url, timeout_ms, name in charted)  # fills this context's browser cache
+            load_once(browser, shared[name], url, timeout_ms, results[name].charts > 0)  # fills its browser cache
         for order in turns(list(urls), loads):
             for name in order:
-                fresh[name].append(load_once(browser, None, urls[name], timeout_ms, name in charted))
+                r = results[name]
+                r.fresh.append(load_once(browser, None, urls[name], timeout_ms, r.charts > 0, r.plotly_fresh))
             for name in order:
-                cached[name].append(load_once(browser, shared[name], urls[name], timeout_ms, name in charted))
+                r = results[name]
+                r.cached.append(load_once(browser, shared[name], urls[name], timeout_ms, r.charts > 0, r.plotly_cached))
         browser.close()
-        keepalive = keepalive_ms(next(iter(bases.values())))
-    return {name: (cold[name], fresh[name], cached[name]) for name in urls}, keepalive
+    return results
+
+
+def plotly_note(r: Loads, loads: int) -> str:
+    """How often Plotly's script came over the network in the new-context and the cached loads."""
+    if not r.plotly_fresh and not r.plotly_cached:
+        return "Plotly's script: never fetched"
+    size = max(r.plotly_fresh + r.plotly_cached) / 1e6
+    return (
+        f"Plotly's script ({size:.1f} MB) fetched {len(r.plotly_fresh)} times in {loads} new-context loads, "
+        f"{len(r.plotly_cached)} times in {loads} cached loads"
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--app", default="dashboard.py")
     ap.add_argument("--loads", type=int, default=5, help="warm loads of each kind after the cold one")
+    ap.add_argument("--pages", default=",".join(PAGES), help=f"pages of the app to load, of {', '.join(PAGES)}")
     ap.add_argument("--query", default=urlencode(SMALL), help="query string with the configuration")
     ap.add_argument("--timeout", type=float, default=60, help="seconds one load may take")
     ap.add_argument("--baseline", action="store_true", help="also time bare Streamlit pages, for scale")
-    ap.add_argument("--strict", action="store_true", help="exit 1 when the warm median is over the target")
+    ap.add_argument("--strict", action="store_true", help="exit 1 when a target is missed or a load had a problem")
     args = ap.parse_args()
     if not (ROOT / args.app).exists():
         sys.exit(f"{args.app} does not exist yet: nothing to load.")
+    pages = [p.strip() for p in args.pages.split(",") if p.strip()]
+    if unknown := [p for p in pages if p not in PAGES]:
+        sys.exit(f"no page {', '.join(unknown)}: pages are {', '.join(PAGES)}")
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     timeout_ms = int(args.timeout * 1000)
@@ -200,31 +270,57 @@ def main() -> int:
         for i, (name, source) in enumerate(BASELINE_APPS.items() if args.baseline else ()):
             apps[name] = str(Path(folder) / f"baseline_{i}.py")
             Path(apps[name]).write_text(BASELINE_PRELUDE + source)
-        charted = {args.app, *BASELINES_WITH_A_CHART}
-        results, keepalive = measure(apps, charted, args.query, args.loads, timeout_ms)
+        with serving_all(apps) as bases:
+            urls = {page: f"{bases[args.app]}/{PAGES[page]}?{args.query}" for page in pages}
+            urls |= {name: f"{bases[name]}/?{args.query}" for name in list(apps)[1:]}
+            results = measure(urls, args.loads, timeout_ms)
+            keepalive = keepalive_ms(bases[args.app])
     print("page load in Chromium, seconds from goto (medians): to the script run finished and the title shown (idle),")
     print("  to the first chart drawn (1st map), to every chart drawn with no skeleton left (done); and the CPU")
     print("  seconds the page's renderer used until done, on its main thread (main) and in all its threads (all)")
-    print(f"  {os.cpu_count()} cpus, load average {load} at the start")
-    print(f"  /?{args.query}")
+    print(f"  {os.cpu_count()} cpus, load average {load} at the start; {args.app}/<page>?{args.query}")
     times = f"{'idle':>6} {'1st map':>8} {'done':>6} {'done range':>11} {'main':>5} {'all':>5}"
-    print(f"{'load':58} {'loads':>5} {times}  {'target':12} what")
+    print(f"{'load':60} {'loads':>5} {times}  {'target':12} what")
     ok = True
-    for app, (cold, fresh, cached) in results.items():
-        target = TARGET if app == args.app else None
-        report(f"{app}: cold server", [cold], "first load after the server started: imports, empty st.cache_*")
-        ok &= report(f"{app}: warm, new context", fresh, "empty browser cache, new session", target)
-        report(f"{app}: warm, cached", cached, "same browser context (cached JS), new page")
-    main_done, main_cpu = (statistics.median(times[i] for times, _ in results[args.app][1]) for i in (2, 3))
-    for name, (_, fresh, _) in list(results.items())[1:]:
-        done, cpu = (statistics.median(times[i] for times, _ in fresh) for i in (2, 3))
-        extra = f"{args.app} needs {main_cpu - cpu:+.2f} s of main-thread CPU more"
-        print(f"  {args.app} / {name}, warm, new context: {main_done / done:.2f} ({extra})")
+    for name, r in results.items():
+        target = TARGET if name == "attention" else None
+        report(f"{name}: first load", [r.cold], "the page's first load on a new server: empty st.cache_*")
+        note = f"empty browser cache, new session; {r.charts} charts"
+        ok &= report(f"{name}: warm, new context", r.fresh, note, target)
+        report(f"{name}: warm, cached", r.cached, "same browser context (cached JS), new page")
+    print()
+    for name, r in results.items():
+        print(f"  {name}: {plotly_note(r, args.loads)}")
+        if r.plotly_cached:  # the browser should keep it: a cached load that downloads it again is a problem
+            ok = False
+    if args.baseline:
+        ok &= print_ratios(results)
     print(f"  {args.app}: a script over a kept-alive connection takes {keepalive:.1f} ms (about 40 with Nagle on)")
-    problems = [p for cold, fresh, cached in results.values() for _, found in [cold, *fresh, *cached] for p in found]
+    problems = [p for r in results.values() for _, found in [r.cold, *r.fresh, *r.cached] for p in found]
     for problem in dict.fromkeys(problems):
         print("  problem:", problem)
     return 1 if args.strict and (not ok or problems) else 0
+
+
+def print_ratios(results: dict[str, Loads]) -> bool:
+    """Each page against its baseline, in new-context and in cached loads; True when the Attention page is within
+    SIDEBAR_RATIO of the sidebar-only page (or was not loaded)."""
+    ok = True
+    print("  ratios of medians of done (and the extra main-thread CPU seconds), page / baseline:")
+    for name in [n for n in PAGES if n in results]:
+        base = SIDEBAR_ONLY if name == "attention" else ONE_PLOTLY
+        parts = []
+        for loads in ("fresh", "cached"):
+            ratio = results[name].median(loads) / results[base].median(loads)
+            cpu = results[name].median(loads, 3) - results[base].median(loads, 3)
+            parts.append(f"{'new context' if loads == 'fresh' else 'cached'} {ratio:.2f} ({cpu:+.2f} s)")
+        verdict = ""
+        if name == "attention":
+            within = results[name].median("fresh") / results[base].median("fresh") <= SIDEBAR_RATIO
+            verdict = f"  target <= {SIDEBAR_RATIO} {'ok' if within else 'OVER'}"
+            ok &= within
+        print(f"  {name} / {base}: {', '.join(parts)}{verdict}")
+    return ok
 
 
 if __name__ == "__main__":
