@@ -1,15 +1,9 @@
 """Attention Explorer: the shared sidebar (every control lives in the URL), then the selected page.
 
-Pages read what this script leaves in st.session_state:
-  "_config"  ModelConfig, or None when the settings are impossible
-  "_trace"   explorer.Trace for the typed tokens, or None when there is an error
-  "_sidebar_config"  the sidebar's ModelConfig (or None): what the Train page trains
-  "_trained" None, or {"model", "task", "label"}: a model the Train page sent to the other pages. While it is
-             set, "_config", "_model" and "_trace" are that model's, run on the typed tokens for this session only
-  "_model"   the explorer.Transformer behind "_trace" (never mutate it): use it rather than rebuilding from
-             "_config", which gives random weights instead of a trained model's
-The sidebar's first choice is the model: "configured" (random weights from the controls) or an installed real
-checkpoint, whose CheckpointConfig then is "_config" and whose tokenizer reads the typed text.
+Each run leaves a views.state.AppState for the page: the config, model and trace of the typed tokens (None when the
+settings are impossible), the sidebar's own config, and the model the Train page sent, if any. The sidebar's first
+choice is the model: "configured" (random weights from the controls) or an installed real checkpoint, whose
+CheckpointConfig then is the config and whose tokenizer reads the typed text.
 """
 
 from __future__ import annotations
@@ -33,8 +27,9 @@ from explorer.config import (
 )
 from explorer.limits import MAX_PIECES, check_app_size
 from explorer.pretrained import pretrained_title
+from views.caches import cached_checkpoint_run, cached_model, cached_run, pretrained_model
 from views.nodelay import disable_nagle_once
-from views.session import CONFIGURED, cached_model, pretrained_model
+from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
 from views.url_numbers import guard_number_urls_once
 from views.widgets import ignored_url_value, not_whole_note, show_url_notes
 
@@ -227,24 +222,11 @@ def share_hint(values: dict[str, Any]) -> None:
         st.markdown(f"`{link}`")
 
 
-@st.cache_data(max_entries=16, show_spinner="Running the model…")  # at most 256 MB each (explorer.limits)
-def cached_run(cfg: ModelConfig, tokens: str, target: str | None) -> explorer.Trace:
-    """The trace for a config and input text (deterministic, so safe to cache)."""
-    return explorer.run(cached_model(cfg), tokens, target)
-
-
-# A real checkpoint's trace can reach 1.2 GB (512 pieces through SmolLM2's 270 heads): keep few of them.
-@st.cache_data(max_entries=4, show_spinner="Running the real model…")
-def cached_checkpoint_run(cfg: CheckpointConfig, text: str) -> explorer.Trace:
-    """The trace of a shipped checkpoint on a text (deterministic, so safe to cache)."""
-    return explorer.run(cached_model(cfg), text)
-
-
-def run_checkpoint(name: str, text: str) -> None:
+def run_checkpoint(state: AppState, name: str, text: str) -> None:
     """Config, model and trace of an installed checkpoint on the typed text, or a ConfigError saying what to fix."""
     model = pretrained_model(name)
     cfg = model.config
-    st.session_state["_config"], st.session_state["_model"] = cfg, model
+    state.config, state.model = cfg, model
     pieces = len(model.tokenizer.encode(text).ids)
     if pieces > min(MAX_PIECES, cfg.max_tokens):
         raise ConfigError(
@@ -254,38 +236,37 @@ def run_checkpoint(name: str, text: str) -> None:
             + ". Shorten the text."
         )
     check_app_size(cfg, pieces)
-    st.session_state["_trace"] = cached_checkpoint_run(cfg, text)
+    state.trace = cached_checkpoint_run(cfg, text)
 
 
 def trained_banner() -> None:
     """While a model from the Train page is in use: say so, and offer the way back to the random model."""
-    trained = st.session_state.get("_trained")
+    trained = app_state().trained
     if trained is None:
         return
     box = st.sidebar.container(border=True)
     box.markdown(
-        f"**Trained model in use**: {trained['label']}. The model settings below do not change it; it reads "
-        f"only the tokens {' '.join(trained['model'].vocabulary)}. A shared link carries the settings, not it."
+        f"**Trained model in use**: {trained.label}. The model settings below do not change it; it reads "
+        f"only the tokens {' '.join(trained.model.vocabulary)}. A shared link carries the settings, not it."
     )
     box.button(
         "Back to the random model",
         key="back_to_random",
-        on_click=st.session_state.pop,
-        args=("_trained", None),
+        on_click=use_trained,
+        args=(None,),
         icon=":material/undo:",
     )
-    st.info(f"Showing the trained model ({trained['label']}), not a random one.", icon=":material/school:")
+    st.info(f"Showing the trained model ({trained.label}), not a random one.", icon=":material/school:")
 
 
 def compute(values: dict[str, Any], shows_tokens: bool) -> None:
     """Config and trace for the pages, or the user-facing error instead. An error about the typed tokens is shown
     only on a page that `shows_tokens`; an impossible setting is shown on every page."""
-    for key in ("_config", "_sidebar_config", "_model", "_trace"):
-        st.session_state[key] = None
-    trained = st.session_state.get("_trained")
+    state = new_run()
+    trained = state.trained
     if values["model"] != CONFIGURED and trained is None:
         try:
-            run_checkpoint(values["model"], values["tokens"])
+            run_checkpoint(state, values["model"], values["tokens"])
         except ConfigError as e:
             show_error(str(e), shown=shows_tokens)
         return
@@ -294,16 +275,16 @@ def compute(values: dict[str, Any], shows_tokens: bool) -> None:
     except ConfigError as e:
         show_error(str(e))
         return
-    st.session_state["_config"] = st.session_state["_sidebar_config"] = cfg
+    state.config = state.sidebar_config = cfg
     try:
         if trained is None:
             target = values.get("target") if cfg.arch == "encoder-decoder" else None
             check_app_size(cfg, len(values["tokens"].split()), None if target is None else len(target.split()))
-            st.session_state["_model"] = cached_model(cfg)
-            st.session_state["_trace"] = cached_run(cfg, values["tokens"], values.get("target"))
+            state.model = cached_model(cfg)
+            state.trace = cached_run(cfg, values["tokens"], values.get("target"))
         else:  # this session's own model: run here, never cached, so no other session can see it
-            st.session_state["_config"], st.session_state["_model"] = trained["model"].config, trained["model"]
-            st.session_state["_trace"] = explorer.run(trained["model"], values["tokens"])
+            state.config, state.model = trained.model.config, trained.model
+            state.trace = explorer.run(trained.model, values["tokens"])
     except ConfigError as e:
         show_error(str(e), shown=shows_tokens)
 

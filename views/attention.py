@@ -18,7 +18,7 @@ from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entro
 from pictures.boards import board
 from pictures.head_role_panels import BREADTH, clear_roles, roles_panel
 from views.matrix_view import picked_value, show_board
-from views.session import session_model, sidebar_run
+from views.state import session_model, sidebar_run
 from views.widgets import (
     ENTROPY_COLUMNS,
     URL_BOOLEAN,

@@ -15,7 +15,6 @@ from urllib.parse import quote, urlencode, urlsplit
 import pandas as pd
 import streamlit as st
 
-import explorer
 from explorer.compare import (
     B_FIELDS,
     B_PREFIX,
@@ -24,29 +23,33 @@ from explorer.compare import (
     check_b_value,
     default_b,
     differing_fields,
-    head_ranking,
     layer_difference,
-    layer_values,
-    model_for_b,
     paired_attention,
-    per_layer_comparison,
     reorder_maps,
-    same_parameters,
     to_query,
     token_order,
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
 from explorer.config import CHOICES, INT_LIMITS, CheckpointConfig, ConfigError, ModelConfig
 from explorer.flip_story import flip_effect, flip_words
-from explorer.gradients import gradient_norms, layer_gradient_totals, objective_text
+from explorer.gradients import objective_text
 from explorer.limits import check_app_size
 from explorer.pretrained import list_pretrained, pretrained_title
 from explorer.trace import Trace
 from pictures.attention_panels import scale_note
 from pictures.boards import board
-from pictures.compare_charts import difference_panel, layer_lines, pair_panels, pair_top, ranking_panel
+from pictures.compare_charts import difference_panel, pair_panels, pair_top, ranking_panel
+from views.caches import (
+    gradient_totals,
+    lines_chart,
+    pretrained_model,
+    ranking_of,
+    stack_tables,
+    trace_of,
+    weight_facts,
+)
 from views.matrix_view import picked_value, show_board
-from views.session import cached_model, model_key, pretrained_model, session_model, sidebar_run
+from views.state import app_state, model_key, session_model, sidebar_run
 from views.widgets import (
     URL_BOOLEAN,
     carry_view,
@@ -94,65 +97,6 @@ LABELS = {  # short, so that a "≠ A" mark fits on one line
     "seed": "Seed",
 }
 GRID = (("arch", "norm", "positional", "mask", "activation"), ("n_layers", "n_heads", "d_model", "d_ff", "seed"))
-
-
-# --- Models and traces: B is built on A's model and cached per (A, B); nothing cached is ever mutated.
-
-
-def model_a(cfg: ModelConfig, who: str | None) -> explorer.Transformer:
-    """A's model: the sidebar's shared random model, or (who = model_key()) this session's trained model."""
-    return cached_model(cfg) if who is None else session_model()
-
-
-@st.cache_resource(max_entries=3, show_spinner="Building B on A's weights…")
-def _model_b(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transformer:
-    return model_for_b(model_a(a, who), b)
-
-
-def model_of(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transformer:
-    """B's model: model_for_b(A's model, B), which carries A's very weights wherever names and shapes match;
-    A's model itself when B is A (the same weights, without a second copy in memory); for a checkpoint B, the
-    shared checkpoint or a copy of its weights (views.session.cached_model)."""
-    if b == a:
-        return model_a(a, who)
-    return cached_model(b) if isinstance(b, CheckpointConfig) else _model_b(a, b, who)
-
-
-@st.cache_data(max_entries=16, show_spinner="Running B…")  # at most 256 MB each (explorer.limits)
-def trace_of(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None) -> Trace:
-    return explorer.run(model_of(a, b, who), text, target)
-
-
-@st.cache_data(max_entries=32, show_spinner="Computing gradient norms…")
-def gradient_totals(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None) -> pd.DataFrame:
-    return layer_gradient_totals(gradient_norms(model_of(a, b, who), text, target))
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def weight_facts(a: ModelConfig, b: ModelConfig, who: str | None) -> dict[str, Any]:
-    """Checked tensor by tensor: how many parameters A and B share and whether all are identical."""
-    params_a = dict(model_a(a, who).named_parameters())
-    params_b = dict(model_of(a, b, who).named_parameters())
-    common = [name for name in params_a if name in params_b and params_a[name].shape == params_b[name].shape]
-    return {
-        "shared": len(common),
-        "identical": same_parameters(model_a(a, who), model_of(a, b, who)),
-        "only_b": sorted(set(params_b) - set(params_a)),
-        "only_a": sorted(set(params_a) - set(params_b)),
-    }
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def ranking_of(_pair: MapPair, key: tuple) -> pd.DataFrame:
-    """head_ranking of a pair; `key` (configurations, texts, alignment, model_key(), kind) decides the pair, so it
-    keys the cache instead of hashing the maps."""
-    assert _pair.a is not None and _pair.b is not None
-    return head_ranking(_pair.a, _pair.b)
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def lines_chart(table: pd.DataFrame) -> dict:
-    return layer_lines(table)
 
 
 # --- B's controls: defaults derived from A, kept in the URL, screened for junk like the sidebar's.
@@ -612,28 +556,6 @@ def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
 # --- Per-layer statistics and downloads.
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def stack_tables(
-    _trace_a: Trace, _trace_b: Trace | None, _grads_a: pd.DataFrame | None, _grads_b: pd.DataFrame | None, key: tuple
-) -> dict[str, pd.DataFrame]:
-    """per_layer_comparison for each stack position (the stack reading the tokens, then a decoder). `key`
-    (configurations, texts, model_key()) decides the traces and gradients, so it keys the cache instead of
-    hashing them (the statistics of 12 layers of width 768 on 64 tokens take about 0.1 s)."""
-    tables = {}
-    trace_a, trace_b, grads_a, grads_b = _trace_a, _trace_b, _grads_a, _grads_b  # underscored: not hashed by the cache
-    n_stacks = max(len(trace_a.stacks), len(trace_b.stacks) if trace_b is not None else 0)
-    for i in range(n_stacks):
-        stack_a = trace_a.stacks[i] if i < len(trace_a.stacks) else None
-        stack_b = trace_b.stacks[i] if trace_b is not None and i < len(trace_b.stacks) else None
-        names = list(dict.fromkeys(s.name for s in (stack_a, stack_b) if s is not None))
-        label = names[0] if len(names) == 1 else f"{names[0]} (A) vs {names[1]} (B)"
-        tables[label] = per_layer_comparison(
-            layer_values(stack_a, grads_a) if stack_a is not None else None,
-            layer_values(stack_b, grads_b) if stack_b is not None else None,
-        )
-    return tables
-
-
 def gradients_or_none(a: ModelConfig, b: ModelConfig, text: str, target: str | None) -> pd.DataFrame | None:
     try:
         return gradient_totals(a, b, text, target, model_key())
@@ -774,7 +696,7 @@ def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: s
     weights_message(a, b)
     if isinstance(a, CheckpointConfig) and isinstance(b, CheckpointConfig) and a.checkpoint == b.checkpoint:
         trace_b = trace_of(a, b, text_b, None, model_key())
-        effect = flip_effect(st.session_state["_trace"], trace_b)
+        effect = flip_effect(app_state().trace, trace_b)
         st.info(flip_words(effect, a, b, pretrained_title(a.checkpoint)), icon=":material/insights:")
     if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
         st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")
