@@ -2,8 +2,8 @@
 
 Each run leaves a views.state.AppState for the page: the config, model and trace of the typed tokens (None when the
 settings are impossible), the sidebar's own config, and the model the Train page sent, if any. The sidebar's first
-choice is the model: "configured" (random weights from the controls) or an installed real checkpoint, whose
-CheckpointConfig then is the config and whose tokenizer reads the typed text.
+choice is the model: "configured" (random weights from the controls, drawn from views/fields.py's table) or an
+installed real checkpoint, whose CheckpointConfig then is the config and whose tokenizer reads the typed text.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from explorer.config import (
 from explorer.limits import MAX_PIECES, check_app_size
 from explorer.pretrained import pretrained_title
 from views.caches import cached_checkpoint_run, cached_model, cached_run, pretrained_model
+from views.fields import FIELD, MODEL_FIELDS, field_control
 from views.nodelay import disable_nagle_once
 from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
 from views.url_numbers import guard_number_urls_once
@@ -48,39 +49,13 @@ DEFAULTS = ModelConfig()
 DEFAULT_TOKENS = "the cat sat on the mat"
 DEFAULT_TARGET = "le chat est assis sur le tapis"
 TEXT_DEFAULTS = {"tokens": DEFAULT_TOKENS, "target": DEFAULT_TARGET}
-SIDEBAR_FIELDS = ("arch", "norm", "n_layers", "n_heads", "d_model", "d_ff", "positional", "mask", "activation", "seed")
-HELP = {
-    "arch": "encoder: BERT-like, every token sees every token (unless masked). decoder: GPT-like, always causal. "
-    "encoder-decoder: both stacks plus cross-attention from the target to the source.",
-    "norm": "post: x = LayerNorm(x + f(x)) as in the 2017 paper. pre: x = x + f(LayerNorm(x)) as in GPT-2.",
-    "n_layers": "Blocks per stack (an encoder-decoder has this many in each stack).",
-    "n_heads": "Attention heads per layer; d_model must divide evenly among them.",
-    "d_model": "Width of the residual stream; must be a multiple of n_heads.",
-    "d_ff": "Hidden width of each feed-forward sub-layer (4 x d_model is the classic choice).",
-    "positional": "How token order enters the model.",
-    "mask": f"Which keys each query may attend to. causal: only itself and earlier tokens. padding: never the "
-    f"{PAD_TOKEN} tokens.",
-    "activation": "Non-linearity inside the feed-forward sub-layer.",
-    "seed": "Decides the random weights and the token embeddings.",
-}
 NOTES_KEY = "_url_notes"
 MODEL_HELP = (
     "configured (the default): random weights built from the controls below. The others are real pretrained "
     "checkpoints that ship with the app (nothing is downloaded): their own tokenizer splits the text into sub-word "
     "pieces, and they fix the architecture."
 )
-# What a checkpoint fixes, shown greyed out in place of the controls: (config field, label).
-FIXED_FIELDS = (
-    ("arch", "Architecture"),
-    ("norm", "LayerNorm placement"),
-    ("n_layers", "Layers"),
-    ("n_heads", "Heads"),
-    ("d_model", "d_model"),
-    ("d_ff", "d_ff"),
-    ("positional", "Positional encoding"),
-    ("mask", "Mask"),
-    ("activation", "Activation"),
-)
+FIXED_FIELDS = [f for f in MODEL_FIELDS if f.name != "seed"]  # what a checkpoint fixes, shown greyed out
 
 
 def model_options() -> list[str]:
@@ -102,7 +77,7 @@ def screen_query_params() -> None:
             "Showing the configured model instead.",
             CONFIGURED,
         )
-    for name in SIDEBAR_FIELDS:
+    for name in (f.name for f in MODEL_FIELDS):
         if name not in st.query_params:
             continue
         raw = st.query_params[name]
@@ -140,7 +115,7 @@ def sidebar() -> dict[str, Any]:
     if values["model"] != CONFIGURED:
         fixed_controls(pretrained_model(values["model"]).config)
         return values
-    values["arch"] = _select("arch", "Architecture")
+    values["arch"] = control("arch")
     if values["arch"] == "encoder-decoder":
         values["target"] = sb.text_input(
             "Target (decoder input)",
@@ -149,40 +124,22 @@ def sidebar() -> dict[str, Any]:
             bind="query-params",
             help="The sentence the decoder reads; its cross-attention looks at the tokens above.",
         )
-    values["norm"] = _select("norm", "LayerNorm placement")
+    values["norm"] = control("norm")
     cols = sb.columns(2)
-    for i, (name, label) in enumerate(
-        [("n_layers", "Layers"), ("n_heads", "Heads"), ("d_model", "d_model"), ("d_ff", "d_ff")]
-    ):
-        values[name] = _number(name, label, cols[i % 2])
-    values["positional"] = _select("positional", "Positional encoding")
-    values["mask"] = _select("mask", "Mask")
+    for i, name in enumerate(("n_layers", "n_heads", "d_model", "d_ff")):
+        values[name] = control(name, cols[i % 2])
+    values["positional"] = control("positional")
+    values["mask"] = control("mask")
     if values["arch"] == "decoder" and "causal" not in values["mask"]:
         sb.caption("A decoder is always causal: each token sees only itself and earlier tokens.")
-    values["activation"] = _select("activation", "Activation")
-    values["seed"] = _number("seed", "Seed", sb)
+    values["activation"] = control("activation")
+    values["seed"] = control("seed")
     return values
 
 
-def _select(name: str, label: str) -> str:
-    options = CHOICES[name]
-    return st.sidebar.selectbox(
-        label, options, index=options.index(getattr(DEFAULTS, name)), key=name, bind="query-params", help=HELP[name]
-    )
-
-
-def _number(name: str, label: str, where: Any) -> int:
-    low, high = INT_LIMITS[name]
-    return where.number_input(
-        label,
-        min_value=low,
-        max_value=high,
-        value=getattr(DEFAULTS, name),
-        step=1,
-        key=name,
-        bind="query-params",
-        help=HELP[name],
-    )
+def control(name: str, where: Any = None) -> Any:
+    """The sidebar's control of a model field (into `where`, a column of the sidebar, or the sidebar)."""
+    return field_control(FIELD[name], where or st.sidebar, getattr(DEFAULTS, name))
 
 
 def fixed_controls(cfg: CheckpointConfig) -> None:
@@ -193,13 +150,13 @@ def fixed_controls(cfg: CheckpointConfig) -> None:
         "cannot change here (Compare flips its norm placement on the same weights). No seed: the weights are real."
     )
     cols = sb.columns(2)
-    for i, (name, label) in enumerate(FIXED_FIELDS):
-        value = getattr(cfg, name)
+    for i, field in enumerate(FIXED_FIELDS):
+        value = getattr(cfg, field.name)
         where = cols[i % 2] if isinstance(value, int) else sb
         if isinstance(value, int):
-            where.number_input(label, value=value, disabled=True, key=f"fixed_{name}")
+            where.number_input(field.label, value=value, disabled=True, key=f"fixed_{field.name}")
         else:
-            where.selectbox(label, [value], disabled=True, key=f"fixed_{name}")
+            where.selectbox(field.label, [value], disabled=True, key=f"fixed_{field.name}")
     if cfg.n_kv_heads != cfg.n_heads:
         sb.caption(f"{cfg.n_heads} query heads share {cfg.n_kv_heads} key/value heads (grouped-query attention).")
     sb.caption(cfg.weights_note)

@@ -30,7 +30,7 @@ from explorer.compare import (
     token_order,
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
-from explorer.config import CHOICES, INT_LIMITS, CheckpointConfig, ConfigError, ModelConfig
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.flip_story import flip_effect, flip_words
 from explorer.gradients import objective_text
 from explorer.limits import check_app_size
@@ -48,6 +48,7 @@ from views.caches import (
     trace_of,
     weight_facts,
 )
+from views.fields import FIELD, field_control
 from views.matrix_view import picked_value, show_board
 from views.state import app_state, model_key, session_model, sidebar_run
 from views.widgets import (
@@ -84,18 +85,6 @@ VIEW_NOTES_KEY = "_compare_view_notes"
 FIXED_KEY = "_compare_fixed_params"
 ROUND_KEY = "_compare_table_round"
 RANKING_ALONE_PX, RANKING_BESIDE_TABLE_PX = 760, 440  # px the ranking heatmap's panel may take, at 1400 px
-LABELS = {  # short, so that a "≠ A" mark fits on one line
-    "arch": "Architecture",
-    "norm": "Norm placement",
-    "positional": "Positions",
-    "mask": "Mask",
-    "activation": "Activation",
-    "n_layers": "Layers",
-    "n_heads": "Heads",
-    "d_model": "d_model",
-    "d_ff": "d_ff",
-    "seed": "Seed",
-}
 GRID = (("arch", "norm", "positional", "mask", "activation"), ("n_layers", "n_heads", "d_model", "d_ff", "seed"))
 
 
@@ -160,28 +149,14 @@ def b_controls(a: ModelConfig) -> ModelConfig | None:
     values: dict[str, Any] = {}
     for row in GRID:
         for column, field in zip(box.columns(len(row)), row, strict=True):
-            key, default, a_value = B_PREFIX + field, getattr(reference, field), getattr(a, field)
-            label = LABELS[field]
+            a_value = getattr(a, field)
+            label = FIELD[field].short
             if pending[field] != a_value:
                 label += " ≠ A"  # plain text: a screen reader reads the label as it is
             help_text = f"B's {field}; A's (in the sidebar) is {a_value}."
-            if field in CHOICES:
-                options = list(CHOICES[field])
-                values[field] = column.selectbox(
-                    label, options, index=options.index(default), key=key, bind="query-params", help=help_text
-                )
-            else:
-                low, high = INT_LIMITS[field]
-                values[field] = column.number_input(
-                    label,
-                    min_value=low,
-                    max_value=high,
-                    value=default,
-                    step=1,
-                    key=key,
-                    bind="query-params",
-                    help=help_text,
-                )
+            values[field] = field_control(
+                FIELD[field], column, getattr(reference, field), B_PREFIX, label=label, help_text=help_text
+            )
     if values["arch"] == "decoder" and "causal" not in values["mask"]:
         box.caption("A decoder is always causal: each token sees only itself and earlier tokens.")
     try:
