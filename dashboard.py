@@ -14,25 +14,14 @@ from urllib.parse import quote, urlencode, urlsplit
 import streamlit as st
 
 import explorer
-from explorer.config import (
-    CHOICES,
-    FIELDS,
-    INT_LIMITS,
-    PAD_TOKEN,
-    CheckpointConfig,
-    ConfigError,
-    ModelConfig,
-    check_url_value,
-    url_int,
-)
+from explorer.config import FIELDS, PAD_TOKEN, CheckpointConfig, ConfigError, ModelConfig
 from explorer.limits import MAX_PIECES, check_app_size
 from explorer.pretrained import pretrained_title
 from views.caches import cached_checkpoint_run, cached_model, cached_run, pretrained_model
 from views.fields import FIELD, MODEL_FIELDS, field_control
 from views.nodelay import disable_nagle_once
+from views.query_params import NOTES_KEY, guard_number_urls_once, screen_sidebar_params, show_url_notes
 from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
-from views.url_numbers import guard_number_urls_once
-from views.widgets import ignored_url_value, not_whole_note, show_url_notes
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
     st.Page("views/attention.py", title="Attention", default=True),
@@ -49,7 +38,6 @@ DEFAULTS = ModelConfig()
 DEFAULT_TOKENS = "the cat sat on the mat"
 DEFAULT_TARGET = "le chat est assis sur le tapis"
 TEXT_DEFAULTS = {"tokens": DEFAULT_TOKENS, "target": DEFAULT_TARGET}
-NOTES_KEY = "_url_notes"
 MODEL_HELP = (
     "configured (the default): random weights built from the controls below. The others are real pretrained "
     "checkpoints that ship with the app (nothing is downloaded): their own tokenizer splits the text into sub-word "
@@ -60,40 +48,6 @@ FIXED_FIELDS = [f for f in MODEL_FIELDS if f.name != "seed"]  # what a checkpoin
 
 def model_options() -> list[str]:
     return [CONFIGURED, *explorer.list_pretrained()]
-
-
-def screen_query_params() -> None:
-    """Before any widget exists: record a note for each junk config value in the URL, and fix near misses.
-
-    Streamlit silently drops a bound URL value its widget cannot take (and strips it from the URL), so the
-    notes are kept in session_state until the user changes that control.
-    """
-    notes: dict[str, tuple[str, Any]] = st.session_state.setdefault(NOTES_KEY, {})
-    model = st.query_params.get("model")
-    if model is not None and model not in model_options():
-        installed = ", ".join(f"`{name}`" for name in model_options()[1:]) or "none"
-        notes["model"] = (
-            f"The link asks for the model `{model[:80]}`, which this server does not have (installed: {installed}). "
-            "Showing the configured model instead.",
-            CONFIGURED,
-        )
-    for name in (f.name for f in MODEL_FIELDS):
-        if name not in st.query_params:
-            continue
-        raw = st.query_params[name]
-        value, problem = check_url_value(name, raw)
-        if problem is None:
-            if name in CHOICES and value != raw:  # a near miss such as "causal padding": take the option meant
-                st.session_state[name] = value
-            continue
-        default = getattr(DEFAULTS, name)
-        read_as = url_int(raw) if name in INT_LIMITS else None
-        if read_as is not None and INT_LIMITS[name][0] <= read_as <= INT_LIMITS[name][1]:
-            if read_as != float(raw):  # "2.7": Streamlit takes 2 ("128.0" is 128, nothing to say)
-                notes[name] = (not_whole_note(name, raw, read_as), read_as)
-            continue
-        message = f"{ignored_url_value(name, raw, problem)}. Using {name} = `{default}` (the default) instead."
-        notes[name] = (message, default)
 
 
 def sidebar() -> dict[str, Any]:
@@ -252,12 +206,12 @@ def show_error(message: str, shown: bool = True) -> None:
         st.error(message, icon=":material/error:")
 
 
-guard_number_urls_once()  # before any widget reads the URL: see views/url_numbers.py
+guard_number_urls_once()  # before any widget reads the URL: see views/query_params.py
 disable_nagle_once()  # before anything is sent: see views/nodelay.py (about 40 ms per script chunk otherwise)
 # An emoji favicon: a :material/: one makes the browser fetch the icon from the internet.
 st.set_page_config(page_title="Attention Explorer", page_icon="🔎", layout="wide")
 navigation = st.navigation(PAGES)
-screen_query_params()
+screen_sidebar_params(model_options())
 trained_banner()
 controls = sidebar()
 share_hint(controls)

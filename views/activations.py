@@ -41,6 +41,7 @@ from pictures.boards import board
 from pictures.style import VIRIDIS
 from views.caches import cached_gradients, from_model
 from views.matrix_view import show_board
+from views.query_params import warn_junk_url
 from views.state import session_model, sidebar_run, trained_label, weights_note
 from views.widgets import (
     ENTROPY_COLUMNS,
@@ -52,7 +53,6 @@ from views.widgets import (
     settle_choice,
     vega_chart,
     view_download,
-    warn_junk_url,
 )
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")

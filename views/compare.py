@@ -20,7 +20,6 @@ from explorer.compare import (
     B_PREFIX,
     MapPair,
     can_share_weights,
-    check_b_value,
     default_b,
     differing_fields,
     layer_difference,
@@ -50,28 +49,29 @@ from views.caches import (
 )
 from views.fields import FIELD, field_control
 from views.matrix_view import picked_value, show_board
+from views.query_params import (
+    URL_BOOLEAN,
+    b_url_value,
+    note_view_param,
+    screen_b_params,
+    show_url_notes,
+    warn_junk_url,
+)
 from views.state import app_state, model_key, session_model, sidebar_run
 from views.widgets import (
-    URL_BOOLEAN,
     carry_view,
-    clamp_view,
     code_text,
     count,
     download,
-    ignored_url_value,
     mask_text,
-    note_ignored_url_value,
-    one_of,
     opening_kind,
     plain,
     positions_text,
     remember_view,
     settle_choice,
-    show_url_notes,
     stretch_toggle,
     vega_chart,
     view_download,
-    warn_junk_url,
 )
 
 CONFIGURATION, INPUT = "configuration", "input"
@@ -102,37 +102,13 @@ def follow_a(defaults: dict[str, Any]) -> None:
         drawn[key] = default
 
 
-def screen_b_params(defaults: dict[str, Any]) -> None:
-    """Note each junk b_<field> in the URL (Streamlit drops it silently) and fix near misses, once."""
-    notes: dict[str, tuple[str, Any]] = st.session_state.setdefault(NOTES_KEY, {})
-    fixed: set[tuple[str, str]] = st.session_state.setdefault(FIXED_KEY, set())
-    for field in B_FIELDS:
-        key = B_PREFIX + field
-        if key not in st.query_params:
-            continue
-        raw = st.query_params[key]
-        value, problem = check_b_value(field, raw)
-        if problem is None:
-            if isinstance(value, str) and value != raw and (key, raw) not in fixed:
-                st.session_state[key] = value
-                fixed.add((key, raw))
-            continue
-        notes[key] = (
-            f"{ignored_url_value(key, raw, problem)}. B uses {field} = `{defaults[key]}` instead.",
-            defaults[key],
-        )
-
-
 def pending_value(field: str, default: Any) -> Any:
     """The value B's control will show this run (its state, else a usable URL value, else its default)."""
     key = B_PREFIX + field
     if key in st.session_state:
         return st.session_state[key]
-    if key in st.query_params:
-        value, problem = check_b_value(field, st.query_params[key])
-        if problem is None:
-            return value
-    return default
+    from_url = b_url_value(field)
+    return default if from_url is None else from_url
 
 
 def b_controls(a: ModelConfig) -> ModelConfig | None:
@@ -140,7 +116,7 @@ def b_controls(a: ModelConfig) -> ModelConfig | None:
     reference = default_b(a)
     defaults = {B_PREFIX + f: getattr(reference, f) for f in B_FIELDS}
     follow_a(defaults)
-    screen_b_params(defaults)
+    screen_b_params(defaults, NOTES_KEY, FIXED_KEY)
     pending = {f: pending_value(f, getattr(reference, f)) for f in B_FIELDS}
     different = [f for f in B_FIELDS if pending[f] != getattr(a, f)]
     summary = ", ".join(f"{f} {pending[f]}" for f in different) if different else "the same as A"
@@ -353,13 +329,6 @@ def comparison_query(
 # --- The attention section: one fragment, so picking a head does not rerun the models.
 
 
-def note_view_param(key: str, options: list) -> None:
-    if clamp_view(key, options, key):
-        return
-    why = f"neither model has such a {key}; showing the first."
-    note_ignored_url_value(VIEW_NOTES_KEY, key, one_of(options), why)
-
-
 def pick_head(layer: int, head: int) -> None:
     st.session_state["layer"], st.session_state["head"] = layer, head
 
@@ -411,12 +380,12 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
     st.subheader("Attention in A and B" if b_drawn else "Attention in A (B is not drawn)")
     labels = [p.label for p in pairs]
     if len(pairs) > 1:
-        note_view_param("kind", labels)
+        note_view_param(VIEW_NOTES_KEY, "kind", labels)
     pair = pairs[0]
     sides = [m for m in (pair.a, pair.b) if m is not None]
     layers, heads = list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
-    note_view_param("layer", layers)
-    note_view_param("head", heads)
+    note_view_param(VIEW_NOTES_KEY, "layer", layers)
+    note_view_param(VIEW_NOTES_KEY, "head", heads)
     notes = st.container()  # filled once the selectors exist
     if len(pairs) > 1:
         settle_choice("kind", labels, opening_kind(labels))

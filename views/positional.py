@@ -41,6 +41,7 @@ from pictures.positional_charts import (
 )
 from views.caches import cached_permutation, cached_repeated_scores, cached_similarity, cached_table, from_model
 from views.matrix_view import show_board
+from views.query_params import warn_junk_url
 from views.state import session_model, sidebar_run, trained_label
 from views.widgets import (
     clamp_view,
@@ -50,7 +51,6 @@ from views.widgets import (
     positions_text,
     vega_chart,
     view_download,
-    warn_junk_url,
 )
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)

@@ -41,17 +41,14 @@ from pictures.training_charts import (
     uniform_mass,
 )
 from views.matrix_view import show_board
+from views.query_params import screen_train_params, show_url_notes
 from views.state import TrainedModel, app_state, use_trained
 from views.widgets import (
     count,
     download,
-    note_ignored_url_value,
-    one_of,
     positions_text,
-    show_url_notes,
     vega_chart,
     view_download,
-    whole_number_in,
 )
 
 RESULT_KEY = "_train"  # this session's last training run, or the model loaded from files: a Training
@@ -216,21 +213,6 @@ def learning_rate_text(rate: float) -> str:
     return f"{rate:g}"
 
 
-def screen_settings_params() -> None:
-    """Before the settings exist: a note for each train_* URL value its control cannot take (Streamlit would drop
-    it without a word)."""
-    checks = {
-        "train_task": one_of(TASKS),
-        **{key: whole_number_in(low, high) for key, (_, low, high, *_) in WHOLE_NUMBERS.items()},
-        "train_lr": one_of(map(learning_rate_text, LEARNING_RATES)),
-        "train_batch": one_of(BATCH_SIZES),
-        "train_both": lambda raw: raw.lower() in ("true", "false"),
-    }
-    why = "not a value this setting can take; using its default."
-    for key, accepted in checks.items():
-        note_ignored_url_value(SETTINGS_NOTES_KEY, key, accepted, why)
-
-
 def whole_number(where: DeltaGenerator, key: str) -> int:
     """The number input of one of WHOLE_NUMBERS, bound to the URL parameter `key`."""
     label, low, high, default, step, help_text = WHOLE_NUMBERS[key]
@@ -242,7 +224,13 @@ def whole_number(where: DeltaGenerator, key: str) -> int:
 
 def settings_controls() -> Settings:
     """The training settings, each bound to the URL parameter named as its key, so a shared link carries them."""
-    screen_settings_params()
+    screen_train_params(
+        SETTINGS_NOTES_KEY,
+        TASKS,
+        {key: (low, high) for key, (_, low, high, *_) in WHOLE_NUMBERS.items()},
+        map(learning_rate_text, LEARNING_RATES),
+        BATCH_SIZES,
+    )
     notes = st.container()  # filled once the settings exist
     c1, c2, c3 = st.columns(3)
     task = c1.selectbox(
