@@ -1,15 +1,9 @@
 """Attention Explorer: the shared sidebar (every control lives in the URL), then the selected page.
 
-Pages read what this script leaves in st.session_state:
-  "_config"  ModelConfig, or None when the settings are impossible
-  "_trace"   explorer.Trace for the typed tokens, or None when there is an error
-  "_sidebar_config"  the sidebar's ModelConfig (or None): what the Train page trains
-  "_trained" None, or {"model", "task", "label"}: a model the Train page sent to the other pages. While it is
-             set, "_config", "_model" and "_trace" are that model's, run on the typed tokens for this session only
-  "_model"   the explorer.Transformer behind "_trace" (never mutate it): use it rather than rebuilding from
-             "_config", which gives random weights instead of a trained model's
-The sidebar's first choice is the model: "configured" (random weights from the controls) or an installed real
-checkpoint, whose CheckpointConfig then is "_config" and whose tokenizer reads the typed text.
+Each run leaves a views.state.AppState for the page: the config, model and trace of the typed tokens (None when the
+settings are impossible), the sidebar's own config, and the model the Train page sent, if any. The sidebar's first
+choice is the model: "configured" (random weights from the controls, drawn from views/fields.py's table) or an
+installed real checkpoint, whose CheckpointConfig then is the config and whose tokenizer reads the typed text.
 """
 
 from __future__ import annotations
@@ -20,23 +14,14 @@ from urllib.parse import quote, urlencode, urlsplit
 import streamlit as st
 
 import explorer
-from explorer.config import (
-    CHOICES,
-    FIELDS,
-    INT_LIMITS,
-    PAD_TOKEN,
-    CheckpointConfig,
-    ConfigError,
-    ModelConfig,
-    check_url_value,
-    url_int,
-)
+from explorer.config import FIELDS, PAD_TOKEN, CheckpointConfig, ConfigError, ModelConfig
 from explorer.limits import MAX_PIECES, check_app_size
 from explorer.pretrained import pretrained_title
+from views.caches import cached_checkpoint_run, cached_model, cached_run, pretrained_model
+from views.fields import FIELD, MODEL_FIELDS, field_control
 from views.nodelay import disable_nagle_once
-from views.session import CONFIGURED, cached_model, pretrained_model
-from views.url_numbers import guard_number_urls_once
-from views.widgets import ignored_url_value, not_whole_note, show_url_notes
+from views.query_params import NOTES_KEY, guard_number_urls_once, screen_sidebar_params, show_url_notes
+from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
     st.Page("views/attention.py", title="Attention", default=True),
@@ -53,77 +38,16 @@ DEFAULTS = ModelConfig()
 DEFAULT_TOKENS = "the cat sat on the mat"
 DEFAULT_TARGET = "le chat est assis sur le tapis"
 TEXT_DEFAULTS = {"tokens": DEFAULT_TOKENS, "target": DEFAULT_TARGET}
-SIDEBAR_FIELDS = ("arch", "norm", "n_layers", "n_heads", "d_model", "d_ff", "positional", "mask", "activation", "seed")
-HELP = {
-    "arch": "encoder: BERT-like, every token sees every token (unless masked). decoder: GPT-like, always causal. "
-    "encoder-decoder: both stacks plus cross-attention from the target to the source.",
-    "norm": "post: x = LayerNorm(x + f(x)) as in the 2017 paper. pre: x = x + f(LayerNorm(x)) as in GPT-2.",
-    "n_layers": "Blocks per stack (an encoder-decoder has this many in each stack).",
-    "n_heads": "Attention heads per layer; d_model must divide evenly among them.",
-    "d_model": "Width of the residual stream; must be a multiple of n_heads.",
-    "d_ff": "Hidden width of each feed-forward sub-layer (4 x d_model is the classic choice).",
-    "positional": "How token order enters the model.",
-    "mask": f"Which keys each query may attend to. causal: only itself and earlier tokens. padding: never the "
-    f"{PAD_TOKEN} tokens.",
-    "activation": "Non-linearity inside the feed-forward sub-layer.",
-    "seed": "Decides the random weights and the token embeddings.",
-}
-NOTES_KEY = "_url_notes"
 MODEL_HELP = (
     "configured (the default): random weights built from the controls below. The others are real pretrained "
     "checkpoints that ship with the app (nothing is downloaded): their own tokenizer splits the text into sub-word "
     "pieces, and they fix the architecture."
 )
-# What a checkpoint fixes, shown greyed out in place of the controls: (config field, label).
-FIXED_FIELDS = (
-    ("arch", "Architecture"),
-    ("norm", "LayerNorm placement"),
-    ("n_layers", "Layers"),
-    ("n_heads", "Heads"),
-    ("d_model", "d_model"),
-    ("d_ff", "d_ff"),
-    ("positional", "Positional encoding"),
-    ("mask", "Mask"),
-    ("activation", "Activation"),
-)
+FIXED_FIELDS = [f for f in MODEL_FIELDS if f.name != "seed"]  # what a checkpoint fixes, shown greyed out
 
 
 def model_options() -> list[str]:
     return [CONFIGURED, *explorer.list_pretrained()]
-
-
-def screen_query_params() -> None:
-    """Before any widget exists: record a note for each junk config value in the URL, and fix near misses.
-
-    Streamlit silently drops a bound URL value its widget cannot take (and strips it from the URL), so the
-    notes are kept in session_state until the user changes that control.
-    """
-    notes: dict[str, tuple[str, Any]] = st.session_state.setdefault(NOTES_KEY, {})
-    model = st.query_params.get("model")
-    if model is not None and model not in model_options():
-        installed = ", ".join(f"`{name}`" for name in model_options()[1:]) or "none"
-        notes["model"] = (
-            f"The link asks for the model `{model[:80]}`, which this server does not have (installed: {installed}). "
-            "Showing the configured model instead.",
-            CONFIGURED,
-        )
-    for name in SIDEBAR_FIELDS:
-        if name not in st.query_params:
-            continue
-        raw = st.query_params[name]
-        value, problem = check_url_value(name, raw)
-        if problem is None:
-            if name in CHOICES and value != raw:  # a near miss such as "causal padding": take the option meant
-                st.session_state[name] = value
-            continue
-        default = getattr(DEFAULTS, name)
-        read_as = url_int(raw) if name in INT_LIMITS else None
-        if read_as is not None and INT_LIMITS[name][0] <= read_as <= INT_LIMITS[name][1]:
-            if read_as != float(raw):  # "2.7": Streamlit takes 2 ("128.0" is 128, nothing to say)
-                notes[name] = (not_whole_note(name, raw, read_as), read_as)
-            continue
-        message = f"{ignored_url_value(name, raw, problem)}. Using {name} = `{default}` (the default) instead."
-        notes[name] = (message, default)
 
 
 def sidebar() -> dict[str, Any]:
@@ -145,7 +69,7 @@ def sidebar() -> dict[str, Any]:
     if values["model"] != CONFIGURED:
         fixed_controls(pretrained_model(values["model"]).config)
         return values
-    values["arch"] = _select("arch", "Architecture")
+    values["arch"] = control("arch")
     if values["arch"] == "encoder-decoder":
         values["target"] = sb.text_input(
             "Target (decoder input)",
@@ -154,40 +78,22 @@ def sidebar() -> dict[str, Any]:
             bind="query-params",
             help="The sentence the decoder reads; its cross-attention looks at the tokens above.",
         )
-    values["norm"] = _select("norm", "LayerNorm placement")
+    values["norm"] = control("norm")
     cols = sb.columns(2)
-    for i, (name, label) in enumerate(
-        [("n_layers", "Layers"), ("n_heads", "Heads"), ("d_model", "d_model"), ("d_ff", "d_ff")]
-    ):
-        values[name] = _number(name, label, cols[i % 2])
-    values["positional"] = _select("positional", "Positional encoding")
-    values["mask"] = _select("mask", "Mask")
+    for i, name in enumerate(("n_layers", "n_heads", "d_model", "d_ff")):
+        values[name] = control(name, cols[i % 2])
+    values["positional"] = control("positional")
+    values["mask"] = control("mask")
     if values["arch"] == "decoder" and "causal" not in values["mask"]:
         sb.caption("A decoder is always causal: each token sees only itself and earlier tokens.")
-    values["activation"] = _select("activation", "Activation")
-    values["seed"] = _number("seed", "Seed", sb)
+    values["activation"] = control("activation")
+    values["seed"] = control("seed")
     return values
 
 
-def _select(name: str, label: str) -> str:
-    options = CHOICES[name]
-    return st.sidebar.selectbox(
-        label, options, index=options.index(getattr(DEFAULTS, name)), key=name, bind="query-params", help=HELP[name]
-    )
-
-
-def _number(name: str, label: str, where: Any) -> int:
-    low, high = INT_LIMITS[name]
-    return where.number_input(
-        label,
-        min_value=low,
-        max_value=high,
-        value=getattr(DEFAULTS, name),
-        step=1,
-        key=name,
-        bind="query-params",
-        help=HELP[name],
-    )
+def control(name: str, where: Any = None) -> Any:
+    """The sidebar's control of a model field (into `where`, a column of the sidebar, or the sidebar)."""
+    return field_control(FIELD[name], where or st.sidebar, getattr(DEFAULTS, name))
 
 
 def fixed_controls(cfg: CheckpointConfig) -> None:
@@ -198,13 +104,13 @@ def fixed_controls(cfg: CheckpointConfig) -> None:
         "cannot change here (Compare flips its norm placement on the same weights). No seed: the weights are real."
     )
     cols = sb.columns(2)
-    for i, (name, label) in enumerate(FIXED_FIELDS):
-        value = getattr(cfg, name)
+    for i, field in enumerate(FIXED_FIELDS):
+        value = getattr(cfg, field.name)
         where = cols[i % 2] if isinstance(value, int) else sb
         if isinstance(value, int):
-            where.number_input(label, value=value, disabled=True, key=f"fixed_{name}")
+            where.number_input(field.label, value=value, disabled=True, key=f"fixed_{field.name}")
         else:
-            where.selectbox(label, [value], disabled=True, key=f"fixed_{name}")
+            where.selectbox(field.label, [value], disabled=True, key=f"fixed_{field.name}")
     if cfg.n_kv_heads != cfg.n_heads:
         sb.caption(f"{cfg.n_heads} query heads share {cfg.n_kv_heads} key/value heads (grouped-query attention).")
     sb.caption(cfg.weights_note)
@@ -227,24 +133,11 @@ def share_hint(values: dict[str, Any]) -> None:
         st.markdown(f"`{link}`")
 
 
-@st.cache_data(max_entries=16, show_spinner="Running the model…")  # at most 256 MB each (explorer.limits)
-def cached_run(cfg: ModelConfig, tokens: str, target: str | None) -> explorer.Trace:
-    """The trace for a config and input text (deterministic, so safe to cache)."""
-    return explorer.run(cached_model(cfg), tokens, target)
-
-
-# A real checkpoint's trace can reach 1.2 GB (512 pieces through SmolLM2's 270 heads): keep few of them.
-@st.cache_data(max_entries=4, show_spinner="Running the real model…")
-def cached_checkpoint_run(cfg: CheckpointConfig, text: str) -> explorer.Trace:
-    """The trace of a shipped checkpoint on a text (deterministic, so safe to cache)."""
-    return explorer.run(cached_model(cfg), text)
-
-
-def run_checkpoint(name: str, text: str) -> None:
+def run_checkpoint(state: AppState, name: str, text: str) -> None:
     """Config, model and trace of an installed checkpoint on the typed text, or a ConfigError saying what to fix."""
     model = pretrained_model(name)
     cfg = model.config
-    st.session_state["_config"], st.session_state["_model"] = cfg, model
+    state.config, state.model = cfg, model
     pieces = len(model.tokenizer.encode(text).ids)
     if pieces > min(MAX_PIECES, cfg.max_tokens):
         raise ConfigError(
@@ -254,38 +147,37 @@ def run_checkpoint(name: str, text: str) -> None:
             + ". Shorten the text."
         )
     check_app_size(cfg, pieces)
-    st.session_state["_trace"] = cached_checkpoint_run(cfg, text)
+    state.trace = cached_checkpoint_run(cfg, text)
 
 
 def trained_banner() -> None:
     """While a model from the Train page is in use: say so, and offer the way back to the random model."""
-    trained = st.session_state.get("_trained")
+    trained = app_state().trained
     if trained is None:
         return
     box = st.sidebar.container(border=True)
     box.markdown(
-        f"**Trained model in use**: {trained['label']}. The model settings below do not change it; it reads "
-        f"only the tokens {' '.join(trained['model'].vocabulary)}. A shared link carries the settings, not it."
+        f"**Trained model in use**: {trained.label}. The model settings below do not change it; it reads "
+        f"only the tokens {' '.join(trained.model.vocabulary)}. A shared link carries the settings, not it."
     )
     box.button(
         "Back to the random model",
         key="back_to_random",
-        on_click=st.session_state.pop,
-        args=("_trained", None),
+        on_click=use_trained,
+        args=(None,),
         icon=":material/undo:",
     )
-    st.info(f"Showing the trained model ({trained['label']}), not a random one.", icon=":material/school:")
+    st.info(f"Showing the trained model ({trained.label}), not a random one.", icon=":material/school:")
 
 
 def compute(values: dict[str, Any], shows_tokens: bool) -> None:
     """Config and trace for the pages, or the user-facing error instead. An error about the typed tokens is shown
     only on a page that `shows_tokens`; an impossible setting is shown on every page."""
-    for key in ("_config", "_sidebar_config", "_model", "_trace"):
-        st.session_state[key] = None
-    trained = st.session_state.get("_trained")
+    state = new_run()
+    trained = state.trained
     if values["model"] != CONFIGURED and trained is None:
         try:
-            run_checkpoint(values["model"], values["tokens"])
+            run_checkpoint(state, values["model"], values["tokens"])
         except ConfigError as e:
             show_error(str(e), shown=shows_tokens)
         return
@@ -294,16 +186,16 @@ def compute(values: dict[str, Any], shows_tokens: bool) -> None:
     except ConfigError as e:
         show_error(str(e))
         return
-    st.session_state["_config"] = st.session_state["_sidebar_config"] = cfg
+    state.config = state.sidebar_config = cfg
     try:
         if trained is None:
             target = values.get("target") if cfg.arch == "encoder-decoder" else None
             check_app_size(cfg, len(values["tokens"].split()), None if target is None else len(target.split()))
-            st.session_state["_model"] = cached_model(cfg)
-            st.session_state["_trace"] = cached_run(cfg, values["tokens"], values.get("target"))
+            state.model = cached_model(cfg)
+            state.trace = cached_run(cfg, values["tokens"], values.get("target"))
         else:  # this session's own model: run here, never cached, so no other session can see it
-            st.session_state["_config"], st.session_state["_model"] = trained["model"].config, trained["model"]
-            st.session_state["_trace"] = explorer.run(trained["model"], values["tokens"])
+            state.config, state.model = trained.model.config, trained.model
+            state.trace = explorer.run(trained.model, values["tokens"])
     except ConfigError as e:
         show_error(str(e), shown=shows_tokens)
 
@@ -314,12 +206,12 @@ def show_error(message: str, shown: bool = True) -> None:
         st.error(message, icon=":material/error:")
 
 
-guard_number_urls_once()  # before any widget reads the URL: see views/url_numbers.py
+guard_number_urls_once()  # before any widget reads the URL: see views/query_params.py
 disable_nagle_once()  # before anything is sent: see views/nodelay.py (about 40 ms per script chunk otherwise)
 # An emoji favicon: a :material/: one makes the browser fetch the icon from the internet.
 st.set_page_config(page_title="Attention Explorer", page_icon="🔎", layout="wide")
 navigation = st.navigation(PAGES)
-screen_query_params()
+screen_sidebar_params(model_options())
 trained_banner()
 controls = sidebar()
 share_hint(controls)

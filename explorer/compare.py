@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
 from explorer.activations import layer_statistics
-from explorer.config import CHOICES, INT_LIMITS, ConfigError, ModelConfig, check_url_value
+from explorer.config import ConfigError, ModelConfig
 from explorer.model import Transformer, build_model, copy_shared_weights
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, StackTrace, Trace
@@ -130,7 +129,7 @@ def to_query(b: ModelConfig, a: ModelConfig) -> dict[str, str]:
     }
 
 
-# --- What the Compare page needs on top: pairing maps, lining up two inputs, per-layer tables, URL screening.
+# --- What the Compare page needs on top: pairing maps, lining up two inputs, per-layer tables.
 
 B_FIELDS = ("arch", "norm", "n_layers", "n_heads", "d_model", "d_ff", "positional", "mask", "activation", "seed")
 PER_LAYER = ("residual RMS", "residual std", "gradient norm", "attention entropy")
@@ -250,10 +249,3 @@ def per_layer_comparison(values_a: pd.DataFrame | None, values_b: pd.DataFrame |
     order = {name: i for i, name in enumerate(PER_LAYER)}
     merged = merged.sort_values(["statistic", "layer"], key=lambda s: s.map(order) if s.name == "statistic" else s)
     return merged.reset_index(drop=True)
-
-
-def check_b_value(name: str, raw: str) -> tuple[Any, str | None]:
-    """(value B's control would take, None) for a good b_<name> URL value, or (None, why it is unusable)."""
-    if name in CHOICES or name in INT_LIMITS:
-        return check_url_value(name, raw)
-    return None, "B's controls on the Compare page do not include it"

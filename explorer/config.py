@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -205,35 +204,3 @@ def _coerce(name: str, raw: Any) -> Any:
         except (TypeError, ValueError):
             raise ConfigError(f"dropout must be a number from 0 up to 1, not {raw!r}.") from None
     return str(raw).strip()
-
-
-def url_int(raw: str) -> int | None:
-    """The whole number a Streamlit number input makes of a URL value that is a finite number but not a whole one:
-    int(float(raw)), so "2.7" is read as 2. None when raw is no number at all."""
-    try:
-        number = float(raw)
-    except ValueError:
-        return None
-    return int(number) if math.isfinite(number) else None
-
-
-def check_url_value(name: str, raw: str) -> tuple[Any, str | None]:
-    """(value a control would take, None) for a good URL value, or (None, why it is unusable)."""
-    if name in CHOICES:
-        options = CHOICES[name]
-        if raw in options:
-            return raw, None
-        fixed = raw.strip().lower().replace(" ", "+")  # "causal+padding" typed in a URL arrives as "causal padding"
-        if fixed in options:
-            return fixed, None
-        return None, "it is not one of " + ", ".join(options)
-    if name in INT_LIMITS:
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            return None, "it is not a whole number"
-        low, high = INT_LIMITS[name]
-        if not low <= value <= high:
-            return None, f"it is outside {low} to {high}"
-        return value, None
-    return raw, None

@@ -19,6 +19,7 @@ from explorer.training import train
 from pictures.boards import decode_floats
 from pictures.style import BLUES
 from tests.drawn import DrawnMatrix, app_boards, app_charts, panel_matrix, rgb
+from views.state import STATE_KEY, AppState, TrainedModel
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PAGE = "views/compare.py"
@@ -474,12 +475,12 @@ def test_a_trained_model_gets_its_own_head_ranking():
     shared random model with the same configuration (or another session's)."""
     probe = "A B C D E F G H"
     a = ModelConfig(positional="learned")
-    trained = {"model": train(a, make_task("reverse", 8), steps=30).model, "task": None, "label": "30 steps"}
+    trained = TrainedModel(train(a, make_task("reverse", 8), steps=30).model, None, "30 steps")
     random_model = open_compare(AppTest.from_file(APP, default_timeout=180), positional="learned", tokens=probe)
     at = AppTest.from_file(APP, default_timeout=180)
-    at.session_state["_trained"] = trained
+    at.session_state[STATE_KEY] = AppState(trained=trained)
     open_compare(at, tokens=probe)
-    model = trained["model"]
+    model = trained.model
     maps_a = explorer.run(model, probe).attention_maps()["self-attention"]
     maps_b = explorer.run(model_for_b(model, default_b(a)), probe).attention_maps()["self-attention"]
     expected = head_ranking(maps_a, maps_b).set_index(["layer", "head"])["js_divergence"]

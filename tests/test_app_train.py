@@ -34,6 +34,7 @@ from explorer.tasks import make_task
 from explorer.training import evaluate, initial_model, single_thread, train
 from pictures.training_charts import percent
 from tests.drawn import app_charts, app_matrices, title_text
+from views.state import STATE_KEY
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PAGE = "views/train.py"
@@ -416,14 +417,16 @@ def test_send_to_the_other_pages_and_back(at):
     assert any("Trained model in use" in m.value for m in at.sidebar.markdown)
     expected = explorer.run(result.model, probe).attention
     np.testing.assert_array_equal(drawn_map(at, "map"), expected[0, 0])
-    assert at.session_state["_config"] == result.model.config and at.session_state["_model"] is result.model
+    state = at.session_state[STATE_KEY]
+    assert state.config == result.model.config and state.model is result.model
     at.text_input(key="tokens").input("the cat").run()  # words the trained model does not know
     assert any("'cat', 'the' are not in this model's vocabulary" in e.value for e in at.error)
     at.text_input(key="tokens").input(probe).run()
     at.button(key="back_to_random").click().run()
     assert_ok(at)
     assert not any("Trained model in use" in m.value for m in at.sidebar.markdown)
-    assert at.session_state["_model"] is not result.model and at.session_state["_config"] == explorer.ModelConfig()
+    state = at.session_state[STATE_KEY]
+    assert state.model is not result.model and state.config == explorer.ModelConfig()
     random = explorer.run(explorer.ModelConfig(), probe).attention
     np.testing.assert_array_equal(drawn_map(at, "map"), random[0, 0])
 
@@ -498,8 +501,8 @@ def test_two_sessions_training_at_once_keep_separate_models(sessions_at_once):
     for at in (reverse, copy):
         at.switch_page("views/attention.py").run()
         assert_ok(at)
-    assert reverse.session_state["_trained"]["model"] is models["reverse"]
-    assert "_trained" not in copy.session_state
+    assert reverse.session_state[STATE_KEY].trained.model is models["reverse"]
+    assert copy.session_state[STATE_KEY].trained is None
     probe = " ".join(reverse.session_state["_train"].results["post"].probe)
     np.testing.assert_array_equal(drawn_map(reverse, "map"), explorer.run(models["reverse"], probe).attention[0, 0])
     np.testing.assert_array_equal(

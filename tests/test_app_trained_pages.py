@@ -16,6 +16,7 @@ from explorer.gradients import gradient_norms, layer_gradient_totals, objective
 from explorer.tasks import make_task
 from explorer.training import train
 from tests.drawn import app_boards, app_charts, panel_matrix, title_text
+from views.state import STATE_KEY, AppState, TrainedModel
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PROBE = "A B C D E F G H"
@@ -25,12 +26,12 @@ PROBE = "A B C D E F G H"
 def trained():
     task = make_task("reverse", 8)
     result = train(explorer.ModelConfig(positional="learned"), task, steps=30)
-    return {"model": result.model, "task": task, "label": "reverse, 30 steps"}
+    return TrainedModel(result.model, task, "reverse, 30 steps")
 
 
 def open_with(trained, page: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=180)
-    at.session_state["_trained"] = trained
+    at.session_state[STATE_KEY] = AppState(trained=trained)
     at.query_params["tokens"] = PROBE
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
@@ -48,8 +49,8 @@ def figure(at: AppTest, title_part: str) -> tuple[dict, dict]:
 def test_activations_page_shows_the_trained_models_gradients(trained):
     at = open_with(trained, "views/activations.py")
     assert any("trained weights (reverse, 30 steps)" in c.value for c in [*at.caption, *at.markdown])
-    expected = layer_gradient_totals(gradient_norms(trained["model"], PROBE))["norm"]
-    random = layer_gradient_totals(gradient_norms(explorer.build_model(trained["model"].config), PROBE))["norm"]
+    expected = layer_gradient_totals(gradient_norms(trained.model, PROBE))["norm"]
+    random = layer_gradient_totals(gradient_norms(explorer.build_model(trained.model.config), PROBE))["norm"]
     _, tables = figure(at, "parameters (post-norm)")
     totals = tables["act_grad_totals"]
     drawn = totals[totals["stack"] == totals["stack"].iloc[0]]["norm"].to_numpy()  # the stack's line, block by block
@@ -63,7 +64,7 @@ def test_activations_page_shows_the_trained_models_gradients(trained):
 
 
 def test_a_trained_models_gradient_objective_is_its_own_read_out(trained):
-    model, tokens = trained["model"], PROBE.split()
+    model, tokens = trained.model, PROBE.split()
     with torch.no_grad():
         x = model.positional(model.embedding(torch.tensor([model.vocabulary.index(t) for t in tokens])))  # [T, D]
         output = model(x[None], None)[-1][0][0]  # [T, D]: an encoder with no mask, as the task trained it
@@ -83,8 +84,8 @@ def test_positional_page_shows_the_trained_position_table(trained):
 
 def test_anatomy_counts_the_trained_models_embedding_and_read_out(trained):
     at = open_with(trained, "views/anatomy.py")
-    total = sum(p.numel() for p in trained["model"].parameters())
-    assert total == parameter_counts(trained["model"])["parameters"].sum()
+    total = sum(p.numel() for p in trained.model.parameters())
+    assert total == parameter_counts(trained.model)["parameters"].sum()
     shown = " ".join(str(m.value) for m in [*at.markdown, *at.caption]) + " ".join(
         str(metric.value) for metric in at.metric
     )
@@ -93,14 +94,14 @@ def test_anatomy_counts_the_trained_models_embedding_and_read_out(trained):
     assert "token embedding and its read-out to token logits are learned" in note
     assert "learned position table is counted" in note and "fixed hashed" not in note
     macs = int(next(m.value for m in at.metric if m.label == "Multiply-adds, one forward pass").replace(",", ""))
-    model, T = trained["model"], len(PROBE.split())
+    model, T = trained.model, len(PROBE.split())
     D, F, L, V = model.config.d_model, model.config.d_ff, model.config.n_layers, len(model.vocabulary)
     assert macs == L * (4 * T * D * D + 2 * T * T * D + 2 * T * D * F) + T * D * V  # the read-out counted too
 
 
 def test_compare_page_runs_b_on_the_trained_weights(trained):
     at = open_with(trained, "views/compare.py")
-    model = trained["model"]
+    model = trained.model
     b = default_b(model.config)
     maps_a = explorer.run(model, PROBE).attention_maps()["self-attention"]
     maps_b = explorer.run(model_for_b(model, b), PROBE).attention_maps()["self-attention"]

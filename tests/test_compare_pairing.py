@@ -7,7 +7,6 @@ import pytest
 import explorer
 from explorer.activations import layer_statistics
 from explorer.compare import (
-    check_b_value,
     default_b,
     differing_fields,
     layer_values,
@@ -19,6 +18,7 @@ from explorer.compare import (
 )
 from explorer.gradients import gradient_norms, layer_gradient_totals
 from explorer.stats import head_entropy
+from views.query_params import check_b_value
 
 TOKENS = "the cat sat on the mat"
 

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 import explorer
 from explorer.config import ConfigError, ModelConfig
 from explorer.limits import attention_cells, check_app_size, trace_bytes
+from views.state import STATE_KEY
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 
@@ -75,4 +76,5 @@ def test_the_page_says_so_instead_of_building():
     at.run()
     assert not at.exception
     assert any("parameters" in e.value and "the app builds at most" in e.value for e in at.error)
-    assert at.session_state["_model"] is None and at.session_state["_trace"] is None
+    state = at.session_state[STATE_KEY]
+    assert state.model is None and state.trace is None

@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
-from explorer.config import CHOICES, INT_LIMITS, ModelConfig, check_url_value, url_int
+from explorer.config import CHOICES, INT_LIMITS, ModelConfig
+from views.query_params import check_url_value, url_int
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PAGES = ["views/attention.py", "views/compare.py", "views/positional.py", "views/activations.py", "views/anatomy.py",

@@ -20,7 +20,7 @@ from explorer.activations import (
     value_histogram,
 )
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
-from explorer.gradients import gradient_norms, layer_gradient_totals, objective_text
+from explorer.gradients import layer_gradient_totals, objective_text
 from explorer.model import Transformer
 from explorer.numbers import readable
 from explorer.positional import input_text
@@ -39,8 +39,10 @@ from pictures.activation_charts import (
 )
 from pictures.boards import board
 from pictures.style import VIRIDIS
+from views.caches import cached_gradients, from_model
 from views.matrix_view import show_board
-from views.session import from_model, session_model, sidebar_run, trained_label, weights_note
+from views.query_params import warn_junk_url
+from views.state import session_model, sidebar_run, trained_label, weights_note
 from views.widgets import (
     ENTROPY_COLUMNS,
     clamp_view,
@@ -51,7 +53,6 @@ from views.widgets import (
     settle_choice,
     vega_chart,
     view_download,
-    warn_junk_url,
 )
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
@@ -59,15 +60,6 @@ NUMBER = st.column_config.NumberColumn(format="%.5g")
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
     return f"{model_line(cfg, trace, bold=('norm',))}. Eval mode, {weights_note()}."
-
-
-@st.cache_data(max_entries=16, show_spinner="Computing gradients (a backward pass)…")
-def cached_gradients(
-    cfg: ModelConfig, tokens: tuple[str, ...], target: tuple[str, ...] | None, _model: Transformer
-) -> pd.DataFrame:
-    """Gradient norm of every parameter tensor for objective_text(_model) on the typed tokens; _model is the
-    session's model for cfg (only read: gradient_norms writes no .grad)."""
-    return gradient_norms(_model, list(tokens), None if target is None else list(target))
 
 
 def pick_stack(trace: Trace) -> StackTrace:

@@ -5,22 +5,16 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import pandas as pd
 import streamlit as st
 
-from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_counts, parameter_groups
+from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_groups
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.model import Transformer
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
-from views.session import from_model, session_model, sidebar_run
+from views.caches import cached_parameter_counts, from_model
+from views.state import session_model, sidebar_run
 from views.widgets import csv_button, model_line, plain, view_download
-
-
-@st.cache_data(max_entries=16, show_spinner="Counting parameters…")
-def cached_parameter_counts(cfg: ModelConfig, _model: Transformer) -> pd.DataFrame:
-    """Parameters of the session's model for cfg (a trained model adds its embedding and read-out)."""
-    return parameter_counts(_model)
 
 
 def lengths(cfg: ModelConfig, trace: Trace) -> tuple[int, int | None]:

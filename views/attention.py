@@ -18,26 +18,21 @@ from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entro
 from pictures.boards import board
 from pictures.head_role_panels import BREADTH, clear_roles, roles_panel
 from views.matrix_view import picked_value, show_board
-from views.session import session_model, sidebar_run
+from views.query_params import URL_BOOLEAN, screen_view_params, show_url_notes, warn_junk_url
+from views.state import session_model, sidebar_run
 from views.widgets import (
     ENTROPY_COLUMNS,
-    URL_BOOLEAN,
     carry_view,
     clamp_view,
     code_text,
     download,
-    is_whole_number,
     model_line,
-    note_ignored_url_value,
-    one_of,
     opening_kind,
     plain,
     remember_view,
     settle_choice,
-    show_url_notes,
     stretch_toggle,
     view_download,
-    warn_junk_url,
 )
 
 PAGE = "attention"  # for carry_view: the layer and head picked here go with the user to Compare
@@ -254,14 +249,7 @@ def main() -> None:
     st.caption(summary(cfg, trace))
     all_maps = trace.attention_maps()
     kinds = list(all_maps)
-    layers, heads = view_options(all_maps[kinds[0]])
-    view = (("kind", kinds, "kind of attention"), ("layer", layers, "layer"), ("head", heads, "head"))
-    for key, options, what in view:
-        why = f"the model has no such {what} (after a change in the sidebar, perhaps); showing the first instead."
-        listed = one_of(options)
-        # a whole number out of range is not junk: map_viewer shows the nearest layer or head, and says so
-        accepted = listed if key == "kind" else (lambda raw, listed=listed: listed(raw) or is_whole_number(raw))
-        note_ignored_url_value(VIEW_NOTES_KEY, key, accepted, why)
+    screen_view_params(VIEW_NOTES_KEY, kinds, *view_options(all_maps[kinds[0]]))
     warn_junk_url({"stretch": URL_BOOLEAN})
     notes = st.container()
     kind = kinds[0]

@@ -15,59 +15,63 @@ from urllib.parse import quote, urlencode, urlsplit
 import pandas as pd
 import streamlit as st
 
-import explorer
 from explorer.compare import (
     B_FIELDS,
     B_PREFIX,
     MapPair,
     can_share_weights,
-    check_b_value,
     default_b,
     differing_fields,
-    head_ranking,
     layer_difference,
-    layer_values,
-    model_for_b,
     paired_attention,
-    per_layer_comparison,
     reorder_maps,
-    same_parameters,
     to_query,
     token_order,
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
-from explorer.config import CHOICES, INT_LIMITS, CheckpointConfig, ConfigError, ModelConfig
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.flip_story import flip_effect, flip_words
-from explorer.gradients import gradient_norms, layer_gradient_totals, objective_text
+from explorer.gradients import objective_text
 from explorer.limits import check_app_size
 from explorer.pretrained import list_pretrained, pretrained_title
 from explorer.trace import Trace
 from pictures.attention_panels import scale_note
 from pictures.boards import board
-from pictures.compare_charts import difference_panel, layer_lines, pair_panels, pair_top, ranking_panel
+from pictures.compare_charts import difference_panel, pair_panels, pair_top, ranking_panel
+from views.caches import (
+    gradient_totals,
+    lines_chart,
+    pretrained_model,
+    ranking_of,
+    stack_tables,
+    trace_of,
+    weight_facts,
+)
+from views.fields import FIELD, field_control
 from views.matrix_view import picked_value, show_board
-from views.session import cached_model, model_key, pretrained_model, session_model, sidebar_run
-from views.widgets import (
+from views.query_params import (
     URL_BOOLEAN,
+    b_url_value,
+    note_view_param,
+    screen_b_params,
+    show_url_notes,
+    warn_junk_url,
+)
+from views.state import app_state, model_key, session_model, sidebar_run
+from views.widgets import (
     carry_view,
-    clamp_view,
     code_text,
     count,
     download,
-    ignored_url_value,
     mask_text,
-    note_ignored_url_value,
-    one_of,
     opening_kind,
     plain,
     positions_text,
     remember_view,
     settle_choice,
-    show_url_notes,
     stretch_toggle,
     vega_chart,
     view_download,
-    warn_junk_url,
 )
 
 CONFIGURATION, INPUT = "configuration", "input"
@@ -81,78 +85,7 @@ VIEW_NOTES_KEY = "_compare_view_notes"
 FIXED_KEY = "_compare_fixed_params"
 ROUND_KEY = "_compare_table_round"
 RANKING_ALONE_PX, RANKING_BESIDE_TABLE_PX = 760, 440  # px the ranking heatmap's panel may take, at 1400 px
-LABELS = {  # short, so that a "≠ A" mark fits on one line
-    "arch": "Architecture",
-    "norm": "Norm placement",
-    "positional": "Positions",
-    "mask": "Mask",
-    "activation": "Activation",
-    "n_layers": "Layers",
-    "n_heads": "Heads",
-    "d_model": "d_model",
-    "d_ff": "d_ff",
-    "seed": "Seed",
-}
 GRID = (("arch", "norm", "positional", "mask", "activation"), ("n_layers", "n_heads", "d_model", "d_ff", "seed"))
-
-
-# --- Models and traces: B is built on A's model and cached per (A, B); nothing cached is ever mutated.
-
-
-def model_a(cfg: ModelConfig, who: str | None) -> explorer.Transformer:
-    """A's model: the sidebar's shared random model, or (who = model_key()) this session's trained model."""
-    return cached_model(cfg) if who is None else session_model()
-
-
-@st.cache_resource(max_entries=3, show_spinner="Building B on A's weights…")
-def _model_b(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transformer:
-    return model_for_b(model_a(a, who), b)
-
-
-def model_of(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transformer:
-    """B's model: model_for_b(A's model, B), which carries A's very weights wherever names and shapes match;
-    A's model itself when B is A (the same weights, without a second copy in memory); for a checkpoint B, the
-    shared checkpoint or a copy of its weights (views.session.cached_model)."""
-    if b == a:
-        return model_a(a, who)
-    return cached_model(b) if isinstance(b, CheckpointConfig) else _model_b(a, b, who)
-
-
-@st.cache_data(max_entries=16, show_spinner="Running B…")  # at most 256 MB each (explorer.limits)
-def trace_of(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None) -> Trace:
-    return explorer.run(model_of(a, b, who), text, target)
-
-
-@st.cache_data(max_entries=32, show_spinner="Computing gradient norms…")
-def gradient_totals(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None) -> pd.DataFrame:
-    return layer_gradient_totals(gradient_norms(model_of(a, b, who), text, target))
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def weight_facts(a: ModelConfig, b: ModelConfig, who: str | None) -> dict[str, Any]:
-    """Checked tensor by tensor: how many parameters A and B share and whether all are identical."""
-    params_a = dict(model_a(a, who).named_parameters())
-    params_b = dict(model_of(a, b, who).named_parameters())
-    common = [name for name in params_a if name in params_b and params_a[name].shape == params_b[name].shape]
-    return {
-        "shared": len(common),
-        "identical": same_parameters(model_a(a, who), model_of(a, b, who)),
-        "only_b": sorted(set(params_b) - set(params_a)),
-        "only_a": sorted(set(params_a) - set(params_b)),
-    }
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def ranking_of(_pair: MapPair, key: tuple) -> pd.DataFrame:
-    """head_ranking of a pair; `key` (configurations, texts, alignment, model_key(), kind) decides the pair, so it
-    keys the cache instead of hashing the maps."""
-    assert _pair.a is not None and _pair.b is not None
-    return head_ranking(_pair.a, _pair.b)
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def lines_chart(table: pd.DataFrame) -> dict:
-    return layer_lines(table)
 
 
 # --- B's controls: defaults derived from A, kept in the URL, screened for junk like the sidebar's.
@@ -169,37 +102,13 @@ def follow_a(defaults: dict[str, Any]) -> None:
         drawn[key] = default
 
 
-def screen_b_params(defaults: dict[str, Any]) -> None:
-    """Note each junk b_<field> in the URL (Streamlit drops it silently) and fix near misses, once."""
-    notes: dict[str, tuple[str, Any]] = st.session_state.setdefault(NOTES_KEY, {})
-    fixed: set[tuple[str, str]] = st.session_state.setdefault(FIXED_KEY, set())
-    for field in B_FIELDS:
-        key = B_PREFIX + field
-        if key not in st.query_params:
-            continue
-        raw = st.query_params[key]
-        value, problem = check_b_value(field, raw)
-        if problem is None:
-            if isinstance(value, str) and value != raw and (key, raw) not in fixed:
-                st.session_state[key] = value
-                fixed.add((key, raw))
-            continue
-        notes[key] = (
-            f"{ignored_url_value(key, raw, problem)}. B uses {field} = `{defaults[key]}` instead.",
-            defaults[key],
-        )
-
-
 def pending_value(field: str, default: Any) -> Any:
     """The value B's control will show this run (its state, else a usable URL value, else its default)."""
     key = B_PREFIX + field
     if key in st.session_state:
         return st.session_state[key]
-    if key in st.query_params:
-        value, problem = check_b_value(field, st.query_params[key])
-        if problem is None:
-            return value
-    return default
+    from_url = b_url_value(field)
+    return default if from_url is None else from_url
 
 
 def b_controls(a: ModelConfig) -> ModelConfig | None:
@@ -207,7 +116,7 @@ def b_controls(a: ModelConfig) -> ModelConfig | None:
     reference = default_b(a)
     defaults = {B_PREFIX + f: getattr(reference, f) for f in B_FIELDS}
     follow_a(defaults)
-    screen_b_params(defaults)
+    screen_b_params(defaults, NOTES_KEY, FIXED_KEY)
     pending = {f: pending_value(f, getattr(reference, f)) for f in B_FIELDS}
     different = [f for f in B_FIELDS if pending[f] != getattr(a, f)]
     summary = ", ".join(f"{f} {pending[f]}" for f in different) if different else "the same as A"
@@ -216,28 +125,14 @@ def b_controls(a: ModelConfig) -> ModelConfig | None:
     values: dict[str, Any] = {}
     for row in GRID:
         for column, field in zip(box.columns(len(row)), row, strict=True):
-            key, default, a_value = B_PREFIX + field, getattr(reference, field), getattr(a, field)
-            label = LABELS[field]
+            a_value = getattr(a, field)
+            label = FIELD[field].short
             if pending[field] != a_value:
                 label += " ≠ A"  # plain text: a screen reader reads the label as it is
             help_text = f"B's {field}; A's (in the sidebar) is {a_value}."
-            if field in CHOICES:
-                options = list(CHOICES[field])
-                values[field] = column.selectbox(
-                    label, options, index=options.index(default), key=key, bind="query-params", help=help_text
-                )
-            else:
-                low, high = INT_LIMITS[field]
-                values[field] = column.number_input(
-                    label,
-                    min_value=low,
-                    max_value=high,
-                    value=default,
-                    step=1,
-                    key=key,
-                    bind="query-params",
-                    help=help_text,
-                )
+            values[field] = field_control(
+                FIELD[field], column, getattr(reference, field), B_PREFIX, label=label, help_text=help_text
+            )
     if values["arch"] == "decoder" and "causal" not in values["mask"]:
         box.caption("A decoder is always causal: each token sees only itself and earlier tokens.")
     try:
@@ -434,13 +329,6 @@ def comparison_query(
 # --- The attention section: one fragment, so picking a head does not rerun the models.
 
 
-def note_view_param(key: str, options: list) -> None:
-    if clamp_view(key, options, key):
-        return
-    why = f"neither model has such a {key}; showing the first."
-    note_ignored_url_value(VIEW_NOTES_KEY, key, one_of(options), why)
-
-
 def pick_head(layer: int, head: int) -> None:
     st.session_state["layer"], st.session_state["head"] = layer, head
 
@@ -492,12 +380,12 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
     st.subheader("Attention in A and B" if b_drawn else "Attention in A (B is not drawn)")
     labels = [p.label for p in pairs]
     if len(pairs) > 1:
-        note_view_param("kind", labels)
+        note_view_param(VIEW_NOTES_KEY, "kind", labels)
     pair = pairs[0]
     sides = [m for m in (pair.a, pair.b) if m is not None]
     layers, heads = list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
-    note_view_param("layer", layers)
-    note_view_param("head", heads)
+    note_view_param(VIEW_NOTES_KEY, "layer", layers)
+    note_view_param(VIEW_NOTES_KEY, "head", heads)
     notes = st.container()  # filled once the selectors exist
     if len(pairs) > 1:
         settle_choice("kind", labels, opening_kind(labels))
@@ -610,28 +498,6 @@ def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
 
 
 # --- Per-layer statistics and downloads.
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def stack_tables(
-    _trace_a: Trace, _trace_b: Trace | None, _grads_a: pd.DataFrame | None, _grads_b: pd.DataFrame | None, key: tuple
-) -> dict[str, pd.DataFrame]:
-    """per_layer_comparison for each stack position (the stack reading the tokens, then a decoder). `key`
-    (configurations, texts, model_key()) decides the traces and gradients, so it keys the cache instead of
-    hashing them (the statistics of 12 layers of width 768 on 64 tokens take about 0.1 s)."""
-    tables = {}
-    trace_a, trace_b, grads_a, grads_b = _trace_a, _trace_b, _grads_a, _grads_b  # underscored: not hashed by the cache
-    n_stacks = max(len(trace_a.stacks), len(trace_b.stacks) if trace_b is not None else 0)
-    for i in range(n_stacks):
-        stack_a = trace_a.stacks[i] if i < len(trace_a.stacks) else None
-        stack_b = trace_b.stacks[i] if trace_b is not None and i < len(trace_b.stacks) else None
-        names = list(dict.fromkeys(s.name for s in (stack_a, stack_b) if s is not None))
-        label = names[0] if len(names) == 1 else f"{names[0]} (A) vs {names[1]} (B)"
-        tables[label] = per_layer_comparison(
-            layer_values(stack_a, grads_a) if stack_a is not None else None,
-            layer_values(stack_b, grads_b) if stack_b is not None else None,
-        )
-    return tables
 
 
 def gradients_or_none(a: ModelConfig, b: ModelConfig, text: str, target: str | None) -> pd.DataFrame | None:
@@ -774,7 +640,7 @@ def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: s
     weights_message(a, b)
     if isinstance(a, CheckpointConfig) and isinstance(b, CheckpointConfig) and a.checkpoint == b.checkpoint:
         trace_b = trace_of(a, b, text_b, None, model_key())
-        effect = flip_effect(st.session_state["_trace"], trace_b)
+        effect = flip_effect(app_state().trace, trace_b)
         st.info(flip_words(effect, a, b, pretrained_title(a.checkpoint)), icon=":material/insights:")
     if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
         st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")

@@ -16,24 +16,19 @@ from explorer.position_analysis import (
     MAX_PLOTTED_POSITIONS,
     REORDERINGS,
     check_range,
-    encoding_table,
     offset_scores,
     parse_dimensions,
-    permutation_demo,
     reorder,
-    repeated_token_scores,
     rope_angle_table,
-    similarity,
     similarity_to,
     wavelengths,
 )
-from explorer.positional import ROPE_BASE, sinusoidal
+from explorer.positional import ROPE_BASE
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures.positional_charts import (
     encoding_curves,
     encoding_heatmap,
-    every_nth,
     offset_profile_figure,
     offset_scores_panel,
     offset_verdict,
@@ -44,8 +39,10 @@ from pictures.positional_charts import (
     similarity_profile,
     wavelength_figure,
 )
+from views.caches import cached_permutation, cached_repeated_scores, cached_similarity, cached_table, from_model
 from views.matrix_view import show_board
-from views.session import from_model, session_model, sidebar_run, trained_label
+from views.query_params import warn_junk_url
+from views.state import session_model, sidebar_run, trained_label
 from views.widgets import (
     clamp_view,
     csv_button,
@@ -54,7 +51,6 @@ from views.widgets import (
     positions_text,
     vega_chart,
     view_download,
-    warn_junk_url,
 )
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
@@ -81,39 +77,6 @@ TRAINED_TABLE = (
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
     return f"{model_line(cfg, trace, bold=('positional',))}."
-
-
-@st.cache_data(max_entries=16, show_spinner="Computing the encoding table…")
-def cached_table(cfg: ModelConfig, n_positions: int, _model: Transformer) -> np.ndarray | None:
-    """[P, D] what the model adds at positions 0..P-1 (None for rope and none); _model is the session's model."""
-    if cfg.positional == "sinusoidal":  # fixed: no need to build the model to know it
-        return sinusoidal(n_positions, cfg.d_model).numpy()
-    if cfg.positional == "learned":
-        return encoding_table(_model, n_positions)
-    return None
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def cached_similarity(
-    cfg: ModelConfig, n_positions: int, metric: str, _model: Transformer
-) -> tuple[np.ndarray, np.ndarray]:
-    """(positions drawn, [P', P'] similarity between their encodings); long tables keep every n-th position."""
-    table = cached_table.__wrapped__(cfg, n_positions, _model)
-    positions = every_nth(n_positions)
-    return positions, similarity(table[positions], metric)
-
-
-@st.cache_data(max_entries=16, show_spinner="Running the model on the reordered tokens…")
-def cached_permutation(
-    cfg: ModelConfig, tokens: tuple[str, ...], order: tuple[int, ...], target: tuple | None, _model: Transformer
-):
-    return permutation_demo(_model, list(tokens), list(order), None if target is None else list(target))
-
-
-@st.cache_data(max_entries=16, show_spinner="Running the model on a repeated token…")
-def cached_repeated_scores(cfg: ModelConfig, token: str, n_positions: int, _model: Transformer) -> np.ndarray:
-    """[L, H, P, P] scores of every head on the repeated token (one run for every layer and head)."""
-    return repeated_token_scores(_model, token, n_positions)
 
 
 def position_figures(

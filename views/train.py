@@ -41,20 +41,17 @@ from pictures.training_charts import (
     uniform_mass,
 )
 from views.matrix_view import show_board
+from views.query_params import screen_train_params, show_url_notes
+from views.state import TrainedModel, app_state, use_trained
 from views.widgets import (
     count,
     download,
-    note_ignored_url_value,
-    one_of,
     positions_text,
-    show_url_notes,
     vega_chart,
     view_download,
-    whole_number_in,
 )
 
 RESULT_KEY = "_train"  # this session's last training run, or the model loaded from files: a Training
-TRAINED_KEY = "_trained"  # the model the other pages show instead of the random one (read by dashboard.py)
 LIVE_KEY = "_train_live"  # the LiveTraining of a training run in progress
 RUNS_KEY = "_train_runs"  # how many trainings or loads this session has made: keys each one's widgets
 UPLOAD_ERROR_KEY = "_train_upload_error"
@@ -216,21 +213,6 @@ def learning_rate_text(rate: float) -> str:
     return f"{rate:g}"
 
 
-def screen_settings_params() -> None:
-    """Before the settings exist: a note for each train_* URL value its control cannot take (Streamlit would drop
-    it without a word)."""
-    checks = {
-        "train_task": one_of(TASKS),
-        **{key: whole_number_in(low, high) for key, (_, low, high, *_) in WHOLE_NUMBERS.items()},
-        "train_lr": one_of(map(learning_rate_text, LEARNING_RATES)),
-        "train_batch": one_of(BATCH_SIZES),
-        "train_both": lambda raw: raw.lower() in ("true", "false"),
-    }
-    why = "not a value this setting can take; using its default."
-    for key, accepted in checks.items():
-        note_ignored_url_value(SETTINGS_NOTES_KEY, key, accepted, why)
-
-
 def whole_number(where: DeltaGenerator, key: str) -> int:
     """The number input of one of WHOLE_NUMBERS, bound to the URL parameter `key`."""
     label, low, high, default, step, help_text = WHOLE_NUMBERS[key]
@@ -242,7 +224,13 @@ def whole_number(where: DeltaGenerator, key: str) -> int:
 
 def settings_controls() -> Settings:
     """The training settings, each bound to the URL parameter named as its key, so a shared link carries them."""
-    screen_settings_params()
+    screen_train_params(
+        SETTINGS_NOTES_KEY,
+        TASKS,
+        {key: (low, high) for key, (_, low, high, *_) in WHOLE_NUMBERS.items()},
+        map(learning_rate_text, LEARNING_RATES),
+        BATCH_SIZES,
+    )
     notes = st.container()  # filled once the settings exist
     c1, c2, c3 = st.columns(3)
     task = c1.selectbox(
@@ -467,7 +455,7 @@ def your_tokens(training: Training, norm: str, layer: int, head: int) -> None:
 def use_on_other_pages(training: Training, norm: str) -> None:
     """Button callback: the other pages run this model (and its probe as their tokens) instead of a random one."""
     result = training.results[norm]
-    st.session_state[TRAINED_KEY] = {"model": result.model, "task": training.task, "label": training.label(norm)}
+    use_trained(TrainedModel(result.model, training.task, training.label(norm)))
     st.session_state["tokens"] = " ".join(result.probe)
 
 
@@ -583,8 +571,8 @@ def look_inside(training: Training) -> str:
     st.subheader("Try your own tokens")
     your_tokens(training, norm, layer, head)
     st.subheader("Use it on the other pages")
-    trained = st.session_state.get(TRAINED_KEY)
-    in_use = trained is not None and trained["model"] is result.model
+    trained = app_state().trained
+    in_use = trained is not None and trained.model is result.model
     st.button(
         "Use this model on the other pages",
         key="train_use",
@@ -596,7 +584,7 @@ def look_inside(training: Training) -> str:
         "(until you click 'Back to the random model' in the sidebar). It stays in this browser session only.",
     )
     if in_use:
-        st.success(f"The other pages show this model: {trained['label']}.", icon=":material/check_circle:")
+        st.success(f"The other pages show this model: {trained.label}.", icon=":material/check_circle:")
         st.page_link("views/attention.py", label="Open the Attention page", icon=":material/grid_on:")
     return norm
 
@@ -608,14 +596,15 @@ def main() -> None:
         "the attention patterns it formed. Random weights attend almost uniformly; a trained model does not."
     )
     collect_stopped_training()
-    cfg: ModelConfig | None = st.session_state.get("_sidebar_config")
+    state = app_state()
+    cfg: ModelConfig | None = state.sidebar_config
     s = settings_controls()
     task, problem = None, None
     try:
         task = make_task(s.task, s.length)
     except ConfigError as error:
         problem = str(error)
-    if isinstance(st.session_state.get("_config"), CheckpointConfig) and st.session_state.get("_trained") is None:
+    if isinstance(state.config, CheckpointConfig) and state.trained is None:
         cfg, problem = (
             None,
             (

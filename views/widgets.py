@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -13,7 +13,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
 
-from explorer.config import CheckpointConfig, ModelConfig, applied_masks, url_int
+from explorer.config import CheckpointConfig, ModelConfig, applied_masks
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 
@@ -145,66 +145,6 @@ def code_text(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def ignored_url_value(key: str, raw: str, why: str) -> str:
-    """The sentence that says a URL value was ignored, and why (the caller adds what is used instead)."""
-    return f"URL parameter `{key}={code_text(raw)}` was ignored: {why}"
-
-
-def not_whole_note(key: str, raw: str, read_as: int) -> str:
-    """The sentence for a URL value that is a number but not a whole one, which a number input reads as `read_as`
-    (url_int)."""
-    return f"URL parameter `{key}={code_text(raw)}` is not a whole number: using {read_as}."
-
-
-MAX_URL_INT = 2**53 - 1  # a number input without bounds takes a URL value up to JavaScript's largest exact integer
-URL_BOOLEAN = ["true", "false"]  # what a toggle takes from the URL, in any case
-
-
-def warn_junk_url(allowed: dict[str, list[str] | None]) -> None:
-    """Streamlit silently drops a URL value its widget cannot take: say so, for this run. {key: the values its widget
-    takes, as the URL gives them; None for a whole number}."""
-    for key, options in allowed.items():
-        if key not in st.query_params:
-            continue
-        raw = st.query_params[key]
-        if options is None:
-            read_as = url_int(raw)
-            if read_as is not None and abs(read_as) <= MAX_URL_INT:
-                if read_as != float(raw):  # "12.7": Streamlit takes 12 ("12.0" is 12, nothing to say)
-                    st.warning(not_whole_note(key, raw, read_as), icon=":material/link_off:")
-                continue
-            why = "it is not a whole number" if read_as is None else "it is too large"
-        elif raw in options or (options == URL_BOOLEAN and raw.lower() in URL_BOOLEAN):
-            continue
-        else:
-            why = "it is not one of " + ", ".join(options[:12]) + ("…" if len(options) > 12 else "")
-        st.warning(f"{ignored_url_value(key, raw, why)}; using the default.", icon=":material/link_off:")
-
-
-def one_of(options: Iterable) -> Callable[[str], bool]:
-    """Whether a URL value names one of the options (as the widget shows them)."""
-    shown = {str(o) for o in options}
-    return shown.__contains__
-
-
-def is_whole_number(raw: str) -> bool:
-    """Whether a URL value is a whole number, such as "3" or "-1"."""
-    return raw.strip().lstrip("-").isdigit()
-
-
-def whole_number_in(low: int, high: int) -> Callable[[str], bool]:
-    """Whether a URL value is a whole number from low to high ("150" or "150.0"), as a number input takes it."""
-
-    def accepted(raw: str) -> bool:
-        try:
-            number = float(raw)
-        except ValueError:
-            return False
-        return number.is_integer() and low <= number <= high
-
-    return accepted
-
-
 CARRIED = "_carried_view"  # the layer and head last picked, and on which page: {"page": "attention", "layer": 1, ...}
 
 
@@ -260,32 +200,6 @@ def settle_choice(key: str, options: list, default: Any = None) -> None:
 def remember_view(page: str, key: str, value: Any) -> None:
     """After the selector `key` on `page`: its value, for carry_view on the next page."""
     st.session_state.setdefault(CARRIED, {}).update({"page": page, key: value})
-
-
-def note_ignored_url_value(notes_key: str, key: str, accepted: Callable[[str], bool], why: str) -> None:
-    """Before the widget `key` exists: keep a note when the URL gives it a value it cannot take. Streamlit drops
-    such a value silently and strips it from the URL, so the note says what happened until the user changes that
-    widget (show_url_notes)."""
-    notes = st.session_state.setdefault(notes_key, {})
-    if key in st.query_params and not accepted(st.query_params[key]):
-        notes[key] = (ignored_url_value(key, st.query_params[key], why), None)
-    elif key in st.query_params:  # valid again (a sidebar change brought the option back): the note is stale
-        notes.pop(key, None)
-
-
-def show_url_notes(notes_key: str) -> None:
-    """Show each kept note, {widget key: (message, value)}, until the user changes the widget it is about: the note
-    goes once the widget no longer holds `value`. A note with value None (note_ignored_url_value's) takes the value
-    its widget first shows, so call this once the widgets exist, into a container placed above them."""
-    notes: dict[str, tuple[str, object]] = st.session_state.get(notes_key, {})
-    for key, (message, used) in list(notes.items()):
-        current = st.session_state.get(key)
-        if used is None:
-            notes[key] = (message, current)
-        elif current != used:
-            del notes[key]
-            continue
-        st.warning(message, icon=":material/link_off:")
 
 
 # Plotly's toolbar: the PNG download stays (the issue's "PNG from each chart's own toolbar"); no Plotly logo link,

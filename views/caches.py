@@ -1,0 +1,247 @@
+"""Every cache of the app, in one place: models, traces, and what the pages compute from them.
+
+The rules that keep them safe (see also DESIGN.md):
+- Keyed on hashable configs, texts and numbers, never on a model or a trace: an argument named with a leading
+  underscore is not hashed, and something else in the key decides it (the config, or a `key` tuple).
+- A cached model is shared by every session and thread: it is only read (run() and the demonstrations never write
+  to it); a change such as a norm flip makes a copy (explorer.compare.model_for_b).
+- A trained model is this session's own: its results skip the shared caches (from_model), or are keyed on
+  state.model_key(), unique to it, so no other session can be handed its numbers.
+- max_entries bounds memory: a trace is at most 256 MB (explorer.limits), a real checkpoint's far more.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+from streamlit.logger import get_logger
+
+import explorer
+from explorer.anatomy import parameter_counts
+from explorer.compare import (
+    MapPair,
+    head_ranking,
+    layer_values,
+    model_for_b,
+    per_layer_comparison,
+    same_parameters,
+)
+from explorer.config import CheckpointConfig, ModelConfig
+from explorer.gradients import gradient_norms, layer_gradient_totals
+from explorer.model import Transformer, build_model
+from explorer.position_analysis import encoding_table, permutation_demo, repeated_token_scores, similarity
+from explorer.positional import sinusoidal
+from explorer.pretrained import INSTALLED, load_pretrained
+from explorer.trace import Trace
+from pictures.compare_charts import layer_lines
+from pictures.positional_charts import every_nth
+from views.state import current_source, session_model
+
+Result = TypeVar("Result")
+LOG = get_logger(__name__)  # "building model" lines: bench/bench_load.py counts them
+
+
+def from_model(cached: Callable[..., Result], *args: object) -> Result:
+    """cached(*args, _model=the session's model). A trained model's results skip the cache: they would be
+    stored under a config that a random model of the same shape shares, and belong to this session only."""
+    if current_source().shared:
+        return cached(*args, _model=session_model())
+    return cached.__wrapped__(*args, _model=session_model())
+
+
+# --- Models: each config names one model, built or loaded once per server.
+
+_CHECKPOINTS: dict[str, Transformer] = {}  # every shipped checkpoint this server has loaded: read, never mutated
+_CHECKPOINT_LOCK = threading.Lock()  # thirty students opening one link load a checkpoint once, not thirty times
+
+
+def pretrained_model(name: str) -> Transformer:
+    """A shipped checkpoint, loaded on first use in this server (with a progress bar) and shared by every session."""
+    if name in _CHECKPOINTS:
+        return _CHECKPOINTS[name]
+    title = INSTALLED[name].title if name in INSTALLED else name
+    bar = st.progress(0.0, text=f"Loading {title}: the first visitor of this server waits a few seconds…")
+    try:
+        with _CHECKPOINT_LOCK:  # a second session waits here while the first loads it
+            if name not in _CHECKPOINTS:
+                LOG.info("building model %s", name)
+                _CHECKPOINTS[name] = load_pretrained(
+                    name, progress=lambda done, what: bar.progress(min(1.0, done), text=f"Loading {title}: {what}")
+                )
+    finally:
+        bar.empty()
+    return _CHECKPOINTS[name]
+
+
+@st.cache_resource(max_entries=8, show_spinner="Building the model…")
+def _built_model(cfg: ModelConfig) -> Transformer:
+    LOG.info("building model %s", cfg)
+    if isinstance(cfg, CheckpointConfig):  # a checkpoint changed on purpose (norm flipped): a copy on its weights
+        return model_for_b(pretrained_model(cfg.checkpoint), cfg)
+    return build_model(cfg)
+
+
+def cached_model(cfg: ModelConfig) -> Transformer:
+    """The one model a config names, shared by every session and page (never mutated: run() only reads it): random
+    weights for a configured model, the checkpoint itself for its own config, a copy on its weights otherwise."""
+    if isinstance(cfg, CheckpointConfig):
+        model = pretrained_model(cfg.checkpoint)
+        if model.config == cfg:
+            return model
+    return _built_model(cfg)
+
+
+# --- The sidebar's traces (dashboard.py).
+
+
+@st.cache_data(max_entries=16, show_spinner="Running the model…")  # at most 256 MB each (explorer.limits)
+def cached_run(cfg: ModelConfig, tokens: str, target: str | None) -> explorer.Trace:
+    """The trace for a config and input text (deterministic, so safe to cache)."""
+    return explorer.run(cached_model(cfg), tokens, target)
+
+
+# A real checkpoint's trace can reach 1.2 GB (512 pieces through SmolLM2's 270 heads): keep few of them.
+@st.cache_data(max_entries=4, show_spinner="Running the real model…")
+def cached_checkpoint_run(cfg: CheckpointConfig, text: str) -> explorer.Trace:
+    """The trace of a shipped checkpoint on a text (deterministic, so safe to cache)."""
+    return explorer.run(cached_model(cfg), text)
+
+
+# --- Compare: B is built on A's model and cached per (A, B, model_key()); nothing cached is ever mutated.
+
+
+def model_a(cfg: ModelConfig, who: str | None) -> explorer.Transformer:
+    """A's model: the sidebar's shared random model, or (who = model_key()) this session's trained model."""
+    return cached_model(cfg) if who is None else session_model()
+
+
+@st.cache_resource(max_entries=3, show_spinner="Building B on A's weights…")
+def _model_b(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transformer:
+    return model_for_b(model_a(a, who), b)
+
+
+def model_of(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transformer:
+    """B's model: model_for_b(A's model, B), which carries A's very weights wherever names and shapes match;
+    A's model itself when B is A (the same weights, without a second copy in memory); for a checkpoint B, the
+    shared checkpoint or a copy of its weights (cached_model)."""
+    if b == a:
+        return model_a(a, who)
+    return cached_model(b) if isinstance(b, CheckpointConfig) else _model_b(a, b, who)
+
+
+@st.cache_data(max_entries=16, show_spinner="Running B…")  # at most 256 MB each (explorer.limits)
+def trace_of(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None) -> Trace:
+    return explorer.run(model_of(a, b, who), text, target)
+
+
+@st.cache_data(max_entries=32, show_spinner="Computing gradient norms…")
+def gradient_totals(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None) -> pd.DataFrame:
+    return layer_gradient_totals(gradient_norms(model_of(a, b, who), text, target))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def weight_facts(a: ModelConfig, b: ModelConfig, who: str | None) -> dict[str, Any]:
+    """Checked tensor by tensor: how many parameters A and B share and whether all are identical."""
+    params_a = dict(model_a(a, who).named_parameters())
+    params_b = dict(model_of(a, b, who).named_parameters())
+    common = [name for name in params_a if name in params_b and params_a[name].shape == params_b[name].shape]
+    return {
+        "shared": len(common),
+        "identical": same_parameters(model_a(a, who), model_of(a, b, who)),
+        "only_b": sorted(set(params_b) - set(params_a)),
+        "only_a": sorted(set(params_a) - set(params_b)),
+    }
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def ranking_of(_pair: MapPair, key: tuple) -> pd.DataFrame:
+    """head_ranking of a pair; `key` (configurations, texts, alignment, model_key(), kind) decides the pair, so it
+    keys the cache instead of hashing the maps."""
+    assert _pair.a is not None and _pair.b is not None
+    return head_ranking(_pair.a, _pair.b)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def lines_chart(table: pd.DataFrame) -> dict:
+    return layer_lines(table)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def stack_tables(
+    _trace_a: Trace, _trace_b: Trace | None, _grads_a: pd.DataFrame | None, _grads_b: pd.DataFrame | None, key: tuple
+) -> dict[str, pd.DataFrame]:
+    """per_layer_comparison for each stack position (the stack reading the tokens, then a decoder). `key`
+    (configurations, texts, model_key()) decides the traces and gradients, so it keys the cache instead of
+    hashing them (the statistics of 12 layers of width 768 on 64 tokens take about 0.1 s)."""
+    tables = {}
+    trace_a, trace_b, grads_a, grads_b = _trace_a, _trace_b, _grads_a, _grads_b  # underscored: not hashed by the cache
+    n_stacks = max(len(trace_a.stacks), len(trace_b.stacks) if trace_b is not None else 0)
+    for i in range(n_stacks):
+        stack_a = trace_a.stacks[i] if i < len(trace_a.stacks) else None
+        stack_b = trace_b.stacks[i] if trace_b is not None and i < len(trace_b.stacks) else None
+        names = list(dict.fromkeys(s.name for s in (stack_a, stack_b) if s is not None))
+        label = names[0] if len(names) == 1 else f"{names[0]} (A) vs {names[1]} (B)"
+        tables[label] = per_layer_comparison(
+            layer_values(stack_a, grads_a) if stack_a is not None else None,
+            layer_values(stack_b, grads_b) if stack_b is not None else None,
+        )
+    return tables
+
+
+# --- Positional encodings: called through from_model, so `_model` is the session's model for `cfg`.
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing the encoding table…")
+def cached_table(cfg: ModelConfig, n_positions: int, _model: Transformer) -> np.ndarray | None:
+    """[P, D] what the model adds at positions 0..P-1 (None for rope and none); _model is the session's model."""
+    if cfg.positional == "sinusoidal":  # fixed: no need to build the model to know it
+        return sinusoidal(n_positions, cfg.d_model).numpy()
+    if cfg.positional == "learned":
+        return encoding_table(_model, n_positions)
+    return None
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def cached_similarity(
+    cfg: ModelConfig, n_positions: int, metric: str, _model: Transformer
+) -> tuple[np.ndarray, np.ndarray]:
+    """(positions drawn, [P', P'] similarity between their encodings); long tables keep every n-th position."""
+    table = cached_table.__wrapped__(cfg, n_positions, _model)
+    positions = every_nth(n_positions)
+    return positions, similarity(table[positions], metric)
+
+
+@st.cache_data(max_entries=16, show_spinner="Running the model on the reordered tokens…")
+def cached_permutation(
+    cfg: ModelConfig, tokens: tuple[str, ...], order: tuple[int, ...], target: tuple | None, _model: Transformer
+):
+    return permutation_demo(_model, list(tokens), list(order), None if target is None else list(target))
+
+
+@st.cache_data(max_entries=16, show_spinner="Running the model on a repeated token…")
+def cached_repeated_scores(cfg: ModelConfig, token: str, n_positions: int, _model: Transformer) -> np.ndarray:
+    """[L, H, P, P] scores of every head on the repeated token (one run for every layer and head)."""
+    return repeated_token_scores(_model, token, n_positions)
+
+
+# --- Activations and Anatomy: called through from_model too.
+
+
+@st.cache_data(max_entries=16, show_spinner="Computing gradients (a backward pass)…")
+def cached_gradients(
+    cfg: ModelConfig, tokens: tuple[str, ...], target: tuple[str, ...] | None, _model: Transformer
+) -> pd.DataFrame:
+    """Gradient norm of every parameter tensor for objective_text(_model) on the typed tokens; _model is the
+    session's model for cfg (only read: gradient_norms writes no .grad)."""
+    return gradient_norms(_model, list(tokens), None if target is None else list(target))
+
+
+@st.cache_data(max_entries=16, show_spinner="Counting parameters…")
+def cached_parameter_counts(cfg: ModelConfig, _model: Transformer) -> pd.DataFrame:
+    """Parameters of the session's model for cfg (a trained model adds its embedding and read-out)."""
+    return parameter_counts(_model)

@@ -1,0 +1,135 @@
+"""What the pages share, typed and under one session_state key: dashboard.py writes it each run, pages read it.
+
+The model behind the pages has a source: configured (random weights from the sidebar's controls), pretrained (a
+shipped checkpoint, loaded once per server and shared by every session), or trained (this session's model from the
+Train page). For the first two the config alone decides the model, so caches keyed on it are shared; a trained
+model is this session's own (views/caches.py keeps its results out of the shared caches).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from explorer.config import CheckpointConfig, ModelConfig
+from explorer.model import Transformer
+from explorer.pretrained import pretrained_title
+from explorer.tasks import Task
+from explorer.trace import Trace
+
+STATE_KEY = "_app"  # the AppState of this session
+CONFIGURED = "configured"  # the sidebar's model choice for random weights from its controls
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    """A model the Train page sent to the other pages: this session's own, shown until "Back to the random model"."""
+
+    model: Transformer  # never mutated once sent: the pages only run it
+    task: Task | None  # what it was trained on (None when unknown)
+    label: str  # what it is, for captions: "reverse (length 8) · post-norm · 300 steps"
+    key: str = field(default_factory=lambda: uuid.uuid4().hex)  # unique to this model: keys this session's caches
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where the model the pages show comes from."""
+
+    kind: str  # "configured", "pretrained" or "trained"
+    name: str = ""  # the checkpoint's name (pretrained) or the Train page's label (trained)
+    key: str | None = None  # None when the config alone decides the model; else unique to this session's model
+
+    @property
+    def shared(self) -> bool:
+        """True when results may be cached for every session: the config names the model."""
+        return self.key is None
+
+    @property
+    def weights(self) -> str:
+        """Whose weights the numbers come from, for a caption."""
+        if self.kind == "trained":
+            return f"trained weights ({self.name})"
+        if self.kind == "pretrained":
+            return f"the pretrained weights of {pretrained_title(self.name)}"
+        return "untrained weights"
+
+
+@dataclass
+class AppState:
+    """What dashboard.py leaves for the page it runs. While `trained` is set, config, model and trace are that
+    model's, run on the typed tokens for this session only."""
+
+    config: ModelConfig | None = None  # the config behind `trace`; None when the settings are impossible
+    sidebar_config: ModelConfig | None = None  # the sidebar's own config (or None): what the Train page trains
+    model: Transformer | None = None  # the model behind `trace` (never mutate it): not rebuilt from `config`, which
+    # would give random weights instead of a trained model's
+    trace: Trace | None = None  # explorer.Trace of the typed tokens, or None when there is an error
+    trained: TrainedModel | None = None  # kept from run to run, unlike the fields above
+
+    @property
+    def source(self) -> ModelSource:
+        """The source of the model behind this run's trace."""
+        if self.trained is not None:
+            return ModelSource("trained", self.trained.label, self.trained.key)
+        if isinstance(self.config, CheckpointConfig):
+            return ModelSource("pretrained", self.config.checkpoint)
+        return ModelSource(CONFIGURED)
+
+
+def app_state() -> AppState:
+    """This session's state (an empty one before dashboard.py has run)."""
+    return st.session_state.setdefault(STATE_KEY, AppState())
+
+
+def new_run() -> AppState:
+    """A fresh state for this script run, keeping the trained model sent before: dashboard.py fills it in."""
+    state = AppState(trained=app_state().trained)
+    st.session_state[STATE_KEY] = state
+    return state
+
+
+def use_trained(trained: TrainedModel | None) -> None:
+    """Show `trained` on every page from the next run on; None: back to the sidebar's model."""
+    app_state().trained = trained
+
+
+def sidebar_run(missing: str) -> tuple[ModelConfig, Trace] | None:
+    """The config and trace dashboard.py left for the page; None, after showing the sentence `missing`, when the
+    sidebar's settings are impossible (dashboard.py names the problem above the page)."""
+    state = app_state()
+    if state.config is None or state.trace is None:
+        st.info(missing)
+        return None
+    return state.config, state.trace
+
+
+def current_source() -> ModelSource:
+    """The source of the model behind this run's trace."""
+    return app_state().source
+
+
+def model_key() -> str | None:
+    """None when the config names the model (configured or pretrained); otherwise a key unique to this session's
+    trained model, so caches keyed on it can never hand one session's trained model, or its numbers, to another."""
+    return current_source().key
+
+
+def session_model() -> Transformer:
+    """The model behind the shown trace: the shared model for the sidebar's config or checkpoint, or this session's
+    trained model when the Train page sent one."""
+    model = app_state().model
+    assert model is not None, "no model: the page runs only when dashboard.py has left a trace"
+    return model
+
+
+def trained_label() -> str | None:
+    """The trained model's label while the Train page's model is in use, else None."""
+    source = current_source()
+    return source.name if source.kind == "trained" else None
+
+
+def weights_note() -> str:
+    """Says whose weights the numbers come from."""
+    return current_source().weights
