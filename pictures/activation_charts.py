@@ -41,16 +41,18 @@ POINT_COLOURS = {  # one colour per point, whichever points a stack has
 STAT_TITLES = {"mean": "mean", "std": "standard deviation", "rms": "RMS", "max_abs": "max |x|"}
 SUBLAYER_NAMES = {"attn": "self-attention", "cross": "cross-attention", "ffn": "feed-forward"}
 MAX_TEXT_HEADS = 6  # a per-head grid (a third of the page wide) writes its values up to this many heads
-MAX_LAYER_TICKS = 14
+MAX_LAYER_TICKS = 14  # block labels along a chart's whole width
+PANEL_LAYER_TICKS = 8  # along one of two panels side by side: "input" and 7 numbers stay level at 1024 px
 LINE_WIDTH = 640  # px a matrix board may take across
 BAR_COLOUR = "#4c78a8"
 BIN_EDGES = ".4~g"  # a bin's edges in its hover label: 4 significant digits, no trailing zeros ("0", not "0.000")
 ZERO_COLOUR = CATEGORY10[3]  # the red dotted line at 0 of the histogram
 ZERO_LINE_POINTS = 81  # points along that line: one within 2 px of anywhere on it, so all of it hovers
 ZERO_LINE_HOVER_PX = 5  # the line answers hover this close (Plotly's hoverdistance); further, the bar under it does
-LEGEND_BELOW = {"orientation": "h", "traceorder": "normal", "entrywidth": 0.5, "entrywidthmode": "fraction",
-                "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0, "yanchor": "bottom"}  # fmt: skip
-LEGEND_ROW_PX = 22  # px one row of that legend takes: two entries a row, under the plot
+LEGEND_BELOW = {"orientation": "h", "traceorder": "normal", "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0,
+                "yanchor": "bottom"}  # fmt: skip  # a legend in rows under the plot, the panels as wide as they can be
+TWO_COLUMNS = {"entrywidth": 0.5, "entrywidthmode": "fraction"}
+LEGEND_ROW_PX = 22  # px one row of that legend takes
 HEAD_GRID_PX = 150  # px along the longer side of a per-head grid: three fit in a row
 
 
@@ -59,9 +61,9 @@ def _block(layer: int) -> str:
     return "input" if layer == -1 else str(layer)
 
 
-def _block_axis(title: str | None, layers: list[int]) -> dict:
-    """An x axis over block indices, -1 labelled "input", with at most MAX_LAYER_TICKS labels."""
-    shown = layers if len(layers) <= MAX_LAYER_TICKS else layers[:: math.ceil(len(layers) / MAX_LAYER_TICKS)]
+def _block_axis(title: str | None, layers: list[int], most: int = MAX_LAYER_TICKS) -> dict:
+    """An x axis over block indices, -1 labelled "input", with at most `most` labels."""
+    shown = layers if len(layers) <= most else layers[:: math.ceil(len(layers) / most)]
     return axis(
         title,
         numbers="d",
@@ -119,11 +121,11 @@ def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
         f"residual: the stream after each block (input = {input_text(positional)}); sub-layer outputs: what each "
         "sub-layer adds, before the residual sum; over all tokens and units"
     )
-    figure.update_layout(
-        figure_layout(f"Activation statistics over depth ({stack} stack)", subtitle, 480),
-        legend={"title": {"text": "point"}, "tracegroupgap": 4},
-    )
-    figure.update_xaxes(_block_axis(None, layers))
+    layout = figure_layout(f"Activation statistics over depth ({stack} stack)", subtitle, 480)
+    layout["legend"] |= LEGEND_BELOW | {"title": {"text": "point"}}
+    layout["margin"]["b"] += LEGEND_ROW_PX
+    figure.update_layout(layout)
+    figure.update_xaxes(_block_axis(None, layers, PANEL_LAYER_TICKS))
     figure.update_xaxes(title={"text": "block"}, row=2)
     figure.update_yaxes(axis(None))
     return _panel_titles(figure)
@@ -157,10 +159,10 @@ def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> go.Figure:
         "and its bias 0, as at initialisation (a trained LayerNorm moves away from that)"
     )
     layout = figure_layout(f"What each LayerNorm receives and returns ({stack} stack, {norm}-norm)", subtitle, 300)
-    layout["legend"] |= LEGEND_BELOW
-    layout["margin"]["b"] += LEGEND_ROW_PX * len(sublayers)  # two entries (in, out) per sub-layer
+    layout["legend"] |= LEGEND_BELOW | TWO_COLUMNS
+    layout["margin"]["b"] += LEGEND_ROW_PX * len(sublayers)  # a row per sub-layer: its input and output
     figure.update_layout(layout)
-    figure.update_xaxes(_block_axis("block", layers))
+    figure.update_xaxes(_block_axis("block", layers, PANEL_LAYER_TICKS))
     figure.update_yaxes(axis(None, rangemode="tozero"))
     return _panel_titles(figure)
 
@@ -200,7 +202,7 @@ def histogram_figure(bins: pd.DataFrame, what: str, values_summary: str, log_cou
     shown = bins[bins["count"] > 0] if log_count else bins
     left, right = shown["left"].to_numpy(dtype=np.float64), shown["right"].to_numpy(dtype=np.float64)  # [bins]
     count = shown["count"].to_numpy(dtype=np.int64)  # [bins]
-    holds_zero = (left <= 0) & ((0 < right) | (right == bins["right"].iloc[-1]))  # the last bin holds its right edge
+    holds_zero = (left <= 0) & ((right > 0) | (right == bins["right"].iloc[-1]))  # the last bin holds its right edge
     figure = go.Figure(
         go.Bar(
             x=(left + right) / 2,
