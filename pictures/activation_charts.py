@@ -1,9 +1,9 @@
-"""Figures of the activations page. Tables in, dicts out (no Streamlit here).
+"""Figures of the activations page. Tables in, figures out (no Streamlit here).
 
-Vega-Lite specs for the lines and bars (each names its tables under "datasets"): act_depth, act_layernorm,
-act_histogram, act_zeros, act_grad_totals. Matrix-view panels and boards for the matrices (pictures/boards.py
-says why they are not Vega-Lite): act_token_norms, the per-head grids (named by the caller) and act_grad, whose hover
-also gives each gradient norm.
+Plotly figures for the lines and bars: statistics over depth, each LayerNorm's input and output, a histogram, the
+exact zeros of the feed-forward units and the gradient norm of each block. Matrix-view panels and boards for the
+matrices (pictures/boards.py says why): act_token_norms, the per-head grids (named by the caller) and act_grad, whose
+hover also gives each gradient norm.
 """
 
 from __future__ import annotations
@@ -13,21 +13,19 @@ import math
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from explorer.positional import ADDED_TO_INPUT, input_text
 from pictures.attention_panels import token_labels
 from pictures.boards import board, matrix_panel
 from pictures.style import (
-    AXIS_NUMBERS,
     CATEGORY10,
-    GRID_COLOUR,
+    HOVER_NUMBERS,
     MAX_CELL_PX,
     VIRIDIS,
     Ramp,
     axis,
-    chart,
     figure_layout,
-    heading,
     layer_head_axes,
 )
 
@@ -43,148 +41,130 @@ POINT_COLOURS = {  # one colour per point, whichever points a stack has
 STAT_TITLES = {"mean": "mean", "std": "standard deviation", "rms": "RMS", "max_abs": "max |x|"}
 SUBLAYER_NAMES = {"attn": "self-attention", "cross": "cross-attention", "ffn": "feed-forward"}
 MAX_TEXT_HEADS = 6  # a per-head grid (a third of the page wide) writes its values up to this many heads
-MAX_LAYER_TICKS = 14
-PANEL_WIDTH, PANEL_HEIGHT = 330, 190  # px of one panel of a grid of line charts
-LINE_WIDTH = 640  # px of the plot area of a single line or bar chart
+MAX_LAYER_TICKS = 14  # block labels along a chart's whole width
+PANEL_LAYER_TICKS = 8  # along one of two panels side by side: "input" and 7 numbers stay level at 1024 px
+LINE_WIDTH = 640  # px a matrix board may take across
 BAR_COLOUR = "#4c78a8"
+BIN_EDGES = ".4~g"  # a bin's edges in its hover label: 4 significant digits, no trailing zeros ("0", not "0.000")
+ZERO_COLOUR = CATEGORY10[3]  # the red dotted line at 0 of the histogram
+ZERO_LINE_POINTS = 81  # points along that line: one within 2 px of anywhere on it, so all of it hovers
+ZERO_LINE_HOVER_PX = 5  # the line answers hover this close (Plotly's hoverdistance); further, the bar under it does
+LEGEND_BELOW = {"orientation": "h", "traceorder": "normal", "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0,
+                "yanchor": "bottom"}  # fmt: skip  # a legend in rows under the plot, the panels as wide as they can be
+TWO_COLUMNS = {"entrywidth": 0.5, "entrywidthmode": "fraction"}
+LEGEND_ROW_PX = 22  # px one row of that legend takes
 HEAD_GRID_PX = 150  # px along the longer side of a per-head grid: three fit in a row
 
 
-def _layer_axis(title: str | None, layers: list[int]) -> dict:
-    """An x encoding over block indices; -1 is labelled 'input' (the input to the first block)."""
-    values = layers if len(layers) <= MAX_LAYER_TICKS else layers[:: math.ceil(len(layers) / MAX_LAYER_TICKS)]
-    return {
-        "field": "layer",
-        "type": "quantitative",
-        "scale": {"domain": [layers[0] - 0.3, layers[-1] + 0.3], "nice": False, "zero": False},
-        "axis": {"title": title, "values": values, "labelExpr": "datum.value == -1 ? 'input' : datum.value",
-                 "grid": True, "gridColor": GRID_COLOUR},
-    }  # fmt: skip
+def _block(layer: int) -> str:
+    """A block index as an axis and a hover label write it: -1 (the input to the first block) is "input"."""
+    return "input" if layer == -1 else str(layer)
 
 
-def _block_name() -> dict:
-    """A transform naming each row's block for hover: 'input' for -1, else the block index."""
-    return {"calculate": "datum.layer == -1 ? 'input' : '' + datum.layer", "as": "block"}
+def _block_axis(title: str | None, layers: list[int], most: int = MAX_LAYER_TICKS) -> dict:
+    """An x axis over block indices, -1 labelled "input", with at most `most` labels."""
+    shown = layers if len(layers) <= most else layers[:: math.ceil(len(layers) / most)]
+    return axis(
+        title,
+        numbers="d",
+        tickmode="array",
+        tickvals=shown,
+        ticktext=[_block(layer) for layer in shown],
+        range=[layers[0] - 0.3, layers[-1] + 0.3],
+    )
 
 
-def _y(title: str | None = None, **scale: object) -> dict:
-    return {"field": "value", "type": "quantitative", "scale": {"zero": False, **scale},
-            "axis": {"title": title, "gridColor": GRID_COLOUR, "format": AXIS_NUMBERS}}  # fmt: skip
+def _line(rows: pd.DataFrame, column: str, name: str, value_title: str, **style: object) -> go.Scatter:
+    """One line of `rows`' `column` over their blocks, a point at each; hover names the line, the block and the
+    value. `style`: line, marker, showlegend ..."""
+    layers = rows["layer"].to_numpy(dtype=np.int32)  # [n]
+    return go.Scatter(
+        x=layers,
+        y=rows[column].to_numpy(dtype=np.float64),
+        name=name,
+        legendgroup=name,
+        mode="lines+markers",
+        customdata=[_block(int(layer)) for layer in layers],
+        hovertemplate=f"{name}<br>block %{{customdata}}<br>{value_title} %{{y:{HOVER_NUMBERS}}}<extra></extra>",
+        **style,
+    )
 
 
-def _panels(panels: list[dict], columns: int) -> dict:
-    """Panels in rows of `columns` (an hconcat per row: Streamlit draws nothing of a "concat" with "columns")."""
-    shared = {"scale": {"color": "shared", "strokeDash": "shared", "shape": "shared"}}
-    rows = [{"hconcat": panels[i : i + columns], "spacing": 40, "resolve": shared}
-            for i in range(0, len(panels), columns)]  # fmt: skip
-    return rows[0] if len(rows) == 1 else {"vconcat": rows, "spacing": 24, "resolve": shared}
+def _panel_titles(figure: go.Figure) -> go.Figure:
+    """make_subplots writes each panel's title as an annotation: in the page's font size."""
+    return figure.update_annotations(font={"size": 14})
 
 
-def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> dict:
+def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
     """Mean, std, RMS and max |x| over depth (2 x 2), one line per point: the residual stream (after each block,
     and the input) and each sub-layer's output before it is added to the stream."""
     points = [p for p in stats["point"].unique() if "LayerNorm" not in p]
-    rows = stats[stats["point"].isin(points)]
-    table = rows.melt(id_vars=["layer", "point"], value_vars=list(STAT_TITLES), var_name="statistic")
-    table = table.astype({"layer": np.int32, "value": np.float64})  # layer, point, statistic, value
     layers = list(range(-1, int(stats["layer"].max()) + 1))
-    colours = [POINT_COLOURS.get(p, CATEGORY10[i % len(CATEGORY10)]) for i, p in enumerate(points)]
-    colour = {"field": "point", "type": "nominal", "title": "point", "scale": {"domain": points, "range": colours}}
-    width = {"condition": {"test": "datum.point == 'residual'", "value": 3}, "value": 2}
-    panels = []
+    figure = make_subplots(
+        rows=2, cols=2, subplot_titles=list(STAT_TITLES.values()), shared_xaxes=True, vertical_spacing=0.12
+    )
     for i, (stat, title) in enumerate(STAT_TITLES.items()):
-        x = _layer_axis("block" if i >= 2 else None, layers)
-        tooltip = [{"field": "point"}, {"field": "block"}, {"field": "value", "title": title, "format": ".4g"}]
-        panels.append(
-            {
-                "title": {"text": title, "anchor": "middle", "fontSize": 13},
-                "width": PANEL_WIDTH,
-                "height": PANEL_HEIGHT,
-                "data": {"name": "act_depth"},
-                "transform": [{"filter": f"datum.statistic == '{stat}'"}, _block_name()],
-                "layer": [
-                    {"mark": {"type": "line"}, "encoding": {"x": x, "y": _y(), "color": colour, "strokeWidth": width}},
-                    {"mark": {"type": "point", "filled": True, "size": 36, "opacity": 1},
-                     "encoding": {"x": x, "y": _y(), "color": colour, "tooltip": tooltip}},
-                ],
-            }
-        )  # fmt: skip
+        for j, point in enumerate(points):
+            colour = POINT_COLOURS.get(point, CATEGORY10[j % len(CATEGORY10)])
+            width = 3 if point == "residual" else 2
+            line = _line(
+                stats[stats["point"] == point].sort_values("layer"),
+                stat,
+                point,
+                title,
+                line={"color": colour, "width": width},
+                marker={"size": 6},
+                showlegend=i == 0,
+            )
+            figure.add_trace(line, row=i // 2 + 1, col=i % 2 + 1)
     subtitle = (
         f"residual: the stream after each block (input = {input_text(positional)}); sub-layer outputs: what each "
         "sub-layer adds, before the residual sum; over all tokens and units"
     )
-    return chart(
-        {
-            "title": heading(f"Activation statistics over depth ({stack} stack)", subtitle, 2 * PANEL_WIDTH + 180),
-            "datasets": {"act_depth": table},
-            **_panels(panels, 2),
-        }
-    )
+    layout = figure_layout(f"Activation statistics over depth ({stack} stack)", subtitle, 480)
+    layout["legend"] |= LEGEND_BELOW | {"title": {"text": "point"}}
+    layout["margin"]["b"] += LEGEND_ROW_PX
+    figure.update_layout(layout)
+    figure.update_xaxes(_block_axis(None, layers, PANEL_LAYER_TICKS))
+    figure.update_xaxes(title={"text": "block"}, row=2)
+    figure.update_yaxes(axis(None))
+    return _panel_titles(figure)
 
 
-def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> dict:
-    """Each LayerNorm's input against its output over depth: RMS and max |x|."""
+def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> go.Figure:
+    """Each LayerNorm's input against its output over depth: RMS and max |x|, a colour per sub-layer; input solid
+    with circles, output dashed with diamonds."""
     rows = stats[stats["point"].str.contains("LayerNorm")]
     sublayers = list(dict.fromkeys(p.rsplit(" LayerNorm", 1)[0] for p in rows["point"]))
-    labels, colours, dashes, shapes = [], [], [], []
-    for i, sub in enumerate(sublayers):
-        for side in ("in", "out"):
-            labels.append(f"{SUBLAYER_NAMES.get(sub, sub)} LayerNorm {'input' if side == 'in' else 'output'}")
-            colours.append(CATEGORY10[i % len(CATEGORY10)])
-            dashes.append([1, 0] if side == "in" else [6, 4])
-            shapes.append("circle" if side == "in" else "diamond")
-    names = {f"{sub} LayerNorm {side}": label for (sub, side), label in
-             zip([(s, side) for s in sublayers for side in ("in", "out")], labels, strict=True)}  # fmt: skip
-    table = rows.assign(series=rows["point"].map(names)).melt(
-        id_vars=["layer", "series"], value_vars=["rms", "max_abs"], var_name="statistic"
-    )
-    table = table.astype({"layer": np.int32, "value": np.float64})  # layer, series, statistic, value
     layers = list(range(0, int(stats["layer"].max()) + 1))
-
-    def channel(values: list) -> dict:
-        return {"field": "series", "type": "nominal", "title": None, "scale": {"domain": labels, "range": values}}
-
-    panels = []
-    for stat in ("rms", "max_abs"):
-        x = _layer_axis("block", layers)
-        y = _y(zero=True)
-        tooltip = [{"field": "series", "title": "LayerNorm"}, {"field": "block"},
-                   {"field": "value", "title": STAT_TITLES[stat], "format": ".4g"}]  # fmt: skip
-        panels.append(
-            {
-                "title": {"text": STAT_TITLES[stat], "anchor": "middle", "fontSize": 13},
-                "width": PANEL_WIDTH,
-                "height": PANEL_HEIGHT,
-                "data": {"name": "act_layernorm"},
-                "transform": [{"filter": f"datum.statistic == '{stat}'"}, _block_name()],
-                "layer": [
-                    {"mark": {"type": "line", "strokeWidth": 2},
-                     "encoding": {"x": x, "y": y, "color": channel(colours), "strokeDash": channel(dashes)}},
-                    {"mark": {"type": "point", "filled": True, "size": 45, "opacity": 1},
-                     "encoding": {"x": x, "y": y, "color": channel(colours),
-                                  "shape": channel(shapes), "tooltip": tooltip}},
-                ],
-            }
-        )  # fmt: skip
+    statistics = ("rms", "max_abs")
+    figure = make_subplots(rows=1, cols=2, subplot_titles=[STAT_TITLES[s] for s in statistics])
+    for col, stat in enumerate(statistics, start=1):
+        for i, sub in enumerate(sublayers):
+            colour = CATEGORY10[i % len(CATEGORY10)]
+            for side, shown, dash, symbol in (("in", "input", "solid", "circle"), ("out", "output", "dash", "diamond")):
+                line = _line(
+                    rows[rows["point"] == f"{sub} LayerNorm {side}"].sort_values("layer"),
+                    stat,
+                    f"{SUBLAYER_NAMES.get(sub, sub)} LayerNorm {shown}",
+                    STAT_TITLES[stat],
+                    line={"color": colour, "width": 2, "dash": dash},
+                    marker={"size": 8, "symbol": symbol},
+                    showlegend=col == 1,
+                )
+                figure.add_trace(line, row=1, col=col)
     where = "x + sublayer(x), the sum it normalises" if norm == "post" else "the residual stream x itself"
     subtitle = (
         f"input (solid, circles): {where}; output (dashed, diamonds): what it returns, RMS ≈ 1 while its gain is 1 "
         "and its bias 0, as at initialisation (a trained LayerNorm moves away from that)"
     )
-    spec = chart(
-        {
-            "title": heading(
-                f"What each LayerNorm receives and returns ({stack} stack, {norm}-norm)",
-                subtitle,
-                2 * PANEL_WIDTH + 180,
-            ),
-            "datasets": {"act_layernorm": table},
-            **_panels(panels, 2),
-        }
-    )
-    spec["config"]["legend"] |= {"orient": "bottom", "direction": "horizontal", "columns": 2, "labelLimit": 320,
-                                 "symbolSize": 80}  # fmt: skip
-    return spec
+    layout = figure_layout(f"What each LayerNorm receives and returns ({stack} stack, {norm}-norm)", subtitle, 300)
+    layout["legend"] |= LEGEND_BELOW | TWO_COLUMNS
+    layout["margin"]["b"] += LEGEND_ROW_PX * len(sublayers)  # a row per sub-layer: its input and output
+    figure.update_layout(layout)
+    figure.update_xaxes(_block_axis("block", layers, PANEL_LAYER_TICKS))
+    figure.update_yaxes(axis(None, rangemode="tozero"))
+    return _panel_titles(figure)
 
 
 def token_norm_heatmap(norms: np.ndarray, tokens: list[str], stack: str, positional: str) -> dict:
@@ -215,46 +195,71 @@ def token_norm_heatmap(norms: np.ndarray, tokens: list[str], stack: str, positio
     return board([panel])
 
 
-def histogram_figure(bins: pd.DataFrame, what: str, values_summary: str, log_count: bool = False) -> dict:
-    """A histogram from value_histogram's bins, with the exact zeros called out."""
-    table = bins[["left", "right", "count"]].astype({"count": np.int64})
+def histogram_figure(bins: pd.DataFrame, what: str, values_summary: str, log_count: bool = False) -> go.Figure:
+    """A histogram from value_histogram's bins (on a log count axis, the empty bins left out and a bin of 1 value
+    still a bar), with the values that are exactly 0 called out by a red dotted line at 0."""
     zeros = int(bins["exact_zeros"].iloc[0])
-    x = {"field": "left", "type": "quantitative", "scale": {"zero": False, "nice": False},
-         "axis": {"title": "activation value", "gridColor": GRID_COLOUR}}  # fmt: skip
-    scale = {"type": "log", "domainMin": 0.7} if log_count else {"zero": True}  # a count of 1 still shows
-    y = {"field": "count", "type": "quantitative", "scale": scale,
-         "axis": {"title": "count (log scale)" if log_count else "count", "gridColor": GRID_COLOUR}}  # fmt: skip
-    layers: list[dict] = [
-        {
-            "data": {"name": "act_histogram"},
-            "transform": [{"filter": "datum.count > 0"}] if log_count else [],
-            "mark": {"type": "rect", "color": "#4c78a8"},
-            "encoding": {"x": x, "x2": {"field": "right"}, "y": y,
-                         "y2": {"value": "height"} if log_count else {"datum": 0}, "tooltip": [
-                {"field": "left", "title": "from", "format": ".4g"},
-                {"field": "right", "title": "to", "format": ".4g"},
-                {"field": "count", "title": "values", "format": ","},
-            ]},
-        }
-    ]  # fmt: skip
-    if zeros:
-        layers.append(
-            {
-                "data": {"values": [{"left": 0.0, "zeros": zeros}]},
-                "mark": {"type": "rule", "color": "#d62728", "strokeDash": [2, 3], "strokeWidth": 1.5},
-                "encoding": {"x": {"field": "left", "type": "quantitative"},
-                             "tooltip": [{"field": "zeros", "title": "values exactly 0", "format": ","}]},
-            }
-        )  # fmt: skip
-    return chart(
-        {
-            "title": heading(f"Distribution of values: {what}", values_summary, LINE_WIDTH + 40),
-            "width": LINE_WIDTH,
-            "height": 280,
-            "datasets": {"act_histogram": table},
-            "layer": layers,
-        }
+    shown = bins[bins["count"] > 0] if log_count else bins
+    left, right = shown["left"].to_numpy(dtype=np.float64), shown["right"].to_numpy(dtype=np.float64)  # [bins]
+    count = shown["count"].to_numpy(dtype=np.int64)  # [bins]
+    holds_zero = (left <= 0) & ((right > 0) | (right == bins["right"].iloc[-1]))  # the last bin holds its right edge
+    figure = go.Figure(
+        go.Bar(
+            x=(left + right) / 2,
+            y=count,
+            width=right - left,
+            name="values",
+            marker={"color": BAR_COLOUR, "line": {"width": 0}},
+            customdata=np.stack([left, right], axis=-1),  # [bins, 2]
+            text=[f"<br>of which exactly 0: {zeros:,}" if zeros and z else "" for z in holds_zero],
+            textposition="none",
+            hovertemplate=f"from %{{customdata[0]:{BIN_EDGES}}} to %{{customdata[1]:{BIN_EDGES}}}<br>"
+            "values: %{y:,}%{text}<extra></extra>",
+            showlegend=False,
+        )
     )
+    if zeros:  # a line over the plot's full height (an axis of its own, 0 to 1): its close points hover all along it
+        figure.add_trace(
+            go.Scatter(
+                x=np.zeros(ZERO_LINE_POINTS),
+                y=np.linspace(0.0, 1.0, ZERO_LINE_POINTS),
+                yaxis="y2",
+                name="exactly 0",
+                mode="lines",
+                line={"color": ZERO_COLOUR, "dash": "dot", "width": 2},
+                hovertemplate=f"values exactly 0: {zeros:,}<extra></extra>",
+                showlegend=False,
+            )
+        )
+        figure.add_annotation(
+            x=0.0,
+            y=1.0,
+            yref="y2",
+            text=f"{zeros:,} exactly 0",
+            showarrow=False,
+            xanchor="left",
+            yanchor="top",
+            xshift=4,
+            font={"color": ZERO_COLOUR},
+            bgcolor="rgba(255, 255, 255, 0.8)",
+        )
+    top = float(count.max()) if count.size else 1.0  # room above the highest bar for the label of the zeros
+    y = (
+        axis("count (log scale)", type="log", range=[math.log10(0.7), math.log10(top * 3)])  # a count of 1 shows
+        if log_count
+        else axis("count", range=[0.0, top * 1.15])
+    )
+    low, high = float(bins["left"].iloc[0]), float(bins["right"].iloc[-1])
+    pad = (high - low) * 0.02  # the line at 0 clear of the frame when 0 is the smallest value (ReLU)
+    figure.update_layout(
+        figure_layout(f"Distribution of values: {what}", values_summary, 300),
+        xaxis=axis("activation value", range=[low - pad, high + pad]),
+        yaxis=y,
+        yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True},
+        bargap=0,
+        hoverdistance=ZERO_LINE_HOVER_PX,
+    )
+    return figure
 
 
 def zero_fraction_figure(zeros: pd.DataFrame, stack: str, activation: str) -> go.Figure:
@@ -315,41 +320,34 @@ def head_grid_panel(
     )
 
 
-def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> dict:
-    """L2 norm of all of a block's parameter gradients, per block, one line per stack (log scale)."""
-    table = totals[["stack", "layer", "norm"]].astype({"layer": np.int32, "norm": np.float64})
-    table["series"] = table["stack"] + " blocks"
-    names = list(dict.fromkeys(table["series"]))
-    layers = list(range(0, int(table["layer"].max()) + 1)) if len(table) else [0]
-    x = _layer_axis("block", layers)
-    y = {"field": "norm", "type": "quantitative", "scale": {"type": "log"},
-         "axis": {"title": "gradient norm (log scale)", "gridColor": GRID_COLOUR, "format": AXIS_NUMBERS}}  # fmt: skip
-    colour = {"field": "series", "type": "nominal", "title": None,
-              "scale": {"domain": names, "range": list(CATEGORY10[: len(names)])},
-              "legend": {"orient": "top", "direction": "horizontal", "symbolStrokeWidth": 3}}  # fmt: skip
-    return chart(
-        {
-            "title": heading(
-                f"Gradient norm of each block's parameters ({norm}-norm)",
-                "L2 norm of the gradients of all of the block's weights and biases together, for the objective "
-                "stated above",
-                LINE_WIDTH,
-            ),
-            "width": LINE_WIDTH,
-            "height": 260,
-            "datasets": {"act_grad_totals": table},
-            "data": {"name": "act_grad_totals"},
-            "transform": [{"filter": "datum.norm > 0"}],
-            "layer": [
-                {"mark": {"type": "line", "strokeWidth": 3}, "encoding": {"x": x, "y": y, "color": colour}},
-                {"mark": {"type": "point", "filled": True, "size": 60, "opacity": 1},
-                 "encoding": {"x": x, "y": y, "color": colour, "tooltip": [
-                     {"field": "stack"}, {"field": "layer", "title": "block"},
-                     {"field": "norm", "title": "gradient norm", "format": ".4g"},
-                 ]}},
-            ],
-        }
-    )  # fmt: skip
+def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> go.Figure:
+    """L2 norm of all of a block's parameter gradients, per block, one line per stack (log scale; a norm of 0, which
+    a log axis cannot place, is left out)."""
+    stacks = list(dict.fromkeys(totals["stack"]))
+    layers = list(range(0, int(totals["layer"].max()) + 1)) if len(totals) else [0]
+    figure = go.Figure()
+    for i, stack in enumerate(stacks):
+        rows = totals[(totals["stack"] == stack) & (totals["norm"] > 0)].sort_values("layer")
+        line = _line(
+            rows,
+            "norm",
+            f"{stack} blocks",
+            "gradient norm",
+            line={"color": CATEGORY10[i % len(CATEGORY10)], "width": 3},
+            marker={"size": 8},
+        )
+        figure.add_trace(line)
+    figure.update_layout(
+        figure_layout(
+            f"Gradient norm of each block's parameters ({norm}-norm)",
+            "L2 norm of the gradients of all of the block's weights and biases together, for the objective "
+            "stated above",
+            280,
+        ),
+        xaxis=_block_axis("block", layers),
+        yaxis=axis("gradient norm (log scale)", type="log"),
+    )
+    return figure
 
 
 def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:

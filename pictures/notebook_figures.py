@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.activations import STATISTICS, layer_statistics
+from explorer.activations import layer_statistics
 from explorer.anatomy import parameter_counts, parameter_groups
 from explorer.compare import paired_attention
 from explorer.gradients import gradient_norms, layer_gradient_totals
@@ -22,6 +22,7 @@ from explorer.position_analysis import encoding_table, rope_angle_table, similar
 from explorer.stats import head_average
 from explorer.trace import AttentionMaps, Trace
 from explorer.training import TrainResult
+from pictures import activation_charts
 from pictures.attention_panels import token_labels
 from pictures.style import BLUES, RDBU, plotly_scale
 
@@ -165,43 +166,18 @@ def position_similarity_figure(model: Transformer, n_positions: int = 64, metric
 
 
 def depth_figure(trace: Trace, stack: int = 0) -> go.Figure:
-    """The residual stream and each sub-layer's output over depth: mean, std, RMS and max |x|, one panel each."""
-    stats = layer_statistics(trace.stacks[stack])
-    figure = make_subplots(rows=2, cols=2, subplot_titles=STATISTICS, shared_xaxes=True)
-    for i, statistic in enumerate(STATISTICS):
-        for point, rows in stats.groupby("point", sort=False):
-            figure.add_trace(
-                go.Scatter(
-                    x=rows["layer"],
-                    y=rows[statistic],
-                    name=str(point),
-                    legendgroup=str(point),
-                    showlegend=i == 0,
-                    mode="lines+markers",
-                ),
-                row=i // 2 + 1,
-                col=i % 2 + 1,
-            )
-    figure.update_xaxes(title_text="after block (-1: the input)", row=2)
-    figure.update_layout(
-        title=f"Activation statistics over depth ({trace.stacks[stack].name})", template="plotly_white"
-    )
-    return figure
+    """The residual stream and each sub-layer's output over depth: mean, std, RMS and max |x|, one panel each (the
+    Activations page's chart)."""
+    positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
+    return activation_charts.depth_figure(layer_statistics(trace.stacks[stack]), trace.stacks[stack].name, positional)
 
 
 def gradient_figure(model: Transformer, source: Source, target: Source | None = None) -> go.Figure:
-    """The gradient norm of each block's parameters, for the objective explorer.gradients.objective_text names."""
+    """The gradient norm of each block's parameters, for the objective explorer.gradients.objective_text names (the
+    Activations page's chart)."""
     totals = layer_gradient_totals(gradient_norms(model, source, target))
-    figure = go.Figure(
-        [
-            go.Bar(x=rows["layer"], y=rows["norm"], name=str(stack))
-            for stack, rows in totals.groupby("stack", sort=False)
-        ]
-    )
-    figure.update_layout(
-        title="Gradient norm of each block", xaxis_title="block", yaxis_title="L2 norm", template="plotly_white"
-    )
-    return figure
+    first = model.encoder or model.decoder
+    return activation_charts.gradient_totals_figure(totals, "pre" if first.spec.norm_first else "post")
 
 
 def training_figure(result: TrainResult) -> go.Figure:

@@ -55,8 +55,10 @@ def hover_point(page, plot, trace: int, index: int) -> str:
             const xa = layout[trace.xaxis.replace("x", "xaxis")], ya = layout[trace.yaxis.replace("y", "yaxis")];
             const box = gd.getBoundingClientRect();
             const xValue = trace.x[i], yValue = trace.y[i];
-            // a bar hovers anywhere inside it: aim at its middle, well inside even when it is short
-            const xPixel = xa.d2p(xValue), yPixel = trace.type === "bar" ? ya.d2p(yValue / 2) : ya.d2p(yValue);
+            // a bar hovers anywhere inside it: aim halfway between its top and its base, well inside even when it
+            // is short; on a log axis its base (0) is the bottom of the plot, below the axis's range
+            const top = ya.d2p(yValue), base = ya.type === "log" ? ya._length : ya.d2p(0);
+            const xPixel = xa.d2p(xValue), yPixel = trace.type === "bar" ? (top + base) / 2 : top;
             return [box.left + xa._offset + xPixel, box.top + ya._offset + yPixel];
         }""",
         [trace, index],

@@ -1,8 +1,7 @@
-"""Charts of the activations page: they draw the engine's numbers, labelled, and stay light."""
+"""Charts of the activations page: they draw the engine's numbers, labelled, with a hover label on every value."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -12,15 +11,12 @@ import pytest
 import explorer
 from explorer.activations import ffn_zero_fraction, layer_statistics, token_norms, value_histogram
 from explorer.gradients import gradient_norms, layer_gradient_totals
-from explorer.position_analysis import (
-    offset_scores,
-    similarity_to,
-    wavelengths,
-)
-from explorer.positional import sinusoidal
 from explorer.stats import head_grid, head_sparsity
+from pictures import notebook_figures
 from pictures.activation_charts import (
     CIVIDIS,
+    STAT_TITLES,
+    ZERO_COLOUR,
     depth_figure,
     gradient_heatmap,
     gradient_totals_figure,
@@ -31,47 +27,12 @@ from pictures.activation_charts import (
     zero_fraction_figure,
 )
 from pictures.boards import decode_floats
-from pictures.positional_charts import (
-    CURVE_POINTS,
-    encoding_curves,
-    offset_profile_figure,
-    similarity_profile,
-    wavelength_figure,
-)
 from pictures.style import Ramp
-from tests.drawn import figure_json, figure_title, panel_matrix, views
+from tests.drawn import figure_json, figure_title, figure_trace, panel_matrix
 
 TOKENS = "the cat sat on the mat".split()
-
-
-def all_layers(spec: dict) -> list[dict]:
-    """Every layer of every view of a chart (a view without layers counts as one)."""
-    found = []
-    for view in views(spec):
-        found += view.get("layer") or [view]
-    return found
-
-
-def marks(spec: dict, kind: str) -> list[dict]:
-    return [layer for layer in all_layers(spec) if layer.get("mark", {}).get("type") == kind]
-
-
-def axis_title(layer: dict, channel: str) -> str | None:
-    return layer["encoding"][channel]["axis"]["title"]
-
-
-def tooltip_titles(layer: dict) -> list[str]:
-    return [row.get("title", row["field"]) for row in layer["encoding"]["tooltip"]]
-
-
-def light(spec: dict, most: int = 2 * CURVE_POINTS + 4096) -> None:
-    """Marks stay few enough for the browser: rows over all tables drawn (each row is one mark or two)."""
-    rows = sum(len(t) for t in spec.get("datasets", {}).values())
-    assert rows <= most, rows
-    json.dumps({k: v for k, v in spec.items() if k != "datasets"})  # the rest is plain JSON
-
-
 STATS = ("mean", "std", "rms", "max_abs")
+PANEL_AXES = ("y", "y2", "y3", "y4")  # make_subplots numbers the 2 x 2 panels row by row: mean, std, rms, max |x|
 
 
 @pytest.fixture(scope="module")
@@ -79,9 +40,13 @@ def trace() -> explorer.Trace:
     return explorer.run(explorer.ModelConfig(n_layers=3, norm="pre"), TOKENS)
 
 
-def depth_values(spec: dict, table: str, series_column: str, series: str, statistic: str) -> pd.DataFrame:
-    frame = spec["datasets"][table]
-    return frame[(frame[series_column] == series) & (frame["statistic"] == statistic)].sort_values("layer")
+def panel_lines(figure: dict, y_axis: str) -> dict[str, dict]:
+    """The lines of one panel of a figure, by name."""
+    return {line["name"]: line for line in figure["data"] if line.get("yaxis", "y") == y_axis}
+
+
+def annotation_texts(figure: dict) -> list[str]:
+    return [note["text"] for note in figure["layout"].get("annotations", [])]
 
 
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned", "rope", "none"])
@@ -90,44 +55,79 @@ def test_what_the_captions_say_of_the_input_row_holds(positional):
     stack = explorer.run(explorer.ModelConfig(positional=positional), TOKENS).first
     norms = token_norms(stack)
     [panel] = token_norm_heatmap(norms, TOKENS, "encoder", positional)["panels"]
-    depth_subtitle = depth_figure(layer_statistics(stack), "encoder", positional)["title"]["subtitle"]
+    depth_title = figure_title(figure_json(depth_figure(layer_statistics(stack), "encoder", positional)))
     same_input = bool(np.array_equal(stack.residual[0, 0], stack.residual[0, 4]))
     assert same_input == (positional in ("rope", "none"))
     assert ("a repeated word has the same input row" in panel["subtitle"]) == same_input
-    assert ("embedding + position" in "".join(depth_subtitle)) == (not same_input)
+    assert ("input = embedding + position" in depth_title) == (not same_input)
 
 
 def test_depth_figure_draws_each_statistic_per_point(trace):
     stats = layer_statistics(trace.first)
-    spec = depth_figure(stats, "encoder", "sinusoidal")
-    residual_rms = depth_values(spec, "act_depth", "point", "residual", "rms")
-    expected = stats[stats["point"] == "residual"].sort_values("layer")
-    np.testing.assert_array_equal(residual_rms["value"], expected["rms"])
-    assert residual_rms["layer"].tolist() == [-1, 0, 1, 2]
-    panels = views(spec)
-    assert [p["title"]["text"] for p in panels] == ["mean", "standard deviation", "RMS", "max |x|"]
-    assert [p["transform"][0]["filter"] for p in panels] == [f"datum.statistic == '{s}'" for s in STATS]
-    line = panels[0]["layer"][0]
-    assert "'input'" in line["encoding"]["x"]["axis"]["labelExpr"]  # block -1 is labelled input
-    assert line["encoding"]["color"]["scale"]["domain"] == ["residual", "attention output", "FFN hidden", "FFN output"]
-    assert "LayerNorm" not in " ".join(spec["datasets"]["act_depth"]["point"].unique())
+    figure = figure_json(depth_figure(stats, "encoder", "sinusoidal"))
+    points = ["residual", "attention output", "FFN hidden", "FFN output"]  # no LayerNorm: it has a figure of its own
+    for statistic, y_axis in zip(STATS, PANEL_AXES, strict=True):
+        lines = panel_lines(figure, y_axis)
+        assert list(lines) == points
+        for point, line in lines.items():
+            expected = stats[stats["point"] == point].sort_values("layer")
+            np.testing.assert_array_equal(line["x"], expected["layer"])
+            np.testing.assert_array_equal(line["y"], expected[statistic])
+            assert f"{STAT_TITLES[statistic]} %{{y:.4g}}" in line["hovertemplate"]
+            assert line["showlegend"] == (y_axis == "y")  # one legend entry per point, not four
+    residual = panel_lines(figure, "y3")["residual"]
+    np.testing.assert_array_equal(residual["x"], [-1, 0, 1, 2])
+    assert residual["customdata"] == ["input", "0", "1", "2"]  # hover: block -1 is the input
+    assert residual["line"]["width"] > panel_lines(figure, "y3")["FFN output"]["line"]["width"]  # residual thicker
+    assert annotation_texts(figure) == ["mean", "standard deviation", "RMS", "max |x|"]  # the panels' titles
+    layout = figure["layout"]
+    for x_axis in ("xaxis", "xaxis2", "xaxis3", "xaxis4"):
+        assert layout[x_axis]["tickvals"][:2] == [-1, 0] and layout[x_axis]["ticktext"][:2] == ["input", "0"]
+    assert [layout[x]["title"]["text"] for x in ("xaxis3", "xaxis4")] == ["block", "block"]
+    assert "Activation statistics over depth (encoder stack)" in figure_title(figure)
+
+
+def test_depth_figure_labels_few_enough_blocks_to_stay_level_in_a_narrow_panel():
+    stats = layer_statistics(explorer.run(explorer.ModelConfig(n_layers=24, d_model=16, n_heads=2), TOKENS).first)
+    axis = figure_json(depth_figure(stats, "encoder", "sinusoidal"))["layout"]["xaxis3"]
+    assert len(axis["tickvals"]) <= 8 and axis["tickvals"][0] == -1 and axis["ticktext"][0] == "input"
+    assert axis["range"][0] < -1 and axis["range"][1] > 23  # every block inside the frame
 
 
 def test_layernorm_figure_pairs_input_and_output(trace):
     stats = layer_statistics(trace.first)
-    spec = layernorm_figure(stats, "encoder", "pre")
-    assert set(spec["datasets"]["act_layernorm"]["series"]) == {
+    figure = figure_json(layernorm_figure(stats, "encoder", "pre"))
+    names = [
         "self-attention LayerNorm input",
         "self-attention LayerNorm output",
         "feed-forward LayerNorm input",
         "feed-forward LayerNorm output",
-    }
-    out = depth_values(spec, "act_layernorm", "series", "feed-forward LayerNorm output", "rms")
-    np.testing.assert_allclose(out["value"], 1.0, atol=0.01)  # LayerNorm with gain 1 returns RMS about 1
-    line = views(spec)[0]["layer"][0]
-    dashes = dict(zip(line["encoding"]["strokeDash"]["scale"]["domain"], line["encoding"]["strokeDash"]["scale"]
-                      ["range"], strict=True))  # fmt: skip
-    assert dashes["feed-forward LayerNorm output"] != dashes["feed-forward LayerNorm input"] == [1, 0]
+    ]
+    for statistic, y_axis in (("rms", "y"), ("max_abs", "y2")):
+        lines = panel_lines(figure, y_axis)
+        assert list(lines) == names
+        for point, name in zip(["attn LayerNorm in", "attn LayerNorm out", "ffn LayerNorm in", "ffn LayerNorm out"],
+                               names, strict=True):  # fmt: skip
+            expected = stats[stats["point"] == point]
+            np.testing.assert_array_equal(lines[name]["x"], expected["layer"])
+            np.testing.assert_array_equal(lines[name]["y"], expected[statistic])
+            assert f"{STAT_TITLES[statistic]} %{{y:.4g}}" in lines[name]["hovertemplate"]
+    lines = panel_lines(figure, "y")
+    np.testing.assert_allclose(lines["feed-forward LayerNorm output"]["y"], 1.0, atol=0.01)  # gain 1: RMS about 1
+    for sub in ("self-attention", "feed-forward"):
+        into, out = lines[f"{sub} LayerNorm input"], lines[f"{sub} LayerNorm output"]
+        assert into["line"]["color"] == out["line"]["color"]  # one colour per sub-layer
+        assert (into["line"]["dash"], into["marker"]["symbol"]) == ("solid", "circle")
+        assert (out["line"]["dash"], out["marker"]["symbol"]) == ("dash", "diamond")
+    assert (
+        lines["self-attention LayerNorm input"]["line"]["color"]
+        != lines["feed-forward LayerNorm input"]["line"]["color"]
+    )
+    layout = figure["layout"]
+    assert annotation_texts(figure) == ["RMS", "max |x|"]
+    assert layout["yaxis"]["rangemode"] == layout["yaxis2"]["rangemode"] == "tozero"
+    assert layout["xaxis"]["title"]["text"] == "block"
+    assert "input (solid, circles)" in figure_title(figure) and "output (dashed, diamonds)" in figure_title(figure)
 
 
 def test_token_norms_heatmap(trace):
@@ -142,20 +142,43 @@ def test_token_norms_heatmap(trace):
 
 
 def test_histogram_counts_every_value_and_calls_out_zeros(trace):
-    hidden = trace.first.activations["blocks.0.ffn.hidden"]
+    hidden = trace.first.activations["blocks.0.ffn.hidden"]  # [T, d_ff] after ReLU: many exact zeros
+    zeros = int((hidden == 0).sum())
     bins = value_histogram(hidden, bins=40)
-    spec = histogram_figure(bins, "FFN hidden", "summary", log_count=True)
-    frame = spec["datasets"]["act_histogram"]
-    assert int(frame["count"].sum()) == hidden.size
-    np.testing.assert_array_equal(frame["left"], bins["left"])
-    bars = marks(spec, "rect")[0]
-    assert bars["encoding"]["y"]["scale"]["type"] == "log" and axis_title(bars, "y") == "count (log scale)"
-    assert axis_title(bars, "x") == "activation value"
-    assert tooltip_titles(bars) == ["from", "to", "values"]
-    (zero_line,) = marks(spec, "rule")  # a line at 0 marks ReLU's exact zeros
-    assert zero_line["data"]["values"] == [{"left": 0.0, "zeros": int((hidden == 0).sum())}]
-    linear = histogram_figure(bins, "FFN hidden", "summary")
-    assert "type" not in marks(linear, "rect")[0]["encoding"]["y"]["scale"]
+    figure = figure_json(histogram_figure(bins, "FFN hidden", "summary", log_count=True))
+    bars = figure_trace(figure, "values")
+    filled = bins[bins["count"] > 0]  # a log axis has no place for 0: the empty bins are left out
+    np.testing.assert_array_equal(bars["y"], filled["count"])
+    assert int(bars["y"].sum()) == hidden.size
+    np.testing.assert_array_equal(bars["customdata"], filled[["left", "right"]])  # hover: each bin's edges
+    np.testing.assert_allclose(bars["x"], (filled["left"] + filled["right"]) / 2)
+    np.testing.assert_allclose(bars["width"], filled["right"] - filled["left"])  # the bars tile the values
+    assert "values: %{y:,}" in bars["hovertemplate"] and "customdata[0]" in bars["hovertemplate"]
+    said = [text for text in bars["text"] if text]  # the bin holding 0 also says how many are exactly 0
+    assert said == [f"<br>of which exactly 0: {zeros:,}"] and bars["textposition"] == "none"
+    layout = figure["layout"]
+    assert layout["yaxis"]["type"] == "log" and layout["yaxis"]["title"]["text"] == "count (log scale)"
+    assert layout["yaxis"]["range"][0] < math.log10(1) < layout["yaxis"]["range"][1]  # a bin of 1 value shows
+    assert layout["xaxis"]["title"]["text"] == "activation value"
+    line = figure_trace(figure, "exactly 0")  # a red dotted line at 0 ...
+    assert set(line["x"]) == {0.0} and (line["line"]["color"], line["line"]["dash"]) == (ZERO_COLOUR, "dot")
+    assert f"values exactly 0: {zeros:,}" in line["hovertemplate"]  # ... that says how many on hover
+    assert layout[line["yaxis"].replace("y", "yaxis")]["range"] == [0, 1]  # an axis of its own: the plot's height
+    assert (line["y"].min(), line["y"].max()) == (0, 1)
+    assert f"{zeros:,} exactly 0" in annotation_texts(figure)
+    assert figure_title(figure) == "Distribution of values: FFN hidden summary"
+
+
+def test_histogram_on_a_linear_axis_keeps_every_bin_and_has_no_line_without_zeros(trace):
+    residual = trace.first.residual[1]  # [T, D]: no value is exactly 0
+    bins = value_histogram(residual)
+    figure = figure_json(histogram_figure(bins, "residual", "summary"))
+    (bars,) = figure["data"]  # no line at 0: nothing is exactly 0
+    np.testing.assert_array_equal(bars["y"], bins["count"])
+    assert not any(bars["text"])
+    layout = figure["layout"]
+    assert layout["yaxis"].get("type") != "log" and layout["yaxis"]["title"]["text"] == "count"
+    assert layout["yaxis"]["range"][0] == 0
 
 
 def test_zero_fraction_and_head_grids(trace):
@@ -185,13 +208,17 @@ def test_gradient_figures():
     cfg = explorer.ModelConfig(arch="encoder-decoder", n_layers=2, d_model=16, n_heads=2, d_ff=32)
     norms = gradient_norms(explorer.build_model(cfg), "a b c", "x y z")
     totals = layer_gradient_totals(norms)
-    spec = gradient_totals_figure(totals, "post")
-    frame = spec["datasets"]["act_grad_totals"]
-    assert list(dict.fromkeys(frame["series"])) == ["encoder blocks", "decoder blocks"]
-    np.testing.assert_array_equal(
-        frame[frame["stack"] == "decoder"]["norm"], totals[totals["stack"] == "decoder"]["norm"]
-    )
-    assert marks(spec, "line")[0]["encoding"]["y"]["scale"]["type"] == "log"
+    figure = figure_json(gradient_totals_figure(totals, "post"))
+    assert [line["name"] for line in figure["data"]] == ["encoder blocks", "decoder blocks"]
+    for stack in ("encoder", "decoder"):
+        line = figure_trace(figure, f"{stack} blocks")
+        np.testing.assert_array_equal(line["x"], totals[totals["stack"] == stack]["layer"])
+        np.testing.assert_array_equal(line["y"], totals[totals["stack"] == stack]["norm"])
+        assert "gradient norm %{y:.4g}" in line["hovertemplate"]
+    layout = figure["layout"]
+    assert layout["yaxis"]["type"] == "log" and layout["yaxis"]["title"]["text"] == "gradient norm (log scale)"
+    assert layout["xaxis"]["title"]["text"] == "block" and layout["xaxis"]["tickvals"] == [0, 1]
+    assert "Gradient norm of each block's parameters (post-norm)" in figure_title(figure)
     [panel] = gradient_heatmap(norms, "decoder")["panels"]
     drawn = panel_matrix(panel)
     decoder = norms[norms["stack"] == "decoder"]
@@ -219,22 +246,39 @@ def test_gradient_heatmap_survives_a_zero_gradient():
     assert drawn.values[1, 0] == pytest.approx(math.log10(0.5))
 
 
-def test_only_marks_with_a_tooltip_answer_hover(trace):
-    """Streamlit turns tooltips on for every mark: a line would show its first point, an image its PNG."""
-    table = sinusoidal(300, 64).numpy()
+def test_a_zero_gradient_norm_is_left_out_of_the_log_axis():
+    totals = pd.DataFrame({"stack": "encoder", "layer": [0, 1, 2], "norm": [0.5, 0.0, 2.0]})
+    (line,) = figure_json(gradient_totals_figure(totals, "pre"))["data"]
+    np.testing.assert_array_equal(line["x"], [0, 2])
+    np.testing.assert_array_equal(line["y"], [0.5, 2.0])
+
+
+def test_every_trace_with_values_has_its_own_hover_label(trace):
+    """Each trace names what it shows in its hover label, never Plotly's default "(x, y) trace 3"."""
     stats = layer_statistics(trace.first)
-    specs = [
-        encoding_curves(table, [0, 1], TOKENS, "sinusoidal"),
-        wavelength_figure(wavelengths(64), 64, 300),
-        similarity_profile(similarity_to(table, 5, "cosine"), 5, "cosine"),
-        offset_profile_figure(offset_scores(explorer.ModelConfig(arch="decoder"), "a", 10)),
+    norms = gradient_norms(explorer.build_model(explorer.ModelConfig()), TOKENS)
+    figures = [
         depth_figure(stats, "encoder", "sinusoidal"),
         layernorm_figure(stats, "encoder", "pre"),
         histogram_figure(value_histogram(trace.first.activations["blocks.0.ffn.hidden"]), "FFN hidden", "s"),
+        histogram_figure(value_histogram(trace.first.residual[0]), "residual", "s", log_count=True),
+        zero_fraction_figure(ffn_zero_fraction(trace.first), "encoder", "relu"),
+        gradient_totals_figure(layer_gradient_totals(norms), "post"),
     ]
-    for spec in specs:
-        for layer in all_layers(spec):
-            if "mark" in layer:
-                assert "tooltip" in layer.get("encoding", {}) or layer["mark"]["tooltip"] is None, layer["mark"]
-    curves = specs[0]
-    assert marks(curves, "line")[0]["mark"]["tooltip"] is None and marks(curves, "rect")[0]["mark"]["tooltip"] is None
+    for figure in map(figure_json, figures):
+        for drawn in figure["data"]:
+            assert drawn["hovertemplate"].endswith("<extra></extra>"), (figure_title(figure), drawn["name"])
+            assert "%{y" in drawn["hovertemplate"] or drawn["name"] == "exactly 0"  # the line at 0 says its count
+
+
+def test_the_notebook_draws_the_pages_depth_and_gradient_figures():
+    """explorer.depth_figure and explorer.gradient_figure (and so the page's HTML download) are the page's charts."""
+    cfg = explorer.ModelConfig(arch="encoder-decoder", norm="pre", positional="rope")
+    run = explorer.run(cfg, "a b c d", target="x y z")
+    page = depth_figure(layer_statistics(run.stacks[1]), "decoder", "rope")
+    assert notebook_figures.depth_figure(run, 1).to_json() == page.to_json()
+    model = explorer.build_model(cfg)
+    totals = layer_gradient_totals(gradient_norms(model, "a b c d", "x y z"))
+    drawn = notebook_figures.gradient_figure(model, "a b c d", "x y z")
+    assert drawn.to_json() == gradient_totals_figure(totals, "pre").to_json()
+    assert [line.name for line in drawn.data] == ["encoder blocks", "decoder blocks"]

@@ -15,7 +15,7 @@ from explorer.compare import default_b, model_for_b
 from explorer.gradients import gradient_norms, layer_gradient_totals, objective
 from explorer.tasks import make_task
 from explorer.training import train
-from tests.drawn import app_boards, app_charts, panel_matrix, title_text
+from tests.drawn import app_boards, figure_titled, figure_trace, panel_matrix
 from views.state import STATE_KEY, AppState, TrainedModel
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -38,22 +38,12 @@ def open_with(trained, page: str) -> AppTest:
     return at
 
 
-def figure(at: AppTest, title_part: str) -> tuple[dict, dict]:
-    """The chart (spec, tables) whose title has title_part."""
-    for spec, tables in app_charts(at):
-        if title_part in title_text(spec):
-            return spec, tables
-    raise AssertionError(f"no chart titled with {title_part!r}")
-
-
 def test_activations_page_shows_the_trained_models_gradients(trained):
     at = open_with(trained, "views/activations.py")
     assert any("trained weights (reverse, 30 steps)" in c.value for c in [*at.caption, *at.markdown])
     expected = layer_gradient_totals(gradient_norms(trained.model, PROBE))["norm"]
     random = layer_gradient_totals(gradient_norms(explorer.build_model(trained.model.config), PROBE))["norm"]
-    _, tables = figure(at, "parameters (post-norm)")
-    totals = tables["act_grad_totals"]
-    drawn = totals[totals["stack"] == totals["stack"].iloc[0]]["norm"].to_numpy()  # the stack's line, block by block
+    drawn = figure_trace(figure_titled(at, "parameters (post-norm)"), "encoder blocks")["y"]  # block by block
     np.testing.assert_allclose(drawn, expected, rtol=1e-5)
     assert not np.allclose(drawn, random, rtol=1e-3)
     # the objective reads out through the trained model's own head, and the page says so

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import explorer
-from explorer.activations import value_histogram
+from explorer.activations import layer_statistics, value_histogram
 from explorer.config import ModelConfig
-from explorer.gradients import gradient_norms
+from explorer.gradients import gradient_norms, layer_gradient_totals
 from explorer.position_analysis import permutation_demo, reorder
 from explorer.positional import sinusoidal
 from explorer.stats import head_entropy, head_grid
@@ -18,16 +20,16 @@ from pictures.style import RDBU, Ramp
 from tests.browser_boards import cell_centre, geometry, panels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_boards import pixels as board_pixels
 from tests.browser_charts import CHART, charts, hover, pixels, wait_drawn
+from tests.browser_plots import drawn_traces, hover_point, plot_titled, plots, wait_plotted
 from tests.drawn import rgb
 
 pytestmark = pytest.mark.browser
 
 TOKENS = "the cat sat on the mat"
 POSITIONAL_CHARTS = 4  # Vega-Lite: curves, wavelengths, similarity profile, offset scores
-ACTIVATION_CHARTS = 5  # Vega-Lite: depth, LayerNorm, histogram, zeros, gradient lines
+ACTIVATION_CHARTS = 5  # Plotly: depth, LayerNorm, histogram, zeros, gradient lines
 ACTIVATION_PANELS = 5  # matrix views: token norms, the 3 per-head grids, the gradient map
 CURVES = 0
-HISTOGRAM = 2
 
 
 def open_page(page, url: str, wait_idle, n_charts: int) -> list:
@@ -169,11 +171,52 @@ def test_permutation_demo_without_positions_keeps_user_text_as_text(page, app_ur
     assert_clean(page)
 
 
+def label_number(label: str, after: str) -> float:
+    """The number a Plotly hover label writes after `after` (d3-format: minus as U+2212, thousands with commas)."""
+    found = re.search(re.escape(after) + r"\s*([−\-\d.,e+]+)", label)
+    assert found, f"no {after!r} in the hover label {label!r}"
+    return number(found.group(1))
+
+
+def open_activations(page, url: str, wait_idle) -> None:
+    page.goto(url)
+    wait_idle(page)
+    wait_plotted(page, ACTIVATION_CHARTS)
+
+
 def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_its_controls(page, app_url, wait_idle):
-    found = open_page(page, app_url + "/activations?norm=pre&n_layers=4", wait_idle, ACTIVATION_CHARTS)
-    assert len(found) == ACTIVATION_CHARTS
+    open_activations(page, app_url + "/activations?norm=pre&n_layers=4", wait_idle)
+    assert len(plots(page)) == ACTIVATION_CHARTS
     assert "Pre-norm" in alerts(page) and "Dummy objective" in alerts(page)
-    trace = explorer.run(ModelConfig(norm="pre", n_layers=4), TOKENS).first
+    cfg = ModelConfig(norm="pre", n_layers=4)
+    trace = explorer.run(cfg, TOKENS).first
+    stats = layer_statistics(trace)
+
+    depth = plot_titled(page, "Activation statistics over depth (encoder stack)")
+    depth.scroll_into_view_if_needed()
+    drawn = drawn_traces(depth)
+    residual = [i for i, line in enumerate(drawn) if line["name"] == "residual"]  # one per panel: mean, std, rms, max
+    expected = stats[stats["point"] == "residual"]
+    for i, statistic in zip(residual, ("mean", "std", "rms", "max_abs"), strict=True):
+        assert drawn[i]["x"] == [-1, 0, 1, 2, 3]
+        np.testing.assert_allclose(drawn[i]["y"], expected[statistic], rtol=1e-12)
+    label = hover_point(page, depth, residual[2], 0)  # the input's RMS
+    assert "residual" in label and "block input" in label
+    assert label_number(label, "RMS") == pytest.approx(expected["rms"].iloc[0], rel=5e-4)  # 4 significant digits
+    [hidden_max] = [i for i, line in enumerate(drawn) if line["name"] == "FFN hidden"][3:]
+    label = hover_point(page, depth, hidden_max, 2)
+    ffn_hidden = stats[stats["point"] == "FFN hidden"]
+    assert "FFN hidden" in label and "block 2" in label
+    assert label_number(label, "max |x|") == pytest.approx(ffn_hidden["max_abs"].iloc[2], rel=5e-4)
+
+    grad = plot_titled(page, "Gradient norm of each block's parameters (pre-norm)")
+    grad.scroll_into_view_if_needed()
+    totals = layer_gradient_totals(gradient_norms(explorer.build_model(cfg), TOKENS))
+    [line] = drawn_traces(grad)
+    np.testing.assert_allclose(line["y"], totals["norm"], rtol=1e-5)
+    label = hover_point(page, grad, 0, 3)
+    assert "block 3" in label
+    assert label_number(label, "gradient norm") == pytest.approx(totals["norm"].iloc[3], rel=1e-3)
 
     wait_panels_drawn(page, ACTIVATION_PANELS)
     cells = read_tips(page, panels(page, "act_token_norms")[0])
@@ -186,7 +229,7 @@ def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_it
     np.testing.assert_allclose(shown, head_grid(head_entropy(trace.self_attention), "entropy"), atol=5e-5)
 
     grads = {(c["parameter"], int(c["block"])): c for row in read_tips(page, panels(page, "act_grad")[0]) for c in row}
-    expected = gradient_norms(explorer.build_model(ModelConfig(norm="pre", n_layers=4)), TOKENS).dropna()
+    expected = gradient_norms(explorer.build_model(cfg), TOKENS).dropna()
     for parameter, layer, norm in expected[["parameter", "layer", "norm"]].itertuples(index=False):
         tip = grads[(parameter, int(layer))]  # every parameter of every block hovers
         assert number(tip["gradient norm"]) == pytest.approx(norm, rel=1e-3)  # 4 significant digits
@@ -197,25 +240,32 @@ def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_it
     point.press_sequentially("FFN hid")  # the selectbox filters its options as one types
     page.get_by_role("option", name="FFN hidden", exact=True).click()
     wait_idle(page)
-    wait_drawn(page, ACTIVATION_CHARTS)
+    wait_plotted(page, ACTIVATION_CHARTS)
     assert "act_point=FFN" in page.url
     page.get_by_text("Log count axis").click()  # on a log axis a bin of 1 value is as easy to hover as the rest
     wait_idle(page)
-    wait_drawn(page, ACTIVATION_CHARTS)
+    wait_plotted(page, ACTIVATION_CHARTS)
     assert "act_log=true" in page.url
-    histogram = charts(page)[HISTOGRAM]
+    histogram = plot_titled(page, "Distribution of values: FFN hidden, block 0 (encoder stack)")
     histogram.scroll_into_view_if_needed()
-    box = histogram.locator("canvas").first.bounding_box()
-    bars = np.nonzero((np.abs(pixels(histogram).astype(int) - [0x4C, 0x78, 0xA8]) <= 2).all(axis=-1))[0]
-    bottom = box["y"] + bars.max() - 2  # just above the x axis, where every bar is
-    counts = {}
-    for x in np.arange(box["x"], box["x"] + box["width"], 2.0):
-        tip = hover(page, float(x), bottom)
-        if "values" in tip:
-            counts[tip["from"]] = int(number(tip["values"]))
-    expected = value_histogram(trace.activations["blocks.0.ffn.hidden"])
-    assert sorted(counts.values()) == sorted(c for c in expected["count"] if c > 0)
-    assert sum(counts.values()) == 6 * 256
+    bars, zero_line = drawn_traces(histogram)
+    values = trace.activations["blocks.0.ffn.hidden"]
+    bins = value_histogram(values)
+    filled = bins[bins["count"] > 0]  # the log axis leaves the empty bins out
+    assert bars["y"] == filled["count"].tolist() and sum(bars["y"]) == 6 * 256
+    np.testing.assert_allclose(bars["x"], (filled["left"] + filled["right"]) / 2)
+    rarest, commonest = int(np.argmin(bars["y"])), 1 + int(np.argmax(bars["y"][1:]))  # not the bin at 0: its own line
+    for index in (rarest, commonest):
+        label = hover_point(page, histogram, 0, index)
+        assert label_number(label, "values:") == filled["count"].iloc[index]
+        assert label_number(label, "from") == pytest.approx(filled["left"].iloc[index], rel=5e-4, abs=1e-9)
+        assert label_number(label, "to") == pytest.approx(filled["right"].iloc[index], rel=5e-4)
+    assert bars["y"][rarest] == 1  # a single value is a bar one can hover
+    zeros = int((values == 0).sum())
+    assert zeros > 0 and set(zero_line["x"]) == {0}
+    top = len(zero_line["y"]) - 1  # the line's last point lies on the plot's top edge, just outside what hovers
+    for index in (0, top // 2, top - 1):  # along the red line at 0
+        assert label_number(hover_point(page, histogram, 1, index), "values exactly 0:") == zeros
     assert_clean(page)
 
 

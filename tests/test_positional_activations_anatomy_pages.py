@@ -20,7 +20,16 @@ from explorer.numbers import readable
 from explorer.position_analysis import encoding_table, permutation_demo, reorder, rope_angle_table, similarity
 from explorer.stats import head_entropy, head_grid, head_mean_distance, head_sparsity
 from pictures.style import RDBU, Ramp
-from tests.drawn import app_boards, app_charts, app_matrices, title_text
+from tests.drawn import (
+    app_boards,
+    app_charts,
+    app_figures,
+    app_matrices,
+    figure_title,
+    figure_titled,
+    figure_trace,
+    title_text,
+)
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 TOKENS = "the cat sat on the mat"
@@ -229,10 +238,12 @@ def test_fewer_layers_after_picking_a_deep_layer():
 # ---- activations page ------------------------------------------------------------------------------------------
 
 
-def statistic(tables: dict[str, pd.DataFrame], point: str, name: str) -> pd.DataFrame:
-    """One line of the depth chart: layer, value of one statistic at one point."""
-    frame = tables["act_depth"]
-    return frame[(frame["point"] == point) & (frame["statistic"] == name)].sort_values("layer")
+def depth_line(figure: dict, point: str, statistic: str) -> dict:
+    """One line of the depth chart as drawn: the trace of `point` in the panel of `statistic` (make_subplots numbers
+    the panels mean, std, rms, max_abs as y, y2, y3, y4)."""
+    y_axis = ("y", "y2", "y3", "y4")[("mean", "std", "rms", "max_abs").index(statistic)]
+    [line] = [t for t in figure["data"] if t["name"] == point and t.get("yaxis", "y") == y_axis]
+    return line
 
 
 def test_activations_default_shows_the_engine_statistics():
@@ -240,16 +251,19 @@ def test_activations_default_shows_the_engine_statistics():
     assert not at.error
     trace = explorer.run(ModelConfig(), TOKENS)
     stats = layer_statistics(trace.first)
-    _, depth = chart(at, "Activation statistics over depth (encoder stack)")
-    rms = statistic(depth, "residual", "rms")
-    np.testing.assert_array_equal(rms["layer"], [-1, 0, 1])
-    np.testing.assert_array_equal(rms["value"], stats[stats["point"] == "residual"]["rms"])
+    depth = figure_titled(at, "Activation statistics over depth (encoder stack)")
+    rms = depth_line(depth, "residual", "rms")
+    np.testing.assert_array_equal(rms["x"], [-1, 0, 1])
+    np.testing.assert_array_equal(rms["y"], stats[stats["point"] == "residual"]["rms"])
     assert any(i.value.startswith("Post-norm: every block ends with a LayerNorm") for i in at.info)
+    layernorm = figure_titled(at, "What each LayerNorm receives and returns (encoder stack, post-norm)")
+    drawn = [t for t in layernorm["data"] if t["name"] == "feed-forward LayerNorm input" and t["yaxis"] == "y2"]
+    np.testing.assert_array_equal(drawn[0]["y"], stats[stats["point"] == "ffn LayerNorm in"]["max_abs"])
     norms = app_matrices(at)["act_token_norms"]
     assert "residual vector, layer by layer" in norms.title
     np.testing.assert_allclose(norms.values, token_norms(trace.first), rtol=1e-6)
-    _, hist = chart(at, "Distribution of values: residual, block 0")
-    assert int(hist["act_histogram"]["count"].sum()) == 6 * 64
+    hist = figure_titled(at, "Distribution of values: residual, block 0")
+    assert int(figure_trace(hist, "values")["y"].sum()) == 6 * 64
     maps = trace.first.self_attention
     drawn = app_matrices(at)
     assert drawn["act_distance"].title.startswith("Mean distance (positions)")
@@ -259,12 +273,14 @@ def test_activations_default_shows_the_engine_statistics():
     assert any(i.value == GRADIENT_OBJECTIVE for i in at.info)
     norms_by_parameter = gradient_norms(explorer.build_model(ModelConfig()), TOKENS)
     totals = layer_gradient_totals(norms_by_parameter)
-    _, grad = chart(at, "parameters (post-norm)")
-    np.testing.assert_allclose(grad["act_grad_totals"]["norm"], totals["norm"], rtol=1e-5)
+    grad = figure_titled(at, "parameters (post-norm)")
+    np.testing.assert_allclose(figure_trace(grad, "encoder blocks")["y"], totals["norm"], rtol=1e-5)
+    assert grad["layout"]["yaxis"]["type"] == "log"
     heat = app_matrices(at)["act_grad"]
     assert heat.title.startswith("Gradient norm of each weight matrix and bias (encoder stack)")
     value = norms_by_parameter.query("layer == 1 and parameter == 'linear1.weight'")["norm"].item()
     assert heat.values[heat.y_labels.index("linear1.weight"), 1] == pytest.approx(np.log10(value), rel=1e-4)
+    assert len(app_figures(at)) == 5 and not at.get("vega_lite_chart")  # every line and bar chart is Plotly
     assert len(at.get("download_button")) == 8  # and the view as HTML
     assert not at.get("arrow_data_frame")  # the three tables only on request (they load a heavy script)
 
@@ -288,24 +304,27 @@ def test_activation_histogram_controls():
     at.toggle(key="act_log").set_value(True)
     at.run()
     assert_ok(at)
-    spec, hist = chart(at, "Distribution of values: FFN hidden, block 1 (encoder stack)")
+    hist = figure_titled(at, "Distribution of values: FFN hidden, block 1 (encoder stack)")
     hidden = explorer.run(ModelConfig(), TOKENS).first.activations["blocks.1.ffn.hidden"]
-    bins = hist["act_histogram"]
-    assert int(bins["count"].sum()) == hidden.size == 6 * 256
-    np.testing.assert_array_equal(bins["count"], np.histogram(hidden.astype(np.float64), bins=60)[0])
-    assert spec["layer"][0]["encoding"]["y"]["scale"]["type"] == "log"
-    assert f"{(hidden == 0).mean():.1%} exactly 0" in title_text(spec)
+    bars = figure_trace(hist, "values")
+    assert int(bars["y"].sum()) == hidden.size == 6 * 256
+    counts = np.histogram(hidden.astype(np.float64), bins=60)[0]
+    np.testing.assert_array_equal(bars["y"], counts[counts > 0])  # the log axis leaves the empty bins out
+    assert hist["layout"]["yaxis"]["type"] == "log"
+    assert f"{(hidden == 0).mean():.1%} exactly 0" in figure_title(hist)
+    zeros = figure_trace(hist, "exactly 0")
+    assert f"values exactly 0: {int((hidden == 0).sum()):,}" in zeros["hovertemplate"]
 
 
 def test_pre_norm_twelve_layers_tells_the_growing_stream():
     at = open_page(ACTIVATIONS, norm="pre", n_layers="12", d_model="512", n_heads="8")
     story = next(i.value for i in at.info if i.value.startswith("Pre-norm"))
     assert "rising in every block" in story
-    _, depth = chart(at, "Activation statistics over depth")
-    rms = statistic(depth, "residual", "rms")["value"].to_numpy()
+    depth = figure_titled(at, "Activation statistics over depth")
+    rms = depth_line(depth, "residual", "rms")["y"]
     assert len(rms) == 13 and (np.diff(rms) > 0).all()
-    _, grad = chart(at, "parameters (pre-norm)")
-    assert len(grad["act_grad_totals"]) == 12 and np.isfinite(grad["act_grad_totals"]["norm"]).all()
+    grad = figure_trace(figure_titled(at, "parameters (pre-norm)"), "encoder blocks")
+    assert len(grad["y"]) == 12 and np.isfinite(grad["y"]).all()
 
 
 def test_encoder_decoder_activations_say_which_stack():
@@ -314,31 +333,32 @@ def test_encoder_decoder_activations_say_which_stack():
     at.radio(key="act_stack").set_value("decoder").run()
     assert_ok(at)
     assert any("**decoder** stack" in c.value for c in at.caption)
-    _, depth = chart(at, "Activation statistics over depth (decoder stack)")
-    assert "cross-attention output" in set(depth["act_depth"]["point"])
+    depth = figure_titled(at, "Activation statistics over depth (decoder stack)")
+    assert "cross-attention output" in {t["name"] for t in depth["data"]}
     assert "cross-attention output" in at.selectbox(key="act_point").options
     grads = app_matrices(at)["act_grad"]
     assert grads.title.startswith("Gradient norm of each weight matrix and bias (decoder stack)")
     assert "multihead_attn.in_proj_weight" in grads.y_labels
-    _, totals = chart(at, "Gradient norm of each block")
-    assert list(dict.fromkeys(totals["act_grad_totals"]["series"])) == ["encoder blocks", "decoder blocks"]
+    totals = figure_titled(at, "Gradient norm of each block")
+    assert [t["name"] for t in totals["data"]] == ["encoder blocks", "decoder blocks"]
 
 
 def test_one_token_has_no_gradient_but_the_page_works():
     at = open_page(ACTIVATIONS, tokens="alone")
     assert any("at least two tokens" in w.value for w in at.warning)
-    assert chart(at, "Activation statistics over depth")
+    assert figure_titled(at, "Activation statistics over depth")
+    assert not [f for f in app_figures(at) if "Gradient norm" in figure_title(f)]
 
 
 def test_gelu_has_no_exact_zeros():
     at = open_page(ACTIVATIONS, activation="gelu")
-    _, zeros = chart(at, "exactly 0 (encoder stack, gelu)")
-    assert (zeros["act_zeros"]["zero_fraction"] == 0).all()
-    _, relu = chart(open_page(ACTIVATIONS), "exactly 0 (encoder stack, relu)")
+    (zeros,) = figure_titled(at, "exactly 0 (encoder stack, gelu)")["data"]
+    assert (zeros["y"] == 0).all()
+    (relu,) = figure_titled(open_page(ACTIVATIONS), "exactly 0 (encoder stack, relu)")["data"]
     trace = explorer.run(ModelConfig(), TOKENS).first
     expected = [(trace.activations[f"blocks.{i}.ffn.hidden"] == 0).mean() for i in range(2)]
-    np.testing.assert_allclose(relu["act_zeros"]["zero_fraction"], expected)
-    assert (relu["act_zeros"]["zero_fraction"] > 0.2).all()
+    np.testing.assert_allclose(relu["y"], expected)
+    assert (relu["y"] > 0.2).all()
 
 
 # ---- anatomy page ----------------------------------------------------------------------------------------------

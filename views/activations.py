@@ -51,7 +51,6 @@ from views.widgets import (
     plain,
     plotly_chart,
     settle_choice,
-    vega_chart,
     view_download,
 )
 
@@ -82,8 +81,8 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Over depth: the residual stream and each sub-layer")
     stats = layer_statistics(stack)
     st.info(depth_story(stats, cfg.norm), icon=":material/insights:")
-    vega_chart(depth_figure(stats, stack.name, cfg.positional), "act_depth")
-    vega_chart(layernorm_figure(stats, stack.name, cfg.norm), "act_layernorm")
+    plotly_chart(depth_figure(stats, stack.name, cfg.positional), "act_depth")
+    plotly_chart(layernorm_figure(stats, stack.name, cfg.norm), "act_layernorm")
     if st.toggle(
         f"Show the statistics table (layer -1 is the input: {input_text(cfg.positional)})", key="act_stats_table"
     ):
@@ -139,7 +138,7 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
         f"{zeros / values.size:.1%} exactly 0"
     )
     what = f"{point}, block {layer} ({stack.name} stack)"
-    vega_chart(histogram_figure(bins, what, summary_text, log_count), "act_histogram")
+    plotly_chart(histogram_figure(bins, what, summary_text, log_count), "act_histogram")
     csv_button(
         "Histogram bins (CSV)",
         bins,
@@ -215,7 +214,7 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         st.warning(str(e), icon=":material/warning:")
         return
     totals = layer_gradient_totals(norms)
-    vega_chart(gradient_totals_figure(totals, cfg.norm), "act_grad_totals")
+    plotly_chart(gradient_totals_figure(totals, cfg.norm), "act_grad_totals")
     trend = "; ".join(
         f"{name} blocks: {part['norm'].iloc[0]:.3g} (block 0) → {part['norm'].iloc[-1]:.3g} (block "
         f"{int(part['layer'].iloc[-1])})"
