@@ -41,6 +41,8 @@ HEATMAP_PX = 640  # px along the longer side of a big heatmap
 SMALL_MARKERS = 80  # a curve with at most this many points shows each point
 OFFSET_PX = 300  # px along each side of the offset-score matrix, and the height of the line chart beside it
 PERMUTATION_PX = 190  # px along each side of the three reordering maps: they fit side by side
+TYPED_MARK_PX = 6  # a typed token's red mark: Plotly hovers the smaller of two marks on one point (a curve's point
+# counts as 6 px), so a larger mark would lose its hover to the curve beneath it
 LEGEND_ROW_PX = 21  # px one legend entry takes: a chart's plot area is tall enough to list all its curves
 TABLE_TICK_PX = 28  # px at least between two labels on an axis of the encoding table
 
@@ -120,7 +122,7 @@ def _typed_marks(table: np.ndarray, dims: list[int], names: list[str], tokens: l
         customdata=np.stack([name_of, token_of], axis=1),  # [dims * typed, 2]
         mode="markers",
         name="typed tokens",
-        marker={"color": TYPED_COLOUR, "size": 9, "line": {"color": "white", "width": 1}},
+        marker={"color": TYPED_COLOUR, "size": TYPED_MARK_PX, "line": {"color": "white", "width": 1}},
         hovertemplate="%{customdata[0]}<br>position: %{x}<br>token: %{customdata[1]}<br>value: %{y:.4f}<extra></extra>",
     )
 

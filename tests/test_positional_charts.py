@@ -131,6 +131,7 @@ def test_encoding_curves_draw_the_table_and_mark_the_typed_positions():
     assert [list(row) for row in typed["customdata"][:2]] == [[names[0], "&lt;b&gt;x&lt;/b&gt;"], [names[0], "cat"]]
     assert "token: %{customdata[1]}" in typed["hovertemplate"] and "value: %{y:.4f}" in typed["hovertemplate"]
     assert typed["mode"] == "markers" and typed["marker"]["color"] == TYPED_COLOUR
+    assert typed["marker"]["size"] <= 6  # no larger than a curve point, or the curve takes its hover (in Chromium)
     assert dim6["hovertemplate"].startswith(names[2]) and "value: %{y:.4f}" in dim6["hovertemplate"]
     colours = {name: figure_trace(figure, name)["line"]["color"] for name in names}
     dashes = {name: figure_trace(figure, name)["line"]["dash"] for name in names}
