@@ -10,20 +10,23 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+import torch
 from plotly.subplots import make_subplots
 
 from explorer.activations import layer_statistics
 from explorer.anatomy import parameter_counts, parameter_groups
 from explorer.compare import paired_attention
+from explorer.config import CheckpointConfig
 from explorer.gradients import gradient_norms, layer_gradient_totals
 from explorer.inputs import Source
-from explorer.model import Transformer
-from explorer.position_analysis import encoding_table, rope_angle_table, similarity
+from explorer.model import Transformer, build_model
+from explorer.position_analysis import check_range, default_dimensions, encoding_table, rope_angle_table, similarity
 from explorer.stats import head_average
 from explorer.trace import AttentionMaps, Trace
 from explorer.training import TrainResult
 from pictures import activation_charts
 from pictures.attention_panels import token_labels
+from pictures.positional_charts import encoding_curves
 from pictures.style import BLUES, RDBU, plotly_scale
 
 AVERAGE = None  # head=None: the plain mean of a layer's heads
@@ -124,22 +127,29 @@ def maps_difference_figure(
     return _map_layout(figure, f"A − B · layer {layer} · head {head} (blue: A attends more, red: B)")
 
 
-def positional_figure(model: Transformer, n_positions: int = 64, dims: list[int] | None = None) -> go.Figure:
-    """The vector a sinusoidal or learned encoding adds at each position: one curve per dimension."""
+def positional_figure(
+    model: Transformer, n_positions: int = 64, dims: list[int] | None = None, tokens: list[str] | None = None
+) -> go.Figure:
+    """The vector a sinusoidal or learned encoding adds at each position, one curve per dimension: the Positional
+    page's chart. `dims`: the page's spread of sine/cosine pairs when None; `tokens` (say trace.tokens): their
+    positions are shaded and marked in red, with the token on hover, as the page marks the typed tokens."""
     table = encoding_table(model, n_positions)  # [P, D] or None
     if table is None:
         raise ValueError("This model adds no position vectors (rotary or none): there are no curves to draw.")
-    dims = dims if dims is not None else sorted({0, 1, table.shape[1] // 4, table.shape[1] // 2})
-    figure = go.Figure(
-        [go.Scatter(x=np.arange(n_positions), y=table[:, d], name=f"dim {d}", mode="lines") for d in dims]
-    )
-    figure.update_layout(
-        title="Position encoding: value against position",
-        xaxis_title="position",
-        yaxis_title="value added",
-        template="plotly_white",
-    )
-    return figure
+    dims = default_dimensions(table.shape[1]) if dims is None else list(dims)
+    check_range(1, dims, table.shape[1])  # a dimension the model lacks: a sentence, not an IndexError
+    kind = model.positional.kind
+    return encoding_curves(table, dims, list(tokens or []), kind, kind == "learned" and _trained_table(model))
+
+
+def _trained_table(model: Transformer) -> bool:
+    """Whether a learned position table holds anything but the random values its config and seed start from."""
+    if isinstance(model.config, CheckpointConfig):
+        return True
+    if model.config is None:
+        return False
+    start = build_model(model.config, model.vocabulary).positional.table  # [P_max, D]
+    return not torch.equal(start, model.positional.table)
 
 
 def position_similarity_figure(model: Transformer, n_positions: int = 64, metric: str = "cosine") -> go.Figure:

@@ -1,9 +1,8 @@
 """Charts of the positional page: encodings, wavelengths, similarities, rotary angles, offset scores and the
-permutation demonstration. Arrays in, dicts out (no Streamlit here): Vega-Lite specs for the curves and profiles
-(see pictures/style.py), matrix-view boards for every matrix (pictures/boards.py).
+permutation demonstration. Arrays in, figures out (no Streamlit here): Plotly figures for the curves and profiles
+(laid out with pictures/style.py), matrix-view boards for every matrix (pictures/boards.py).
 
-Vega-Lite tables (under "datasets"): pos_curves, pos_typed, pos_wavelengths, pos_profile, pos_offsets. Matrix
-panels: pos_table, pos_similarity, pos_rope, pos_offset, perm_typed, perm_moved, perm_rerun.
+Matrix panels: pos_table, pos_similarity, pos_rope, pos_offset, perm_typed, perm_moved, perm_rerun.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
+import plotly.graph_objects as go
 
 from explorer.numbers import readable
 from explorer.position_analysis import OffsetScores, PermutationDemo
@@ -19,26 +18,32 @@ from pictures.attention_panels import WEIGHTS, token_labels
 from pictures.boards import board, matrix_panel
 from pictures.style import (
     CATEGORY10,
-    GRID_COLOUR,
     MAX_CELL_PX,
     RDBU,
+    SUBTITLE_COLOUR,
     VIRIDIS,
     Ramp,
-    chart,
-    heading,
+    axis,
+    figure_layout,
+    label_text,
 )
 
 MAX_SIDE = 512  # rows or columns drawn in one heatmap; longer axes show every n-th (said in the title)
 CURVE_POINTS = 8192  # points over all curves of one chart; longer curves keep the extremes of each stretch
-TYPED_COLOUR = "#d62728"
+TYPED_COLOUR = CATEGORY10[3]  # red
 CURVE_COLOURS = tuple(c for c in CATEGORY10 if c != TYPED_COLOUR)  # red means "typed" on this page
+LINE_COLOUR = CATEGORY10[0]  # blue: the one curve of a chart
+REFERENCE_COLOUR = SUBTITLE_COLOUR  # grey: a line drawn for scale
+RANGE_COLOUR = "rgba({}, {}, {}, 0.25)".format(*(int(TYPED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)))
 TWILIGHT = ("#e2d9e2", "#9ebbc9", "#6785be", "#5e43a5", "#421257", "#471340", "#8e2c50", "#ba6657", "#ceac94",
             "#e2d9e2")  # fmt: skip  # cyclic: 0° and 360° share a colour
-LINE_WIDTH = 640  # px of the plot area of a line chart
 HEATMAP_PX = 640  # px along the longer side of a big heatmap
 SMALL_MARKERS = 80  # a curve with at most this many points shows each point
 OFFSET_PX = 300  # px along each side of the offset-score matrix, and the height of the line chart beside it
 PERMUTATION_PX = 190  # px along each side of the three reordering maps: they fit side by side
+TYPED_MARK_PX = 6  # a typed token's red mark: Plotly hovers the smaller of two marks on one point (a curve's point
+# counts as 6 px), so a larger mark would lose its hover to the curve beneath it
+LEGEND_ROW_PX = 21  # px one legend entry takes: a chart's plot area is tall enough to list all its curves
 TABLE_TICK_PX = 28  # px at least between two labels on an axis of the encoding table
 
 
@@ -95,11 +100,36 @@ def extremes(values: np.ndarray, budget: int) -> np.ndarray:
     return np.unique(np.concatenate([[0, n - 1], low, high]))
 
 
-def _line_axis(title: str, **extra: object) -> dict:
-    return {"title": title, "grid": True, "gridColor": GRID_COLOUR, **extra}
+def _whole_numbers(low: float, high: float, title: str, **more: object) -> dict:
+    """An axis of whole numbers (positions, pairs, offsets) from low to high: never a tick between two of them."""
+    steps = {"tick0": 0, "dtick": 1} if high - low <= 12 else {}  # Plotly would tick 0.5 on a short axis
+    return axis(title, numbers=",d", range=[low, high], **steps, **more)
 
 
-def encoding_curves(table: np.ndarray, dims: list[int], tokens: list[str], kind: str, trained: bool = False) -> dict:
+def _mode(n_points: int) -> str:
+    """A curve of a few points shows each of them; a long one is a plain line."""
+    return "lines+markers" if n_points <= SMALL_MARKERS else "lines"
+
+
+def _typed_marks(table: np.ndarray, dims: list[int], names: list[str], tokens: list[str]) -> go.Scatter:
+    """The typed tokens' points on every curve, red; hover names the dimension, the position and the token."""
+    typed = len(tokens)
+    name_of = np.repeat(np.asarray(names, dtype=object), typed)  # [dims * typed], dimension by dimension
+    token_of = np.tile(np.asarray([label_text(t) for t in tokens], dtype=object), len(dims))  # escaped: user text
+    return go.Scatter(
+        x=np.tile(np.arange(typed, dtype=np.int32), len(dims)),
+        y=table[:typed, dims].T.ravel().astype(np.float32),  # [dims * typed]
+        customdata=np.stack([name_of, token_of], axis=1),  # [dims * typed, 2]
+        mode="markers",
+        name="typed tokens",
+        marker={"color": TYPED_COLOUR, "size": TYPED_MARK_PX, "line": {"color": "white", "width": 1}},
+        hovertemplate="%{customdata[0]}<br>position: %{x}<br>token: %{customdata[1]}<br>value: %{y:.4f}<extra></extra>",
+    )
+
+
+def encoding_curves(
+    table: np.ndarray, dims: list[int], tokens: list[str], kind: str, trained: bool = False
+) -> go.Figure:
     """Encoding value against position, one line per chosen dimension; the typed tokens' positions are marked.
 
     A sine and its cosine share a colour (the cosine dotted). Curves longer than the chart's point budget keep the
@@ -109,75 +139,40 @@ def encoding_curves(table: np.ndarray, dims: list[int], tokens: list[str], kind:
     typed = min(len(tokens), n_positions)
     names = [pair_name(d, kind) for d in dims]
     groups = sorted({d // 2 if kind == "sinusoidal" else d for d in dims})
-    colours = [CURVE_COLOURS[groups.index(d // 2 if kind == "sinusoidal" else d) % len(CURVE_COLOURS)] for d in dims]
-    dashes = [[2, 3] if kind == "sinusoidal" and d % 2 else [1, 0] for d in dims]
     budget = max(2, CURVE_POINTS // max(1, len(dims)))
-    parts = []
+    traces, drawn = [], 0
     for dim, name in zip(dims, names, strict=True):
         keep = extremes(table[:, dim], budget)  # [kept positions]
-        parts.append(pd.DataFrame({"position": keep.astype(np.int32), "dimension": name,
-                                   "value": table[keep, dim].astype(np.float32)}))  # fmt: skip
-    curves = pd.concat(parts, ignore_index=True)
-    curves["dimension"] = pd.Categorical(curves["dimension"], categories=names)
-    labels = [str(t) for t in tokens[:typed]]  # hover names the position too: a repeated token needs no suffix
-    marks = pd.DataFrame(
-        {
-            "position": np.tile(np.arange(typed, dtype=np.int32), len(dims)),
-            "dimension": pd.Categorical(np.repeat(names, typed), categories=names),
-            "token": np.tile(np.asarray(labels, dtype=object), len(dims)),
-            "value": table[:typed, dims].T.ravel().astype(np.float32),  # [dims * typed], dimension by dimension
-        }
-    )
-    x = {"field": "position", "type": "quantitative", "axis": _line_axis("position"),
-         "scale": {"domain": [-0.5 if typed else 0, n_positions - 1], "nice": False, "zero": False}}  # fmt: skip
-    y = {"field": "value", "type": "quantitative", "axis": _line_axis("value added to that dimension")}
-    colour = {"field": "dimension", "type": "nominal", "title": "dimension",
-              "scale": {"domain": names, "range": colours},
-              "legend": {"symbolType": "stroke", "symbolStrokeWidth": 2, "symbolSize": 300}}  # fmt: skip
-    dash = {"field": "dimension", "type": "nominal", "title": "dimension", "scale": {"domain": names, "range": dashes}}
-    layers: list[dict] = []
-    if typed:
-        layers.append(
-            {
-                "data": {"values": [{"from": -0.5, "to": typed - 0.5}]},
-                "mark": {"type": "rect", "color": TYPED_COLOUR, "opacity": 0.07},
-                "encoding": {"x": {"field": "from", "type": "quantitative"}, "x2": {"field": "to"}},
-            }
-        )
-    tooltip = [{"field": "dimension"}, {"field": "position"}, {"field": "value", "format": ".4f"}]
-    layers += [
-        {
-            "data": {"name": "pos_curves"},
-            "mark": {"type": "line", "strokeWidth": 2},
-            "encoding": {"x": x, "y": y, "color": colour, "strokeDash": dash},
-        },
-        {
-            "data": {"name": "pos_curves"},
-            "mark": {"type": "point", "filled": True, "size": 40, "opacity": 0},
-            "encoding": {"x": x, "y": y, "tooltip": tooltip},
-        },
-        {
-            "data": {"name": "pos_typed"},
-            "mark": {"type": "point", "filled": True, "size": 45, "color": TYPED_COLOUR, "opacity": 1,
-                     "stroke": "white", "strokeWidth": 1},
-            "encoding": {"x": x, "y": y,
-                         "tooltip": [tooltip[0], tooltip[1], {"field": "token"}, tooltip[2]]},
-        },
-    ]  # fmt: skip
-    kept = len(curves) < n_positions * len(dims)
+        drawn += len(keep)
+        group = groups.index(dim // 2 if kind == "sinusoidal" else dim)
+        traces.append(
+            go.Scatter(
+                x=keep.astype(np.int32),
+                y=table[keep, dim].astype(np.float32),
+                name=name,
+                mode="lines",
+                line={"color": CURVE_COLOURS[group % len(CURVE_COLOURS)], "width": 2,
+                      "dash": "dot" if kind == "sinusoidal" and dim % 2 else "solid"},
+                hovertemplate=f"{name}<br>position: %{{x}}<br>value: %{{y:.4f}}<extra></extra>",
+            )
+        )  # fmt: skip
+    if typed:  # after the curves: on a tie the last trace hovers, so a typed point names its token
+        traces.append(_typed_marks(table, dims, names, [str(t) for t in tokens[:typed]]))
     note = _typed_tokens_hint(tokens, n_positions)
-    if kept:
+    if drawn < n_positions * len(dims):
         note += f" · long curves: the lowest and highest value of each stretch of {n_positions:,} positions drawn"
     what = "Sinusoidal encoding" if kind == "sinusoidal" else f"Learned position embedding ({_state(trained)})"
-    return chart(
-        {
-            "title": heading(f"{what}: value against position", note, LINE_WIDTH + 150),
-            "width": LINE_WIDTH,
-            "height": 330,
-            "datasets": {"pos_curves": curves, "pos_typed": marks},
-            "layer": layers,
-        }
+    shade = {"type": "rect", "xref": "x", "yref": "paper", "x0": -0.5, "x1": typed - 0.5, "y0": 0, "y1": 1,
+             "fillcolor": TYPED_COLOUR, "opacity": 0.07, "line": {"width": 0}, "layer": "below"}  # fmt: skip
+    figure = go.Figure(traces)
+    figure.update_layout(
+        figure_layout(f"{what}: value against position", note, max(330, LEGEND_ROW_PX * (len(traces) + 1) + 80)),
+        xaxis=_whole_numbers(-0.5 if typed else 0, max(1, n_positions - 1), "position"),
+        yaxis=axis("value added to that dimension"),
+        legend={"title": {"text": "dimension"}},
+        shapes=[shade] if typed else [],
     )
+    return figure
 
 
 def _diverging(values: np.ndarray) -> Ramp:
@@ -221,69 +216,46 @@ def encoding_heatmap(table: np.ndarray, tokens: list[str], kind: str, trained: b
 
 def wavelength_figure(
     lengths: np.ndarray, width: int, n_positions: int, what: str = "d_model", base: float = 10000.0
-) -> dict:
+) -> go.Figure:
     """Period in positions of each sin/cos pair (log scale), with the max position drawn for scale."""
-    pairs = np.arange(len(lengths))
+    pairs = np.arange(len(lengths), dtype=np.int32)
     dims = [f"{2 * i}, {2 * i + 1}" if 2 * i + 1 < width else f"{2 * i}" for i in pairs]
-    line_name, max_name = "wavelength of the pair", f"max position shown ({n_positions:,})"
-    frame = pd.DataFrame({"pair": pairs.astype(np.int32), "dims": dims, "wavelength": lengths.astype(np.float64)})
-    series = {"type": "nominal", "title": None,
-              "scale": {"domain": [line_name, max_name], "range": ["#1f77b4", "#555555"]},
-              "legend": {"orient": "bottom-right", "fillColor": "#ffffffd9", "symbolType": "stroke",
-                         "symbolStrokeWidth": 2, "symbolSize": 300}}  # fmt: skip
-    dash = {"type": "nominal", "title": None, "scale": {"domain": [line_name, max_name], "range": [[1, 0], [6, 4]]}}
-    x = {"field": "pair", "type": "quantitative", "axis": _line_axis("pair i (dimensions 2i and 2i+1)", tickMinStep=1),
-         "scale": {"nice": False, "domain": [0, max(1, len(lengths) - 1)]}}  # fmt: skip
-    y = {"field": "wavelength", "type": "quantitative", "scale": {"type": "log"},
-         "axis": _line_axis("wavelength (positions, log scale)", format="~s")}  # fmt: skip
+    last = max(1, len(lengths) - 1)
     subtitle = (
         f"pair i repeats every 2π·{base:.0f}^(2i/{what}) positions: here from {lengths[0]:,.1f} (pair 0) up to "
-        f"{lengths[-1]:,.0f} (pair {len(lengths) - 1})\n"
-        "pairs above the dashed line do not complete one period within the positions shown"
+        f"{lengths[-1]:,.0f} (pair {len(lengths) - 1}) · pairs above the dashed line do not complete one period "
+        "within the positions shown"
     )
-    return chart(
-        {
-            "title": heading(f"Wavelength of each pair ({what} = {width})", subtitle, LINE_WIDTH + 40),
-            "width": LINE_WIDTH,
-            "height": 300,
-            "datasets": {"pos_wavelengths": frame},
-            "layer": [
-                {
-                    "data": {"name": "pos_wavelengths"},
-                    "transform": [{"calculate": f"'{line_name}'", "as": "series"}],
-                    "mark": {"type": "line", "strokeWidth": 2},
-                    "encoding": {
-                        "x": x,
-                        "y": y,
-                        "color": {"field": "series", **series},
-                        "strokeDash": {"field": "series", **dash},
-                    },
-                },
-                {
-                    "data": {"name": "pos_wavelengths"},
-                    "mark": {"type": "point", "filled": True, "size": 30, "opacity": 1, "color": "#1f77b4"},
-                    "encoding": {
-                        "x": x,
-                        "y": y,
-                        "tooltip": [
-                            {"field": "pair"},
-                            {"field": "dims", "title": "dimensions"},
-                            {"field": "wavelength", "title": "wavelength (positions)", "format": ",.1f"},
-                        ],
-                    },
-                },
-                {
-                    "data": {"values": [{"wavelength": n_positions, "series": max_name}]},
-                    "mark": {"type": "rule", "strokeWidth": 1},
-                    "encoding": {
-                        "y": {"field": "wavelength", "type": "quantitative"},
-                        "color": {"field": "series", **series},
-                        "strokeDash": {"field": "series", **dash},
-                    },
-                },
-            ],
-        }
+    figure = go.Figure(
+        [
+            go.Scatter(
+                x=pairs,
+                y=lengths.astype(np.float64),
+                customdata=dims,
+                name="wavelength of the pair",
+                mode="lines+markers",
+                line={"color": LINE_COLOUR, "width": 2},
+                marker={"size": 6},
+                hovertemplate="pair %{x}<br>dimensions: %{customdata}<br>wavelength (positions): %{y:,.1f}"
+                "<extra></extra>",
+            ),
+            go.Scatter(
+                x=[0, last],
+                y=[n_positions, n_positions],
+                name=f"max position shown ({n_positions:,})",
+                mode="lines",
+                line={"color": REFERENCE_COLOUR, "width": 1, "dash": "dash"},
+                hovertemplate="max position shown: %{y:,}<extra></extra>",
+            ),
+        ]
     )
+    figure.update_layout(
+        figure_layout(f"Wavelength of each pair ({what} = {width})", subtitle, 300),
+        xaxis=_whole_numbers(0, last, "pair i (dimensions 2i and 2i+1)"),
+        yaxis=axis("wavelength (positions, log scale)", numbers="~s", type="log"),
+        legend={"x": 1, "xanchor": "right", "y": 0, "yanchor": "bottom", "bgcolor": "rgba(255, 255, 255, 0.85)"},
+    )
+    return figure
 
 
 def similarity_heatmap(
@@ -328,43 +300,31 @@ def similarity_heatmap(
     return board([panel])
 
 
-def similarity_profile(row: np.ndarray, reference: int, metric: str, which: str = "") -> dict:
+def similarity_profile(row: np.ndarray, reference: int, metric: str, which: str = "") -> go.Figure:
     """similarity_to(table, reference): how alike position `reference` is to every position 0..P-1."""
-    frame = pd.DataFrame({"position": np.arange(len(row), dtype=np.int32), "value": row.astype(np.float32)})
-    x = {"field": "position", "type": "quantitative", "axis": _line_axis("position"),
-         "scale": {"domain": [0, max(1, len(row) - 1)], "nice": False, "zero": False}}  # fmt: skip
-    y = {"field": "value", "type": "quantitative", "axis": _line_axis(metric)}
     what = "Cosine similarity" if metric == "cosine" else "Dot product"
     which = f" ({which})" if which else ""
-    return chart(
-        {
-            "title": heading(f"{what} of position {reference}{which} with each position"),
-            "width": LINE_WIDTH,
-            "height": 230,
-            "datasets": {"pos_profile": frame},
-            "layer": [
-                {
-                    "data": {"name": "pos_profile"},
-                    "mark": {"type": "line", "strokeWidth": 2, "color": "#1f77b4"},
-                    "encoding": {"x": x, "y": y},
-                },
-                {
-                    "data": {"name": "pos_profile"},
-                    "mark": {"type": "point", "filled": True, "size": 30, "color": "#1f77b4",
-                             "opacity": 1 if len(row) <= SMALL_MARKERS else 0},
-                    "encoding": {"x": x, "y": y, "tooltip": [
-                        {"field": "position"},
-                        {"field": "value", "title": f"{metric} with position {reference}", "format": ".4f"},
-                    ]},
-                },
-                {
-                    "data": {"values": [{"position": reference}]},
-                    "mark": {"type": "rule", "color": TYPED_COLOUR, "strokeDash": [2, 3], "strokeWidth": 1.5},
-                    "encoding": {"x": {"field": "position", "type": "quantitative"}},
-                },
-            ],
-        }
-    )  # fmt: skip
+    figure = go.Figure(
+        go.Scatter(
+            x=np.arange(len(row), dtype=np.int32),
+            y=row.astype(np.float32),
+            name=f"{metric} with position {reference}",
+            mode=_mode(len(row)),
+            line={"color": LINE_COLOUR, "width": 2},
+            marker={"size": 5},
+            hovertemplate=f"position: %{{x}}<br>{metric} with position {reference}: %{{y:.4f}}<extra></extra>",
+        )
+    )
+    rule = {"type": "line", "xref": "x", "yref": "paper", "x0": reference, "x1": reference, "y0": 0, "y1": 1,
+            "line": {"color": TYPED_COLOUR, "dash": "dot", "width": 1.5}}  # fmt: skip
+    figure.update_layout(
+        figure_layout(f"{what} of position {reference}{which} with each position", "", 230),
+        xaxis=_whole_numbers(0, max(1, len(row) - 1), "position"),
+        yaxis=axis(metric),
+        shapes=[rule],
+        showlegend=False,
+    )
+    return figure
 
 
 def rope_angle_heatmap(angles: np.ndarray, n_tokens: int, base: float = 10000.0) -> dict:
@@ -438,66 +398,53 @@ def offset_scores_panel(result: OffsetScores) -> dict:
     return board([panel])
 
 
-def offset_profile_figure(result: OffsetScores) -> dict:
-    """The score against the offset (query minus key position): the mean over each diagonal, and its range."""
-    scores = np.where(np.isfinite(result.scores), result.scores, np.nan)  # [P, P]
-    n = scores.shape[0]
+def _diagonal_ranges(scores: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[offsets] lowest and highest finite score on each diagonal (query m, key m - offset); NaN where none."""
     low, high = [], []
-    for offset in result.offsets:
-        diagonal = np.diagonal(scores, offset=-int(offset))  # query m, key m - offset
+    for offset in offsets:
+        diagonal = np.diagonal(scores, offset=-int(offset))
         finite = diagonal[np.isfinite(diagonal)]
         low.append(float(finite.min()) if finite.size else np.nan)
         high.append(float(finite.max()) if finite.size else np.nan)
-    frame = pd.DataFrame(
-        {
-            "offset": result.offsets.astype(np.int32),
-            "mean": result.by_offset.astype(np.float32),
-            "lowest": np.asarray(low, dtype=np.float32),
-            "highest": np.asarray(high, dtype=np.float32),
-        }
-    )
-    mean_name, range_name = "mean score at this offset", "range over the diagonal"
-    series = {"type": "nominal", "title": None,
-              "scale": {"domain": [mean_name, range_name], "range": ["#1f77b4", "rgba(214, 39, 40, 0.25)"]},
-              "legend": {"orient": "bottom", "direction": "horizontal", "symbolStrokeWidth": 2}}  # fmt: skip
-    present = result.offsets[np.isfinite(result.by_offset)]  # a causal mask leaves only offsets >= 0
-    first, last = (int(present.min()), int(present.max())) if present.size else (-(n - 1), n - 1)
-    x = {"field": "offset", "type": "quantitative", "axis": _line_axis("offset: query position − key position"),
-         "scale": {"domain": [first, last], "nice": False, "zero": False}}  # fmt: skip
-    y = {"field": "mean", "type": "quantitative", "scale": {"zero": False},
-         "axis": _line_axis("score q·k / √d_head")}  # fmt: skip
-    return chart(
-        {
-            "title": heading("score against offset (query − key)"),
-            "width": 380,
-            "height": OFFSET_PX,
-            "datasets": {"pos_offsets": frame},
-            "data": {"name": "pos_offsets"},
-            "layer": [
-                {
-                    "transform": [{"calculate": f"'{range_name}'", "as": "series"}],
-                    "mark": {"type": "area"},
-                    "encoding": {"x": x, "y": {**y, "field": "lowest"}, "y2": {"field": "highest"},
-                                 "color": {"field": "series", **series}},
-                },
-                {
-                    "transform": [{"calculate": f"'{mean_name}'", "as": "series"}],
-                    "mark": {"type": "line", "strokeWidth": 2},
-                    "encoding": {"x": x, "y": y, "color": {"field": "series", **series}},
-                },
-                {
-                    "mark": {"type": "point", "filled": True, "size": 20, "color": "#1f77b4",
-                             "opacity": 1 if len(frame) <= SMALL_MARKERS else 0},
-                    "encoding": {"x": x, "y": y, "tooltip": [
-                        {"field": "offset"},
-                        {"field": "mean", "title": "mean score", "format": ".4f"},
-                        {"field": "lowest", "format": ".4f"},
-                        {"field": "highest", "format": ".4f"},
-                    ]},
-                },
-            ],
-        }
+    return np.asarray(low, dtype=np.float32), np.asarray(high, dtype=np.float32)
+
+
+def offset_profile_figure(result: OffsetScores) -> go.Figure:
+    """The score against the offset (query minus key position): the mean over each diagonal, and its range. Offsets
+    whose every key is masked (a causal mask leaves only offsets >= 0) have no score and are not drawn."""
+    n = result.scores.shape[0]
+    low, high = _diagonal_ranges(result.scores, result.offsets)  # [2P - 1] each
+    present = np.isfinite(result.by_offset)  # [2P - 1]
+    offsets = result.offsets[present].astype(np.int32)
+    first, last = (int(offsets.min()), int(offsets.max())) if offsets.size else (-(n - 1), n - 1)
+    band = {"x": offsets, "mode": "lines", "line": {"width": 0}, "legendgroup": "range"}
+    figure = go.Figure(
+        [
+            go.Scatter(y=low[present], name="lowest", showlegend=False,
+                       hovertemplate="offset %{x}<br>lowest: %{y:.4f}<extra></extra>", **band),
+            go.Scatter(y=high[present], name="range over the diagonal", fill="tonexty", fillcolor=RANGE_COLOUR,
+                       hovertemplate="offset %{x}<br>highest: %{y:.4f}<extra></extra>", **band),
+            go.Scatter(
+                x=offsets,
+                y=result.by_offset[present].astype(np.float32),
+                customdata=np.stack([low[present], high[present]], axis=1),  # [offsets, 2]
+                name="mean score at this offset",
+                mode=_mode(len(offsets)),
+                line={"color": LINE_COLOUR, "width": 2},
+                marker={"size": 5},
+                hovertemplate="offset %{x}<br>mean score: %{y:.4f}<br>lowest: %{customdata[0]:.4f}"
+                "<br>highest: %{customdata[1]:.4f}<extra></extra>",
+            ),
+        ]
     )  # fmt: skip
+    figure.update_layout(
+        figure_layout("score against offset (query − key)", "", OFFSET_PX),
+        xaxis=_whole_numbers(first, last, "offset (query − key position)"),
+        yaxis=axis("score q·k / √d_head"),
+        legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"},
+        margin={"b": 96},
+    )
+    return figure
 
 
 def offset_verdict(result: OffsetScores, positional: str) -> str:

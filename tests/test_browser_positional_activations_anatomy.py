@@ -1,9 +1,11 @@
-"""The positional, activations and anatomy pages in a real Chromium: the Vega-Lite charts draw the engine's numbers
-(read back by hovering, and by the colours on the canvas), controls work, user text stays text, nothing throws."""
+"""The positional, activations and anatomy pages in a real Chromium: the Plotly charts and matrix views draw the
+engine's numbers (read back from plotly.js, by hovering, and by the colours on the canvas), controls work, user text
+stays text, nothing throws."""
 
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 import numpy as np
 import pytest
@@ -12,31 +14,23 @@ import explorer
 from explorer.activations import layer_statistics, value_histogram
 from explorer.config import ModelConfig
 from explorer.gradients import gradient_norms, layer_gradient_totals
-from explorer.position_analysis import permutation_demo, reorder
+from explorer.position_analysis import permutation_demo, reorder, wavelengths
 from explorer.positional import sinusoidal
 from explorer.stats import head_entropy, head_grid
 from pictures.positional_charts import TYPED_COLOUR
 from pictures.style import RDBU, Ramp
 from tests.browser_boards import cell_centre, geometry, panels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_boards import pixels as board_pixels
-from tests.browser_charts import CHART, charts, hover, pixels, wait_drawn
-from tests.browser_plots import drawn_traces, hover_point, plot_titled, plots, wait_plotted
+from tests.browser_plots import drawn_traces, hover_point, plot_titled, plots, title_drawn, wait_plotted
 from tests.drawn import rgb
 
 pytestmark = pytest.mark.browser
 
 TOKENS = "the cat sat on the mat"
-POSITIONAL_CHARTS = 4  # Vega-Lite: curves, wavelengths, similarity profile, offset scores
+POSITIONAL_CHARTS = 4  # Plotly: curves, wavelengths, similarity profile, offset scores
 ACTIVATION_CHARTS = 5  # Plotly: depth, LayerNorm, histogram, zeros, gradient lines
 ACTIVATION_PANELS = 5  # matrix views: token norms, the 3 per-head grids, the gradient map
-CURVES = 0
-
-
-def open_page(page, url: str, wait_idle, n_charts: int) -> list:
-    page.goto(url)
-    wait_idle(page)
-    wait_drawn(page, n_charts)
-    return charts(page)
+CURVE, TYPED_MARKS = 0, 1  # traces of the encoding chart with one dimension: its curve, then the red marks
 
 
 def assert_clean(page) -> None:
@@ -53,44 +47,53 @@ def number(text: str) -> float:
     return float(text.replace("\u2212", "-").replace(",", ""))
 
 
-def hover_at(page, x: float, y: float) -> dict[str, str]:
-    """hover, after a first move nearby: the pointer must be over the canvas before Vega shows a tooltip."""
-    hover(page, x + 1, y)
-    return hover(page, x, y)
+def open_positional(page, url: str, wait_idle, n_plots: int) -> list:
+    """Open the positional page and wait until its first n_plots Plotly charts have drawn."""
+    page.goto(url)
+    wait_idle(page)
+    wait_plotted(page, n_plots)
+    return plots(page)
 
 
-def blobs(image: np.ndarray, colour: str) -> list[tuple[float, float]]:
-    """Centres (x, y in canvas pixels) of the separate patches of exactly `colour` in an [H, W, 3] image."""
-    target = np.array(rgb(colour))
-    ys, xs = np.nonzero((np.abs(image.astype(int) - target) <= 2).all(axis=-1))
-    centres: list[list[float]] = []  # [x, y, count] per patch, grown point by point
-    for x, y in zip(xs, ys, strict=True):
-        for c in centres:
-            if abs(c[0] / c[2] - x) <= 6 and abs(c[1] / c[2] - y) <= 6:
-                c[0], c[1], c[2] = c[0] + x, c[1] + y, c[2] + 1
-                break
-        else:
-            centres.append([x, y, 1])
-    return [(c[0] / c[2], c[1] / c[2]) for c in centres if c[2] >= 8]
+def hovered_number(label: str, field: str) -> float:
+    """The number after "field: " in a hover label."""
+    found = re.search(re.escape(field) + r": (\S+)", label)
+    assert found, (field, label)
+    return number(found.group(1))
 
 
 def test_positional_curves_and_table_hover_the_engine_values(page, app_url, wait_idle):
-    url = app_url + "/positional?d_model=16&n_heads=2&pos_max=8&pos_dims=0"
-    found = open_page(page, url, wait_idle, POSITIONAL_CHARTS)
+    typed = ["<b>x</b>", "cat", "sat", "on", "the", "mat"]
+    url = app_url + "/positional?d_model=16&n_heads=2&pos_max=8&pos_dims=0&tokens=" + quote(" ".join(typed))
+    found = open_positional(page, url, wait_idle, POSITIONAL_CHARTS)
     assert len(found) == POSITIONAL_CHARTS
     table = sinusoidal(8, 16).numpy()  # [P, D]
-    curves = found[CURVES]
+    curves = plot_titled(page, "value against position")
+    assert "red: the 6 typed tokens' positions 0–5" in title_drawn(curves)
+    line, marks = drawn_traces(curves)  # what plotly.js holds: the curve, then the typed tokens' red points
+    assert (line["name"], marks["name"]) == ("dim 0 (sin of pair 0)", "typed tokens")
+    assert line["x"] == list(range(8)) and marks["x"] == list(range(6))
+    np.testing.assert_allclose(line["y"], table[:, 0], rtol=1e-6)
+    np.testing.assert_allclose(marks["y"], table[:6, 0], rtol=1e-6)
     curves.scroll_into_view_if_needed()
-    box = curves.locator("canvas").first.bounding_box()
-    marks = blobs(pixels(curves), TYPED_COLOUR)  # the typed tokens' red points
-    assert len(marks) == 6
-    seen = {}
-    for x, y in marks:
-        tip = hover_at(page, box["x"] + x, box["y"] + y)
-        assert tip["dimension"] == "dim 0 (sin of pair 0)"
-        seen[int(tip["position"])] = (tip["token"], number(tip["value"]))
-    assert [seen[p][0] for p in range(6)] == TOKENS.split()
-    np.testing.assert_allclose([seen[p][1] for p in range(6)], table[:6, 0], atol=5e-5)  # sin(p), 4 decimals
+    label = hover_point(page, curves, CURVE, 6)  # a curve point past the typed tokens
+    assert "dim 0 (sin of pair 0)" in label and "position: 6" in label and "token" not in label
+    assert hovered_number(label, "value") == pytest.approx(table[6, 0], abs=5e-5)  # sin(6), 4 decimals
+    for position, token in enumerate(typed):  # each red mark names its token, as typed
+        label = hover_point(page, curves, TYPED_MARKS, position)
+        assert f"position: {position}" in label and f"token: {token} " in label, label
+        assert hovered_number(label, "value") == pytest.approx(table[position, 0], abs=5e-5)
+        if position == 0:  # "<b>x</b>" is shown as those characters, not as a bold x
+            assert curves.locator(".hoverlayer tspan[style*='bold']").count() == 0
+
+    waves = plot_titled(page, "Wavelength of each pair (d_model = 16)")
+    pairs, rule = drawn_traces(waves)
+    np.testing.assert_allclose(pairs["y"], wavelengths(16), rtol=1e-9)
+    assert rule["y"] == [8, 8]  # the max position shown, for scale
+    waves.scroll_into_view_if_needed()
+    label = hover_point(page, waves, 0, 2)
+    assert "pair 2" in label and "dimensions: 4, 5" in label
+    assert hovered_number(label, "wavelength (positions)") == pytest.approx(wavelengths(16)[2], abs=0.05)
 
     wait_panels_drawn(page, 1)
     heat = panels(page, "pos_table")[0]  # the whole table: a matrix view
@@ -113,7 +116,7 @@ def test_positional_curves_and_table_hover_the_engine_values(page, app_url, wait
 
 
 def test_positional_table_hovers_every_cell_at_any_size(page, app_url, wait_idle):
-    open_page(page, app_url + "/positional?d_model=256&pos_max=128", wait_idle, POSITIONAL_CHARTS)
+    open_positional(page, app_url + "/positional?d_model=256&pos_max=128", wait_idle, POSITIONAL_CHARTS)
     wait_panels_drawn(page, 1)
     heat = panels(page, "pos_table")[0]  # 128 x 256 cells: more than Vega-Lite hovered (16,384)
     table = sinusoidal(128, 256).numpy()  # [P, D]
@@ -126,11 +129,13 @@ def test_positional_table_hovers_every_cell_at_any_size(page, app_url, wait_idle
     tip = tip_at(page, *cell_centre(alike, 90, 17))
     assert (tip["row position"], tip["column position"]) == ("90", "17")
     assert number(tip["cosine"]) == pytest.approx(unit[90] @ unit[17], abs=5e-5)
+    profile = plot_titled(page, "Cosine similarity of position 5")  # the row of position 5, all 128 drawn
+    np.testing.assert_allclose(drawn_traces(profile)[0]["y"], unit @ unit[5], atol=1e-6)
     assert_clean(page)
 
 
 def test_positional_page_explains_bad_input(page, app_url, wait_idle):
-    open_page(page, app_url + "/positional", wait_idle, POSITIONAL_CHARTS)
+    open_positional(page, app_url + "/positional", wait_idle, POSITIONAL_CHARTS)
     dims = page.get_by_role("textbox", name="Dimensions to plot as curves")
     dims.fill("0, 999")
     dims.press("Enter")
@@ -139,15 +144,18 @@ def test_positional_page_explains_bad_input(page, app_url, wait_idle):
     assert "pos_dims=" in page.url
     assert_clean(page)
 
-    found = open_page(page, app_url + "/positional?pos_max=10000000", wait_idle, 1)
+    found = open_positional(page, app_url + "/positional?pos_max=10000000", wait_idle, 1)
     assert "Max position 10,000,000 is out of range" in alerts(page)
     wait_panels_drawn(page, 4)
     assert len(found) == 1 and len(panels(page)) == 4  # the offset and reordering demonstrations still draw
+    offsets = drawn_traces(found[0])  # the score against the offset: 48 positions, offsets -47 to 47
+    assert [t["name"] for t in offsets] == ["lowest", "range over the diagonal", "mean score at this offset"]
+    assert offsets[2]["x"] == list(range(-47, 48))
     assert_clean(page)
 
 
 def test_permutation_demo_without_positions_keeps_user_text_as_text(page, app_url, wait_idle):
-    open_page(page, app_url + "/positional?positional=none&tokens=%3Cb%3Ebold%3C%2Fb%3E%20x%20y", wait_idle, 1)
+    open_positional(page, app_url + "/positional?positional=none&tokens=%3Cb%3Ebold%3C%2Fb%3E%20x%20y", wait_idle, 1)
     wait_panels_drawn(page, 3)
     assert "Reordering only moved the maps" in alerts(page)
     shown = {
@@ -164,7 +172,7 @@ def test_permutation_demo_without_positions_keeps_user_text_as_text(page, app_ur
     assert rerun.locator(".mv-tip b").count() == 0  # ... never as HTML
     page.get_by_text("shuffled", exact=True).click()
     wait_idle(page)
-    wait_drawn(page, 1)
+    wait_plotted(page, 1)
     wait_panels_drawn(page, 3)
     assert "pos_order=shuffled" in page.url
     assert "Reordering only moved the maps" in alerts(page)
@@ -278,5 +286,5 @@ def test_anatomy_page_draws_the_block_and_the_tables(page, app_url, wait_idle):
     assert "cross-attention" in diagrams.nth(1).text_content()
     assert page.locator("[data-testid='stDataFrame']").count() >= 3
     assert "Total parameters" in page.locator("[data-testid='stMetric']").first.inner_text()
-    assert page.locator(CHART).count() == 0
+    assert plots(page) == []  # no charts on this page, so no plotly.js to fetch
     assert_clean(page)

@@ -17,7 +17,16 @@ from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parame
 from explorer.config import ModelConfig
 from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
 from explorer.numbers import readable
-from explorer.position_analysis import encoding_table, permutation_demo, reorder, rope_angle_table, similarity
+from explorer.position_analysis import (
+    encoding_table,
+    offset_scores,
+    permutation_demo,
+    reorder,
+    rope_angle_table,
+    similarity,
+    similarity_to,
+    wavelengths,
+)
 from explorer.stats import head_entropy, head_grid, head_mean_distance, head_sparsity
 from pictures.style import RDBU, Ramp
 from tests.drawn import (
@@ -66,10 +75,20 @@ def errors(at: AppTest) -> str:
 # ---- positional page -------------------------------------------------------------------------------------------
 
 
-def curve(tables: dict[str, pd.DataFrame], name: str) -> pd.DataFrame:
-    """The drawn points of one curve of the encoding chart: position, value."""
-    frame = tables["pos_curves"]
-    return frame[frame["dimension"] == name].sort_values("position")
+def plotly_strings(node) -> list[str]:
+    """Every string of a drawn Plotly figure (titles, names, hover templates, custom data), however deep."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [s for value in node.values() for s in plotly_strings(value)]
+    if isinstance(node, list):
+        return [s for value in node for s in plotly_strings(value)]
+    return []
+
+
+def curve_names(figure: dict) -> list[str]:
+    """The curves of the encoding chart, in legend order (not the typed tokens' marks)."""
+    return [trace["name"] for trace in figure["data"] if trace["name"] != "typed tokens"]
 
 
 def test_positional_default_draws_the_sinusoids():
@@ -77,13 +96,16 @@ def test_positional_default_draws_the_sinusoids():
     assert not at.error
     model = explorer.build_model(ModelConfig())
     table = encoding_table(model, 64)  # what the model adds, for the default max position
-    _, curves = chart(at, "value against position")
-    dim0 = curve(curves, "dim 0 (sin of pair 0)")
-    np.testing.assert_array_equal(dim0["position"], np.arange(64))
-    np.testing.assert_array_equal(dim0["value"], table[:, 0])
-    np.testing.assert_allclose(dim0["value"], np.sin(np.arange(64)), atol=1e-6)
-    typed = curves["pos_typed"]
-    assert typed[typed["dimension"] == "dim 0 (sin of pair 0)"]["token"].tolist() == TOKENS.split()
+    curves = figure_titled(at, "value against position")
+    dim0 = figure_trace(curves, "dim 0 (sin of pair 0)")
+    np.testing.assert_array_equal(dim0["x"], np.arange(64))
+    np.testing.assert_array_equal(dim0["y"], table[:, 0])
+    np.testing.assert_allclose(dim0["y"], np.sin(np.arange(64)), atol=1e-6)
+    typed = figure_trace(curves, "typed tokens")  # on each curve, dimension by dimension: dim 0's come first
+    assert [row[1] for row in typed["customdata"][:6]] == TOKENS.split()
+    assert {row[0] for row in typed["customdata"][:6]} == {"dim 0 (sin of pair 0)"}
+    np.testing.assert_array_equal(typed["x"][:6], np.arange(6))
+    np.testing.assert_array_equal(typed["y"][:6], table[:6, 0])
     heat = app_matrices(at)["pos_table"]  # a matrix-view board: every cell hovers
     assert "whole [position, dimension] matrix" in heat.title
     np.testing.assert_array_equal(heat.values, table)
@@ -91,9 +113,18 @@ def test_positional_default_draws_the_sinusoids():
     sim = app_matrices(at)["pos_similarity"]
     assert "Cosine similarity between" in sim.title
     np.testing.assert_allclose(sim.values, similarity(table, "cosine"), atol=1e-6)
-    assert chart(at, "Wavelength of each pair (d_model = 64)")
+    waves = figure_titled(at, "Wavelength of each pair (d_model = 64)")
+    np.testing.assert_allclose(figure_trace(waves, "wavelength of the pair")["y"], wavelengths(64))
+    assert list(figure_trace(waves, "max position shown (64)")["y"]) == [64, 64]
+    profile = figure_titled(at, "Cosine similarity of position 5 (the last typed token) with each position")
+    np.testing.assert_allclose(profile["data"][0]["y"], similarity_to(table, 5, "cosine"), atol=1e-6)
     assert any("fills all 48 positions" in m.value for m in at.markdown)
-    assert "pos_offset" in app_matrices(at) and chart(at, "score against offset")
+    offsets = figure_titled(at, "score against offset")
+    expected = offset_scores(ModelConfig(), "the", 48)  # the first typed token, repeated; layer 0, head 0
+    mean = figure_trace(offsets, "mean score at this offset")
+    np.testing.assert_array_equal(mean["x"], expected.offsets)
+    np.testing.assert_allclose(mean["y"], expected.by_offset, rtol=1e-5, atol=1e-6)
+    assert "pos_offset" in app_matrices(at) and len(app_figures(at)) == 4
     assert len(at.get("download_button")) == 5  # and the view as HTML
     assert not at.get("arrow_data_frame")  # the typed rows' table only on request (it loads a heavy script)
     assert not any("Untrained" in w.value for w in at.warning)  # only the learned table is untrained
@@ -110,11 +141,13 @@ def test_positional_page_controls_change_the_drawing():
     at.run()
     assert_ok(at)
     assert not at.error
-    _, curves = chart(at, "value against position")
+    curves = figure_titled(at, "value against position")
     names = ["dim 2 (sin of pair 1)", "dim 5 (cos of pair 2)", "dim 6 (sin of pair 3)"]
-    assert list(curves["pos_curves"]["dimension"].unique()) == names
+    assert curve_names(curves) == names
     table = encoding_table(explorer.build_model(ModelConfig()), 200)
-    np.testing.assert_array_equal(curve(curves, names[1])["value"], table[:, 5])
+    dim5 = figure_trace(curves, names[1])
+    np.testing.assert_array_equal(dim5["x"], np.arange(200))
+    np.testing.assert_array_equal(dim5["y"], table[:, 5])
     sim = app_matrices(at)["pos_similarity"]  # 200 x 200 cells, every one hovers
     assert "Dot product between" in sim.title
     expected = similarity(table, "dot")  # [200, 200]
@@ -122,6 +155,8 @@ def test_positional_page_controls_change_the_drawing():
     top = float(np.abs(expected).max())
     colours = Ramp(RDBU, -top, top).rgb(expected.astype(np.float32))
     assert np.abs(sim.image.astype(int) - colours.astype(int)).max() <= 1  # one pixel per cell
+    profile = figure_titled(at, "Dot product of position 5")
+    np.testing.assert_allclose(profile["data"][0]["y"], similarity_to(table, 5, "dot"), rtol=1e-6)
     assert at.number_input(key="pos_max").value == 200
 
 
@@ -129,10 +164,20 @@ def test_positional_url_params_set_the_page_controls():
     at = open_page(POSITIONAL, pos_max="32", pos_dims="4", pos_metric="dot")
     assert at.number_input(key="pos_max").value == 32
     assert at.text_input(key="pos_dims").value == "4"
-    _, curves = chart(at, "value against position")
-    assert list(curves["pos_curves"]["dimension"].unique()) == ["dim 4 (sin of pair 2)"]
-    assert len(curve(curves, "dim 4 (sin of pair 2)")) == 32
+    curves = figure_titled(at, "value against position")
+    assert curve_names(curves) == ["dim 4 (sin of pair 2)"]
+    assert len(figure_trace(curves, "dim 4 (sin of pair 2)")["x"]) == 32
     assert "Dot product between" in app_matrices(at)["pos_similarity"].title
+
+
+def test_positional_tokens_reach_plotly_as_text():
+    """A typed token is escaped in every Plotly string (Plotly reads HTML there): hovering its mark shows it as typed
+    (test_browser_positional_activations_anatomy), never in bold."""
+    at = open_page(POSITIONAL, tokens="<b>bold</b> x")
+    typed = figure_trace(figure_titled(at, "value against position"), "typed tokens")
+    assert [row[1] for row in typed["customdata"][:2]] == ["&lt;b&gt;bold&lt;/b&gt;", "x"]
+    for figure in app_figures(at):
+        assert not any("<b>bold" in s for s in plotly_strings(figure))
 
 
 @pytest.mark.parametrize(
@@ -150,7 +195,7 @@ def test_positional_bad_input_is_a_sentence(params, message):
     at = open_page(POSITIONAL, **params)
     assert message in errors(at)
     assert "perm_rerun" in app_matrices(at)  # the rest of the page still works
-    assert at.get("vega_lite_chart")
+    assert figure_titled(at, "score against offset")
 
 
 def test_positional_recovers_from_a_bad_dimension():
@@ -159,7 +204,7 @@ def test_positional_recovers_from_a_bad_dimension():
     at.text_input(key="pos_dims").input("3").run()
     assert_ok(at)
     assert not at.error
-    assert chart(at, "value against position")
+    assert curve_names(figure_titled(at, "value against position")) == ["dim 3 (cos of pair 1)"]
 
 
 def test_learned_positions_are_labelled_untrained():
@@ -169,7 +214,9 @@ def test_learned_positions_are_labelled_untrained():
     assert "Learned position embedding (untrained, random init)" in heat.title
     table = encoding_table(explorer.build_model(ModelConfig(positional="learned")), 20)
     np.testing.assert_array_equal(heat.values, table)
-    assert not [s for s in specs(at) if "Wavelength" in title_text(s)]
+    curves = figure_titled(at, "Learned position embedding (untrained): value against position")
+    np.testing.assert_array_equal(figure_trace(curves, "dim 0")["y"], table[:, 0])
+    assert not [f for f in app_figures(at) if "Wavelength" in figure_title(f)]
 
 
 def test_rope_shows_angles_and_offset_only_scores():
@@ -178,11 +225,12 @@ def test_rope_shows_angles_and_offset_only_scores():
     assert angles.title.startswith("Rotary encoding")
     expected = np.degrees(np.mod(rope_angle_table(64, 16).astype(np.float64), 2 * np.pi))  # [P, K/2]
     np.testing.assert_allclose(angles.values, expected, atol=5e-5)  # drawn as float32
-    assert chart(at, "Wavelength of each pair (d_head = 16)")
+    waves = figure_titled(at, "Wavelength of each pair (d_head = 16)")
+    np.testing.assert_allclose(figure_trace(waves, "wavelength of the pair")["y"], wavelengths(16))
     assert any("fills all 48 positions" in m.value and "depends on the offset only" in m.value for m in at.markdown)
-    _, tables = chart(at, "score against offset")
-    offsets = tables["pos_offsets"]
-    assert ((offsets["highest"] - offsets["lowest"]).max()) < 1e-4
+    offsets = figure_titled(at, "score against offset")
+    low, high = figure_trace(offsets, "lowest")["y"], figure_trace(offsets, "range over the diagonal")["y"]
+    assert len(high) == 95 and (high - low).max() < 1e-4  # every offset of 48 positions, each diagonal constant
     assert at.text_input(key="pos_dims").disabled
 
 

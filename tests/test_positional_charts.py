@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
+import html
 import math
 
 import numpy as np
+import plotly.io
 import pytest
 
 import explorer
@@ -19,8 +20,10 @@ from explorer.position_analysis import (
     wavelengths,
 )
 from explorer.positional import sinusoidal
+from explorer.tasks import make_task
 from pictures.attention_panels import WEIGHTS
 from pictures.boards import decode_floats
+from pictures.notebook_figures import positional_figure
 from pictures.positional_charts import (
     CURVE_POINTS,
     HEATMAP_PX,
@@ -43,45 +46,43 @@ from pictures.positional_charts import (
     similarity_profile,
     wavelength_figure,
 )
-from pictures.style import heading, wrap
-from tests.drawn import panel_matrix, title_text, views
+from pictures.style import SUBTITLE_CHARS
+from tests.drawn import figure_json, figure_title, figure_trace, panel_matrix
 
 TOKENS = "the cat sat on the mat".split()
 
 
-def all_layers(spec: dict) -> list[dict]:
-    """Every layer of every view of a chart (a view without layers counts as one)."""
-    found = []
-    for view in views(spec):
-        found += view.get("layer") or [view]
-    return found
+def strings(node) -> list[str]:
+    """Every string a figure holds (titles, names, hover templates, custom data), however deep."""
+    if isinstance(node, str):
+        return [node]
+    if isinstance(node, dict):
+        return [s for value in node.values() for s in strings(value)]
+    if isinstance(node, list | tuple) or (isinstance(node, np.ndarray) and node.dtype == object):
+        return [s for value in node for s in strings(value)]
+    return []
 
 
-def marks(spec: dict, kind: str) -> list[dict]:
-    return [layer for layer in all_layers(spec) if layer.get("mark", {}).get("type") == kind]
+def points(figure: dict) -> int:
+    """Points over all traces of a figure: what the browser draws and hovers."""
+    return sum(len(trace["x"]) for trace in figure["data"])
 
 
-def axis_title(layer: dict, channel: str) -> str | None:
-    return layer["encoding"][channel]["axis"]["title"]
+def hovers_its_values(figure: dict) -> None:
+    """Every trace carries a hover template that writes its y (no trace falls back to Plotly's default label)."""
+    for trace in figure["data"]:
+        assert "%{y" in trace.get("hovertemplate", ""), trace.get("name")
+        assert trace["hovertemplate"].endswith("<extra></extra>")
 
 
-def tooltip_titles(layer: dict) -> list[str]:
-    return [row.get("title", row["field"]) for row in layer["encoding"]["tooltip"]]
-
-
-def light(spec: dict, most: int = 2 * CURVE_POINTS + 4096) -> None:
-    """Marks stay few enough for the browser: rows over all tables drawn (each row is one mark or two)."""
-    rows = sum(len(t) for t in spec.get("datasets", {}).values())
-    assert rows <= most, rows
-    json.dumps({k: v for k, v in spec.items() if k != "datasets"})  # the rest is plain JSON
-
-
-def test_long_subtitles_wrap_to_the_chart_width_instead_of_being_cut():
-    text = "pair i repeats every 2π·10000^(2i/d_model) positions: here from 6.3 (pair 0) up to 47,117 (pair 31)"
-    lines = wrap(text + "\nsecond line", 300)
-    assert len(lines) > 2 and lines[-1] == "second line" and " ".join(lines[:-1]) == text
-    assert all(len(line) <= 300 / (0.5 * 14) for line in lines)
-    assert heading("Title") == {"text": "Title", "subtitle": [], "anchor": "start"}
+def test_long_subtitles_wrap_instead_of_being_cut():
+    figure = figure_json(wavelength_figure(wavelengths(64), 64, 100))
+    lines = figure["layout"]["title"]["subtitle"]["text"].split("<br>")
+    assert len(lines) > 1 and all(len(html.unescape(line)) <= SUBTITLE_CHARS for line in lines)
+    assert (
+        "pair i repeats every 2π·10000^(2i/d_model) positions: here from 6.3 (pair 0) up to 47,117 (pair 31) · pairs "
+        "above the dashed line do not complete one period within the positions shown"
+    ) in figure_title(figure)
 
 
 def test_every_nth_and_ordinals():
@@ -117,42 +118,55 @@ def test_extremes_keep_every_point_while_they_fit_and_each_stretchs_extremes_bey
 
 def test_encoding_curves_draw_the_table_and_mark_the_typed_positions():
     table = sinusoidal(64, 16).numpy()  # [P, D]
-    spec = encoding_curves(table, [0, 1, 6], ["<b>", "cat"], "sinusoidal")
-    curves = spec["datasets"]["pos_curves"]
+    figure = figure_json(encoding_curves(table, [0, 1, 6], ["<b>x</b>", "cat"], "sinusoidal"))
     names = ["dim 0 (sin of pair 0)", "dim 1 (cos of pair 0)", "dim 6 (sin of pair 3)"]
-    assert list(curves["dimension"].unique()) == names
-    dim6 = curves[curves["dimension"] == names[2]]
-    np.testing.assert_array_equal(dim6["position"], np.arange(64))
-    np.testing.assert_array_equal(dim6["value"], table[:, 6])
-    dim0 = curves[curves["dimension"] == names[0]]["value"]
-    np.testing.assert_allclose(dim0, np.sin(np.arange(64)), atol=1e-6)  # pair 0: sin(p)
-    typed = spec["datasets"]["pos_typed"]
-    first = typed[typed["dimension"] == names[0]]
-    assert first["position"].tolist() == [0, 1] and first["token"].tolist() == ["<b>", "cat"]  # raw: drawn as text
-    np.testing.assert_array_equal(typed[typed["dimension"] == names[2]]["value"], table[:2, 6])
-    (line,) = marks(spec, "line")
-    colours = dict(zip(names, line["encoding"]["color"]["scale"]["range"], strict=True))
-    dashes = dict(zip(names, line["encoding"]["strokeDash"]["scale"]["range"], strict=True))
+    assert [trace["name"] for trace in figure["data"]] == [*names, "typed tokens"]  # typed last: it wins a hover tie
+    dim6 = figure_trace(figure, names[2])
+    np.testing.assert_array_equal(dim6["x"], np.arange(64))
+    np.testing.assert_array_equal(dim6["y"], table[:, 6])
+    np.testing.assert_allclose(figure_trace(figure, names[0])["y"], np.sin(np.arange(64)), atol=1e-6)  # sin(p)
+    typed = figure_trace(figure, "typed tokens")
+    np.testing.assert_array_equal(typed["x"], [0, 1, 0, 1, 0, 1])  # the two typed positions on each curve
+    np.testing.assert_array_equal(typed["y"], table[:2, [0, 1, 6]].T.ravel())
+    assert [list(row) for row in typed["customdata"][:2]] == [[names[0], "&lt;b&gt;x&lt;/b&gt;"], [names[0], "cat"]]
+    assert "token: %{customdata[1]}" in typed["hovertemplate"] and "value: %{y:.4f}" in typed["hovertemplate"]
+    assert typed["mode"] == "markers" and typed["marker"]["color"] == TYPED_COLOUR
+    assert typed["marker"]["size"] <= 6  # no larger than a curve point, or the curve takes its hover (in Chromium)
+    assert dim6["hovertemplate"].startswith(names[2]) and "value: %{y:.4f}" in dim6["hovertemplate"]
+    colours = {name: figure_trace(figure, name)["line"]["color"] for name in names}
+    dashes = {name: figure_trace(figure, name)["line"]["dash"] for name in names}
     assert colours[names[0]] == colours[names[1]] != colours[names[2]]  # a pair shares a colour ...
-    assert dashes[names[1]] != dashes[names[0]] == dashes[names[2]]  # ... its cosine dotted
+    assert dashes[names[1]] == "dot" and dashes[names[0]] == dashes[names[2]] == "solid"  # ... its cosine dotted
     assert TYPED_COLOUR not in colours.values()  # red means the typed tokens
-    assert (axis_title(line, "x"), axis_title(line, "y")) == ("position", "value added to that dimension")
-    hover = [p for p in marks(spec, "point") if p.get("data", {}).get("name") == "pos_curves"]
-    assert tooltip_titles(hover[0]) == ["dimension", "position", "value"]
-    assert "typed tokens" in title_text(spec)
-    light(spec)
+    layout = figure["layout"]
+    assert layout["xaxis"]["title"]["text"] == "position"
+    assert layout["yaxis"]["title"]["text"] == "value added to that dimension"
+    assert layout["xaxis"]["range"] == [-0.5, 63] and layout["legend"]["title"]["text"] == "dimension"
+    [shade] = layout["shapes"]  # the typed positions shaded red
+    assert (shade["x0"], shade["x1"], shade["fillcolor"]) == (-0.5, 1.5, TYPED_COLOUR)
+    assert "red: the 2 typed tokens' positions 0–1" in figure_title(figure)
+    hovers_its_values(figure)
+    every = strings(figure)
+    assert not any("<b>x" in s for s in every) and "&lt;b&gt;x&lt;/b&gt;" in every  # a token is text, never bold
+    assert points(figure) == 3 * 64 + 6
 
 
 def test_long_curves_stay_light_and_say_how_they_were_drawn():
     table = sinusoidal(4096, 64).numpy()
-    spec = encoding_curves(table, list(range(16)), TOKENS, "sinusoidal")
-    curves = spec["datasets"]["pos_curves"]
-    assert len(curves) <= CURVE_POINTS + 2 * 16
-    dim0 = curves[curves["dimension"] == "dim 0 (sin of pair 0)"]
-    np.testing.assert_array_equal(dim0["value"], table[dim0["position"], 0])  # every point drawn is exact
-    assert dim0["value"].min() < -0.999 and dim0["value"].max() > 0.999  # the band of a fast sine is whole
-    assert "lowest and highest value of each stretch" in title_text(spec)
-    light(spec)
+    built = encoding_curves(table, list(range(16)), TOKENS, "sinusoidal")
+    figure = figure_json(built)
+    curves = [trace for trace in figure["data"] if trace["name"] != "typed tokens"]
+    assert len(curves) == 16 and sum(len(c["x"]) for c in curves) <= CURVE_POINTS + 2 * 16
+    dim0 = figure_trace(figure, "dim 0 (sin of pair 0)")
+    np.testing.assert_array_equal(dim0["y"], table[dim0["x"], 0])  # every point drawn is exact
+    assert dim0["y"].min() < -0.999 and dim0["y"].max() > 0.999  # the band of a fast sine is whole
+    assert (dim0["x"].dtype, dim0["y"].dtype) == (np.int32, np.float32)  # sent as 4-byte arrays
+    assert "lowest and highest value of each stretch of 4,096 positions drawn" in figure_title(figure)
+    assert len(plotly.io.to_json(built)) < 200_000  # what the browser downloads for this chart
+    layout = figure["layout"]
+    assert layout["height"] - layout["margin"]["t"] - layout["margin"]["b"] >= 21 * 18  # room to list every curve
+    short = figure_json(encoding_curves(table[:64], [0], TOKENS, "sinusoidal"))
+    assert "long curves" not in figure_title(short)
 
 
 def test_encoding_heatmap_is_the_table_and_thins_long_tables():
@@ -175,18 +189,26 @@ def test_encoding_heatmap_is_the_table_and_thins_long_tables():
 
 
 def test_wavelengths_on_a_log_axis_with_the_max_position():
-    spec = wavelength_figure(wavelengths(64), 64, 100)
-    frame = spec["datasets"]["pos_wavelengths"]
-    np.testing.assert_allclose(frame["wavelength"], 2 * math.pi * 10000 ** (np.arange(0, 64, 2) / 64))
-    assert frame["dims"][3] == "6, 7"
-    line, rule = marks(spec, "line")[0], marks(spec, "rule")[0]
-    assert line["encoding"]["y"]["scale"]["type"] == "log"
-    assert rule["data"]["values"] == [{"wavelength": 100, "series": "max position shown (100)"}]
-    assert (axis_title(line, "x"), axis_title(line, "y")) == (
-        "pair i (dimensions 2i and 2i+1)",
-        "wavelength (positions, log scale)",
-    )
-    assert tooltip_titles(marks(spec, "point")[0]) == ["pair", "dimensions", "wavelength (positions)"]
+    figure = figure_json(wavelength_figure(wavelengths(64), 64, 100))
+    line = figure_trace(figure, "wavelength of the pair")
+    np.testing.assert_array_equal(line["x"], np.arange(32))
+    np.testing.assert_allclose(line["y"], 2 * math.pi * 10000 ** (np.arange(0, 64, 2) / 64))
+    assert line["customdata"][3] == "6, 7"
+    for part in ("pair %{x}", "dimensions: %{customdata}", "wavelength (positions): %{y:,.1f}"):
+        assert part in line["hovertemplate"]
+    rule = figure_trace(figure, "max position shown (100)")  # drawn for scale, across every pair
+    assert list(rule["x"]) == [0, 31] and list(rule["y"]) == [100, 100] and rule["line"]["dash"] == "dash"
+    layout = figure["layout"]
+    assert layout["yaxis"]["type"] == "log"
+    assert layout["xaxis"]["title"]["text"] == "pair i (dimensions 2i and 2i+1)"
+    assert layout["yaxis"]["title"]["text"] == "wavelength (positions, log scale)"
+    assert figure_title(figure).startswith("Wavelength of each pair (d_model = 64)")
+    hovers_its_values(figure)
+    rope = figure_json(wavelength_figure(wavelengths(16, 100_000.0), 16, 64, "d_head", 100_000.0))
+    np.testing.assert_allclose(figure_trace(rope, "wavelength of the pair")["y"], wavelengths(16, 100_000.0))
+    assert "Wavelength of each pair (d_head = 16)" in figure_title(rope)
+    assert "2π·100000^(2i/d_head)" in figure_title(rope)
+    assert rope["layout"]["xaxis"]["dtick"] == 1  # 8 pairs: whole-number ticks, never a pair 0.5
 
 
 @pytest.mark.parametrize("metric", ["cosine", "dot"])
@@ -205,9 +227,18 @@ def test_similarity_heatmap_and_profile(metric):
     assert panel["frame"] == [0, 0, 6, 6]  # the typed tokens' positions
     row = similarity_to(table, 5, metric)
     np.testing.assert_allclose(row, sim[5], rtol=1e-12, atol=1e-12)
-    profile = similarity_profile(row, 5, metric)
-    np.testing.assert_array_equal(profile["datasets"]["pos_profile"]["value"], sim[5].astype(np.float32))
-    assert marks(profile, "rule")[0]["data"]["values"] == [{"position": 5}]
+    profile = figure_json(similarity_profile(row, 5, metric, "the last typed token"))
+    (line,) = profile["data"]
+    np.testing.assert_array_equal(line["x"], np.arange(30))
+    np.testing.assert_array_equal(line["y"], sim[5].astype(np.float32))
+    assert f"{metric} with position 5: %{{y:.4f}}" in line["hovertemplate"]
+    assert line["mode"] == "lines+markers"  # 30 points: each one shown
+    [rule] = profile["layout"]["shapes"]  # the reference position, marked
+    assert (rule["x0"], rule["x1"], rule["line"]["color"]) == (5, 5, TYPED_COLOUR)
+    assert profile["layout"]["yaxis"]["title"]["text"] == metric
+    what = "Cosine similarity" if metric == "cosine" else "Dot product"
+    assert figure_title(profile).startswith(f"{what} of position 5 (the last typed token) with each position")
+    hovers_its_values(profile)
 
 
 def test_rope_angles_are_wrapped_to_degrees_with_radians_on_hover():
@@ -226,6 +257,13 @@ def test_rope_angles_are_wrapped_to_degrees_with_radians_on_hover():
     assert (legend["low"], legend["high"], legend["ticks"]) == (0.0, 360.0, [90.0, 180.0, 270.0])
 
 
+def diagonal_range(scores: np.ndarray, offset: int) -> tuple[float, float]:
+    """Lowest and highest score over the pairs (query m, key m - offset) whose key is allowed."""
+    values = [scores[m, m - offset] for m in range(len(scores)) if 0 <= m - offset < len(scores)]
+    finite = [v for v in values if np.isfinite(v)]
+    return min(finite), max(finite)
+
+
 def test_offset_scores_show_masked_keys_grey_and_say_what_they_found():
     rope = offset_scores(explorer.ModelConfig(positional="rope", arch="decoder"), "a", 10)
     [panel] = offset_scores_panel(rope)["panels"]
@@ -234,17 +272,26 @@ def test_offset_scores_show_masked_keys_grey_and_say_what_they_found():
     finite = np.isfinite(rope.scores)
     np.testing.assert_array_equal(drawn.values[finite], rope.scores[finite])
     assert "depends on the offset only" in offset_verdict(rope, "rope")
-    profile = offset_profile_figure(rope)
-    frame = profile["datasets"]["pos_offsets"]
-    np.testing.assert_array_equal(frame["offset"], np.arange(-9, 10))
-    domains = [layer["encoding"]["x"]["scale"]["domain"] for layer in profile["layer"] if "x" in layer["encoding"]]
-    assert domains and all(d == [0, 9] for d in domains)  # causal: the x axis spans the offsets that have scores
-    np.testing.assert_allclose(frame["mean"], rope.by_offset.astype(np.float32))
-    assert np.isnan(frame["mean"][0]) and np.isnan(frame["lowest"][0])  # offset -9: every key there is masked
-    spread = (frame["highest"] - frame["lowest"]).dropna()  # rope: each diagonal constant, up to rounding
-    assert len(spread) == 10 and spread.max() < 1e-4
+    profile = figure_json(offset_profile_figure(rope))
+    mean = figure_trace(profile, "mean score at this offset")
+    low, high = figure_trace(profile, "lowest"), figure_trace(profile, "range over the diagonal")
+    np.testing.assert_array_equal(mean["x"], np.arange(0, 10))  # causal: offsets below 0 have no score at all
+    np.testing.assert_allclose(mean["y"], rope.by_offset[9:].astype(np.float32))
+    expected = np.array([diagonal_range(rope.scores, k) for k in range(10)], dtype=np.float32)  # [offsets, 2]
+    np.testing.assert_array_equal(np.stack([low["y"], high["y"]], axis=1), expected)
+    np.testing.assert_array_equal(np.asarray(mean["customdata"], dtype=np.float32), expected)  # on hover too
+    assert high["fill"] == "tonexty" and list(low["x"]) == list(high["x"]) == list(mean["x"])
+    assert (expected[:, 1] - expected[:, 0]).max() < 1e-4  # rope: each diagonal constant, up to rounding
+    assert profile["layout"]["xaxis"]["range"] == [0, 9]  # the x axis spans the offsets that have scores
+    assert profile["layout"]["yaxis"]["title"]["text"] == "score q·k / √d_head"
+    for part in ("offset %{x}", "mean score: %{y:.4f}", "lowest: %{customdata[0]:.4f}", "highest: %{customdata[1]"):
+        assert part in mean["hovertemplate"]
+    hovers_its_values(profile)
     sinusoidal = offset_scores(explorer.ModelConfig(), "a", 10)
     assert "diagonals vary" in offset_verdict(sinusoidal, "sinusoidal")
+    both_ways = figure_json(offset_profile_figure(sinusoidal))
+    np.testing.assert_array_equal(figure_trace(both_ways, "mean score at this offset")["x"], np.arange(-9, 10))
+    assert both_ways["layout"]["xaxis"]["range"] == [-9, 9]
     flat = offset_scores(explorer.ModelConfig(positional="none"), "a", 10)
     assert float(np.ptp(flat.scores)) < 1e-5  # no positions, one token everywhere: every score equal
     verdict = offset_verdict(flat, "none")  # not "depends on the offset", which would teach a position signal
@@ -299,10 +346,26 @@ def test_a_trained_learned_table_is_not_called_untrained():
     table = encoding_table(explorer.build_model(explorer.ModelConfig(positional="learned")), 12)
     for trained in (False, True):
         texts = [
-            title_text(encoding_curves(table, [0], TOKENS, "learned", trained)),
+            figure_title(figure_json(encoding_curves(table, [0], TOKENS, "learned", trained))),
             panel_matrix(encoding_heatmap(table, TOKENS, "learned", trained)["panels"][0]).title,
             panel_matrix(
                 similarity_heatmap(similarity(table), np.arange(12), "cosine", 6, "learned", trained)["panels"][0]
             ).title,
         ]
         assert all(("untrained" in text) != trained for text in texts), texts
+
+
+def test_the_notebook_draws_the_pages_curves():
+    """positional_figure is the page's chart of the model's own table: the same figure, string for string."""
+    cfg = explorer.ModelConfig(positional="learned", d_model=32, n_heads=2)
+    model = explorer.build_model(cfg)
+    table = encoding_table(model, 20)  # [20, 32]
+    notebook = plotly.io.to_json(positional_figure(model, 20, [0, 5], TOKENS))
+    assert notebook == plotly.io.to_json(encoding_curves(table, [0, 5], TOKENS, "learned", trained=False))
+    plain = figure_json(positional_figure(model, 20))  # no tokens: no red marks; the page's spread of pairs
+    assert [t["name"] for t in plain["data"]] == [f"dim {d}" for d in (0, 1, 4, 5, 8, 9, 16, 17)]
+    assert not plain["layout"].get("shapes") and "(untrained)" in figure_title(plain)
+    trained = explorer.train(cfg, make_task("copy", 6), steps=3).model
+    assert "(trained)" in figure_title(figure_json(positional_figure(trained, 20)))
+    with pytest.raises(ValueError, match="Dimension 32 does not exist"):
+        positional_figure(model, 20, [32])

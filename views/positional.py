@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig, applied_masks
@@ -48,8 +49,8 @@ from views.widgets import (
     csv_button,
     model_line,
     plain,
+    plotly_chart,
     positions_text,
-    vega_chart,
     view_download,
 )
 
@@ -80,17 +81,37 @@ def summary(cfg: ModelConfig, trace: Trace) -> str:
 
 
 def position_figures(
-    cfg: ModelConfig, n_positions: int, metric: str, model: Transformer, notebook_figures: Any
+    cfg: ModelConfig,
+    n_positions: int,
+    dims_text: str,
+    metric: str,
+    tokens: list[str],
+    model: Transformer,
+    notebook_figures: Any,
 ) -> list:
-    """The view as Plotly figures: the added table's curves and similarities, or rope's angles."""
+    """The view as Plotly figures: the added table's curves (the page's dimensions, the typed tokens marked),
+    wavelengths and similarities, or rope's angles and wavelengths."""
     if cfg.positional == "rope":
-        return [notebook_figures.rope_angle_figure(n_positions, cfg.d_head, rope_base(cfg))]
+        return [
+            notebook_figures.rope_angle_figure(n_positions, cfg.d_head, rope_base(cfg)),
+            rope_wavelengths(cfg, n_positions),
+        ]
     if cfg.positional == "none":
         return []
-    return [
-        notebook_figures.positional_figure(model, n_positions),
-        notebook_figures.position_similarity_figure(model, n_positions, metric),
-    ]
+    try:
+        dims = parse_dimensions(dims_text, cfg.d_model)
+    except ConfigError:
+        dims = None  # the page says what is wrong with them; the file shows the usual spread of pairs
+    figures = [notebook_figures.positional_figure(model, n_positions, dims, tokens)]
+    if cfg.positional == "sinusoidal":
+        figures.append(wavelength_figure(wavelengths(cfg.d_model), cfg.d_model, n_positions))
+    return [*figures, notebook_figures.position_similarity_figure(model, n_positions, metric)]
+
+
+def rope_wavelengths(cfg: ModelConfig, n_positions: int) -> go.Figure:
+    """The wavelength of each rotary pair of one head, with this model's base."""
+    base = rope_base(cfg)
+    return wavelength_figure(wavelengths(cfg.d_head, base), cfg.d_head, n_positions, "d_head", base)
 
 
 def rope_base(cfg: ModelConfig) -> float:
@@ -196,7 +217,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
     else:
         if not dims_text.strip():
             st.caption(f"Showing dimensions {', '.join(map(str, dims))} (type others above).")
-        vega_chart(encoding_curves(shown, dims, tokens, kind, trained), "pos_curves")
+        plotly_chart(encoding_curves(shown, dims, tokens, kind, trained), "pos_curves")
     st.subheader("The whole table")
     show_board(encoding_heatmap(shown, tokens, kind, trained), key="pos_heatmap")
     typed = table_frame(table[: len(tokens)], tokens)
@@ -215,7 +236,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
     if kind == "sinusoidal":
         st.subheader("Wavelength of each pair")
         lengths = wavelengths(cfg.d_model)
-        vega_chart(wavelength_figure(lengths, cfg.d_model, n_positions), "pos_wavelengths")
+        plotly_chart(wavelength_figure(lengths, cfg.d_model, n_positions), "pos_wavelengths")
         frame = pd.DataFrame(
             {
                 "pair": np.arange(len(lengths)),
@@ -233,7 +254,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
     reference = min(len(tokens), n_positions) - 1  # the last typed token's position, or the last one drawn
     row = similarity_to(shown, reference, metric)
     which = "the last typed token" if len(tokens) <= n_positions else "the last position drawn"
-    vega_chart(similarity_profile(row, reference, metric, which), "pos_profile")
+    plotly_chart(similarity_profile(row, reference, metric, which), "pos_profile")
     if kind == "sinusoidal":
         st.caption(
             "Why nearby positions look alike: moving from p to p + k turns every sine/cosine pair by a fixed angle "
@@ -257,8 +278,7 @@ def rotary(cfg: ModelConfig, trace: Trace, n_positions: int) -> None:
     frame.insert(0, "position", np.arange(n_positions))
     csv_button("Angles (CSV)", frame, "positions_rope_angles.csv", "pos_csv_rope")
     st.subheader("Wavelength of each pair")
-    lengths = wavelengths(cfg.d_head, base)
-    vega_chart(wavelength_figure(lengths, cfg.d_head, n_positions, "d_head", base), "pos_wavelengths")
+    plotly_chart(rope_wavelengths(cfg, n_positions), "pos_wavelengths")
 
 
 def layer_head(cfg: ModelConfig, prefix: str) -> tuple[int, int]:
@@ -284,7 +304,7 @@ def offset_demo(cfg: ModelConfig, trace: Trace) -> None:
     with left:
         show_board(offset_scores_panel(result), key="pos_offset_scores")
     with right:
-        vega_chart(offset_profile_figure(result), "pos_offset_profile")
+        plotly_chart(offset_profile_figure(result), "pos_offset_profile")
     explanation = {
         "rope": "With rope every diagonal (a fixed offset between query and key) holds one value, up to float32 "
         "rounding: shifting both tokens by the same number of positions leaves their score alone.",
@@ -409,8 +429,8 @@ def main() -> None:
     except ConfigError as e:
         st.error(str(e), icon=":material/error:")
     else:
-        view_download("Positional encodings", [plain(summary(cfg, trace))],
-                      partial(position_figures, cfg, n_positions, metric, session_model()), "positional")  # fmt: skip
+        figures = partial(position_figures, cfg, n_positions, dims_text, metric, trace.tokens, session_model())
+        view_download("Positional encodings", [plain(summary(cfg, trace))], figures, "positional")
         if cfg.positional in ("sinusoidal", "learned"):
             added_table(cfg, trace, n_positions, dims_text, metric)
         elif cfg.positional == "rope":
