@@ -29,10 +29,10 @@ from streamlit.testing.v1.util import patch_config_options
 
 import explorer
 from explorer import checkpoints
+from explorer.numbers import percent
 from explorer.stats import head_entropy
 from explorer.tasks import make_task
 from explorer.training import evaluate, initial_model, single_thread, train
-from pictures.training_charts import percent
 from tests.drawn import app_charts, app_matrices, title_text
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")

@@ -1,5 +1,6 @@
-"""Engine additions for the Train page: one-thread training, checkpoints that keep their task, and the
-figures and tables of pictures.training_charts."""
+"""Engine additions for the Train page: one-thread training, checkpoints that keep their task, the task patterns
+and the trained model's answers (explorer.task_patterns, explorer.training), and the figures of
+pictures.training_charts."""
 
 from __future__ import annotations
 
@@ -13,23 +14,22 @@ import torch
 
 import explorer
 from explorer import checkpoints
-from explorer.tasks import TASKS, make_task
-from explorer.training import Snapshot, blind_to_order, initial_model, logits, single_thread, train
-from pictures.training_charts import (
-    curves_figure,
-    expected_output,
+from explorer.numbers import percent
+from explorer.task_patterns import pattern_history, pattern_mass, task_allowed, task_pattern, uniform_mass
+from explorer.tasks import TASKS, expected_output, make_task
+from explorer.training import (
+    Snapshot,
+    blind_to_order,
+    initial_model,
+    logits,
     parameter_count,
-    pattern_figure,
-    pattern_history,
-    pattern_mass,
-    percent,
     predictions,
+    single_thread,
     snapshot_maps,
     steps_to_accuracy,
-    task_allowed,
-    task_pattern,
-    uniform_mass,
+    train,
 )
+from pictures.training_charts import curves_figure, pattern_figure
 
 
 def test_single_thread_pins_torch_to_one_thread_and_restores_after_the_last_caller():

@@ -19,27 +19,26 @@ from streamlit.delta_generator import DeltaGenerator
 
 from explorer import checkpoints
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
+from explorer.numbers import percent
 from explorer.stats import head_entropy
+from explorer.task_patterns import PATTERN_NAMES, pattern_history, pattern_mass, task_pattern, uniform_mass
 from explorer.tasks import TASKS, Task, make_task
 from explorer.trace import AttentionMaps, run
-from explorer.training import TrainResult, blind_to_order, evaluate, initial_model, single_thread, train
-from pictures.attention_panels import attention_map_panel, grid_panel
-from pictures.boards import board
-from pictures.training_charts import (
-    NORM_NAMES,
-    PATTERN_NAMES,
-    curves_figure,
+from explorer.training import (
+    TrainResult,
+    blind_to_order,
+    evaluate,
+    initial_model,
     parameter_count,
-    pattern_figure,
-    pattern_history,
-    pattern_mass,
-    percent,
     predictions,
+    single_thread,
     snapshot_maps,
     steps_to_accuracy,
-    task_pattern,
-    uniform_mass,
+    train,
 )
+from pictures.attention_panels import attention_map_panel, grid_panel
+from pictures.boards import board
+from pictures.training_charts import NORM_NAMES, curves_figure, pattern_figure
 from views.matrix_view import show_board
 from views.widgets import (
     count,
