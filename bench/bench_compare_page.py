@@ -4,7 +4,7 @@ Starts the dashboard headless on a free port and opens /compare with A = 12 laye
 d_ff 3072 (BERT-base sized), post-norm, on 64 tokens; B is the page's default, A with pre-norm, on A's weights.
 Each load times page.goto(URL) until the script run has finished, no skeleton or spinner is left, and all four
 charts of the page are drawn: the three matrix-view boards (views/matrix_view.js: the A | B maps, A - B, the head
-ranking), every canvas of each painted, and the Vega-Lite per-layer lines, its canvas painted (CHARTS_DRAWN in
+ranking), every canvas of each painted, and the Plotly per-layer lines, drawn by plotly.js (CHARTS_DRAWN in
 serve.py). The ranking table is drawn only on request, so it is not waited for.
 The first load after the server starts is "cold" (imports, both models built, traces and gradients computed);
 then --loads "warm" loads, each in a new browser context (no browser cache, a new Streamlit session, the
@@ -12,7 +12,8 @@ server's st.cache_* filled): the target applies to these.
 
 --baseline also times a bare Streamlit page drawing the same kinds of charts: the same component with three boards
 of random matrices of the page's sizes (A | B and A - B at 64 x 64, every cell with hover, A - B with both
-weights; a clickable 12 x 12 map) and one Vega-Lite chart of four small line panels. It is what any such page
+weights; a clickable 12 x 12 map) and one Plotly figure of four small line panels (the page's own layer_lines, on
+random numbers). It is what any such page
 costs on this machine at this moment: it is served alongside and loaded in turn with the Compare page, since the
 machine's speed drifts.
 
@@ -36,9 +37,9 @@ from sentences import words
 from serve import BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving_all, turns
 
 TARGET = 3.0  # seconds from navigation to the fully drawn Compare page, warm
-EXPECTED_CHARTS = 4  # matrix-view boards: A | B maps, A - B map, ranking heatmap; Vega-Lite: per-layer lines
-CHARTS = "[data-testid='stVegaLiteChart'], [data-testid^='stBidiComponent']"
-# --baseline: the least a Streamlit page with the same boards and Vega-Lite chart costs here (the maps have the
+EXPECTED_CHARTS = 4  # matrix-view boards: A | B maps, A - B map, ranking heatmap; Plotly: per-layer lines
+CHARTS = "[data-testid='stPlotlyChart'], [data-testid^='stBidiComponent']"
+# --baseline: the least a Streamlit page with the same boards and Plotly chart costs here (the maps have the
 # sizes the Compare page gives them at 64 tokens).
 BASELINE_APP = (
     BASELINE_PRELUDE
@@ -47,9 +48,12 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from explorer.compare import PER_LAYER
 from pictures.boards import board, matrix_panel
+from pictures.compare_charts import layer_lines
 from pictures.style import BLUES, Ramp
 from views.matrix_view import show_board
+from views.widgets import plotly_chart
 
 st.set_page_config(layout="wide")
 st.sidebar.text_input("Tokens", "the cat sat on the mat")
@@ -69,20 +73,6 @@ def panel(name, values, ramp, px, **more):
     )
 
 
-def line_panel(i):
-    return {
-        "width": 400, "height": 190, "data": {"name": "lines"}, "transform": [{"filter": f"datum.panel == {i}"}],
-        "layer": [
-            {"mark": "line", "encoding": {"x": {"field": "layer", "type": "quantitative"},
-             "y": {"field": "value", "type": "quantitative"}, "color": {"field": "model"},
-             "strokeDash": {"field": "model"}}},
-            {"mark": {"type": "point", "filled": True}, "encoding": {"x": {"field": "layer", "type": "quantitative"},
-             "y": {"field": "value", "type": "quantitative"}, "color": {"field": "model"},
-             "shape": {"field": "model"}, "tooltip": [{"field": "model"}, {"field": "value"}]}},
-        ],
-    }
-
-
 a, b = rng.random((64, 64)).astype(np.float32), rng.random((64, 64)).astype(np.float32)
 left, right = st.columns([5, 3])
 with left:
@@ -91,12 +81,9 @@ with right:
     show_board(board([panel("A_minus_B", a - b, diverging, 180, extra={"A": a, "B": b})]), key="difference")
 ranking = rng.random((12, 12)).astype(np.float32)
 show_board(board([panel("ranking", ranking, oranges, 360, pick="cell", extra={"max": ranking})]), key="ranking")
-lines = pd.DataFrame([(p, m, layer, rng.random()) for p in range(4) for m in "AB" for layer in range(-1, 12)],
-                     columns=["panel", "model", "layer", "value"])
-spec = {"vconcat": [{"hconcat": [line_panel(0), line_panel(1)]}, {"hconcat": [line_panel(2), line_panel(3)]}],
-        "datasets": {"lines": lines}, "autosize": {"type": "pad", "contains": "padding"},
-        "usermeta": {"embedOptions": {"renderer": "canvas", "actions": False}}}
-st.vega_lite_chart(spec, theme=None, width="content")
+lines = pd.DataFrame([(statistic, layer, rng.random(), rng.random()) for statistic in PER_LAYER
+                      for layer in range(-1, 12)], columns=["statistic", "layer", "a", "b"])
+plotly_chart(layer_lines(lines), key="layer_lines")
 """
 )
 # Done: the run has finished, nothing is a skeleton or spinner, and all the page's charts are drawn.

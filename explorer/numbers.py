@@ -24,3 +24,13 @@ def readable(value: float, digits: int = 3) -> str:
 def _trimmed(text: str) -> str:
     """Without the zeros that end a decimal fraction: 0.0120 -> 0.012, 2.0 -> 2 (1,250 keeps its zero)."""
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def percent(share: float) -> str:
+    """A share as a percentage with one decimal, never rounded up to "100.0%" unless it is exactly 1."""
+    text = f"{share:.1%}"
+    decimals = 1
+    while share < 1.0 and text.startswith("100.") and decimals < 6:
+        decimals += 1
+        text = f"{share:.{decimals}%}"
+    return text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -53,6 +54,23 @@ def accuracy(logits: torch.Tensor, batch: Batch) -> float:
     """Share of scored positions whose most likely token is the target: logits [B, T, V]."""
     correct = (logits.argmax(dim=-1) == batch.targets) & batch.scored
     return float(correct.sum() / batch.scored.sum())
+
+
+def expected_output(task: Task, tokens: Sequence[str]) -> list[str | None]:
+    """What the task wants at each position of this input; None where nothing is scored.
+
+    copy: the input; reverse: it backwards; sort: its tokens in vocabulary order; induction: the next token, at
+    the positions of the repeat that have one (from T/2 to T-2), as Task.sample scores them."""
+    tokens = list(tokens)
+    T = len(tokens)
+    if task.name == "copy":
+        return list(tokens)
+    if task.name == "reverse":
+        return tokens[::-1]
+    if task.name == "sort":
+        order = {t: i for i, t in enumerate(task.vocabulary)}
+        return sorted(tokens, key=lambda t: order[t])
+    return [tokens[t + 1] if T // 2 <= t <= T - 2 else None for t in range(T)]
 
 
 def make_task(name: str, length: int = 8) -> Task:

@@ -1,9 +1,10 @@
-"""Train a tiny transformer on a toy task, keeping its learning curve and attention snapshots."""
+"""Train a tiny transformer on a toy task, keeping its learning curve and attention snapshots, and read what it
+learned: its answers, when it got there, its size."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -13,9 +14,10 @@ import torch
 import torch.nn.functional as F
 
 from explorer.config import ConfigError, ModelConfig
-from explorer.model import Transformer, build_model, copy_shared_weights, float32_default
-from explorer.tasks import Batch, Task, accuracy
-from explorer.trace import run
+from explorer.inputs import token_ids
+from explorer.model import Transformer, build_model, copy_shared_weights, float32_default, parameter_total
+from explorer.tasks import Batch, Task, accuracy, expected_output
+from explorer.trace import AttentionMaps, run
 
 Callback = Callable[[int, float, float], bool | None]  # (step, loss, accuracy) -> False stops training
 
@@ -134,6 +136,40 @@ def evaluate(model: Transformer, task: Task, n_sequences: int = 512, seed: int =
     """Token accuracy on fresh sequences the model has not trained on."""
     with torch.inference_mode():
         return loss_and_accuracy(model, task.sample(n_sequences, torch.Generator().manual_seed(seed)))[1]
+
+
+def steps_to_accuracy(history: pd.DataFrame, level: float) -> int | None:
+    """The first step whose training-batch accuracy reached `level`, or None."""
+    reached = history.loc[history["accuracy"] >= level, "step"]
+    return int(reached.iloc[0]) if len(reached) else None
+
+
+def parameter_count(cfg: ModelConfig, task: Task) -> int:
+    """Parameters train() would fit for this config and task, counted without allocating any weights."""
+    return parameter_total(task_config(cfg, task), task.vocabulary)
+
+
+def predictions(model: Transformer, task: Task, tokens: Sequence[str]) -> pd.DataFrame:
+    """position, input, output (the model's most likely token), expected, correct (None where not scored)."""
+    tokens = list(tokens)
+    ids = token_ids(model.vocabulary, tokens)  # [T]; unknown tokens raise a ConfigError
+    with torch.inference_mode():
+        best = logits(model, ids[None])[0].argmax(dim=-1)  # [T]
+    output = [model.vocabulary[i] for i in best.tolist()]
+    expected = expected_output(task, tokens)
+    correct = [None if e is None else o == e for o, e in zip(output, expected, strict=True)]
+    return pd.DataFrame(
+        {"position": range(len(tokens)), "input": tokens, "output": output, "expected": expected, "correct": correct}
+    )
+
+
+def snapshot_maps(snapshot: Snapshot, like: AttentionMaps) -> AttentionMaps:
+    """The snapshot's weights [L, H, T, T] with the tokens and mask of a trace on the same probe.
+    Snapshots keep weights only: the scores are NaN."""
+    if snapshot.attention.shape != like.weights.shape:
+        raise ValueError(f"snapshot {snapshot.attention.shape} does not match the maps {like.weights.shape}")
+    scores = np.full(like.scores.shape, np.nan, dtype=np.float32)
+    return AttentionMaps(like.kind, snapshot.attention, scores, like.allowed, like.query_tokens, like.key_tokens)
 
 
 def _snapshot(model: Transformer, step: int, probe: list[str]) -> Snapshot:

@@ -1,23 +1,24 @@
 """Charts for the Compare page: A's and B's maps on one colour scale, A - B on a diverging scale centred on 0, and
 the heads ranked by how much they changed (click one to show it) as matrix-view panels (pictures.boards, drawn
-by views/matrix_view.js), and per-layer statistics of A and B on the same axes as a Vega-Lite chart (a dict whose
-table is a DataFrame under "datasets"; see pictures/style.py). No Streamlit here."""
+by views/matrix_view.js), and per-layer statistics of A and B on the same axes as a Plotly figure. No Streamlit
+here."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from explorer.compare import PER_LAYER
 from explorer.numbers import readable
 from explorer.trace import AttentionMaps
 from pictures.attention_panels import token_labels, top_of, weight_ramp
 from pictures.boards import matrix_panel
-from pictures.style import AXIS_NUMBERS, Ramp, chart, layer_head_axes
+from pictures.style import HOVER_NUMBERS, Ramp, axis, figure_layout, label_text, layer_head_axes
 
 A_COLOUR = "#1f5fa8"  # A is blue everywhere: its lines, and A - B > 0 (A attends more)
 B_COLOUR = "#c2410c"  # B is orange-red: its lines, and A - B < 0 (B attends more)
@@ -47,8 +48,14 @@ STATISTIC_TITLES = {
     "gradient norm": "Gradient norm of each block",
     "attention entropy": "Self-attention entropy (nats, mean of heads)",
 }
-LINE_WIDTH, LINE_HEIGHT = 400, 190  # px of each per-layer panel
+LINE_HEIGHT = 190  # px of each per-layer panel
+PANEL_GAP_PX = 90  # px between the two rows of panels: the upper row's axis title and the lower row's panel titles
 MAX_LAYER_TICKS = 13
+SHADE_COLOUR = "#eeeeee"  # behind the blocks only one model has
+NOT_AVAILABLE = "not available"  # written in a panel whose statistic has no values (no gradient norms)
+LEGEND_BELOW = {"orientation": "h", "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0, "yanchor": "bottom"}
+LEGEND_ROW_PX = 22  # px the legend's row takes under the panels
+PANEL_TITLE_PX = 12  # px more above the panels, so that the upper panels' titles stand clear of the subtitle
 
 
 def difference_ramp(half: float) -> Ramp:
@@ -249,119 +256,95 @@ def ranking_panel(
     )
 
 
-def _literal(text: str) -> str:
-    """A string literal for a Vega expression."""
-    return json.dumps(text)
+def _block(layer: int) -> str:
+    """A block index as an axis writes it: -1 (the input to the first block) is "input"."""
+    return "input" if layer == -1 else str(layer)
 
 
-def lines_table(table: pd.DataFrame, names: tuple[str, str]) -> pd.DataFrame:
-    """per_layer_comparison in long form: statistic, layer, model (A's or B's name) and value; a layer one model
-    lacks has no row for that model."""
-    long = table.melt(id_vars=["statistic", "layer"], value_vars=["a", "b"], var_name="model", value_name="value")
-    long = long[long["value"].notna()].copy()
-    long["model"] = long["model"].map({"a": names[0], "b": names[1]})
-    long["layer"] = long["layer"].astype(np.int32)
-    long["value"] = long["value"].astype(np.float64)
-    return long.reset_index(drop=True)
+def _layer_title(statistic: str) -> str:
+    """What a panel's x axis counts: the residual stream is measured after each block, the others in each block."""
+    return "after block" if statistic.startswith("residual") else "block"
 
 
-def _panel(table: pd.DataFrame, statistic: str, names: tuple[str, ...]) -> dict:
-    """One statistic of per_layer_comparison: A and B as two lines on the same axes; the layers only one model
-    has are shaded."""
-    rows = table[table["statistic"] == statistic].sort_values("layer")
-    layers = sorted(int(v) for v in rows["layer"].unique()) or [0]
-    labelled = layers if len(layers) <= MAX_LAYER_TICKS else layers[:: math.ceil(len(layers) / MAX_LAYER_TICKS)]
-    x = {
-        "field": "layer",
-        "type": "quantitative",
-        "scale": {"domain": [layers[0] - 0.5, layers[-1] + 0.5], "nice": False, "zero": False},
-        "axis": {
-            "title": "after block" if statistic.startswith("residual") else "block",
-            "values": labelled,
-            "labelExpr": "datum.value == -1 ? 'input' : datum.value",
-            "grid": True,
-            "gridColor": "#eeeeee",
-        },
-    }
-    y = {
-        "field": "value",
-        "type": "quantitative",
-        "scale": {"zero": True},
-        "axis": {"title": None, "gridColor": "#eeeeee", "format": AXIS_NUMBERS, "labelFlush": True},
-    }
-    model = {"field": "model", "type": "nominal", "title": None}
-    colour = {**model, "scale": {"domain": list(names), "range": [A_COLOUR, B_COLOUR]}}
-    dash = {**model, "scale": {"domain": list(names), "range": [[1, 0], [6, 4]]}}
-    shape = {**model, "scale": {"domain": list(names), "range": ["circle", "diamond"]}}
-    tooltip = [
-        {"field": "model", "title": "model"},
-        {"field": "layer_name", "title": "layer"},
-        {"field": "value", "title": statistic, "format": ".4g"},
-    ]
-    layers_spec: list[dict] = []
-    only_one = rows[rows["a"].isna() != rows["b"].isna()]["layer"]
-    if len(only_one) and rows["b"].notna().any():
-        layers_spec.append(
-            {
-                "data": {"values": [{"from": float(only_one.min()) - 0.5, "to": float(only_one.max()) + 0.5}]},
-                "mark": {"type": "rect", "color": "#eeeeee", "interactive": False},
-                "encoding": {"x": {"field": "from", "type": "quantitative"}, "x2": {"field": "to"}},
-            }
-        )
-    layers_spec += [
-        {
-            "mark": {"type": "line", "strokeWidth": 2},
-            "encoding": {"x": x, "y": y, "color": colour, "strokeDash": dash},
-        },
-        {
-            "mark": {"type": "point", "filled": True, "size": 50, "opacity": 1},
-            "encoding": {"x": x, "y": y, "color": colour, "shape": shape, "tooltip": tooltip},
-        },
-    ]
-    title = {"text": STATISTIC_TITLES[statistic], "anchor": "start", "fontSize": 14}
-    if rows.empty:  # e.g. no gradient norms: say so in the panel rather than draw bare axes
-        return {
-            "title": title,
-            "width": LINE_WIDTH,
-            "height": LINE_HEIGHT,
-            "data": {"values": [{"note": "not available"}]},
-            "mark": {"type": "text", "color": "#888888", "fontSize": 13},
-            "encoding": {"text": {"field": "note"}},
-        }
-    return {
-        "title": title,
-        "width": LINE_WIDTH,
-        "height": LINE_HEIGHT,
-        "data": {"name": "lines"},
-        "transform": [
-            {"filter": f"datum.statistic == {_literal(statistic)}"},
-            {"calculate": "datum.layer == -1 ? 'input' : '' + datum.layer", "as": "layer_name"},
-        ],
-        "layer": layers_spec,
-    }
+def _layer_axis(statistic: str, layers: list[int]) -> dict:
+    """The x axis of one statistic's panel: its layers (-1 labelled "input"), at most MAX_LAYER_TICKS labels."""
+    shown = layers if len(layers) <= MAX_LAYER_TICKS else layers[:: math.ceil(len(layers) / MAX_LAYER_TICKS)]
+    return axis(
+        _layer_title(statistic),
+        numbers="d",
+        tickmode="array",
+        tickvals=shown,
+        ticktext=[_block(layer) for layer in shown],
+        range=[layers[0] - 0.5, layers[-1] + 0.5],
+    )
 
 
-def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> dict:
-    """A 2 x 2 grid, one panel per statistic of per_layer_comparison (each its own y scale), A (solid blue,
+def _model_line(rows: pd.DataFrame, column: str, name: str, statistic: str, first: bool) -> go.Scatter:
+    """One model's values of one statistic over its layers: A solid blue with circles, B dashed orange with diamonds;
+    hover names the model, the layer and the value. `first`: the panel that puts it in the legend."""
+    mine = rows[rows[column].notna()]
+    layers = mine["layer"].to_numpy(dtype=np.int32)  # [n]
+    a = column == "a"
+    return go.Scatter(
+        x=layers,
+        y=mine[column].to_numpy(dtype=np.float64),
+        name=name,
+        legendgroup=name,
+        showlegend=first,
+        mode="lines+markers",
+        line={"color": A_COLOUR if a else B_COLOUR, "width": 2, "dash": "solid" if a else "dash"},
+        marker={"size": 8, "symbol": "circle" if a else "diamond"},
+        customdata=["input" if layer == -1 else f"{_layer_title(statistic)} {layer}" for layer in layers],
+        hovertemplate=f"{label_text(name)}<br>%{{customdata}}<br>{statistic} %{{y:{HOVER_NUMBERS}}}<extra></extra>",
+    )
+
+
+def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> go.Figure:
+    """A 2 x 2 grid, one panel per statistic of per_layer_comparison (each its own y scale, from 0), A (solid blue,
     circles) and B (dashed orange, diamonds) as two lines on the same axes. Layer -1 is the input to the first
     block, labelled "input"; layers only one model has are shaded. Without B's values, the legend names A alone."""
-    in_legend = names if table["b"].notna().any() else names[:1]
-    panels = [_panel(table, statistic, in_legend) for statistic in PER_LAYER]
-    spec = {  # rows of an hconcat each: Streamlit draws nothing of a "concat" with "columns"
-        "vconcat": [{"hconcat": panels[i : i + 2], "spacing": 40} for i in range(0, len(panels), 2)],
-        "spacing": 30,
-        "datasets": {"lines": lines_table(table, names)},
-        "resolve": {
-            "scale": {"x": "independent", "y": "independent", "color": "shared", "strokeDash": "shared",
-                      "shape": "shared"},
-        },
-    }  # fmt: skip
-    out = chart(spec)
-    out["config"]["legend"] |= {
-        "orient": "top",
-        "direction": "horizontal",
-        "symbolStrokeWidth": 2,
-        "symbolSize": 90,
-        "labelFontSize": 13,
-    }
-    return out
+    has_b = bool(table["b"].notna().any())
+    figure = make_subplots(
+        rows=2, cols=2, subplot_titles=[STATISTIC_TITLES[s] for s in PER_LAYER], horizontal_spacing=0.1,
+        vertical_spacing=0.2,
+    )  # fmt: skip
+    figure.update_annotations(font={"size": 14})  # the panel titles, in the page's size
+    in_legend: set[str] = set()
+    shaded = False
+    for i, statistic in enumerate(PER_LAYER):
+        row, col = i // 2 + 1, i % 2 + 1
+        rows = table[table["statistic"] == statistic].sort_values("layer")
+        if rows[["a", "b"]].notna().to_numpy().sum() == 0:  # e.g. no gradient norms: say so rather than draw bare axes
+            panel = figure.get_subplot(row, col)  # placed on the page: a hidden axis has no domain to refer to
+            figure.add_annotation(text=NOT_AVAILABLE, showarrow=False, font={"color": "#888888", "size": 13},
+                                  x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2, xref="paper",
+                                  yref="paper")  # fmt: skip
+            figure.update_xaxes(visible=False, row=row, col=col)
+            figure.update_yaxes(visible=False, row=row, col=col)
+            continue
+        for column, name in zip(("a", "b"), names, strict=True):
+            if rows[column].notna().any():
+                figure.add_trace(_model_line(rows, column, name, statistic, name not in in_legend), row=row, col=col)
+                in_legend.add(name)
+        only_one = rows[rows["a"].isna() != rows["b"].isna()]["layer"]
+        if has_b and len(only_one):
+            figure.add_vrect(x0=float(only_one.min()) - 0.5, x1=float(only_one.max()) + 0.5, fillcolor=SHADE_COLOUR,
+                             opacity=1.0, line_width=0, layer="below", row=row, col=col)  # fmt: skip
+            shaded = True
+        figure.update_xaxes(_layer_axis(statistic, [int(v) for v in rows["layer"]]), row=row, col=col)
+        figure.update_yaxes(axis(None, rangemode="tozero"), row=row, col=col)
+    a_name, b_name = names
+    if has_b:
+        title = f"Per-layer statistics of {a_name} and {b_name}"
+        subtitle = (
+            f"{a_name}: solid blue, circles; {b_name}: dashed orange, diamonds; each panel its own scale, from 0"
+            + ("; shaded: blocks only one model has" if shaded else "")
+        )
+    else:
+        title, subtitle = f"Per-layer statistics of {a_name}", f"{b_name} has no values here: {a_name} alone"
+    layout = figure_layout(title, subtitle, 2 * LINE_HEIGHT + PANEL_GAP_PX)
+    layout["legend"] |= LEGEND_BELOW
+    layout["margin"]["b"] += LEGEND_ROW_PX
+    layout["margin"]["t"] += PANEL_TITLE_PX
+    figure.update_layout(layout)
+    return figure

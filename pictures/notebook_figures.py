@@ -8,10 +8,8 @@ notebook reads like the same map on a page.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 import torch
-from plotly.subplots import make_subplots
 
 from explorer.activations import layer_statistics
 from explorer.anatomy import parameter_counts, parameter_groups
@@ -28,6 +26,7 @@ from pictures import activation_charts
 from pictures.attention_panels import token_labels
 from pictures.positional_charts import encoding_curves
 from pictures.style import BLUES, RDBU, plotly_scale
+from pictures.training_charts import curves_figure, training_title
 
 AVERAGE = None  # head=None: the plain mean of a layer's heads
 
@@ -191,15 +190,10 @@ def gradient_figure(model: Transformer, source: Source, target: Source | None = 
 
 
 def training_figure(result: TrainResult) -> go.Figure:
-    """Loss and accuracy against the step of a training run (explorer.training.train's result)."""
-    history: pd.DataFrame = result.history
-    figure = make_subplots(rows=1, cols=2, subplot_titles=("loss", "accuracy"))
-    figure.add_trace(go.Scatter(x=history["step"], y=history["loss"], name="loss", mode="lines"), row=1, col=1)
-    figure.add_trace(go.Scatter(x=history["step"], y=history["accuracy"], name="accuracy", mode="lines"), row=1, col=2)
-    figure.update_yaxes(range=[0, 1], row=1, col=2)
-    figure.update_xaxes(title_text="step")
-    figure.update_layout(title=f"Training on {result.task.name}", template="plotly_white", showlegend=False)
-    return figure
+    """Loss (log scale) and accuracy against the step of a training run (explorer.training.train's result): the
+    Train page's learning curves for this one run, with the uniform-guess loss and chance accuracy dotted."""
+    task, histories = result.task, {result.model.config.norm: result.history}
+    return curves_figure(histories, len(task.vocabulary), len(result.history) or None, training_title(task))
 
 
 def rope_angle_figure(n_positions: int, d_head: int, base: float = 10000.0) -> go.Figure:

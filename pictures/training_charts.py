@@ -1,79 +1,72 @@
-"""The Train page's figures and tables: learning curves, where attention lands, and the model's answers.
+"""The Train page's figures: learning curves, and where attention lands over training.
 
-Arrays, DataFrames and models in; a Vega-Lite spec (dict) or DataFrame out (no Streamlit here).
+DataFrames in (explorer.training's history, explorer.task_patterns' pattern_history); Plotly figures out (no
+Streamlit here). pictures.notebook_figures.training_figure draws the same curves for a notebook.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-import torch
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
-from explorer.config import ModelConfig
-from explorer.inputs import token_ids
-from explorer.model import Transformer, parameter_total
+from explorer.task_patterns import PATTERN_NAMES, task_allowed, task_pattern, uniform_mass
 from explorer.tasks import Task
-from explorer.trace import AttentionMaps
-from explorer.training import Snapshot, logits, task_config
-from pictures.style import AXIS_NUMBERS, chart
+from pictures.style import CATEGORY10, axis, figure_layout
 
 NORM_NAMES = {"post": "post-norm", "pre": "pre-norm"}
 NORM_COLOURS = {"post": "#1f5fa8", "pre": "#e0701a"}  # blue and orange: told apart in greyscale and by most eyes
+NORM_DASHES = {"post": "solid", "pre": "dash"}
 MAX_PATTERN_LINES = 8  # heads drawn in the pattern chart: the ones that end closest to the task's pattern
+REFERENCE_COLOUR, NOTE_COLOUR = "#888888", "#666666"  # a dotted reference line, and the note on it
+MARK_COLOUR = "#444444"  # the vertical line at the step the slider shows
+LOSS_TITLE = "loss (cross-entropy, nats, log scale)"
+ACCURACY_TITLE = "token accuracy on the training batch"
+LEGEND_BELOW = {"orientation": "h", "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0, "yanchor": "bottom"}
+LEGEND_ROW_PX = 22  # px the legend's row takes under the panels
+PANEL_TITLE_PX = 12  # px more above the panels, so that their titles stand clear of the subtitle
+PATTERN_PX = 300  # px of the pattern chart: its legend of MAX_PATTERN_LINES heads fits beside it unscrolled
 
 
-def _norm_colour(norms: Sequence[str], legend: bool) -> dict:
-    """The colour and dash of each norm placement's line (post: solid blue, pre: dashed orange)."""
-    names = [NORM_NAMES.get(n, n) for n in norms]
-    return {
-        "color": {
-            "field": "placement",
-            "type": "nominal",
-            "scale": {"domain": names, "range": [NORM_COLOURS.get(n, "#444444") for n in norms]},
-            "legend": {"title": None, "orient": "bottom", "symbolType": "stroke"} if legend else None,
-        },
-        "strokeDash": {
-            "field": "placement",
-            "type": "nominal",
-            "scale": {"domain": names, "range": [[1, 0] if n == "post" else [6, 4] for n in norms]},
-            "legend": None,
-        },
-    }
+def training_title(task: Task) -> str:
+    """The learning curves' title: the task they are of."""
+    return f"Training on {task.name} (length {task.length}): loss and accuracy per step"
 
 
-def _reference(y: float, text: str, align: str = "left") -> list[dict]:
-    """A dotted horizontal line at y with a grey note on it."""
-    rule = {"data": {"values": [{"y": y}]}, "mark": {"type": "rule", "color": "#888", "strokeDash": [2, 3]},
-            "encoding": {"y": {"field": "y", "type": "quantitative"}}}  # fmt: skip
-    note = {
-        "data": {"values": [{"y": y, "text": text}]},
-        "mark": {"type": "text", "align": align, "baseline": "bottom", "dy": -3, "color": "#666", "fontSize": 11,
-                 "x": 4 if align == "left" else "width"},
-        "encoding": {"y": {"field": "y", "type": "quantitative"}, "text": {"field": "text"}},
-    }  # fmt: skip
-    return [rule, note]
+def _reference(figure: go.Figure, y: float, text: str, log: bool = False, right: bool = False, **where: int) -> None:
+    """A dotted horizontal line across a panel at y, with a grey note: on it at its left end, or under it at its
+    right end (`right`, where lines that rise from it leave room below)."""
+    figure.add_hline(y=y, line={"color": REFERENCE_COLOUR, "width": 1, "dash": "dot"}, **where)
+    figure.add_annotation(
+        text=text,
+        x=1.0 if right else 0.0,
+        xref="x domain",
+        xanchor="right" if right else "left",
+        xshift=-6 if right else 0,  # clear of a vertical line at the last step
+        y=math.log10(y) if log else y,  # an annotation on a log axis is placed by the log of its value
+        yanchor="top" if right else "bottom",
+        showarrow=False,
+        font={"size": 11, "color": NOTE_COLOUR},
+        **where,
+    )
 
 
-def curves_table(histories: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """Tidy: placement ("post-norm"), step, loss, accuracy: one row per norm placement and step."""
-    parts = [
-        pd.DataFrame(
-            {
-                "placement": NORM_NAMES.get(norm, norm),
-                "step": history["step"].to_numpy(dtype=np.int32),
-                "loss": history["loss"].to_numpy(dtype=np.float64),
-                "accuracy": history["accuracy"].to_numpy(dtype=np.float64),
-            }
-        )
-        for norm, history in histories.items()
-    ]
-    return (
-        pd.concat(parts, ignore_index=True)
-        if parts
-        else pd.DataFrame(columns=["placement", "step", "loss", "accuracy"])
+def _loss_axis(histories: Mapping[str, pd.DataFrame], uniform_loss: float) -> dict:
+    """A log axis of whole decades, labelled 10^k as plain numbers, from below the lowest loss to above ln V."""
+    losses = [float(h["loss"].min()) for h in histories.values() if len(h)]
+    low = min([*losses, uniform_loss])
+    low_decade = math.floor(math.log10(max(low, 1e-6)))
+    high_decade = math.ceil(math.log10(uniform_loss * 1.5))
+    return axis(
+        "loss",
+        type="log",
+        range=[low_decade, high_decade],
+        tickmode="array",
+        tickvals=[10.0**e for e in range(low_decade, high_decade + 1)],
     )
 
 
@@ -82,205 +75,82 @@ def curves_figure(
     vocabulary_size: int,
     total_steps: int | None = None,
     title: str | None = None,
-) -> dict:
-    """Loss (log scale) and accuracy per step, one line per norm placement on the same axes.
+) -> go.Figure:
+    """Loss (log scale) and accuracy per step, one line per norm placement on the same axes (post-norm solid blue,
+    pre-norm dashed orange); hover gives the placement, the step and the value.
 
-    histories: norm ("post" or "pre") -> DataFrame with step, loss, accuracy (train()'s history). The
-    dotted lines mark a model that guesses uniformly: loss ln(V), accuracy 1/V."""
-    table = curves_table(histories)
+    histories: norm ("post" or "pre") -> DataFrame with step, loss, accuracy (train()'s history); total_steps: the
+    x axis runs from 0 to it (the run's length, so that a live chart grows into it). The dotted lines mark a model
+    that guesses uniformly: loss ln(V), accuracy 1/V."""
     uniform_loss, chance = math.log(vocabulary_size), 1.0 / vocabulary_size
-    x = {"field": "step", "type": "quantitative", "title": "step",
-         "scale": {"domain": [0, total_steps]} if total_steps else {}}  # fmt: skip
-    hover = [{"field": "placement", "title": "norm"}, {"field": "step"}]
-
-    def panel(column: str, heading: str, y: dict, reference: list[dict], fmt: str) -> dict:
-        lines = {
-            "data": {"name": "curves"},
-            "mark": {"type": "line", "strokeWidth": 2},
-            "encoding": {"x": x, "y": {"field": column, "type": "quantitative", **y},
-                         **_norm_colour(list(histories), legend=True),
-                         "tooltip": [*hover, {"field": column, "format": fmt}]},
-        }  # fmt: skip
-        points = {  # invisible points: hover anywhere along a line
-            **lines,
-            "mark": {"type": "point", "opacity": 0, "size": 60},
-            "encoding": {**lines["encoding"], **_norm_colour(list(histories), legend=False)},
-        }
-        return {"title": heading, "width": 340, "height": 240, "layer": [lines, points, *reference]}
-
-    low = float(table["loss"].min()) if len(table) else uniform_loss
-    loss_low = 10 ** math.floor(math.log10(max(min(low, uniform_loss), 1e-6)))  # whole decades, labelled 10^k
-    loss_high = 10 ** math.ceil(math.log10(uniform_loss * 1.5))
-    loss = panel(
-        "loss",
-        "loss (cross-entropy, nats, log scale)",
-        {
-            "title": "loss",
-            "scale": {"type": "log", "domain": [loss_low, loss_high]},
-            "axis": {"values": [10.0**e for e in range(round(math.log10(loss_low)), 3)], "format": AXIS_NUMBERS},
-        },
-        _reference(uniform_loss, f"uniform guess ln {vocabulary_size} = {uniform_loss:.2f}"),
-        ".4f",
-    )
-    accuracy = panel(
-        "accuracy",
-        "token accuracy on the training batch",
-        {"title": "accuracy", "scale": {"domain": [0, 1.02]}, "axis": {"format": ".0%"}},
-        _reference(chance, f"chance 1/{vocabulary_size} = {chance:.0%}"),
-        ".1%",
-    )
-    spec = {"hconcat": [loss, accuracy], "datasets": {"curves": table}}
-    if title:
-        spec["title"] = {"text": title, "anchor": "start"}
-    return chart(spec)
-
-
-def task_pattern(task: Task) -> np.ndarray | None:
-    """[T, T] bool: for each query (row), the key it must read to do the task; None when there is no single one.
-
-    reverse: position t outputs the token at T-1-t, an anti-diagonal. induction: in the repeat, position t holds a
-    copy of the token at t - T/2, and the next token is the one after that earlier copy, at t - T/2 + 1.
-    copy and sort have no such key (copy can pass each token straight along the residual stream)."""
-    T = task.length
-    if task.name == "reverse":
-        return np.fliplr(np.eye(T, dtype=bool))
-    if task.name == "induction":
-        pattern = np.zeros((T, T), dtype=bool)
-        half = T // 2
-        for t in range(half, T - 1):  # the scored positions
-            pattern[t, t - half + 1] = True
-        return pattern
-    return None
-
-
-PATTERN_NAMES = {"reverse": "the anti-diagonal (key T-1-t)", "induction": "the token after the earlier copy"}
-
-
-def pattern_mass(pattern: np.ndarray, attention: np.ndarray) -> np.ndarray:
-    """[L, H]: each head's mean weight on the key the task needs, over the queries that need one.
-    attention [L, H, T, T]; 1.0 = every such query puts all its weight there (uniform attention: uniform_mass)."""
-    rows = pattern.any(axis=1)  # [T] queries with a needed key
-    on_pattern = (attention * pattern).sum(axis=-1)  # [L, H, T] weight on the needed key, per query
-    return on_pattern[..., rows].mean(axis=-1)  # [L, H]
-
-
-def task_allowed(task: Task) -> np.ndarray:
-    """[T, T] bool: the keys each query may see while the task trains (causal for a decoder task, else all)."""
-    every = np.ones((task.length, task.length), dtype=bool)  # [T, T]
-    return np.tril(every) if task.arch == "decoder" else every
-
-
-def uniform_mass(pattern: np.ndarray, allowed: np.ndarray) -> float:
-    """pattern_mass of a head that spreads its weight evenly over the keys each query may see: the baseline a
-    trained head is measured against (1/T without a mask; more for a causal query that sees fewer keys)."""
-    uniform = allowed / np.maximum(allowed.sum(axis=-1, keepdims=True), 1)  # [T, T]
-    return float(pattern_mass(pattern, uniform[None, None])[0, 0])
-
-
-def pattern_history(snapshots: Sequence[Snapshot], pattern: np.ndarray) -> pd.DataFrame:
-    """Tidy: step, layer, head, head_label ("L1 H2"), mass, for every snapshot and head."""
-    rows = []
-    for snapshot in snapshots:
-        mass = pattern_mass(pattern, snapshot.attention)  # [L, H]
-        for (layer, head), value in np.ndenumerate(mass):
-            rows.append(
-                {"step": snapshot.step, "layer": layer, "head": head, "head_label": f"L{layer} H{head}", "mass": value}
+    figure = make_subplots(rows=1, cols=2, subplot_titles=(LOSS_TITLE, ACCURACY_TITLE), horizontal_spacing=0.14)
+    figure.update_annotations(font={"size": 14})  # the panel titles, in the page's size
+    for norm, history in histories.items():
+        name = NORM_NAMES.get(norm, norm)
+        line = {"color": NORM_COLOURS.get(norm, "#444444"), "width": 2, "dash": NORM_DASHES.get(norm, "solid")}
+        steps = history["step"].to_numpy(dtype=np.int32)  # [n]
+        for col, column, numbers in ((1, "loss", ".4f"), (2, "accuracy", ".1%")):
+            figure.add_trace(
+                go.Scatter(
+                    x=steps,
+                    y=history[column].to_numpy(dtype=np.float64),
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    mode="lines",
+                    line=line,
+                    hovertemplate=f"{name}<br>step %{{x}}<br>{column} %{{y:{numbers}}}<extra></extra>",
+                ),
+                row=1,
+                col=col,
             )
-    return pd.DataFrame(rows, columns=["step", "layer", "head", "head_label", "mass"])
+    _reference(figure, uniform_loss, f"uniform guess ln {vocabulary_size} = {uniform_loss:.2f}", log=True, row=1, col=1)
+    _reference(figure, chance, f"chance 1/{vocabulary_size} = {chance:.0%}", row=1, col=2)
+    subtitle = f"on each step's batch of fresh sequences; dotted: guessing uniformly among the {vocabulary_size} tokens"
+    layout = figure_layout(title or "Loss and accuracy per training step", subtitle, 280)
+    layout["legend"] |= LEGEND_BELOW
+    layout["margin"]["b"] += LEGEND_ROW_PX
+    layout["margin"]["t"] += PANEL_TITLE_PX
+    figure.update_layout(layout)
+    figure.update_xaxes(axis("step", range=[0, total_steps] if total_steps else None))
+    figure.update_yaxes(_loss_axis(histories, uniform_loss), row=1, col=1)
+    figure.update_yaxes(axis("accuracy", numbers=".0%", range=[0, 1.02]), row=1, col=2)
+    return figure
 
 
-def pattern_figure(history: pd.DataFrame, task: Task, marked_step: int | None = None) -> dict:
-    """How much weight each head puts where the task needs it, over training; the heads that end highest."""
+def pattern_figure(history: pd.DataFrame, task: Task, marked_step: int | None = None) -> go.Figure:
+    """How much weight each head puts where the task needs it, over training: a line per head, for the heads that
+    end highest (MAX_PATTERN_LINES), highest first; hover gives the head, the step and its weight. A dotted line
+    marks attention spread evenly, a vertical one `marked_step`."""
     last = history[history["step"] == history["step"].max()].sort_values("mass", ascending=False)
     shown = list(last["head_label"][:MAX_PATTERN_LINES])
-    rows = history[history["head_label"].isin(shown)][["step", "head_label", "mass"]]
     hidden = last.shape[0] - len(shown)
     more = f" (the {len(shown)} highest of {last.shape[0]})" if hidden else ""
-    lines = {
-        "data": {"name": "pattern"},
-        "mark": {"type": "line", "point": {"size": 20}},
-        "encoding": {
-            "x": {"field": "step", "type": "quantitative", "title": "step", "scale": {"nice": False}},
-            "y": {"field": "mass", "type": "quantitative", "title": "mean weight", "scale": {"domain": [0, 1.02]}},
-            "color": {"field": "head_label", "type": "nominal", "sort": shown, "title": "head",
-                      "scale": {"scheme": "tableau10"}},
-            "tooltip": [{"field": "head_label", "title": "head"}, {"field": "step"},
-                        {"field": "mass", "title": "mean weight", "format": ".3f"}],
-        },
-    }  # fmt: skip
+    figure = go.Figure()
+    for i, label in enumerate(shown):
+        rows = history[history["head_label"] == label].sort_values("step")
+        figure.add_trace(
+            go.Scatter(
+                x=rows["step"].to_numpy(dtype=np.int32),
+                y=rows["mass"].to_numpy(dtype=np.float64),
+                name=label,
+                mode="lines+markers",
+                line={"color": CATEGORY10[i % len(CATEGORY10)], "width": 2},
+                marker={"size": 5},
+                hovertemplate=f"{label}<br>step %{{x}}<br>mean weight %{{y:.3f}}<extra></extra>",
+            )
+        )
     baseline = uniform_mass(task_pattern(task), task_allowed(task))
-    layers = [lines, *_reference(baseline, f"uniform attention {baseline:.3g}", align="right")]
+    _reference(figure, baseline, f"uniform attention {baseline:.3g}", right=True)
     if marked_step is not None:
-        layers.append({"data": {"values": [{"step": marked_step}]}, "mark": {"type": "rule", "color": "#444"},
-                       "encoding": {"x": {"field": "step", "type": "quantitative"}}})  # fmt: skip
-    return chart(
-        {
-            "title": {"text": f"weight on {PATTERN_NAMES.get(task.name, 'the needed key')}, per head{more}",
-                      "anchor": "start"},
-            "width": 900,
-            "height": 240,
-            "datasets": {"pattern": rows.reset_index(drop=True)},
-            "layer": layers,
-        }
-    )  # fmt: skip
-
-
-def snapshot_maps(snapshot: Snapshot, like: AttentionMaps) -> AttentionMaps:
-    """The snapshot's weights [L, H, T, T] with the tokens and mask of a trace on the same probe.
-    Snapshots keep weights only: the scores are NaN."""
-    if snapshot.attention.shape != like.weights.shape:
-        raise ValueError(f"snapshot {snapshot.attention.shape} does not match the maps {like.weights.shape}")
-    scores = np.full(like.scores.shape, np.nan, dtype=np.float32)
-    return AttentionMaps(like.kind, snapshot.attention, scores, like.allowed, like.query_tokens, like.key_tokens)
-
-
-def expected_output(task: Task, tokens: Sequence[str]) -> list[str | None]:
-    """What the task wants at each position of this input; None where nothing is scored.
-
-    copy: the input; reverse: it backwards; sort: its tokens in vocabulary order; induction: the next token, at
-    the positions of the repeat that have one (from T/2 to T-2), as Task.sample scores them."""
-    tokens = list(tokens)
-    T = len(tokens)
-    if task.name == "copy":
-        return list(tokens)
-    if task.name == "reverse":
-        return tokens[::-1]
-    if task.name == "sort":
-        order = {t: i for i, t in enumerate(task.vocabulary)}
-        return sorted(tokens, key=lambda t: order[t])
-    return [tokens[t + 1] if T // 2 <= t <= T - 2 else None for t in range(T)]
-
-
-def predictions(model: Transformer, task: Task, tokens: Sequence[str]) -> pd.DataFrame:
-    """position, input, output (the model's most likely token), expected, correct (None where not scored)."""
-    tokens = list(tokens)
-    ids = token_ids(model.vocabulary, tokens)  # [T]; unknown tokens raise a ConfigError
-    with torch.inference_mode():
-        best = logits(model, ids[None])[0].argmax(dim=-1)  # [T]
-    output = [model.vocabulary[i] for i in best.tolist()]
-    expected = expected_output(task, tokens)
-    correct = [None if e is None else o == e for o, e in zip(output, expected, strict=True)]
-    return pd.DataFrame(
-        {"position": range(len(tokens)), "input": tokens, "output": output, "expected": expected, "correct": correct}
+        figure.add_vline(x=marked_step, line={"color": MARK_COLOUR, "width": 1})
+    subtitle = (
+        "each head's mean weight on the key each query needs, on the probe input at each snapshot; dotted: attention "
+        "spread evenly over the keys each query sees"
+        + ("; vertical line: the step shown above" if marked_step is not None else "")
     )
-
-
-def parameter_count(cfg: ModelConfig, task: Task) -> int:
-    """Parameters train() would fit for this config and task, counted without allocating any weights."""
-    return parameter_total(task_config(cfg, task), task.vocabulary)
-
-
-def steps_to_accuracy(history: pd.DataFrame, level: float) -> int | None:
-    """The first step whose training-batch accuracy reached `level`, or None."""
-    reached = history.loc[history["accuracy"] >= level, "step"]
-    return int(reached.iloc[0]) if len(reached) else None
-
-
-def percent(share: float) -> str:
-    """A share as a percentage with one decimal, never rounded up to "100.0%" unless it is exactly 1."""
-    text = f"{share:.1%}"
-    decimals = 1
-    while share < 1.0 and text.startswith("100.") and decimals < 6:
-        decimals += 1
-        text = f"{share:.{decimals}%}"
-    return text
+    title = f"weight on {PATTERN_NAMES.get(task.name, 'the needed key')}, per head{more}"
+    layout = figure_layout(title, subtitle, PATTERN_PX)
+    layout["legend"] |= {"title": {"text": "head"}}
+    figure.update_layout(layout, xaxis=axis("step"), yaxis=axis("mean weight", range=[0, 1.02]))
+    return figure

@@ -11,14 +11,26 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
-from explorer.compare import attention_difference, default_b, head_ranking, model_for_b, reorder_maps
+from explorer.compare import (
+    PER_LAYER,
+    attention_difference,
+    default_b,
+    head_ranking,
+    layer_values,
+    model_for_b,
+    per_layer_comparison,
+    reorder_maps,
+)
 from explorer.config import ModelConfig
+from explorer.gradients import gradient_norms, layer_gradient_totals
 from explorer.tasks import make_task
 from explorer.trace import AttentionMaps
 from explorer.training import train
 from pictures.boards import decode_floats
+from pictures.compare_charts import STATISTIC_TITLES
 from pictures.style import BLUES
-from tests.drawn import DrawnMatrix, app_boards, app_charts, panel_matrix, rgb
+from tests.drawn import DrawnMatrix, app_boards, app_figures, figure_titled, panel_matrix, rgb
+from tests.test_compare_charts import layer_panels
 from views.state import STATE_KEY, AppState, TrainedModel
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -93,14 +105,21 @@ def ranking_cells(at: AppTest) -> pd.DataFrame | None:
     )
 
 
-def lines_chart(at: AppTest) -> tuple[dict, dict[str, pd.DataFrame]]:
-    """The per-layer lines: the page's one Vega-Lite chart."""
-    (chart,) = [(spec, tables) for spec, tables in app_charts(at) if "lines" in tables]
-    return chart
+def lines_chart(at: AppTest) -> dict:
+    """The per-layer lines: the page's one Plotly figure."""
+    return figure_titled(at, "Per-layer statistics")
 
 
 def lines_table(at: AppTest) -> pd.DataFrame:
-    return lines_chart(at)[1]["lines"]
+    """Every point the per-layer lines draw: statistic (read from its panel's title), layer, model (the line's name)
+    and value."""
+    statistics = {title: statistic for statistic, title in STATISTIC_TITLES.items()}
+    rows = [
+        pd.DataFrame({"statistic": statistics[title], "layer": line["x"], "model": line["name"], "value": line["y"]})
+        for title, panel in layer_panels(lines_chart(at)).items()
+        for line in panel["traces"]
+    ]
+    return pd.concat(rows, ignore_index=True)
 
 
 def traces_for(a: ModelConfig, b: ModelConfig, tokens: str = TOKENS):
@@ -149,11 +168,34 @@ def test_default_is_post_vs_pre_on_the_same_weights(at):
     np.testing.assert_array_equal(hover_values(difference_panel(at), "A"), maps_a.weights[0, 0])  # both weights
     np.testing.assert_array_equal(hover_values(difference_panel(at), "B"), maps_b.weights[0, 0])
     assert len(at.get("download_button")) == 4  # JSON, two CSVs, and the view as HTML
-    # Three matrix views, one Vega-Lite chart (the per-layer lines) and nothing that pulls a large script into
+    # Three matrix views, one Plotly chart (the per-layer lines) and nothing else that pulls a large script into
     # the browser on the first paint.
     assert sorted(app_boards(at)) == sorted(BOARDS)
-    assert len(app_charts(at)) == 1 and lines_chart(at)
-    assert not at.get("plotly_chart") and not at.dataframe and not at.main.code
+    assert len(app_figures(at)) == 1 and lines_chart(at)
+    assert not at.get("vega_lite_chart") and not at.dataframe and not at.main.code
+
+
+def test_per_layer_lines_draw_the_engine_statistics_of_a_and_b(at):
+    open_compare(at, b_mask="causal")
+    a = ModelConfig()
+    b = default_b(a).replace(mask="causal")
+    model_a = explorer.build_model(a)
+    model_b = model_for_b(model_a, b)
+    table = per_layer_comparison(
+        *(
+            layer_values(explorer.run(model, TOKENS).first, layer_gradient_totals(gradient_norms(model, TOKENS)))
+            for model in (model_a, model_b)
+        )
+    )
+    lines = lines_table(at)
+    assert set(lines["statistic"]) == set(PER_LAYER)
+    for statistic in PER_LAYER:
+        rows = table[table["statistic"] == statistic].sort_values("layer")
+        for column, name in (("a", "A"), ("b", "B")):
+            drawn = lines[(lines["statistic"] == statistic) & (lines["model"] == name)]
+            np.testing.assert_array_equal(drawn["layer"].to_numpy(), rows["layer"].to_numpy())
+            np.testing.assert_array_equal(drawn["value"].to_numpy(), rows[column].to_numpy())
+    assert not np.array_equal(table["a"], table["b"])  # B's norm and mask change what it computes
 
 
 def test_b_equal_to_a_shows_exactly_zero(at):
@@ -335,8 +377,8 @@ def test_different_layer_counts_compare_the_common_layers(at):
     rms = lines[lines["statistic"] == "residual RMS"]
     assert sorted(rms.loc[rms["model"] == "A", "layer"]) == [-1, 0, 1]
     assert sorted(rms.loc[rms["model"] == "B", "layer"]) == [-1, 0, 1, 2, 3]
-    first_panel = lines_chart(at)[0]["vconcat"][0]["hconcat"][0]
-    assert first_panel["layer"][0]["data"]["values"] == [{"from": 1.5, "to": 3.5}]  # B's blocks 2 and 3 shaded
+    first_panel = layer_panels(lines_chart(at))["Residual stream RMS"]
+    assert [(s["x0"], s["x1"]) for s in first_panel["shapes"]] == [(1.5, 3.5)]  # B's blocks 2 and 3 shaded
 
 
 def test_impossible_b_is_an_error_not_a_traceback(at):

@@ -29,11 +29,12 @@ from streamlit.testing.v1.util import patch_config_options
 
 import explorer
 from explorer import checkpoints
+from explorer.numbers import percent
 from explorer.stats import head_entropy
+from explorer.task_patterns import pattern_history, task_pattern
 from explorer.tasks import make_task
 from explorer.training import evaluate, initial_model, single_thread, train
-from pictures.training_charts import percent
-from tests.drawn import app_charts, app_matrices, title_text
+from tests.drawn import app_matrices, figure_titled
 from views.state import STATE_KEY
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -57,17 +58,24 @@ def assert_ok(at: AppTest) -> None:
 
 
 def drawn_map(at: AppTest, name: str) -> np.ndarray:
-    """The weights an attention heatmap draws (a Vega-Lite chart or a matrix view), by the name the page gave it."""
+    """The weights an attention heatmap (a matrix view) draws, by the name the page gave it."""
     found = app_matrices(at)
     assert name in found, list(found)
     return found[name].values
 
 
-def drawn_table(at: AppTest, name: str) -> pd.DataFrame:
-    """The table a chart on the page draws, by its dataset name (exactly one chart has it)."""
-    found = [tables[name] for _, tables in app_charts(at) if name in tables]
-    assert len(found) == 1, [list(tables) for _, tables in app_charts(at)]
-    return found[0]
+def drawn_curves(at: AppTest) -> pd.DataFrame:
+    """What the learning curves draw: placement (the line's name), step, loss (its line in the loss panel) and
+    accuracy (its line in the accuracy panel)."""
+    figure = figure_titled(at, "loss and accuracy per step")
+    panels = {("x", "y"): "loss", ("x2", "y2"): "accuracy"}
+    lines: dict[str, dict[str, np.ndarray]] = {}
+    for trace in figure["data"]:
+        column = panels[(trace.get("xaxis", "x"), trace.get("yaxis", "y"))]
+        line = lines.setdefault(trace["name"], {"step": trace["x"]})
+        np.testing.assert_array_equal(line["step"], trace["x"])  # loss and accuracy at the same steps
+        line[column] = trace["y"]
+    return pd.concat([pd.DataFrame({"placement": name, **line}) for name, line in lines.items()], ignore_index=True)
 
 
 def train_on_page(at: AppTest, task: str = "reverse", length: int = 8, steps: int = 40, both: bool = False):
@@ -142,7 +150,7 @@ def test_short_training_run_shows_the_engine_numbers(at):
     open_train_page(at)
     train_on_page(at, steps=40)
     expected = engine_run(steps=40)
-    curves = drawn_table(at, "curves")
+    curves = drawn_curves(at)
     post = curves[curves["placement"] == "post-norm"]
     np.testing.assert_array_equal(post["step"], np.arange(1, 41))
     np.testing.assert_array_equal(post["loss"], expected.history["loss"].to_numpy())
@@ -174,8 +182,15 @@ def test_reverse_forms_an_anti_diagonal_head(at):
     shown = drawn_map(at, "snapshot")  # the head picked first, at the end
     assert np.fliplr(shown).diagonal().mean() > 0.8
     assert any(f"L{layer} H{head} is shown first" in c.value for c in at.caption)
-    pattern = [spec for spec, tables in app_charts(at) if "pattern" in tables]
-    assert len(pattern) == 1 and "anti-diagonal" in title_text(pattern[0])
+    pattern = figure_titled(at, "weight on the anti-diagonal")  # the heads' weight on it over training
+    snapshots = at.session_state["_train"].results["post"].snapshots
+    history = pattern_history(snapshots, task_pattern(make_task("reverse", 8)))
+    first = pattern["data"][0]  # the head that ends closest to the anti-diagonal: the one shown first
+    assert first["name"] == f"L{layer} H{head}"
+    rows = history[history["head_label"] == first["name"]]
+    np.testing.assert_array_equal(first["x"], rows["step"])
+    np.testing.assert_array_equal(first["y"], rows["mass"])
+    assert first["y"][-1] > 0.8
 
 
 def test_post_and_pre_norm_train_together_from_the_same_start(at):
@@ -184,9 +199,12 @@ def test_post_and_pre_norm_train_together_from_the_same_start(at):
     start = initial_model(explorer.ModelConfig(norm="post"), make_task("sort", 6))
     post = engine_run("sort", 6, 30, "post", initial=start)
     pre = engine_run("sort", 6, 30, "pre", initial=start)
-    curves = drawn_table(at, "curves")
+    curves = drawn_curves(at)
     for name, expected in (("post-norm", post), ("pre-norm", pre)):
         np.testing.assert_array_equal(curves[curves["placement"] == name]["loss"], expected.history["loss"].to_numpy())
+        np.testing.assert_array_equal(
+            curves[curves["placement"] == name]["accuracy"], expected.history["accuracy"].to_numpy()
+        )
     assert [m.label for m in at.metric] == ["post-norm: accuracy on fresh data", "pre-norm: accuracy on fresh data"]
     assert at.radio(key=next(r.key for r in at.radio if r.key.startswith("train_model"))).options == [
         "post-norm",

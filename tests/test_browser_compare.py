@@ -1,6 +1,6 @@
-"""The Compare page in a real Chromium: the maps draw the engine's numbers (read back by hovering, and by the
-colours on the canvas), the URL holds A and B, a click on the ranking heatmap shows that head, the ranking table
-on request, the swap button and the download work, and nothing throws."""
+"""The Compare page in a real Chromium: the maps and the per-layer lines draw the engine's numbers (read back by
+hovering, and by the colours on the canvas), the URL holds A and B, a click on the ranking heatmap shows that
+head, the ranking table on request, the swap button and the download work, and nothing throws."""
 
 from __future__ import annotations
 
@@ -12,12 +12,20 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.compare import attention_difference, default_b, head_ranking, model_for_b, reorder_maps, token_order
+from explorer.compare import (
+    attention_difference,
+    default_b,
+    head_ranking,
+    layer_values,
+    model_for_b,
+    reorder_maps,
+    token_order,
+)
 from pictures.attention_panels import WEIGHTS
 from pictures.compare_charts import RANK, difference_ramp, difference_range
 from pictures.style import MASKED_COLOUR
 from tests.browser_boards import cell_centre, geometry, panels, pixels, read_panel, read_tips, tip_at, wait_panels_drawn
-from tests.browser_charts import CHART, charts, wait_drawn
+from tests.browser_plots import PLOT, drawn_traces, hover_point, plot_titled, plots, wait_plotted
 from tests.drawn import rgb
 
 pytestmark = pytest.mark.browser
@@ -25,7 +33,7 @@ pytestmark = pytest.mark.browser
 TOKENS = "the cat sat on the mat"
 LABELS = ["the", "cat", "sat", "on", "the·4", "mat"]  # a repeated token is labelled with its position
 N_PANELS = 4  # matrix views: A, B, A − B, the head ranking
-N_CHARTS = 1  # Vega-Lite: the per-layer lines
+N_CHARTS = 1  # Plotly: the per-layer lines
 GREY = rgb(MASKED_COLOUR)
 
 
@@ -36,7 +44,7 @@ def drawn(page, wait_idle, title: str | None = None) -> None:
     if title is not None:
         page.locator(".mv-panel[data-name='difference'] .mv-title", has_text=title).wait_for(timeout=30_000)
     wait_panels_drawn(page, N_PANELS)
-    wait_drawn(page, N_CHARTS)
+    wait_plotted(page, N_CHARTS)
 
 
 def open_compare(page, url: str, wait_idle) -> None:
@@ -93,8 +101,8 @@ def test_default_page_draws_post_vs_pre_on_the_same_weights(page, app_url, wait_
     open_compare(page, app_url + "/compare", wait_idle)
     assert page.get_by_text("B runs on A's very weights").count() == 1
     assert [p.get_attribute("data-name") for p in panels(page)] == ["A", "B", "difference", "ranking"]
-    assert len(charts(page)) == N_CHARTS
-    assert page.locator("[data-testid='stPlotlyChart'], [data-testid='stDataFrame']").count() == 0
+    assert len(plots(page)) == N_CHARTS
+    assert page.locator("[data-testid='stVegaLiteChart'], [data-testid='stDataFrame']").count() == 0
     a = explorer.ModelConfig()
     maps_a, maps_b = engine_maps(a, default_b(a))
     expected = attention_difference(maps_a, maps_b)[0, 0]  # [6, 6]
@@ -111,6 +119,31 @@ def test_default_page_draws_post_vs_pre_on_the_same_weights(page, app_url, wait_
         assert [tip["key"] for tip in tips[0]] == ["the", "cat", "sat", "on", "the·4", "mat"]
         np.testing.assert_allclose(numbers(tips, "weight"), maps.weights[0, 0], atol=5e-5)
         assert np.abs(colours.astype(int) - WEIGHTS.rgb(maps.weights[0, 0]).astype(int)).max() <= 2  # one scale
+    assert_clean(page)
+
+
+def test_per_layer_lines_draw_the_engine_statistics_and_hover_gives_them(page, app_url, wait_idle):
+    open_compare(page, app_url + "/compare", wait_idle)
+    a = explorer.ModelConfig()
+    model_a = explorer.build_model(a)
+    values = {
+        name: layer_values(explorer.run(model, TOKENS).first)
+        for name, model in (("A", model_a), ("B", model_for_b(model_a, default_b(a))))
+    }
+    plot = in_view(plot_titled(page, "Per-layer statistics of A and B"))
+    traces = drawn_traces(plot)
+    for name, index in (("A", 0), ("B", 1)):  # the first panel: residual RMS, A then B
+        rms = values[name][values[name]["statistic"] == "residual RMS"]
+        assert traces[index]["name"] == name and traces[index]["visible"] is True
+        assert traces[index]["x"] == rms["layer"].tolist()
+        np.testing.assert_allclose(traces[index]["y"], rms["value"], rtol=1e-6)
+    last = len(traces[1]["x"]) - 1
+    for name, index in (("A", 0), ("B", 1)):  # after the last block, post-norm's A and pre-norm's B part
+        expected = values[name].query("statistic == 'residual RMS'")["value"].iloc[-1]
+        *words, value = hover_point(page, plot, index, last).split()
+        assert words == [name, "after", "block", str(last - 1), "residual", "RMS"]
+        assert float(value) == pytest.approx(expected, rel=5e-4)  # 4 significant digits
+    assert hover_point(page, plot, 1, 0).split()[:2] == ["B", "input"]  # layer -1: the input to the first block
     assert_clean(page)
 
 
@@ -288,7 +321,7 @@ def test_no_chart_when_a_is_impossible(page, app_url, wait_idle):
     page.goto(app_url + "/compare?d_model=30")
     wait_idle(page)
     assert "divisible" in " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
-    assert page.locator(CHART).count() == 0 and not panels(page)
+    assert page.locator(PLOT).count() == 0 and not panels(page)
     assert_clean(page)
 
 

@@ -8,13 +8,15 @@ import re
 import numpy as np
 import pytest
 
+import explorer
+from explorer.task_patterns import pattern_history, task_pattern
+from explorer.tasks import make_task
+from explorer.training import single_thread, train
 from tests.browser_boards import panels, read_tips, wait_panels_drawn
 from tests.browser_boards import pixels as panel_pixels
-from tests.browser_charts import charts, pixels, wait_drawn
+from tests.browser_plots import PLOT, drawn_traces, hover_point, plot_titled, wait_plotted
 
 pytestmark = pytest.mark.browser
-
-POST_NORM_BLUE = (0x1F, 0x5F, 0xA8)  # the post-norm curve's colour
 
 
 def assert_clean(page) -> None:
@@ -47,6 +49,19 @@ def metric_values(page) -> list[str]:
     return page.locator("[data-testid='stMetricValue']").all_inner_texts()
 
 
+def engine_run(steps: int):
+    """The page's training run (the default settings: reverse, length 8, the sidebar's model) in this process: the
+    numbers are the same in any process."""
+    with single_thread():
+        return train(explorer.ModelConfig(), make_task("reverse", 8), steps=steps, snapshot_every=max(1, steps // 30))
+
+
+def in_view(locator):
+    """Scroll the locator to the middle of the window, where the pointer can reach it."""
+    locator.evaluate("e => e.scrollIntoView({block: 'center'})")
+    return locator
+
+
 def test_the_address_bar_carries_the_training_settings(page, app_url, wait_idle):
     page.goto(app_url + "/train?train_task=copy&train_steps=60&train_lr=0.001")
     wait_idle(page)
@@ -66,7 +81,7 @@ def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_i
     # the live curves are drawn while the progress bar still counts steps (it is gone once training ends)
     page.wait_for_function(
         "() => /step \\d+ of 150/.test(document.querySelector(\"[data-testid='stProgress']\")?.innerText || '')"
-        " && document.querySelector(\"[data-testid='stVegaLiteChart'] canvas\") !== null",
+        f' && document.querySelector("{PLOT}")?._fullData?.length > 0',
         timeout=60_000,
     )
     wait_idle(page, 180_000)
@@ -74,10 +89,24 @@ def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_i
     assert page.locator("[data-testid='stProgress']").count() == 0
     accuracy = float(metric_values(page)[0].rstrip("%"))
     assert accuracy >= 99.0  # reverse, length 8, on fresh data
-    wait_drawn(page, 2)  # curves and pattern (Vega-Lite)
+    wait_plotted(page, 2)  # curves and pattern
     wait_panels_drawn(page, 2)  # snapshot map and grid
-    curves = pixels(charts(page)[0])
-    assert (np.abs(curves.astype(int) - POST_NORM_BLUE).max(axis=-1) <= 2).sum() > 200  # the post-norm curves
+    expected = engine_run(150)
+    curves = in_view(plot_titled(page, "Training on reverse (length 8)"))
+    loss, accuracy_line = drawn_traces(curves)  # post-norm's loss and accuracy: the training history's
+    assert loss["name"] == accuracy_line["name"] == "post-norm"
+    assert loss["x"] == accuracy_line["x"] == list(range(1, 151))
+    np.testing.assert_allclose(loss["y"], expected.history["loss"], rtol=1e-5)
+    np.testing.assert_allclose(accuracy_line["y"], expected.history["accuracy"], rtol=1e-5)
+    step = 99  # hover a point: the label gives the placement, the step and the loss
+    assert hover_point(page, curves, 0, step).split() == ["post-norm", "step", "100", "loss",
+                                                          f"{expected.history['loss'][step]:.4f}"]  # fmt: skip
+    pattern = in_view(plot_titled(page, "weight on the anti-diagonal"))
+    history = pattern_history(expected.snapshots, task_pattern(make_task("reverse", 8)))
+    best = drawn_traces(pattern)[0]  # the head that ends closest to the anti-diagonal
+    rows = history[history["head_label"] == best["name"]]
+    assert best["x"] == rows["step"].tolist()
+    np.testing.assert_allclose(best["y"], rows["mass"], atol=1e-5)
     weights = snapshot_weights(page)  # the head picked first, at the last snapshot
     assert np.fliplr(weights).diagonal().mean() > 0.8
     # the slider's first snapshot: random weights, far from the anti-diagonal
@@ -85,14 +114,26 @@ def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_i
     slider.focus()
     slider.press("Home")
     wait_idle(page)
-    wait_drawn(page, 2)
+    wait_plotted(page, 2)
     wait_panels_drawn(page, 2)
     early = snapshot_weights(page)
     assert np.fliplr(early).diagonal().mean() < 0.5
     assert_clean(page)
 
 
-def test_stop_keeps_what_was_learned(page, app_url, wait_idle):
+def live_steps(page) -> int:
+    """How many steps the live curves hold while training runs (0 once the progress bar is gone, or before)."""
+    return page.evaluate(
+        """sel => {
+            const gd = document.querySelector(sel);
+            const running = document.querySelector("[data-testid='stProgress']") !== null;
+            return running && gd && gd._fullData?.length ? gd._fullData[0].x.length : 0;
+        }""",
+        PLOT,
+    )
+
+
+def test_stop_keeps_what_was_learned_and_the_curves_grow_live(page, app_url, wait_idle):
     open_train(page, app_url, wait_idle, 3000)
     page.get_by_role("button", name="Train", exact=True).click()
     page.wait_for_function(
@@ -102,16 +143,27 @@ def test_stop_keeps_what_was_learned(page, app_url, wait_idle):
         }""",
         timeout=60_000,
     )
+    page.wait_for_function(f'() => document.querySelector("{PLOT}")?._fullData?.[0]?.x.length >= 20', timeout=60_000)
+    seen = live_steps(page)
+    page.wait_for_function(  # the same chart is redrawn with more steps while training goes on
+        f"() => document.querySelector(\"[data-testid='stProgress']\") !== null"
+        f' && document.querySelector("{PLOT}")._fullData[0].x.length > {seen}',
+        timeout=60_000,
+    )
+    assert live_steps(page) > seen >= 20
     stop_button(page).click()
     wait_idle(page, 60_000)
     alerts = " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
     stopped = int(re.search(r"stopped at step (\d+) of 3000", alerts).group(1))
-    assert 20 <= stopped < 3000
+    assert seen < stopped < 3000
     assert "keeps what it learned" in alerts
-    wait_drawn(page, 1)  # the curves
+    wait_plotted(page, 1)  # the curves
     wait_panels_drawn(page, 2)  # the stopped model's maps
     assert len(metric_values(page)) == 1 and len(panels(page, "snapshot")) == 1
     assert stop_button(page).is_disabled()
+    loss, _ = drawn_traces(plot_titled(page, "Training on reverse (length 8)"))
+    assert loss["x"] == list(range(1, stopped + 1))  # the steps it trained, with the engine's losses
+    np.testing.assert_allclose(loss["y"], engine_run(stopped).history["loss"], rtol=1e-5)
     assert_clean(page)
 
 

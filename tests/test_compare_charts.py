@@ -41,8 +41,8 @@ from pictures.compare_charts import (
     pair_panels,
     ranking_panel,
 )
-from pictures.style import MASKED_COLOUR
-from tests.drawn import panel_matrix, rgb
+from pictures.style import HOVER_NUMBERS, MASKED_COLOUR
+from tests.drawn import figure_json, figure_title, panel_matrix, rgb
 
 TOKENS = "the cat sat on the mat"
 GREY = rgb(MASKED_COLOUR)
@@ -259,8 +259,41 @@ def test_ranking_panel_click_picks_the_changed_head():
     assert drawn.values[others].max() == 0  # every other head: 0
 
 
-def lines_panels(spec: dict) -> list[dict]:
-    return [panel for row in spec["vconcat"] for panel in row["hconcat"]]
+def layer_panels(figure: dict) -> dict[str, dict]:
+    """The panels of a figure of subplots as drawn, by the title written over each, in the order of their axes:
+    {"x": its x axis, "y": its y axis, "traces": the traces drawn on it, "shapes": the shapes on it, "notes": the
+    other texts written in it}."""
+    layout = figure["layout"]
+    found = {}
+    for key in sorted((k for k in layout if k.startswith("xaxis")), key=lambda k: int(k[5:] or 1)):
+        n = key[5:]
+        x, y = layout[key], layout[f"yaxis{n}"]
+        (title_note,) = [
+            a for a in layout["annotations"]
+            if a.get("xref") == "paper" and a["x"] == pytest.approx(sum(x["domain"]) / 2)
+            and a["y"] == pytest.approx(y["domain"][1])
+        ]  # fmt: skip
+        found[title_note["text"]] = {
+            "x": x,
+            "y": y,
+            "traces": [t for t in figure["data"] if (t.get("xaxis"), t.get("yaxis")) == (f"x{n}", f"y{n}")],
+            "shapes": [s for s in layout.get("shapes", []) if s["xref"] == f"x{n}"],
+            "notes": [a["text"] for a in layout["annotations"] if a is not title_note and inside(a, x, y)],
+        }
+    return found
+
+
+def inside(note: dict, x: dict, y: dict) -> bool:
+    """Whether a note placed on the page (paper coordinates) lies inside the panel of axes x and y."""
+    return (note.get("xref"), note.get("yref")) == ("paper", "paper") and (
+        x["domain"][0] < note["x"] < x["domain"][1] and y["domain"][0] < note["y"] < y["domain"][1]
+    )
+
+
+def line_of(panel: dict, name: str) -> dict:
+    """The one line of a panel named `name` (its legend entry)."""
+    (found,) = [t for t in panel["traces"] if t["name"] == name]
+    return found
 
 
 def test_layer_lines_put_a_and_b_on_the_same_axes(post_pre):
@@ -270,48 +303,55 @@ def test_layer_lines_put_a_and_b_on_the_same_axes(post_pre):
         for model, trace in ((model_a, trace_a), (model_b, trace_b))
     ]
     table = per_layer_comparison(*values)
-    spec = layer_lines(table)
-    panels = lines_panels(spec)
-    assert [p["title"]["text"] for p in panels] == [STATISTIC_TITLES[s] for s in PER_LAYER]
-    assert [p["title"]["text"] for p in panels][:1] == ["Residual stream RMS"]
-    lines = spec["datasets"]["lines"]
-    for statistic, panel in zip(PER_LAYER, panels, strict=True):
-        assert panel["transform"][0] == {"filter": f'datum.statistic == "{statistic}"'}
+    figure = figure_json(layer_lines(table))
+    panels = layer_panels(figure)
+    assert list(panels) == [STATISTIC_TITLES[s] for s in PER_LAYER]
+    assert list(panels)[:1] == ["Residual stream RMS"]
+    assert "Per-layer statistics of A and B" in figure_title(figure)
+    assert len({t["yaxis"] for t in figure["data"]}) == 4  # each statistic its own y scale ...
+    assert not any("matches" in v for k, v in figure["layout"].items() if k.startswith(("xaxis", "yaxis")))
+    for statistic, panel in zip(PER_LAYER, panels.values(), strict=True):
         rows = table[table["statistic"] == statistic].sort_values("layer")
-        for column, name in (("a", "A"), ("b", "B")):
-            shown = lines[(lines["statistic"] == statistic) & (lines["model"] == name)].sort_values("layer")
-            np.testing.assert_array_equal(shown["value"].to_numpy(), rows[column].to_numpy())
-            np.testing.assert_array_equal(shown["layer"].to_numpy(), rows["layer"].to_numpy())
-        line, points = panel["layer"]  # same depth: nothing shaded
-        assert line["encoding"]["x"]["field"] == points["encoding"]["x"]["field"] == "layer"  # the same axes
-        assert line["encoding"]["color"]["scale"]["range"] == [A_COLOUR, B_COLOUR]
-        assert line["encoding"]["strokeDash"]["scale"]["range"] == [[1, 0], [6, 4]]  # A solid, B dashed
-        assert ("value", statistic) in [(t["field"], t["title"]) for t in points["encoding"]["tooltip"]]
-    x_axis = panels[0]["layer"][0]["encoding"]["x"]["axis"]
-    assert x_axis["title"] == "after block" and x_axis["values"][0] == -1
-    assert "'input'" in x_axis["labelExpr"]  # layer -1 is the input
-    assert panels[2]["layer"][0]["encoding"]["x"]["axis"]["title"] == "block"
-    assert spec["resolve"]["scale"]["y"] == "independent"
+        assert [t["name"] for t in panel["traces"]] == ["A", "B"]  # ... A and B on the same axes
+        for column, name, colour, dash, symbol in (("a", "A", A_COLOUR, "solid", "circle"),
+                                                   ("b", "B", B_COLOUR, "dash", "diamond")):  # fmt: skip
+            line = line_of(panel, name)
+            np.testing.assert_array_equal(line["y"], rows[column].to_numpy())
+            np.testing.assert_array_equal(line["x"], rows["layer"].to_numpy())
+            assert (line["line"]["color"], line["line"]["dash"], line["marker"]["symbol"]) == (colour, dash, symbol)
+            assert f"{statistic} %{{y:{HOVER_NUMBERS}}}" in line["hovertemplate"]  # hover gives the value
+            assert line["hovertemplate"].startswith(f"{name}<br>%{{customdata}}")  # ... the model and the layer
+        assert panel["y"]["rangemode"] == "tozero" and not panel["shapes"]  # same depth: nothing shaded
+    residual = panels["Residual stream RMS"]
+    assert residual["x"]["title"]["text"] == "after block"
+    assert residual["x"]["tickvals"][0] == -1 and residual["x"]["ticktext"][0] == "input"  # layer -1 is the input
+    assert line_of(residual, "A")["customdata"][:2] == ["input", "after block 0"]
+    gradient = panels["Gradient norm of each block"]
+    assert gradient["x"]["title"]["text"] == "block" and line_of(gradient, "B")["customdata"][0] == "block 0"
+    assert [t["showlegend"] for t in figure["data"]].count(True) == 2  # one legend entry each for A and B
 
 
 def test_layer_lines_shade_the_layers_one_model_lacks():
     values_a = layer_values(explorer.run(explorer.ModelConfig(n_layers=2), TOKENS).first)
     values_b = layer_values(explorer.run(explorer.ModelConfig(n_layers=4), TOKENS).first)
-    spec = layer_lines(per_layer_comparison(values_a, values_b))
-    panels = lines_panels(spec)
-    shaded = [p["layer"][0]["data"]["values"] for p in panels if "layer" in p and "data" in p["layer"][0]]
-    assert shaded == [[{"from": 1.5, "to": 3.5}]] * 3  # one per panel with data
-    assert panels[2]["mark"]["type"] == "text"  # no gradient norms here: the panel says so
-    assert panels[2]["data"]["values"] == [{"note": "not available"}]
+    figure = figure_json(layer_lines(per_layer_comparison(values_a, values_b)))
+    panels = layer_panels(figure)
+    shaded = [[(s["type"], s["x0"], s["x1"]) for s in panel["shapes"]] for panel in panels.values()]
+    assert shaded == [[("rect", 1.5, 3.5)]] * 2 + [[]] + [[("rect", 1.5, 3.5)]]  # one per panel with data
+    assert "shaded: blocks only one model has" in figure_title(figure)
+    gradient = panels["Gradient norm of each block"]  # no gradient norms here: the panel says so
+    assert gradient["notes"] == ["not available"] and not gradient["traces"]
+    assert gradient["x"]["visible"] is False and gradient["y"]["visible"] is False
+    np.testing.assert_array_equal(line_of(panels["Residual stream RMS"], "B")["x"], [-1, 0, 1, 2, 3])
 
 
 def test_layer_lines_without_b_name_only_a_in_the_legend():
     values_a = layer_values(explorer.run(explorer.ModelConfig(), TOKENS).first)
-    for panel in lines_panels(layer_lines(per_layer_comparison(values_a, None))):
-        if "layer" in panel:
-            line, points = panel["layer"]
-            assert line["encoding"]["color"]["scale"]["domain"] == ["A"]
-            assert points["encoding"]["shape"]["scale"]["domain"] == ["A"]
+    figure = figure_json(layer_lines(per_layer_comparison(values_a, None)))
+    assert {t["name"] for t in figure["data"]} == {"A"}
+    assert [t["showlegend"] for t in figure["data"]].count(True) == 1
+    assert not figure["layout"].get("shapes")
+    assert figure_title(figure).startswith("Per-layer statistics of A ")
 
 
 def test_json_export_holds_both_configs_and_the_engine_differences(post_pre):

@@ -13,6 +13,8 @@ import pytest
 import explorer
 from explorer.activations import layer_statistics
 from explorer.tasks import make_task
+from pictures.training_charts import curves_figure, training_title
+from tests.drawn import figure_json
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKENS = "the cat sat on the mat"
@@ -85,6 +87,17 @@ def test_depth_statistics_gradients_and_training_curves(causal):
     result = explorer.train(explorer.ModelConfig(), make_task("copy", 6), steps=3)
     loss, accuracy = explorer.training_figure(result).data
     assert list(loss.y) == list(result.history["loss"]) and list(accuracy.x) == [1, 2, 3]
+
+
+def test_training_curves_are_the_train_pages_own():
+    task = make_task("copy", 6)
+    result = explorer.train(explorer.ModelConfig(norm="pre"), task, steps=4)
+    figure = explorer.training_figure(result)
+    page = curves_figure({"pre": result.history}, len(task.vocabulary), 4, training_title(task))
+    assert figure.to_json() == page.to_json()  # what the Train page draws for this run (tested there)
+    loss, accuracy = figure_json(figure)["data"]
+    assert (loss["name"], accuracy["name"]) == ("pre-norm", "pre-norm")
+    np.testing.assert_array_equal(accuracy["y"], result.history["accuracy"])
 
 
 def test_a_saved_figure_carries_plotly_js_and_fetches_nothing(causal, tmp_path):

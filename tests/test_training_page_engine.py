@@ -1,5 +1,6 @@
-"""Engine additions for the Train page: one-thread training, checkpoints that keep their task, and the
-figures and tables of pictures.training_charts."""
+"""Engine additions for the Train page: one-thread training, checkpoints that keep their task, the task patterns
+and the trained model's answers (explorer.task_patterns, explorer.training), and the figures of
+pictures.training_charts."""
 
 from __future__ import annotations
 
@@ -13,23 +14,23 @@ import torch
 
 import explorer
 from explorer import checkpoints
-from explorer.tasks import TASKS, make_task
-from explorer.training import Snapshot, blind_to_order, initial_model, logits, single_thread, train
-from pictures.training_charts import (
-    curves_figure,
-    expected_output,
+from explorer.numbers import percent
+from explorer.task_patterns import pattern_history, pattern_mass, task_allowed, task_pattern, uniform_mass
+from explorer.tasks import TASKS, expected_output, make_task
+from explorer.training import (
+    Snapshot,
+    blind_to_order,
+    initial_model,
+    logits,
     parameter_count,
-    pattern_figure,
-    pattern_history,
-    pattern_mass,
-    percent,
     predictions,
+    single_thread,
     snapshot_maps,
     steps_to_accuracy,
-    task_allowed,
-    task_pattern,
-    uniform_mass,
+    train,
 )
+from pictures.training_charts import NORM_COLOURS, curves_figure, pattern_figure
+from tests.drawn import figure_json, figure_title
 
 
 def test_single_thread_pins_torch_to_one_thread_and_restores_after_the_last_caller():
@@ -117,27 +118,55 @@ def test_a_model_without_vocabulary_is_not_a_trained_model():
         checkpoints.load_trained(weights, json.dumps(info))
 
 
+def panel_traces(figure: dict, n: str = "") -> list[dict]:
+    """The traces drawn on the panel of axes x{n} / y{n} ("" for the first)."""
+    return [t for t in figure["data"] if (t.get("xaxis", "x"), t.get("yaxis", "y")) == (f"x{n}", f"y{n}")]
+
+
+def reference_lines(figure: dict) -> list[tuple[str, float, str]]:
+    """Each dotted horizontal line: the y axis it is on, its height, and the note written on it (on the same axis,
+    at the same height: a log axis places a note by the log of its value)."""
+    layout = figure["layout"]
+    found = []
+    for shape in layout.get("shapes", []):
+        if shape["line"].get("dash") != "dot":
+            continue
+        y_axis = layout["yaxis" + shape["yref"][1:]]
+        height = np.log10(shape["y0"]) if y_axis.get("type") == "log" else shape["y0"]
+        (note,) = [a["text"] for a in layout["annotations"]
+                   if a.get("yref", "y") == shape["yref"] and a["y"] == pytest.approx(height)]  # fmt: skip
+        found.append((shape["yref"], shape["y0"], note))
+    return found
+
+
 def test_curves_put_post_and_pre_on_the_same_axes():
     histories = {
         "post": pd.DataFrame({"step": [1, 2, 3], "loss": [2.3, 1.0, 0.5], "accuracy": [0.1, 0.5, 0.9]}),
-        "pre": pd.DataFrame({"step": [1, 2], "loss": [2.2, 1.5], "accuracy": [0.12, 0.3]}),
+        "pre": pd.DataFrame({"step": [1, 2], "loss": [2.2, 0.004], "accuracy": [0.12, 0.3]}),
     }
-    spec = curves_figure(histories, vocabulary_size=10, total_steps=300)
-    table = spec["datasets"]["curves"]
-    by_norm = {name: rows for name, rows in table.groupby("placement")}
-    assert set(by_norm) == {"post-norm", "pre-norm"}
-    np.testing.assert_array_equal(by_norm["post-norm"]["accuracy"], [0.1, 0.5, 0.9])
-    np.testing.assert_array_equal(by_norm["pre-norm"]["loss"], [2.2, 1.5])
-    loss, accuracy = spec["hconcat"]
-    for panel, column in ((loss, "loss"), (accuracy, "accuracy")):
-        line = panel["layer"][0]
-        assert line["data"] == {"name": "curves"} and line["encoding"]["y"]["field"] == column
-        assert line["encoding"]["x"]["scale"]["domain"] == [0, 300]  # the whole run's steps, from the start
-        assert line["encoding"]["color"]["scale"]["domain"] == ["post-norm", "pre-norm"]  # both on the same axes
-    assert loss["layer"][0]["encoding"]["y"]["scale"]["type"] == "log"
-    rules = [layer["data"]["values"][0]["y"] for panel in (loss, accuracy) for layer in panel["layer"]
-             if layer["mark"]["type"] == "rule"]  # fmt: skip
-    assert rules == pytest.approx([np.log(10), 0.1])  # uniform-guess loss, chance accuracy
+    figure = figure_json(curves_figure(histories, vocabulary_size=10, total_steps=300, title="Training on reverse"))
+    assert figure_title(figure).startswith("Training on reverse")
+    layout = figure["layout"]
+    for n, column in (("", "loss"), ("2", "accuracy")):
+        post, pre = panel_traces(figure, n)  # both on the same axes
+        assert (post["name"], pre["name"]) == ("post-norm", "pre-norm")
+        np.testing.assert_array_equal(post["x"], [1, 2, 3])
+        np.testing.assert_array_equal(post["y"], histories["post"][column])
+        np.testing.assert_array_equal(pre["y"], histories["pre"][column])
+        assert (post["line"]["color"], post["line"]["dash"]) == (NORM_COLOURS["post"], "solid")  # solid blue
+        assert (pre["line"]["color"], pre["line"]["dash"]) == (NORM_COLOURS["pre"], "dash")  # dashed orange
+        assert f"{column} %{{y:" in post["hovertemplate"] and "step %{x}" in post["hovertemplate"]
+        assert layout[f"xaxis{n}"]["range"] == [0, 300]  # the whole run's steps, from the start
+        assert layout[f"xaxis{n}"]["title"]["text"] == "step"
+    loss_axis, accuracy_axis = layout["yaxis"], layout["yaxis2"]
+    assert loss_axis["type"] == "log" and loss_axis["range"] == [-3, 1]  # whole decades: 0.004 to ln 10 * 1.5
+    assert loss_axis["tickvals"] == [0.001, 0.01, 0.1, 1.0, 10.0]
+    assert accuracy_axis["range"] == [0, 1.02] and accuracy_axis["tickformat"] == ".0%"  # 0 to 100 %
+    assert reference_lines(figure) == [
+        ("y", pytest.approx(np.log(10)), "uniform guess ln 10 = 2.30"),
+        ("y2", pytest.approx(0.1), "chance 1/10 = 10%"),
+    ]
+    assert [t["showlegend"] for t in figure["data"]].count(True) == 2  # one legend entry per placement
 
 
 def test_task_patterns_name_the_key_each_query_needs():
@@ -155,9 +184,8 @@ def test_the_uniform_baseline_counts_only_the_keys_a_causal_query_sees():
     reverse = make_task("reverse", 8)  # an encoder: every query sees all 8 keys
     assert uniform_mass(task_pattern(reverse), task_allowed(reverse)) == pytest.approx(1 / 8)
     history = pd.DataFrame({"step": [0, 10], "layer": 0, "head": 0, "head_label": "L0 H0", "mass": [0.2, 0.9]})
-    spec = pattern_figure(history, induction)
-    rules = [layer for layer in spec["layer"] if layer["mark"]["type"] == "rule"]
-    assert [rule["data"]["values"][0]["y"] for rule in rules] == pytest.approx([(1 / 5 + 1 / 6 + 1 / 7) / 3])
+    figure = figure_json(pattern_figure(history, induction))
+    assert reference_lines(figure) == [("y", pytest.approx((1 / 5 + 1 / 6 + 1 / 7) / 3), "uniform attention 0.17")]
 
 
 def test_pattern_mass_of_a_perfect_and_a_uniform_head():
@@ -180,12 +208,32 @@ def test_pattern_history_and_figure():
     assert len(history) == 2 * 2 * 3
     last = history[history["step"] == 10].set_index("head_label")["mass"]
     assert last["L1 H2"] == pytest.approx(1.0) and last["L0 H0"] == pytest.approx(0.25)
-    spec = pattern_figure(history, make_task("reverse", 4), marked_step=10)
-    lines = spec["layer"][0]
-    assert lines["encoding"]["color"]["sort"][0] == "L1 H2"  # the head that ends closest to the pattern comes first
-    assert set(spec["datasets"]["pattern"]["head_label"]) == set(history["head_label"])  # 6 heads, all drawn
-    marks = [layer["data"]["values"][0] for layer in spec["layer"][1:] if layer["mark"]["type"] == "rule"]
-    assert marks == [{"y": 0.25}, {"step": 10}]  # uniform attention 1/4, and the step the slider shows
+    figure = figure_json(pattern_figure(history, make_task("reverse", 4), marked_step=10))
+    lines = figure["data"]
+    assert lines[0]["name"] == "L1 H2"  # the head that ends closest to the pattern comes first
+    assert {line["name"] for line in lines} == set(history["head_label"])  # 6 heads, all drawn
+    for line in lines:
+        rows = history[history["head_label"] == line["name"]]
+        np.testing.assert_array_equal(line["x"], rows["step"])
+        np.testing.assert_array_equal(line["y"], rows["mass"])
+    assert "anti-diagonal" in figure_title(figure)
+    assert reference_lines(figure) == [("y", 0.25, "uniform attention 0.25")]  # uniform attention 1/4
+    (marked,) = [s for s in figure["layout"]["shapes"] if s["xref"] == "x"]
+    assert marked["x0"] == marked["x1"] == 10  # the step the slider shows
+    assert figure["layout"]["yaxis"]["range"] == [0, 1.02]
+
+
+def test_pattern_figure_draws_the_heads_that_end_highest():
+    pattern = task_pattern(make_task("reverse", 4))
+    attention = np.full((3, 4, 4, 4), 0.25, np.float32)  # [L, H, T, T]: 12 heads
+    masses = np.linspace(0.3, 0.9, 12).reshape(3, 4)  # [L, H]
+    for (layer, head), mass in np.ndenumerate(masses):
+        attention[layer, head] = pattern * mass + (1 - mass) / 4
+    history = pattern_history([Snapshot(0, np.full_like(attention, 0.25)), Snapshot(5, attention)], pattern)
+    figure = figure_json(pattern_figure(history, make_task("reverse", 4)))
+    assert [line["name"] for line in figure["data"]] == ["L2 H3", "L2 H2", "L2 H1", "L2 H0", "L1 H3", "L1 H2",
+                                                         "L1 H1", "L1 H0"]  # fmt: skip
+    assert "(the 8 highest of 12)" in figure_title(figure)
 
 
 def test_snapshot_maps_keep_the_trace_tokens_and_mask():

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 from streamlit.logger import get_logger
 
@@ -167,7 +168,7 @@ def ranking_of(_pair: MapPair, key: tuple) -> pd.DataFrame:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def lines_chart(table: pd.DataFrame) -> dict:
+def lines_chart(table: pd.DataFrame) -> go.Figure:
     return layer_lines(table)
 
 

@@ -66,11 +66,11 @@ from views.widgets import (
     mask_text,
     opening_kind,
     plain,
+    plotly_chart,
     positions_text,
     remember_view,
     settle_choice,
     stretch_toggle,
-    vega_chart,
     view_download,
 )
 
@@ -507,7 +507,10 @@ def gradients_or_none(a: ModelConfig, b: ModelConfig, text: str, target: str | N
         return None
 
 
-def per_layer_section(tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: Trace | None, notes: list[str]) -> None:
+def per_layer_section(
+    tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: Trace | None, notes: list[str]
+) -> pd.DataFrame:
+    """The per-layer lines of the stack picked (and the notes under them); returns the table they draw."""
     st.subheader(
         "Per layer: A and B on the same axes" if trace_b is not None else "Per layer: A alone (B is not drawn)"
     )
@@ -517,7 +520,7 @@ def per_layer_section(tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: 
         settle_choice("stack", names)
         name = st.radio("Stack", names, key="stack", bind="query-params", horizontal=True)
     table = tables[name]
-    vega_chart(lines_chart(table), key="layer_lines")
+    plotly_chart(lines_chart(table), key="layer_lines")
     index = names.index(name)
     la = trace_a.stacks[index].residual.shape[0] - 1 if index < len(trace_a.stacks) else 0
     lb = trace_b.stacks[index].residual.shape[0] - 1 if trace_b is not None and index < len(trace_b.stacks) else 0
@@ -533,9 +536,12 @@ def per_layer_section(tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: 
         st.caption(note)
     with st.expander("What the gradient norms measure"):
         st.write(objective_text(session_model()))
+    return table
 
 
-def downloads(a: ModelConfig, b: ModelConfig, inputs: dict[str, Any], sharing: str, pairs, tables, aligned) -> None:
+def downloads(
+    a: ModelConfig, b: ModelConfig, inputs: dict[str, Any], sharing: str, pairs, tables, aligned, lines: pd.DataFrame
+) -> None:
     st.subheader("Download the comparison")
     st.caption(
         "JSON: both configurations, the inputs, the per-layer figures and every A − B map with the head ranking. "
@@ -560,7 +566,7 @@ def downloads(a: ModelConfig, b: ModelConfig, inputs: dict[str, Any], sharing: s
         help=None if can_subtract else "A and B have no layer with the same heads and tokens to subtract.",
     )
     view_download("Compare A and B", [f"A: {plain(describe(a, a))}", f"B: {plain(describe(b, a))}"],
-                  partial(compare_figures, pairs[0], *shown_head()), "compare", c4)  # fmt: skip
+                  partial(compare_figures, pairs[0], *shown_head(), lines), "compare", c4)  # fmt: skip
 
 
 def shown_head() -> tuple[int, int]:
@@ -568,14 +574,14 @@ def shown_head() -> tuple[int, int]:
     return int(st.session_state.get("layer") or 0), int(st.session_state.get("head") or 0)
 
 
-def compare_figures(pair: MapPair, layer: int, head: int, notebook_figures: Any) -> list:
-    """A's and B's map of `layer` and `head`, and A − B when they have the same shape."""
+def compare_figures(pair: MapPair, layer: int, head: int, lines: pd.DataFrame, notebook_figures: Any) -> list:
+    """A's and B's map of `layer` and `head`, A − B when they have the same shape, and the per-layer lines drawn."""
     sides = [(m, side) for m, side in ((pair.a, "A"), (pair.b, "B")) if m is not None]
     shown = [(m, side) for m, side in sides if layer < m.n_layers and head < m.n_heads]
     figures = [notebook_figures.maps_figure(m, layer, head, f"{side} · ") for m, side in shown]
     if len(shown) == 2 and pair.a.weights.shape == pair.b.weights.shape:
         figures.append(notebook_figures.maps_difference_figure(pair.a, pair.b, layer, head))
-    return figures
+    return [*figures, lines_chart(lines)]
 
 
 # --- The page.
@@ -715,14 +721,14 @@ def main() -> None:
     if grads_a is None:
         notes.append("No gradient norms: they need at least two tokens (the objective predicts the next one).")
     tables = stack_tables(trace_a, trace_b, grads_a, grads_b, (a, b, text_a, text_b, target_a, target_b, model_key()))
-    per_layer_section(tables, trace_a, trace_b, notes)
+    lines = per_layer_section(tables, trace_a, trace_b, notes)
 
     if b is None or trace_b is None:
         return
     sharing = "A and B are the same model" if mode == INPUT else can_share_weights(a, b)[1]
     inputs = {"mode": mode, "a_tokens": trace_a.tokens, "b_tokens": trace_b.tokens}
     inputs |= {"a_target": target_a, "b_target": target_b}
-    downloads(a, b, inputs, sharing, pairs, tables, aligned)
+    downloads(a, b, inputs, sharing, pairs, tables, aligned, lines)
     share_box(comparison_query(a, b, text_a, target_a, mode, text_b), [p.label for p in pairs])
 
 

@@ -19,35 +19,34 @@ from streamlit.delta_generator import DeltaGenerator
 
 from explorer import checkpoints
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
+from explorer.numbers import percent
 from explorer.stats import head_entropy
+from explorer.task_patterns import PATTERN_NAMES, pattern_history, pattern_mass, task_pattern, uniform_mass
 from explorer.tasks import TASKS, Task, make_task
 from explorer.trace import AttentionMaps, run
-from explorer.training import TrainResult, blind_to_order, evaluate, initial_model, single_thread, train
-from pictures.attention_panels import attention_map_panel, grid_panel
-from pictures.boards import board
-from pictures.training_charts import (
-    NORM_NAMES,
-    PATTERN_NAMES,
-    curves_figure,
+from explorer.training import (
+    TrainResult,
+    blind_to_order,
+    evaluate,
+    initial_model,
     parameter_count,
-    pattern_figure,
-    pattern_history,
-    pattern_mass,
-    percent,
     predictions,
+    single_thread,
     snapshot_maps,
     steps_to_accuracy,
-    task_pattern,
-    uniform_mass,
+    train,
 )
+from pictures.attention_panels import attention_map_panel, grid_panel
+from pictures.boards import board
+from pictures.training_charts import NORM_NAMES, curves_figure, pattern_figure, training_title
 from views.matrix_view import show_board
 from views.query_params import screen_train_params, show_url_notes
 from views.state import TrainedModel, app_state, use_trained
 from views.widgets import (
     count,
     download,
+    plotly_chart,
     positions_text,
-    vega_chart,
     view_download,
 )
 
@@ -136,10 +135,10 @@ class LiveTraining:
     itself meets Streamlit's exception (a rerun or stop request, the tab closing), it ends training the same
     way and raises the exception again once the result is kept here."""
 
-    def __init__(self, run_id: int, bar, chart, norms: tuple[str, ...], steps: int, vocabulary_size: int):
+    def __init__(self, run_id: int, bar, chart, norms: tuple[str, ...], steps: int, task: Task):
         self.run_id = run_id
         self.bar, self.chart = bar, chart
-        self.norms, self.steps, self.vocabulary_size = norms, steps, vocabulary_size
+        self.norms, self.steps, self.task = norms, steps, task
         self.rows: dict[str, list[dict]] = {norm: [] for norm in norms}
         self.norm = norms[0]
         self.last_draw = 0.0
@@ -177,9 +176,8 @@ class LiveTraining:
         histories = {norm: pd.DataFrame(r, columns=["step", "loss", "accuracy"]) for norm, r in self.rows.items() if r}
         try:
             self.bar.progress(done / (self.steps * len(self.norms)), text=text)
-            vega_chart(
-                curves_figure(histories, self.vocabulary_size, self.steps), f"train_live_{self.draws}", self.chart
-            )
+            figure = curves_figure(histories, len(self.task.vocabulary), self.steps, training_title(self.task))
+            plotly_chart(figure, f"train_live_{self.draws}", self.chart)
         except BaseException as interrupt:  # noqa: B036 - Streamlit's rerun/stop request: raised again once kept
             self.interrupt = interrupt
             return False
@@ -289,7 +287,7 @@ def model_caption(cfg: ModelConfig, task: Task, s: Settings) -> str:
 def train_models(cfg: ModelConfig, task: Task, s: Settings, bar, chart) -> None:
     """Train (both placements, one after the other, when asked), keeping the result in session_state."""
     norms = ("post", "pre") if s.both else (cfg.norm,)
-    live = LiveTraining(next_run_id(), bar, chart, norms, s.steps, len(task.vocabulary))
+    live = LiveTraining(next_run_id(), bar, chart, norms, s.steps, task)
     st.session_state[LIVE_KEY] = live
     start = initial_model(cfg.replace(norm=norms[0]), task)  # the same initial weights for both placements
     results: dict[str, TrainResult] = {}
@@ -408,7 +406,7 @@ def attention_forming(training: Training, norm: str, probe_maps: AttentionMaps, 
     pattern = task_pattern(task)
     if pattern is not None and len(steps) > 1:
         history = pattern_history(result.snapshots, pattern)
-        vega_chart(pattern_figure(history, task, marked_step=step), "train_pattern")
+        plotly_chart(pattern_figure(history, task, marked_step=step), "train_pattern")
 
 
 def your_tokens(training: Training, norm: str, layer: int, head: int) -> None:
@@ -526,9 +524,10 @@ def load_uploaded() -> None:
     st.session_state[RESULT_KEY] = Training(next_run_id(), task, {norm: result}, (norm,), None, weights[0].name)
 
 
-def training_figures(results: list[TrainResult], notebook_figures: Any) -> list:
-    """The view as Plotly figures: each trained placement's loss and accuracy curves."""
-    return [notebook_figures.training_figure(result) for result in results]
+def shown_figures(figures: list, notebook_figures: Any) -> list:
+    """The view as Plotly figures: the curves as the page draws them (pictures.notebook_figures.training_figure
+    draws the same for one run in a notebook)."""
+    return figures
 
 
 def look_inside(training: Training) -> str:
@@ -536,10 +535,11 @@ def look_inside(training: Training) -> str:
     histories = {norm: r.history for norm, r in training.results.items() if len(r.history)}
     if histories:
         steps = max(len(h) for h in histories.values())
-        vega_chart(curves_figure(histories, len(training.task.vocabulary), steps), "train_curves")
-        trained = [r for r in training.results.values() if len(r.history)]
+        task = training.task
+        curves = curves_figure(histories, len(task.vocabulary), steps, training_title(task))
+        plotly_chart(curves, "train_curves")
         labels = [training.label(norm) for norm in training.results]
-        view_download("Train", labels, partial(training_figures, trained), "train")
+        view_download("Train", labels, partial(shown_figures, [curves]), "train")
     norms = list(training.results)
     norm = norms[0]
     if len(norms) > 1:
