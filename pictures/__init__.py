@@ -1,4 +1,5 @@
-"""The pictures: arrays and DataFrames in, matrix-view boards, Vega-Lite charts or Plotly figures out; no streamlit.
+"""The pictures: arrays and DataFrames in, matrix-view boards or Plotly figures out; no streamlit.
 
-The notebook figures (pictures.notebook_figures) need plotly; the app's boards and charts do not import it.
+Every line, bar and curve chart is a plotly Figure, the same for a page and for a notebook
+(pictures.notebook_figures). The app's matrices are matrix-view boards (pictures/boards.py says why).
 """

@@ -1,5 +1,5 @@
 """Attention figures for the Attention and Train pages as matrix-view panels: maps in, dict out (no
-Streamlit here; pictures/boards.py says why these matrices are not Vega-Lite charts)."""
+Streamlit here; pictures/boards.py says why these matrices are not Plotly heatmaps)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ STRETCH_QUANTILE = 0.99  # stretched colours are darkest from this quantile up: 
 
 def token_labels(tokens: list[str]) -> list[str]:
     """Unique labels for an axis: a repeated token gets its position, e.g. "the·4". Raw text, not HTML: the matrix
-    view and Vega-Lite draw labels and hover as text."""
+    view draws labels and hover as text (a Plotly figure escapes them with pictures.style.label_text)."""
     labels: list[str] = []
     seen: set[str] = set()
     for i, token in enumerate(tokens):

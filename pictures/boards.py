@@ -1,10 +1,10 @@
 """What the matrix-view component (views/matrix_view.js) draws: matrices as plain data, built without Streamlit.
 
-Why a component of our own and not Vega-Lite for the Attention page: Streamlit loads Vega as 0.8 MB of script
-and compiles every spec in the browser, which costs about 0.45 s per page on this 2-core machine before the first
-map appears. The component is a few kilobytes of script: it paints each matrix from a PNG coloured here (with
-pictures.style.Ramp, the same colours as every other chart) and reads hover values from the float32 array the
-panel carries, so hover works for every cell of any size.
+Why a component of our own and not Plotly heatmaps for the app's matrices: Streamlit loads Plotly as a 4.7 MB
+script, about a second of a cold page load on this 2-core machine (bench/bench_page_load.py), and the Attention page
+draws up to 144 maps of 512 x 512 cells at once, as one sheet. The component is a few kilobytes of script: it paints
+each matrix from a PNG coloured here (with pictures.style.Ramp, the same colours as every other chart) and reads
+hover values from the float32 array the panel carries, so hover works for every cell of any size.
 
 A board is {"panels": [...], "breaks": [...]}: each panel is one matrix with axes and a legend ("kind": "matrix"), or
 a sheet of small maps of one shape ("kind": "sheet"), such as every layer x head of a model. Panels sit in a row

@@ -79,61 +79,14 @@ def layer_head_axes(n_layers: int, n_heads: int) -> dict:
     }
 
 
-def chart(spec: dict) -> dict:
-    """A top-level chart: drawn on canvas (fast for many marks), its own size (width and height are the plot
-    area; axes, legend and title come on top), no view border, one font, and hover only on marks that have
-    a tooltip of their own (see quiet)."""
-    return quiet(
-        {
-            **spec,
-            "autosize": {"type": "pad", "contains": "padding"},
-            "usermeta": {"embedOptions": {"renderer": "canvas", "actions": False}},
-            "config": {
-                "view": {"stroke": None},
-                "font": FONT,
-                "axis": {"labelFontSize": 14, "titleFontSize": 14},
-                "legend": {"labelFontSize": 13, "titleFontSize": 13},
-                "title": {"fontSize": 17, "subtitleFontSize": 14},
-            },
-        }
-    )
-
-
 CATEGORY10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
               "#17becf")  # fmt: skip
 RDBU = ("#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d", "#b2182b",
         "#67001f")  # fmt: skip  # diverging: negative blue, 0 near white, positive red
 GRID_COLOUR = "#eeeeee"
-# Axis numbers: up to 4 significant digits, never in e-notation. With "~g" and no precision, Vega derives one from
-# the tick step, and a gradient axis read "1e+1" for 10.
+# Axis numbers (d3-format): up to 4 significant digits, trailing zeros trimmed, never in e-notation ("~g" writes 10
+# as "1e+1" on a gradient axis).
 AXIS_NUMBERS = ".4~r"
-CHAR_PX = 0.5  # average width of a character of FONT, in font sizes: how many characters fit a line
-
-
-def wrap(text: str, width_px: float, font_px: float = 14) -> list[str]:
-    """Lines of text that fit width_px (Vega cuts a long title or subtitle short instead of wrapping it);
-    "\\n" starts a new line."""
-    chars = max(20, int(width_px / (CHAR_PX * font_px)))
-    return [line for part in text.split("\n") for line in (textwrap.wrap(part, chars) or [""])]
-
-
-def heading(text: str, subtitle: str = "", width_px: float = 640) -> dict:
-    """A chart title on the left, its subtitle wrapped to width_px."""
-    return {"text": text, "subtitle": wrap(subtitle, width_px) if subtitle else [], "anchor": "start"}
-
-
-def quiet(spec: dict) -> dict:
-    """Turn hover off on every mark that has no tooltip of its own (a line, a band, an outline, an image).
-
-    Streamlit's Vega-Lite config sets mark.tooltip = true, even with theme=None: such a mark would show its raw
-    data row on hover (a line the first point of the line, an image its PNG)."""
-    for key in ("layer", "hconcat", "vconcat", "concat"):
-        for child in spec.get(key, []):
-            quiet(child)
-    if "mark" in spec and "tooltip" not in spec.get("encoding", {}):
-        mark = spec["mark"] if isinstance(spec["mark"], dict) else {"type": spec["mark"]}
-        spec["mark"] = {**mark, "tooltip": None}
-    return spec
 
 
 # Plotly figures: what every line, bar and curve chart of the app and of a notebook shares.

@@ -3,11 +3,12 @@ look at the colour drawn there."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 
 import numpy as np
-
-from tests.browser_charts import pixels  # a panel, like a chart, is read from its one canvas
+from PIL import Image
 
 PANEL = ".mv-panel"  # Playwright's CSS selectors reach into the component's (open) shadow root
 BOARDS_DRAWN = """n => {
@@ -15,6 +16,15 @@ BOARDS_DRAWN = """n => {
     const canvases = hosts.flatMap((h) => [...(h.shadowRoot || h).querySelectorAll(".mv-panel canvas")]);
     return canvases.length >= n && canvases.every((c) => c.dataset.drawn === "true");
 }"""
+
+
+def pixels(panel) -> np.ndarray:
+    """[H, W, 3] uint8: what a panel's canvas shows, in CSS pixels (the page is drawn at device scale 1)."""
+    uri = panel.locator("canvas").first.evaluate("c => c.toDataURL('image/png')")
+    rgba = np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGBA"))
+    white = np.full(rgba.shape[:2] + (3,), 255, dtype=np.float64)
+    alpha = rgba[..., 3:4] / 255.0
+    return np.rint(rgba[..., :3] * alpha + white * (1 - alpha)).astype(np.uint8)  # on the page's white
 
 
 def panels(page, name: str | None = None) -> list:

@@ -10,8 +10,6 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
 from PIL import Image
 
 from pictures.boards import decode_floats
@@ -73,41 +71,6 @@ def figure_trace(figure: dict, name: str) -> dict:
     found = [trace for trace in figure["data"] if trace.get("name") == name]
     assert len(found) == 1, f"{len(found)} traces named {name!r}: {[t.get('name') for t in figure['data']]}"
     return found[0]
-
-
-def app_charts(at) -> list[tuple[dict, dict[str, pd.DataFrame]]]:
-    """Every Vega-Lite chart an AppTest run drew: (spec, tables), the tables decoded from Arrow as sent."""
-    charts = []
-    for element in at.get("vega_lite_chart"):
-        tables = {d.name: pa.ipc.open_stream(d.data.data).read_all().to_pandas() for d in element.proto.datasets}
-        charts.append((json.loads(element.proto.spec), tables))
-    return charts
-
-
-def views(spec: dict) -> list[dict]:
-    """The single views of a chart: itself, or the members of its hconcat / vconcat / concat."""
-    for key in ("hconcat", "vconcat", "concat"):
-        if key in spec:
-            return [v for member in spec[key] for v in views(member)]
-    return [spec]
-
-
-def params(spec: dict) -> dict:
-    """Variable parameters by name: a chart's top-level ones and those of its views."""
-    found = {p["name"]: p.get("value") for p in spec.get("params", []) if "value" in p}
-    for view in views(spec):
-        if view is not spec:
-            found |= {p["name"]: p.get("value") for p in view.get("params", []) if "value" in p}
-    return found
-
-
-def title_text(view: dict) -> str:
-    """Title and subtitle of a view as one string."""
-    title = view.get("title") or {}
-    if isinstance(title, str):
-        return title
-    subtitle = title.get("subtitle") or []
-    return " ".join([title.get("text", ""), *([subtitle] if isinstance(subtitle, str) else subtitle)])
 
 
 @dataclass

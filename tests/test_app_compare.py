@@ -172,7 +172,7 @@ def test_default_is_post_vs_pre_on_the_same_weights(at):
     # the browser on the first paint.
     assert sorted(app_boards(at)) == sorted(BOARDS)
     assert len(app_figures(at)) == 1 and lines_chart(at)
-    assert not at.get("vega_lite_chart") and not at.dataframe and not at.main.code
+    assert not at.dataframe and not at.main.code
 
 
 def test_per_layer_lines_draw_the_engine_statistics_of_a_and_b(at):
@@ -495,7 +495,7 @@ def test_a_error_gives_a_message(at):
     open_compare(at, d_model="30")
     assert any("divisible" in e.value for e in at.error)
     assert any("Fix configuration A" in i.value for i in at.info)
-    assert not app_boards(at) and not at.get("vega_lite_chart") and not at.get("plotly_chart")
+    assert not app_boards(at) and not at.get("plotly_chart")
 
 
 def test_long_input_hovers_every_cell_of_every_map(at):

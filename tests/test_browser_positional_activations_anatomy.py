@@ -118,7 +118,7 @@ def test_positional_curves_and_table_hover_the_engine_values(page, app_url, wait
 def test_positional_table_hovers_every_cell_at_any_size(page, app_url, wait_idle):
     open_positional(page, app_url + "/positional?d_model=256&pos_max=128", wait_idle, POSITIONAL_CHARTS)
     wait_panels_drawn(page, 1)
-    heat = panels(page, "pos_table")[0]  # 128 x 256 cells: more than Vega-Lite hovered (16,384)
+    heat = panels(page, "pos_table")[0]  # 128 x 256 cells, every one of which hovers
     table = sinusoidal(128, 256).numpy()  # [P, D]
     for row, col in ((0, 0), (100, 201), (127, 255)):
         tip = tip_at(page, *cell_centre(heat, row, col))

@@ -334,7 +334,7 @@ def test_permutation_figure_panels():
 
 
 def test_long_rope_tables_are_thinned_and_still_hover_every_cell_drawn():
-    angles = rope_angle_table(4096, 128)  # [4096, 64]: thinned to 512 rows, more cells than Vega-Lite hovered
+    angles = rope_angle_table(4096, 128)  # [4096, 64]: thinned to 512 rows
     [panel] = rope_angle_heatmap(angles, 6)["panels"]
     drawn = panel_matrix(panel)
     assert drawn.values.shape == (512, 64) and not np.isnan(drawn.values).any()

@@ -1,10 +1,21 @@
-"""pictures.style: colour ramps interpolate linearly in RGB, PNGs hold one pixel per cell, charts stay quiet."""
+"""pictures.style: colour ramps interpolate linearly in RGB, PNGs hold one pixel per cell, Plotly layouts keep text
+as typed and make room for their titles."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from pictures.style import MASKED_COLOUR, Ramp, chart, png_uri, ticks
+from pictures.style import (
+    MASKED_COLOUR,
+    SUBTITLE_CHARS,
+    Ramp,
+    axis,
+    figure_layout,
+    label_text,
+    plotly_scale,
+    png_uri,
+    ticks,
+)
 from tests.drawn import _decode_png
 
 
@@ -28,17 +39,28 @@ def test_ticks_label_every_cell_while_they_fit():
     assert len(thinned) <= 45 and thinned[0] == 0.5 and thinned[1] - thinned[0] == 7
 
 
-def test_chart_keeps_its_own_size_and_draws_on_canvas():
-    spec = chart({"mark": "rect"})
-    assert spec["autosize"]["type"] == "pad"  # Streamlit's default "fit" would squeeze axes into the plot size
-    assert spec["usermeta"]["embedOptions"]["renderer"] == "canvas"
+def test_a_ramp_becomes_a_plotly_colour_scale_with_the_same_colours_evenly_spread():
+    scale = plotly_scale(("#000000", "#808080", "#ffffff"))
+    assert scale == [[0.0, "#000000"], [0.5, "#808080"], [1.0, "#ffffff"]]
 
 
-def test_only_marks_with_their_own_tooltip_answer_hover():
-    spec = chart({"layer": [
-        {"mark": "line", "encoding": {"x": {"field": "x"}}},  # would show its first point's row on hover
-        {"mark": {"type": "point"}, "encoding": {"x": {"field": "x"}, "tooltip": [{"field": "x"}]}},
-    ]})  # fmt: skip
-    line, points = spec["layer"]
-    assert line["mark"] == {"type": "line", "tooltip": None}
-    assert "tooltip" not in points["mark"] and points["encoding"]["tooltip"] == [{"field": "x"}]
+def test_user_text_reaches_plotly_escaped_so_it_shows_as_typed():
+    assert label_text("<b>x</b> & y") == "&lt;b&gt;x&lt;/b&gt; &amp; y"
+    assert label_text(3) == "3"
+
+
+def test_a_long_subtitle_is_wrapped_escaped_and_given_room_above_the_plot():
+    short = figure_layout("Title", height=300)
+    subtitle = " ".join(["word"] * 100) + " <i>"  # 505 characters: several lines
+    long = figure_layout("A <b> title", subtitle, height=300, showlegend=False)
+    lines = long["title"]["subtitle"]["text"].split("<br>")
+    assert len(lines) > 1 and all(len(line) <= SUBTITLE_CHARS for line in lines)
+    assert lines[-1].endswith("&lt;i&gt;") and long["title"]["text"] == "A &lt;b&gt; title"
+    extra = long["height"] - short["height"]  # the plot keeps its 300 px; the title's lines come on top
+    assert extra == long["margin"]["t"] - short["margin"]["t"] and extra >= 15 * len(lines)
+    assert long["showlegend"] is False  # any other layout setting passes through
+
+
+def test_an_axis_writes_numbers_without_e_notation_unless_told_otherwise():
+    assert axis("loss")["tickformat"] == ".4~r" and axis("loss")["title"] == {"text": "loss"}
+    assert axis(None, ".0%", range=[0, 1]) == axis(None, ".0%") | {"range": [0, 1]}

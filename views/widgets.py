@@ -133,12 +133,6 @@ ENTROPY_COLUMNS = {
 }
 
 
-def vega_chart(spec: dict, key: str, where: DeltaGenerator | None = None) -> None:
-    """One Vega-Lite chart at its own size (pictures.style.chart sets it), with Streamlit's theme off; into `where`
-    (a placeholder, say) or the page."""
-    (where or st).vega_lite_chart(spec, key=key, theme=None, width="content")
-
-
 def code_text(text: str, limit: int = 40) -> str:
     """User text made safe inside a Markdown code span (no backtick, no line break), cut to `limit` characters."""
     text = text.replace("`", "'").replace("\n", " ")
