@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -63,3 +66,10 @@ def test_pre_norm_stream_is_the_input_plus_every_sub_layer_output(trace):
 def test_a_wrong_name_says_what_the_names_are(trace, name):
     with pytest.raises(KeyError, match="names are blocks.<layer>.<kind>, layer 0 to 1"):
         trace.first[name]
+
+
+def test_the_readme_table_lists_every_name_with_its_shape():
+    """The README's table is what a notebook user reads first: it must not drift from the engine's."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z_.]+)` \| `(\[[A-Z, ]+\])` \|", readme, flags=re.MULTILINE)
+    assert rows == [(name, shape) for name, (shape, _) in ACTIVATION_NAMES.items()]

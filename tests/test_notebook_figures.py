@@ -117,3 +117,9 @@ def test_the_engine_imports_without_plotly():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "figures need plotly"
+
+
+def test_the_readme_names_every_figure_explorer_offers():
+    """The README's table of figures is how a notebook user finds them: each one explorer offers is in it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert [name for name in explorer.FIGURES if f"`{name}(" not in readme] == []
