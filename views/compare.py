@@ -7,7 +7,6 @@ alone. "One configuration, two inputs" runs A's model on a second text (b_tokens
 
 from __future__ import annotations
 
-import re
 from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -21,7 +20,6 @@ from explorer.compare import (
     MapPair,
     can_share_weights,
     default_b,
-    differing_fields,
     layer_difference,
     paired_attention,
     reorder_maps,
@@ -29,6 +27,7 @@ from explorer.compare import (
     token_order,
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
+from explorer.compare_text import describe, missing_side, shared_weights_text, why_not_subtracted
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.flip_story import flip_effect, flip_words
 from explorer.gradients import objective_text
@@ -61,13 +60,10 @@ from views.state import app_state, model_key, session_model, sidebar_run
 from views.widgets import (
     carry_view,
     code_text,
-    count,
     download,
-    mask_text,
     opening_kind,
     plain,
     plotly_chart,
-    positions_text,
     remember_view,
     settle_choice,
     stretch_toggle,
@@ -207,41 +203,6 @@ def reset_b(a: ModelConfig, text_a: str, mode: str) -> None:
 # --- What the page says about A and B.
 
 
-def describe(cfg: ModelConfig, other: ModelConfig) -> str:
-    """One line for a configuration; the values that differ from `other` in bold."""
-    if isinstance(cfg, CheckpointConfig):
-        title = pretrained_title(cfg.checkpoint)
-        if not isinstance(other, CheckpointConfig) or other.checkpoint != cfg.checkpoint:
-            title = f"**{title}**"
-        parts = {
-            "n_layers": count(cfg.n_layers, "layer"),
-            "n_heads": count(cfg.n_heads, "head"),
-            "d_model": f"d_model {cfg.d_model}",
-            "norm": f"{cfg.norm}-norm",
-            "positional": positions_text(cfg.positional),
-            "mask": mask_text(cfg),
-        }
-        marked = [f"**{text}**" if getattr(cfg, f) != getattr(other, f) else text for f, text in parts.items()]
-        return " · ".join([title, *marked])
-    parts = {
-        "arch": cfg.arch,
-        "n_layers": count(cfg.n_layers, "layer"),
-        "n_heads": count(cfg.n_heads, "head"),
-        "d_model": f"d_model {cfg.d_model}",
-        "d_ff": f"d_ff {cfg.d_ff}",
-        "norm": f"{cfg.norm}-norm",
-        "positional": positions_text(cfg.positional),
-        "mask": mask_text(cfg),
-        "activation": cfg.activation,
-        "seed": f"seed {cfg.seed}",
-    }
-    return " · ".join(f"**{text}**" if getattr(cfg, f) != getattr(other, f) else text for f, text in parts.items())
-
-
-def changes(a: ModelConfig, b: ModelConfig) -> str:
-    return ", ".join(f"{f} ({getattr(a, f)} → {getattr(b, f)})" for f in differing_fields(a, b))
-
-
 def weights_message(a: ModelConfig, b: ModelConfig) -> None:
     """Whether B runs on A's very weights, checked tensor by tensor, or why it cannot."""
     if b == a:
@@ -259,46 +220,7 @@ def weights_message(a: ModelConfig, b: ModelConfig) -> None:
     if not facts["identical"]:  # model_for_b copies every shared tensor: this would be a bug, so say it loudly
         st.error("B should carry A's weights but some shared parameter differs.", icon=":material/error:")
         return
-    n_changed = len(differing_fields(a, b))
-    st.success(
-        f"B runs on A's very weights: the {facts['shared']} parameter tensors the two models share are identical "
-        f"(checked tensor by tensor). Only {changes(a, b)} differ{'s' if n_changed == 1 else ''}."
-        + unshared(facts["only_a"], "A", "B")
-        + unshared(facts["only_b"], "B", "A"),
-        icon=":material/link:",
-    )
-
-
-def unshared(names: list[str], owner: str, other: str) -> str:
-    """A sentence on the parameters only one model has, e.g. the final LayerNorm that only pre-norm has."""
-    if not names:
-        return ""
-    blocks: dict[str, list[int]] = {}  # a stack's blocks only one model has: named once, not parameter by parameter
-    modules = []
-    for name in names:
-        if (block := re.match(r"(\w+)\.layers\.(\d+)\.", name)) is not None:
-            blocks.setdefault(block[1], []).append(int(block[2]))
-        else:
-            modules.append(name.rsplit(".", 1)[0] if name.endswith((".weight", ".bias")) else name)
-    modules = list(dict.fromkeys(modules))
-    norms = [m for m in modules if m.endswith(".norm")]
-    others = [m for m in modules if m not in norms]
-    others += [f"{stack} blocks {block_range(sorted(set(numbers)))}" for stack, numbers in blocks.items()]
-    parts = []
-    if norms:
-        parts.append(f"{' and '.join(norms)}, the final LayerNorm of a pre-norm stack (weight 1, bias 0)")
-    if others:
-        parts.append(f"{', '.join(others)}, drawn from {owner}'s seed")
-    return f" {owner} also has {'; '.join(parts)}, which {other} has not."
-
-
-def block_range(numbers: list[int]) -> str:
-    """Sorted block numbers as "2", "2 and 3" or "2 to 23"."""
-    if len(numbers) == 1:
-        return str(numbers[0])
-    if len(numbers) == 2:
-        return f"{numbers[0]} and {numbers[1]}"
-    return f"{numbers[0]} to {numbers[-1]}"
+    st.success(shared_weights_text(a, b, facts), icon=":material/link:")
 
 
 def share_link(query: dict[str, str]) -> str:
@@ -341,35 +263,6 @@ def pick_from_table(ranking: pd.DataFrame, key: str) -> None:
         row = ranking.iloc[rows[0]]
         pick_head(int(row["layer"]), int(row["head"]))
         st.session_state[ROUND_KEY] = st.session_state.get(ROUND_KEY, 0) + 1
-
-
-def missing_side(name: str, maps: Any, label: str, layer: int, head: int) -> str | None:
-    if maps is None:
-        return f"{name} has no {label}"
-    if layer >= maps.n_layers:
-        return f"{name} has no layer {layer} (it has {maps.n_layers})"
-    if head >= maps.n_heads:
-        return f"{name} has no head {head} (it has {maps.n_heads})"
-    return None
-
-
-def why_not_subtracted(pair: MapPair, ranked_only: bool = False) -> str:
-    """Why this pair has no A − B map here (or, `ranked_only`, no head ranking)."""
-    assert pair.a is not None and pair.b is not None
-    (la, ha, qa, ka), (lb, hb, qb, kb) = pair.a.weights.shape, pair.b.weights.shape
-    reasons = []
-    if (qa, ka) != (qb, kb):
-        reasons.append(f"A's map is {qa} × {ka} tokens and B's {qb} × {kb}")
-    if la != lb:
-        reasons.append(f"A has {la} layers and B {lb}")
-    if ha != hb:
-        reasons.append(f"A has {ha} heads and B {hb}")
-    if ranked_only:
-        return f"No head ranking: {'; '.join(reasons)}. Heads are ranked when A and B have the same layers and heads."
-    return (
-        "No A − B map: " + "; ".join(reasons) + ". A layer and head can be subtracted when both models have it "
-        "and their maps have the same tokens; heads are ranked when A and B have the same layers and heads."
-    )
 
 
 @st.fragment
