@@ -17,16 +17,21 @@ import streamlit as st
 from explorer.compare import (
     B_FIELDS,
     B_PREFIX,
+    CONFIGURATION,
+    DEFAULT_TARGET,
+    INPUT,
     MapPair,
+    align_pair,
     can_share_weights,
     default_b,
     layer_difference,
     paired_attention,
-    reorder_maps,
-    to_query,
+    reversed_text,
+    target_of_b,
     token_order,
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
+from explorer.compare_link import comparison_query
 from explorer.compare_text import describe, missing_side, shared_weights_text, why_not_subtracted
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.flip_story import flip_effect, flip_words
@@ -70,10 +75,8 @@ from views.widgets import (
     view_download,
 )
 
-CONFIGURATION, INPUT = "configuration", "input"
 FLIPPED = "A with the norm flipped"  # a checkpoint's default B: its own weights, the other norm placement
 PAGE = "compare"  # for carry_view: the layer and head picked here go with the user to Attention
-DEFAULT_TARGET = "le chat est assis sur le tapis"  # what B's decoder reads when A has none
 B_NOT_DRAWN = "the problem with B is named above; A is shown alone until it is fixed."
 DRAWN_KEY = "_compare_defaults"  # the default each of B's controls was last drawn with
 NOTES_KEY = "_compare_url_notes"
@@ -155,10 +158,6 @@ def checkpoint_b_control(a: CheckpointConfig) -> CheckpointConfig:
     return pretrained_model(choice).config
 
 
-def reversed_text(text: str) -> str:
-    return " ".join(reversed(text.split()))
-
-
 def b_tokens_control(text_a: str) -> str:
     """The second input, defaulting to A's tokens in reverse order (and following A's text until edited)."""
     default = reversed_text(text_a)
@@ -228,24 +227,6 @@ def share_link(query: dict[str, str]) -> str:
     if base and not urlsplit(base).path:
         base += "/"
     return base + ("?" + urlencode(query, quote_via=quote) if query else "")
-
-
-def comparison_query(
-    a: ModelConfig, b: ModelConfig, text_a: str, target_a: str | None, mode: str, text_b: str
-) -> dict[str, str]:
-    """A's settings that differ from the defaults, the text, then B's (b_…) that differ from default_b(A)."""
-    defaults = ModelConfig()
-    query = {f: str(getattr(a, f)) for f in B_FIELDS if getattr(a, f) != getattr(defaults, f)}
-    query["tokens"] = text_a
-    if target_a is not None:
-        query["target"] = target_a
-    if mode == INPUT:
-        query["compare"] = INPUT
-        if text_b != reversed_text(text_a):
-            query["b_tokens"] = text_b
-    else:
-        query.update(to_query(b, a))
-    return query
 
 
 # --- The attention section: one fragment, so picking a head does not rerun the models.
@@ -579,9 +560,7 @@ def main() -> None:
     )
     warn_junk_url({"compare": [CONFIGURATION, INPUT], "align": URL_BOOLEAN, "stretch": URL_BOOLEAN})
     mode, b, text_b = top_controls(a, text_a)
-    target_b = None
-    if b is not None and b.arch == "encoder-decoder":
-        target_b = target_a if target_a is not None else DEFAULT_TARGET
+    target_b = None if b is None else target_of_b(b, target_a)
 
     trace_b: Trace | None = None
     if b is not None:
@@ -592,10 +571,7 @@ def main() -> None:
             st.error(f"B: {e}", icon=":material/error:")
     say_what_differs(a, b, mode, text_a, text_b, trace_b is not None)
 
-    if trace_b is None:
-        pairs = [MapPair(p.label, p.stack, p.a, None) for p in paired_attention(trace_a, trace_a)]
-    else:
-        pairs = paired_attention(trace_a, trace_b)
+    pairs = paired_attention(trace_a, trace_b)
     aligned = False
     if mode == INPUT and trace_b is not None:
         pairs, aligned = lined_up(pairs, trace_a, trace_b)
@@ -645,17 +621,6 @@ def share_box(query: dict[str, str], kinds: list[str]) -> None:
             "view shown now), ready to copy:"
         )
         box.code(share_link(query | view_query(kinds)), language=None, wrap_lines=True)
-
-
-def align_pair(pair: MapPair, order: list[int]) -> MapPair:
-    """B's maps reordered to A's tokens: both axes of the stack reading the tokens, the keys of cross-attention."""
-    if pair.b is None:
-        return pair
-    if pair.stack == 0:
-        return MapPair(pair.label, pair.stack, pair.a, reorder_maps(pair.b, order, order))
-    if pair.b.kind == "cross-attention":
-        return MapPair(pair.label, pair.stack, pair.a, reorder_maps(pair.b, None, order))
-    return pair
 
 
 main()
