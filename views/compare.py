@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from functools import partial
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
 
 import pandas as pd
 import streamlit as st
@@ -37,10 +36,12 @@ from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures.attention_panels import scale_note
 from pictures.boards import board
-from pictures.compare_charts import difference_panel, pair_panels, pair_top, ranking_panel
+from pictures.compare_charts import difference_panel, pair_panels, pair_top
 from views.caches import gradient_totals, lines_chart, ranking_of, stack_tables, trace_of, weight_facts
 from views.compare_controls import top_controls
-from views.matrix_view import picked_value, show_board
+from views.compare_ranking import pick_head, ranking_section
+from views.compare_share import share_box
+from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, note_view_param, show_url_notes, warn_junk_url
 from views.state import app_state, model_key, session_model, sidebar_run
 from views.widgets import (
@@ -59,8 +60,6 @@ from views.widgets import (
 PAGE = "compare"  # for carry_view: the layer and head picked here go with the user to Attention
 B_NOT_DRAWN = "the problem with B is named above; A is shown alone until it is fixed."
 VIEW_NOTES_KEY = "_compare_view_notes"
-ROUND_KEY = "_compare_table_round"
-RANKING_ALONE_PX, RANKING_BESIDE_TABLE_PX = 760, 440  # px the ranking heatmap's panel may take, at 1400 px
 
 
 # --- What the page says about A and B.
@@ -86,28 +85,7 @@ def weights_message(a: ModelConfig, b: ModelConfig) -> None:
     st.success(shared_weights_text(a, b, facts), icon=":material/link:")
 
 
-def share_link(query: dict[str, str]) -> str:
-    base = (st.context.url or "").split("?")[0]
-    if base and not urlsplit(base).path:
-        base += "/"
-    return base + ("?" + urlencode(query, quote_via=quote) if query else "")
-
-
 # --- The attention section: one fragment, so picking a head does not rerun the models.
-
-
-def pick_head(layer: int, head: int) -> None:
-    st.session_state["layer"], st.session_state["head"] = layer, head
-
-
-def pick_from_table(ranking: pd.DataFrame, key: str) -> None:
-    """on_select of the ranking table: show the chosen row's head, then clear the selection (a new table key)."""
-    event = st.session_state.get(key)
-    rows = event.selection.rows if event is not None else []
-    if rows:
-        row = ranking.iloc[rows[0]]
-        pick_head(int(row["layer"]), int(row["head"]))
-        st.session_state[ROUND_KEY] = st.session_state.get(ROUND_KEY, 0) + 1
 
 
 @st.fragment
@@ -187,52 +165,6 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         st.caption(caveat)
     if ranking is not None:
         ranking_section(ranking, layer, head)
-
-
-def pick_from_map() -> None:
-    """on_pick of the ranking heatmap: show the clicked head (row = layer, column = head) above."""
-    picked = picked_value("ranking_map")
-    if picked is not None:
-        pick_head(int(picked["row"]), int(picked["col"]))
-
-
-def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
-    """The heads ranked by JS divergence: a clickable [layer, head] heatmap, and the table when asked for (a
-    table costs the browser a large script to load, so the page does not draw one unasked)."""
-    st.subheader("Which heads changed most")
-    if (ranking["js_divergence"] == 0).all() and (ranking["max_abs_difference"] == 0).all():
-        st.info("A and B attend identically in every head: every difference is exactly 0.")
-    st.caption(
-        "Jensen-Shannon divergence between A's and B's attention row of each query, in bits (0 = the same "
-        "distribution, 1 = no key in common), averaged over the queries. Click a head to show it above."
-    )
-    show_table = st.toggle(
-        "Show the ranking table",
-        key="ranking_table",
-        help="Every head, most changed first, with its largest |A − B|; select a row to show that head above.",
-    )
-    map_column, table_column = st.columns([1, 1]) if show_table else (st.container(), None)
-    with map_column:
-        width = RANKING_BESIDE_TABLE_PX if show_table else RANKING_ALONE_PX
-        panel = ranking_panel(ranking, layer, head, panel_px=width)
-        show_board(board([panel]), key="ranking_map", on_pick=pick_from_map)
-    if table_column is None:
-        return
-    shown = ranking.copy()
-    shown.insert(0, "rank", range(1, len(shown) + 1))
-    table_key = f"ranking_{st.session_state.get(ROUND_KEY, 0)}"
-    table_column.dataframe(
-        shown,
-        hide_index=True,
-        key=table_key,
-        on_select=partial(pick_from_table, ranking, table_key),
-        selection_mode="single-row",
-        height=min(420, 38 + 35 * len(shown)),
-        column_config={
-            "js_divergence": st.column_config.NumberColumn("JS divergence (bits)", format="%.4f"),
-            "max_abs_difference": st.column_config.NumberColumn("max |A − B|", format="%.4f"),
-        },
-    )
 
 
 # --- Per-layer statistics and downloads.
@@ -423,28 +355,6 @@ def main() -> None:
     inputs |= {"a_target": target_a, "b_target": target_b}
     downloads(a, b, inputs, sharing, pairs, tables, aligned, lines)
     share_box(comparison_query(a, b, text_a, target_a, mode, text_b), [p.label for p in pairs])
-
-
-def view_query(kinds: list[str]) -> dict[str, str]:
-    """The view of the attention section as the address bar holds it: the kind of attention (of `kinds`, when there
-    is a choice), the layer and head, and stretched colours."""
-    kind = st.session_state.get("kind")
-    view = {"kind": kind} if len(kinds) > 1 and kind in kinds else {}
-    view |= {key: str(st.session_state[key]) for key in ("layer", "head") if st.session_state.get(key) not in (None, 0)}
-    return view | ({"stretch": "true"} if st.session_state.get("stretch") else {})
-
-
-@st.fragment
-def share_box(query: dict[str, str], kinds: list[str]) -> None:
-    """The link in a copyable code block, drawn only once the box is opened (a code block costs the browser a
-    script to load), with the view shown at that moment (the box and the maps are separate fragments)."""
-    box = st.expander("Share this comparison", icon=":material/link:", key="share_box", on_change="rerun")
-    if box.open:
-        box.caption(
-            "A, B, the tokens, and the attention shown when this box was opened (the address bar always holds the "
-            "view shown now), ready to copy:"
-        )
-        box.code(share_link(query | view_query(kinds)), language=None, wrap_lines=True)
 
 
 main()
