@@ -176,6 +176,12 @@ class MapPair:
         return min(self.a.n_layers, self.b.n_layers)
 
 
+def layers_and_heads(pair: MapPair) -> tuple[list[int], list[int]]:
+    """The layers and the heads a pair offers to pick from: as many as the side that has more."""
+    sides = [m for m in (pair.a, pair.b) if m is not None]
+    return list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
+
+
 def layer_difference(pair: MapPair, layer: int, head: int) -> np.ndarray | None:
     """[Tq, Tk] A - B of one layer and head, when it is one of the pair's common_layers; else None."""
     if layer >= pair.common_layers:

@@ -10,7 +10,7 @@ from explorer.compare import MapPair, differing_fields
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.config_words import count, mask_text, positions_text
 from explorer.pretrained import pretrained_title
-from explorer.trace import AttentionMaps
+from explorer.trace import AttentionMaps, Trace
 
 
 def describe(cfg: ModelConfig, other: ModelConfig) -> str:
@@ -120,4 +120,18 @@ def why_not_subtracted(pair: MapPair, ranked_only: bool = False) -> str:
     return (
         "No A − B map: " + "; ".join(reasons) + ". A layer and head can be subtracted when both models have it "
         "and their maps have the same tokens; heads are ranked when A and B have the same layers and heads."
+    )
+
+
+def unequal_depth_note(trace_a: Trace, trace_b: Trace | None, stack: int) -> str | None:
+    """What the per-layer lines of stack number `stack` show when A and B both have it with different numbers of
+    blocks; None otherwise."""
+    la = trace_a.stacks[stack].n_layers if stack < len(trace_a.stacks) else 0
+    lb = trace_b.stacks[stack].n_layers if trace_b is not None and stack < len(trace_b.stacks) else 0
+    if not la or not lb or la == lb:
+        return None
+    return (
+        f"A has {la} layers and B {lb}: each line covers its own model's blocks, and the shaded blocks exist in "
+        f"one model only. Like for like means blocks 0 to {min(la, lb) - 1}, which both have (A − B in the "
+        "per-layer CSV is filled for those only)."
     )

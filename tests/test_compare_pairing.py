@@ -13,6 +13,7 @@ from explorer.compare import (
     default_b,
     differing_fields,
     layer_values,
+    layers_and_heads,
     model_for_b,
     paired_attention,
     per_layer_comparison,
@@ -65,6 +66,12 @@ def test_without_b_the_pairs_are_a_s_alone():
         ed.stacks[1].self_attention,
         ed.stacks[1].cross_attention,
     ]
+
+
+def test_layers_and_heads_offer_as_many_as_the_bigger_side(make_maps):
+    small, big = make_maps(n_layers=2, n_heads=3), make_maps(n_layers=4, n_heads=2)
+    assert layers_and_heads(MapPair("self-attention", 0, small, big)) == ([0, 1, 2, 3], [0, 1, 2])
+    assert layers_and_heads(MapPair("cross-attention", 1, None, big)) == ([0, 1, 2, 3], [0, 1])
 
 
 def test_b_s_default_text_is_a_s_words_reversed():

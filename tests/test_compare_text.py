@@ -11,6 +11,7 @@ from explorer.compare_text import (
     describe,
     missing_side,
     shared_weights_text,
+    unequal_depth_note,
     unshared,
     why_not_subtracted,
 )
@@ -103,3 +104,15 @@ def test_why_not_subtracted_names_every_shape_that_differs(make_maps):
         "No head ranking: A has 2 layers and B 4; A has 3 heads and B 2. Heads are ranked when A and B have the same "
         "layers and heads."
     )
+
+
+def test_unequal_depth_note_only_when_both_have_the_stack_with_other_depths():
+    trace_a = explorer.run(A, TOKENS)
+    deeper = explorer.run(A.replace(n_layers=5), TOKENS)
+    note = unequal_depth_note(trace_a, deeper, 0)
+    assert note is not None and note.startswith("A has 2 layers and B 5:")
+    assert "Like for like means blocks 0 to 1, which both have" in note
+    assert unequal_depth_note(trace_a, explorer.run(default_b(A), TOKENS), 0) is None
+    assert unequal_depth_note(trace_a, None, 0) is None
+    decoder_only_in_b = explorer.run(A.replace(arch="encoder-decoder", n_layers=3), TOKENS, "le chat")
+    assert unequal_depth_note(trace_a, decoder_only_in_b, 1) is None

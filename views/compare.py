@@ -21,13 +21,20 @@ from explorer.compare import (
     align_pair,
     can_share_weights,
     layer_difference,
+    layers_and_heads,
     paired_attention,
     target_of_b,
     token_order,
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
 from explorer.compare_link import comparison_query
-from explorer.compare_text import describe, missing_side, shared_weights_text, why_not_subtracted
+from explorer.compare_text import (
+    describe,
+    missing_side,
+    shared_weights_text,
+    unequal_depth_note,
+    why_not_subtracted,
+)
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.flip_story import flip_effect, flip_words
 from explorer.gradients import objective_text
@@ -60,6 +67,10 @@ from views.widgets import (
 PAGE = "compare"  # for carry_view: the layer and head picked here go with the user to Attention
 B_NOT_DRAWN = "the problem with B is named above; A is shown alone until it is fixed."
 VIEW_NOTES_KEY = "_compare_view_notes"
+DIFFERENT_WEIGHTS = (
+    "A and B have different weights, so A − B mixes the settings you changed with the effect of other random "
+    "weights, and head h of A has no special relation to head h of B."
+)
 
 
 # --- What the page says about A and B.
@@ -98,8 +109,7 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
     if len(pairs) > 1:
         note_view_param(VIEW_NOTES_KEY, "kind", labels)
     pair = pairs[0]
-    sides = [m for m in (pair.a, pair.b) if m is not None]
-    layers, heads = list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
+    layers, heads = layers_and_heads(pair)
     note_view_param(VIEW_NOTES_KEY, "layer", layers)
     note_view_param(VIEW_NOTES_KEY, "head", heads)
     notes = st.container()  # filled once the selectors exist
@@ -115,8 +125,7 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
             help="Paired by role: the stack that reads your tokens, then the decoder of an encoder-decoder.",
         )
         pair = pairs[labels.index(label)]
-        sides = [m for m in (pair.a, pair.b) if m is not None]
-        layers, heads = list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
+        layers, heads = layers_and_heads(pair)
     ranking = ranking_of(pair, (*key, pair.label)) if pair.same_shape else None
     left, middle, right, last = st.columns([1, 1, 2, 2], vertical_alignment="bottom")
     carry_view(PAGE, "layer", layers)
@@ -191,17 +200,8 @@ def per_layer_section(
         name = st.radio("Stack", names, key="stack", bind="query-params", horizontal=True)
     table = tables[name]
     plotly_chart(lines_chart(table), key="layer_lines")
-    index = names.index(name)
-    la = trace_a.stacks[index].residual.shape[0] - 1 if index < len(trace_a.stacks) else 0
-    lb = trace_b.stacks[index].residual.shape[0] - 1 if trace_b is not None and index < len(trace_b.stacks) else 0
-    if trace_b is not None and la and lb and la != lb:
-        common = min(la, lb)
-        st.info(
-            f"A has {la} layers and B {lb}: each line covers its own model's blocks, and the shaded blocks exist in "
-            f"one model only. Like for like means blocks 0 to {common - 1}, which both have (A − B in the "
-            "per-layer CSV is filled for those only).",
-            icon=":material/info:",
-        )
+    if (depths := unequal_depth_note(trace_a, trace_b, names.index(name))) is not None:
+        st.info(depths, icon=":material/info:")
     for note in notes:
         st.caption(note)
     with st.expander("What the gradient norms measure"):
@@ -331,12 +331,7 @@ def main() -> None:
     aligned = False
     if mode == INPUT and trace_b is not None:
         pairs, aligned = lined_up(pairs, trace_a, trace_b)
-    caveat = None
-    if b is not None and mode == CONFIGURATION and not can_share_weights(a, b)[0]:
-        caveat = (
-            "A and B have different weights, so A − B mixes the settings you changed with the effect of other random "
-            "weights, and head h of A has no special relation to head h of B."
-        )
+    caveat = DIFFERENT_WEIGHTS if b is not None and mode == CONFIGURATION and not can_share_weights(a, b)[0] else None
     key = (a, b, text_a, text_b, target_a, target_b, aligned, model_key())
     attention_section(pairs, key, caveat, b_drawn=trace_b is not None)
 
