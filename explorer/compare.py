@@ -19,11 +19,25 @@ from explorer.trace import AttentionMaps, StackTrace, Trace
 # layers carries A's weights in the blocks both have, and its other blocks are its own.
 SHAPE_FIELDS = ("arch", "d_model", "n_heads", "d_ff", "max_tokens")
 B_PREFIX = "b_"  # B's fields in the URL: ?norm=post&b_norm=pre
+CONFIGURATION, INPUT = "configuration", "input"  # what B differs from A in (?compare=input: A's model, B's text)
+DEFAULT_TARGET = "le chat est assis sur le tapis"  # what B's decoder reads when A has none
 
 
 def default_b(a: ModelConfig) -> ModelConfig:
     """B differs from A in norm placement only: the comparison most people come for."""
     return a.replace(norm="pre" if a.norm == "post" else "post")
+
+
+def reversed_text(text: str) -> str:
+    """B's default input when B differs in its input: A's words in reverse order, so only their positions differ."""
+    return " ".join(reversed(text.split()))
+
+
+def target_of_b(b: ModelConfig, target_a: str | None) -> str | None:
+    """What B's decoder reads: A's target, or DEFAULT_TARGET when A has none; None when B has no decoder."""
+    if b.arch != "encoder-decoder":
+        return None
+    return target_a if target_a is not None else DEFAULT_TARGET
 
 
 def can_share_weights(a: ModelConfig, b: ModelConfig) -> tuple[bool, str]:
@@ -162,6 +176,12 @@ class MapPair:
         return min(self.a.n_layers, self.b.n_layers)
 
 
+def layers_and_heads(pair: MapPair) -> tuple[list[int], list[int]]:
+    """The layers and the heads a pair offers to pick from: as many as the side that has more."""
+    sides = [m for m in (pair.a, pair.b) if m is not None]
+    return list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
+
+
 def layer_difference(pair: MapPair, layer: int, head: int) -> np.ndarray | None:
     """[Tq, Tk] A - B of one layer and head, when it is one of the pair's common_layers; else None."""
     if layer >= pair.common_layers:
@@ -170,13 +190,13 @@ def layer_difference(pair: MapPair, layer: int, head: int) -> np.ndarray | None:
     return pair.a.weights[layer, head] - pair.b.weights[layer, head]
 
 
-def paired_attention(trace_a: Trace, trace_b: Trace) -> list[MapPair]:
+def paired_attention(trace_a: Trace, trace_b: Trace | None) -> list[MapPair]:
     """A's and B's attention paired by role: the self-attention of the stack that reads the typed tokens (always
     in both), then the decoder self-attention and cross-attention of an encoder-decoder (None on a side
-    without them)."""
+    without them). Without trace_b (B is not drawn), A's maps with None for B."""
 
-    def role(trace: Trace, stack: int, cross: bool) -> AttentionMaps | None:
-        if stack >= len(trace.stacks):
+    def role(trace: Trace | None, stack: int, cross: bool) -> AttentionMaps | None:
+        if trace is None or stack >= len(trace.stacks):
             return None
         s = trace.stacks[stack]
         return s.cross_attention if cross else s.self_attention
@@ -215,6 +235,18 @@ def reorder_maps(maps: AttentionMaps, queries: list[int] | None, keys: list[int]
         [maps.query_tokens[i] for i in q],
         [maps.key_tokens[i] for i in k],
     )
+
+
+def align_pair(pair: MapPair, order: list[int]) -> MapPair:
+    """B's maps reordered to A's tokens (`order`, from token_order): both axes of the stack reading the tokens, the
+    keys of cross-attention."""
+    if pair.b is None:
+        return pair
+    if pair.stack == 0:
+        return MapPair(pair.label, pair.stack, pair.a, reorder_maps(pair.b, order, order))
+    if pair.b.kind == "cross-attention":
+        return MapPair(pair.label, pair.stack, pair.a, reorder_maps(pair.b, None, order))
+    return pair
 
 
 def layer_values(stack: StackTrace, gradient_totals: pd.DataFrame | None = None) -> pd.DataFrame:

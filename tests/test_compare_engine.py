@@ -16,6 +16,7 @@ from explorer.compare import (
     same_parameters,
     to_query,
 )
+from explorer.compare_link import comparison_query
 from explorer.trace import AttentionMaps
 
 TOKENS = "the cat sat on the mat"
@@ -103,3 +104,30 @@ def test_the_url_holds_only_what_b_changes_beyond_the_flipped_norm():
     b = A.replace(norm="pre", mask="causal", positional="rope", seed=3)
     assert to_query(b, A) == {"b_mask": "causal", "b_positional": "rope", "b_seed": "3"}  # norm=pre is B's default
     assert to_query(default_b(A), A) == {}
+
+
+def test_a_comparison_link_holds_a_s_changes_the_texts_and_b_s_changes():
+    a = explorer.ModelConfig(seed=3)
+    b = default_b(a).replace(mask="causal")
+    assert comparison_query(a, b, TOKENS, None, "configuration", TOKENS) == {
+        "seed": "3",
+        "tokens": TOKENS,
+        "b_mask": "causal",
+    }
+    ed = explorer.ModelConfig(arch="encoder-decoder")
+    assert comparison_query(ed, default_b(ed), TOKENS, "le chat", "configuration", TOKENS) == {
+        "arch": "encoder-decoder",
+        "tokens": TOKENS,
+        "target": "le chat",
+    }
+
+
+def test_a_two_input_link_holds_b_s_text_unless_it_is_a_s_reversed():
+    a = explorer.ModelConfig()
+    reversed_tokens = "mat the on sat cat the"
+    assert comparison_query(a, a, TOKENS, None, "input", reversed_tokens) == {"tokens": TOKENS, "compare": "input"}
+    assert comparison_query(a, a, TOKENS, None, "input", "a dog") == {
+        "tokens": TOKENS,
+        "compare": "input",
+        "b_tokens": "a dog",
+    }

@@ -7,13 +7,19 @@ import pytest
 import explorer
 from explorer.activations import layer_statistics
 from explorer.compare import (
+    DEFAULT_TARGET,
+    MapPair,
+    align_pair,
     default_b,
     differing_fields,
     layer_values,
+    layers_and_heads,
     model_for_b,
     paired_attention,
     per_layer_comparison,
     reorder_maps,
+    reversed_text,
+    target_of_b,
     token_order,
 )
 from explorer.gradients import gradient_norms, layer_gradient_totals
@@ -48,6 +54,55 @@ def test_pairs_by_role():
         "cross-attention",
     ]
     assert not paired_attention(trace, explorer.run(a.replace(n_heads=8), TOKENS))[0].same_shape
+
+
+def test_without_b_the_pairs_are_a_s_alone():
+    ed = explorer.run(explorer.ModelConfig(arch="encoder-decoder"), TOKENS, "le chat")
+    alone = paired_attention(ed, None)
+    assert [(p.label, p.stack) for p in alone] == [(p.label, p.stack) for p in paired_attention(ed, ed)]
+    assert all(p.b is None for p in alone)
+    assert [p.a for p in alone] == [
+        ed.stacks[0].self_attention,
+        ed.stacks[1].self_attention,
+        ed.stacks[1].cross_attention,
+    ]
+
+
+def test_layers_and_heads_offer_as_many_as_the_bigger_side(make_maps):
+    small, big = make_maps(n_layers=2, n_heads=3), make_maps(n_layers=4, n_heads=2)
+    assert layers_and_heads(MapPair("self-attention", 0, small, big)) == ([0, 1, 2, 3], [0, 1, 2])
+    assert layers_and_heads(MapPair("cross-attention", 1, None, big)) == ([0, 1, 2, 3], [0, 1])
+
+
+def test_b_s_default_text_is_a_s_words_reversed():
+    assert reversed_text("the cat  sat") == "sat cat the"
+    assert reversed_text("") == ""
+
+
+def test_b_s_decoder_reads_a_s_target_or_the_default_one():
+    encoder, ed = explorer.ModelConfig(), explorer.ModelConfig(arch="encoder-decoder")
+    assert target_of_b(encoder, "le chat") is None
+    assert target_of_b(ed, "le chat") == "le chat"
+    assert target_of_b(ed, None) == DEFAULT_TARGET
+
+
+def test_align_pair_reorders_what_reads_b_s_tokens():
+    """Both axes of the stack reading the tokens, the keys of cross-attention; the decoder's self-attention (over
+    the target, not the tokens) and a missing side stay as they are."""
+    cfg = explorer.ModelConfig(arch="encoder-decoder")
+    trace_a = explorer.run(cfg, TOKENS, "le chat")
+    trace_b = explorer.run(cfg, " ".join(TOKENS.split()[::-1]), "le chat")
+    order = token_order(trace_a.tokens, trace_b.tokens)
+    encoder, decoder, cross = paired_attention(trace_a, trace_b)
+    aligned = align_pair(encoder, order)
+    assert aligned.a is encoder.a and aligned.b.query_tokens == aligned.b.key_tokens == TOKENS.split()
+    np.testing.assert_array_equal(aligned.b.weights[:, :, 1, 2], encoder.b.weights[:, :, order[1], order[2]])
+    assert align_pair(decoder, order) is decoder
+    moved = align_pair(cross, order)
+    assert moved.b.query_tokens == cross.b.query_tokens and moved.b.key_tokens == TOKENS.split()
+    np.testing.assert_array_equal(moved.b.weights, cross.b.weights[..., order])
+    lone = MapPair("self-attention", 0, encoder.a, None)
+    assert align_pair(lone, order) is lone
 
 
 def test_token_order_matches_occurrences():

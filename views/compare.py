@@ -1,245 +1,79 @@
 """Compare page: configuration A (the sidebar) next to B (set here), on A's very weights wherever B can share them.
 
-B's controls are keyed b_<field> and bound to the URL, so ?norm=post&b_mask=causal holds both configurations.
-They default to default_b(A) (A with the LayerNorm placement flipped) and follow A while the user leaves them
-alone. "One configuration, two inputs" runs A's model on a second text (b_tokens) instead.
+B's controls (views.compare_controls) are keyed b_<field> and bound to the URL, so ?norm=post&b_mask=causal holds
+both configurations. They default to default_b(A) (A with the LayerNorm placement flipped) and follow A while the
+user leaves them alone. "One configuration, two inputs" runs A's model on a second text (b_tokens) instead.
 """
 
 from __future__ import annotations
 
-import re
 from functools import partial
 from typing import Any
-from urllib.parse import quote, urlencode, urlsplit
 
 import pandas as pd
 import streamlit as st
 
 from explorer.compare import (
-    B_FIELDS,
-    B_PREFIX,
+    CONFIGURATION,
+    DEFAULT_TARGET,
+    INPUT,
     MapPair,
+    align_pair,
     can_share_weights,
-    default_b,
-    differing_fields,
     layer_difference,
+    layers_and_heads,
     paired_attention,
-    reorder_maps,
-    to_query,
+    target_of_b,
     token_order,
 )
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
+from explorer.compare_link import comparison_query
+from explorer.compare_text import (
+    describe,
+    missing_side,
+    shared_weights_text,
+    unequal_depth_note,
+    why_not_subtracted,
+)
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.flip_story import flip_effect, flip_words
 from explorer.gradients import objective_text
 from explorer.limits import check_app_size
-from explorer.pretrained import list_pretrained, pretrained_title
+from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures.attention_panels import scale_note
 from pictures.boards import board
-from pictures.compare_charts import difference_panel, pair_panels, pair_top, ranking_panel
-from views.caches import (
-    gradient_totals,
-    lines_chart,
-    pretrained_model,
-    ranking_of,
-    stack_tables,
-    trace_of,
-    weight_facts,
-)
-from views.fields import FIELD, field_control
-from views.matrix_view import picked_value, show_board
-from views.query_params import (
-    URL_BOOLEAN,
-    b_url_value,
-    note_view_param,
-    screen_b_params,
-    show_url_notes,
-    warn_junk_url,
-)
+from pictures.compare_charts import difference_panel, pair_panels, pair_top
+from views.caches import gradient_totals, lines_chart, ranking_of, stack_tables, trace_of, weight_facts
+from views.compare_controls import top_controls
+from views.compare_ranking import pick_head, ranking_section
+from views.compare_share import share_box
+from views.matrix_view import show_board
+from views.query_params import URL_BOOLEAN, note_view_param, show_url_notes, warn_junk_url
 from views.state import app_state, model_key, session_model, sidebar_run
 from views.widgets import (
     carry_view,
     code_text,
-    count,
     download,
-    mask_text,
     opening_kind,
     plain,
     plotly_chart,
-    positions_text,
     remember_view,
     settle_choice,
     stretch_toggle,
     view_download,
 )
 
-CONFIGURATION, INPUT = "configuration", "input"
-FLIPPED = "A with the norm flipped"  # a checkpoint's default B: its own weights, the other norm placement
 PAGE = "compare"  # for carry_view: the layer and head picked here go with the user to Attention
-DEFAULT_TARGET = "le chat est assis sur le tapis"  # what B's decoder reads when A has none
 B_NOT_DRAWN = "the problem with B is named above; A is shown alone until it is fixed."
-DRAWN_KEY = "_compare_defaults"  # the default each of B's controls was last drawn with
-NOTES_KEY = "_compare_url_notes"
 VIEW_NOTES_KEY = "_compare_view_notes"
-FIXED_KEY = "_compare_fixed_params"
-ROUND_KEY = "_compare_table_round"
-RANKING_ALONE_PX, RANKING_BESIDE_TABLE_PX = 760, 440  # px the ranking heatmap's panel may take, at 1400 px
-GRID = (("arch", "norm", "positional", "mask", "activation"), ("n_layers", "n_heads", "d_model", "d_ff", "seed"))
-
-
-# --- B's controls: defaults derived from A, kept in the URL, screened for junk like the sidebar's.
-
-
-def follow_a(defaults: dict[str, Any]) -> None:
-    """A control of B still at the default it was last drawn with follows A's new default; one the user changed
-    keeps its value. Must run before the controls are drawn."""
-    drawn = st.session_state.setdefault(DRAWN_KEY, {})
-    for key, default in defaults.items():
-        old = drawn.get(key)
-        if old is not None and old != default and key in st.session_state and st.session_state[key] == old:
-            st.session_state[key] = default
-        drawn[key] = default
-
-
-def pending_value(field: str, default: Any) -> Any:
-    """The value B's control will show this run (its state, else a usable URL value, else its default)."""
-    key = B_PREFIX + field
-    if key in st.session_state:
-        return st.session_state[key]
-    from_url = b_url_value(field)
-    return default if from_url is None else from_url
-
-
-def b_controls(a: ModelConfig) -> ModelConfig | None:
-    """B's ten controls in a box; B, or None (with the reason shown) when B is impossible."""
-    reference = default_b(a)
-    defaults = {B_PREFIX + f: getattr(reference, f) for f in B_FIELDS}
-    follow_a(defaults)
-    screen_b_params(defaults, NOTES_KEY, FIXED_KEY)
-    pending = {f: pending_value(f, getattr(reference, f)) for f in B_FIELDS}
-    different = [f for f in B_FIELDS if pending[f] != getattr(a, f)]
-    summary = ", ".join(f"{f} {pending[f]}" for f in different) if different else "the same as A"
-    box = st.expander(f"**Configuration B**: {summary} · change B here", icon=":material/tune:", key="b_box")
-    box.caption("A field where B differs from A is marked ≠ A; its help (?) gives A's value.")
-    values: dict[str, Any] = {}
-    for row in GRID:
-        for column, field in zip(box.columns(len(row)), row, strict=True):
-            a_value = getattr(a, field)
-            label = FIELD[field].short
-            if pending[field] != a_value:
-                label += " ≠ A"  # plain text: a screen reader reads the label as it is
-            help_text = f"B's {field}; A's (in the sidebar) is {a_value}."
-            values[field] = field_control(
-                FIELD[field], column, getattr(reference, field), B_PREFIX, label=label, help_text=help_text
-            )
-    if values["arch"] == "decoder" and "causal" not in values["mask"]:
-        box.caption("A decoder is always causal: each token sees only itself and earlier tokens.")
-    try:
-        return a.replace(**values)
-    except ConfigError as e:
-        st.error(f"B: {e}", icon=":material/error:")
-        return None
-
-
-def checkpoint_b_control(a: CheckpointConfig) -> CheckpointConfig:
-    """For a real checkpoint A, B is A on its own weights with the norm placement flipped, or another checkpoint."""
-    others = [name for name in list_pretrained() if name != a.checkpoint]
-    choice = st.radio(
-        "B is",
-        [FLIPPED, *others],
-        key="b_model",
-        bind="query-params",
-        horizontal=True,
-        help=f"{FLIPPED}: {pretrained_title(a.checkpoint)}'s very weights run with the LayerNorm placement it was "
-        "not trained with. Another checkpoint: a second real model on the same text, side by side.",
-    )
-    if choice == FLIPPED:
-        return a.replace(norm="pre" if a.norm == "post" else "post")
-    return pretrained_model(choice).config
-
-
-def reversed_text(text: str) -> str:
-    return " ".join(reversed(text.split()))
-
-
-def b_tokens_control(text_a: str) -> str:
-    """The second input, defaulting to A's tokens in reverse order (and following A's text until edited)."""
-    default = reversed_text(text_a)
-    follow_a({"b_tokens": default})
-    return st.text_input(
-        "Tokens of B",
-        value=default,
-        key="b_tokens",
-        bind="query-params",
-        help="B is A's very model on this text. Words separated by spaces; the default is A's tokens reversed, "
-        "so only their positions differ.",
-    )
-
-
-def swap(a: ModelConfig, b: ModelConfig, text_a: str, text_b: str, mode: str) -> None:
-    """Callback of "Swap A and B": rewrite the sidebar's controls and B's before either is drawn."""
-    state = st.session_state
-    drawn = state.setdefault(DRAWN_KEY, {})
-    if mode == INPUT:
-        state["tokens"], state["b_tokens"] = text_b, text_a
-        drawn["b_tokens"] = reversed_text(text_b)
-        return
-    reference = default_b(b)
-    for field in B_FIELDS:
-        state[field], state[B_PREFIX + field] = getattr(b, field), getattr(a, field)
-        drawn[B_PREFIX + field] = getattr(reference, field)
-
-
-def reset_b(a: ModelConfig, text_a: str, mode: str) -> None:
-    """Callback of "Reset B": B back to its default (A with the norm flipped, or A's tokens reversed)."""
-    if mode == INPUT:
-        st.session_state["b_tokens"] = reversed_text(text_a)
-        return
-    if isinstance(a, CheckpointConfig):
-        st.session_state["b_model"] = FLIPPED
-        return
-    reference = default_b(a)
-    for field in B_FIELDS:
-        st.session_state[B_PREFIX + field] = getattr(reference, field)
+DIFFERENT_WEIGHTS = (
+    "A and B have different weights, so A − B mixes the settings you changed with the effect of other random "
+    "weights, and head h of A has no special relation to head h of B."
+)
 
 
 # --- What the page says about A and B.
-
-
-def describe(cfg: ModelConfig, other: ModelConfig) -> str:
-    """One line for a configuration; the values that differ from `other` in bold."""
-    if isinstance(cfg, CheckpointConfig):
-        title = pretrained_title(cfg.checkpoint)
-        if not isinstance(other, CheckpointConfig) or other.checkpoint != cfg.checkpoint:
-            title = f"**{title}**"
-        parts = {
-            "n_layers": count(cfg.n_layers, "layer"),
-            "n_heads": count(cfg.n_heads, "head"),
-            "d_model": f"d_model {cfg.d_model}",
-            "norm": f"{cfg.norm}-norm",
-            "positional": positions_text(cfg.positional),
-            "mask": mask_text(cfg),
-        }
-        marked = [f"**{text}**" if getattr(cfg, f) != getattr(other, f) else text for f, text in parts.items()]
-        return " · ".join([title, *marked])
-    parts = {
-        "arch": cfg.arch,
-        "n_layers": count(cfg.n_layers, "layer"),
-        "n_heads": count(cfg.n_heads, "head"),
-        "d_model": f"d_model {cfg.d_model}",
-        "d_ff": f"d_ff {cfg.d_ff}",
-        "norm": f"{cfg.norm}-norm",
-        "positional": positions_text(cfg.positional),
-        "mask": mask_text(cfg),
-        "activation": cfg.activation,
-        "seed": f"seed {cfg.seed}",
-    }
-    return " · ".join(f"**{text}**" if getattr(cfg, f) != getattr(other, f) else text for f, text in parts.items())
-
-
-def changes(a: ModelConfig, b: ModelConfig) -> str:
-    return ", ".join(f"{f} ({getattr(a, f)} → {getattr(b, f)})" for f in differing_fields(a, b))
 
 
 def weights_message(a: ModelConfig, b: ModelConfig) -> None:
@@ -259,117 +93,10 @@ def weights_message(a: ModelConfig, b: ModelConfig) -> None:
     if not facts["identical"]:  # model_for_b copies every shared tensor: this would be a bug, so say it loudly
         st.error("B should carry A's weights but some shared parameter differs.", icon=":material/error:")
         return
-    n_changed = len(differing_fields(a, b))
-    st.success(
-        f"B runs on A's very weights: the {facts['shared']} parameter tensors the two models share are identical "
-        f"(checked tensor by tensor). Only {changes(a, b)} differ{'s' if n_changed == 1 else ''}."
-        + unshared(facts["only_a"], "A", "B")
-        + unshared(facts["only_b"], "B", "A"),
-        icon=":material/link:",
-    )
-
-
-def unshared(names: list[str], owner: str, other: str) -> str:
-    """A sentence on the parameters only one model has, e.g. the final LayerNorm that only pre-norm has."""
-    if not names:
-        return ""
-    blocks: dict[str, list[int]] = {}  # a stack's blocks only one model has: named once, not parameter by parameter
-    modules = []
-    for name in names:
-        if (block := re.match(r"(\w+)\.layers\.(\d+)\.", name)) is not None:
-            blocks.setdefault(block[1], []).append(int(block[2]))
-        else:
-            modules.append(name.rsplit(".", 1)[0] if name.endswith((".weight", ".bias")) else name)
-    modules = list(dict.fromkeys(modules))
-    norms = [m for m in modules if m.endswith(".norm")]
-    others = [m for m in modules if m not in norms]
-    others += [f"{stack} blocks {block_range(sorted(set(numbers)))}" for stack, numbers in blocks.items()]
-    parts = []
-    if norms:
-        parts.append(f"{' and '.join(norms)}, the final LayerNorm of a pre-norm stack (weight 1, bias 0)")
-    if others:
-        parts.append(f"{', '.join(others)}, drawn from {owner}'s seed")
-    return f" {owner} also has {'; '.join(parts)}, which {other} has not."
-
-
-def block_range(numbers: list[int]) -> str:
-    """Sorted block numbers as "2", "2 and 3" or "2 to 23"."""
-    if len(numbers) == 1:
-        return str(numbers[0])
-    if len(numbers) == 2:
-        return f"{numbers[0]} and {numbers[1]}"
-    return f"{numbers[0]} to {numbers[-1]}"
-
-
-def share_link(query: dict[str, str]) -> str:
-    base = (st.context.url or "").split("?")[0]
-    if base and not urlsplit(base).path:
-        base += "/"
-    return base + ("?" + urlencode(query, quote_via=quote) if query else "")
-
-
-def comparison_query(
-    a: ModelConfig, b: ModelConfig, text_a: str, target_a: str | None, mode: str, text_b: str
-) -> dict[str, str]:
-    """A's settings that differ from the defaults, the text, then B's (b_…) that differ from default_b(A)."""
-    defaults = ModelConfig()
-    query = {f: str(getattr(a, f)) for f in B_FIELDS if getattr(a, f) != getattr(defaults, f)}
-    query["tokens"] = text_a
-    if target_a is not None:
-        query["target"] = target_a
-    if mode == INPUT:
-        query["compare"] = INPUT
-        if text_b != reversed_text(text_a):
-            query["b_tokens"] = text_b
-    else:
-        query.update(to_query(b, a))
-    return query
+    st.success(shared_weights_text(a, b, facts), icon=":material/link:")
 
 
 # --- The attention section: one fragment, so picking a head does not rerun the models.
-
-
-def pick_head(layer: int, head: int) -> None:
-    st.session_state["layer"], st.session_state["head"] = layer, head
-
-
-def pick_from_table(ranking: pd.DataFrame, key: str) -> None:
-    """on_select of the ranking table: show the chosen row's head, then clear the selection (a new table key)."""
-    event = st.session_state.get(key)
-    rows = event.selection.rows if event is not None else []
-    if rows:
-        row = ranking.iloc[rows[0]]
-        pick_head(int(row["layer"]), int(row["head"]))
-        st.session_state[ROUND_KEY] = st.session_state.get(ROUND_KEY, 0) + 1
-
-
-def missing_side(name: str, maps: Any, label: str, layer: int, head: int) -> str | None:
-    if maps is None:
-        return f"{name} has no {label}"
-    if layer >= maps.n_layers:
-        return f"{name} has no layer {layer} (it has {maps.n_layers})"
-    if head >= maps.n_heads:
-        return f"{name} has no head {head} (it has {maps.n_heads})"
-    return None
-
-
-def why_not_subtracted(pair: MapPair, ranked_only: bool = False) -> str:
-    """Why this pair has no A − B map here (or, `ranked_only`, no head ranking)."""
-    assert pair.a is not None and pair.b is not None
-    (la, ha, qa, ka), (lb, hb, qb, kb) = pair.a.weights.shape, pair.b.weights.shape
-    reasons = []
-    if (qa, ka) != (qb, kb):
-        reasons.append(f"A's map is {qa} × {ka} tokens and B's {qb} × {kb}")
-    if la != lb:
-        reasons.append(f"A has {la} layers and B {lb}")
-    if ha != hb:
-        reasons.append(f"A has {ha} heads and B {hb}")
-    if ranked_only:
-        return f"No head ranking: {'; '.join(reasons)}. Heads are ranked when A and B have the same layers and heads."
-    return (
-        "No A − B map: " + "; ".join(reasons) + ". A layer and head can be subtracted when both models have it "
-        "and their maps have the same tokens; heads are ranked when A and B have the same layers and heads."
-    )
 
 
 @st.fragment
@@ -382,8 +109,7 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
     if len(pairs) > 1:
         note_view_param(VIEW_NOTES_KEY, "kind", labels)
     pair = pairs[0]
-    sides = [m for m in (pair.a, pair.b) if m is not None]
-    layers, heads = list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
+    layers, heads = layers_and_heads(pair)
     note_view_param(VIEW_NOTES_KEY, "layer", layers)
     note_view_param(VIEW_NOTES_KEY, "head", heads)
     notes = st.container()  # filled once the selectors exist
@@ -399,8 +125,7 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
             help="Paired by role: the stack that reads your tokens, then the decoder of an encoder-decoder.",
         )
         pair = pairs[labels.index(label)]
-        sides = [m for m in (pair.a, pair.b) if m is not None]
-        layers, heads = list(range(max(m.n_layers for m in sides))), list(range(max(m.n_heads for m in sides)))
+        layers, heads = layers_and_heads(pair)
     ranking = ranking_of(pair, (*key, pair.label)) if pair.same_shape else None
     left, middle, right, last = st.columns([1, 1, 2, 2], vertical_alignment="bottom")
     carry_view(PAGE, "layer", layers)
@@ -451,52 +176,6 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         ranking_section(ranking, layer, head)
 
 
-def pick_from_map() -> None:
-    """on_pick of the ranking heatmap: show the clicked head (row = layer, column = head) above."""
-    picked = picked_value("ranking_map")
-    if picked is not None:
-        pick_head(int(picked["row"]), int(picked["col"]))
-
-
-def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
-    """The heads ranked by JS divergence: a clickable [layer, head] heatmap, and the table when asked for (a
-    table costs the browser a large script to load, so the page does not draw one unasked)."""
-    st.subheader("Which heads changed most")
-    if (ranking["js_divergence"] == 0).all() and (ranking["max_abs_difference"] == 0).all():
-        st.info("A and B attend identically in every head: every difference is exactly 0.")
-    st.caption(
-        "Jensen-Shannon divergence between A's and B's attention row of each query, in bits (0 = the same "
-        "distribution, 1 = no key in common), averaged over the queries. Click a head to show it above."
-    )
-    show_table = st.toggle(
-        "Show the ranking table",
-        key="ranking_table",
-        help="Every head, most changed first, with its largest |A − B|; select a row to show that head above.",
-    )
-    map_column, table_column = st.columns([1, 1]) if show_table else (st.container(), None)
-    with map_column:
-        width = RANKING_BESIDE_TABLE_PX if show_table else RANKING_ALONE_PX
-        panel = ranking_panel(ranking, layer, head, panel_px=width)
-        show_board(board([panel]), key="ranking_map", on_pick=pick_from_map)
-    if table_column is None:
-        return
-    shown = ranking.copy()
-    shown.insert(0, "rank", range(1, len(shown) + 1))
-    table_key = f"ranking_{st.session_state.get(ROUND_KEY, 0)}"
-    table_column.dataframe(
-        shown,
-        hide_index=True,
-        key=table_key,
-        on_select=partial(pick_from_table, ranking, table_key),
-        selection_mode="single-row",
-        height=min(420, 38 + 35 * len(shown)),
-        column_config={
-            "js_divergence": st.column_config.NumberColumn("JS divergence (bits)", format="%.4f"),
-            "max_abs_difference": st.column_config.NumberColumn("max |A − B|", format="%.4f"),
-        },
-    )
-
-
 # --- Per-layer statistics and downloads.
 
 
@@ -521,17 +200,8 @@ def per_layer_section(
         name = st.radio("Stack", names, key="stack", bind="query-params", horizontal=True)
     table = tables[name]
     plotly_chart(lines_chart(table), key="layer_lines")
-    index = names.index(name)
-    la = trace_a.stacks[index].residual.shape[0] - 1 if index < len(trace_a.stacks) else 0
-    lb = trace_b.stacks[index].residual.shape[0] - 1 if trace_b is not None and index < len(trace_b.stacks) else 0
-    if trace_b is not None and la and lb and la != lb:
-        common = min(la, lb)
-        st.info(
-            f"A has {la} layers and B {lb}: each line covers its own model's blocks, and the shaded blocks exist in "
-            f"one model only. Like for like means blocks 0 to {common - 1}, which both have (A − B in the "
-            "per-layer CSV is filled for those only).",
-            icon=":material/info:",
-        )
+    if (depths := unequal_depth_note(trace_a, trace_b, names.index(name))) is not None:
+        st.info(depths, icon=":material/info:")
     for note in notes:
         st.caption(note)
     with st.expander("What the gradient norms measure"):
@@ -585,46 +255,6 @@ def compare_figures(pair: MapPair, layer: int, head: int, lines: pd.DataFrame, n
 
 
 # --- The page.
-
-
-def top_controls(a: ModelConfig, text_a: str) -> tuple[str, ModelConfig | None, str]:
-    """The mode, B's controls (or B's tokens), and the swap and reset buttons: (mode, B or None, B's text)."""
-    notes = st.container()
-    top = st.columns([3, 1, 1], vertical_alignment="bottom")
-    mode = top[0].radio(
-        "B differs from A in its",
-        [CONFIGURATION, INPUT],
-        key="compare",
-        bind="query-params",
-        horizontal=True,
-        help="configuration: B is another model on the same tokens. input: B is A's very model on other tokens.",
-    )
-    if mode == CONFIGURATION and isinstance(a, CheckpointConfig):
-        b, text_b = checkpoint_b_control(a), text_a
-    elif mode == CONFIGURATION:
-        b, text_b = b_controls(a), text_a
-    else:
-        b, text_b = a, b_tokens_control(text_a)
-    top[1].button(
-        "Swap A and B",
-        on_click=swap,
-        args=(a, b, text_a, text_b, mode),
-        disabled=b is None or isinstance(a, CheckpointConfig),
-        icon=":material/swap_horiz:",
-        key="swap",
-        help="A takes B's settings (in the sidebar) and B takes A's.",
-    )
-    top[2].button(
-        "Reset B",
-        on_click=reset_b,
-        args=(a, text_a, mode),
-        icon=":material/restart_alt:",
-        key="reset_b",
-        help="B back to A with the norm flipped (or, for two inputs, A's tokens reversed).",
-    )
-    with notes:
-        show_url_notes(NOTES_KEY)
-    return mode, b, text_b
 
 
 def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: str, text_b: str, traced: bool) -> None:
@@ -686,9 +316,7 @@ def main() -> None:
     )
     warn_junk_url({"compare": [CONFIGURATION, INPUT], "align": URL_BOOLEAN, "stretch": URL_BOOLEAN})
     mode, b, text_b = top_controls(a, text_a)
-    target_b = None
-    if b is not None and b.arch == "encoder-decoder":
-        target_b = target_a if target_a is not None else DEFAULT_TARGET
+    target_b = None if b is None else target_of_b(b, target_a)
 
     trace_b: Trace | None = None
     if b is not None:
@@ -699,19 +327,11 @@ def main() -> None:
             st.error(f"B: {e}", icon=":material/error:")
     say_what_differs(a, b, mode, text_a, text_b, trace_b is not None)
 
-    if trace_b is None:
-        pairs = [MapPair(p.label, p.stack, p.a, None) for p in paired_attention(trace_a, trace_a)]
-    else:
-        pairs = paired_attention(trace_a, trace_b)
+    pairs = paired_attention(trace_a, trace_b)
     aligned = False
     if mode == INPUT and trace_b is not None:
         pairs, aligned = lined_up(pairs, trace_a, trace_b)
-    caveat = None
-    if b is not None and mode == CONFIGURATION and not can_share_weights(a, b)[0]:
-        caveat = (
-            "A and B have different weights, so A − B mixes the settings you changed with the effect of other random "
-            "weights, and head h of A has no special relation to head h of B."
-        )
+    caveat = DIFFERENT_WEIGHTS if b is not None and mode == CONFIGURATION and not can_share_weights(a, b)[0] else None
     key = (a, b, text_a, text_b, target_a, target_b, aligned, model_key())
     attention_section(pairs, key, caveat, b_drawn=trace_b is not None)
 
@@ -730,39 +350,6 @@ def main() -> None:
     inputs |= {"a_target": target_a, "b_target": target_b}
     downloads(a, b, inputs, sharing, pairs, tables, aligned, lines)
     share_box(comparison_query(a, b, text_a, target_a, mode, text_b), [p.label for p in pairs])
-
-
-def view_query(kinds: list[str]) -> dict[str, str]:
-    """The view of the attention section as the address bar holds it: the kind of attention (of `kinds`, when there
-    is a choice), the layer and head, and stretched colours."""
-    kind = st.session_state.get("kind")
-    view = {"kind": kind} if len(kinds) > 1 and kind in kinds else {}
-    view |= {key: str(st.session_state[key]) for key in ("layer", "head") if st.session_state.get(key) not in (None, 0)}
-    return view | ({"stretch": "true"} if st.session_state.get("stretch") else {})
-
-
-@st.fragment
-def share_box(query: dict[str, str], kinds: list[str]) -> None:
-    """The link in a copyable code block, drawn only once the box is opened (a code block costs the browser a
-    script to load), with the view shown at that moment (the box and the maps are separate fragments)."""
-    box = st.expander("Share this comparison", icon=":material/link:", key="share_box", on_change="rerun")
-    if box.open:
-        box.caption(
-            "A, B, the tokens, and the attention shown when this box was opened (the address bar always holds the "
-            "view shown now), ready to copy:"
-        )
-        box.code(share_link(query | view_query(kinds)), language=None, wrap_lines=True)
-
-
-def align_pair(pair: MapPair, order: list[int]) -> MapPair:
-    """B's maps reordered to A's tokens: both axes of the stack reading the tokens, the keys of cross-attention."""
-    if pair.b is None:
-        return pair
-    if pair.stack == 0:
-        return MapPair(pair.label, pair.stack, pair.a, reorder_maps(pair.b, order, order))
-    if pair.b.kind == "cross-attention":
-        return MapPair(pair.label, pair.stack, pair.a, reorder_maps(pair.b, None, order))
-    return pair
 
 
 main()

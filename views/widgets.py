@@ -13,19 +13,10 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
 
-from explorer.config import CheckpointConfig, ModelConfig, applied_masks
+from explorer.config import CheckpointConfig, ModelConfig
+from explorer.config_words import count, mask_text, positions_text
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
-
-
-def count(n: int, noun: str) -> str:
-    """E.g. "1 layer", "4 layers"."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def positions_text(positional: str) -> str:
-    """E.g. "sinusoidal positions", or "no positions" for none."""
-    return f"{'no' if positional == 'none' else positional} positions"
 
 
 def model_line(cfg: ModelConfig, trace: Trace, bold: tuple[str, ...] = ()) -> str:
@@ -49,15 +40,6 @@ def model_line(cfg: ModelConfig, trace: Trace, bold: tuple[str, ...] = ()) -> st
     unit = "piece" if isinstance(cfg, CheckpointConfig) else "token"
     shown += [f"{stack.name} {count(len(stack.tokens), unit)}" for stack in trace.stacks]
     return " · ".join(shown)
-
-
-def mask_text(cfg: ModelConfig) -> str:
-    """The mask as the model applies it, for a summary line: a decoder is causal whatever the mask control says."""
-    masks = applied_masks(cfg)
-    if len(masks) == 2:
-        return " · ".join(f"{name} mask {mask}" for name, mask in masks.items())
-    (mask,) = masks.values()
-    return f"mask {mask}" + ("" if mask == cfg.mask else " (a decoder is always causal)")
 
 
 def stretch_toggle(where: DeltaGenerator) -> bool:

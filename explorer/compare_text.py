@@ -1,0 +1,137 @@
+"""What the Compare page says about A and B, as Markdown sentences: pure text, computed from the configurations,
+the weights both models have and the maps."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from explorer.compare import MapPair, differing_fields
+from explorer.config import CheckpointConfig, ModelConfig
+from explorer.config_words import count, mask_text, positions_text
+from explorer.pretrained import pretrained_title
+from explorer.trace import AttentionMaps, Trace
+
+
+def describe(cfg: ModelConfig, other: ModelConfig) -> str:
+    """One line for a configuration; the values that differ from `other` in bold."""
+    if isinstance(cfg, CheckpointConfig):
+        title = pretrained_title(cfg.checkpoint)
+        if not isinstance(other, CheckpointConfig) or other.checkpoint != cfg.checkpoint:
+            title = f"**{title}**"
+        parts = {
+            "n_layers": count(cfg.n_layers, "layer"),
+            "n_heads": count(cfg.n_heads, "head"),
+            "d_model": f"d_model {cfg.d_model}",
+            "norm": f"{cfg.norm}-norm",
+            "positional": positions_text(cfg.positional),
+            "mask": mask_text(cfg),
+        }
+        marked = [f"**{text}**" if getattr(cfg, f) != getattr(other, f) else text for f, text in parts.items()]
+        return " · ".join([title, *marked])
+    parts = {
+        "arch": cfg.arch,
+        "n_layers": count(cfg.n_layers, "layer"),
+        "n_heads": count(cfg.n_heads, "head"),
+        "d_model": f"d_model {cfg.d_model}",
+        "d_ff": f"d_ff {cfg.d_ff}",
+        "norm": f"{cfg.norm}-norm",
+        "positional": positions_text(cfg.positional),
+        "mask": mask_text(cfg),
+        "activation": cfg.activation,
+        "seed": f"seed {cfg.seed}",
+    }
+    return " · ".join(f"**{text}**" if getattr(cfg, f) != getattr(other, f) else text for f, text in parts.items())
+
+
+def changes(a: ModelConfig, b: ModelConfig) -> str:
+    """The fields B changes, with both values: "norm (post → pre), seed (0 → 1)"."""
+    return ", ".join(f"{f} ({getattr(a, f)} → {getattr(b, f)})" for f in differing_fields(a, b))
+
+
+def shared_weights_text(a: ModelConfig, b: ModelConfig, facts: dict[str, Any]) -> str:
+    """The sentence for a B that runs on A's very weights. `facts`: "shared" (how many parameter tensors both
+    have), "only_a" and "only_b" (the names of the parameters one model has and the other has not)."""
+    n_changed = len(differing_fields(a, b))
+    return (
+        f"B runs on A's very weights: the {facts['shared']} parameter tensors the two models share are identical "
+        f"(checked tensor by tensor). Only {changes(a, b)} differ{'s' if n_changed == 1 else ''}."
+        + unshared(facts["only_a"], "A", "B")
+        + unshared(facts["only_b"], "B", "A")
+    )
+
+
+def unshared(names: list[str], owner: str, other: str) -> str:
+    """A sentence on the parameters only one model has, e.g. the final LayerNorm that only pre-norm has."""
+    if not names:
+        return ""
+    blocks: dict[str, list[int]] = {}  # a stack's blocks only one model has: named once, not parameter by parameter
+    modules = []
+    for name in names:
+        if (block := re.match(r"(\w+)\.layers\.(\d+)\.", name)) is not None:
+            blocks.setdefault(block[1], []).append(int(block[2]))
+        else:
+            modules.append(name.rsplit(".", 1)[0] if name.endswith((".weight", ".bias")) else name)
+    modules = list(dict.fromkeys(modules))
+    norms = [m for m in modules if m.endswith(".norm")]
+    others = [m for m in modules if m not in norms]
+    others += [f"{stack} blocks {block_range(sorted(set(numbers)))}" for stack, numbers in blocks.items()]
+    parts = []
+    if norms:
+        parts.append(f"{' and '.join(norms)}, the final LayerNorm of a pre-norm stack (weight 1, bias 0)")
+    if others:
+        parts.append(f"{', '.join(others)}, drawn from {owner}'s seed")
+    return f" {owner} also has {'; '.join(parts)}, which {other} has not."
+
+
+def block_range(numbers: list[int]) -> str:
+    """Sorted block numbers as "2", "2 and 3" or "2 to 23"."""
+    if len(numbers) == 1:
+        return str(numbers[0])
+    if len(numbers) == 2:
+        return f"{numbers[0]} and {numbers[1]}"
+    return f"{numbers[0]} to {numbers[-1]}"
+
+
+def missing_side(name: str, maps: AttentionMaps | None, label: str, layer: int, head: int) -> str | None:
+    """Why side `name` ("A" or "B") has no map of `label` at this layer and head; None when it has one."""
+    if maps is None:
+        return f"{name} has no {label}"
+    if layer >= maps.n_layers:
+        return f"{name} has no layer {layer} (it has {maps.n_layers})"
+    if head >= maps.n_heads:
+        return f"{name} has no head {head} (it has {maps.n_heads})"
+    return None
+
+
+def why_not_subtracted(pair: MapPair, ranked_only: bool = False) -> str:
+    """Why this pair has no A − B map here (or, `ranked_only`, no head ranking)."""
+    assert pair.a is not None and pair.b is not None
+    (la, ha, qa, ka), (lb, hb, qb, kb) = pair.a.weights.shape, pair.b.weights.shape  # [L, H, Tq, Tk] each
+    reasons = []
+    if (qa, ka) != (qb, kb):
+        reasons.append(f"A's map is {qa} × {ka} tokens and B's {qb} × {kb}")
+    if la != lb:
+        reasons.append(f"A has {la} layers and B {lb}")
+    if ha != hb:
+        reasons.append(f"A has {ha} heads and B {hb}")
+    if ranked_only:
+        return f"No head ranking: {'; '.join(reasons)}. Heads are ranked when A and B have the same layers and heads."
+    return (
+        "No A − B map: " + "; ".join(reasons) + ". A layer and head can be subtracted when both models have it "
+        "and their maps have the same tokens; heads are ranked when A and B have the same layers and heads."
+    )
+
+
+def unequal_depth_note(trace_a: Trace, trace_b: Trace | None, stack: int) -> str | None:
+    """What the per-layer lines of stack number `stack` show when A and B both have it with different numbers of
+    blocks; None otherwise."""
+    la = trace_a.stacks[stack].n_layers if stack < len(trace_a.stacks) else 0
+    lb = trace_b.stacks[stack].n_layers if trace_b is not None and stack < len(trace_b.stacks) else 0
+    if not la or not lb or la == lb:
+        return None
+    return (
+        f"A has {la} layers and B {lb}: each line covers its own model's blocks, and the shaded blocks exist in "
+        f"one model only. Like for like means blocks 0 to {min(la, lb) - 1}, which both have (A − B in the "
+        "per-layer CSV is filled for those only)."
+    )

@@ -1,0 +1,173 @@
+"""B's controls on the Compare page: defaults derived from A, kept in the URL, screened for junk like the sidebar's.
+
+B's fields are keyed b_<field> and bound to the URL. A control the user leaves alone follows A (follow_a); "Swap A
+and B" and "Reset B" rewrite the controls' state in callbacks, before they are drawn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from explorer.compare import B_FIELDS, B_PREFIX, CONFIGURATION, INPUT, default_b, reversed_text
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig
+from explorer.pretrained import list_pretrained, pretrained_title
+from views.caches import pretrained_model
+from views.fields import FIELD, field_control
+from views.query_params import b_url_value, screen_b_params, show_url_notes
+
+FLIPPED = "A with the norm flipped"  # a checkpoint's default B: its own weights, the other norm placement
+DRAWN_KEY = "_compare_defaults"  # the default each of B's controls was last drawn with
+NOTES_KEY = "_compare_url_notes"
+FIXED_KEY = "_compare_fixed_params"
+GRID = (("arch", "norm", "positional", "mask", "activation"), ("n_layers", "n_heads", "d_model", "d_ff", "seed"))
+
+
+def follow_a(defaults: dict[str, Any]) -> None:
+    """A control of B still at the default it was last drawn with follows A's new default; one the user changed
+    keeps its value. Must run before the controls are drawn."""
+    drawn = st.session_state.setdefault(DRAWN_KEY, {})
+    for key, default in defaults.items():
+        old = drawn.get(key)
+        if old is not None and old != default and key in st.session_state and st.session_state[key] == old:
+            st.session_state[key] = default
+        drawn[key] = default
+
+
+def pending_value(field: str, default: Any) -> Any:
+    """The value B's control will show this run (its state, else a usable URL value, else its default)."""
+    key = B_PREFIX + field
+    if key in st.session_state:
+        return st.session_state[key]
+    from_url = b_url_value(field)
+    return default if from_url is None else from_url
+
+
+def b_controls(a: ModelConfig) -> ModelConfig | None:
+    """B's ten controls in a box; B, or None (with the reason shown) when B is impossible."""
+    reference = default_b(a)
+    defaults = {B_PREFIX + f: getattr(reference, f) for f in B_FIELDS}
+    follow_a(defaults)
+    screen_b_params(defaults, NOTES_KEY, FIXED_KEY)
+    pending = {f: pending_value(f, getattr(reference, f)) for f in B_FIELDS}
+    different = [f for f in B_FIELDS if pending[f] != getattr(a, f)]
+    summary = ", ".join(f"{f} {pending[f]}" for f in different) if different else "the same as A"
+    box = st.expander(f"**Configuration B**: {summary} · change B here", icon=":material/tune:", key="b_box")
+    box.caption("A field where B differs from A is marked ≠ A; its help (?) gives A's value.")
+    values: dict[str, Any] = {}
+    for row in GRID:
+        for column, field in zip(box.columns(len(row)), row, strict=True):
+            a_value = getattr(a, field)
+            label = FIELD[field].short
+            if pending[field] != a_value:
+                label += " ≠ A"  # plain text: a screen reader reads the label as it is
+            help_text = f"B's {field}; A's (in the sidebar) is {a_value}."
+            values[field] = field_control(
+                FIELD[field], column, getattr(reference, field), B_PREFIX, label=label, help_text=help_text
+            )
+    if values["arch"] == "decoder" and "causal" not in values["mask"]:
+        box.caption("A decoder is always causal: each token sees only itself and earlier tokens.")
+    try:
+        return a.replace(**values)
+    except ConfigError as e:
+        st.error(f"B: {e}", icon=":material/error:")
+        return None
+
+
+def checkpoint_b_control(a: CheckpointConfig) -> CheckpointConfig:
+    """For a real checkpoint A, B is A on its own weights with the norm placement flipped, or another checkpoint."""
+    others = [name for name in list_pretrained() if name != a.checkpoint]
+    choice = st.radio(
+        "B is",
+        [FLIPPED, *others],
+        key="b_model",
+        bind="query-params",
+        horizontal=True,
+        help=f"{FLIPPED}: {pretrained_title(a.checkpoint)}'s very weights run with the LayerNorm placement it was "
+        "not trained with. Another checkpoint: a second real model on the same text, side by side.",
+    )
+    if choice == FLIPPED:
+        return a.replace(norm="pre" if a.norm == "post" else "post")
+    return pretrained_model(choice).config
+
+
+def b_tokens_control(text_a: str) -> str:
+    """The second input, defaulting to A's tokens in reverse order (and following A's text until edited)."""
+    default = reversed_text(text_a)
+    follow_a({"b_tokens": default})
+    return st.text_input(
+        "Tokens of B",
+        value=default,
+        key="b_tokens",
+        bind="query-params",
+        help="B is A's very model on this text. Words separated by spaces; the default is A's tokens reversed, "
+        "so only their positions differ.",
+    )
+
+
+def swap(a: ModelConfig, b: ModelConfig, text_a: str, text_b: str, mode: str) -> None:
+    """Callback of "Swap A and B": rewrite the sidebar's controls and B's before either is drawn."""
+    state = st.session_state
+    drawn = state.setdefault(DRAWN_KEY, {})
+    if mode == INPUT:
+        state["tokens"], state["b_tokens"] = text_b, text_a
+        drawn["b_tokens"] = reversed_text(text_b)
+        return
+    reference = default_b(b)
+    for field in B_FIELDS:
+        state[field], state[B_PREFIX + field] = getattr(b, field), getattr(a, field)
+        drawn[B_PREFIX + field] = getattr(reference, field)
+
+
+def reset_b(a: ModelConfig, text_a: str, mode: str) -> None:
+    """Callback of "Reset B": B back to its default (A with the norm flipped, or A's tokens reversed)."""
+    if mode == INPUT:
+        st.session_state["b_tokens"] = reversed_text(text_a)
+        return
+    if isinstance(a, CheckpointConfig):
+        st.session_state["b_model"] = FLIPPED
+        return
+    reference = default_b(a)
+    for field in B_FIELDS:
+        st.session_state[B_PREFIX + field] = getattr(reference, field)
+
+
+def top_controls(a: ModelConfig, text_a: str) -> tuple[str, ModelConfig | None, str]:
+    """The mode, B's controls (or B's tokens), and the swap and reset buttons: (mode, B or None, B's text)."""
+    notes = st.container()
+    top = st.columns([3, 1, 1], vertical_alignment="bottom")
+    mode = top[0].radio(
+        "B differs from A in its",
+        [CONFIGURATION, INPUT],
+        key="compare",
+        bind="query-params",
+        horizontal=True,
+        help="configuration: B is another model on the same tokens. input: B is A's very model on other tokens.",
+    )
+    if mode == CONFIGURATION and isinstance(a, CheckpointConfig):
+        b, text_b = checkpoint_b_control(a), text_a
+    elif mode == CONFIGURATION:
+        b, text_b = b_controls(a), text_a
+    else:
+        b, text_b = a, b_tokens_control(text_a)
+    top[1].button(
+        "Swap A and B",
+        on_click=swap,
+        args=(a, b, text_a, text_b, mode),
+        disabled=b is None or isinstance(a, CheckpointConfig),
+        icon=":material/swap_horiz:",
+        key="swap",
+        help="A takes B's settings (in the sidebar) and B takes A's.",
+    )
+    top[2].button(
+        "Reset B",
+        on_click=reset_b,
+        args=(a, text_a, mode),
+        icon=":material/restart_alt:",
+        key="reset_b",
+        help="B back to A with the norm flipped (or, for two inputs, A's tokens reversed).",
+    )
+    with notes:
+        show_url_notes(NOTES_KEY)
+    return mode, b, text_b

@@ -1,0 +1,77 @@
+"""Which heads changed most, on the Compare page: the head ranking as a clickable [layer, head] heatmap and, when
+asked for, a table; a click on either shows that head in the attention section above."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pandas as pd
+import streamlit as st
+
+from pictures.boards import board
+from pictures.compare_charts import ranking_panel
+from views.matrix_view import picked_value, show_board
+
+ROUND_KEY = "_compare_table_round"
+RANKING_ALONE_PX, RANKING_BESIDE_TABLE_PX = 760, 440  # px the ranking heatmap's panel may take, at 1400 px
+
+
+def pick_head(layer: int, head: int) -> None:
+    """Show this layer and head in the attention section (a callback: it runs before the selectors are drawn)."""
+    st.session_state["layer"], st.session_state["head"] = layer, head
+
+
+def pick_from_table(ranking: pd.DataFrame, key: str) -> None:
+    """on_select of the ranking table: show the chosen row's head, then clear the selection (a new table key)."""
+    event = st.session_state.get(key)
+    rows = event.selection.rows if event is not None else []
+    if rows:
+        row = ranking.iloc[rows[0]]
+        pick_head(int(row["layer"]), int(row["head"]))
+        st.session_state[ROUND_KEY] = st.session_state.get(ROUND_KEY, 0) + 1
+
+
+def pick_from_map() -> None:
+    """on_pick of the ranking heatmap: show the clicked head (row = layer, column = head) above."""
+    picked = picked_value("ranking_map")
+    if picked is not None:
+        pick_head(int(picked["row"]), int(picked["col"]))
+
+
+def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
+    """The heads ranked by JS divergence: a clickable [layer, head] heatmap, and the table when asked for (a
+    table costs the browser a large script to load, so the page does not draw one unasked)."""
+    st.subheader("Which heads changed most")
+    if (ranking["js_divergence"] == 0).all() and (ranking["max_abs_difference"] == 0).all():
+        st.info("A and B attend identically in every head: every difference is exactly 0.")
+    st.caption(
+        "Jensen-Shannon divergence between A's and B's attention row of each query, in bits (0 = the same "
+        "distribution, 1 = no key in common), averaged over the queries. Click a head to show it above."
+    )
+    show_table = st.toggle(
+        "Show the ranking table",
+        key="ranking_table",
+        help="Every head, most changed first, with its largest |A − B|; select a row to show that head above.",
+    )
+    map_column, table_column = st.columns([1, 1]) if show_table else (st.container(), None)
+    with map_column:
+        width = RANKING_BESIDE_TABLE_PX if show_table else RANKING_ALONE_PX
+        panel = ranking_panel(ranking, layer, head, panel_px=width)
+        show_board(board([panel]), key="ranking_map", on_pick=pick_from_map)
+    if table_column is None:
+        return
+    shown = ranking.copy()
+    shown.insert(0, "rank", range(1, len(shown) + 1))
+    table_key = f"ranking_{st.session_state.get(ROUND_KEY, 0)}"
+    table_column.dataframe(
+        shown,
+        hide_index=True,
+        key=table_key,
+        on_select=partial(pick_from_table, ranking, table_key),
+        selection_mode="single-row",
+        height=min(420, 38 + 35 * len(shown)),
+        column_config={
+            "js_divergence": st.column_config.NumberColumn("JS divergence (bits)", format="%.4f"),
+            "max_abs_difference": st.column_config.NumberColumn("max |A − B|", format="%.4f"),
+        },
+    )
