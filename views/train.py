@@ -11,17 +11,14 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import streamlit as st
-import torch
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer import checkpoints
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.numbers import percent
-from explorer.stats import head_entropy
-from explorer.task_patterns import PATTERN_NAMES, pattern_history, pattern_mass, task_pattern, uniform_mass
+from explorer.task_patterns import PATTERN_NAMES, head_shown_first, pattern_history, task_pattern
 from explorer.tasks import TASKS, Task, make_task
 from explorer.trace import AttentionMaps, run
 from explorer.training import (
@@ -29,11 +26,12 @@ from explorer.training import (
     blind_to_order,
     evaluate,
     initial_model,
-    parameter_count,
+    loaded_result,
     predictions,
     single_thread,
     snapshot_maps,
     steps_to_accuracy,
+    too_big_to_train,
     train,
 )
 from pictures.attention_panels import attention_map_panel, grid_panel
@@ -57,7 +55,6 @@ UPLOAD_ERROR_KEY = "_train_upload_error"
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 BATCH_SIZES = (8, 16, 32, 64, 128, 256)
 SETTINGS_NOTES_KEY = "_train_url_notes"  # notes on train_* URL values the settings could not take
-MAX_PARAMETERS = 2_000_000  # more would take minutes per run on a laptop's CPU (the default model has 101,770)
 MAX_LENGTH = 32  # longer sequences make unreadable heatmaps
 # The whole-number settings: key (and URL parameter) -> label, least, most, default, step of the +/- buttons, help.
 WHOLE_NUMBERS = {
@@ -364,30 +361,6 @@ def summary(training: Training) -> None:
             col.caption(f"Loaded from {training.source}: no learning curve or snapshots.")
 
 
-def pick_head(maps: AttentionMaps, pattern: np.ndarray | None) -> tuple[int, int, str]:
-    """The layer and head shown first, and why: the one that ends closest to the task's pattern if the task has
-    one, otherwise the most concentrated one (lowest mean entropy), since a uniform head shows nothing learned."""
-    if pattern is not None and maps.weights.shape[-1] == pattern.shape[0]:
-        mass = pattern_mass(pattern, maps.weights)  # [L, H]
-        layer, head = divmod(int(mass.argmax()), mass.shape[1])
-        return (
-            layer,
-            head,
-            f"L{layer} H{head} is shown first: its mean weight on the key the task needs is "
-            f"{mass[layer, head]:.2f} (attention spread evenly over the keys each query sees would give "
-            f"{uniform_mass(pattern, maps.allowed):.2f}).",
-        )
-    entropy = head_entropy(maps)
-    best = entropy.loc[entropy["entropy"].idxmin()]
-    layer, head = int(best["layer"]), int(best["head"])
-    return (
-        layer,
-        head,
-        f"L{layer} H{head} is shown first: its attention is the most concentrated of all heads, with a mean "
-        f"entropy of {best['entropy']:.2f} nats (spread evenly: {best['max_entropy']:.2f}; one key only: 0).",
-    )
-
-
 @st.fragment
 def attention_forming(training: Training, norm: str, probe_maps: AttentionMaps, layer: int, head: int) -> None:
     """A slider over the snapshots: the chosen head large, every head small, at that step."""
@@ -518,9 +491,8 @@ def load_uploaded() -> None:
     except ConfigError as error:
         st.session_state[UPLOAD_ERROR_KEY] = f"Could not load {weights[0].name} with {metas[0].name}: {error}"
         return
-    probe = task.tokens(task.sample(1, torch.Generator().manual_seed(model.config.seed + 1)).inputs[0])
-    result = TrainResult(model, task, pd.DataFrame(columns=["step", "loss", "accuracy", "lr"]), probe)
     norm = model.config.norm
+    result = loaded_result(model, task)
     st.session_state[RESULT_KEY] = Training(next_run_id(), task, {norm: result}, (norm,), None, weights[0].name)
 
 
@@ -553,7 +525,7 @@ def look_inside(training: Training) -> str:
     result, task = training.results[norm], training.task
     probe_maps = run(result.model, result.probe).attention_maps()["self-attention"]
     pattern = task_pattern(task)
-    best_layer, best_head, why = pick_head(probe_maps, pattern)
+    best_layer, best_head, why = head_shown_first(probe_maps, pattern)
     c1, c2, _ = st.columns([1, 1, 3])
     layer = c1.selectbox(
         "Layer", range(probe_maps.n_layers), index=best_layer, key=f"train_layer_{training.run_id}_{norm}"
@@ -619,12 +591,7 @@ def main() -> None:
         blind = blind_to_order(cfg, task)
         if blind:
             st.warning(blind, icon=":material/shuffle:")
-        n_params = parameter_count(cfg, task)
-        if n_params > MAX_PARAMETERS:
-            problem = (
-                f"This model has {n_params:,} parameters; training live is limited to {MAX_PARAMETERS:,}. "
-                "Use fewer layers or a smaller d_model or d_ff in the sidebar."
-            )
+        problem = too_big_to_train(cfg, task)
     if problem:
         st.error(problem, icon=":material/error:")
     c1, c2, _ = st.columns([1, 1, 4])
