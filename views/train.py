@@ -13,13 +13,12 @@ from typing import Any
 
 import pandas as pd
 import streamlit as st
-from streamlit.delta_generator import DeltaGenerator
 
 from explorer import checkpoints
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.numbers import percent
 from explorer.task_patterns import PATTERN_NAMES, head_shown_first, pattern_history, task_pattern
-from explorer.tasks import TASKS, Task, make_task
+from explorer.tasks import Task, make_task
 from explorer.trace import AttentionMaps, run
 from explorer.training import (
     TrainResult,
@@ -38,8 +37,8 @@ from pictures.attention_panels import attention_map_panel, grid_panel
 from pictures.boards import board
 from pictures.training_charts import NORM_NAMES, curves_figure, pattern_figure, training_title
 from views.matrix_view import show_board
-from views.query_params import screen_train_params, show_url_notes
 from views.state import TrainedModel, app_state, use_trained
+from views.train_settings import Settings, settings_controls
 from views.widgets import (
     count,
     download,
@@ -52,39 +51,10 @@ RESULT_KEY = "_train"  # this session's last training run, or the model loaded f
 LIVE_KEY = "_train_live"  # the LiveTraining of a training run in progress
 RUNS_KEY = "_train_runs"  # how many trainings or loads this session has made: keys each one's widgets
 UPLOAD_ERROR_KEY = "_train_upload_error"
-LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
-BATCH_SIZES = (8, 16, 32, 64, 128, 256)
-SETTINGS_NOTES_KEY = "_train_url_notes"  # notes on train_* URL values the settings could not take
-MAX_LENGTH = 32  # longer sequences make unreadable heatmaps
-# The whole-number settings: key (and URL parameter) -> label, least, most, default, step of the +/- buttons, help.
-WHOLE_NUMBERS = {
-    "train_length": ("Sequence length", 2, MAX_LENGTH, 8, 1,
-                     "Tokens per sequence (even for induction: a run, then the same run again)."),
-    "train_steps": ("Steps", 10, 5000, 300, 50, "AdamW updates."),
-    "train_warmup": ("Warmup steps", 0, 2000, 20, 10,
-                     "The learning rate grows linearly from lr/warmup to lr over these first steps."),
-}  # fmt: skip
 UPDATE_SECONDS = 0.3  # how often the progress bar and the live curves are redrawn while training
 STOP_WAIT_SECONDS = 30.0  # how long a run waits for a stopped training run to hand over its model
 SNAPSHOTS = 30  # about this many attention snapshots per run
 GOAL = 0.99  # "learned": this share of tokens right
-TASK_HELP = {
-    "copy": "output the input as it is",
-    "reverse": "output the input backwards",
-    "sort": "output the input's tokens in order",
-    "induction": "continue a repeated run (causal decoder)",
-}
-
-
-@dataclass(frozen=True)
-class Settings:
-    task: str
-    length: int
-    steps: int
-    lr: float
-    warmup: int
-    batch_size: int
-    both: bool  # post-norm and pre-norm from the same seed, data and initial weights
 
 
 @dataclass
@@ -202,71 +172,6 @@ def collect_stopped_training() -> None:
         st.info("The training you stopped is still finishing a step; its model appears at your next click.")
         return
     keep_result(live)
-
-
-def learning_rate_text(rate: float) -> str:
-    return f"{rate:g}"
-
-
-def whole_number(where: DeltaGenerator, key: str) -> int:
-    """The number input of one of WHOLE_NUMBERS, bound to the URL parameter `key`."""
-    label, low, high, default, step, help_text = WHOLE_NUMBERS[key]
-    value = where.number_input(
-        label, min_value=low, max_value=high, value=default, step=step, key=key, bind="query-params", help=help_text
-    )
-    return int(value)
-
-
-def settings_controls() -> Settings:
-    """The training settings, each bound to the URL parameter named as its key, so a shared link carries them."""
-    screen_train_params(
-        SETTINGS_NOTES_KEY,
-        TASKS,
-        {key: (low, high) for key, (_, low, high, *_) in WHOLE_NUMBERS.items()},
-        map(learning_rate_text, LEARNING_RATES),
-        BATCH_SIZES,
-    )
-    notes = st.container()  # filled once the settings exist
-    c1, c2, c3 = st.columns(3)
-    task = c1.selectbox(
-        "Task",
-        TASKS,
-        index=TASKS.index("reverse"),
-        key="train_task",
-        bind="query-params",
-        help="  \n".join(f"**{name}**: {text}" for name, text in TASK_HELP.items()),
-    )
-    length = whole_number(c1, "train_length")
-    steps = whole_number(c2, "train_steps")
-    lr = c2.select_slider(
-        "Learning rate",
-        LEARNING_RATES,
-        value=3e-3,
-        key="train_lr",
-        bind="query-params",
-        format_func=learning_rate_text,
-        help="AdamW's step size after warmup (weight decay 0.01, gradients clipped to norm 1).",
-    )
-    warmup = whole_number(c3, "train_warmup")
-    batch_size = c3.select_slider(
-        "Batch size",
-        BATCH_SIZES,
-        value=64,
-        key="train_batch",
-        bind="query-params",
-        help="Fresh random sequences per step.",
-    )
-    both = st.checkbox(
-        "Train post-norm and pre-norm together",
-        value=False,
-        key="train_both",
-        bind="query-params",
-        help="Two models from the same initial weights, trained on the same batches in the same order; they "
-        "differ only in where LayerNorm sits (and pre-norm's final LayerNorm). Off: the sidebar's placement.",
-    )
-    with notes:
-        show_url_notes(SETTINGS_NOTES_KEY)
-    return Settings(task, length, steps, float(lr), warmup, int(batch_size), both)
 
 
 def model_caption(cfg: ModelConfig, task: Task, s: Settings) -> str:
