@@ -11,44 +11,22 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from explorer import checkpoints
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.numbers import percent
 from explorer.task_patterns import PATTERN_NAMES, head_shown_first, pattern_history, task_pattern
 from explorer.tasks import Task, make_task
 from explorer.trace import AttentionMaps, run
-from explorer.training import (
-    blind_to_order,
-    evaluate,
-    loaded_result,
-    predictions,
-    snapshot_maps,
-    steps_to_accuracy,
-    too_big_to_train,
-)
+from explorer.training import blind_to_order, evaluate, predictions, snapshot_maps, steps_to_accuracy, too_big_to_train
 from pictures.attention_panels import attention_map_panel, grid_panel
 from pictures.boards import board
 from pictures.training_charts import NORM_NAMES, curves_figure, pattern_figure, training_title
 from views.matrix_view import show_board
 from views.state import TrainedModel, app_state, use_trained
+from views.train_files import model_files
 from views.train_settings import Settings, settings_controls
-from views.training_run import (
-    RESULT_KEY,
-    Training,
-    collect_stopped_training,
-    kept_training,
-    next_run_id,
-    train_models,
-)
-from views.widgets import (
-    count,
-    download,
-    plotly_chart,
-    positions_text,
-    view_download,
-)
+from views.training_run import Training, collect_stopped_training, kept_training, train_models
+from views.widgets import count, plotly_chart, positions_text, view_download
 
-UPLOAD_ERROR_KEY = "_train_upload_error"
 GOAL = 0.99  # "learned": this share of tokens right
 
 
@@ -174,72 +152,6 @@ def use_on_other_pages(training: Training, norm: str) -> None:
     result = training.results[norm]
     use_trained(TrainedModel(result.model, training.task, training.label(norm)))
     st.session_state["tokens"] = " ".join(result.probe)
-
-
-def model_files(training: Training | None, norm: str | None) -> None:
-    """Download the shown model (safetensors + JSON); upload such a pair back."""
-    st.subheader("Model files")
-    if training is not None and norm is not None:
-        result, task = training.results[norm], training.task
-        name = f"{task.name}{task.length}_{norm}-norm"
-        c1, c2, _ = st.columns([1, 1, 1])
-        download(
-            "Download weights (.safetensors)",
-            lambda: checkpoints.save(result.model, task)[0],
-            f"{name}.safetensors",
-            "application/octet-stream",
-            "train_download_weights",
-            c1,
-        )
-        download(
-            "Download settings (.json)",
-            lambda: checkpoints.save(result.model, task)[1],
-            f"{name}.json",
-            "application/json",
-            "train_download_json",
-            c2,
-        )
-    limit_mb = checkpoints.MAX_WEIGHTS_BYTES // 2**20
-    st.file_uploader(
-        "Load a trained model: choose both of its files, the .safetensors and the .json",
-        type=["safetensors", "json"],
-        accept_multiple_files=True,
-        key="train_upload",
-        max_upload_size=limit_mb,
-        help=f"The two files this page downloads, at most {limit_mb} MB. Nothing in them is executed: the weights "
-        "are plain tensors and the settings plain JSON, both checked before use.",
-    )
-    st.button("Load model", key="train_load", on_click=load_uploaded, icon=":material/upload:")
-    error = st.session_state.pop(UPLOAD_ERROR_KEY, None)
-    if error:
-        st.error(error, icon=":material/error:")
-
-
-def load_uploaded() -> None:
-    """Button callback (before the page draws): check the uploaded pair and make it this session's model."""
-    files = st.session_state.get("train_upload") or []
-    weights = [f for f in files if f.name.lower().endswith(".safetensors")]
-    metas = [f for f in files if f.name.lower().endswith(".json")]
-    if len(weights) != 1 or len(metas) != 1:
-        st.session_state[UPLOAD_ERROR_KEY] = (
-            "Choose exactly two files: one .safetensors (the weights) and one .json (the settings), as the Train "
-            f"page downloads them. Chosen: {', '.join(f.name for f in files) or 'none'}."
-        )
-        return
-    too_big = [f for f in (*weights, *metas) if f.size > checkpoints.MAX_WEIGHTS_BYTES]
-    if too_big:
-        st.session_state[UPLOAD_ERROR_KEY] = (
-            f"{too_big[0].name} is over the {checkpoints.MAX_WEIGHTS_BYTES >> 20} MB limit."
-        )
-        return
-    try:
-        model, task = checkpoints.load_trained(weights[0].getvalue(), metas[0].getvalue())
-    except ConfigError as error:
-        st.session_state[UPLOAD_ERROR_KEY] = f"Could not load {weights[0].name} with {metas[0].name}: {error}"
-        return
-    norm = model.config.norm
-    result = loaded_result(model, task)
-    st.session_state[RESULT_KEY] = Training(next_run_id(), task, {norm: result}, (norm,), None, weights[0].name)
 
 
 def shown_figures(figures: list, notebook_figures: Any) -> list:
