@@ -1,6 +1,8 @@
 """Train page: train a tiny transformer on a toy task, watch the learning curves live, then look inside it.
 
-The trained models live in this browser session's st.session_state only: no other session sees or changes them.
+Its settings are views/train_settings.py, the run in progress views/training_run.py, the model files
+views/train_files.py; the numbers come from explorer.training and explorer.task_patterns. The trained models live
+in this browser session's st.session_state only: no other session sees or changes them.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ GOAL = 0.99  # "learned": this share of tokens right
 
 
 def model_caption(cfg: ModelConfig, task: Task, s: Settings) -> str:
+    """The task, and the sidebar's model that Train would train on it."""
     norms = "post-norm and pre-norm" if s.both else f"{cfg.norm}-norm"
     arch = "an encoder (every token sees every token)" if task.arch == "encoder" else "a causal decoder"
     return (

@@ -8,7 +8,7 @@ import streamlit as st
 from explorer import checkpoints
 from explorer.config import ConfigError
 from explorer.training import loaded_result
-from views.training_run import RESULT_KEY, Training, next_run_id
+from views.training_run import Training, keep_training, next_run_id
 from views.widgets import download
 
 UPLOAD_ERROR_KEY = "_train_upload_error"  # why the last upload could not load, shown once
@@ -77,4 +77,4 @@ def load_uploaded() -> None:
         return
     norm = model.config.norm
     result = loaded_result(model, task)
-    st.session_state[RESULT_KEY] = Training(next_run_id(), task, {norm: result}, (norm,), None, weights[0].name)
+    keep_training(Training(next_run_id(), task, {norm: result}, (norm,), None, weights[0].name))

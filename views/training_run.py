@@ -93,9 +93,11 @@ class LiveTraining:
 
     @property
     def ended(self) -> bool:
+        """Stop was asked for, or a draw met Streamlit's exception: train no further."""
         return self.stop_requested.is_set() or self.interrupt is not None
 
     def begin(self, norm: str) -> bool:
+        """Placement `norm` starts training: draw its empty curve; False when the run has ended."""
         self.norm = norm
         return self.draw()
 
@@ -108,6 +110,7 @@ class LiveTraining:
         return True
 
     def draw(self) -> bool:
+        """Redraw the progress bar and the curves; False (train no further) once the run has ended."""
         if self.ended:
             return False
         rows = self.rows[self.norm]
@@ -132,7 +135,7 @@ class LiveTraining:
 def keep_result(live: LiveTraining) -> None:
     """Move a finished or stopped training run's result into session_state (from a run Streamlit still runs)."""
     if live.training is not None:
-        st.session_state[RESULT_KEY] = live.training
+        keep_training(live.training)
     if st.session_state.get(LIVE_KEY) is live:
         del st.session_state[LIVE_KEY]
 
@@ -185,6 +188,11 @@ def train_models(cfg: ModelConfig, task: Task, s: Settings, bar: DeltaGenerator,
     keep_result(live)  # raises StopException instead if a click already ended this run; the next run keeps it
     bar.empty()
     chart.empty()
+
+
+def keep_training(training: Training) -> None:
+    """Make `training` the one this session shows, in place of any before it."""
+    st.session_state[RESULT_KEY] = training
 
 
 def kept_training() -> Training | None:
