@@ -10,7 +10,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from explorer.stats import head_entropy
 from explorer.tasks import Task
+from explorer.trace import AttentionMaps
 from explorer.training import Snapshot
 
 PATTERN_NAMES = {"reverse": "the anti-diagonal (key T-1-t)", "induction": "the token after the earlier copy"}
@@ -65,3 +67,28 @@ def pattern_history(snapshots: Sequence[Snapshot], pattern: np.ndarray) -> pd.Da
                 {"step": snapshot.step, "layer": layer, "head": head, "head_label": f"L{layer} H{head}", "mass": value}
             )
     return pd.DataFrame(rows, columns=["step", "layer", "head", "head_label", "mass"])
+
+
+def head_shown_first(maps: AttentionMaps, pattern: np.ndarray | None) -> tuple[int, int, str]:
+    """(layer, head, why): the head that ends closest to the task's pattern if the task has one (and the maps are
+    of its length), otherwise the most concentrated one (lowest mean entropy), since a uniform head shows nothing
+    learned."""
+    if pattern is not None and maps.weights.shape[-1] == pattern.shape[0]:
+        mass = pattern_mass(pattern, maps.weights)  # [L, H]
+        layer, head = divmod(int(mass.argmax()), mass.shape[1])
+        return (
+            layer,
+            head,
+            f"L{layer} H{head} is shown first: its mean weight on the key the task needs is "
+            f"{mass[layer, head]:.2f} (attention spread evenly over the keys each query sees would give "
+            f"{uniform_mass(pattern, maps.allowed):.2f}).",
+        )
+    entropy = head_entropy(maps)
+    best = entropy.loc[entropy["entropy"].idxmin()]
+    layer, head = int(best["layer"]), int(best["head"])
+    return (
+        layer,
+        head,
+        f"L{layer} H{head} is shown first: its attention is the most concentrated of all heads, with a mean "
+        f"entropy of {best['entropy']:.2f} nats (spread evenly: {best['max_entropy']:.2f}; one key only: 0).",
+    )

@@ -20,6 +20,7 @@ from explorer.tasks import Batch, Task, accuracy, expected_output
 from explorer.trace import AttentionMaps, run
 
 Callback = Callable[[int, float, float], bool | None]  # (step, loss, accuracy) -> False stops training
+MAX_TRAIN_PARAMETERS = 2_000_000  # more would take minutes per run on a laptop's CPU (the default model has 101,770)
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,22 @@ def blind_to_order(cfg: ModelConfig, task: Task) -> str | None:
         f"wherever it sits, so {task.name} cannot be learned (the Positional encodings page shows why). Pick a "
         "positional encoding in the sidebar, or train anyway to watch it fail."
     )
+
+
+def too_big_to_train(cfg: ModelConfig, task: Task) -> str | None:
+    """Why this config is too big to train live (over MAX_TRAIN_PARAMETERS), or None when it is not."""
+    n_params = parameter_count(cfg, task)
+    if n_params <= MAX_TRAIN_PARAMETERS:
+        return None
+    return (
+        f"This model has {n_params:,} parameters; training live is limited to {MAX_TRAIN_PARAMETERS:,}. "
+        "Use fewer layers or a smaller d_model or d_ff in the sidebar."
+    )
+
+
+def probe_tokens(task: Task, seed: int) -> list[str]:
+    """The fixed input train(seed=seed) takes its attention snapshots on: one sequence drawn with seed + 1."""
+    return task.tokens(task.sample(1, torch.Generator().manual_seed(seed + 1)).inputs[0])
 
 
 def initial_model(cfg: ModelConfig, task: Task, initial: Transformer | None = None) -> Transformer:
@@ -109,7 +126,7 @@ def train(
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / max(1, warmup)))
     # warmup longer than the run is allowed: the learning rate then never reaches lr
     data = torch.Generator().manual_seed(seed)
-    probe = task.tokens(task.sample(1, torch.Generator().manual_seed(seed + 1)).inputs[0])
+    probe = probe_tokens(task, seed)
     rows, snapshots, stopped = [], [_snapshot(model, 0, probe)], False
     with torch.enable_grad():
         for step in range(1, steps + 1):
@@ -130,6 +147,15 @@ def train(
                 break
     history = pd.DataFrame(rows, columns=["step", "loss", "accuracy", "lr"])
     return TrainResult(model.eval(), task, history, probe, snapshots, stopped)
+
+
+def loaded_result(model: Transformer, task: Task) -> TrainResult:
+    """A model loaded from files, as a TrainResult: no learning curve, no snapshots, and the probe train() would
+    have used with the model's own seed (the one the Train page trains with)."""
+    if model.config is None:
+        raise ConfigError("Only models built from a config carry the seed their probe input is drawn with.")
+    history = pd.DataFrame(columns=["step", "loss", "accuracy", "lr"])
+    return TrainResult(model, task, history, probe_tokens(task, model.config.seed))
 
 
 def evaluate(model: Transformer, task: Task, n_sequences: int = 512, seed: int = 12345) -> float:

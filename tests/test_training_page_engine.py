@@ -5,6 +5,7 @@ pictures.training_charts."""
 from __future__ import annotations
 
 import json
+import math
 import threading
 
 import numpy as np
@@ -15,18 +16,29 @@ import torch
 import explorer
 from explorer import checkpoints
 from explorer.numbers import percent
-from explorer.task_patterns import pattern_history, pattern_mass, task_allowed, task_pattern, uniform_mass
+from explorer.task_patterns import (
+    head_shown_first,
+    pattern_history,
+    pattern_mass,
+    task_allowed,
+    task_pattern,
+    uniform_mass,
+)
 from explorer.tasks import TASKS, expected_output, make_task
+from explorer.trace import AttentionMaps
 from explorer.training import (
+    MAX_TRAIN_PARAMETERS,
     Snapshot,
     blind_to_order,
     initial_model,
+    loaded_result,
     logits,
     parameter_count,
     predictions,
     single_thread,
     snapshot_maps,
     steps_to_accuracy,
+    too_big_to_train,
     train,
 )
 from pictures.training_charts import NORM_COLOURS, curves_figure, pattern_figure
@@ -234,6 +246,66 @@ def test_pattern_figure_draws_the_heads_that_end_highest():
     assert [line["name"] for line in figure["data"]] == ["L2 H3", "L2 H2", "L2 H1", "L2 H0", "L1 H3", "L1 H2",
                                                          "L1 H1", "L1 H0"]  # fmt: skip
     assert "(the 8 highest of 12)" in figure_title(figure)
+
+
+def encoder_maps(weights: np.ndarray) -> AttentionMaps:
+    """Maps of an encoder (every query sees every key) with the given weights [L, H, T, T]."""
+    T = weights.shape[-1]
+    tokens = [f"t{i}" for i in range(T)]
+    scores = np.zeros_like(weights)
+    return AttentionMaps("self-attention", weights, scores, np.ones((T, T), dtype=bool), tokens, tokens)
+
+
+def test_the_head_shown_first_is_the_one_on_the_key_the_task_needs():
+    pattern = task_pattern(make_task("reverse", 4))  # [4, 4] anti-diagonal
+    weights = np.full((2, 2, 4, 4), 0.25, np.float32)  # [L, H, T, T], all uniform ...
+    weights[1, 0] = 0.8 * pattern + 0.2 * 0.25  # ... but L1 H0: 0.8 + 0.05 on the needed key
+    weights[0, 1] = 0.5 * pattern + 0.5 * 0.25  # and L0 H1: 0.5 + 0.125
+    layer, head, why = head_shown_first(encoder_maps(weights), pattern)
+    assert (layer, head) == (1, 0)
+    assert why.startswith("L1 H0 is shown first") and "is 0.85 " in why and "would give 0.25)" in why
+
+
+def test_without_a_pattern_the_most_concentrated_head_is_shown_first():
+    weights = np.full((2, 3, 4, 4), 0.25, np.float32)  # [L, H, T, T]: uniform, entropy ln 4
+    weights[1, 2] = [0.97, 0.01, 0.01, 0.01]  # every query nearly all on key 0
+    weights[0, 1] = [0.7, 0.1, 0.1, 0.1]
+    peaked = -(0.97 * math.log(0.97) + 3 * 0.01 * math.log(0.01))
+    for pattern in (None, task_pattern(make_task("reverse", 6))):  # none, or one of another length
+        layer, head, why = head_shown_first(encoder_maps(weights), pattern)
+        assert (layer, head) == (1, 2)
+        assert "most concentrated" in why and f"entropy of {peaked:.2f} nats" in why
+        assert f"spread evenly: {math.log(4):.2f}" in why
+
+
+def test_a_loaded_model_gets_the_probe_it_was_trained_on_and_no_curve():
+    task = make_task("reverse", 8)
+    probes = {}
+    for seed in (0, 3):
+        cfg = explorer.ModelConfig(n_layers=1, seed=seed)
+        trained = train(cfg, task, steps=2, seed=seed)  # as the Train page trains: with the sidebar's seed
+        loaded = loaded_result(trained.model, task)
+        assert loaded.probe == trained.probe and len(loaded.probe) == 8 and set(loaded.probe) <= set(task.vocabulary)
+        assert loaded.model is trained.model and loaded.task == task
+        assert len(loaded.history) == 0 and list(loaded.history.columns) == ["step", "loss", "accuracy", "lr"]
+        assert loaded.snapshots == [] and not loaded.stopped_early
+        probes[seed] = loaded.probe
+    assert probes[0] != probes[3]  # the probe follows the model's own seed
+
+
+def test_a_model_over_the_live_training_limit_is_refused_with_its_size():
+    task = make_task("reverse", 8)
+    assert too_big_to_train(explorer.ModelConfig(), task) is None
+    big = explorer.ModelConfig(d_model=256, n_heads=4, d_ff=1024, n_layers=3)
+    n_params = sum(p.numel() for p in initial_model(big, task).parameters())
+    assert n_params > MAX_TRAIN_PARAMETERS
+    assert too_big_to_train(big, task) == (
+        f"This model has {n_params:,} parameters; training live is limited to 2,000,000. "
+        "Use fewer layers or a smaller d_model or d_ff in the sidebar."
+    )
+    smaller = big.replace(n_layers=2)
+    assert sum(p.numel() for p in initial_model(smaller, task).parameters()) <= MAX_TRAIN_PARAMETERS
+    assert too_big_to_train(smaller, task) is None
 
 
 def test_snapshot_maps_keep_the_trace_tokens_and_mask():

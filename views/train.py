@@ -1,278 +1,39 @@
 """Train page: train a tiny transformer on a toy task, watch the learning curves live, then look inside it.
 
-The trained models live in this browser session's st.session_state only: no other session sees or changes them.
+Its settings are views/train_settings.py, the run in progress views/training_run.py, the model files
+views/train_files.py; the numbers come from explorer.training and explorer.task_patterns. The trained models live
+in this browser session's st.session_state only: no other session sees or changes them.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import streamlit as st
-import torch
-from streamlit.delta_generator import DeltaGenerator
 
-from explorer import checkpoints
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.numbers import percent
-from explorer.stats import head_entropy
-from explorer.task_patterns import PATTERN_NAMES, pattern_history, pattern_mass, task_pattern, uniform_mass
-from explorer.tasks import TASKS, Task, make_task
+from explorer.task_patterns import PATTERN_NAMES, head_shown_first, pattern_history, task_pattern
+from explorer.tasks import Task, make_task
 from explorer.trace import AttentionMaps, run
-from explorer.training import (
-    TrainResult,
-    blind_to_order,
-    evaluate,
-    initial_model,
-    parameter_count,
-    predictions,
-    single_thread,
-    snapshot_maps,
-    steps_to_accuracy,
-    train,
-)
+from explorer.training import blind_to_order, evaluate, predictions, snapshot_maps, steps_to_accuracy, too_big_to_train
 from pictures.attention_panels import attention_map_panel, grid_panel
 from pictures.boards import board
 from pictures.training_charts import NORM_NAMES, curves_figure, pattern_figure, training_title
 from views.matrix_view import show_board
-from views.query_params import screen_train_params, show_url_notes
 from views.state import TrainedModel, app_state, use_trained
-from views.widgets import (
-    count,
-    download,
-    plotly_chart,
-    positions_text,
-    view_download,
-)
+from views.train_files import model_files
+from views.train_settings import Settings, settings_controls
+from views.training_run import Training, collect_stopped_training, kept_training, train_models
+from views.widgets import count, plotly_chart, positions_text, view_download
 
-RESULT_KEY = "_train"  # this session's last training run, or the model loaded from files: a Training
-LIVE_KEY = "_train_live"  # the LiveTraining of a training run in progress
-RUNS_KEY = "_train_runs"  # how many trainings or loads this session has made: keys each one's widgets
-UPLOAD_ERROR_KEY = "_train_upload_error"
-LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
-BATCH_SIZES = (8, 16, 32, 64, 128, 256)
-SETTINGS_NOTES_KEY = "_train_url_notes"  # notes on train_* URL values the settings could not take
-MAX_PARAMETERS = 2_000_000  # more would take minutes per run on a laptop's CPU (the default model has 101,770)
-MAX_LENGTH = 32  # longer sequences make unreadable heatmaps
-# The whole-number settings: key (and URL parameter) -> label, least, most, default, step of the +/- buttons, help.
-WHOLE_NUMBERS = {
-    "train_length": ("Sequence length", 2, MAX_LENGTH, 8, 1,
-                     "Tokens per sequence (even for induction: a run, then the same run again)."),
-    "train_steps": ("Steps", 10, 5000, 300, 50, "AdamW updates."),
-    "train_warmup": ("Warmup steps", 0, 2000, 20, 10,
-                     "The learning rate grows linearly from lr/warmup to lr over these first steps."),
-}  # fmt: skip
-UPDATE_SECONDS = 0.3  # how often the progress bar and the live curves are redrawn while training
-STOP_WAIT_SECONDS = 30.0  # how long a run waits for a stopped training run to hand over its model
-SNAPSHOTS = 30  # about this many attention snapshots per run
 GOAL = 0.99  # "learned": this share of tokens right
-TASK_HELP = {
-    "copy": "output the input as it is",
-    "reverse": "output the input backwards",
-    "sort": "output the input's tokens in order",
-    "induction": "continue a repeated run (causal decoder)",
-}
-
-
-@dataclass(frozen=True)
-class Settings:
-    task: str
-    length: int
-    steps: int
-    lr: float
-    warmup: int
-    batch_size: int
-    both: bool  # post-norm and pre-norm from the same seed, data and initial weights
-
-
-@dataclass
-class Training:
-    """One training run (or one model loaded from files) of this session."""
-
-    run_id: int  # keys this run's widgets, so a new run starts with fresh selectors
-    task: Task
-    results: dict[str, TrainResult]  # "post" / "pre" -> the model, its history and snapshots
-    planned: tuple[str, ...]  # the placements asked for (a Stop can leave the second one untrained)
-    steps: int | None  # steps asked for; None for a model loaded from files
-    source: str  # what the model came from, for labels
-    fresh: dict[str, float] = field(default_factory=dict)  # accuracy on fresh data, filled when first shown
-
-    @property
-    def stopped(self) -> tuple[str, int] | None:
-        """(placement, steps it trained) when Stop or another click ended training early, else None."""
-        for norm in self.planned:
-            result = self.results.get(norm)
-            if result is None or result.stopped_early:
-                last = norm if result is not None else list(self.results)[-1]
-                return last, len(self.results[last].history)
-        return None
-
-    def label(self, norm: str) -> str:
-        result = self.results[norm]
-        trained = f"{len(result.history)} steps" if len(result.history) else self.source
-        return f"{self.task.name} (length {self.task.length}) · {NORM_NAMES[norm]} · {trained}"
-
-
-def next_run_id() -> int:
-    st.session_state[RUNS_KEY] = st.session_state.get(RUNS_KEY, 0) + 1
-    return st.session_state[RUNS_KEY]
-
-
-class LiveTraining:
-    """A training run in progress: train()'s callback, which redraws the progress bar and the curves every
-    UPDATE_SECONDS, and the place its result is left for whichever script run shows it.
-
-    How a click ends it. Streamlit does not wait for a running script: on any click (Stop, another control,
-    another page) it tells the running script to stop and at once starts a new run in another thread, with the
-    same session_state. From then on, the old run raises StopException at its next st call, including any use of
-    st.session_state. So the new run sets `stop_requested` (the callback then returns False: train() returns the
-    model as learned so far), waits for `finished`, and moves `training` into session_state. When the old run
-    itself meets Streamlit's exception (a rerun or stop request, the tab closing), it ends training the same
-    way and raises the exception again once the result is kept here."""
-
-    def __init__(self, run_id: int, bar, chart, norms: tuple[str, ...], steps: int, task: Task):
-        self.run_id = run_id
-        self.bar, self.chart = bar, chart
-        self.norms, self.steps, self.task = norms, steps, task
-        self.rows: dict[str, list[dict]] = {norm: [] for norm in norms}
-        self.norm = norms[0]
-        self.last_draw = 0.0
-        self.draws = 0  # keys each drawing of the live chart: two alike in one run would clash
-        self.stop_requested = threading.Event()  # set by a later script run of this session
-        self.finished = threading.Event()  # set once `training` holds everything this run will learn
-        self.interrupt: BaseException | None = None  # Streamlit's exception met while drawing, raised again later
-        self.training: Training | None = None
-
-    @property
-    def ended(self) -> bool:
-        return self.stop_requested.is_set() or self.interrupt is not None
-
-    def begin(self, norm: str) -> bool:
-        self.norm = norm
-        return self.draw()
-
-    def __call__(self, step: int, loss: float, accuracy: float) -> bool:
-        self.rows[self.norm].append({"step": step, "loss": loss, "accuracy": accuracy})
-        if self.stop_requested.is_set():
-            return False
-        if step == self.steps or time.monotonic() - self.last_draw >= UPDATE_SECONDS:
-            return self.draw()
-        return True
-
-    def draw(self) -> bool:
-        if self.ended:
-            return False
-        rows = self.rows[self.norm]
-        step = rows[-1]["step"] if rows else 0
-        done = self.norms.index(self.norm) * self.steps + step
-        text = f"Training {NORM_NAMES[self.norm]}: step {step} of {self.steps}"
-        if rows:
-            text += f" · loss {rows[-1]['loss']:.4f} · accuracy {rows[-1]['accuracy']:.1%} on this batch"
-        histories = {norm: pd.DataFrame(r, columns=["step", "loss", "accuracy"]) for norm, r in self.rows.items() if r}
-        try:
-            self.bar.progress(done / (self.steps * len(self.norms)), text=text)
-            figure = curves_figure(histories, len(self.task.vocabulary), self.steps, training_title(self.task))
-            plotly_chart(figure, f"train_live_{self.draws}", self.chart)
-        except BaseException as interrupt:  # noqa: B036 - Streamlit's rerun/stop request: raised again once kept
-            self.interrupt = interrupt
-            return False
-        self.last_draw = time.monotonic()
-        self.draws += 1
-        return True
-
-
-def keep_result(live: LiveTraining) -> None:
-    """Move a finished or stopped training run's result into session_state (from a run Streamlit still runs)."""
-    if live.training is not None:
-        st.session_state[RESULT_KEY] = live.training
-    if st.session_state.get(LIVE_KEY) is live:
-        del st.session_state[LIVE_KEY]
-
-
-def collect_stopped_training() -> None:
-    """A training run of this session still in progress was stopped by the click that started this run: wait
-    for it to hand over what it learned, and keep that."""
-    live: LiveTraining | None = st.session_state.get(LIVE_KEY)
-    if live is None:
-        return
-    live.stop_requested.set()
-    if not live.finished.wait(STOP_WAIT_SECONDS):
-        st.info("The training you stopped is still finishing a step; its model appears at your next click.")
-        return
-    keep_result(live)
-
-
-def learning_rate_text(rate: float) -> str:
-    return f"{rate:g}"
-
-
-def whole_number(where: DeltaGenerator, key: str) -> int:
-    """The number input of one of WHOLE_NUMBERS, bound to the URL parameter `key`."""
-    label, low, high, default, step, help_text = WHOLE_NUMBERS[key]
-    value = where.number_input(
-        label, min_value=low, max_value=high, value=default, step=step, key=key, bind="query-params", help=help_text
-    )
-    return int(value)
-
-
-def settings_controls() -> Settings:
-    """The training settings, each bound to the URL parameter named as its key, so a shared link carries them."""
-    screen_train_params(
-        SETTINGS_NOTES_KEY,
-        TASKS,
-        {key: (low, high) for key, (_, low, high, *_) in WHOLE_NUMBERS.items()},
-        map(learning_rate_text, LEARNING_RATES),
-        BATCH_SIZES,
-    )
-    notes = st.container()  # filled once the settings exist
-    c1, c2, c3 = st.columns(3)
-    task = c1.selectbox(
-        "Task",
-        TASKS,
-        index=TASKS.index("reverse"),
-        key="train_task",
-        bind="query-params",
-        help="  \n".join(f"**{name}**: {text}" for name, text in TASK_HELP.items()),
-    )
-    length = whole_number(c1, "train_length")
-    steps = whole_number(c2, "train_steps")
-    lr = c2.select_slider(
-        "Learning rate",
-        LEARNING_RATES,
-        value=3e-3,
-        key="train_lr",
-        bind="query-params",
-        format_func=learning_rate_text,
-        help="AdamW's step size after warmup (weight decay 0.01, gradients clipped to norm 1).",
-    )
-    warmup = whole_number(c3, "train_warmup")
-    batch_size = c3.select_slider(
-        "Batch size",
-        BATCH_SIZES,
-        value=64,
-        key="train_batch",
-        bind="query-params",
-        help="Fresh random sequences per step.",
-    )
-    both = st.checkbox(
-        "Train post-norm and pre-norm together",
-        value=False,
-        key="train_both",
-        bind="query-params",
-        help="Two models from the same initial weights, trained on the same batches in the same order; they "
-        "differ only in where LayerNorm sits (and pre-norm's final LayerNorm). Off: the sidebar's placement.",
-    )
-    with notes:
-        show_url_notes(SETTINGS_NOTES_KEY)
-    return Settings(task, length, steps, float(lr), warmup, int(batch_size), both)
 
 
 def model_caption(cfg: ModelConfig, task: Task, s: Settings) -> str:
+    """The task, and the sidebar's model that Train would train on it."""
     norms = "post-norm and pre-norm" if s.both else f"{cfg.norm}-norm"
     arch = "an encoder (every token sees every token)" if task.arch == "encoder" else "a causal decoder"
     return (
@@ -282,43 +43,6 @@ def model_caption(cfg: ModelConfig, task: Task, s: Settings) -> str:
         f"{cfg.seed} picks the initial weights and the training data. The task makes it {arch}, with no padding "
         "mask and no dropout."
     )
-
-
-def train_models(cfg: ModelConfig, task: Task, s: Settings, bar, chart) -> None:
-    """Train (both placements, one after the other, when asked), keeping the result in session_state."""
-    norms = ("post", "pre") if s.both else (cfg.norm,)
-    live = LiveTraining(next_run_id(), bar, chart, norms, s.steps, task)
-    st.session_state[LIVE_KEY] = live
-    start = initial_model(cfg.replace(norm=norms[0]), task)  # the same initial weights for both placements
-    results: dict[str, TrainResult] = {}
-    try:
-        with single_thread():
-            for norm in norms:
-                if not live.begin(norm):
-                    break
-                results[norm] = train(
-                    cfg.replace(norm=norm),
-                    task,
-                    steps=s.steps,
-                    lr=s.lr,
-                    warmup=s.warmup,
-                    batch_size=s.batch_size,
-                    seed=cfg.seed,
-                    callback=live,
-                    snapshot_every=max(1, s.steps // SNAPSHOTS),
-                    initial=start,
-                )
-                if live.ended:
-                    break
-    finally:  # no st call here: after a click, Streamlit may already have stopped this run
-        if results:
-            live.training = Training(live.run_id, task, results, norms, s.steps, "trained here")
-        live.finished.set()
-    if live.interrupt is not None:
-        raise live.interrupt
-    keep_result(live)  # raises StopException instead if a click already ended this run; the next run keeps it
-    bar.empty()
-    chart.empty()
 
 
 def summary(training: Training) -> None:
@@ -362,30 +86,6 @@ def summary(training: Training) -> None:
             )
         else:
             col.caption(f"Loaded from {training.source}: no learning curve or snapshots.")
-
-
-def pick_head(maps: AttentionMaps, pattern: np.ndarray | None) -> tuple[int, int, str]:
-    """The layer and head shown first, and why: the one that ends closest to the task's pattern if the task has
-    one, otherwise the most concentrated one (lowest mean entropy), since a uniform head shows nothing learned."""
-    if pattern is not None and maps.weights.shape[-1] == pattern.shape[0]:
-        mass = pattern_mass(pattern, maps.weights)  # [L, H]
-        layer, head = divmod(int(mass.argmax()), mass.shape[1])
-        return (
-            layer,
-            head,
-            f"L{layer} H{head} is shown first: its mean weight on the key the task needs is "
-            f"{mass[layer, head]:.2f} (attention spread evenly over the keys each query sees would give "
-            f"{uniform_mass(pattern, maps.allowed):.2f}).",
-        )
-    entropy = head_entropy(maps)
-    best = entropy.loc[entropy["entropy"].idxmin()]
-    layer, head = int(best["layer"]), int(best["head"])
-    return (
-        layer,
-        head,
-        f"L{layer} H{head} is shown first: its attention is the most concentrated of all heads, with a mean "
-        f"entropy of {best['entropy']:.2f} nats (spread evenly: {best['max_entropy']:.2f}; one key only: 0).",
-    )
 
 
 @st.fragment
@@ -457,73 +157,6 @@ def use_on_other_pages(training: Training, norm: str) -> None:
     st.session_state["tokens"] = " ".join(result.probe)
 
 
-def model_files(training: Training | None, norm: str | None) -> None:
-    """Download the shown model (safetensors + JSON); upload such a pair back."""
-    st.subheader("Model files")
-    if training is not None and norm is not None:
-        result, task = training.results[norm], training.task
-        name = f"{task.name}{task.length}_{norm}-norm"
-        c1, c2, _ = st.columns([1, 1, 1])
-        download(
-            "Download weights (.safetensors)",
-            lambda: checkpoints.save(result.model, task)[0],
-            f"{name}.safetensors",
-            "application/octet-stream",
-            "train_download_weights",
-            c1,
-        )
-        download(
-            "Download settings (.json)",
-            lambda: checkpoints.save(result.model, task)[1],
-            f"{name}.json",
-            "application/json",
-            "train_download_json",
-            c2,
-        )
-    limit_mb = checkpoints.MAX_WEIGHTS_BYTES // 2**20
-    st.file_uploader(
-        "Load a trained model: choose both of its files, the .safetensors and the .json",
-        type=["safetensors", "json"],
-        accept_multiple_files=True,
-        key="train_upload",
-        max_upload_size=limit_mb,
-        help=f"The two files this page downloads, at most {limit_mb} MB. Nothing in them is executed: the weights "
-        "are plain tensors and the settings plain JSON, both checked before use.",
-    )
-    st.button("Load model", key="train_load", on_click=load_uploaded, icon=":material/upload:")
-    error = st.session_state.pop(UPLOAD_ERROR_KEY, None)
-    if error:
-        st.error(error, icon=":material/error:")
-
-
-def load_uploaded() -> None:
-    """Button callback (before the page draws): check the uploaded pair and make it this session's model."""
-    files = st.session_state.get("train_upload") or []
-    weights = [f for f in files if f.name.lower().endswith(".safetensors")]
-    metas = [f for f in files if f.name.lower().endswith(".json")]
-    if len(weights) != 1 or len(metas) != 1:
-        st.session_state[UPLOAD_ERROR_KEY] = (
-            "Choose exactly two files: one .safetensors (the weights) and one .json (the settings), as the Train "
-            f"page downloads them. Chosen: {', '.join(f.name for f in files) or 'none'}."
-        )
-        return
-    too_big = [f for f in (*weights, *metas) if f.size > checkpoints.MAX_WEIGHTS_BYTES]
-    if too_big:
-        st.session_state[UPLOAD_ERROR_KEY] = (
-            f"{too_big[0].name} is over the {checkpoints.MAX_WEIGHTS_BYTES >> 20} MB limit."
-        )
-        return
-    try:
-        model, task = checkpoints.load_trained(weights[0].getvalue(), metas[0].getvalue())
-    except ConfigError as error:
-        st.session_state[UPLOAD_ERROR_KEY] = f"Could not load {weights[0].name} with {metas[0].name}: {error}"
-        return
-    probe = task.tokens(task.sample(1, torch.Generator().manual_seed(model.config.seed + 1)).inputs[0])
-    result = TrainResult(model, task, pd.DataFrame(columns=["step", "loss", "accuracy", "lr"]), probe)
-    norm = model.config.norm
-    st.session_state[RESULT_KEY] = Training(next_run_id(), task, {norm: result}, (norm,), None, weights[0].name)
-
-
 def shown_figures(figures: list, notebook_figures: Any) -> list:
     """The view as Plotly figures: the curves as the page draws them (pictures.notebook_figures.training_figure
     draws the same for one run in a notebook)."""
@@ -553,7 +186,7 @@ def look_inside(training: Training) -> str:
     result, task = training.results[norm], training.task
     probe_maps = run(result.model, result.probe).attention_maps()["self-attention"]
     pattern = task_pattern(task)
-    best_layer, best_head, why = pick_head(probe_maps, pattern)
+    best_layer, best_head, why = head_shown_first(probe_maps, pattern)
     c1, c2, _ = st.columns([1, 1, 3])
     layer = c1.selectbox(
         "Layer", range(probe_maps.n_layers), index=best_layer, key=f"train_layer_{training.run_id}_{norm}"
@@ -619,12 +252,7 @@ def main() -> None:
         blind = blind_to_order(cfg, task)
         if blind:
             st.warning(blind, icon=":material/shuffle:")
-        n_params = parameter_count(cfg, task)
-        if n_params > MAX_PARAMETERS:
-            problem = (
-                f"This model has {n_params:,} parameters; training live is limited to {MAX_PARAMETERS:,}. "
-                "Use fewer layers or a smaller d_model or d_ff in the sidebar."
-            )
+        problem = too_big_to_train(cfg, task)
     if problem:
         st.error(problem, icon=":material/error:")
     c1, c2, _ = st.columns([1, 1, 4])
@@ -639,7 +267,7 @@ def main() -> None:
     bar, chart = st.empty(), st.empty()
     if start and not problem:
         train_models(cfg, task, s, bar, chart)
-    training: Training | None = st.session_state.get(RESULT_KEY)
+    training = kept_training()
     if training is None and not start and not problem:  # in the live chart's place, so the chart replaces it
         chart.info(
             "Press **Train**: the loss and accuracy curves grow here as the model learns (300 steps take a few "

@@ -1,0 +1,200 @@
+"""A training run of the Train page in progress, and the one this session keeps: the run trains in the script run
+that started it, draws its progress, and hands its model over when a later click stops it.
+
+The trained models live in this browser session's st.session_state only: no other session sees or changes them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pandas as pd
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from explorer.config import ModelConfig
+from explorer.tasks import Task
+from explorer.training import TrainResult, initial_model, single_thread, train
+from pictures.training_charts import NORM_NAMES, curves_figure, training_title
+from views.train_settings import Settings
+from views.widgets import plotly_chart
+
+RESULT_KEY = "_train"  # this session's last training run, or the model loaded from files: a Training
+LIVE_KEY = "_train_live"  # the LiveTraining of a training run in progress
+RUNS_KEY = "_train_runs"  # how many trainings or loads this session has made: keys each one's widgets
+UPDATE_SECONDS = 0.3  # how often the progress bar and the live curves are redrawn while training
+STOP_WAIT_SECONDS = 30.0  # how long a run waits for a stopped training run to hand over its model
+SNAPSHOTS = 30  # about this many attention snapshots per run
+
+
+@dataclass
+class Training:
+    """One training run (or one model loaded from files) of this session."""
+
+    run_id: int  # keys this run's widgets, so a new run starts with fresh selectors
+    task: Task
+    results: dict[str, TrainResult]  # "post" / "pre" -> the model, its history and snapshots
+    planned: tuple[str, ...]  # the placements asked for (a Stop can leave the second one untrained)
+    steps: int | None  # steps asked for; None for a model loaded from files
+    source: str  # what the model came from, for labels
+    fresh: dict[str, float] = field(default_factory=dict)  # accuracy on fresh data, filled when first shown
+
+    @property
+    def stopped(self) -> tuple[str, int] | None:
+        """(placement, steps it trained) when Stop or another click ended training early, else None."""
+        for norm in self.planned:
+            result = self.results.get(norm)
+            if result is None or result.stopped_early:
+                last = norm if result is not None else list(self.results)[-1]
+                return last, len(self.results[last].history)
+        return None
+
+    def label(self, norm: str) -> str:
+        """E.g. "reverse (length 8) · post-norm · 300 steps"."""
+        result = self.results[norm]
+        trained = f"{len(result.history)} steps" if len(result.history) else self.source
+        return f"{self.task.name} (length {self.task.length}) · {NORM_NAMES[norm]} · {trained}"
+
+
+def next_run_id() -> int:
+    """A new number for this session's next training or load."""
+    st.session_state[RUNS_KEY] = st.session_state.get(RUNS_KEY, 0) + 1
+    return st.session_state[RUNS_KEY]
+
+
+class LiveTraining:
+    """A training run in progress: train()'s callback, which redraws the progress bar and the curves every
+    UPDATE_SECONDS, and the place its result is left for whichever script run shows it.
+
+    How a click ends it. Streamlit does not wait for a running script: on any click (Stop, another control,
+    another page) it tells the running script to stop and at once starts a new run in another thread, with the
+    same session_state. From then on, the old run raises StopException at its next st call, including any use of
+    st.session_state. So the new run sets `stop_requested` (the callback then returns False: train() returns the
+    model as learned so far), waits for `finished`, and moves `training` into session_state. When the old run
+    itself meets Streamlit's exception (a rerun or stop request, the tab closing), it ends training the same
+    way and raises the exception again once the result is kept here."""
+
+    def __init__(
+        self, run_id: int, bar: DeltaGenerator, chart: DeltaGenerator, norms: tuple[str, ...], steps: int, task: Task
+    ) -> None:
+        self.run_id = run_id
+        self.bar, self.chart = bar, chart
+        self.norms, self.steps, self.task = norms, steps, task
+        self.rows: dict[str, list[dict]] = {norm: [] for norm in norms}
+        self.norm = norms[0]
+        self.last_draw = 0.0
+        self.draws = 0  # keys each drawing of the live chart: two alike in one run would clash
+        self.stop_requested = threading.Event()  # set by a later script run of this session
+        self.finished = threading.Event()  # set once `training` holds everything this run will learn
+        self.interrupt: BaseException | None = None  # Streamlit's exception met while drawing, raised again later
+        self.training: Training | None = None
+
+    @property
+    def ended(self) -> bool:
+        """Stop was asked for, or a draw met Streamlit's exception: train no further."""
+        return self.stop_requested.is_set() or self.interrupt is not None
+
+    def begin(self, norm: str) -> bool:
+        """Placement `norm` starts training: draw its empty curve; False when the run has ended."""
+        self.norm = norm
+        return self.draw()
+
+    def __call__(self, step: int, loss: float, accuracy: float) -> bool:
+        self.rows[self.norm].append({"step": step, "loss": loss, "accuracy": accuracy})
+        if self.stop_requested.is_set():
+            return False
+        if step == self.steps or time.monotonic() - self.last_draw >= UPDATE_SECONDS:
+            return self.draw()
+        return True
+
+    def draw(self) -> bool:
+        """Redraw the progress bar and the curves; False (train no further) once the run has ended."""
+        if self.ended:
+            return False
+        rows = self.rows[self.norm]
+        step = rows[-1]["step"] if rows else 0
+        done = self.norms.index(self.norm) * self.steps + step
+        text = f"Training {NORM_NAMES[self.norm]}: step {step} of {self.steps}"
+        if rows:
+            text += f" · loss {rows[-1]['loss']:.4f} · accuracy {rows[-1]['accuracy']:.1%} on this batch"
+        histories = {norm: pd.DataFrame(r, columns=["step", "loss", "accuracy"]) for norm, r in self.rows.items() if r}
+        try:
+            self.bar.progress(done / (self.steps * len(self.norms)), text=text)
+            figure = curves_figure(histories, len(self.task.vocabulary), self.steps, training_title(self.task))
+            plotly_chart(figure, f"train_live_{self.draws}", self.chart)
+        except BaseException as interrupt:  # noqa: B036 - Streamlit's rerun/stop request: raised again once kept
+            self.interrupt = interrupt
+            return False
+        self.last_draw = time.monotonic()
+        self.draws += 1
+        return True
+
+
+def keep_result(live: LiveTraining) -> None:
+    """Move a finished or stopped training run's result into session_state (from a run Streamlit still runs)."""
+    if live.training is not None:
+        keep_training(live.training)
+    if st.session_state.get(LIVE_KEY) is live:
+        del st.session_state[LIVE_KEY]
+
+
+def collect_stopped_training() -> None:
+    """A training run of this session still in progress was stopped by the click that started this run: wait
+    for it to hand over what it learned, and keep that."""
+    live: LiveTraining | None = st.session_state.get(LIVE_KEY)
+    if live is None:
+        return
+    live.stop_requested.set()
+    if not live.finished.wait(STOP_WAIT_SECONDS):
+        st.info("The training you stopped is still finishing a step; its model appears at your next click.")
+        return
+    keep_result(live)
+
+
+def train_models(cfg: ModelConfig, task: Task, s: Settings, bar: DeltaGenerator, chart: DeltaGenerator) -> None:
+    """Train (both placements, one after the other, when asked), keeping the result in session_state."""
+    norms = ("post", "pre") if s.both else (cfg.norm,)
+    live = LiveTraining(next_run_id(), bar, chart, norms, s.steps, task)
+    st.session_state[LIVE_KEY] = live
+    start = initial_model(cfg.replace(norm=norms[0]), task)  # the same initial weights for both placements
+    results: dict[str, TrainResult] = {}
+    try:
+        with single_thread():
+            for norm in norms:
+                if not live.begin(norm):
+                    break
+                results[norm] = train(
+                    cfg.replace(norm=norm),
+                    task,
+                    steps=s.steps,
+                    lr=s.lr,
+                    warmup=s.warmup,
+                    batch_size=s.batch_size,
+                    seed=cfg.seed,
+                    callback=live,
+                    snapshot_every=max(1, s.steps // SNAPSHOTS),
+                    initial=start,
+                )
+                if live.ended:
+                    break
+    finally:  # no st call here: after a click, Streamlit may already have stopped this run
+        if results:
+            live.training = Training(live.run_id, task, results, norms, s.steps, "trained here")
+        live.finished.set()
+    if live.interrupt is not None:
+        raise live.interrupt
+    keep_result(live)  # raises StopException instead if a click already ended this run; the next run keeps it
+    bar.empty()
+    chart.empty()
+
+
+def keep_training(training: Training) -> None:
+    """Make `training` the one this session shows, in place of any before it."""
+    st.session_state[RESULT_KEY] = training
+
+
+def kept_training() -> Training | None:
+    """This session's last training run, or the model it loaded from files."""
+    return st.session_state.get(RESULT_KEY)
