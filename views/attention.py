@@ -26,11 +26,10 @@ from views.widgets import (
     clamp_view,
     code_text,
     download,
+    kind_choice,
     model_line,
-    opening_kind,
     plain,
     remember_view,
-    settle_choice,
     stretch_toggle,
     view_download,
 )
@@ -254,16 +253,7 @@ def main() -> None:
     notes = st.container()
     kind = kinds[0]
     if len(kinds) > 1:
-        settle_choice("kind", kinds, opening_kind(kinds))
-        kind = st.radio(
-            "Attention",
-            kinds,
-            index=kinds.index(opening_kind(kinds)),
-            key="kind",
-            bind="query-params",
-            horizontal=True,
-            help="cross-attention: each target token (query) looks at the source tokens (keys).",
-        )
+        kind = kind_choice(kinds, "cross-attention: each target token (query) looks at the source tokens (keys).")
     maps = all_maps[kind]
     entropy = head_entropy(maps)  # once a run: the board beside the map and the table below both show it
     next_token_section(trace)

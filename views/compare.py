@@ -55,7 +55,7 @@ from views.widgets import (
     carry_view,
     code_text,
     download,
-    opening_kind,
+    kind_choice,
     plain,
     plotly_chart,
     remember_view,
@@ -114,16 +114,8 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
     note_view_param(VIEW_NOTES_KEY, "head", heads)
     notes = st.container()  # filled once the selectors exist
     if len(pairs) > 1:
-        settle_choice("kind", labels, opening_kind(labels))
-        label = st.radio(
-            "Attention",
-            labels,
-            index=labels.index(opening_kind(labels)),
-            key="kind",
-            bind="query-params",
-            horizontal=True,
-            help="Paired by role: the stack that reads your tokens, then the decoder of an encoder-decoder.",
-        )
+        by_role = "Paired by role: the stack that reads your tokens, then the decoder of an encoder-decoder."
+        label = kind_choice(labels, by_role)
         pair = pairs[labels.index(label)]
         layers, heads = layers_and_heads(pair)
     ranking = ranking_of(pair, (*key, pair.label)) if pair.same_shape else None

@@ -187,3 +187,18 @@ def plotly_chart(figure: Any, key: str, where: DeltaGenerator | None = None) -> 
     """One Plotly figure, as wide as its column, with its own colours (Streamlit's theme off, so the page draws what
     a notebook and the HTML download draw); into `where` (a placeholder, say) or the page."""
     (where or st).plotly_chart(figure, key=key, theme=None, width="stretch", config=PLOTLY_CONFIG)
+
+
+def kind_choice(kinds: list[str], help_text: str) -> str:
+    """The radio that picks which attention a page shows (self- or cross-attention), kept in the URL as `kind`; it
+    opens on opening_kind, as on every page."""
+    settle_choice("kind", kinds, opening_kind(kinds))
+    return st.radio(
+        "Attention",
+        kinds,
+        index=kinds.index(opening_kind(kinds)),
+        key="kind",
+        bind="query-params",
+        horizontal=True,
+        help=help_text,
+    )
