@@ -262,13 +262,17 @@ def histogram_figure(bins: pd.DataFrame, what: str, values_summary: str, log_cou
     return figure
 
 
+ZERO_NOTES = {  # why a feed-forward's hidden units are, or are not, exactly 0, by the config's activation name
+    "relu": "ReLU sets every negative pre-activation to exactly 0; about half for random weights",
+    "gelu": "GELU is exactly 0 only at 0 itself, so this stays at 0%",
+    "swiglu": "SwiGLU: silu(gate(x)) * linear1(x) is exactly 0 only where a factor is, so this stays near 0%",
+}
+ZERO_NOTES["silu"] = ZERO_NOTES["swiglu"]  # a Llama checkpoint's files name the same gated unit "silu"
+
+
 def zero_fraction_figure(zeros: pd.DataFrame, stack: str, activation: str) -> go.Figure:
     """Share of feed-forward hidden units that are exactly 0, per layer: one bar per block, its percentage on top."""
-    note = (
-        "ReLU sets every negative pre-activation to exactly 0; about half for random weights"
-        if activation == "relu"
-        else "GELU is exactly 0 only at 0 itself, so this stays at 0%"
-    )
+    note = ZERO_NOTES.get(activation, f"{activation} is exactly 0 only where its input is")
     share = zeros["zero_fraction"].to_numpy(dtype=np.float64)  # [L]
     figure = go.Figure(
         go.Bar(

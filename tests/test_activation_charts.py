@@ -189,6 +189,9 @@ def test_zero_fraction_and_head_grids(trace):
     np.testing.assert_array_equal(bars["y"], zeros["zero_fraction"])
     assert bars["text"] == [f"{share:.0%}" for share in zeros["zero_fraction"]]  # the share written on each bar
     assert "ReLU" in figure_title(figure)
+    for gated in ("swiglu", "silu"):  # a Llama's gated unit, as its config and as its files name it: not GELU's note
+        said = figure_title(figure_json(zero_fraction_figure(zeros, "decoder", gated)))
+        assert "SwiGLU" in said and "GELU" not in said and "ReLU" not in said
     assert figure["layout"]["xaxis"]["title"]["text"] == "block"
     assert figure["layout"]["yaxis"]["title"]["text"] == "share of units × tokens"
     grid = head_grid(head_sparsity(trace.first.self_attention), "sparsity")
