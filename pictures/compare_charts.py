@@ -48,7 +48,7 @@ STATISTIC_TITLES = {
     "gradient norm": "Gradient norm of each block",
     "attention entropy": "Self-attention entropy (nats, mean of heads)",
 }
-LINE_HEIGHT = 190  # px of each per-layer panel
+LINE_HEIGHT = 150  # px of each per-layer panel
 PANEL_GAP_PX = 90  # px between the two rows of panels: the upper row's axis title and the lower row's panel titles
 MAX_LAYER_TICKS = 13
 SHADE_COLOUR = "#eeeeee"  # behind the blocks only one model has
@@ -306,7 +306,7 @@ def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> go.
     has_b = bool(table["b"].notna().any())
     figure = make_subplots(
         rows=2, cols=2, subplot_titles=[STATISTIC_TITLES[s] for s in PER_LAYER], horizontal_spacing=0.1,
-        vertical_spacing=0.2,
+        vertical_spacing=PANEL_GAP_PX / (2 * LINE_HEIGHT + PANEL_GAP_PX),  # of the plot area: exactly that gap
     )  # fmt: skip
     figure.update_annotations(font={"size": 14})  # the panel titles, in the page's size
     in_legend: set[str] = set()
@@ -342,9 +342,11 @@ def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> go.
         )
     else:
         title, subtitle = f"Per-layer statistics of {a_name}", f"{b_name} has no values here: {a_name} alone"
-    layout = figure_layout(title, subtitle, 2 * LINE_HEIGHT + PANEL_GAP_PX)
+    panels_px = 2 * LINE_HEIGHT + PANEL_GAP_PX
+    layout = figure_layout(title, subtitle)
     layout["legend"] |= LEGEND_BELOW
     layout["margin"]["b"] += LEGEND_ROW_PX
     layout["margin"]["t"] += PANEL_TITLE_PX
+    layout["height"] = panels_px + layout["margin"]["t"] + layout["margin"]["b"]  # each panel LINE_HEIGHT px tall
     figure.update_layout(layout)
     return figure
