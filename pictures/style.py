@@ -109,11 +109,23 @@ def label_text(text: str) -> str:
     return html.escape(str(text), quote=False)
 
 
+def subtitle_lines(subtitle: str, most: int = SUBTITLE_CHARS) -> list[str]:
+    """A subtitle in lines of at most `most` characters, broken at its " · " separators where it can, so that no line
+    starts with a separator."""
+    lines: list[str] = []
+    for part in subtitle.split(" · ") if subtitle else []:
+        if lines and len(lines[-1]) + 3 + len(part) <= most:
+            lines[-1] += " · " + part
+        else:
+            lines.extend(textwrap.wrap(part, most) or [""])
+    return lines
+
+
 def figure_layout(title: str, subtitle: str = "", height: int = 340, **more: object) -> dict:
     """The layout every Plotly figure starts from: a title on the left with its subtitle wrapped below it, the page's
     font, a white background with light grid lines, and `height` px for the plot and its axes (the title's lines
     come on top). `more`: any other layout settings (legend, axes, margins)."""
-    lines = [html.escape(line, quote=False) for line in textwrap.wrap(subtitle, SUBTITLE_CHARS)] if subtitle else []
+    lines = [html.escape(line, quote=False) for line in subtitle_lines(subtitle)]
     top = 44 + LINE_PX * len(lines)
     layout = {
         "title": {

@@ -14,6 +14,7 @@ from pictures.style import (
     label_text,
     plotly_scale,
     png_uri,
+    subtitle_lines,
     ticks,
 )
 from tests.drawn import _decode_png
@@ -64,3 +65,11 @@ def test_a_long_subtitle_is_wrapped_escaped_and_given_room_above_the_plot():
 def test_an_axis_writes_numbers_without_e_notation_unless_told_otherwise():
     assert axis("loss")["tickformat"] == ".4~r" and axis("loss")["title"] == {"text": "loss"}
     assert axis(None, ".0%", range=[0, 1]) == axis(None, ".0%") | {"range": [0, 1]}
+
+
+def test_a_subtitle_breaks_at_its_separators_so_no_line_starts_with_one():
+    parts = ["pair i repeats every so many positions " * 2, "pairs above the dashed line do not complete a period"]
+    lines = subtitle_lines(" · ".join(parts), most=100)
+    assert lines == [parts[0].strip(), parts[1]]  # not "... positions · pairs" cut mid-way, then "above the ..."
+    assert subtitle_lines("a · b · c", most=100) == ["a · b · c"]  # short enough: one line
+    assert subtitle_lines("") == []
