@@ -25,6 +25,7 @@ from explorer.position_analysis import (
     wavelengths,
 )
 from explorer.positional import ROPE_BASE
+from explorer.positional_text import NO_VECTORS, explanation, formula, rope_base, table_frame
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures.positional_charts import (
@@ -56,24 +57,6 @@ from views.widgets import (
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
 METRICS = ("cosine", "dot")
-EXPLAIN = {
-    "sinusoidal": "Each position p gets a fixed vector that is **added** to the token embedding. Dimension pair i "
-    "is a sine and a cosine of p at its own frequency, from fast (pair 0, wavelength 2π ≈ 6.3 positions) to slow "
-    "(the last pair, wavelength {slowest:,.0f} positions with d_model {d_model}).",
-    "learned": "Each position p has its own vector, a row of a trainable table, **added** to the token embedding. "
-    "It starts random and would only take a shape through training.",
-    "rope": "Rotary encoding adds **nothing** to the token embeddings. Inside every self-attention layer it turns "
-    "each pair of dimensions of a query and of a key by an angle proportional to the position, so the score "
-    "q·k depends on how far apart the two tokens are, not on where they are. (Cross-attention is not rotated.)",
-    "none": "Nothing tells the model where a token is: no vector is added and nothing is rotated. Self-attention "
-    "then treats the input as a **set** of tokens (unless a causal mask is on, which carries order itself).",
-}
-
-
-TRAINED_TABLE = (
-    "Each position p has its own vector, a row of a trainable table, **added** to the token embedding. In a "
-    "pretrained model the rows were learned with everything else, from the text the model was trained on."
-)
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -114,27 +97,6 @@ def rope_wavelengths(cfg: ModelConfig, n_positions: int) -> go.Figure:
     return wavelength_figure(wavelengths(cfg.d_head, base), cfg.d_head, n_positions, "d_head", base)
 
 
-def rope_base(cfg: ModelConfig) -> float:
-    """The rotary base θ: a checkpoint's own, else the original paper's 10,000."""
-    return cfg.rope_base if isinstance(cfg, CheckpointConfig) else ROPE_BASE
-
-
-def table_frame(table: np.ndarray, tokens: list[str] | None = None) -> pd.DataFrame:
-    """position (, token), dim_0 ... dim_{D-1}: one row per position."""
-    frame = pd.DataFrame(table, columns=[f"dim_{d}" for d in range(table.shape[1])])
-    if tokens is not None:
-        frame.insert(0, "token", tokens)
-    frame.insert(0, "position", np.arange(table.shape[0]))
-    return frame
-
-
-DISABLED_WHY = {
-    "rope": "rope adds no vector to the input, so there are no position vectors to plot or compare; it rotates "
-    "queries and keys instead (below).",
-    "none": "no position vectors are added, so there are none to plot or compare.",
-}
-
-
 def controls(cfg: ModelConfig) -> tuple[int, str, str]:
     left, middle, right = st.columns([1, 2, 1])
     n_positions = left.number_input(
@@ -168,7 +130,7 @@ def controls(cfg: ModelConfig) -> tuple[int, str, str]:
         unused = "None of these controls is" if cfg.positional == "none" else "Only Max position is"
         causal = any("causal" in mask for mask in applied_masks(cfg).values())
         st.caption(
-            f"{unused} used with {positions_text(cfg.positional)}: {DISABLED_WHY[cfg.positional]}"
+            f"{unused} used with {positions_text(cfg.positional)}: {NO_VECTORS[cfg.positional]}"
             + (" (A causal mask still carries order, as shown below.)" if causal and cfg.positional == "none" else "")
             + (
                 ""
@@ -392,25 +354,9 @@ def main() -> None:
         return
     cfg, trace = run
     st.caption(summary(cfg, trace))
-    explain = EXPLAIN[cfg.positional]
-    if isinstance(cfg, CheckpointConfig) and cfg.positional == "learned":
-        explain = TRAINED_TABLE
-    st.markdown(explain.format(slowest=wavelengths(cfg.d_model)[-1], d_model=cfg.d_model))
-    if cfg.positional == "sinusoidal":
-        st.latex(
-            r"PE_{p,\,2i} = \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right),\qquad "
-            r"PE_{p,\,2i+1} = \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right)"
-        )
-    elif cfg.positional == "rope":
-        st.latex(
-            rf"\theta_{{p,\,i}} = \frac{{p}}{{{rope_base(cfg):g}^{{2i/d_{{head}}}}}},\qquad "
-            r"(q_{2i},\,q_{2i+1}) \mapsto R(\theta_{p,i})\,(q_{2i},\,q_{2i+1})"
-            + (
-                r"\quad\text{(pairs } (i,\ i + d_{head}/2) \text{ in Llama's layout)}"
-                if getattr(cfg, "family", None) == "llama"
-                else ""
-            )
-        )
+    st.markdown(explanation(cfg))
+    if formula(cfg):
+        st.latex(formula(cfg))
     warn_junk_url(
         {
             "pos_max": None,
