@@ -121,16 +121,19 @@ def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_i
     assert_clean(page)
 
 
-def live_steps(page) -> int:
-    """How many steps the live curves hold while training runs (0 once the progress bar is gone, or before)."""
-    return page.evaluate(
-        """sel => {
+def wait_live_steps(page, least: int) -> int:
+    """Wait until the live curves hold at least `least` steps while training runs, and return how many they hold,
+    read in the same check: the chart is replaced at each redraw, so a second read could catch it empty."""
+    return page.wait_for_function(
+        """([sel, least]) => {
             const gd = document.querySelector(sel);
             const running = document.querySelector("[data-testid='stProgress']") !== null;
-            return running && gd && gd._fullData?.length ? gd._fullData[0].x.length : 0;
+            const steps = running && gd && gd._fullData?.length ? gd._fullData[0].x.length : 0;
+            return steps >= least ? steps : null;
         }""",
-        PLOT,
-    )
+        arg=[PLOT, least],
+        timeout=60_000,
+    ).json_value()
 
 
 def test_stop_keeps_what_was_learned_and_the_curves_grow_live(page, app_url, wait_idle):
@@ -143,14 +146,9 @@ def test_stop_keeps_what_was_learned_and_the_curves_grow_live(page, app_url, wai
         }""",
         timeout=60_000,
     )
-    page.wait_for_function(f'() => document.querySelector("{PLOT}")?._fullData?.[0]?.x.length >= 20', timeout=60_000)
-    seen = live_steps(page)
-    page.wait_for_function(  # the same chart is redrawn with more steps while training goes on
-        f"() => document.querySelector(\"[data-testid='stProgress']\") !== null"
-        f' && document.querySelector("{PLOT}")._fullData[0].x.length > {seen}',
-        timeout=60_000,
-    )
-    assert live_steps(page) > seen >= 20
+    seen = wait_live_steps(page, 20)
+    grown = wait_live_steps(page, seen + 1)  # the curves are redrawn with more steps while training goes on
+    assert grown > seen >= 20
     stop_button(page).click()
     wait_idle(page, 60_000)
     alerts = " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
