@@ -22,11 +22,13 @@ from pictures.style import (
     CATEGORY10,
     HOVER_NUMBERS,
     MAX_CELL_PX,
+    PANEL_TITLE_FONT,
     VIRIDIS,
     Ramp,
     axis,
     figure_layout,
     layer_head_axes,
+    legend_below,
 )
 
 CIVIDIS = ("#00224e", "#123570", "#3b496c", "#575d6d", "#707173", "#8a8678", "#a59c74", "#c3b369", "#e1cc55",
@@ -49,10 +51,8 @@ BIN_EDGES = ".4~g"  # a bin's edges in its hover label: 4 significant digits, no
 ZERO_COLOUR = CATEGORY10[3]  # the red dotted line at 0 of the histogram
 ZERO_LINE_POINTS = 81  # points along that line: one within 2 px of anywhere on it, so all of it hovers
 ZERO_LINE_HOVER_PX = 5  # the line answers hover this close (Plotly's hoverdistance); further, the bar under it does
-LEGEND_BELOW = {"orientation": "h", "traceorder": "normal", "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0,
-                "yanchor": "bottom"}  # fmt: skip  # a legend in rows under the plot, the panels as wide as they can be
+IN_ORDER = {"traceorder": "normal"}  # a legend lists the points in the order they are drawn, not grouped
 TWO_COLUMNS = {"entrywidth": 0.5, "entrywidthmode": "fraction"}
-LEGEND_ROW_PX = 22  # px one row of that legend takes
 HEAD_GRID_PX = 150  # px along the longer side of a per-head grid: three fit in a row
 
 
@@ -92,7 +92,7 @@ def _line(rows: pd.DataFrame, column: str, name: str, value_title: str, **style:
 
 def _panel_titles(figure: go.Figure) -> go.Figure:
     """make_subplots writes each panel's title as an annotation: in the page's font size."""
-    return figure.update_annotations(font={"size": 14})
+    return figure.update_annotations(font=PANEL_TITLE_FONT)
 
 
 def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
@@ -122,8 +122,7 @@ def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
         "sub-layer adds, before the residual sum; over all tokens and units"
     )
     layout = figure_layout(f"Activation statistics over depth ({stack} stack)", subtitle, 480)
-    layout["legend"] |= LEGEND_BELOW | {"title": {"text": "point"}}
-    layout["margin"]["b"] += LEGEND_ROW_PX
+    legend_below(layout, 1, title={"text": "point"}, **IN_ORDER)
     figure.update_layout(layout)
     figure.update_xaxes(_block_axis(None, layers, PANEL_LAYER_TICKS))
     figure.update_xaxes(title={"text": "block"}, row=2)
@@ -159,8 +158,7 @@ def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> go.Figure:
         "and its bias 0, as at initialisation (a trained LayerNorm moves away from that)"
     )
     layout = figure_layout(f"What each LayerNorm receives and returns ({stack} stack, {norm}-norm)", subtitle, 300)
-    layout["legend"] |= LEGEND_BELOW | TWO_COLUMNS
-    layout["margin"]["b"] += LEGEND_ROW_PX * len(sublayers)  # a row per sub-layer: its input and output
+    legend_below(layout, len(sublayers), **IN_ORDER, **TWO_COLUMNS)  # a row per sub-layer: its input and output
     figure.update_layout(layout)
     figure.update_xaxes(_block_axis("block", layers, PANEL_LAYER_TICKS))
     figure.update_yaxes(axis(None, rangemode="tozero"))

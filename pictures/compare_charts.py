@@ -18,7 +18,17 @@ from explorer.numbers import readable
 from explorer.trace import AttentionMaps
 from pictures.attention_panels import token_labels, top_of, weight_ramp
 from pictures.boards import matrix_panel
-from pictures.style import HOVER_NUMBERS, Ramp, axis, figure_layout, label_text, layer_head_axes
+from pictures.style import (
+    HOVER_NUMBERS,
+    PANEL_TITLE_FONT,
+    PANEL_TITLE_PX,
+    Ramp,
+    axis,
+    figure_layout,
+    label_text,
+    layer_head_axes,
+    legend_below,
+)
 
 A_COLOUR = "#1f5fa8"  # A is blue everywhere: its lines, and A - B > 0 (A attends more)
 B_COLOUR = "#c2410c"  # B is orange-red: its lines, and A - B < 0 (B attends more)
@@ -53,9 +63,6 @@ PANEL_GAP_PX = 90  # px between the two rows of panels: the upper row's axis tit
 MAX_LAYER_TICKS = 13
 SHADE_COLOUR = "#eeeeee"  # behind the blocks only one model has
 NOT_AVAILABLE = "not available"  # written in a panel whose statistic has no values (no gradient norms)
-LEGEND_BELOW = {"orientation": "h", "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0, "yanchor": "bottom"}
-LEGEND_ROW_PX = 22  # px the legend's row takes under the panels
-PANEL_TITLE_PX = 12  # px more above the panels, so that the upper panels' titles stand clear of the subtitle
 
 
 def difference_ramp(half: float) -> Ramp:
@@ -308,7 +315,7 @@ def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> go.
         rows=2, cols=2, subplot_titles=[STATISTIC_TITLES[s] for s in PER_LAYER], horizontal_spacing=0.1,
         vertical_spacing=PANEL_GAP_PX / (2 * LINE_HEIGHT + PANEL_GAP_PX),  # of the plot area: exactly that gap
     )  # fmt: skip
-    figure.update_annotations(font={"size": 14})  # the panel titles, in the page's size
+    figure.update_annotations(font=PANEL_TITLE_FONT)
     in_legend: set[str] = set()
     shaded = False
     for i, statistic in enumerate(PER_LAYER):
@@ -344,8 +351,7 @@ def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> go.
         title, subtitle = f"Per-layer statistics of {a_name}", f"{b_name} has no values here: {a_name} alone"
     panels_px = 2 * LINE_HEIGHT + PANEL_GAP_PX
     layout = figure_layout(title, subtitle)
-    layout["legend"] |= LEGEND_BELOW
-    layout["margin"]["b"] += LEGEND_ROW_PX
+    legend_below(layout)
     layout["margin"]["t"] += PANEL_TITLE_PX
     layout["height"] = panels_px + layout["margin"]["t"] + layout["margin"]["b"]  # each panel LINE_HEIGHT px tall
     figure.update_layout(layout)

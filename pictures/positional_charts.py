@@ -43,7 +43,7 @@ OFFSET_PX = 300  # px along each side of the offset-score matrix, and the height
 PERMUTATION_PX = 190  # px along each side of the three reordering maps: they fit side by side
 TYPED_MARK_PX = 6  # a typed token's red mark: Plotly hovers the smaller of two marks on one point (a curve's point
 # counts as 6 px), so a larger mark would lose its hover to the curve beneath it
-LEGEND_ROW_PX = 21  # px one legend entry takes: a chart's plot area is tall enough to list all its curves
+LEGEND_ENTRY_PX = 21  # px one entry of the legend beside the plot takes: the plot is tall enough to list every curve
 TABLE_TICK_PX = 28  # px at least between two labels on an axis of the encoding table
 
 
@@ -166,7 +166,7 @@ def encoding_curves(
              "fillcolor": TYPED_COLOUR, "opacity": 0.07, "line": {"width": 0}, "layer": "below"}  # fmt: skip
     figure = go.Figure(traces)
     figure.update_layout(
-        figure_layout(f"{what}: value against position", note, max(330, LEGEND_ROW_PX * (len(traces) + 1) + 80)),
+        figure_layout(f"{what}: value against position", note, max(330, LEGEND_ENTRY_PX * (len(traces) + 1) + 80)),
         xaxis=_whole_numbers(-0.5 if typed else 0, max(1, n_positions - 1), "position"),
         yaxis=axis("value added to that dimension"),
         legend={"title": {"text": "dimension"}},

@@ -97,6 +97,20 @@ SUBTITLE_CHARS = 100  # Plotly never wraps a title: a subtitle is broken into li
 LINE_PX = 19  # px one subtitle line takes
 
 
+LEGEND_BELOW = {"orientation": "h", "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0, "yanchor": "bottom"}
+LEGEND_ROW_PX = 22  # px one row of a legend under the plot takes
+PANEL_TITLE_FONT = {"size": 14}  # the titles of a figure's panels (make_subplots' annotations), in the page's size
+PANEL_TITLE_PX = 12  # px more above a figure's panels, so that their titles stand clear of the subtitle
+
+
+def legend_below(layout: dict, rows: int = 1, **legend: object) -> dict:
+    """figure_layout's `layout` with its legend in `rows` rows under the plot, so the panels keep their whole width,
+    and the bottom margin grown to hold them. `legend`: any other legend settings."""
+    layout["legend"] |= LEGEND_BELOW | legend
+    layout["margin"]["b"] += LEGEND_ROW_PX * rows
+    return layout
+
+
 def plotly_scale(colours: tuple[str, ...]) -> list[list]:
     """A colour ramp (evenly spread hex colours) as a Plotly colorscale: [[0.0, first], ..., [1.0, last]]."""
     stops = np.linspace(0.0, 1.0, len(colours))

@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 
 from explorer.task_patterns import PATTERN_NAMES, task_allowed, task_pattern, uniform_mass
 from explorer.tasks import Task
-from pictures.style import CATEGORY10, axis, figure_layout
+from pictures.style import CATEGORY10, PANEL_TITLE_FONT, PANEL_TITLE_PX, axis, figure_layout, legend_below
 
 NORM_NAMES = {"post": "post-norm", "pre": "pre-norm"}
 NORM_COLOURS = {"post": "#1f5fa8", "pre": "#e0701a"}  # blue and orange: told apart in greyscale and by most eyes
@@ -26,9 +26,6 @@ REFERENCE_COLOUR, NOTE_COLOUR = "#888888", "#666666"  # a dotted reference line,
 MARK_COLOUR = "#444444"  # the vertical line at the step the slider shows
 LOSS_TITLE = "loss (cross-entropy, nats, log scale)"
 ACCURACY_TITLE = "token accuracy on the training batch"
-LEGEND_BELOW = {"orientation": "h", "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0, "yanchor": "bottom"}
-LEGEND_ROW_PX = 22  # px the legend's row takes under the panels
-PANEL_TITLE_PX = 12  # px more above the panels, so that their titles stand clear of the subtitle
 PATTERN_PX = 300  # px of the pattern chart: its legend of MAX_PATTERN_LINES heads fits beside it unscrolled
 
 
@@ -84,7 +81,7 @@ def curves_figure(
     that guesses uniformly: loss ln(V), accuracy 1/V."""
     uniform_loss, chance = math.log(vocabulary_size), 1.0 / vocabulary_size
     figure = make_subplots(rows=1, cols=2, subplot_titles=(LOSS_TITLE, ACCURACY_TITLE), horizontal_spacing=0.14)
-    figure.update_annotations(font={"size": 14})  # the panel titles, in the page's size
+    figure.update_annotations(font=PANEL_TITLE_FONT)
     for norm, history in histories.items():
         name = NORM_NAMES.get(norm, norm)
         line = {"color": NORM_COLOURS.get(norm, "#444444"), "width": 2, "dash": NORM_DASHES.get(norm, "solid")}
@@ -108,8 +105,7 @@ def curves_figure(
     _reference(figure, chance, f"chance 1/{vocabulary_size} = {chance:.0%}", row=1, col=2)
     subtitle = f"on each step's batch of fresh sequences; dotted: guessing uniformly among the {vocabulary_size} tokens"
     layout = figure_layout(title or "Loss and accuracy per training step", subtitle, 280)
-    layout["legend"] |= LEGEND_BELOW
-    layout["margin"]["b"] += LEGEND_ROW_PX
+    legend_below(layout)
     layout["margin"]["t"] += PANEL_TITLE_PX
     figure.update_layout(layout)
     figure.update_xaxes(axis("step", range=[0, total_steps] if total_steps else None))
