@@ -20,6 +20,7 @@ from explorer.tasks import Batch, Task, accuracy, expected_output
 from explorer.trace import AttentionMaps, run
 
 Callback = Callable[[int, float, float], bool | None]  # (step, loss, accuracy) -> False stops training
+HISTORY_COLUMNS = ["step", "loss", "accuracy", "lr"]  # a TrainResult's history: one row per step
 MAX_TRAIN_PARAMETERS = 2_000_000  # more would take minutes per run on a laptop's CPU (the default model has 101,770)
 
 
@@ -145,7 +146,7 @@ def train(
                 if snapshots[-1].step != step:
                     snapshots.append(_snapshot(model, step, probe))
                 break
-    history = pd.DataFrame(rows, columns=["step", "loss", "accuracy", "lr"])
+    history = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
     return TrainResult(model.eval(), task, history, probe, snapshots, stopped)
 
 
@@ -154,7 +155,7 @@ def loaded_result(model: Transformer, task: Task) -> TrainResult:
     have used with the model's own seed (the one the Train page trains with)."""
     if model.config is None:
         raise ConfigError("Only models built from a config carry the seed their probe input is drawn with.")
-    history = pd.DataFrame(columns=["step", "loss", "accuracy", "lr"])
+    history = pd.DataFrame(columns=HISTORY_COLUMNS)
     return TrainResult(model, task, history, probe_tokens(task, model.config.seed))
 
 
