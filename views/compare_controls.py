@@ -88,7 +88,7 @@ def checkpoint_b_control(a: CheckpointConfig) -> CheckpointConfig:
         "not trained with. Another checkpoint: a second real model on the same text, side by side.",
     )
     if choice == FLIPPED:
-        return a.replace(norm="pre" if a.norm == "post" else "post")
+        return default_b(a)
     return pretrained_model(choice).config
 
 
