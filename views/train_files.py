@@ -12,6 +12,7 @@ from views.training_run import Training, keep_training, next_run_id
 from views.widgets import download
 
 UPLOAD_ERROR_KEY = "_train_upload_error"  # why the last upload could not load, shown once
+LIMIT_MB = checkpoints.MAX_WEIGHTS_BYTES >> 20  # the largest file the page accepts, in MB
 
 
 def model_files(training: Training | None, norm: str | None) -> None:
@@ -37,14 +38,13 @@ def model_files(training: Training | None, norm: str | None) -> None:
             "train_download_json",
             c2,
         )
-    limit_mb = checkpoints.MAX_WEIGHTS_BYTES // 2**20
     st.file_uploader(
         "Load a trained model: choose both of its files, the .safetensors and the .json",
         type=["safetensors", "json"],
         accept_multiple_files=True,
         key="train_upload",
-        max_upload_size=limit_mb,
-        help=f"The two files this page downloads, at most {limit_mb} MB. Nothing in them is executed: the weights "
+        max_upload_size=LIMIT_MB,
+        help=f"The two files this page downloads, at most {LIMIT_MB} MB. Nothing in them is executed: the weights "
         "are plain tensors and the settings plain JSON, both checked before use.",
     )
     st.button("Load model", key="train_load", on_click=load_uploaded, icon=":material/upload:")
@@ -66,9 +66,7 @@ def load_uploaded() -> None:
         return
     too_big = [f for f in (*weights, *metas) if f.size > checkpoints.MAX_WEIGHTS_BYTES]
     if too_big:
-        st.session_state[UPLOAD_ERROR_KEY] = (
-            f"{too_big[0].name} is over the {checkpoints.MAX_WEIGHTS_BYTES >> 20} MB limit."
-        )
+        st.session_state[UPLOAD_ERROR_KEY] = f"{too_big[0].name} is over the {LIMIT_MB} MB limit."
         return
     try:
         model, task = checkpoints.load_trained(weights[0].getvalue(), metas[0].getvalue())
