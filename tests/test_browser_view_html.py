@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import explorer
+from explorer.compare import default_b, model_for_b
 from explorer.config import ModelConfig
+from explorer.gradients import gradient_norms, layer_gradient_totals
 
 pytestmark = pytest.mark.browser
 
@@ -74,3 +76,24 @@ def test_the_positional_view_opens_offline_with_the_models_table(page, app_url, 
     assert first["name"] == "dim 0"
     np.testing.assert_allclose(numbers(first["y"]), table[:64, 0], rtol=1e-6)
     assert numbers(similarity["data"][0]["z"]).shape == (64, 64)
+
+
+def test_the_activations_anatomy_and_compare_views_open_offline_with_their_numbers(page, app_url, wait_idle, browser):
+    cfg = ModelConfig()
+    model = explorer.build_model(cfg)
+    depth, gradients = figures_in(browser, downloaded_view(page, f"{app_url}/activations", wait_idle))
+    assert "Activation statistics over depth" in depth["title"]
+    totals = layer_gradient_totals(gradient_norms(model, TOKENS))["norm"]  # block by block
+    np.testing.assert_allclose(numbers(gradients["data"][0]["y"]), totals, rtol=1e-5)
+
+    (parameters,) = figures_in(browser, downloaded_view(page, f"{app_url}/anatomy", wait_idle))
+    total = sum(p.numel() for p in model.parameters())
+    assert numbers(parameters["data"][0]["y"]).sum() == total and f"{total:,} parameters" in parameters["title"]
+
+    a_map, b_map, difference, lines = figures_in(browser, downloaded_view(page, f"{app_url}/compare", wait_idle))
+    a = explorer.run(cfg, TOKENS).attention[0, 0]  # [T, T]: layer 0, head 0, the view the page opens on
+    b = explorer.run(model_for_b(model, default_b(cfg)), TOKENS).attention[0, 0]
+    np.testing.assert_allclose(numbers(a_map["data"][0]["z"]), a, rtol=1e-6)
+    np.testing.assert_allclose(numbers(b_map["data"][0]["z"]), b, rtol=1e-6)
+    np.testing.assert_allclose(numbers(difference["data"][0]["z"]), a - b, atol=1e-6)
+    assert "Per-layer statistics of A and B" in lines["title"]

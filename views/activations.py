@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 from functools import partial
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -26,6 +25,7 @@ from explorer.numbers import readable
 from explorer.positional import input_text
 from explorer.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.trace import StackTrace, Trace
+from pictures import notebook_figures
 from pictures.activation_charts import (
     CIVIDIS,
     depth_figure,
@@ -254,7 +254,7 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         csv_button("Block totals (CSV)", totals, "gradients_blocks.csv", "act_csv_grad_totals")
 
 
-def activation_figures(trace: Trace, model: Transformer, notebook_figures: Any) -> list:
+def activation_figures(trace: Trace, model: Transformer) -> list:
     """The view as Plotly figures: statistics over depth, and the gradient norms when there are tokens to predict."""
     figures = [notebook_figures.depth_figure(trace, i) for i in range(len(trace.stacks))]
     target = list(trace.last.tokens) if len(trace.stacks) > 1 else None

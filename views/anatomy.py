@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 import streamlit as st
 
@@ -12,6 +11,7 @@ from explorer.config import CheckpointConfig, ModelConfig
 from explorer.model import Transformer
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
+from pictures import notebook_figures
 from views.caches import cached_parameter_counts, from_model
 from views.state import session_model, sidebar_run
 from views.widgets import csv_button, model_line, plain, view_download
@@ -158,7 +158,7 @@ def diagram(cfg: ModelConfig) -> None:
         st.graphviz_chart(block_diagram(cfg))
 
 
-def parameter_figures(model: Transformer, notebook_figures: Any) -> list:
+def parameter_figures(model: Transformer) -> list:
     """The view as a Plotly figure: the parameters by kind of module."""
     return [notebook_figures.parameters_figure(model)]
 

@@ -14,6 +14,7 @@ from explorer.head_roles import ROLES, head_roles
 from explorer.prediction import can_predict, next_token
 from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
+from pictures import notebook_figures
 from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_cells, grid_panel
 from pictures.boards import board
 from pictures.head_role_panels import BREADTH, clear_roles, roles_panel
@@ -110,9 +111,9 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame, tra
     view_download(
         "Attention",
         [plain(summary(cfg, trace))],
-        lambda nf: (
-            [nf.maps_figure(maps, layer, head_index)]
-            + ([nf.attention_grid_figure(trace, maps.kind)] if with_grid else [])
+        lambda: (
+            [notebook_figures.maps_figure(maps, layer, head_index)]
+            + ([notebook_figures.attention_grid_figure(trace, maps.kind)] if with_grid else [])
         ),
         "attention",
         controls,

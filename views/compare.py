@@ -41,9 +41,10 @@ from explorer.gradients import objective_text
 from explorer.limits import check_app_size
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
+from pictures import notebook_figures
 from pictures.attention_panels import scale_note
 from pictures.boards import board
-from pictures.compare_charts import difference_panel, pair_panels, pair_top
+from pictures.compare_charts import difference_panel, layer_lines, pair_panels, pair_top
 from views.caches import gradient_totals, lines_chart, ranking_of, stack_tables, trace_of, weight_facts
 from views.compare_controls import top_controls
 from views.compare_ranking import pick_head, ranking_section
@@ -236,14 +237,14 @@ def shown_head() -> tuple[int, int]:
     return int(st.session_state.get("layer") or 0), int(st.session_state.get("head") or 0)
 
 
-def compare_figures(pair: MapPair, layer: int, head: int, lines: pd.DataFrame, notebook_figures: Any) -> list:
+def compare_figures(pair: MapPair, layer: int, head: int, lines: pd.DataFrame) -> list:
     """A's and B's map of `layer` and `head`, A − B when they have the same shape, and the per-layer lines drawn."""
     sides = [(m, side) for m, side in ((pair.a, "A"), (pair.b, "B")) if m is not None]
     shown = [(m, side) for m, side in sides if layer < m.n_layers and head < m.n_heads]
     figures = [notebook_figures.maps_figure(m, layer, head, f"{side} · ") for m, side in shown]
     if len(shown) == 2 and pair.a.weights.shape == pair.b.weights.shape:
         figures.append(notebook_figures.maps_difference_figure(pair.a, pair.b, layer, head))
-    return [*figures, lines_chart(lines)]
+    return [*figures, layer_lines(lines)]  # on the click, outside the script run: built, not read from a cache
 
 
 # --- The page.

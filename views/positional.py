@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -28,6 +27,7 @@ from explorer.positional import ROPE_BASE
 from explorer.positional_text import NO_VECTORS, explanation, formula, rope_base, table_frame
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
+from pictures import notebook_figures
 from pictures.positional_charts import (
     encoding_curves,
     encoding_heatmap,
@@ -70,7 +70,6 @@ def position_figures(
     metric: str,
     tokens: list[str],
     model: Transformer,
-    notebook_figures: Any,
 ) -> list:
     """The view as Plotly figures: the added table's curves (the page's dimensions, the typed tokens marked),
     wavelengths and similarities, or rope's angles and wavelengths."""

@@ -7,9 +7,6 @@ in this browser session's st.session_state only: no other session sees or change
 
 from __future__ import annotations
 
-from functools import partial
-from typing import Any
-
 import pandas as pd
 import streamlit as st
 
@@ -157,12 +154,6 @@ def use_on_other_pages(training: Training, norm: str) -> None:
     st.session_state["tokens"] = " ".join(result.probe)
 
 
-def shown_figures(figures: list, notebook_figures: Any) -> list:
-    """The view as Plotly figures: the curves as the page draws them (pictures.notebook_figures.training_figure
-    draws the same for one run in a notebook)."""
-    return figures
-
-
 def look_inside(training: Training) -> str:
     """Curves, attention forming over training, the model on typed tokens; returns the placement shown."""
     histories = {norm: r.history for norm, r in training.results.items() if len(r.history)}
@@ -172,7 +163,7 @@ def look_inside(training: Training) -> str:
         curves = curves_figure(histories, len(task.vocabulary), steps, training_title(task))
         plotly_chart(curves, "train_curves")
         labels = [training.label(norm) for norm in training.results]
-        view_download("Train", labels, partial(shown_figures, [curves]), "train")
+        view_download("Train", labels, lambda: [curves], "train")  # the curves as the page draws them
     norms = list(training.results)
     norm = norms[0]
     if len(norms) > 1:

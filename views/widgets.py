@@ -75,20 +75,19 @@ def plain(markdown: str) -> str:
 
 
 def view_download(
-    title: str, lines: list[str], figures: Callable[[Any], list], key: str, where: DeltaGenerator | None = None
+    title: str, lines: list[str], figures: Callable[[], list], key: str, where: DeltaGenerator | None = None
 ) -> None:
     """ "Download this view (HTML)": the page's figures as Plotly, in one offline file, built only when clicked.
-    `figures(notebook_figures)` makes them from the pictures.notebook_figures module, passed in so that plotly is
-    imported on the first click, not on every page load; it runs outside the script run, so it must get everything
-    it needs from the session (the model, the layer shown) as arguments, not read it then."""
+    `figures()` makes them (with pictures.notebook_figures, the page's own builders); it runs outside the script
+    run, so it must get everything it needs from the session (the model, the layer shown) as arguments, not read it
+    then."""
 
     link = (st.context.url or "").split("?")[0] + "?" + urlencode(st.query_params.to_dict(), quote_via=quote)
 
     def build() -> bytes:  # runs on the click, outside the script run: it may not read st.session_state
-        from pictures import notebook_figures
         from pictures.html_export import view_html
 
-        return view_html(title, [*lines, f"Link to this view: {link}"], figures(notebook_figures))
+        return view_html(title, [*lines, f"Link to this view: {link}"], figures())
 
     download(
         "Download this view (HTML)",
