@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from explorer.activations import layer_statistics
+from explorer.analysis.activations import layer_statistics
+from explorer.analysis.stats import head_entropy
 from explorer.config import ConfigError, ModelConfig
 from explorer.model import Transformer, build_model, copy_shared_weights
-from explorer.stats import head_entropy
 from explorer.trace import AttentionMaps, StackTrace, Trace
 
 # Fields that change the shapes of parameters both models have. n_layers is not one: B with more (or fewer)

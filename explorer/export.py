@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.stats import attention_frame, attention_matrix
 from explorer.config import ModelConfig
-from explorer.stats import attention_frame, attention_matrix
 from explorer.trace import AttentionMaps
 
 MASK_NOTE = (

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.position_analysis import wavelengths
 from explorer.config import CheckpointConfig, ModelConfig
-from explorer.position_analysis import wavelengths
 from explorer.positional import ROPE_BASE
 
 EXPLANATIONS = {

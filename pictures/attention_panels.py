@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.config import PAD_TOKEN
-from explorer.stats import attention_matrix
+from explorer.analysis.stats import attention_matrix
 from explorer.trace import AttentionMaps
 from pictures.boards import matrix_panel, sheet_panel
 from pictures.style import BLUES, VIRIDIS, Ramp, layer_head_axes

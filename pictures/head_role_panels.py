@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.head_roles import BROAD, ROLES, HeadRoles
+from explorer.analysis.head_roles import BROAD, ROLES, HeadRoles
 from pictures.attention_panels import weight_ramp
 from pictures.boards import matrix_panel
 

@@ -1,6 +1,6 @@
 """The Train page's figures: learning curves, and where attention lands over training.
 
-DataFrames in (explorer.training's history, explorer.task_patterns' pattern_history); Plotly figures out (no
+DataFrames in (explorer.training's history, explorer.analysis.task_patterns' pattern_history); Plotly figures out (no
 Streamlit here). pictures.notebook_figures.training_figure draws the same curves for a notebook.
 """
 
@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.task_patterns import PATTERN_NAMES, task_allowed, task_pattern, uniform_mass
+from explorer.analysis.task_patterns import PATTERN_NAMES, task_allowed, task_pattern, uniform_mass
 from explorer.tasks import Task
 from pictures.style import CATEGORY10, PANEL_TITLE_FONT, PANEL_TITLE_PX, axis, figure_layout, legend_below
 

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 import explorer
-from explorer.activations import ffn_zero_fraction, layer_statistics, token_norms, value_histogram
-from explorer.gradients import gradient_norms, layer_gradient_totals
-from explorer.stats import head_grid, head_sparsity
+from explorer.analysis.activations import ffn_zero_fraction, layer_statistics, token_norms, value_histogram
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.stats import head_grid, head_sparsity
 from pictures import notebook_figures
 from pictures.activation_charts import (
     CIVIDIS,

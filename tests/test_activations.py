@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.activations import activation_values, ffn_zero_fraction, layer_statistics, token_norms
+from explorer.analysis.activations import activation_values, ffn_zero_fraction, layer_statistics, token_norms
 
 TOKENS = "the cat sat on the mat"
 

@@ -22,7 +22,7 @@ from explorer.compare import (
     reorder_maps,
 )
 from explorer.config import ModelConfig
-from explorer.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.tasks import make_task
 from explorer.trace import AttentionMaps
 from explorer.training import train

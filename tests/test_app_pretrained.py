@@ -13,7 +13,7 @@ from safetensors import safe_open
 from streamlit.testing.v1 import AppTest
 
 import explorer
-from explorer.head_roles import ROLES, head_roles
+from explorer.analysis.head_roles import ROLES, head_roles
 from tests.drawn import app_matrices
 
 pytestmark = pytest.mark.slow

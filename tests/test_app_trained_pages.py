@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 import explorer
 from explorer.anatomy import parameter_counts
 from explorer.compare import default_b, model_for_b
-from explorer.gradients import gradient_norms, layer_gradient_totals, objective
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals, objective
 from explorer.tasks import make_task
 from explorer.training import train
 from tests.drawn import app_boards, figure_titled, figure_trace, panel_matrix

@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.config import ModelConfig
-from explorer.stats import head_average
+from explorer.analysis.stats import head_average
 from pictures.attention_panels import WEIGHTS
 from tests.drawn import DrawnMatrix, app_boards, app_matrices, sheet_maps
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.stats import head_average, head_entropy
+from explorer.analysis.stats import head_average, head_entropy
 from explorer.trace import AttentionMaps
 from pictures.attention_panels import (
     GRID_MAX_CELLS,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.task_patterns import pattern_history, task_pattern
+from explorer.analysis.task_patterns import pattern_history, task_pattern
 from explorer.tasks import make_task
 from explorer.training import single_thread, train
 from tests.browser_boards import panels, read_tips, wait_panels_drawn

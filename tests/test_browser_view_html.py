@@ -12,7 +12,7 @@ import pytest
 import explorer
 from explorer.compare import default_b, model_for_b
 from explorer.config import ModelConfig
-from explorer.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 
 pytestmark = pytest.mark.browser
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import explorer
-from explorer.gradients import gradient_norms, layer_gradient_totals, objective
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals, objective
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 

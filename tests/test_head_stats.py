@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.stats import head_entropy, head_grid, head_mean_distance, head_sparsity, keys_for_mass
+from explorer.analysis.stats import head_entropy, head_grid, head_mean_distance, head_sparsity, keys_for_mass
 from explorer.trace import AttentionMaps
 
 TOKENS = "the cat sat on the mat".split()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.activations import layer_statistics
+from explorer.analysis.activations import layer_statistics
 from explorer.tasks import make_task
 from pictures.training_charts import curves_figure, training_title
 from tests.drawn import figure_json

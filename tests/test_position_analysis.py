@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.position_analysis import (
+from explorer.analysis.position_analysis import (
     check_range,
     encoding_table,
     permutation_demo,

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import explorer
-from explorer.activations import POINTS, activation_values, depth_story, layer_statistics, points, value_histogram
+from explorer.analysis.activations import POINTS, activation_values, depth_story, layer_statistics, points, value_histogram
 from explorer.anatomy import forward_steps, parameter_counts, parameter_groups
-from explorer.position_analysis import (
+from explorer.analysis.position_analysis import (
     MAX_CURVES,
     default_dimensions,
     encoding_table,

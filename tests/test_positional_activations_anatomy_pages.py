@@ -11,12 +11,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
-from explorer.activations import layer_statistics, token_norms
+from explorer.analysis.activations import layer_statistics, token_norms
 from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_counts
 from explorer.config import ModelConfig
-from explorer.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
+from explorer.analysis.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
 from explorer.numbers import readable
-from explorer.position_analysis import (
+from explorer.analysis.position_analysis import (
     encoding_table,
     offset_scores,
     permutation_demo,
@@ -26,7 +26,7 @@ from explorer.position_analysis import (
     similarity_to,
     wavelengths,
 )
-from explorer.stats import head_entropy, head_grid, head_mean_distance, head_sparsity
+from explorer.analysis.stats import head_entropy, head_grid, head_mean_distance, head_sparsity
 from pictures.style import RDBU, Ramp
 from tests.drawn import (
     app_boards,

@@ -10,7 +10,7 @@ import plotly.io
 import pytest
 
 import explorer
-from explorer.position_analysis import (
+from explorer.analysis.position_analysis import (
     encoding_table,
     offset_scores,
     permutation_demo,

@@ -1,4 +1,4 @@
-"""explorer.stats and explorer.export on hand-built attention maps: exact properties, round trips."""
+"""explorer.analysis.stats and explorer.export on hand-built attention maps: exact properties, round trips."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from explorer.export import (
     read_attention_csv,
     read_attention_json,
 )
-from explorer.stats import attention_frame, attention_matrix, head_average, head_entropy, row_entropy
+from explorer.analysis.stats import attention_frame, attention_matrix, head_average, head_entropy, row_entropy
 from explorer.trace import AttentionMaps
 
 TOKENS = "the cat sat on the mat".split()

@@ -1,5 +1,5 @@
 """Engine additions for the Train page: one-thread training, checkpoints that keep their task, the task patterns
-and the trained model's answers (explorer.task_patterns, explorer.training), and the figures of
+and the trained model's answers (explorer.analysis.task_patterns, explorer.training), and the figures of
 pictures.training_charts."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 import explorer
 from explorer import checkpoints
 from explorer.numbers import percent
-from explorer.task_patterns import (
+from explorer.analysis.task_patterns import (
     head_shown_first,
     pattern_history,
     pattern_mass,

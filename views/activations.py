@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.activations import (
+from explorer.analysis.activations import (
     activation_values,
     depth_story,
     ffn_zero_fraction,
@@ -19,11 +19,11 @@ from explorer.activations import (
     value_histogram,
 )
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
-from explorer.gradients import layer_gradient_totals, objective_text
+from explorer.analysis.gradients import layer_gradient_totals, objective_text
 from explorer.model import Transformer
 from explorer.numbers import readable
 from explorer.positional import input_text
-from explorer.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
+from explorer.analysis.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.trace import StackTrace, Trace
 from pictures import notebook_figures
 from pictures.activation_charts import (

@@ -10,9 +10,9 @@ from streamlit.delta_generator import DeltaGenerator
 
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
-from explorer.head_roles import ROLES, head_roles
+from explorer.analysis.head_roles import ROLES, head_roles
 from explorer.prediction import can_predict, next_token
-from explorer.stats import head_entropy
+from explorer.analysis.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
 from pictures import notebook_figures
 from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_cells, grid_panel

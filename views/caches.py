@@ -23,6 +23,8 @@ import streamlit as st
 from streamlit.logger import get_logger
 
 import explorer
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.position_analysis import encoding_table, permutation_demo, repeated_token_scores, similarity
 from explorer.anatomy import parameter_counts
 from explorer.compare import (
     MapPair,
@@ -33,9 +35,7 @@ from explorer.compare import (
     same_parameters,
 )
 from explorer.config import CheckpointConfig, ModelConfig
-from explorer.gradients import gradient_norms, layer_gradient_totals
 from explorer.model import Transformer, build_model
-from explorer.position_analysis import encoding_table, permutation_demo, repeated_token_scores, similarity
 from explorer.positional import sinusoidal
 from explorer.pretrained import INSTALLED, load_pretrained
 from explorer.trace import Trace

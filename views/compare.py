@@ -37,7 +37,7 @@ from explorer.compare_text import (
 )
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.flip_story import flip_effect, flip_words
-from explorer.gradients import objective_text
+from explorer.analysis.gradients import objective_text
 from explorer.limits import check_app_size
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace

@@ -12,7 +12,7 @@ import streamlit as st
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig, applied_masks
 from explorer.model import Transformer
 from explorer.numbers import readable
-from explorer.position_analysis import (
+from explorer.analysis.position_analysis import (
     MAX_PLOTTED_POSITIONS,
     REORDERINGS,
     check_range,

@@ -106,7 +106,7 @@ def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> Non
     download(label, partial(frame.to_csv, index=False), file_name, "text/csv", key)
 
 
-# How a table of explorer.stats.head_entropy shows its columns (Attention and Activations)
+# How a table of explorer.analysis.stats.head_entropy shows its columns (Attention and Activations)
 ENTROPY_COLUMNS = {
     "entropy": st.column_config.NumberColumn("entropy (nats)", format="%.4f"),
     "max_entropy": st.column_config.NumberColumn("uniform entropy (nats)", format="%.4f"),

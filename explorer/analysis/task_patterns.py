@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from explorer.stats import head_entropy
+from explorer.analysis.stats import head_entropy
 from explorer.tasks import Task
 from explorer.trace import AttentionMaps
 from explorer.training import Snapshot
