@@ -1,0 +1,84 @@
+"""What the Activations page says about where the residual stream's energy sits: the token with a massive
+activation, or why there is none, and how much of the attention and of what the heads add lands on it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from explorer.analysis.stream_energy import MASSIVE_RATIO, MASSIVE_VALUE, MassiveActivation
+from explorer.numbers import readable
+
+RULE = f"|x| > {MASSIVE_VALUE:.0f} and at least {MASSIVE_RATIO:,.0f}× the median |x| of the stream after that block"
+PAPER = "Sun et al. 2024, “Massive Activations in Large Language Models”"
+
+
+def _blocks(blocks: tuple[int, ...]) -> str:
+    """E.g. "after block 11", "after blocks 11 to 27", "after blocks 2, 5 and 9"."""
+    if len(blocks) == 1:
+        return f"after block {blocks[0]}"
+    if list(blocks) == list(range(blocks[0], blocks[-1] + 1)):
+        return f"after blocks {blocks[0]} to {blocks[-1]}"
+    return "after blocks " + ", ".join(str(b) for b in blocks[:-1]) + f" and {blocks[-1]}"
+
+
+def _number(value: float) -> str:
+    """A magnitude as the sentence writes it: whole from 100 up (22,552), else 3 significant digits (34.8)."""
+    return f"{value:,.0f}" if value >= 100 else readable(value)
+
+
+def _token(position: int, piece: str) -> str:
+    return f"“{piece}” (position {position})"
+
+
+def massive_text(finding: MassiveActivation, shares: pd.DataFrame | None = None) -> str:
+    """The token with a massive activation, from which block, how large, and (given token_shares) how much of the
+    heads' weight and of what they add goes to it in the layers that read it."""
+    text = (
+        f"**Massive activation from block {finding.block}**: the token {_token(finding.position, finding.piece)} "
+        f"carries |x| = {_number(finding.value)} in unit {finding.unit} of its residual vector, "
+        f"{_number(finding.ratio)}× the median |x| of the stream ({PAPER}: {RULE}); it is massive "
+        f"{_blocks(finding.blocks)}."
+    )
+    if finding.others:
+        text += f" Other tokens with one: positions {', '.join(str(t) for t in finding.others)}."
+    if shares is None:
+        return text
+    reading = shares[shares["layer"] > finding.block]  # the layers whose input holds it
+    if reading.empty or not np.isfinite(reading["weights"]).any():
+        return text
+    weight = float(np.nanmean(reading["weights"]))
+    text += (
+        f" In the layers that read it (after block {finding.block}), the heads put {weight:.2f} of their weight "
+        "on it on average"
+    )
+    if not np.isfinite(reading["norms"]).any():
+        return text + "."
+    added = float(np.nanmean(reading["norms"]))
+    ratio = added / weight if weight > 0 else 1.0
+    if ratio < 0.5:
+        verdict = "less than half: most of that attention parks there and carries little"
+    elif ratio < 0.9:
+        verdict = "less than its weight: the heads take less from it than they look at it"
+    elif ratio <= 1.1:
+        verdict = "about its weight: what it passes on is as large as the rest"
+    else:
+        verdict = "more than its weight: what it passes on is larger than the rest"
+    return text + f"; of what they add (‖α·f(x)‖) it gives {added:.2f}, {verdict}."
+
+
+def no_massive_text(norm: str, value: float, ratio: float, block: int, position: int, piece: str) -> str:
+    """Why no token has a massive activation: the largest |x| and its ratio to the median, and, for post-norm,
+    that every block ends by re-normalising the stream."""
+    largest = (
+        f"the largest |x| in the residual stream is {_number(value)}, at {_token(position, piece)} after block "
+        f"{block}, {_number(ratio)}× the median |x| there"
+    )
+    if norm == "post":
+        why = (
+            "post-norm ends every block with a LayerNorm, which re-normalises each token's vector, so no value can "
+            "build up from block to block"
+        )
+    else:
+        why = "no value in this stream grows that far above the rest"
+    return f"**No massive activation** ({RULE}, {PAPER}): {largest}. {why[0].upper()}{why[1:]}."

@@ -1,0 +1,121 @@
+"""Where the residual stream's energy sits: each token's norm and largest value over depth, the token that carries
+a massive activation (Sun et al. 2024) and how much of the attention, and of what the heads add, lands on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from explorer.analysis.activations import token_norms
+from explorer.trace import AttentionMaps, StackTrace, Trace
+
+# Sun, Chen, Kolter & Liu 2024, "Massive Activations in Large Language Models" (section 2): "activations with
+# magnitudes larger than 100 and at the same time at least or about 1,000 times larger than the median magnitude of
+# its hidden state". Read here as both at once: |x| > MASSIVE_VALUE and |x| >= MASSIVE_RATIO x the median |x| of the
+# residual stream after that block (every token and unit of it).
+MASSIVE_VALUE = 100.0
+MASSIVE_RATIO = 1000.0
+MEASURES = ("norm", "max")  # token_energy: the L2 norm of each token's residual vector, or its largest |x|
+
+
+@dataclass(frozen=True)
+class MassiveActivation:
+    """One token's massive activation in the residual stream: where it is, from which block, and how large."""
+
+    position: int  # the token's index in the stack's tokens
+    piece: str  # the token itself
+    block: int  # the first block after which the stream holds it
+    blocks: tuple[int, ...]  # every block after which it is massive (it can fade in the last blocks)
+    unit: int  # the d_model unit of its largest |x| after `block`
+    value: float  # that |x|, after `block`
+    ratio: float  # value / the median |x| of the stream after `block`
+    others: tuple[int, ...]  # positions of other tokens with a massive activation after some block
+
+
+def token_max_abs(stack: StackTrace) -> np.ndarray:
+    """[L + 1, T] the largest |x| of each token's residual vector, at the input and after each block."""
+    return np.abs(stack.residual).max(axis=-1)
+
+
+def token_energy(stack: StackTrace, measure: str = "norm") -> np.ndarray:
+    """[L + 1, T] each token's residual vector measured by `measure`: "norm" (‖x‖₂) or "max" (max |x|)."""
+    if measure not in MEASURES:
+        raise ValueError(f"measure is one of {', '.join(MEASURES)}, not {measure!r}")
+    return token_norms(stack) if measure == "norm" else token_max_abs(stack)
+
+
+def median_magnitude(stack: StackTrace) -> np.ndarray:
+    """[L + 1] the median |x| of the residual stream at the input and after each block (every token and unit)."""
+    n = stack.residual.shape[0]
+    return np.median(np.abs(stack.residual).reshape(n, -1), axis=-1)
+
+
+def massive_mask(stack: StackTrace) -> np.ndarray:
+    """[L, T] bool: after block l, token t holds a massive activation (the rule stated at MASSIVE_VALUE)."""
+    peaks = token_max_abs(stack)[1:]  # [L, T] after each block; the input embeddings are left out
+    medians = median_magnitude(stack)[1:, None]  # [L, 1]
+    return (peaks > MASSIVE_VALUE) & (peaks >= MASSIVE_RATIO * medians)
+
+
+def massive_activation(trace: Trace | StackTrace) -> MassiveActivation | None:
+    """The token with a massive activation in the residual stream (of the first stack, given a Trace), or None.
+
+    Rule (Sun et al. 2024): a value with |x| > 100 that is at least 1000 times the median |x| of the stream after
+    the same block, all tokens and units. The median over the whole stream, not the token's own vector, is the
+    paper's "its hidden state", and it is what a massive token stands out from; both thresholds are needed, since a
+    stream of tiny values makes a ratio of 1000 easy and a stream that grows everywhere makes 100 easy. When several
+    tokens qualify, the one whose |x| gets largest is named, the others listed.
+    """
+    stack = trace.first if isinstance(trace, Trace) else trace
+    massive = massive_mask(stack)  # [L, T]
+    if not massive.any():
+        return None
+    peaks = token_max_abs(stack)[1:]  # [L, T]
+    candidates = massive.any(axis=0)  # [T]
+    position = int(np.argmax(np.where(massive, peaks, -np.inf).max(axis=0)))
+    blocks = tuple(int(b) for b in np.flatnonzero(massive[:, position]))
+    block = blocks[0]
+    vector = np.abs(stack.residual[block + 1, position])  # [D]
+    value = float(vector.max())
+    return MassiveActivation(
+        position=position,
+        piece=stack.tokens[position],
+        block=block,
+        blocks=blocks,
+        unit=int(vector.argmax()),
+        value=value,
+        ratio=value / float(median_magnitude(stack)[block + 1]),
+        others=tuple(int(t) for t in np.flatnonzero(candidates) if t != position),
+    )
+
+
+def key_share(weights: np.ndarray, allowed: np.ndarray, key: int) -> np.ndarray:
+    """[L] the share one key gets in each layer: weights [L, H, Tq, Tk] (each query row summing to 1, or 0 when it
+    sees nothing) at column `key`, averaged over heads and over the queries allowed to see that key and another
+    one; NaN when there are none. A query that may see only that key (a causal model's first token) gives it all
+    of its weight whatever the head does, so it is left out."""
+    allowed = np.asarray(allowed, dtype=bool)  # [Tq, Tk]
+    queries = allowed[:, key] & (allowed.sum(axis=-1) > 1)  # [Tq]
+    if not queries.any():
+        return np.full(weights.shape[0], np.nan)
+    return weights[:, :, queries, key].astype(np.float64).mean(axis=(1, 2))  # [L]
+
+
+def token_shares(maps: AttentionMaps, position: int, shares: np.ndarray | None = None) -> pd.DataFrame:
+    """layer, weights, norms: per layer, the share of attention weight on the token at `position` (key_share of
+    maps.weights) and of what the heads add (key_share of `shares`, norm_shares(norm_attention(...)) of the same
+    maps, [L, H, Tq, Tk]; NaN without it)."""
+    weights = key_share(maps.weights, maps.allowed, position)  # [L]
+    norms = key_share(shares, maps.allowed, position) if shares is not None else np.full(len(weights), np.nan)
+    return pd.DataFrame({"layer": np.arange(len(weights)), "weights": weights, "norms": norms})
+
+
+def largest_activation(stack: StackTrace) -> tuple[int, int, float, float]:
+    """block, position, |x|, ratio: the largest |x| of the stream after any block, where it is, and its ratio to
+    the median |x| of the stream after that block (what massive_activation's rule tests)."""
+    peaks = token_max_abs(stack)[1:]  # [L, T]
+    block, position = np.unravel_index(int(np.argmax(peaks)), peaks.shape)
+    value = float(peaks[block, position])
+    return int(block), int(position), value, value / float(median_magnitude(stack)[block + 1])

@@ -1,0 +1,164 @@
+"""Where the residual stream's energy sits: per-token norms and peaks, the massive-activation finding (Sun et al.
+2024) on planted and real streams, each layer's share of attention on that token, and the page's sentence."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import explorer
+from explorer.activations_text import massive_text, no_massive_text
+from explorer.analysis.norm_attention import norm_attention, norm_shares
+from explorer.analysis.stream_energy import (
+    MASSIVE_RATIO,
+    MASSIVE_VALUE,
+    MassiveActivation,
+    key_share,
+    largest_activation,
+    massive_activation,
+    token_energy,
+    token_max_abs,
+    token_shares,
+)
+from explorer.trace import StackTrace
+
+TOKENS = ["<s>", "the", "cat", "sat", "down"]
+N_LAYERS, D = 4, 64
+
+
+def stream(planted: dict[tuple[int, int, int], float] | None = None, seed: int = 0) -> np.ndarray:
+    """[L + 1, T, D] a residual stream of values about 1 (median |x| about 0.67), with `planted` values at
+    (residual index, token, unit)."""
+    x = np.random.default_rng(seed).normal(size=(N_LAYERS + 1, len(TOKENS), D)).astype(np.float32)
+    for (layer, token, unit), value in (planted or {}).items():
+        x[layer, token, unit] = value
+    return x
+
+
+def stack(residual: np.ndarray, make_maps) -> StackTrace:
+    maps = make_maps(n_layers=N_LAYERS, n_heads=2, tokens=TOKENS, allowed=np.tril(np.ones((5, 5), dtype=bool)))
+    return StackTrace("decoder", TOKENS, maps, None, residual, residual[-1], {})
+
+
+def test_token_norm_and_peak_are_those_of_each_vector(make_maps):
+    residual = stream({(2, 3, 7): -9.0})
+    s = stack(residual, make_maps)
+    assert token_energy(s, "max").shape == (N_LAYERS + 1, len(TOKENS))
+    assert token_max_abs(s)[2, 3] == 9.0  # the sign is dropped
+    np.testing.assert_allclose(token_energy(s, "norm")[1, 2], np.linalg.norm(residual[1, 2]), rtol=1e-6)
+    with pytest.raises(ValueError, match="norm, max"):
+        token_energy(s, "rms")
+
+
+def test_a_planted_massive_activation_is_found_at_its_block_and_token(make_maps):
+    # Planted after block 1 (residual index 2) and kept through the last block, on token 2, unit 5.
+    planted = {(layer, 2, 5): 5000.0 for layer in range(2, N_LAYERS + 1)}
+    planted[(3, 2, 5)] = -6000.0  # larger later, negative: the block named is still the first one
+    finding = massive_activation(stack(stream(planted), make_maps))
+    assert finding is not None
+    assert (finding.position, finding.piece, finding.block, finding.unit) == (2, "cat", 1, 5)
+    assert finding.blocks == (1, 2, 3)
+    assert finding.value == 5000.0
+    median = np.median(np.abs(stream(planted)[2]))  # the stream after block 1, every token and unit
+    assert finding.ratio == pytest.approx(5000.0 / median, rel=1e-6)
+    assert finding.others == ()
+
+
+def test_both_thresholds_are_needed(make_maps):
+    # 1000x a median of about 0.67 is about 670: 150 clears 100 but not the ratio.
+    assert massive_activation(stack(stream({(2, 1, 0): 150.0}), make_maps)) is None
+    # A stream of tiny values: 50 is far above 1000x its median, but not above 100.
+    tiny = stream({(2, 1, 0): 50.0}) * 1e-3
+    tiny[2, 1, 0] = 50.0
+    assert massive_activation(stack(tiny, make_maps)) is None
+    assert (MASSIVE_VALUE, MASSIVE_RATIO) == (100.0, 1000.0)
+
+
+def test_no_massive_activation_in_an_ordinary_stream_and_the_largest_is_named(make_maps):
+    residual = stream({(3, 4, 1): 20.0})
+    s = stack(residual, make_maps)
+    assert massive_activation(s) is None
+    block, position, value, ratio = largest_activation(s)
+    assert (block, position, value) == (2, 4, 20.0)
+    assert ratio == pytest.approx(20.0 / np.median(np.abs(residual[3])), rel=1e-6)
+
+
+def test_the_input_embeddings_are_not_a_block(make_maps):
+    assert massive_activation(stack(stream({(0, 1, 0): 1e5}), make_maps)) is None
+
+
+def test_the_largest_of_several_massive_tokens_is_named_and_the_others_listed(make_maps):
+    planted = {(2, 0, 3): 2000.0, (4, 3, 9): 8000.0}
+    finding = massive_activation(stack(stream(planted), make_maps))
+    assert (finding.position, finding.block, finding.others) == (3, 3, (0,))
+
+
+def test_key_share_on_a_known_case():
+    # One layer, two heads, three tokens, causal. Key 0: query 0 sees only it (left out), queries 1 and 2 give it
+    # 0.5 and 0.2 (head 0), 0.1 and 0.4 (head 1): mean 0.3.
+    allowed = np.tril(np.ones((3, 3), dtype=bool))
+    weights = np.zeros((1, 2, 3, 3))
+    weights[0, 0] = [[1, 0, 0], [0.5, 0.5, 0], [0.2, 0.3, 0.5]]
+    weights[0, 1] = [[1, 0, 0], [0.1, 0.9, 0], [0.4, 0.4, 0.2]]
+    np.testing.assert_allclose(key_share(weights, allowed, 0), [0.3])
+    np.testing.assert_allclose(key_share(weights, allowed, 2), [(0.5 + 0.2) / 2])  # only query 2 sees key 2
+    assert np.isnan(key_share(weights, np.eye(3, dtype=bool), 1)).all()  # only itself sees it, and nothing else
+
+
+def test_token_shares_take_the_weights_and_the_norm_shares(make_maps):
+    maps = make_maps(n_layers=3, n_heads=2, tokens=TOKENS, allowed=np.tril(np.ones((5, 5), dtype=bool)))
+    shares = norm_shares(maps.weights * np.arange(1, 6, dtype=np.float32))  # [L, H, Tq, Tk] later keys add more
+    frame = token_shares(maps, 0, shares)
+    assert list(frame["layer"]) == [0, 1, 2]
+    np.testing.assert_allclose(frame["weights"], maps.weights[:, :, 1:, 0].mean(axis=(1, 2)), rtol=1e-6)
+    np.testing.assert_allclose(frame["norms"], shares[:, :, 1:, 0].mean(axis=(1, 2)), rtol=1e-6)
+    assert (frame["norms"] < frame["weights"]).all()  # key 0 adds least per unit of weight
+    assert token_shares(maps, 0)["norms"].isna().all()
+
+
+# --- The shipped checkpoints.
+
+
+@pytest.fixture(scope="module")
+def smollm_run(smollm_model):
+    return explorer.run(smollm_model, "The capital of France is")
+
+
+def test_smollm_has_its_massive_activation_on_the_first_token_from_block_11(smollm_model, smollm_run):
+    finding = massive_activation(smollm_run)
+    assert finding is not None
+    assert (finding.position, finding.piece, finding.block) == (0, "The", 11)
+    # Sun et al. report values in the thousands to tens of thousands for such tokens; the peak here is ~22,500,
+    # ~9,000x the median: well clear of both thresholds, whatever float rounding does.
+    assert finding.value > 10 * MASSIVE_VALUE and finding.ratio > 3 * MASSIVE_RATIO
+    shares = token_shares(smollm_run.first.self_attention, 0, norm_shares(norm_attention(smollm_model, smollm_run)))
+    reading = shares[shares["layer"] > finding.block]
+    # The heads of the layers that read it put most of their weight on it (an attention sink: 0.79 measured),
+    # and less of what they add (0.61 measured).
+    assert reading["weights"].mean() > 0.5
+    assert reading["norms"].mean() < reading["weights"].mean()
+    text = massive_text(finding, shares)
+    assert "from block 11" in text and "“The” (position 0)" in text
+
+
+def test_minilm_post_norm_has_no_massive_activation(minilm_model):
+    trace = explorer.run(minilm_model, "The cat sat on the mat because it was tired.")
+    assert massive_activation(trace) is None
+    block, position, value, ratio = largest_activation(trace.first)
+    assert value < MASSIVE_VALUE  # ~10.5 measured: every block's LayerNorm keeps the stream small
+    text = no_massive_text("post", value, ratio, block, position, trace.first.tokens[position])
+    assert "No massive activation" in text and "re-normalises" in text
+
+
+# --- The sentence.
+
+
+def test_massive_text_says_whether_the_weight_carries_anything():
+    finding = MassiveActivation(0, "<s>", 2, (2, 3), 7, 5000.0, 4200.0, ())
+    shares = pd.DataFrame({"layer": [0, 1, 2, 3], "weights": [0.1, 0.1, 0.1, 0.8], "norms": [0.1, 0.1, 0.1, 0.2]})
+    text = massive_text(finding, shares)
+    assert "from block 2" in text and "5,000" in text and "4,200×" in text and "after blocks 2 to 3" in text
+    assert "put 0.80 of their weight" in text and "it gives 0.20" in text and "parks there" in text
+    assert "what they add" not in massive_text(finding, shares.assign(norms=np.nan))
+    assert "Other tokens" in massive_text(MassiveActivation(0, "<s>", 2, (2,), 7, 5000.0, 4200.0, (3,)))
