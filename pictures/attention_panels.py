@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.config import PAD_TOKEN
 from explorer.analysis.stats import attention_matrix
+from explorer.config import PAD_TOKEN
+from explorer.norm_export import norm_matrix
 from explorer.trace import AttentionMaps
 from pictures.boards import matrix_panel, sheet_panel
 from pictures.style import BLUES, VIRIDIS, Ramp, layer_head_axes
@@ -17,6 +18,7 @@ EMPTY_ROW_MARK = "⊘ "
 GRID_MAX_CELLS = 400_000  # all layers x heads x Tq x Tk; above this the grid is too heavy for a browser
 FAINT = 0.2  # when 99 % of a map's weights are below this, it is pale all over on the 0-to-1 scale
 STRETCH_QUANTILE = 0.99  # stretched colours are darkest from this quantile up: one outlier cannot wash out the rest
+NORM = "‖α·f(x)‖"  # what a head adds from a key (Kobayashi et al. 2020), as titles and hover write it
 
 
 def token_labels(tokens: list[str]) -> list[str]:
@@ -66,15 +68,56 @@ def map_title(maps: AttentionMaps, layer: int, head: int | None) -> str:
     return f"{maps.kind} · layer {layer} · {which}"
 
 
+def norm_top(norms: np.ndarray, allowed: np.ndarray) -> float:
+    """Where unstretched norm colours are darkest: the largest ‖α·f(x)‖ of any layer and head ([L, H, Tq, Tk]) on
+    an allowed cell, so a head that adds little is pale next to one that adds much (1e-6 at least)."""
+    shown = norms[..., np.asarray(allowed, dtype=bool)]  # [L, H, allowed cells]
+    return max(float(shown.max()), 1e-6) if shown.size else 1.0
+
+
+def norm_scale_note(top: float, stretch: bool) -> str:
+    """What a subtitle says of the colour scale of a norm-based map (`top`: norm_top, or this map's stretch_top)."""
+    if stretch:
+        return f"colours stretched: darkest blue = {NORM} of {top:.3g} or more (the top 1 % of this map)"
+    return (
+        f"colour = {NORM}, what the head adds from each key: white = 0, darkest blue = {top:.3g}, the largest of "
+        "any layer and head"
+    )
+
+
+def key_value_norms(weights: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """[Tk] ‖f(x_j)‖ of one head, read off its [Tq, Tk] weights and norms (‖α·f(x)‖ = α ‖f(x)‖) at the query that
+    weighs each key most; NaN for a key no query weighs."""
+    best = np.argmax(weights, axis=0)  # [Tk]
+    keys = np.arange(weights.shape[1])
+    alpha = weights[best, keys].astype(np.float64)  # [Tk]
+    return np.divide(norms[best, keys], alpha, out=np.full(alpha.shape, np.nan), where=alpha > 0).astype(np.float32)
+
+
+def _norm_values(
+    weights: np.ndarray, norms: np.ndarray, layer: int, head: int | None
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The [Tq, Tk] ‖α·f(x)‖ a norm-based map colours (a head's, or the mean of the layer's heads), and the hover
+    rows beside it: the weight α, and each key's ‖f(x)‖ for one head."""
+    values = norm_matrix(norms, layer, head)  # [Tq, Tk]
+    if head is None:
+        return values, {"mean weight α": weights}
+    sizes = key_value_norms(weights, values)  # [Tk]
+    return values, {"weight α": weights, "‖f(x)‖ of the key": np.broadcast_to(sizes, values.shape)}
+
+
 def _map_parts(
     maps: AttentionMaps,
     layer: int,
     head: int | None,
     window: tuple[int, int, int, int] | None,
     stretch: bool | None = None,
+    norms: np.ndarray | None = None,
 ) -> tuple[dict, list[str]]:
-    """What any drawing of one attention map shows: the matrix arguments, and the notes for its subtitle."""
+    """What any drawing of one attention map shows: the matrix arguments, and the notes for its subtitle. With
+    `norms` ([L, H, Tq, Tk] ‖α·f(x)‖), they colour the map and the weights go to the hover."""
     weights = attention_matrix(maps, layer, head)  # [Tq, Tk]
+    values, extra = (weights, {}) if norms is None else _norm_values(weights, norms, layer, head)
     allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
     empty = maps.empty_rows  # [Tq]
     queries = token_labels(maps.query_tokens)
@@ -84,7 +127,8 @@ def _map_parts(
     if not (0 <= q0 < q1 <= tq and 0 <= k0 < k1 <= tk):
         raise ValueError(f"window {window} is outside the {tq} x {tk} map")
     rows, cols = slice(q0, q1), slice(k0, k1)
-    weights, allowed, empty = weights[rows, cols], allowed[rows, cols], empty[rows]  # [q1 - q0, k1 - k0]
+    values, allowed, empty = values[rows, cols], allowed[rows, cols], empty[rows]  # [q1 - q0, k1 - k0]
+    extra = {title: row[rows, cols] for title, row in extra.items()}
     notes = []
     if (q1 - q0, k1 - k0) != (tq, tk):
         notes.append(f"queries {q0}–{q1 - 1} and keys {k0}–{k1 - 1} of {tq} × {tk}")
@@ -95,20 +139,29 @@ def _map_parts(
         notes.append(f"{EMPTY_ROW_MARK.strip()} = query with no allowed key: its row is all zeros")
     if _padding_queries_attend(maps, rows):
         notes.append(f"{PAD_TOKEN} rows still attend: padding hides {PAD_TOKEN} keys, not queries (as in PyTorch)")
-    top = None if stretch is None else stretch_top(weights, allowed)  # one quantile, for the colours and the note
-    ramp = weight_ramp(top if stretch else None)
-    notes.append(None if top is None else scale_note(top, stretch))
+    if norms is None:
+        top = None if stretch is None else stretch_top(values, allowed)  # one quantile, for the colours and the note
+        ramp = weight_ramp(top if stretch else None)
+        notes.append(None if top is None else scale_note(top, stretch))
+    else:
+        top = stretch_top(values, allowed) if stretch else norm_top(norms, maps.allowed)
+        ramp = weight_ramp(top)
+        notes.append(norm_scale_note(top, bool(stretch)))
     cross = maps.kind == "cross-attention"
+    value_title = "mean weight" if head is None else "weight"
+    if norms is not None:
+        value_title = f"mean {NORM} of the heads" if head is None else NORM
     parts = {
-        "values": weights,
+        "values": values,
         "allowed": allowed,
         "ramp": ramp,
         "x_labels": keys[cols],
         "y_labels": [EMPTY_ROW_MARK + q if e else q for q, e in zip(queries[rows], empty, strict=True)],
         "x_title": "key (source)" if cross else "key",
         "y_title": "query (target)" if cross else "query",
-        "value_title": "mean weight" if head is None else "weight",
-        "title": map_title(maps, layer, head),
+        "value_title": value_title,
+        "title": map_title(maps, layer, head) + ("" if norms is None else " · what it adds"),
+        "extra": extra,
     }
     return parts, [note for note in notes if note]
 
@@ -131,12 +184,16 @@ def attention_map_panel(
     max_px: int = 640,
     window: tuple[int, int, int, int] | None = None,
     stretch: bool | None = None,
+    norms: np.ndarray | None = None,
 ) -> dict:
     """One attention map as a matrix-view panel: keys across, queries down (first on top); grey = masked; ⊘ = no
     allowed key; every cell hovers. `window` = (first query, end query, first key, end key) draws only that part
     of the map, with its own labels and bigger cells. Colours run from 0 to 1, or with `stretch` from 0 to the
-    weight most shown weights are below (weight_ramp); None: 0 to 1 on a page with no Stretch colours control."""
-    parts, notes = _map_parts(maps, layer, head, window, stretch)
+    weight most shown weights are below (weight_ramp); None: 0 to 1 on a page with no Stretch colours control.
+    With `norms` ([L, H, Tq, Tk] ‖α·f(x)‖, Kobayashi et al. 2020) the map shows what the head adds from each key,
+    from 0 to norm_top (the largest of any layer and head) or, stretched, to this map's top 1 %; hover gives the
+    weight α too, and for one head the key's ‖f(x)‖."""
+    parts, notes = _map_parts(maps, layer, head, window, stretch, norms)
     return matrix_panel(**parts, name=name, subtitle=" · ".join(notes) or None, max_px=max_px)
 
 
@@ -156,16 +213,33 @@ def grid_panel(
     picked: tuple[int, int] | None = None,
     pickable: bool = True,
     stretch: bool = False,
+    norms: np.ndarray | None = None,
 ) -> dict:
     """Every layer (rows) x head (columns) as a small map titled "L0 H1", all on one sheet panel; when `pickable`, a
     click on one sends back {"layer": ..., "head": ...}. The map `picked` (layer, head) is framed. With `stretch`,
-    one colour scale for every map (weight_ramp over them all), so the maps stay comparable."""
+    one colour scale for every map (weight_ramp over them all), so the maps stay comparable. With `norms`
+    ([L, H, Tq, Tk] ‖α·f(x)‖) the maps show those, on one scale from 0 to norm_top (stretched: to the top 1 % of
+    them all), so the heads that add little are pale."""
     n_layers, n_heads, tq, tk = maps.weights.shape  # [L, H, Tq, Tk]
-    top = stretch_top(maps.weights, maps.allowed) if stretch else None  # over every map at once
+    shown = maps.weights if norms is None else np.asarray(norms, dtype=np.float32)  # [L, H, Tq, Tk]
+    top = stretch_top(shown, maps.allowed) if stretch else None  # over every map at once
+    scale = (
+        ""
+        if top is None
+        else f" Colours stretched, one scale for all: darkest blue = {top:.2g} or more (the top 1 % of weights)."
+    )
+    if norms is not None:
+        top = top if stretch else norm_top(shown, maps.allowed)
+        ends = (
+            " or more (the top 1 % of them all)." if stretch else ", the largest; the heads that add little are pale."
+        )
+        scale = (
+            f" Colour = {NORM}, what each head adds from each key, one scale for all: darkest blue = {top:.3g}{ends}"
+        )
     layer_heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
     titles = [f"L{layer} H{head}" for layer, head in layer_heads]
     sheet = sheet_panel(
-        maps.weights.reshape(n_layers * n_heads, tq, tk),  # [L * H, Tq, Tk]: layer by layer, heads in order
+        shown.reshape(n_layers * n_heads, tq, tk),  # [L * H, Tq, Tk]: layer by layer, heads in order
         maps.allowed,
         weight_ramp(top),
         name="grid",
@@ -175,19 +249,15 @@ def grid_panel(
         hovers=[f"{title}: click to show it large above" if pickable else title for title in titles],
         picks=[{"layer": layer, "head": head} for layer, head in layer_heads] if pickable else None,
         picked=None if picked is None else picked[0] * n_heads + picked[1],
-        title="All layers × heads",
+        title="All layers × heads" + ("" if norms is None else f" · what each head adds ({NORM})"),
         subtitle="Rows are layers, columns are heads."
         + (" Click a map to show it large (framed in red)." if pickable else "")
-        + (
-            ""
-            if top is None
-            else f" Colours stretched, one scale for all: darkest blue = {top:.2g} or more (the top 1 % of weights)."
-        ),
+        + scale,
     )
     return sheet
 
 
-def _entropy_parts(df: pd.DataFrame) -> dict:
+def _entropy_parts(df: pd.DataFrame, note: str | None = None) -> dict:
     """The [layer, head] entropy matrix and how it is drawn (matrix_panel's arguments but its name)."""
     n_layers = int(df["layer"].max()) + 1
     n_heads = int(df["head"].max()) + 1
@@ -203,10 +273,12 @@ def _entropy_parts(df: pd.DataFrame) -> dict:
         "value_title": "entropy (nats)",
         "title": "Mean attention entropy per head (nats)",
         "max_px": min(600, 48 * max(n_layers, n_heads)),
-        "subtitle": f"0 = each query looks at one key; {max_entropy:.2f} = uniform over the allowed keys",
+        "subtitle": f"0 = each query looks at one key; {max_entropy:.2f} = uniform over the allowed keys"
+        + ("" if note is None else f". {note}"),
     }
 
 
-def entropy_panel(df: pd.DataFrame) -> dict:
-    """Mean attention entropy per head as a [layer, head] matrix-view panel, coloured from 0 (one-hot) to uniform."""
-    return matrix_panel(**_entropy_parts(df), name="entropy")
+def entropy_panel(df: pd.DataFrame, note: str | None = None) -> dict:
+    """Mean attention entropy per head as a [layer, head] matrix-view panel, coloured from 0 (one-hot) to uniform;
+    `note` ends its subtitle."""
+    return matrix_panel(**_entropy_parts(df, note), name="entropy")

@@ -33,13 +33,18 @@ def role_matrix(roles: HeadRoles, role: str) -> np.ndarray:
     return roles.breadth if role == BREADTH else roles.share(role)
 
 
-def roles_panel(roles: HeadRoles, role: str, first_token: str, picked: tuple[int, int] | None = None) -> dict:
+def roles_panel(
+    roles: HeadRoles, role: str, first_token: str, picked: tuple[int, int] | None = None, norms: bool = False
+) -> dict:
     """Layers (rows) x heads (columns), coloured by `role`'s share (0 to 1); a head without a defined share is
-    grey. A click sends back {"row": layer, "col": head}."""
+    grey. A click sends back {"row": layer, "col": head}. With `norms` the roles were measured on the shares of
+    what each head adds (norm_shares), and the titles say so."""
     values = role_matrix(roles, role)  # [L, H]
     n_layers, n_heads = values.shape
     defined = ~np.isnan(values)  # [L, H]
-    what = "how broad its attention is (1 = uniform)" if role == BREADTH else f"share on {role_name(role, first_token)}"
+    spread = "what it adds" if norms else "its attention"
+    share = "share of what it adds" if norms else "share"
+    what = f"how broad {spread} is (1 = uniform)" if role == BREADTH else f"{share} on {role_name(role, first_token)}"
     return matrix_panel(
         np.nan_to_num(values),
         defined,

@@ -4,30 +4,38 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from explorer.analysis.head_roles import BROAD, ROLES, head_roles
+from explorer.analysis.norm_attention import norm_shares
+from explorer.analysis.stats import head_entropy
+from explorer.attention_text import role_shift_text
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
-from explorer.analysis.head_roles import ROLES, head_roles
+from explorer.norm_export import norm_attention_csv, norm_attention_json
 from explorer.prediction import can_predict, next_token
-from explorer.analysis.stats import head_entropy
 from explorer.trace import AttentionMaps, Trace
 from pictures import notebook_figures
 from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_cells, grid_panel
 from pictures.boards import board
-from pictures.head_role_panels import BREADTH, clear_roles, roles_panel
+from pictures.head_role_panels import BREADTH, clear_roles, role_name, roles_panel
+from pictures.norm_figures import norm_maps_figure
+from views.caches import norm_attention_of
 from views.matrix_view import picked_value, show_board
 from views.query_params import URL_BOOLEAN, screen_view_params, show_url_notes, warn_junk_url
 from views.state import session_model, sidebar_run
 from views.widgets import (
     ENTROPY_COLUMNS,
+    MEASURES,
     carry_view,
     clamp_view,
     code_text,
     download,
     kind_choice,
+    measure_choice,
     model_line,
     plain,
     remember_view,
@@ -42,6 +50,10 @@ ZOOM_SIDE = 40  # tokens a side of that window: few enough for every one to be l
 VIEW_NOTES_KEY = "_view_notes"
 SELECTOR_PX = 200  # the head selector: wide enough for "average of heads"
 LAYER_PX = 110  # the layer selector holds numbers only
+NORMS_LINE = (
+    "Colours show what each head adds, ‖α·f(x)‖ (Kobayashi et al. 2020): the weight α times the size of the key's "
+    "value vector as the head's output projection maps it. Hover gives both."
+)
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -83,10 +95,12 @@ def view_options(maps: AttentionMaps) -> tuple[list[int], list]:
 
 
 @st.fragment
-def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame, trace: Trace) -> None:
+def map_viewer(
+    maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame, trace: Trace, norms: np.ndarray | None
+) -> None:
     """Layer and head selectors with the downloads of the map they pick, then one board: that map large, each head's
-    entropy (head_entropy of maps), and every layer x head small. Reruns alone when a selector changes or a small
-    map is clicked."""
+    entropy (head_entropy of maps), and every layer x head small; with `norms` ([L, H, Tq, Tk] ‖α·f(x)‖ of maps)
+    the map and the grid show those. Reruns alone when a selector changes or a small map is clicked."""
     layers, heads = view_options(maps)
     carry_view(PAGE, "layer", layers)
     carry_view(PAGE, "head", heads)
@@ -106,13 +120,14 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame, tra
     remember_view(PAGE, "head", head)
     head_index = None if head == AVERAGE else int(head)
     stretch = stretch_toggle(controls)
-    downloads(controls, maps, cfg, layer, head_index)
+    downloads(controls, maps, cfg, layer, head_index, norms)
     with_grid = grid_cells(maps) <= GRID_MAX_CELLS
     view_download(
         "Attention",
-        [plain(summary(cfg, trace))],
+        [plain(summary(cfg, trace))] + ([] if norms is None else [NORMS_LINE]),
         lambda: (
             [notebook_figures.maps_figure(maps, layer, head_index)]
+            + ([] if norms is None else [norm_maps_figure(maps, norms, layer, head_index)])
             + ([notebook_figures.attention_grid_figure(trace, maps.kind)] if with_grid else [])
         ),
         "attention",
@@ -121,10 +136,15 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame, tra
     if head_index is None:
         st.info(f"Showing the **average** of all {maps.n_heads} heads of layer {layer}, not a single head.")
     window = zoom_window(maps)
-    top = [attention_map_panel(maps, layer, head_index, window=window, stretch=stretch), entropy_panel(entropy)]
+    entropy_note = None if norms is None else "Of the weights α, whichever measure is shown"
+    top = [
+        attention_map_panel(maps, layer, head_index, window=window, stretch=stretch, norms=norms),
+        entropy_panel(entropy, entropy_note),
+    ]
     if grid_cells(maps) <= GRID_MAX_CELLS:
         picked = (layer, head_index) if head_index is not None else None
-        show_board(board(top, [grid_panel(maps, picked=picked, stretch=stretch)]), key="maps", on_pick=pick_from_grid)
+        grid = grid_panel(maps, picked=picked, stretch=stretch, norms=norms)
+        show_board(board(top, [grid]), key="maps", on_pick=pick_from_grid)
     else:
         show_board(board(top), key="maps")
         st.info(
@@ -134,15 +154,31 @@ def map_viewer(maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame, tra
     empty_rows_warning(maps)
 
 
-def downloads(where: DeltaGenerator, maps: AttentionMaps, cfg: ModelConfig, layer: int, head: int | None) -> None:
-    """The weights of the map shown, as CSV and as JSON (with the model's settings)."""
-    for kind, mime, data in (
-        ("csv", "text/csv", partial(attention_csv, maps, layer, head)),
-        ("json", "application/json", partial(attention_json, maps, layer, head, cfg)),
-    ):
-        download(
-            f"Download {kind.upper()}", data, export_name(maps.kind, layer, head, kind), mime, f"download_{kind}", where
+def downloads(
+    where: DeltaGenerator,
+    maps: AttentionMaps,
+    cfg: ModelConfig,
+    layer: int,
+    head: int | None,
+    norms: np.ndarray | None = None,
+) -> None:
+    """The weights of the map shown, as CSV and as JSON (with the model's settings); with `norms`, what the head
+    adds beside them (a norm column, a norms field)."""
+    if norms is None:
+        files = (
+            ("csv", "text/csv", partial(attention_csv, maps, layer, head)),
+            ("json", "application/json", partial(attention_json, maps, layer, head, cfg)),
         )
+    else:
+        files = (
+            ("csv", "text/csv", partial(norm_attention_csv, maps, norms, layer, head)),
+            ("json", "application/json", partial(norm_attention_json, maps, norms, layer, head, cfg)),
+        )
+    for kind, mime, data in files:
+        name = export_name(maps.kind, layer, head, kind)
+        if norms is not None:
+            name = name.removesuffix(f".{kind}") + f"_with-norms.{kind}"
+        download(f"Download {kind.upper()}", data, name, mime, f"download_{kind}", where)
 
 
 def empty_rows_warning(maps: AttentionMaps) -> None:
@@ -203,20 +239,25 @@ def pick_role_head() -> None:
         st.session_state["layer"], st.session_state["head"] = int(picked["row"]), int(picked["col"])
 
 
-def head_roles_section(maps: AttentionMaps, cfg: ModelConfig) -> None:
-    """What every head does on this sentence, as Clark et al. (2019) chart BERT's heads, for a real checkpoint."""
+def head_roles_section(maps: AttentionMaps, cfg: ModelConfig, norms: np.ndarray | None) -> None:
+    """What every head does on this sentence, as Clark et al. (2019) chart BERT's heads, for a real checkpoint; with
+    `norms` ([L, H, T, T] ‖α·f(x)‖), measured on the shares of what each head adds, and a sentence on what changes."""
     if not isinstance(cfg, CheckpointConfig) or maps.kind != "self-attention":
         return
     tokens = list(maps.key_tokens)
-    roles = head_roles(maps.weights, tokens, maps.allowed, separators=("[SEP]",))
+    by_weights = head_roles(maps.weights, tokens, maps.allowed, separators=("[SEP]",))
+    roles = by_weights
+    if norms is not None:
+        roles = head_roles(norm_shares(norms), tokens, maps.allowed, separators=("[SEP]",))
     st.subheader("Head roles")
     first = code_text(tokens[0])
     where = ", where causal models park attention they do not need" if cfg.family == "llama" else ""
+    share = "attention" if norms is None else "what it adds (‖α·f(x)‖, each query's row divided by its sum)"
     st.caption(
-        f"For this sentence, each head's mean share of attention on the first token (`{first}`{where}), on "
-        "[SEP], on punctuation, on the previous, the next or the same token, and how broad its attention is — "
+        f"For this sentence, each head's mean share of {share} on the first token (`{first}`{where}), on "
+        "[SEP], on punctuation, on the previous, the next or the same token, and how broad it is — "
         "as Clark et al. (2019, “What Does BERT Look At?”, Fig. 1–2) chart BERT. A head clearly has a role when "
-        "at least half its attention goes there, 0.2 more than to any other; broad = within about 10 % of uniform."
+        "at least half of it goes there, 0.2 more than to any other; broad = within about 10 % of uniform."
     )
     options = [*ROLES, BREADTH]
     role = st.radio(
@@ -232,12 +273,18 @@ def head_roles_section(maps: AttentionMaps, cfg: ModelConfig) -> None:
     )
     layer, head = st.session_state.get("layer"), st.session_state.get("head")
     picked = (int(layer), int(head)) if isinstance(layer, int) and isinstance(head, int) else None
-    show_board(board([roles_panel(roles, role, first, picked)]), key="roles", on_pick=pick_role_head)
+    board_panel = roles_panel(roles, role, first, picked, norms=norms is not None)
+    show_board(board([board_panel]), key="roles", on_pick=pick_role_head)
     table = clear_roles(roles, first)
     if table.empty:
         st.caption("No head has one clear role on this sentence.")
     else:  # text, not a data grid: the grid's script would slow every load of the page
         st.markdown("\n".join(f"- **{row.role}**: {row.count} {few_heads(row.heads)}" for row in table.itertuples()))
+    if norms is not None:
+        names = {r: role_name(r, first) for r in (*ROLES, BROAD)}
+        st.markdown(role_shift_text(by_weights, roles, names))
+    else:
+        st.caption("Show **norms** above to see how many heads keep their role when measured by what they add.")
 
 
 def main() -> None:
@@ -250,16 +297,19 @@ def main() -> None:
     all_maps = trace.attention_maps()
     kinds = list(all_maps)
     screen_view_params(VIEW_NOTES_KEY, kinds, *view_options(all_maps[kinds[0]]))
-    warn_junk_url({"stretch": URL_BOOLEAN})
+    warn_junk_url({"stretch": URL_BOOLEAN, "measure": list(MEASURES)})
     notes = st.container()
     kind = kinds[0]
     if len(kinds) > 1:
         kind = kind_choice(kinds, "cross-attention: each target token (query) looks at the source tokens (keys).")
     maps = all_maps[kind]
+    norms = norm_attention_of(trace, kind) if measure_choice() == "norms" else None  # [L, H, Tq, Tk]
+    if norms is not None:
+        st.caption(NORMS_LINE)
     entropy = head_entropy(maps)  # once a run: the board beside the map and the table below both show it
     next_token_section(trace)
-    head_roles_section(maps, cfg)  # above the maps: a head clicked here opens just below
-    map_viewer(maps, cfg, entropy, trace)
+    head_roles_section(maps, cfg, norms)  # above the maps: a head clicked here opens just below
+    map_viewer(maps, cfg, entropy, trace, norms)
     entropy_table(entropy)
     with notes:
         show_url_notes(VIEW_NOTES_KEY)

@@ -53,6 +53,29 @@ def stretch_toggle(where: DeltaGenerator) -> bool:
     )
 
 
+MEASURES = ("weights", "norms")  # the values of the measure URL parameter, shown as they are written (see below)
+MEASURE_HELP = (
+    "weights: α_ij, how much query i looks at key j. norms: ‖α_ij·f_h(x_j)‖, how much head h actually adds to query "
+    "i from key j — the weight times the size of key j's value vector f_h(x_j) projected by the head's slice of the "
+    "output projection (Kobayashi et al. 2020, “Attention is Not Only a Weight”). A head can look hard at a token "
+    "whose vector is tiny, and add almost nothing from it."
+)
+
+
+def measure_choice(where: DeltaGenerator | None = None) -> str:
+    """The Show radio: "weights" (α) or "norms" (what each head adds, ‖α·f(x)‖); one URL parameter, measure. The
+    options carry no labels, as Streamlit would write a label into the URL; captions say what each is."""
+    return (where or st).radio(
+        "Show",
+        MEASURES,
+        key="measure",
+        bind="query-params",
+        horizontal=True,
+        captions=["where each head looks (α)", "what the head adds (‖α·f(x)‖)"],
+        help=MEASURE_HELP,
+    )
+
+
 def download(
     label: str,
     data: Callable[[], str | bytes],

@@ -1,0 +1,56 @@
+"""Sentences of the Attention page, as pure functions: how the head roles change when heads are measured by what
+they add (‖α·f(x)‖, Kobayashi et al. 2020) rather than by their weights."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from explorer.analysis.head_roles import BROAD, ROLES, HeadRoles
+from explorer.config_words import count
+
+NORM = "‖α·f(x)‖"
+
+
+def role_counts(roles: HeadRoles) -> dict[str, int]:
+    """{role: how many heads clearly have it}, for each of ROLES and "broad", in that order."""
+    return {role: int((roles.labels == role).sum()) for role in (*ROLES, BROAD)}
+
+
+def _change(name: str, before: int, after: int) -> str:
+    """One role's change in words, e.g. "the first token loses 29 of its 30 heads (1 left)"."""
+    if after < before:
+        return f"{name} loses {before - after} of its {count(before, 'head')} ({after} left)"
+    return f"{name} gains {count(after - before, 'head')} ({before} → {after})"
+
+
+def _drop_detail(by_weights: HeadRoles, by_norms: HeadRoles, role: str, name: str) -> str:
+    """For the role that loses most heads: what those heads put on it, by weight and by what they add."""
+    heads = by_weights.labels == role  # [L, H]
+    weight = float(np.nanmean(by_weights.share(role)[heads]))
+    added = float(np.nanmean(by_norms.share(role)[heads]))
+    return (
+        f"The {count(int(heads.sum()), 'head')} that look mostly at {name} put {weight:.2f} of their weight there "
+        f"on average, but {added:.2f} of what they add."
+    )
+
+
+def role_shift_text(by_weights: HeadRoles, by_norms: HeadRoles, names: Mapping[str, str]) -> str:
+    """Markdown: how many heads each role (ROLES and broad; `names` says each in words) loses or gains on this
+    sentence when roles are measured on the shares of what each head adds (norm_shares) instead of the weights, what
+    the heads of the role that loses most put on it under each measure, and how many heads have no clear role."""
+    before, after = role_counts(by_weights), role_counts(by_norms)
+    changed = sorted((r for r in before if before[r] != after[r]), key=lambda r: before[r] - after[r], reverse=True)
+    opening = f"**Measured by what the heads add** ({NORM}) rather than by their weights"
+    if not changed:
+        return f"{opening}, every role keeps its number of heads on this sentence."
+    kept = [f"{names[r]} keeps its {count(before[r], 'head')}" for r in before if r not in changed and before[r]]
+    parts = [_change(names[r], before[r], after[r]) for r in changed] + kept
+    text = f"{opening}, on this sentence: " + "; ".join(parts) + "."
+    most = changed[0]
+    if before[most] > after[most] and most in ROLES:
+        text += " " + _drop_detail(by_weights, by_norms, most, names[most])
+    n_heads = by_weights.labels.size
+    unclear = int((by_weights.labels == "").sum()), int((by_norms.labels == "").sum())
+    return text + f" Heads with no clear role: {unclear[0]} by weight, {unclear[1]} by what they add (of {n_heads})."

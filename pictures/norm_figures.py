@@ -1,0 +1,70 @@
+"""Plotly figures of what a head adds, ‖α·f(x)‖ (Kobayashi et al. 2020), for a notebook and the Attention page's
+HTML download: the same colours and scale as the page's norm-based map."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.analysis.norm_attention import norm_attention
+from explorer.analysis.stats import attention_matrix
+from explorer.model import Transformer
+from explorer.norm_export import norm_matrix
+from explorer.trace import AttentionMaps, Trace
+from pictures.attention_panels import NORM, key_value_norms, norm_top, token_labels
+from pictures.style import BLUES, plotly_scale
+
+
+def norm_maps_figure(
+    maps: AttentionMaps, norms: np.ndarray, layer: int = 0, head: int | None = 0, prefix: str = ""
+) -> go.Figure:
+    """One map of norms ([L, H, Tq, Tk] ‖α·f(x)‖ of `maps`): head `head`, or the mean of the layer's heads (None),
+    from white = 0 to dark blue = the largest of any layer and head; hover gives the weight α too, and for one head
+    the key's ‖f(x)‖. Grey gaps are masked keys; `prefix` opens the title."""
+    weights = attention_matrix(maps, layer, head)  # [Tq, Tk]
+    values = norm_matrix(norms, layer, head)  # [Tq, Tk]
+    allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
+    top = norm_top(norms, allowed)
+    hover = f"query %{{y}}<br>key %{{x}}<br>{NORM} %{{z:.4f}}<br>weight α %{{customdata[0]:.4f}}"
+    sizes = np.full(values.shape, np.nan)  # [Tq, Tk]: ‖f(x)‖ of each cell's key, for one head
+    if head is not None:
+        sizes[:] = key_value_norms(weights, values)
+        hover += "<br>‖f(x)‖ of the key %{customdata[1]:.4f}"
+    which = "mean of heads" if head is None else f"head {head}"
+    figure = go.Figure(
+        go.Heatmap(
+            z=np.where(allowed, values, np.nan),
+            x=token_labels(maps.key_tokens),
+            y=token_labels(maps.query_tokens),
+            customdata=np.stack([weights, sizes], axis=-1),  # [Tq, Tk, 2]
+            zmin=0.0,
+            zmax=top,
+            colorscale=plotly_scale(BLUES),
+            colorbar={"title": {"text": NORM}},
+            hovertemplate=hover + "<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        title={
+            "text": f"{prefix}{maps.kind} · layer {layer} · {which} · what it adds ({NORM})",
+            "subtitle": {"text": f"white = 0, darkest blue = {top:.3g}, the largest of any layer and head"},
+        },
+        xaxis_title="key",
+        yaxis_title="query",
+        template="plotly_white",
+        margin={"t": 90},
+    )
+    figure.update_yaxes(autorange="reversed")  # the first query on top, as on the pages
+    figure.update_xaxes(tickangle=-45)
+    return figure
+
+
+def norm_attention_figure(
+    trace: Trace, model: Transformer, layer: int = 0, head: int | None = 0, kind: str = "self-attention"
+) -> go.Figure:
+    """What head `head` of `layer` adds from each key, ‖α·f(x)‖ (Kobayashi et al. 2020, "Attention is Not Only a
+    Weight"), for the attention `kind` of `trace`, run by `model`; head=None: the mean of the layer's heads."""
+    maps = trace.attention_maps()
+    if kind not in maps:
+        raise ValueError(f"This trace has no {kind!r}; it has {', '.join(maps)}.")
+    return norm_maps_figure(maps[kind], norm_attention(model, trace, kind), layer, head)
