@@ -1,0 +1,102 @@
+"""What a head adds, not only where it looks: norm-based attention (Kobayashi et al. 2020).
+
+Kobayashi, Kuribayashi, Yokoi and Inui (2020), "Attention is Not Only a Weight: Analyzing Transformers with Vector
+Norms", write head h's output at query i as the sum over keys j of alpha_ij * f_h(x_j), where
+f_h(x) = (x W_V^h + b_V^h) W_O^h is the value vector of key j projected by the head's slice of the output projection
+(the output bias is shared by all heads and left out, as in the paper). A weight only says where the head looks;
+||alpha_ij * f_h(x_j)|| = alpha_ij * ||f_h(x_j)|| says how much key j actually adds to query i's stream. A head that
+parks its weight on a token whose f_h(x_j) is tiny (BERT's [CLS] and [SEP]) looks at it and adds almost nothing.
+
+x_j is what the attention sub-layer reads: the stream itself in a post-norm block, the norm's output in a pre-norm
+block, and the encoder's output for cross-attention. With grouped-query attention a query head uses the value of
+the key/value head it shares, with its own slice of W_O.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from explorer.config import ConfigError
+from explorer.model import MultiHeadAttention, Stack, Transformer
+from explorer.trace import AttentionMaps, StackTrace, Trace
+
+
+def value_norms(model: Transformer, trace: Trace, kind: str | None = None) -> np.ndarray:
+    """[L, H, Tk] float32: ||f_h(x_j)||, the size of what head h would add from key j at weight 1 (see the module).
+
+    `kind` names the attention, a key of trace.attention_maps(); None is the first stack's self-attention, the one
+    trace.attention holds. Only one layer's [Tk, H, D] projection exists at a time."""
+    stack, maps, modules, inputs = _attention_inputs(model, trace, kind)
+    norms = np.empty((maps.n_layers, maps.n_heads, len(maps.key_tokens)), dtype=np.float32)  # [L, H, Tk]
+    with torch.inference_mode():
+        for layer, attention in enumerate(modules):
+            x = torch.from_numpy(np.ascontiguousarray(inputs(layer)))  # [Tk, D]
+            norms[layer] = _head_value_norms(attention, x).numpy()
+    return norms
+
+
+def norm_attention(model: Transformer, trace: Trace, kind: str | None = None) -> np.ndarray:
+    """[L, H, Tq, Tk] float32: ||alpha_ij * f_h(x_j)|| = alpha_ij * ||f_h(x_j)|| (Kobayashi et al. 2020), how much key j
+    adds to query i through head h; 0 where masked and on rows with no allowed key. `kind` as in value_norms."""
+    maps = _maps(trace, kind)
+    norms = value_norms(model, trace, kind)  # [L, H, Tk]
+    return maps.weights * norms[:, :, None, :]  # [L, H, Tq, Tk]
+
+
+def norm_shares(norms: np.ndarray) -> np.ndarray:
+    """[..., Tq, Tk] float32: each query's ||alpha * f(x)|| divided by their sum over the keys, the share of what the
+    head adds that comes from each key (comparable with the weights, which also sum to 1); all-zero rows stay 0."""
+    norms = np.asarray(norms, dtype=np.float32)
+    totals = norms.sum(axis=-1, keepdims=True)  # [..., Tq, 1]
+    return np.divide(norms, totals, out=np.zeros_like(norms), where=totals > 0)
+
+
+def _head_value_norms(attention: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
+    """x [Tk, D] -> [H, Tk]: ||(x W_V^g + b_V^g) W_O^h|| for every query head h (g: its key/value head)."""
+    H, G, K = attention.n_heads, attention.n_kv_heads, attention.d_head
+    D = attention.out_proj.weight.shape[0]
+    w_v = attention.in_proj_weight[D + G * K :]  # [GK, D]: the value rows, after the query and key rows
+    b_v = None if attention.in_proj_bias is None else attention.in_proj_bias[D + G * K :]  # [GK]
+    values = torch.nn.functional.linear(x, w_v, b_v).reshape(len(x), G, K)  # [Tk, G, K]
+    values = values.repeat_interleave(H // G, dim=1)  # [Tk, H, K]: query head h reads key/value head h // (H / G)
+    w_o = attention.out_proj.weight.reshape(D, H, K)  # [D, H, K]: head h's slice of the output projection
+    projected = torch.einsum("thk,dhk->htd", values, w_o)  # [H, Tk, D]
+    return torch.linalg.vector_norm(projected, dim=-1)  # [H, Tk]
+
+
+def _maps(trace: Trace, kind: str | None) -> AttentionMaps:
+    """The attention `kind` names (None: the first stack's self-attention)."""
+    if kind is None:
+        return trace.first.self_attention
+    maps = trace.attention_maps()
+    if kind not in maps:
+        raise ConfigError(f"This model has no {kind!r}; it has {', '.join(maps)}.")
+    return maps[kind]
+
+
+def _attention_inputs(model: Transformer, trace: Trace, kind: str | None):
+    """(stack trace, maps, each layer's attention module, layer -> what that attention reads as keys [Tk, D])."""
+    maps = _maps(trace, kind)
+    cross = maps.kind == "cross-attention"
+    index = len(trace.stacks) - 1 if cross or maps.kind == "decoder self-attention" else 0
+    stack_trace: StackTrace = trace.stacks[index]
+    stack: Stack | None = (model.encoder or model.decoder) if index == 0 else model.decoder
+    if stack is None or len(stack.layers) != maps.n_layers:
+        raise ConfigError("This trace was not made by this model: run the model again and pass both.")
+    if cross:
+        modules = [block.multihead_attn for block in stack.layers]
+        memory = trace.first.output  # [S, D]: every decoder block's cross-attention reads the encoder's output
+
+        def inputs(layer: int) -> np.ndarray:
+            return memory
+
+    else:
+        modules = [block.self_attn for block in stack.layers]
+
+        def inputs(layer: int) -> np.ndarray:
+            if stack.layers[layer].norm_first:  # pre-norm: attention reads the norm's output
+                return stack_trace.activations[f"blocks.{layer}.attn.ln_out"]  # [T, D]
+            return stack_trace.residual[layer]  # [T, D]: post-norm: the stream entering the block
+
+    return stack_trace, maps, modules, inputs
