@@ -52,6 +52,22 @@ def make_maps() -> Callable[..., AttentionMaps]:
     return make
 
 
+@pytest.fixture(scope="session")
+def minilm_model():
+    """The shipped MiniLM checkpoint, loaded once per test session (read, never mutated)."""
+    import explorer
+
+    return explorer.load_pretrained("minilm-l6")
+
+
+@pytest.fixture(scope="session")
+def smollm_model():
+    """The shipped SmolLM2 checkpoint, loaded once per test session (read, never mutated): about 10 s to load."""
+    import explorer
+
+    return explorer.load_pretrained("smollm2-135m")
+
+
 @pytest.fixture(scope="module")
 def app_url() -> Iterator[str]:
     """Base URL of `streamlit run dashboard.py`, one server per test module."""

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import explorer
+from explorer.analysis.norm_attention import norm_attention
 from explorer.checkpoint_files import read_checkpoint
 from explorer.pretrained import INSTALLED, installed_path
 
@@ -50,8 +51,8 @@ def layer_outputs(layers: torch.nn.ModuleList) -> tuple[list[torch.Tensor], list
 
 
 @pytest.fixture(scope="module")
-def minilm():
-    return explorer.load_pretrained("minilm-l6")
+def minilm(minilm_model):
+    return minilm_model
 
 
 @pytest.fixture(scope="module")
@@ -111,8 +112,8 @@ def test_minilm_matches_bert_on_a_padded_batch(minilm, bert_reference):
 
 
 @pytest.fixture(scope="module")
-def smollm():
-    return explorer.load_pretrained("smollm2-135m")
+def smollm(smollm_model):
+    return smollm_model
 
 
 @pytest.fixture(scope="module")
@@ -238,3 +239,49 @@ def test_smollm_next_token_agrees_with_the_reference_logits(smollm, llama_from_g
     top = explorer.next_token(smollm, explorer.run(smollm, sentence), k=5)
     assert top["piece"].tolist() == tokenizer.convert_ids_to_tokens(expected.indices)
     assert np.abs(top["probability"].to_numpy() - expected.values.numpy()).max() <= 1e-5
+
+
+def reference_norms(attentions: torch.Tensor, values: torch.Tensor, w_o: torch.Tensor, n_heads: int) -> np.ndarray:
+    """[H, T, T] alpha_ij * ||f_h(x_j)|| from the reference's own pieces: attentions [H, T, T], values [T, G * K] (the
+    reference's value projection of the layer's input), w_o [D, H * K] (its attention output projection)."""
+    k = w_o.shape[1] // n_heads
+    group = n_heads // (values.shape[-1] // k)  # query heads per key/value head
+    sizes = torch.stack(
+        [
+            (values[:, (h // group) * k : (h // group + 1) * k] @ w_o[:, h * k : (h + 1) * k].T).norm(dim=-1)
+            for h in range(n_heads)
+        ]
+    )  # [H, T]
+    return (attentions * sizes[:, None, :]).numpy()
+
+
+def test_minilm_norm_attention_equals_berts_value_and_output_weights(minilm, bert_reference):
+    """Kobayashi et al.'s measure computed from Hugging Face's BertModel: its value Linear (with bias) and its
+    attention output dense (without the shared bias) applied to each layer's input, times its attention weights."""
+    reference, tokenizer = bert_reference
+    sentence = "The cat sat on the mat because it was tired."
+    encoded = tokenizer(sentence, return_tensors="pt")
+    with torch.no_grad():
+        out = reference(**encoded, output_attentions=True, output_hidden_states=True)
+        ours = norm_attention(minilm, explorer.run(minilm, sentence))
+        for layer, bert_layer in enumerate(reference.encoder.layer):
+            values = bert_layer.attention.self.value(out.hidden_states[layer][0])  # [T, D]
+            w_o = bert_layer.attention.output.dense.weight  # [D, D]
+            theirs = reference_norms(out.attentions[layer][0], values, w_o, 12)
+            assert relative_gap(ours[layer], theirs) <= RELATIVE_TOLERANCE, f"layer {layer}"
+
+
+def test_smollm_norm_attention_equals_llamas_grouped_values(smollm, llama_from_gguf):
+    """The same for SmolLM2 with transformers' Llama: the layer input through its input_layernorm (pre-norm), its
+    v_proj (3 key/value heads, no bias) shared by 3 query heads each, and each query head's slice of o_proj."""
+    reference, tokenizer = llama_from_gguf
+    sentence = "The capital of France is"
+    ids = tokenizer(sentence, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        out = reference.model(input_ids=ids, output_attentions=True, output_hidden_states=True)
+        ours = norm_attention(smollm, explorer.run(smollm, sentence))
+        for layer, llama_layer in enumerate(reference.model.layers):
+            normed = llama_layer.input_layernorm(out.hidden_states[layer][0])  # [T, D]
+            values = llama_layer.self_attn.v_proj(normed)  # [T, G * K]
+            theirs = reference_norms(out.attentions[layer][0], values, llama_layer.self_attn.o_proj.weight, 9)
+            assert relative_gap(ours[layer], theirs) <= RELATIVE_TOLERANCE, f"layer {layer}"
