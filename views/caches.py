@@ -24,6 +24,8 @@ from streamlit.logger import get_logger
 
 import explorer
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.mixing import attention_flow_rows, attention_rollout
+from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.position_analysis import encoding_table, permutation_demo, repeated_token_scores, similarity
 from explorer.anatomy import parameter_counts
 from explorer.compare import (
@@ -41,7 +43,7 @@ from explorer.pretrained import INSTALLED, load_pretrained
 from explorer.trace import Trace
 from pictures.compare_charts import layer_lines
 from pictures.positional_charts import every_nth
-from views.state import current_source, session_model
+from views.state import current_source, model_key, session_model
 
 Result = TypeVar("Result")
 LOG = get_logger(__name__)  # "building model" lines: bench/bench_load.py counts them
@@ -246,3 +248,64 @@ def cached_gradients(
 def cached_parameter_counts(cfg: ModelConfig, _model: Transformer) -> pd.DataFrame:
     """Parameters of the session's model for cfg (a trained model adds its embedding and read-out)."""
     return parameter_counts(_model)
+
+
+# --- What a head adds and how tokens mix (explorer.analysis): from a shown trace, keyed on its config and tokens.
+# A trace is decided by its config and the tokens of each stack, so that pair keys these caches instead of the trace.
+# Norm-based maps are as large as the weights (283 MB for SmolLM2 at 512 pieces): kept by cache_resource, never
+# copied on a hit, read-only, and few.
+
+
+def trace_key(trace: Trace) -> tuple[tuple[str, ...], ...]:
+    """What, besides the config, decides a trace: the tokens of each of its stacks."""
+    return tuple(tuple(stack.tokens) for stack in trace.stacks)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.setflags(write=False)
+    return array
+
+
+@st.cache_resource(max_entries=4, show_spinner="Measuring what each head adds…")
+def _norm_attention(cfg: ModelConfig | None, tokens: tuple, kind: str, who: str | None, _model, _trace) -> np.ndarray:
+    return _read_only(norm_attention(_model, _trace, kind))
+
+
+def norm_attention_of(trace: Trace, kind: str) -> np.ndarray:
+    """[L, H, Tq, Tk] read-only: norm_attention of the session's shown model on `trace` (the shown trace) for the
+    attention `kind`; a trained model's are keyed on its own model_key(), so no other session gets them."""
+    return _norm_attention(trace.config, trace_key(trace), kind, model_key(), _model=session_model(), _trace=trace)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _rollout(cfg: ModelConfig | None, tokens: tuple, residual: float, who: str | None, _trace: Trace) -> np.ndarray:
+    return attention_rollout(_trace, residual)
+
+
+def rollout_of(trace: Trace, residual: float) -> np.ndarray:
+    """[L, T, T] attention_rollout of the shown trace."""
+    return _rollout(trace.config, trace_key(trace), residual, model_key(), _trace=trace)
+
+
+@st.cache_data(max_entries=32, show_spinner="Solving attention flow (a max-flow problem per token)…")
+def _flow(
+    cfg: ModelConfig | None, tokens: tuple, residual: float, queries: tuple[int, ...], who: str | None, _trace: Trace
+) -> np.ndarray:
+    return attention_flow_rows(_trace, queries, residual)
+
+
+def flow_of(trace: Trace, residual: float, queries: tuple[int, ...]) -> np.ndarray:
+    """[len(queries), T] attention_flow_rows of the shown trace for those query positions."""
+    return _flow(trace.config, trace_key(trace), residual, tuple(queries), model_key(), _trace=trace)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Measuring what each of B's heads adds…")
+def _compare_norms(
+    a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None, kind: str
+) -> np.ndarray:
+    return _read_only(norm_attention(model_of(a, b, who), trace_of(a, b, text, target, who), kind))
+
+
+def compare_norms(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None, kind: str):
+    """[L, H, Tq, Tk] read-only: norm_attention of B's model (model_of) on B's trace (trace_of, same arguments)."""
+    return _compare_norms(a, b, text, target, who, kind)
