@@ -12,14 +12,20 @@ import plotly.graph_objects as go
 import torch
 
 from explorer.analysis.activations import layer_statistics
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.position_analysis import (
+    check_range,
+    default_dimensions,
+    encoding_table,
+    rope_angle_table,
+    similarity,
+)
+from explorer.analysis.stats import head_average
 from explorer.anatomy import parameter_counts, parameter_groups
 from explorer.compare import paired_attention
 from explorer.config import CheckpointConfig
-from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.inputs import Source
 from explorer.model import Transformer, build_model
-from explorer.analysis.position_analysis import check_range, default_dimensions, encoding_table, rope_angle_table, similarity
-from explorer.analysis.stats import head_average
 from explorer.trace import AttentionMaps, Trace
 from explorer.training import TrainResult
 from pictures import activation_charts
@@ -182,8 +188,8 @@ def depth_figure(trace: Trace, stack: int = 0) -> go.Figure:
 
 
 def gradient_figure(model: Transformer, source: Source, target: Source | None = None) -> go.Figure:
-    """The gradient norm of each block's parameters, for the objective explorer.analysis.gradients.objective_text names (the
-    Activations page's chart)."""
+    """The gradient norm of each block's parameters, for the objective explorer.analysis.gradients.objective_text names
+    (the Activations page's chart)."""
     totals = layer_gradient_totals(gradient_norms(model, source, target))
     first = model.encoder or model.decoder
     return activation_charts.gradient_totals_figure(totals, "pre" if first.spec.norm_first else "post")

@@ -12,8 +12,8 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.numbers import readable
 from explorer.analysis.position_analysis import OffsetScores, PermutationDemo
+from explorer.numbers import readable
 from pictures.attention_panels import WEIGHTS, token_labels
 from pictures.boards import board, matrix_panel
 from pictures.style import (

@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.compare import (
     PER_LAYER,
     attention_difference,
@@ -22,7 +23,6 @@ from explorer.compare import (
     reorder_maps,
 )
 from explorer.config import ModelConfig
-from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.tasks import make_task
 from explorer.trace import AttentionMaps
 from explorer.training import train

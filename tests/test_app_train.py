@@ -29,9 +29,9 @@ from streamlit.testing.v1.util import patch_config_options
 
 import explorer
 from explorer import checkpoints
-from explorer.numbers import percent
 from explorer.analysis.stats import head_entropy
 from explorer.analysis.task_patterns import pattern_history, task_pattern
+from explorer.numbers import percent
 from explorer.tasks import make_task
 from explorer.training import evaluate, initial_model, single_thread, train
 from tests.drawn import app_matrices, figure_titled

@@ -10,9 +10,9 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 import explorer
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals, objective
 from explorer.anatomy import parameter_counts
 from explorer.compare import default_b, model_for_b
-from explorer.analysis.gradients import gradient_norms, layer_gradient_totals, objective
 from explorer.tasks import make_task
 from explorer.training import train
 from tests.drawn import app_boards, figure_titled, figure_trace, panel_matrix

@@ -10,8 +10,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
-from explorer.config import ModelConfig
 from explorer.analysis.stats import head_average
+from explorer.config import ModelConfig
 from pictures.attention_panels import WEIGHTS
 from tests.drawn import DrawnMatrix, app_boards, app_matrices, sheet_maps
 

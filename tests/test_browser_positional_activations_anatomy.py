@@ -12,11 +12,11 @@ import pytest
 
 import explorer
 from explorer.analysis.activations import layer_statistics, value_histogram
-from explorer.config import ModelConfig
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.position_analysis import permutation_demo, reorder, wavelengths
-from explorer.positional import sinusoidal
 from explorer.analysis.stats import head_entropy, head_grid
+from explorer.config import ModelConfig
+from explorer.positional import sinusoidal
 from pictures.positional_charts import TYPED_COLOUR
 from pictures.style import RDBU, Ramp
 from tests.browser_boards import cell_centre, geometry, panels, read_panel, read_tips, tip_at, wait_panels_drawn

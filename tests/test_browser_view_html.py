@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import explorer
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.compare import default_b, model_for_b
 from explorer.config import ModelConfig
-from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 
 pytestmark = pytest.mark.browser
 

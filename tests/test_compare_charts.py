@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import explorer
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.compare import (
     MapPair,
     attention_difference,
@@ -20,7 +21,6 @@ from explorer.compare import (
     per_layer_comparison,
 )
 from explorer.compare_export import comparison_dict, comparison_json, layers_csv, maps_csv, maps_frame, read_maps_csv
-from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.trace import AttentionMaps
 from pictures.attention_panels import WEIGHTS
 from pictures.boards import decode_floats

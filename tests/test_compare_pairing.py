@@ -6,6 +6,8 @@ import pytest
 
 import explorer
 from explorer.analysis.activations import layer_statistics
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.stats import head_entropy
 from explorer.compare import (
     DEFAULT_TARGET,
     MapPair,
@@ -22,8 +24,6 @@ from explorer.compare import (
     target_of_b,
     token_order,
 )
-from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
-from explorer.analysis.stats import head_entropy
 from views.query_params import check_b_value
 
 TOKENS = "the cat sat on the mat"

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from explorer.config import ConfigError
 from explorer.analysis.head_roles import BROAD, ROLES, head_roles, is_punctuation
+from explorer.config import ConfigError
 
 SENTENCE = ["[CLS]", "the", "cat", ",", "sat", ".", "[SEP]"]  # punctuation at keys 3 and 5, the separator at 6
 N = len(SENTENCE)

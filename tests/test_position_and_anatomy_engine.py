@@ -10,8 +10,14 @@ import pytest
 import torch
 
 import explorer
-from explorer.analysis.activations import POINTS, activation_values, depth_story, layer_statistics, points, value_histogram
-from explorer.anatomy import forward_steps, parameter_counts, parameter_groups
+from explorer.analysis.activations import (
+    POINTS,
+    activation_values,
+    depth_story,
+    layer_statistics,
+    points,
+    value_histogram,
+)
 from explorer.analysis.position_analysis import (
     MAX_CURVES,
     default_dimensions,
@@ -22,6 +28,7 @@ from explorer.analysis.position_analysis import (
     reorder,
     repeated_token_scores,
 )
+from explorer.anatomy import forward_steps, parameter_counts, parameter_groups
 
 
 def test_sinusoidal_table_is_the_formula_everywhere():

@@ -12,10 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.analysis.activations import layer_statistics, token_norms
-from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_counts
-from explorer.config import ModelConfig
 from explorer.analysis.gradients import GRADIENT_OBJECTIVE, gradient_norms, layer_gradient_totals
-from explorer.numbers import readable
 from explorer.analysis.position_analysis import (
     encoding_table,
     offset_scores,
@@ -27,6 +24,9 @@ from explorer.analysis.position_analysis import (
     wavelengths,
 )
 from explorer.analysis.stats import head_entropy, head_grid, head_mean_distance, head_sparsity
+from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_counts
+from explorer.config import ModelConfig
+from explorer.numbers import readable
 from pictures.style import RDBU, Ramp
 from tests.drawn import (
     app_boards,

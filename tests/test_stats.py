@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from explorer.analysis.stats import attention_frame, attention_matrix, head_average, head_entropy, row_entropy
 from explorer.config import ModelConfig
 from explorer.export import (
     attention_csv,
@@ -16,7 +17,6 @@ from explorer.export import (
     read_attention_csv,
     read_attention_json,
 )
-from explorer.analysis.stats import attention_frame, attention_matrix, head_average, head_entropy, row_entropy
 from explorer.trace import AttentionMaps
 
 TOKENS = "the cat sat on the mat".split()

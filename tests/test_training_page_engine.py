@@ -15,7 +15,6 @@ import torch
 
 import explorer
 from explorer import checkpoints
-from explorer.numbers import percent
 from explorer.analysis.task_patterns import (
     head_shown_first,
     pattern_history,
@@ -24,6 +23,7 @@ from explorer.analysis.task_patterns import (
     task_pattern,
     uniform_mass,
 )
+from explorer.numbers import percent
 from explorer.tasks import TASKS, expected_output, make_task
 from explorer.trace import AttentionMaps
 from explorer.training import (

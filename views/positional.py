@@ -9,9 +9,6 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer.config import CheckpointConfig, ConfigError, ModelConfig, applied_masks
-from explorer.model import Transformer
-from explorer.numbers import readable
 from explorer.analysis.position_analysis import (
     MAX_PLOTTED_POSITIONS,
     REORDERINGS,
@@ -23,6 +20,9 @@ from explorer.analysis.position_analysis import (
     similarity_to,
     wavelengths,
 )
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig, applied_masks
+from explorer.model import Transformer
+from explorer.numbers import readable
 from explorer.positional import ROPE_BASE
 from explorer.positional_text import NO_VECTORS, explanation, formula, rope_base, table_frame
 from explorer.pretrained import pretrained_title

@@ -1,8 +1,8 @@
 """Train page: train a tiny transformer on a toy task, watch the learning curves live, then look inside it.
 
 Its settings are views/train_settings.py, the run in progress views/training_run.py, the model files
-views/train_files.py; the numbers come from explorer.training and explorer.analysis.task_patterns. The trained models live
-in this browser session's st.session_state only: no other session sees or changes them.
+views/train_files.py; the numbers come from explorer.training and explorer.analysis.task_patterns. The trained models
+live in this browser session's st.session_state only: no other session sees or changes them.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from explorer.analysis.task_patterns import PATTERN_NAMES, head_shown_first, pattern_history, task_pattern
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.numbers import percent
-from explorer.analysis.task_patterns import PATTERN_NAMES, head_shown_first, pattern_history, task_pattern
 from explorer.tasks import Task, make_task
 from explorer.trace import AttentionMaps, run
 from explorer.training import blind_to_order, evaluate, predictions, snapshot_maps, steps_to_accuracy, too_big_to_train
