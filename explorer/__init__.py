@@ -6,6 +6,8 @@ only when first asked for: the engine itself needs neither plotly nor streamlit.
 
 from typing import Any
 
+from explorer.analysis.mixing import attention_flow, attention_rollout
+from explorer.analysis.norm_attention import norm_attention, norm_shares
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig, parse_config
 from explorer.export import attention_csv, attention_json, read_attention_csv, read_attention_json
 from explorer.model import Transformer, build_model
@@ -47,12 +49,16 @@ __all__ = [
     "Trace",
     "Transformer",
     "attention_csv",
+    "attention_flow",
     "attention_json",
+    "attention_rollout",
     "build_model",
     "from_torch",
     "list_pretrained",
     "load_pretrained",
     "next_token",
+    "norm_attention",
+    "norm_shares",
     "parse_config",
     "read_attention_csv",
     "read_attention_json",

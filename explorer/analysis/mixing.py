@@ -17,8 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.sparse import csr_array
-from scipy.sparse.csgraph import maximum_flow
 
 from explorer.config import ConfigError
 from explorer.trace import Trace
@@ -80,6 +78,8 @@ def attention_flow_rows(
     for query in queries:
         if not 0 <= query < n_tokens:
             raise ConfigError(f"query {query} is not a position of these {n_tokens} tokens (0 to {n_tokens - 1}).")
+    from scipy.sparse.csgraph import maximum_flow  # here: scipy costs every `import explorer` 0.3 s, only flow uses it
+
     graph = _flow_graph(augmented)
     flows = np.zeros((len(queries), n_tokens))  # [Q, T]
     for row, query in enumerate(queries):
@@ -89,7 +89,7 @@ def attention_flow_rows(
     return flows
 
 
-def _flow_graph(augmented: np.ndarray) -> csr_array:
+def _flow_graph(augmented: np.ndarray):
     """The layered graph as a sparse [N, N] int32 capacity matrix, N = (L + 1) * T, node (l, t) = l * T + t: an edge
     from (l + 1, i) to (l, j) of capacity A~_l[i, j] in FLOW_UNITS, for every nonzero A~_l[i, j]."""
     n_layers, n_tokens, _ = augmented.shape
@@ -99,4 +99,6 @@ def _flow_graph(augmented: np.ndarray) -> csr_array:
     sources = (layer[keep] + 1) * n_tokens + query[keep]
     targets = layer[keep] * n_tokens + key[keep]
     n_nodes = (n_layers + 1) * n_tokens
+    from scipy.sparse import csr_array
+
     return csr_array((capacity[keep], (sources, targets)), shape=(n_nodes, n_nodes))
