@@ -1,0 +1,26 @@
+"""The Mixing page's downloads: rollout, flow and the raw average of heads as one long table, a row per
+(position, input token) pair."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def mixing_table(tokens: list[str], queries: list[int], columns: dict[str, np.ndarray | None]) -> pd.DataFrame:
+    """One row per (position in `queries`, input token): position, its token, input, its token, then each of
+    `columns` ({name: [len(queries), T] values}; None leaves the column out)."""
+    n_tokens = len(tokens)
+    shown = {name: np.asarray(values, dtype=np.float64) for name, values in columns.items() if values is not None}
+    for name, values in shown.items():
+        if values.shape != (len(queries), n_tokens):
+            raise ValueError(f"{name} is {values.shape}, not {len(queries)} positions x {n_tokens} tokens")
+    positions = np.repeat(np.asarray(queries, dtype=np.int64), n_tokens)  # [Q * T]
+    inputs = np.tile(np.arange(n_tokens), len(queries))  # [Q * T]
+    words = np.asarray(tokens, dtype=object)
+    frame = pd.DataFrame(
+        {"position": positions, "position_token": words[positions], "input": inputs, "input_token": words[inputs]}
+    )
+    for name, values in shown.items():
+        frame[name] = values.ravel()
+    return frame

@@ -1,0 +1,133 @@
+"""What the Mixing page says about attention rollout and flow (explorer.analysis.mixing): plain sentences from
+numbers, no Streamlit here."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from explorer.config_words import count
+
+# What the page solves while the reader waits: max-flow problems x edges each (flow_work). bench/bench_mixing.py
+# measures 0.5e-7 to 1.2e-7 s per unit on 2 cores (MiniLM every row at 48 pieces: 2.6 s for 32 million), so this
+# many keep the page's flow within 3 s.
+FLOW_PAGE_MAX_WORK = 24_000_000
+
+
+def explanation(residual: float) -> str:
+    """What rollout and flow are and why they differ from one layer's weights, for a teacher to read aloud."""
+    own = f"{residual:g}"
+    rest = f"{1 - residual:g}"
+    return (
+        "An attention map says where one layer's heads look. But from the second layer on, every position already "
+        "holds a mix of tokens, so a high weight on *cat* in layer 5 does not mean the input token *cat*: it means "
+        "whatever layers 0 to 4 mixed into that position. To ask **which input tokens an output is made of**, follow "
+        "the mixing through every layer (Abnar & Zuidema 2020, “Quantifying Attention Flow in Transformers”).\n\n"
+        f"Both methods below first add the **residual connection**: a block's output is its input *plus* what "
+        f"attention added, so each token also carries itself on. They model that as a share of **{own}** of each "
+        f"position kept for the token itself and **{rest}** spread as the average of the layer's heads: "
+        f"Ã = {own}·I + {rest}·A. **Rollout** multiplies these matrices, first layer first: how much of each input "
+        "token reaches each position, if mixing simply compounds. **Flow** treats the layers as a network of pipes "
+        "whose widths are Ã, and asks how much can reach each input token at most through all paths at once (a "
+        "max-flow problem, slower to solve). Both use the weights alone: they leave out the feed-forward layers and "
+        "the size of what each head adds."
+    )
+
+
+def residual_help() -> str:
+    """The help of the residual-share slider."""
+    return (
+        "The share of each position's mixing kept for the token itself, standing for the residual connection "
+        "(Abnar & Zuidema use 0.5). 0: attention alone, as if there were no residual connection; 1: no mixing at all "
+        "(rollout is the identity)."
+    )
+
+
+def first_stack_note(stack_names: list[str]) -> str | None:
+    """For an encoder-decoder: which attention rollout and flow follow (None for a single stack)."""
+    if len(stack_names) < 2:
+        return None
+    return (
+        f"This model has two stacks: rollout and flow follow the **{stack_names[0]}'s self-attention** (the first "
+        f"stack, over the source tokens). The {stack_names[1]}'s self-attention and its cross-attention are not part "
+        "of them: the Attention page shows those maps."
+    )
+
+
+def flow_work(n_layers: int, n_tokens: int, rows: int | None) -> int:
+    """What flow costs: `rows` query rows (None: every row) each solve n_tokens max-flow problems on a graph of
+    n_layers x n_tokens x n_tokens edges; the time grows with problems x edges."""
+    rows = n_tokens if rows is None else rows
+    return rows * n_tokens * n_layers * n_tokens * n_tokens
+
+
+def flow_offered(n_layers: int, n_tokens: int, rows: int | None) -> bool:
+    """Whether the page computes flow for `rows` query rows (None: every row): its work is within FLOW_PAGE_MAX_WORK."""
+    return flow_work(n_layers, n_tokens, rows) <= FLOW_PAGE_MAX_WORK
+
+
+def flow_max_tokens(n_layers: int, every_row: bool) -> int:
+    """The most tokens for which the page computes flow of every row (or of one row) on n_layers layers."""
+    n = 1
+    while flow_offered(n_layers, n + 1, None if every_row else 1):
+        n += 1
+    return n
+
+
+def flow_too_big(n_layers: int, n_tokens: int, unit: str, every_row: bool) -> str:
+    """Why the page does not compute flow (of every row, or of one query's row) here, and how to get it."""
+    rows = n_tokens if every_row else 1
+    edges = n_layers * n_tokens * n_tokens
+    what = "flow for every position" if every_row else "this position's flow"
+    return (
+        f"{what[0].upper()}{what[1:]} is not computed here: it means solving {rows * n_tokens:,} max-flow problems, "
+        f"each on a graph of {edges:,} edges ({count(n_layers, 'layer')} × {n_tokens} × {n_tokens} {unit}s), more "
+        f"than the page solves in a few seconds. With at most {flow_max_tokens(n_layers, every_row)} {unit}s it is "
+        "drawn here"
+        + ("; below, one position's row is cheaper" if every_row else "")
+        + "; or compute it in a notebook with explorer.attention_flow."
+    )
+
+
+def flow_cost(n_layers: int, n_tokens: int, rows: int) -> str:
+    """The spinner's sentence while flow is computed for `rows` query rows."""
+    return (
+        f"Solving {rows * n_tokens:,} max-flow problems on a graph of {n_layers * n_tokens * n_tokens:,} edges "
+        f"({count(rows, 'query row')})…"
+    )
+
+
+def reach_title(token: str, query: int, n_tokens: int, causal: bool) -> str:
+    """The title of one query's row of rollout and flow."""
+    if causal and query == n_tokens - 1:
+        return f"Which input tokens reach the prediction (after “{token}”, the last position)"
+    return f"Which input tokens reach position {query} (“{token}”) after the last block"
+
+
+def top_tokens(tokens: list[str], row: np.ndarray, most: int = 3) -> str:
+    """The `most` largest entries of a row as "`mat` (0.42), `the` (0.21)", largest first."""
+    order = np.argsort(-np.asarray(row, dtype=np.float64), kind="stable")[:most]
+    return ", ".join(f"`{tokens[i]}` ({row[i]:.2f})" for i in order if row[i] > 0)
+
+
+def reach_sentence(
+    tokens: list[str], query: int, raw_row: np.ndarray, rollout_row: np.ndarray, flow_row: np.ndarray | None
+) -> str:
+    """What one query's rows say: the keys the last layer's raw average weights most, and the input tokens rollout
+    and flow find most of in that position."""
+    text = (
+        f"At position {query} (`{tokens[query]}`), the last layer's average of heads weights most "
+        f"{top_tokens(tokens, raw_row)}; rollout finds most of {top_tokens(tokens, rollout_row)} in it"
+    )
+    if flow_row is None:
+        return text + "."
+    return text + f"; flow, {top_tokens(tokens, flow_row)}."
+
+
+def is_causal(allowed: np.ndarray) -> bool:
+    """Whether no position may look ahead ([T, T] allowed keys): the last position's output predicts the next token."""
+    return not np.triu(np.asarray(allowed, dtype=bool), 1).any()
+
+
+def opening_query(allowed: np.ndarray) -> int:
+    """The position whose row the page opens on: the last for a causal model (the prediction), else the first."""
+    return len(allowed) - 1 if is_causal(allowed) else 0

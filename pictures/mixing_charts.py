@@ -1,0 +1,292 @@
+"""Figures of the Mixing page (attention rollout and flow, explorer.analysis.mixing): matrix-view panels for the
+page's tokens x tokens maps (pictures/boards.py says why), Plotly bars for one query's row, and Plotly figures of a
+Trace for a notebook (rollout_figure, flow_figure). No Streamlit here."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.analysis.mixing import DEFAULT_RESIDUAL, attention_flow_rows, attention_rollout
+from explorer.analysis.stats import head_average
+from explorer.mixing_text import is_causal, reach_title
+from explorer.trace import AttentionMaps, Trace
+from pictures.attention_panels import token_labels
+from pictures.boards import board, matrix_panel
+from pictures.style import (
+    BLUES,
+    CATEGORY10,
+    HOVER_NUMBERS,
+    PANEL_TITLE_FONT,
+    Ramp,
+    axis,
+    figure_layout,
+    label_text,
+    plotly_scale,
+)
+
+MIX = Ramp(BLUES, 0.0, 1.0)  # raw weights, rollout and flow all lie in 0..1: one scale, so the maps compare
+PANEL_PX = 260  # three maps side by side fit the wide page beside the sidebar
+LAYER_PX = 360  # two maps side by side
+ROW_COLOURS = {"raw": CATEGORY10[7], "rollout": CATEGORY10[0], "flow": CATEGORY10[1]}
+ROW_NAMES = {
+    "raw": "last layer, average of heads",
+    "rollout": "rollout after the last block",
+    "flow": "flow after the last block",
+}
+
+
+def reachable(allowed: np.ndarray) -> np.ndarray:
+    """[T, T] bool: the cells rollout and flow can be nonzero in, the allowed keys and each token itself (the
+    residual). The app's masks (causal, padding) are closed under composition, so further layers reach no more."""
+    allowed = np.asarray(allowed, dtype=bool)  # [T, T]
+    return allowed | np.eye(allowed.shape[0], dtype=bool)
+
+
+def _mixing_panel(
+    values: np.ndarray,
+    maps: AttentionMaps,
+    allowed: np.ndarray,
+    queries: list[int] | None = None,
+    legend: bool = True,
+    **parts: object,
+) -> dict:
+    """A [Q, T] map over the first stack's tokens, input tokens across and the positions `queries` (None: all) down,
+    white = 0 to darkest blue = 1 (MIX); grey where `allowed` ([Q, T]) is False: masked, no path reaches. Without
+    `legend`, a neighbour on the same scale draws it."""
+    labels = token_labels(maps.key_tokens)
+    y_labels = labels if queries is None else [labels[q] for q in queries]
+    return matrix_panel(
+        np.asarray(values, dtype=np.float32),
+        allowed,
+        MIX,
+        x_labels=labels,
+        y_labels=y_labels,
+        x_title="input token",
+        y_title="position",
+        masked_text="masked: no path from this token (0)",
+        legend=legend,
+        **parts,  # type: ignore[arg-type]
+    )
+
+
+def average_panel(maps: AttentionMaps, layer: int, name: str, max_px: float = PANEL_PX, legend: bool = False) -> dict:
+    """The raw average of one layer's heads ([T, T]): where that layer looks, not which input tokens."""
+    return _mixing_panel(
+        head_average(maps, layer),
+        maps,
+        maps.allowed,
+        legend=legend,
+        name=name,
+        value_title="mean weight",
+        title=f"Raw: layer {layer}, mean of {maps.n_heads} heads",
+        subtitle="where this layer looks",
+        max_px=max_px,
+    )
+
+
+def rollout_panel(
+    rollout: np.ndarray,
+    maps: AttentionMaps,
+    layer: int,
+    residual: float,
+    name: str,
+    max_px: float = PANEL_PX,
+    legend: bool = False,
+) -> dict:
+    """Rollout after block `layer` ([T, T], explorer.analysis.mixing.attention_rollout's entry `layer`)."""
+    return _mixing_panel(
+        rollout,
+        maps,
+        reachable(maps.allowed),
+        legend=legend,
+        name=name,
+        value_title="rollout",
+        title=f"Rollout after block {layer}",
+        subtitle=f"residual share {residual:g} · rows sum to 1",
+        max_px=max_px,
+    )
+
+
+def flow_panel(
+    flow: np.ndarray,
+    queries: list[int],
+    maps: AttentionMaps,
+    residual: float,
+    name: str,
+    max_px: float = PANEL_PX,
+    legend: bool = True,
+) -> dict:
+    """Flow after the last block, one row per query in `queries` ([len(queries), T])."""
+    return _mixing_panel(
+        flow,
+        maps,
+        reachable(maps.allowed)[queries],  # [Q, T]
+        queries=queries,
+        legend=legend,
+        name=name,
+        value_title="max flow",
+        title=f"Flow after block {maps.n_layers - 1}",
+        subtitle=f"residual share {residual:g} · each cell its own max flow",
+        max_px=max_px,
+    )
+
+
+def last_block_board(maps: AttentionMaps, rollout: np.ndarray, flow: np.ndarray | None, residual: float) -> dict:
+    """One board on one colour scale: the last layer's raw average of heads, rollout after the last block ([L, T, T]:
+    its last entry) and flow of every position ([T, T]; None: not computed); the last map draws the legend."""
+    last = maps.n_layers - 1
+    panels = [
+        average_panel(maps, last, "mix_raw"),
+        rollout_panel(rollout[last], maps, last, residual, "mix_rollout", legend=flow is None),
+    ]
+    if flow is not None:
+        panels.append(flow_panel(flow, list(range(flow.shape[0])), maps, residual, "mix_flow"))
+    return board(panels)
+
+
+def layer_board(maps: AttentionMaps, rollout: np.ndarray, layer: int, residual: float) -> dict:
+    """One board: that layer's raw average of heads beside rollout after block `layer`, on one colour scale."""
+    return board(
+        [
+            average_panel(maps, layer, "mix_layer_raw", LAYER_PX),
+            rollout_panel(rollout[layer], maps, layer, residual, "mix_layer_rollout", LAYER_PX, legend=True),
+        ]
+    )
+
+
+def reach_figure(
+    tokens: list[str], title: str, rows: dict[str, np.ndarray], residual: float = DEFAULT_RESIDUAL
+) -> go.Figure:
+    """One query's rows as bars over the input tokens, a panel each, every panel on its own axis: `rows` maps
+    "raw" (the last layer's average of heads), "rollout" and "flow" to [T] values (any of them may be left out)."""
+    labels = [label_text(t) for t in token_labels(tokens)]
+    shown = [(key, values) for key, values in rows.items() if values is not None]
+    figure = make_subplots(
+        rows=len(shown),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.12,
+        subplot_titles=[ROW_NAMES[k] for k, _ in shown],
+    )
+    for i, (key, values) in enumerate(shown, start=1):
+        figure.add_trace(
+            go.Bar(
+                x=list(range(len(labels))),
+                y=np.asarray(values, dtype=np.float64),
+                name=ROW_NAMES[key],
+                marker={"color": ROW_COLOURS[key]},
+                customdata=labels,
+                hovertemplate=f"%{{customdata}}<br>{ROW_NAMES[key]}: %{{y:{HOVER_NUMBERS}}}<extra></extra>",
+                showlegend=False,
+            ),
+            row=i,
+            col=1,
+        )
+    subtitle = (
+        f"residual share {residual:g} · raw: where the last layer looks · rollout: each row sums to 1 · flow: each "
+        "bar is its own max flow, at most 1"
+    )
+    figure.update_layout(figure_layout(title, subtitle, 150 * len(shown) + 60, bargap=0.25))
+    figure.update_xaxes(tickmode="array", tickvals=list(range(len(labels))), ticktext=labels, tickangle=-45)
+    figure.update_yaxes(axis(None, rangemode="tozero"))
+    return figure.update_annotations(font=PANEL_TITLE_FONT)
+
+
+def _heatmap(values: np.ndarray, x: list[str], y: list[str], title: str, last: bool) -> go.Heatmap:
+    return go.Heatmap(
+        z=values,
+        x=x,
+        y=y,
+        zmin=0.0,
+        zmax=1.0,
+        colorscale=plotly_scale(BLUES),
+        showscale=last,
+        colorbar={"title": {"text": "share"}},
+        name=title,
+        hovertemplate=f"position %{{y}}<br>input token %{{x}}<br>{title} %{{z:{HOVER_NUMBERS}}}<extra></extra>",
+    )
+
+
+def maps_figure(
+    maps: AttentionMaps, panels: list[tuple[str, np.ndarray, list[int]]], title: str, subtitle: str
+) -> go.Figure:
+    """Tokens x tokens maps side by side, each (its title, [Q, T] values, its query positions); grey gaps where no
+    path reaches (masked)."""
+    labels = [label_text(t) for t in token_labels(maps.key_tokens)]
+    reach = reachable(maps.allowed)  # [T, T]
+    figure = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels], horizontal_spacing=0.08)
+    for i, (name, values, queries) in enumerate(panels, start=1):
+        shown = np.where(reach[queries], np.asarray(values, dtype=np.float64), np.nan)  # [Q, T]
+        figure.add_trace(_heatmap(shown, labels, [labels[q] for q in queries], name, i == len(panels)), row=1, col=i)
+    side = 360
+    figure.update_layout(figure_layout(title, subtitle, side + 60, width=side * len(panels) + 160))
+    figure.update_yaxes(autorange="reversed", type="category")  # the first position on top, as on the pages
+    figure.update_xaxes(tickangle=-45, type="category")
+    return figure.update_annotations(font=PANEL_TITLE_FONT)
+
+
+def rollout_figure(trace: Trace, layer: int | None = None, residual: float = DEFAULT_RESIDUAL) -> go.Figure:
+    """Attention rollout (Abnar & Zuidema 2020) after block `layer` (None: the last) beside that layer's raw average
+    of heads, for the first stack's self-attention: which input tokens (across) each position (down) is made of."""
+    return rollout_maps_figure(trace.first.self_attention, attention_rollout(trace, residual), layer, residual)
+
+
+def rollout_maps_figure(maps: AttentionMaps, rollout: np.ndarray, layer: int | None, residual: float) -> go.Figure:
+    """rollout_figure from rollout already computed ([L, T, T])."""
+    layer = maps.n_layers - 1 if layer is None else int(layer)
+    if not 0 <= layer < maps.n_layers:
+        raise ValueError(f"There is no block {layer}: this model has blocks 0 to {maps.n_layers - 1}.")
+    everyone = list(range(len(maps.key_tokens)))
+    return maps_figure(
+        maps,
+        [
+            (f"raw: layer {layer}, average of heads", head_average(maps, layer), everyone),
+            (f"rollout after block {layer}", rollout[layer], everyone),
+        ],
+        f"Attention rollout after block {layer} ({maps.kind})",
+        f"residual share {residual:g}: Ã = {residual:g}·I + {1 - residual:g}·(average of heads), multiplied from "
+        "block 0 up",
+    )
+
+
+def flow_figure(trace: Trace, query: int | None = None, residual: float = DEFAULT_RESIDUAL) -> go.Figure:
+    """Attention flow (Abnar & Zuidema 2020) after the last block, first stack's self-attention: with `query` (a
+    position; -1 the last), that position's row as bars beside its rollout and raw rows; None: every position's row
+    as a map beside rollout (T x T max-flow problems: slow past a few dozen tokens)."""
+    maps = trace.first.self_attention
+    rollout = attention_rollout(trace, residual)  # [L, T, T]
+    n_tokens = len(maps.key_tokens)
+    if query is None:
+        return flow_maps_figure(maps, rollout, attention_flow_rows(trace, None, residual), residual)
+    query = int(query) + n_tokens if int(query) < 0 else int(query)  # -1: the last position
+    flow = attention_flow_rows(trace, [query], residual)[0]  # [T]; a query out of range raises a ConfigError
+    return flow_row_figure(maps, rollout, flow, query, residual)
+
+
+def flow_maps_figure(maps: AttentionMaps, rollout: np.ndarray, flow: np.ndarray, residual: float) -> go.Figure:
+    """flow_figure of every row, from rollout ([L, T, T]) and flow ([T, T]) already computed."""
+    everyone = list(range(len(maps.key_tokens)))
+    return maps_figure(
+        maps,
+        [("rollout after the last block", rollout[-1], everyone), ("flow after the last block", flow, everyone)],
+        f"Attention rollout and flow after block {maps.n_layers - 1} ({maps.kind})",
+        f"residual share {residual:g} · rollout rows sum to 1; each flow value is its own max flow, at most 1",
+    )
+
+
+def flow_row_figure(
+    maps: AttentionMaps,
+    rollout: np.ndarray,
+    flow: np.ndarray | None,
+    query: int,
+    residual: float,
+    title: str | None = None,
+) -> go.Figure:
+    """flow_figure of one query, from rollout ([L, T, T]) and that query's flow ([T]; None: not computed)."""
+    tokens = list(maps.key_tokens)
+    raw = head_average(maps, maps.n_layers - 1)[query]  # [T]
+    rows = {"raw": raw, "rollout": rollout[-1, query], "flow": flow}
+    title = title or reach_title(tokens[query], query, len(tokens), is_causal(maps.allowed))
+    return reach_figure(tokens, title, rows, residual)

@@ -1,0 +1,200 @@
+"""Mixing page: attention rollout and attention flow (Abnar & Zuidema 2020) beside the raw weights, after the last
+block and block by block, and which input tokens reach one position."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+from explorer.analysis.mixing import DEFAULT_RESIDUAL
+from explorer.analysis.stats import head_average
+from explorer.config import CheckpointConfig, ModelConfig
+from explorer.mixing_export import mixing_table
+from explorer.mixing_text import (
+    explanation,
+    first_stack_note,
+    flow_offered,
+    flow_too_big,
+    is_causal,
+    opening_query,
+    reach_sentence,
+    residual_help,
+)
+from explorer.trace import AttentionMaps, Trace
+from pictures.attention_panels import token_labels
+from pictures.mixing_charts import (
+    flow_maps_figure,
+    flow_row_figure,
+    last_block_board,
+    layer_board,
+    rollout_maps_figure,
+)
+from views.caches import flow_of, rollout_of
+from views.matrix_view import picked_value, show_board
+from views.query_params import warn_junk_url
+from views.state import sidebar_run, weights_note
+from views.widgets import clamp_view, code_text, download, model_line, plain, plotly_chart, view_download
+
+RESIDUALS = [round(0.1 * i, 1) for i in range(11)]  # the residual share's steps, 0 to 1
+
+
+def summary(cfg: ModelConfig, trace: Trace) -> str:
+    return f"{model_line(cfg, trace)}. Eval mode, {weights_note()}."
+
+
+def residual_choice(where: DeltaGenerator) -> float:
+    """The residual share (in the URL as mix_residual), 0.5 unless changed."""
+    return float(
+        where.select_slider(
+            "Residual share",
+            options=RESIDUALS,
+            value=DEFAULT_RESIDUAL,
+            key="mix_residual",
+            bind="query-params",
+            help=residual_help(),
+        )
+    )
+
+
+def pick_query() -> None:
+    """on_pick callback of the last block's maps: show the row of the cell clicked."""
+    picked = picked_value("mix_last")
+    if picked is not None:
+        st.session_state["mix_query"] = int(picked["row"])
+
+
+def csv_download(label: str, maps: AttentionMaps, queries: list[int], columns: dict, name: str, key: str, where=None):
+    """A CSV of mixing_table, built only when clicked."""
+    table = partial(mixing_table, list(maps.key_tokens), queries, columns)
+    download(label, lambda: table().to_csv(index=False), name, "text/csv", key, where)
+
+
+def last_block(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, residual: float, unit: str) -> np.ndarray | None:
+    """The last block's raw average, rollout and (when cheap enough) flow of every position, as one board; returns
+    that flow ([T, T]) or None."""
+    n_layers, n_tokens = maps.n_layers, len(maps.key_tokens)
+    st.subheader("After the last block")
+    flow = None
+    if flow_offered(n_layers, n_tokens, None):
+        flow = flow_of(trace, residual, tuple(range(n_tokens)))  # [T, T]
+    st.caption(
+        "Left, where the last layer's heads look (their average); middle and right, which input tokens (across) each "
+        "position (down) is made of after every block. Click a cell to see its position's row below."
+    )
+    show_board(last_block_board(maps, rollout, flow, residual), key="mix_last", on_pick=pick_query)
+    if flow is None:
+        st.info(flow_too_big(n_layers, n_tokens, unit, every_row=True), icon=":material/hourglass:")
+    return flow
+
+
+def reach(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, flow: np.ndarray | None, residual: float, unit: str):
+    """One position's rows as bars: raw, rollout and flow (its own row of flow when every row was too costly);
+    returns (the position, its flow row or None)."""
+    n_tokens = len(maps.key_tokens)
+    positions = list(range(n_tokens))
+    st.subheader("Which input tokens reach the prediction" if is_causal(maps.allowed) else "One position's row")
+    clamp_view("mix_query", positions, "position")
+    query = st.selectbox(
+        "Position",
+        positions,
+        index=opening_query(maps.allowed),
+        key="mix_query",
+        bind="query-params",
+        help="The position whose row is drawn: 0 is the first token. Clicking a cell of the maps above picks its row.",
+    )
+    row = None
+    if flow is not None:
+        row = flow[query]
+    elif flow_offered(maps.n_layers, n_tokens, 1):
+        row = flow_of(trace, residual, (query,))[0]  # [T]
+    else:
+        st.info(flow_too_big(maps.n_layers, n_tokens, unit, every_row=False), icon=":material/hourglass:")
+    raw = head_average(maps, maps.n_layers - 1)[query]  # [T]
+    st.markdown(
+        reach_sentence([code_text(t) for t in token_labels(maps.key_tokens)], query, raw, rollout[-1, query], row)
+    )
+    plotly_chart(flow_row_figure(maps, rollout, row, query, residual), "mix_reach")
+    return query, row
+
+
+def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float) -> int:
+    """A block slider (mix_layer in the URL) and rollout after that block beside its raw average; returns the block."""
+    st.subheader("Block by block")
+    blocks = list(range(maps.n_layers))
+    clamp_view("mix_layer", blocks, "block")
+    if len(blocks) == 1:
+        layer = 0
+    else:
+        layer = st.slider("Block", 0, blocks[-1], blocks[-1], key="mix_layer", bind="query-params")
+    st.caption(
+        f"Rollout after block {layer} multiplies the mixing of blocks 0 to {layer}: how the input tokens spread "
+        "through the positions as the blocks stack up. Beside it, the raw average of that block's heads alone."
+    )
+    show_board(layer_board(maps, rollout, layer, residual), key="mix_layer_board")
+    everyone = list(range(len(maps.key_tokens)))
+    csv_download(
+        f"Rollout after block {layer} (CSV)",
+        maps,
+        everyone,
+        {"raw_average": head_average(maps, layer), "rollout": rollout[layer]},
+        f"rollout_block{layer}.csv",
+        "mix_csv_layer",
+    )
+    return layer
+
+
+def mixing_figures(maps: AttentionMaps, rollout, flow, layer: int, query: int, row, residual: float) -> list:
+    """The view as Plotly figures (pictures.mixing_charts' notebook builders, on the numbers already computed)."""
+    figures = [rollout_maps_figure(maps, rollout, None, residual)]
+    if flow is not None:
+        figures.append(flow_maps_figure(maps, rollout, flow, residual))
+    figures.append(flow_row_figure(maps, rollout, row, query, residual))
+    if layer != maps.n_layers - 1:
+        figures.append(rollout_maps_figure(maps, rollout, layer, residual))
+    return figures
+
+
+def main() -> None:
+    st.title("Mixing: rollout and flow")
+    run = sidebar_run("Fix the setting named above (in the sidebar) to see how tokens mix.")
+    if run is None:
+        return
+    cfg, trace = run
+    st.caption(summary(cfg, trace))
+    warn_junk_url({"mix_residual": [str(r) for r in RESIDUALS], "mix_layer": None, "mix_query": None})
+    maps = trace.first.self_attention
+    unit = "piece" if isinstance(cfg, CheckpointConfig) else "token"
+    controls = st.container(horizontal=True, vertical_alignment="bottom")
+    residual = residual_choice(controls)
+    st.markdown(explanation(residual))
+    note = first_stack_note([s.name for s in trace.stacks])
+    if note:
+        st.info(note, icon=":material/layers:")
+    rollout = rollout_of(trace, residual)  # [L, T, T]
+    flow = last_block(maps, trace, rollout, residual, unit)
+    query, row = reach(maps, trace, rollout, flow, residual, unit)
+    layer = block_by_block(maps, rollout, residual)
+    last = maps.n_layers - 1
+    everyone = list(range(len(maps.key_tokens)))
+    csv_download(
+        "Rollout and flow (CSV)",
+        maps,
+        everyone,
+        {"raw_average": head_average(maps, last), "rollout": rollout[last], "flow": flow},
+        "mixing_last_block.csv",
+        "mix_csv",
+        controls,
+    )
+    view_download(
+        "Mixing",
+        [plain(summary(cfg, trace)), f"Residual share {residual:g}."],
+        partial(mixing_figures, maps, rollout, flow, layer, query, row, residual),
+        "mixing",
+        controls,
+    )
+
+
+main()
