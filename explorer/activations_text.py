@@ -44,14 +44,19 @@ def massive_text(finding: MassiveActivation, shares: pd.DataFrame | None = None)
         text += f" Other tokens with one: positions {', '.join(str(t) for t in finding.others)}."
     if shares is None:
         return text
-    reading = shares[shares["layer"] > finding.block]  # the layers whose input holds it
+    return f"{text} {shares_text(finding.position, finding.piece, shares, finding.block)}"
+
+
+def shares_text(position: int, piece: str, shares: pd.DataFrame, after: int | None = None) -> str:
+    """How much of the heads' weight one token gets on average (token_shares), over the layers after block `after`
+    (every layer when None), and how much of what they add; whether the weight carries as much. "" without a
+    layer to average."""
+    reading = shares if after is None else shares[shares["layer"] > after]
     if reading.empty or not np.isfinite(reading["weights"]).any():
-        return text
+        return ""
     weight = float(np.nanmean(reading["weights"]))
-    text += (
-        f" In the layers that read it (after block {finding.block}), the heads put {weight:.2f} of their weight "
-        "on it on average"
-    )
+    where = "In every layer" if after is None else f"In the layers that read it (after block {after})"
+    text = f"{where}, the heads put {weight:.2f} of their weight on {_token(position, piece)} on average"
     if not np.isfinite(reading["norms"]).any():
         return text + "."
     added = float(np.nanmean(reading["norms"]))

@@ -15,7 +15,11 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explorer.analysis.norm_attention import norm_attention, norm_shares
+from explorer.analysis.stream_energy import focus_token, token_energy, token_shares
+from explorer.model import Transformer
 from explorer.positional import ADDED_TO_INPUT, input_text
+from explorer.trace import Trace
 from pictures.attention_panels import token_labels
 from pictures.boards import board, matrix_panel
 from pictures.style import (
@@ -27,8 +31,11 @@ from pictures.style import (
     Ramp,
     axis,
     figure_layout,
+    label_text,
     layer_head_axes,
     legend_below,
+    plotly_scale,
+    ticks,
 )
 
 CIVIDIS = ("#00224e", "#123570", "#3b496c", "#575d6d", "#707173", "#8a8678", "#a59c74", "#c3b369", "#e1cc55",
@@ -165,32 +172,120 @@ def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> go.Figure:
     return _panel_titles(figure)
 
 
-def token_norm_heatmap(norms: np.ndarray, tokens: list[str], stack: str, positional: str) -> dict:
-    """[L + 1, T] L2 norm of each token's residual vector, input on top, then after each block: a matrix-view
-    board whose rows are tall enough for their labels."""
+ENERGY_TITLES = {  # token_energy's measures: what a cell holds, and how a title names it
+    "norm": ("‖x‖₂", "Norm of each token's residual vector", "L2 norm over d_model"),
+    "max": ("max |x|", "Largest |x| in each token's residual vector", "largest absolute value over d_model"),
+}
+
+
+def _layer_labels(n_rows: int) -> list[str]:
+    """The rows of a [L + 1, T] table over depth: "input", then "after block 0" ..."""
+    return ["input"] + [f"after block {i}" for i in range(n_rows - 1)]
+
+
+def _energy_subtitle(measure: str, positional: str) -> str:
+    return f"{ENERGY_TITLES[measure][2]}; " + (
+        "the input adds each token's position, so a repeated word's input rows differ"
+        if positional in ADDED_TO_INPUT
+        else "no position is added to the input, so a repeated word has the same input row"
+    )
+
+
+def token_norm_heatmap(
+    norms: np.ndarray, tokens: list[str], stack: str, positional: str, measure: str = "norm"
+) -> dict:
+    """[L + 1, T] each token's residual vector measured by `measure` (ENERGY_TITLES: its L2 norm, or its largest
+    |x|), input on top, then after each block: a matrix-view board whose rows are tall enough for their labels."""
     n_rows, n_tokens = norms.shape
     cell = min(MAX_CELL_PX, LINE_WIDTH / max(n_rows, n_tokens))
+    value_title, title, _ = ENERGY_TITLES[measure]
     panel = matrix_panel(
         norms.astype(np.float32),
         None,
         Ramp(VIRIDIS, float(norms.min()), float(max(norms.max(), norms.min() + 1e-6))),
         name="act_token_norms",
         x_labels=token_labels(tokens),
-        y_labels=["input"] + [f"after block {i}" for i in range(n_rows - 1)],
+        y_labels=_layer_labels(n_rows),
         x_title="token",
         y_title="layer",
-        value_title="‖x‖₂",
-        title=f"Norm of each token's residual vector, layer by layer ({stack} stack)",
-        subtitle="L2 norm over d_model; "
-        + (
-            "the input adds each token's position, so a repeated word's input rows differ"
-            if positional in ADDED_TO_INPUT
-            else "no position is added to the input, so a repeated word has the same input row"
-        ),
+        value_title=value_title,
+        title=f"{title}, layer by layer ({stack} stack)",
+        subtitle=_energy_subtitle(measure, positional),
         text_digits=1,
         plot_px=(max(320.0, n_tokens * cell), max(n_rows * cell, min(24.0 * n_rows, 600.0))),
     )
     return board([panel])
+
+
+def token_energy_figure(values: np.ndarray, tokens: list[str], stack: str, positional: str, measure: str) -> go.Figure:
+    """The same [L + 1, T] table as token_norm_heatmap, as a Plotly heatmap (for a notebook and the HTML download):
+    tokens across, the input on top and each block below it; hover gives the token, the layer and the value."""
+    n_rows, n_tokens = values.shape
+    value_title, title, _ = ENERGY_TITLES[measure]
+    labels = [label_text(t) for t in token_labels(tokens)]
+    figure = go.Figure(
+        go.Heatmap(
+            z=values.astype(np.float64),
+            x=list(range(n_tokens)),
+            y=list(range(n_rows)),
+            customdata=np.array([[(labels[t], row) for t, _ in enumerate(labels)] for row in _layer_labels(n_rows)]),
+            colorscale=plotly_scale(VIRIDIS),
+            colorbar={"title": {"text": value_title}},
+            hovertemplate=f"token %{{customdata[0]}}<br>%{{customdata[1]}}<br>{value_title} "
+            f"%{{z:{HOVER_NUMBERS}}}<extra></extra>",
+        )
+    )
+    rows = ticks(n_rows, MAX_LAYER_TICKS * 2)
+    figure.update_layout(
+        figure_layout(
+            f"{title}, layer by layer ({stack} stack)",
+            _energy_subtitle(measure, positional),
+            max(260, min(18 * n_rows, 640)),
+        ),
+        xaxis=axis("token", tickmode="array", tickvals=list(range(n_tokens)), ticktext=labels, showgrid=False),
+        yaxis=axis(
+            "layer",
+            tickmode="array",
+            tickvals=rows,
+            ticktext=[_layer_labels(n_rows)[int(r)] for r in rows],
+            autorange="reversed",
+            showgrid=False,
+        ),
+    )
+    return figure
+
+
+SHARE_LINES = (  # token_shares' columns: the line's name and colour
+    ("weights", "share of attention weight (α)", CATEGORY10[0]),
+    ("norms", "share of what heads add (‖α·f(x)‖)", CATEGORY10[3]),
+)
+
+
+def token_share_figure(shares: pd.DataFrame, position: int, piece: str, block: int | None, stack: str) -> go.Figure:
+    """Per layer, the share of the heads' attention weight on one token, and of what they add (token_shares), two
+    lines from 0 to 1. `block`: the block after which the token holds a massive activation; the layers that read it
+    (after that block) are shaded. None: the token is shown for its largest |x|, with no massive activation."""
+    figure = go.Figure()
+    for column, name, colour in SHARE_LINES:
+        if shares[column].notna().any():
+            figure.add_trace(
+                _line(shares, column, name, "share", line={"color": colour, "width": 3}, marker={"size": 6})
+            )
+    layers = [int(layer) for layer in shares["layer"]]
+    if block is not None and block + 1 <= layers[-1]:
+        figure.add_vrect(x0=block + 0.5, x1=layers[-1] + 0.3, fillcolor="#eeeeee", opacity=1.0, line_width=0,
+                         layer="below")  # fmt: skip
+    who = f"“{piece}” (position {position})"
+    why = (
+        f"shaded: the layers that read it massive (after block {block})"
+        if block is not None
+        else "no massive activation: the token with the largest |x| in the stream"
+    )
+    subtitle = f"mean over heads and over the queries that may see it and another token · {why}"
+    layout = figure_layout(f"How much the heads look at {who}, and take from it ({stack} stack)", subtitle, 280)
+    legend_below(layout, 1, **IN_ORDER)
+    figure.update_layout(layout, xaxis=_block_axis("layer", layers), yaxis=axis("share", range=[0, 1.02]))
+    return figure
 
 
 def histogram_figure(bins: pd.DataFrame, what: str, values_summary: str, log_count: bool = False) -> go.Figure:
@@ -386,3 +481,25 @@ def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:
         legend_marks=decades if 0 < len(decades) <= 6 else None,
     )
     return board([panel])
+
+
+# --- Notebook builders: a trace (and its model) in, the page's figure out.
+
+
+def token_norm_figure(trace: Trace, measure: str = "norm", stack: int = 0) -> go.Figure:
+    """Each token's residual vector over depth, layers × tokens: its L2 norm ("norm") or largest |x| ("max") (the
+    Activations page's per-token heatmap)."""
+    part = trace.stacks[stack]
+    positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
+    return token_energy_figure(token_energy(part, measure), part.tokens, part.name, positional, measure)
+
+
+def massive_share_figure(model: Transformer, trace: Trace, stack: int = 0) -> go.Figure:
+    """Per layer, the share of the heads' attention weight and of what they add (norm_attention, Kobayashi et al.
+    2020) on the token with a massive activation (Sun et al. 2024), or, without one, on the token with the largest
+    |x| (the Activations page's chart)."""
+    part = trace.stacks[stack]
+    position, block = focus_token(part)
+    shares = norm_shares(norm_attention(model, trace, part.self_attention.kind))  # [L, H, T, T]
+    table = token_shares(part.self_attention, position, shares)
+    return token_share_figure(table, position, part.tokens[position], block, part.name)

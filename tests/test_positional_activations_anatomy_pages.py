@@ -314,8 +314,8 @@ def test_activations_default_shows_the_engine_statistics():
     assert heat.title.startswith("Gradient norm of each weight matrix and bias (encoder stack)")
     value = norms_by_parameter.query("layer == 1 and parameter == 'linear1.weight'")["norm"].item()
     assert heat.values[heat.y_labels.index("linear1.weight"), 1] == pytest.approx(np.log10(value), rel=1e-4)
-    assert len(app_figures(at)) == 5  # every line and bar chart is Plotly
-    assert len(at.get("download_button")) == 8  # and the view as HTML
+    assert len(app_figures(at)) == 6  # every line and bar chart is Plotly (the shares on the largest |x| too)
+    assert len(at.get("download_button")) == 9  # and the view as HTML
     assert not at.get("arrow_data_frame")  # the three tables only on request (they load a heavy script)
 
 

@@ -9,21 +9,30 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from explorer.activations_text import massive_text, no_massive_text, shares_text
 from explorer.analysis.activations import (
     activation_values,
     depth_story,
     ffn_zero_fraction,
     layer_statistics,
     points,
-    token_norms,
     value_histogram,
 )
-from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.analysis.gradients import layer_gradient_totals, objective_text
+from explorer.analysis.norm_attention import norm_shares
+from explorer.analysis.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
+from explorer.analysis.stream_energy import (
+    MEASURES,
+    focus_token,
+    largest_activation,
+    massive_activation,
+    token_energy,
+    token_shares,
+)
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.model import Transformer
 from explorer.numbers import readable
 from explorer.positional import input_text
-from explorer.analysis.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.trace import StackTrace, Trace
 from pictures import notebook_figures
 from pictures.activation_charts import (
@@ -34,12 +43,15 @@ from pictures.activation_charts import (
     head_grid_panel,
     histogram_figure,
     layernorm_figure,
+    massive_share_figure,
+    token_norm_figure,
     token_norm_heatmap,
+    token_share_figure,
     zero_fraction_figure,
 )
 from pictures.boards import board
 from pictures.style import VIRIDIS
-from views.caches import cached_gradients, from_model
+from views.caches import cached_gradients, from_model, norm_attention_of
 from views.matrix_view import show_board
 from views.query_params import warn_junk_url
 from views.state import session_model, sidebar_run, trained_label, weights_note
@@ -77,6 +89,20 @@ def pick_stack(trace: Trace) -> StackTrace:
     return trace.stacks[names.index(name)]
 
 
+def energy_choice() -> str:
+    """How the per-token heatmap measures each token's residual vector: "norm" or "max" (URL key act_energy)."""
+    return st.radio(
+        "Measure each token's residual vector by",
+        MEASURES,
+        key="act_energy",
+        bind="query-params",
+        horizontal=True,
+        captions=["its length, ‖x‖₂", "its largest value, max |x|"],
+        help="max |x| shows a massive activation (one huge value in one unit) that the norm spreads over the whole "
+        "vector.",
+    )
+
+
 def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Over depth: the residual stream and each sub-layer")
     stats = layer_statistics(stack)
@@ -95,19 +121,42 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     csv_button("Statistics (CSV)", stats, f"activations_{stack.name}_statistics.csv", "act_csv_stats")
 
 
-def per_token(cfg: ModelConfig, stack: StackTrace) -> None:
-    st.subheader("Per token")
-    norms = token_norms(stack)  # [L + 1, T]
-    show_board(token_norm_heatmap(norms, stack.tokens, stack.name, cfg.positional), key="act_token_norms")
+def per_token(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> str:
+    """The per-token heatmap (returns the measure picked for it), then the massive activation section."""
+    st.subheader("Per token: where the stream's energy sits")
+    measure = energy_choice()
+    norms, peaks = token_energy(stack, "norm"), token_energy(stack, "max")  # [L + 1, T] each
+    shown = norms if measure == "norm" else peaks
+    show_board(token_norm_heatmap(shown, stack.tokens, stack.name, cfg.positional, measure), key="act_token_norms")
     frame = pd.DataFrame(
         {
             "layer": np.repeat(np.arange(-1, norms.shape[0] - 1), norms.shape[1]),
             "token_index": np.tile(np.arange(norms.shape[1]), norms.shape[0]),
             "token": np.tile(np.asarray(stack.tokens, dtype=object), norms.shape[0]),
             "norm": norms.ravel(),
+            "max_abs": peaks.ravel(),
         }
     )
-    csv_button("Token norms (CSV)", frame, f"activations_{stack.name}_token_norms.csv", "act_csv_norms")
+    csv_button("Token norms and max |x| (CSV)", frame, f"activations_{stack.name}_token_norms.csv", "act_csv_norms")
+    massive_section(cfg, trace, stack)
+    return measure
+
+
+def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
+    """The token with a massive activation (or why there is none) and, per layer, its share of the heads' weight
+    and of what they add."""
+    finding = massive_activation(stack)
+    position, block = focus_token(stack)
+    maps = stack.self_attention
+    shares = token_shares(maps, position, norm_shares(norm_attention_of(trace, maps.kind)))
+    if finding is not None:
+        st.info(massive_text(finding, shares), icon=":material/bolt:")
+    else:
+        block_of, _, value, ratio = largest_activation(stack)
+        text = no_massive_text(cfg.norm, value, ratio, block_of, position, stack.tokens[position])
+        st.info(f"{text} {shares_text(position, stack.tokens[position], shares)}", icon=":material/bolt:")
+    plotly_chart(token_share_figure(shares, position, stack.tokens[position], block, stack.name), "act_massive_shares")
+    csv_button("Shares per layer (CSV)", shares, f"activations_{stack.name}_token_shares.csv", "act_csv_shares")
 
 
 @st.fragment
@@ -254,9 +303,16 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         csv_button("Block totals (CSV)", totals, "gradients_blocks.csv", "act_csv_grad_totals")
 
 
-def activation_figures(trace: Trace, model: Transformer) -> list:
-    """The view as Plotly figures: statistics over depth, and the gradient norms when there are tokens to predict."""
-    figures = [notebook_figures.depth_figure(trace, i) for i in range(len(trace.stacks))]
+def activation_figures(trace: Trace, model: Transformer, measure: str) -> list:
+    """The view as Plotly figures: statistics over depth, each token's norm or max |x| and the shares on the token
+    with the massive (or largest) activation, and the gradient norms when there are tokens to predict."""
+    figures = []
+    for i in range(len(trace.stacks)):
+        figures += [
+            notebook_figures.depth_figure(trace, i),
+            token_norm_figure(trace, measure, i),
+            massive_share_figure(model, trace, i),
+        ]
     target = list(trace.last.tokens) if len(trace.stacks) > 1 else None
     with contextlib.suppress(ConfigError):  # too few tokens to predict: the page says so in its own section
         figures.append(notebook_figures.gradient_figure(model, list(trace.tokens), target))
@@ -274,6 +330,7 @@ def main() -> None:
         "act_layer": None,  # a whole number out of range shows the nearest block, and says so (histogram)
         "act_point": list(points(trace.last)),  # the decoder's points include the encoder's
         "act_log": ["true", "false"],
+        "act_energy": list(MEASURES),
     }
     if len(trace.stacks) > 1:
         allowed["act_stack"] = [s.name for s in trace.stacks]
@@ -281,11 +338,16 @@ def main() -> None:
     stack = pick_stack(trace)
     if len(trace.stacks) > 1:
         st.caption(f"Every chart below shows the **{stack.name}** stack ({len(stack.tokens)} tokens).")
-    view_download(
-        "Activations", [plain(summary(cfg, trace))], partial(activation_figures, trace, session_model()), "activations"
-    )
+    download_slot = st.container()  # at the top, filled once the per-token measure is picked
     depth(cfg, stack)
-    per_token(cfg, stack)
+    measure = per_token(cfg, trace, stack)
+    view_download(
+        "Activations",
+        [plain(summary(cfg, trace))],
+        partial(activation_figures, trace, session_model(), measure),
+        "activations",
+        download_slot,
+    )
     histogram(cfg, stack)
     relu_zeros(cfg, stack)
     per_head(stack)

@@ -119,3 +119,12 @@ def largest_activation(stack: StackTrace) -> tuple[int, int, float, float]:
     block, position = np.unravel_index(int(np.argmax(peaks)), peaks.shape)
     value = float(peaks[block, position])
     return int(block), int(position), value, value / float(median_magnitude(stack)[block + 1])
+
+
+def focus_token(stack: StackTrace) -> tuple[int, int | None]:
+    """position, block: the token with a massive activation and the block it appears after; without one, the token
+    with the largest |x| after any block, and None."""
+    finding = massive_activation(stack)
+    if finding is not None:
+        return finding.position, finding.block
+    return largest_activation(stack)[1], None

@@ -1,0 +1,62 @@
+"""The Activations page's "where the stream's energy sits" on the shipped checkpoints, through streamlit.testing:
+the sentence naming SmolLM2's massive token, the shares chart drawing what the engine computes, max |x| on request,
+and MiniLM's post-norm saying why it has none."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer.analysis.norm_attention import norm_attention, norm_shares
+from explorer.analysis.stream_energy import token_energy, token_shares
+from tests.drawn import app_matrices, figure_titled, figure_trace
+
+pytestmark = pytest.mark.slow
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
+PROMPT = "The capital of France is"
+SENTENCE = "the cat sat on the mat because it was tired."
+
+
+def opened(query: dict[str, str]) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.switch_page("views/activations.py")
+    at.query_params.update(query)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def energy_text(at: AppTest) -> str:
+    [text] = [i.value for i in at.info if "assive activation" in i.value]
+    return text
+
+
+def test_smollm_names_its_massive_token_and_draws_its_shares(smollm_model):
+    at = opened({"model": "smollm2-135m", "tokens": PROMPT, "act_energy": "max"})
+    text = energy_text(at)
+    assert text.startswith("**Massive activation from block 11**") and "“The” (position 0)" in text
+    trace = explorer.run(smollm_model, PROMPT)
+    expected = token_shares(trace.first.self_attention, 0, norm_shares(norm_attention(smollm_model, trace)))
+    figure = figure_titled(at, "How much the heads look at “The”")
+    weights = figure_trace(figure, "share of attention weight (α)")
+    norms = figure_trace(figure, "share of what heads add (‖α·f(x)‖)")
+    np.testing.assert_allclose(weights["y"], expected["weights"], rtol=1e-6)
+    np.testing.assert_allclose(norms["y"], expected["norms"], rtol=1e-6)
+    drawn = app_matrices(at)["act_token_norms"]  # max |x| picked in the link: the heatmap shows it
+    assert drawn.title.startswith("Largest |x| in each token")
+    np.testing.assert_allclose(drawn.values, token_energy(trace.first, "max"), rtol=1e-6)
+
+
+def test_minilm_says_post_norm_leaves_no_massive_activation(minilm_model):
+    at = opened({"model": "minilm-l6", "tokens": SENTENCE})
+    text = energy_text(at)
+    assert text.startswith("**No massive activation**") and "re-normalises" in text and "“[CLS]”" in text
+    trace = explorer.run(minilm_model, SENTENCE)
+    drawn = app_matrices(at)["act_token_norms"]  # the norm by default
+    np.testing.assert_allclose(drawn.values, token_energy(trace.first, "norm"), rtol=1e-6)
+    figure_titled(at, "How much the heads look at “[CLS]”")  # the token with the largest |x|, for the contrast
