@@ -19,10 +19,10 @@ def role_counts(roles: HeadRoles) -> dict[str, int]:
 
 
 def _change(name: str, before: int, after: int) -> str:
-    """One role's change in words, e.g. "the first token loses 29 of its 30 heads (1 left)"."""
+    """One role's change in words, e.g. "**the first token** loses 29 of its 30 heads (1 left)"."""
     if after < before:
-        return f"{name} loses {before - after} of its {count(before, 'head')} ({after} left)"
-    return f"{name} gains {count(after - before, 'head')} ({before} → {after})"
+        return f"**{name}** loses {before - after} of its {count(before, 'head')} ({after} left)"
+    return f"**{name}** gains {count(after - before, 'head')} ({before} → {after})"
 
 
 def _drop_detail(by_weights: HeadRoles, by_norms: HeadRoles, role: str, name: str) -> str:
@@ -45,7 +45,7 @@ def role_shift_text(by_weights: HeadRoles, by_norms: HeadRoles, names: Mapping[s
     opening = f"**Measured by what the heads add** ({NORM}) rather than by their weights"
     if not changed:
         return f"{opening}, every role keeps its number of heads on this sentence."
-    kept = [f"{names[r]} keeps its {count(before[r], 'head')}" for r in before if r not in changed and before[r]]
+    kept = [f"**{names[r]}** keeps its {count(before[r], 'head')}" for r in before if r not in changed and before[r]]
     parts = [_change(names[r], before[r], after[r]) for r in changed] + kept
     text = f"{opening}, on this sentence: " + "; ".join(parts) + "."
     most = changed[0]
