@@ -16,9 +16,10 @@ from plotly.subplots import make_subplots
 from explorer.compare import PER_LAYER
 from explorer.numbers import readable
 from explorer.trace import AttentionMaps
-from pictures.attention_panels import token_labels, top_of, weight_ramp
+from pictures.attention_panels import NORM, norm_top, token_labels, top_of, weight_ramp
 from pictures.boards import matrix_panel
 from pictures.style import (
+    BLUES,
     HOVER_NUMBERS,
     PANEL_TITLE_FONT,
     PANEL_TITLE_PX,
@@ -28,6 +29,7 @@ from pictures.style import (
     label_text,
     layer_head_axes,
     legend_below,
+    plotly_scale,
 )
 
 A_COLOUR = "#1f5fa8"  # A is blue everywhere: its lines, and A - B > 0 (A attends more)
@@ -63,6 +65,28 @@ PANEL_GAP_PX = 90  # px between the two rows of panels: the upper row's axis tit
 MAX_LAYER_TICKS = 13
 SHADE_COLOUR = "#eeeeee"  # behind the blocks only one model has
 NOT_AVAILABLE = "not available"  # written in a panel whose statistic has no values (no gradient norms)
+
+
+# What the maps show (the measure URL parameter): the legend title of A's and B's maps, what a masked cell is, and
+# how the A − B map names its colours.
+MEASURE_WORDS = {
+    "weights": {"value": "weight", "masked": "masked: weight 0", "more": "attends more", "of": ""},
+    "norms": {"value": NORM, "masked": f"masked: {NORM} 0", "more": "adds more", "of": f" of {NORM}"},
+}
+
+
+def measure_ramp(measure: str, top: float | None) -> Ramp:
+    """A's and B's colour scale: weight_ramp for the weights (0 to 1, or stretched 0 to `top`); for the norms, white
+    at 0 to dark blue at `top` (norm_top of both, or stretched)."""
+    if measure == "weights":
+        return weight_ramp(top)
+    return Ramp(BLUES, 0.0, top if top is not None and top > 0 else 1.0)
+
+
+def pair_norm_top(sides: list[AttentionMaps]) -> float:
+    """Where unstretched norm colours of A and B are darkest: the largest ‖α·f(x)‖ of either, any layer and head
+    (norm_top of each; `sides` carry the norms as their weights)."""
+    return max((norm_top(side.weights, side.allowed) for side in sides), default=1.0)
 
 
 def difference_ramp(half: float) -> Ramp:
@@ -112,11 +136,13 @@ def pair_panels(
     names: tuple[str, str] = ("A", "B"),
     missing: tuple[str | None, str | None] = (None, None),
     top: float | None = None,
+    measure: str = "weights",
 ) -> tuple[list[dict], list[str]]:
     """A's and B's map of one layer and head as two panels (named by `names`) on ONE colour scale, WEIGHTS (0 to
     1; stretched, 0 to `top`: pair_top), maps of one size: the legend "weight" is drawn once, right of the last.
     Grey cells are masked (weight exactly 0); hover gives query, key and weight of every cell, and the A − B map's
-    hover both weights.
+    hover both weights. measure="norms": the maps carry ‖α·f(x)‖ (norm_attention) as their weights, drawn from 0
+    to `top` (pair_norm_top, or stretched) and named so in the legend and hover.
 
     Returns the panels of the sides that have this map, and for each side left out a sentence saying why (e.g.
     "B: B has no layer 3"; `missing` names what a side lacks, and a side whose maps are None has no such attention).
@@ -127,8 +153,9 @@ def pair_panels(
             notes.append(side_title(name, None, layer, head, why))
         else:
             shown.append((maps, name))
-    size = map_px(PAIR_PX, PAIR_PANEL_PX, [token_labels(maps.query_tokens) for maps, _ in shown], "weight")
-    ramp = weight_ramp(top)
+    words = MEASURE_WORDS[measure]
+    size = map_px(PAIR_PX, PAIR_PANEL_PX, [token_labels(maps.query_tokens) for maps, _ in shown], words["value"])
+    ramp = measure_ramp(measure, top)
     panels = [
         _token_map(
             maps,
@@ -139,8 +166,8 @@ def pair_panels(
             text_px=WEIGHT_TEXT_PX,
             name=name,
             title=side_title(name, maps, layer, head, None),
-            value_title="weight",
-            masked_text="masked: weight 0",
+            value_title=words["value"],
+            masked_text=words["masked"],
             legend=i == len(shown) - 1,
         )
         for i, (maps, name) in enumerate(shown)
@@ -166,13 +193,14 @@ def difference_range(difference: np.ndarray) -> float:
     return largest if largest > 0 else 1.0
 
 
-def difference_verdict(largest: float) -> str:
-    """What the largest |A - B| drawn means: exactly 0, float32 rounding, or a real difference."""
+def difference_verdict(largest: float, scale: float = 1.0) -> str:
+    """What the largest |A - B| drawn means: exactly 0, float32 rounding (below ROUNDING x `scale`, the size of
+    the values subtracted: 1 for weights), or a real difference."""
     if largest == 0:
         return "identical: every difference is exactly 0"
-    if largest < ROUNDING:
+    if largest < ROUNDING * scale:
         return f"largest |A − B| = {readable(largest, 2)}: float32 rounding, A and B agree"
-    return f"largest |A − B| = {largest:.4f}"
+    return f"largest |A − B| = {largest:.4f}" if scale <= 1.0 else f"largest |A − B| = {readable(largest, 4)}"
 
 
 def difference_panel(
@@ -181,27 +209,34 @@ def difference_panel(
     difference: np.ndarray,
     layer: int,
     head: int,
+    measure: str = "weights",
 ) -> dict:
     """A - B of one layer and head ([Tq, Tk], from attention_difference) on a diverging scale centred on 0, with
     its own legend titled "A − B". Blue: A attends more; orange-red: B attends more; white: equal. Hover gives A − B,
-    A and B. Cells masked in both are grey; a cell masked in one only is drawn, since its weight went to or from 0."""
+    A and B. Cells masked in both are grey; a cell masked in one only is drawn, since its weight went to or from 0.
+    measure="norms": the maps carry ‖α·f(x)‖ as their weights, and the title, legend and hover say so (blue: A adds
+    more)."""
+    words = MEASURE_WORDS[measure]
     either = np.asarray(maps_a.allowed, bool) | np.asarray(maps_b.allowed, bool)  # [Tq, Tk]
     values = np.asarray(difference, dtype=np.float32)  # [Tq, Tk]
     shown = np.where(either, values, np.nan)  # [Tq, Tk]
     largest = float(np.abs(shown[np.isfinite(shown)]).max()) if np.isfinite(shown).any() else 0.0
+    sides = (maps_a.weights[layer, head], maps_b.weights[layer, head])  # [Tq, Tk] each
+    scale = 1.0 if measure == "weights" else max(1.0, *(float(np.abs(side).max()) for side in sides))
+    value_title = f"A − B{words['of']}"
     return _token_map(
         paired_tokens(maps_a, maps_b),
         values,
         either,
         difference_ramp(difference_range(shown)),
-        max_px=map_px(DIFFERENCE_PX, DIFFERENCE_PANEL_PX, [token_labels(maps_a.query_tokens)], "A − B"),
+        max_px=map_px(DIFFERENCE_PX, DIFFERENCE_PANEL_PX, [token_labels(maps_a.query_tokens)], value_title),
         text_px=DIFFERENCE_TEXT_PX,
         name="difference",
-        title=f"A − B · layer {layer} · head {head}",
-        subtitle=f"{difference_verdict(largest)} · blue: A attends more · red: B attends more",
-        value_title="A − B",
+        title=f"A − B{words['of']} · layer {layer} · head {head}",
+        subtitle=f"{difference_verdict(largest, scale)} · blue: A {words['more']} · red: B {words['more']}",
+        value_title=value_title,
         masked_text="masked in A and B",
-        extra={"A": maps_a.weights[layer, head], "B": maps_b.weights[layer, head]},
+        extra={f"A{words['of']}": sides[0], f"B{words['of']}": sides[1]},
     )
 
 
@@ -355,4 +390,33 @@ def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> go.
     layout["margin"]["t"] += PANEL_TITLE_PX
     layout["height"] = panels_px + layout["margin"]["t"] + layout["margin"]["b"]  # each panel LINE_HEIGHT px tall
     figure.update_layout(layout)
+    return figure
+
+
+def norm_difference_figure(maps_a: AttentionMaps, maps_b: AttentionMaps, layer: int, head: int) -> go.Figure:
+    """A − B of what one head adds, ‖α·f(x)‖, as a Plotly heatmap (the view's HTML download): `maps_a` and `maps_b`
+    carry the norms as their weights; blue where A adds more, red where B does; hover gives A − B, A and B."""
+    a, b = maps_a.weights[layer, head].astype(np.float64), maps_b.weights[layer, head].astype(np.float64)  # [Tq, Tk]
+    difference = a - b  # [Tq, Tk]
+    top = max(float(np.abs(difference).max()), 1e-9)
+    labels = paired_tokens(maps_a, maps_b)
+    figure = go.Figure(
+        go.Heatmap(
+            z=difference,
+            x=[label_text(t) for t in token_labels(labels.key_tokens)],
+            y=[label_text(t) for t in token_labels(labels.query_tokens)],
+            customdata=np.stack([a, b], axis=-1),  # [Tq, Tk, 2]
+            zmin=-top,
+            zmax=top,
+            colorscale=plotly_scale((B_COLOUR, "#ffffff", A_COLOUR)),
+            colorbar={"title": {"text": f"A − B of {NORM}"}},
+            hovertemplate=f"query %{{y}}<br>key %{{x}}<br>A − B %{{z:{HOVER_NUMBERS}}}<br>A %{{customdata[0]:"
+            f"{HOVER_NUMBERS}}}<br>B %{{customdata[1]:{HOVER_NUMBERS}}}<extra></extra>",
+        )
+    )
+    figure.update_layout(
+        figure_layout(f"A − B of {NORM} · layer {layer} · head {head}", "blue: A adds more · red: B adds more", 420),
+        xaxis=axis("key", tickangle=-45, showgrid=False),
+        yaxis=axis("query", autorange="reversed", showgrid=False),
+    )
     return figure

@@ -7,12 +7,14 @@ user leaves them alone. "One configuration, two inputs" runs A's model on a seco
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from explorer.analysis.gradients import objective_text
 from explorer.compare import (
     CONFIGURATION,
     DEFAULT_TARGET,
@@ -37,26 +39,36 @@ from explorer.compare_text import (
 )
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.flip_story import flip_effect, flip_words
-from explorer.analysis.gradients import objective_text
 from explorer.limits import check_app_size
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures import notebook_figures
-from pictures.attention_panels import scale_note
+from pictures.attention_panels import norm_scale_note, scale_note
 from pictures.boards import board
-from pictures.compare_charts import difference_panel, layer_lines, pair_panels, pair_top
+from pictures.compare_charts import (
+    difference_panel,
+    layer_lines,
+    norm_difference_figure,
+    pair_norm_top,
+    pair_panels,
+    pair_top,
+)
+from pictures.norm_figures import norm_maps_figure
 from views.caches import gradient_totals, lines_chart, ranking_of, stack_tables, trace_of, weight_facts
 from views.compare_controls import top_controls
+from views.compare_measure import norm_pairs
 from views.compare_ranking import pick_head, ranking_section
 from views.compare_share import share_box
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, note_view_param, show_url_notes, warn_junk_url
 from views.state import app_state, model_key, session_model, sidebar_run
 from views.widgets import (
+    MEASURES,
     carry_view,
     code_text,
     download,
     kind_choice,
+    measure_choice,
     plain,
     plotly_chart,
     remember_view,
@@ -101,11 +113,20 @@ def weights_message(a: ModelConfig, b: ModelConfig) -> None:
 
 
 @st.fragment
-def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = None, b_drawn: bool = True) -> None:
+def attention_section(
+    pairs: list[MapPair],
+    key: tuple,
+    caveat: str | None = None,
+    b_drawn: bool = True,
+    measured: Callable[[], list[MapPair]] | None = None,
+) -> None:
     """`key` (the configurations, texts, alignment and model_key()) decides `pairs`: it keys the cached head
     ranking. `caveat` is said under the maps (e.g. that A and B do not share weights). Without `b_drawn` (B is
-    impossible) A's maps are shown alone, and said to be."""
+    impossible) A's maps are shown alone, and said to be. `measured()`: the same pairs carrying ‖α·f(x)‖ as their
+    weights (views.compare_measure.norm_pairs), drawn instead when the measure picked is norms; the head ranking
+    stays on the weights."""
     st.subheader("Attention in A and B" if b_drawn else "Attention in A (B is not drawn)")
+    measure = measure_choice()
     labels = [p.label for p in pairs]
     if len(pairs) > 1:
         note_view_param(VIEW_NOTES_KEY, "kind", labels)
@@ -120,6 +141,8 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         pair = pairs[labels.index(label)]
         layers, heads = layers_and_heads(pair)
     ranking = ranking_of(pair, (*key, pair.label)) if pair.same_shape else None
+    if measure == "norms" and measured is not None:
+        pair = measured()[labels.index(pair.label)]  # the same maps, carrying ‖α·f(x)‖
     left, middle, right, last = st.columns([1, 1, 2, 2], vertical_alignment="bottom")
     carry_view(PAGE, "layer", layers)
     carry_view(PAGE, "head", heads)
@@ -142,11 +165,25 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
     missing_b = missing_side("B", pair.b, pair.label, layer, head) if b_drawn else "not drawn until fixed"
     missing = (missing_side("A", pair.a, pair.label, layer, head), missing_b)
     stretch = stretch_toggle(last)
-    top = pair_top([m for m in (pair.a, pair.b if b_drawn else None) if m is not None], layer, head)
-    if (note := scale_note(top, stretch)) is not None:
+    sides = [m for m in (pair.a, pair.b if b_drawn else None) if m is not None]
+    top = pair_top(sides, layer, head)
+    if measure == "norms":
+        top = top if stretch else pair_norm_top(sides)
+        note = norm_scale_note(top, stretch)
+    else:
+        note = scale_note(top, stretch)
+    if note is not None:
         st.caption(f"A and B: {note}.")
     maps_column, difference_column = st.columns([5, 3])
-    panels, left_out = pair_panels(pair.a, pair.b, layer, head, missing=missing, top=top if stretch else None)
+    panels, left_out = pair_panels(
+        pair.a,
+        pair.b,
+        layer,
+        head,
+        missing=missing,
+        top=top if stretch or measure == "norms" else None,
+        measure=measure,
+    )
     with maps_column:
         for note in left_out:
             st.info(note)
@@ -160,12 +197,18 @@ def attention_section(pairs: list[MapPair], key: tuple, caveat: str | None = Non
         elif (difference := layer_difference(pair, layer, head)) is None:  # [Tq, Tk]
             st.info(why_not_subtracted(pair))
         else:
-            show_board(board([difference_panel(pair.a, pair.b, difference, layer, head)]), key="difference_map")
+            panel = difference_panel(pair.a, pair.b, difference, layer, head, measure)
+            show_board(board([panel]), key="difference_map")
             if not pair.same_shape:
                 st.caption(why_not_subtracted(pair, ranked_only=True))
     if caveat and pair.same_shape:
         st.caption(caveat)
     if ranking is not None:
+        if measure == "norms":
+            st.caption(
+                "The ranking below compares the weights α (how far each head's attention distribution moved), "
+                "whichever measure the maps show."
+            )
         ranking_section(ranking, layer, head)
 
 
@@ -203,7 +246,15 @@ def per_layer_section(
 
 
 def downloads(
-    a: ModelConfig, b: ModelConfig, inputs: dict[str, Any], sharing: str, pairs, tables, aligned, lines: pd.DataFrame
+    a: ModelConfig,
+    b: ModelConfig,
+    inputs: dict[str, Any],
+    sharing: str,
+    pairs,
+    tables,
+    aligned,
+    lines: pd.DataFrame,
+    measured: Callable[[], list[MapPair]],
 ) -> None:
     st.subheader("Download the comparison")
     st.caption(
@@ -229,7 +280,8 @@ def downloads(
         help=None if can_subtract else "A and B have no layer with the same heads and tokens to subtract.",
     )
     view_download("Compare A and B", [f"A: {plain(describe(a, a))}", f"B: {plain(describe(b, a))}"],
-                  partial(compare_figures, pairs[0], *shown_head(), lines), "compare", c4)  # fmt: skip
+                  partial(compare_figures, pairs[0], *shown_head(), lines, shown_norms(pairs, measured)), "compare",
+                  c4)  # fmt: skip
 
 
 def shown_head() -> tuple[int, int]:
@@ -237,13 +289,26 @@ def shown_head() -> tuple[int, int]:
     return int(st.session_state.get("layer") or 0), int(st.session_state.get("head") or 0)
 
 
-def compare_figures(pair: MapPair, layer: int, head: int, lines: pd.DataFrame) -> list:
-    """A's and B's map of `layer` and `head`, A − B when they have the same shape, and the per-layer lines drawn."""
+def shown_norms(pairs: list[MapPair], measured: Callable[[], list[MapPair]]) -> MapPair | None:
+    """The first pair carrying ‖α·f(x)‖ when the maps show norms (what compare_figures draws then), else None."""
+    return measured()[0] if st.session_state.get("measure") == "norms" else None
+
+
+def compare_figures(pair: MapPair, layer: int, head: int, lines: pd.DataFrame, norms: MapPair | None = None) -> list:
+    """A's and B's map of `layer` and `head`, A − B when they have the same shape, and the per-layer lines drawn;
+    with `norms` (the same pair carrying ‖α·f(x)‖), the maps and A − B of what the heads add."""
     sides = [(m, side) for m, side in ((pair.a, "A"), (pair.b, "B")) if m is not None]
     shown = [(m, side) for m, side in sides if layer < m.n_layers and head < m.n_heads]
-    figures = [notebook_figures.maps_figure(m, layer, head, f"{side} · ") for m, side in shown]
-    if len(shown) == 2 and pair.a.weights.shape == pair.b.weights.shape:
-        figures.append(notebook_figures.maps_difference_figure(pair.a, pair.b, layer, head))
+    same = len(shown) == 2 and pair.a.weights.shape == pair.b.weights.shape
+    if norms is None:
+        figures = [notebook_figures.maps_figure(m, layer, head, f"{side} · ") for m, side in shown]
+        if same:
+            figures.append(notebook_figures.maps_difference_figure(pair.a, pair.b, layer, head))
+    else:
+        measured = {"A": norms.a, "B": norms.b}
+        figures = [norm_maps_figure(m, measured[side].weights, layer, head, f"{side} · ") for m, side in shown]
+        if same:
+            figures.append(norm_difference_figure(norms.a, norms.b, layer, head))
     return [*figures, layer_lines(lines)]  # on the click, outside the script run: built, not read from a cache
 
 
@@ -275,11 +340,12 @@ def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: s
         st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")
 
 
-def lined_up(pairs: list[MapPair], trace_a: Trace, trace_b: Trace) -> tuple[list[MapPair], bool]:
-    """Two inputs with the same words in another order: offer to reorder B's maps to A's tokens."""
+def lined_up(pairs: list[MapPair], trace_a: Trace, trace_b: Trace) -> tuple[list[MapPair], list[int] | None]:
+    """Two inputs with the same words in another order: offer to reorder B's maps to A's tokens; the order used
+    (token_order), or None when B's maps keep their own."""
     order = token_order(trace_a.tokens, trace_b.tokens)
     if order is None or order == list(range(len(order))):
-        return pairs, False
+        return pairs, None
     aligned = st.toggle(
         "Line up B's tokens with A's",
         value=True,
@@ -290,9 +356,9 @@ def lined_up(pairs: list[MapPair], trace_a: Trace, trace_b: Trace) -> tuple[list
         "encoding and no mask it is 0, up to float rounding). Off: position by position.",
     )
     if not aligned:
-        return pairs, False
+        return pairs, None
     st.caption("B's maps are shown in A's token order (a repeated word is matched by its occurrence).")
-    return [align_pair(p, order) for p in pairs], True
+    return [align_pair(p, order) for p in pairs], order
 
 
 def main() -> None:
@@ -307,7 +373,9 @@ def main() -> None:
         "**A** is the model of the sidebar, **B** the one set below. By default B is A with the LayerNorm placement "
         "flipped, on A's very weights, so the only difference is the norm. The address bar holds both."
     )
-    warn_junk_url({"compare": [CONFIGURATION, INPUT], "align": URL_BOOLEAN, "stretch": URL_BOOLEAN})
+    warn_junk_url(
+        {"compare": [CONFIGURATION, INPUT], "align": URL_BOOLEAN, "stretch": URL_BOOLEAN, "measure": list(MEASURES)}
+    )
     mode, b, text_b = top_controls(a, text_a)
     target_b = None if b is None else target_of_b(b, target_a)
 
@@ -321,12 +389,15 @@ def main() -> None:
     say_what_differs(a, b, mode, text_a, text_b, trace_b is not None)
 
     pairs = paired_attention(trace_a, trace_b)
-    aligned = False
+    raw_pairs, order = pairs, None
     if mode == INPUT and trace_b is not None:
-        pairs, aligned = lined_up(pairs, trace_a, trace_b)
+        pairs, order = lined_up(pairs, trace_a, trace_b)
+    aligned = order is not None
+    b_run = None if b is None or trace_b is None else (a, b, text_b, target_b)
+    measured = partial(norm_pairs, raw_pairs, trace_a, b_run, order)
     caveat = DIFFERENT_WEIGHTS if b is not None and mode == CONFIGURATION and not can_share_weights(a, b)[0] else None
     key = (a, b, text_a, text_b, target_a, target_b, aligned, model_key())
-    attention_section(pairs, key, caveat, b_drawn=trace_b is not None)
+    attention_section(pairs, key, caveat, b_drawn=trace_b is not None, measured=measured)
 
     notes = []
     grads_a = gradients_or_none(a, a, text_a, target_a)
@@ -341,7 +412,7 @@ def main() -> None:
     sharing = "A and B are the same model" if mode == INPUT else can_share_weights(a, b)[1]
     inputs = {"mode": mode, "a_tokens": trace_a.tokens, "b_tokens": trace_b.tokens}
     inputs |= {"a_target": target_a, "b_target": target_b}
-    downloads(a, b, inputs, sharing, pairs, tables, aligned, lines)
+    downloads(a, b, inputs, sharing, pairs, tables, aligned, lines, measured)
     share_box(comparison_query(a, b, text_a, target_a, mode, text_b), [p.label for p in pairs])
 
 
