@@ -104,9 +104,10 @@ def reach_title(token: str, query: int, n_tokens: int, causal: bool) -> str:
 
 
 def top_tokens(tokens: list[str], row: np.ndarray, most: int = 3) -> str:
-    """The `most` largest entries of a row as "`mat` (0.42), `the` (0.21)", largest first."""
+    """The `most` largest entries of a row as "`mat` (0.42), `the` (0.21)", largest first, leaving out those that
+    round to 0.00 (but always the largest)."""
     order = np.argsort(-np.asarray(row, dtype=np.float64), kind="stable")[:most]
-    return ", ".join(f"`{tokens[i]}` ({row[i]:.2f})" for i in order if row[i] > 0)
+    return ", ".join(f"`{tokens[i]}` ({row[i]:.2f})" for n, i in enumerate(order) if n == 0 or row[i] >= 0.005)
 
 
 def reach_sentence(
@@ -131,3 +132,22 @@ def is_causal(allowed: np.ndarray) -> bool:
 def opening_query(allowed: np.ndarray) -> int:
     """The position whose row the page opens on: the last for a causal model (the prediction), else the first."""
     return len(allowed) - 1 if is_causal(allowed) else 0
+
+
+PILED = 0.9  # rollout "piles up" on one token when it holds at least this share of every position
+
+
+def piled_up_note(tokens: list[str], last_rollout: np.ndarray, n_layers: int) -> str | None:
+    """When rollout after the last block ([T, T]) puts at least PILED of every position on one input token: say so,
+    and why (None otherwise)."""
+    rollout = np.asarray(last_rollout, dtype=np.float64)
+    column = int(rollout.mean(axis=0).argmax())
+    least = float(rollout[:, column].min())
+    if least < PILED:
+        return None
+    return (
+        f"Rollout after {count(n_layers, 'block')} finds almost all of every position in `{tokens[column]}` (at "
+        f"least {least:.2f} of each row). Multiplying {n_layers} mixing matrices compounds the share each block "
+        "gives that token, so rollout piles up on the token attention rests on; flow, capped by the width of each "
+        "pipe, does not compound, and spreads more."
+    )

@@ -27,8 +27,8 @@ from pictures.style import (
 )
 
 MIX = Ramp(BLUES, 0.0, 1.0)  # raw weights, rollout and flow all lie in 0..1: one scale, so the maps compare
-PANEL_PX = 260  # three maps side by side fit the wide page beside the sidebar
-LAYER_PX = 360  # two maps side by side
+PANEL_PX = 180  # three maps side by side (with their labels, gaps and one legend) fit 950 px: a 1400 px window
+LAYER_PX = 300  # two maps side by side
 ROW_COLOURS = {"raw": CATEGORY10[7], "rollout": CATEGORY10[0], "flow": CATEGORY10[1]}
 ROW_NAMES = {
     "raw": "last layer, average of heads",

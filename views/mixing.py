@@ -20,6 +20,7 @@ from explorer.mixing_text import (
     flow_too_big,
     is_causal,
     opening_query,
+    piled_up_note,
     reach_sentence,
     residual_help,
 )
@@ -39,6 +40,8 @@ from views.state import sidebar_run, weights_note
 from views.widgets import clamp_view, code_text, download, model_line, plain, plotly_chart, view_download
 
 RESIDUALS = [round(0.1 * i, 1) for i in range(11)]  # the residual share's steps, 0 to 1
+POSITION_PX = 160  # the position selector holds numbers only
+RESIDUAL_PX = 320
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -55,6 +58,7 @@ def residual_choice(where: DeltaGenerator) -> float:
             key="mix_residual",
             bind="query-params",
             help=residual_help(),
+            width=RESIDUAL_PX,
         )
     )
 
@@ -85,6 +89,9 @@ def last_block(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, residual:
         "position (down) is made of after every block. Click a cell to see its position's row below."
     )
     show_board(last_block_board(maps, rollout, flow, residual), key="mix_last", on_pick=pick_query)
+    piled = piled_up_note([code_text(t) for t in token_labels(maps.key_tokens)], rollout[-1], n_layers)
+    if piled:
+        st.caption(piled)
     if flow is None:
         st.info(flow_too_big(n_layers, n_tokens, unit, every_row=True), icon=":material/hourglass:")
     return flow
@@ -104,6 +111,7 @@ def reach(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, flow: np.ndarr
         key="mix_query",
         bind="query-params",
         help="The position whose row is drawn: 0 is the first token. Clicking a cell of the maps above picks its row.",
+        width=POSITION_PX,
     )
     row = None
     if flow is not None:

@@ -1,0 +1,99 @@
+"""The Mixing figures (pictures.mixing_charts): the matrix-view boards and the Plotly figures draw explorer's rollout
+and flow, read back the way the browser gets them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.analysis.mixing import attention_flow, attention_flow_rows, attention_rollout
+from explorer.analysis.stats import head_average
+from explorer.config import ModelConfig
+from pictures.mixing_charts import flow_figure, last_block_board, layer_board, reachable, rollout_figure
+from tests.drawn import figure_json, figure_title, panel_matrix
+
+TOKENS = "the cat sat on the mat"
+
+
+@pytest.fixture(scope="module")
+def trace() -> explorer.Trace:
+    return explorer.run(ModelConfig(n_layers=3), TOKENS)
+
+
+@pytest.fixture(scope="module")
+def causal() -> explorer.Trace:
+    return explorer.run(ModelConfig(arch="decoder"), TOKENS)
+
+
+def heatmaps(figure) -> list[dict]:
+    return [trace for trace in figure_json(figure)["data"] if trace["type"] == "heatmap"]
+
+
+def test_reachable_adds_each_token_itself_to_the_allowed_keys():
+    allowed = np.array([[True, False, False], [True, True, False], [False, False, False]])
+    np.testing.assert_array_equal(reachable(allowed), allowed | np.eye(3, dtype=bool))
+
+
+def test_the_last_block_board_draws_raw_rollout_and_flow_on_one_scale(trace):
+    rollout, flow = attention_rollout(trace), attention_flow_rows(trace)
+    maps = trace.first.self_attention
+    panels = last_block_board(maps, rollout, flow, 0.5)["panels"]
+    assert [p["name"] for p in panels] == ["mix_raw", "mix_rollout", "mix_flow"]
+    drawn = [panel_matrix(p) for p in panels]
+    np.testing.assert_allclose(drawn[0].values, head_average(maps, 2), atol=1e-7)
+    np.testing.assert_allclose(drawn[1].values, rollout[2], atol=1e-7)
+    np.testing.assert_allclose(drawn[2].values, flow, atol=1e-7)
+    assert [p["legend"] is not None for p in panels] == [False, False, True]  # one legend for the shared scale
+    assert (panels[2]["legend"]["low"], panels[2]["legend"]["high"]) == (0.0, 1.0)
+    without_flow = last_block_board(maps, rollout, None, 0.5)["panels"]
+    assert [p["name"] for p in without_flow] == ["mix_raw", "mix_rollout"] and without_flow[1]["legend"]
+
+
+def test_the_layer_board_draws_rollout_after_that_block(trace):
+    rollout = attention_rollout(trace)
+    raw, rolled = (panel_matrix(p) for p in layer_board(trace.first.self_attention, rollout, 1, 0.5)["panels"])
+    np.testing.assert_allclose(rolled.values, rollout[1], atol=1e-7)
+    np.testing.assert_allclose(raw.values, head_average(trace.first.self_attention, 1), atol=1e-7)
+    assert "after block 1" in rolled.title and "layer 1" in raw.title
+
+
+def test_rollout_figure_shows_the_raw_average_beside_rollout(trace):
+    raw, rolled = heatmaps(rollout_figure(trace))
+    np.testing.assert_allclose(rolled["z"], attention_rollout(trace)[-1], atol=1e-6)
+    np.testing.assert_allclose(raw["z"], head_average(trace.first.self_attention, 2), atol=1e-6)
+    assert rolled["x"] == ["the", "cat", "sat", "on", "the·4", "mat"]
+    _, first = heatmaps(rollout_figure(trace, layer=0, residual=0.3))
+    np.testing.assert_allclose(first["z"], attention_rollout(trace, 0.3)[0], atol=1e-6)
+    assert "after block 0" in figure_title(figure_json(rollout_figure(trace, layer=0)))
+    with pytest.raises(ValueError, match="no block 3"):
+        rollout_figure(trace, layer=3)
+
+
+def test_flow_figure_of_every_row_is_masked_where_no_path_reaches(causal):
+    rolled, flow = heatmaps(flow_figure(causal))
+    upper = np.triu(np.ones((6, 6), dtype=bool), 1)
+    expected = attention_flow_rows(causal)
+    z = np.asarray(flow["z"], dtype=np.float64)
+    assert np.isnan(z[upper]).all() and (expected[upper] == 0).all()
+    np.testing.assert_allclose(z[~upper], expected[~upper], atol=1e-6)
+    np.testing.assert_allclose(np.asarray(rolled["z"], dtype=np.float64)[~upper], attention_rollout(causal)[-1][~upper],
+                               atol=1e-6)  # fmt: skip
+
+
+def test_flow_figure_of_the_last_position_is_what_reaches_the_prediction(causal):
+    figure = figure_json(flow_figure(causal, query=-1))
+    assert "reach the prediction" in figure_title(figure)
+    bars = {trace["name"]: np.asarray(trace["y"]) for trace in figure["data"]}
+    np.testing.assert_allclose(bars["flow after the last block"], attention_flow(causal, 5), atol=1e-9)
+    np.testing.assert_allclose(bars["rollout after the last block"], attention_rollout(causal)[-1, 5], atol=1e-7)
+    np.testing.assert_allclose(bars["last layer, average of heads"], causal.attention[-1].mean(axis=0)[5], atol=1e-6)
+
+
+def test_flow_figure_of_an_encoders_position(trace):
+    figure = figure_json(flow_figure(trace, query=2))
+    assert "reach position 2" in figure_title(figure)
+    flow = next(t for t in figure["data"] if t["name"] == "flow after the last block")
+    np.testing.assert_allclose(flow["y"], attention_flow(trace, 2), atol=1e-9)
+    with pytest.raises(explorer.ConfigError, match="not a position"):
+        flow_figure(trace, query=6)

@@ -1,0 +1,106 @@
+"""The Mixing page's sentences and download table (explorer.mixing_text, explorer.mixing_export): pure functions of
+numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.mixing_export import mixing_table
+from explorer.mixing_text import (
+    FLOW_PAGE_MAX_WORK,
+    explanation,
+    first_stack_note,
+    flow_max_tokens,
+    flow_offered,
+    flow_too_big,
+    flow_work,
+    is_causal,
+    opening_query,
+    piled_up_note,
+    reach_sentence,
+    top_tokens,
+)
+
+
+def test_the_explanation_names_the_residual_share_and_the_formula():
+    text = explanation(0.5)
+    assert "0.5·I + 0.5·A" in text and "residual connection" in text and "Abnar & Zuidema 2020" in text
+    assert "0.3·I + 0.7·A" in explanation(0.3)
+
+
+def test_only_an_encoder_decoder_gets_a_note_on_which_stack():
+    assert first_stack_note(["encoder"]) is None
+    note = first_stack_note(["encoder", "decoder"])
+    assert note is not None and "encoder's self-attention" in note and "cross-attention" in note
+
+
+def test_flow_work_is_problems_times_edges():
+    # every row: T x T max-flow problems, each on L x T x T edges; one row: T problems
+    assert flow_work(6, 48, None) == 48 * 48 * 6 * 48 * 48
+    assert flow_work(6, 48, 1) == 48 * 6 * 48 * 48
+    assert flow_work(30, 16, 3) == 3 * 16 * 30 * 16 * 16
+
+
+@pytest.mark.parametrize(("layers", "every_row"), [(2, True), (6, True), (30, True), (6, False), (30, False)])
+def test_the_most_tokens_is_the_edge_of_what_the_page_offers(layers, every_row):
+    most = flow_max_tokens(layers, every_row)
+    rows = None if every_row else 1
+    assert flow_offered(layers, most, rows) and not flow_offered(layers, most + 1, rows)
+    assert flow_work(layers, most, most if every_row else 1) <= FLOW_PAGE_MAX_WORK
+
+
+def test_the_limit_matches_the_bench():
+    # bench/bench_mixing.py: every row of MiniLM (6 layers) at 32 pieces took 1.1 s and at 64 pieces 9.6 s; SmolLM2
+    # (30 layers) at 16 pieces 0.3 s: the first and last must be offered, the 64-piece one not
+    assert flow_offered(6, 32, None) and flow_offered(30, 16, None) and not flow_offered(6, 64, None)
+    assert flow_offered(6, 64, 1)  # one row at 64 pieces: 0.2 s
+
+
+def test_the_too_big_sentence_says_how_much_and_how_to_get_flow():
+    text = flow_too_big(2, 60, "token", every_row=True)
+    assert "3,600 max-flow problems" in text and "7,200 edges" in text and "2 layers × 60 × 60 tokens" in text
+    assert f"at most {flow_max_tokens(2, True)} tokens" in text and "one position's row is cheaper" in text
+    row = flow_too_big(30, 200, "piece", every_row=False)
+    assert row.startswith("This position's flow") and "200 max-flow problems" in row and "pieces" in row
+    assert "explorer.attention_flow" in row
+
+
+def test_causal_and_the_opening_position():
+    causal = np.tril(np.ones((4, 4), dtype=bool))
+    assert is_causal(causal) and opening_query(causal) == 3  # the last position predicts the next token
+    full = np.ones((4, 4), dtype=bool)
+    assert not is_causal(full) and opening_query(full) == 0
+
+
+def test_top_tokens_lists_the_largest_first_and_drops_what_rounds_to_zero():
+    tokens = ["a", "b", "c", "d"]
+    assert top_tokens(tokens, np.array([0.1, 0.6, 0.3, 0.0])) == "`b` (0.60), `c` (0.30), `a` (0.10)"
+    assert top_tokens(tokens, np.array([1.0, 0.001, 0.0, 0.0])) == "`a` (1.00)"
+
+
+def test_reach_sentence_with_and_without_flow():
+    tokens = ["x", "y"]
+    raw, rollout, flow = np.array([0.2, 0.8]), np.array([0.7, 0.3]), np.array([1.0, 0.5])
+    text = reach_sentence(tokens, 1, raw, rollout, flow)
+    assert text.startswith("At position 1 (`y`)") and "`y` (0.80)" in text and "flow, `x` (1.00)" in text
+    assert "flow" not in reach_sentence(tokens, 1, raw, rollout, None)
+
+
+def test_piled_up_note_only_when_every_row_sits_on_one_token():
+    piled = np.array([[1.0, 0.0, 0.0], [0.95, 0.05, 0.0], [0.92, 0.04, 0.04]])
+    note = piled_up_note(["The", "cat", "sat"], piled, 30)
+    assert note is not None and "`The`" in note and "at least 0.92" in note and "30 blocks" in note
+    assert piled_up_note(["The", "cat", "sat"], np.eye(3), 2) is None
+
+
+def test_mixing_table_has_a_row_per_position_and_input_token():
+    tokens = ["a", "b", "c"]
+    rollout = np.arange(9, dtype=np.float64).reshape(3, 3) / 10
+    flow = np.ones((1, 3))
+    table = mixing_table(tokens, [2], {"rollout": rollout[2:], "flow": flow, "gone": None})
+    assert list(table.columns) == ["position", "position_token", "input", "input_token", "rollout", "flow"]
+    assert list(table["position_token"]) == ["c"] * 3 and list(table["input_token"]) == tokens
+    np.testing.assert_array_equal(table["rollout"], rollout[2])
+    with pytest.raises(ValueError, match="not 1 positions x 3 tokens"):
+        mixing_table(tokens, [2], {"rollout": rollout})
