@@ -9,8 +9,10 @@ import pandas as pd
 from explorer.analysis.stream_energy import MASSIVE_RATIO, MASSIVE_VALUE, MassiveActivation
 from explorer.numbers import readable
 
-RULE = f"|x| > {MASSIVE_VALUE:.0f} and at least {MASSIVE_RATIO:,.0f}× the median |x| of the stream after that block"
-PAPER = "Sun et al. 2024, “Massive Activations in Large Language Models”"
+RULE = (
+    "Sun et al. 2024 (“Massive Activations in Large Language Models”) call a value massive when "
+    f"|x| > {MASSIVE_VALUE:.0f} and |x| ≥ {MASSIVE_RATIO:,.0f}× the median |x| of the stream after its block"
+)
 
 
 def _blocks(blocks: tuple[int, ...]) -> str:
@@ -37,26 +39,26 @@ def massive_text(finding: MassiveActivation, shares: pd.DataFrame | None = None)
     text = (
         f"**Massive activation from block {finding.block}**: the token {_token(finding.position, finding.piece)} "
         f"carries |x| = {_number(finding.value)} in unit {finding.unit} of its residual vector, "
-        f"{_number(finding.ratio)}× the median |x| of the stream ({PAPER}: {RULE}); it is massive "
-        f"{_blocks(finding.blocks)}."
+        f"{_number(finding.ratio)}× the median |x| of the stream; it is massive {_blocks(finding.blocks)}. {RULE}."
     )
     if finding.others:
         text += f" Other tokens with one: positions {', '.join(str(t) for t in finding.others)}."
     if shares is None:
         return text
-    return f"{text} {shares_text(finding.position, finding.piece, shares, finding.block)}"
+    return f"{text} {shares_text(finding.position, finding.piece, shares, finding.block, named=False)}"
 
 
-def shares_text(position: int, piece: str, shares: pd.DataFrame, after: int | None = None) -> str:
+def shares_text(position: int, piece: str, shares: pd.DataFrame, after: int | None = None, named: bool = True) -> str:
     """How much of the heads' weight one token gets on average (token_shares), over the layers after block `after`
-    (every layer when None), and how much of what they add; whether the weight carries as much. "" without a
-    layer to average."""
+    (every layer when None), and how much of what they add; whether the weight carries as much. The token is
+    named, or called "it" (`named` False, after a sentence naming it). "" without a layer to average."""
     reading = shares if after is None else shares[shares["layer"] > after]
     if reading.empty or not np.isfinite(reading["weights"]).any():
         return ""
     weight = float(np.nanmean(reading["weights"]))
     where = "In every layer" if after is None else f"In the layers that read it (after block {after})"
-    text = f"{where}, the heads put {weight:.2f} of their weight on {_token(position, piece)} on average"
+    who = _token(position, piece) if named else "it"
+    text = f"{where}, the heads put {weight:.2f} of their weight on {who} on average"
     if not np.isfinite(reading["norms"]).any():
         return text + "."
     added = float(np.nanmean(reading["norms"]))
@@ -86,4 +88,4 @@ def no_massive_text(norm: str, value: float, ratio: float, block: int, position:
         )
     else:
         why = "no value in this stream grows that far above the rest"
-    return f"**No massive activation** ({RULE}, {PAPER}): {largest}. {why[0].upper()}{why[1:]}."
+    return f"**No massive activation**: {largest}. {RULE}. {why[0].upper()}{why[1:]}."

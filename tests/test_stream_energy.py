@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import explorer
-from explorer.activations_text import massive_text, no_massive_text
+from explorer.activations_text import massive_text, no_massive_text, shares_text
 from explorer.analysis.norm_attention import norm_attention, norm_shares
 from explorer.analysis.stream_energy import (
     MASSIVE_RATIO,
@@ -162,3 +162,19 @@ def test_massive_text_says_whether_the_weight_carries_anything():
     assert "put 0.80 of their weight" in text and "it gives 0.20" in text and "parks there" in text
     assert "what they add" not in massive_text(finding, shares.assign(norms=np.nan))
     assert "Other tokens" in massive_text(MassiveActivation(0, "<s>", 2, (2,), 7, 5000.0, 4200.0, (3,)))
+
+
+def test_shares_text_names_the_token_averages_every_layer_and_weighs_the_verdict():
+    shares = pd.DataFrame({"layer": [0, 1], "weights": [0.6, 0.4], "norms": [0.5, 0.5]})
+    text = shares_text(0, "[CLS]", shares)
+    assert text.startswith("In every layer, the heads put 0.50 of their weight on “[CLS]” (position 0)")
+    assert "it gives 0.50, about its weight" in text
+    assert "more than its weight" in shares_text(0, "[CLS]", shares.assign(norms=[0.9, 0.9]))
+    assert shares_text(0, "[CLS]", shares.assign(weights=np.nan)) == ""  # no query could see it
+
+
+def test_no_massive_text_says_why_by_norm_placement():
+    post = no_massive_text("post", 10.5, 34.8, 3, 0, "[CLS]")
+    assert post.startswith("**No massive activation**: the largest |x| in the residual stream is 10.5, at “[CLS]”")
+    assert "after block 3, 34.8× the median" in post and "re-normalises" in post
+    assert "re-normalises" not in no_massive_text("pre", 4.0, 12.0, 1, 2, "cat")
