@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from explorer.compare import PER_LAYER
 from explorer.numbers import readable
 from explorer.trace import AttentionMaps
-from pictures.attention_panels import NORM, norm_top, token_labels, top_of, weight_ramp
+from pictures.attention_panels import NORM, norm_scale_note, token_labels, top_of, weight_ramp
 from pictures.boards import matrix_panel
 from pictures.style import (
     BLUES,
@@ -77,16 +77,34 @@ MEASURE_WORDS = {
 
 def measure_ramp(measure: str, top: float | None) -> Ramp:
     """A's and B's colour scale: weight_ramp for the weights (0 to 1, or stretched 0 to `top`); for the norms, white
-    at 0 to dark blue at `top` (norm_top of both, or stretched)."""
+    at 0 to dark blue at `top` (pair_norm_top, or stretched)."""
     if measure == "weights":
         return weight_ramp(top)
     return Ramp(BLUES, 0.0, top if top is not None and top > 0 else 1.0)
 
 
-def pair_norm_top(sides: list[AttentionMaps]) -> float:
-    """Where unstretched norm colours of A and B are darkest: the largest ‖α·f(x)‖ of either, any layer and head
-    (norm_top of each; `sides` carry the norms as their weights)."""
-    return max((norm_top(side.weights, side.allowed) for side in sides), default=1.0)
+def pair_norm_top(sides: list[AttentionMaps], layer: int, head: int) -> float:
+    """Where unstretched norm colours of A and B are darkest: the largest ‖α·f(x)‖ on an allowed cell of either's
+    map of `layer` and `head` (`sides` carry the norms as their weights; 1e-6 at least). One scale for the two maps
+    compared, not for every head: a head that adds 100 elsewhere would leave this pair white."""
+    shown = [
+        side.weights[layer, head][np.asarray(side.allowed, dtype=bool)]  # [allowed cells]
+        for side in sides
+        if layer < side.n_layers and head < side.n_heads
+    ]
+    values = np.concatenate(shown) if shown else np.zeros(0)
+    return max(float(values.max()), 1e-6) if values.size else 1.0
+
+
+def pair_norm_note(top: float, stretch: bool) -> str:
+    """What the caption over A's and B's norm maps says of their colour scale (`top`: pair_norm_top, or pair_top
+    when stretched)."""
+    if stretch:
+        return norm_scale_note(top, True)
+    return (
+        f"colour = {NORM}, what the head adds from each key: white = 0, darkest blue = {top:.3g}, the largest of "
+        "the two maps"
+    )
 
 
 def difference_ramp(half: float) -> Ramp:

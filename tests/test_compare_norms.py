@@ -16,7 +16,14 @@ from explorer.analysis.norm_attention import norm_attention
 from explorer.compare import default_b, model_for_b, reorder_maps, token_order
 from explorer.config import ModelConfig
 from pictures.attention_panels import NORM
-from pictures.compare_charts import difference_panel, difference_verdict, norm_difference_figure, pair_panels
+from pictures.compare_charts import (
+    difference_panel,
+    difference_verdict,
+    norm_difference_figure,
+    pair_norm_note,
+    pair_norm_top,
+    pair_panels,
+)
 from tests.drawn import app_boards, figure_json, panel_matrix
 from tests.test_app_compare import difference_panel as drawn_difference_panel
 from tests.test_app_compare import drawn_difference, hover_values, sides
@@ -117,3 +124,10 @@ def test_norm_difference_figure_is_a_minus_b_with_both_on_hover(norm_maps):
     np.testing.assert_allclose(heat["z"], a.weights[1, 3].astype(np.float64) - b.weights[1, 3], rtol=1e-9)
     np.testing.assert_allclose(heat["customdata"][..., 1], b.weights[1, 3], rtol=1e-6)
     assert heat["zmin"] == -heat["zmax"] and NORM in heat["colorbar"]["title"]["text"]
+
+
+def test_norm_maps_share_the_scale_of_the_head_shown(norm_maps):
+    a, b = norm_maps
+    top = pair_norm_top(norm_maps, 1, 2)
+    assert top == pytest.approx(max(a.weights[1, 2].max(), b.weights[1, 2].max()))
+    assert f"darkest blue = {top:.3g}, the largest of the two maps" in pair_norm_note(top, stretch=False)

@@ -43,12 +43,13 @@ from explorer.limits import check_app_size
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures import notebook_figures
-from pictures.attention_panels import norm_scale_note, scale_note
+from pictures.attention_panels import scale_note
 from pictures.boards import board
 from pictures.compare_charts import (
     difference_panel,
     layer_lines,
     norm_difference_figure,
+    pair_norm_note,
     pair_norm_top,
     pair_panels,
     pair_top,
@@ -168,8 +169,8 @@ def attention_section(
     sides = [m for m in (pair.a, pair.b if b_drawn else None) if m is not None]
     top = pair_top(sides, layer, head)
     if measure == "norms":
-        top = top if stretch else pair_norm_top(sides)
-        note = norm_scale_note(top, stretch)
+        top = top if stretch else pair_norm_top(sides, layer, head)
+        note = pair_norm_note(top, stretch)
     else:
         note = scale_note(top, stretch)
     if note is not None:
