@@ -75,14 +75,18 @@ def norm_top(norms: np.ndarray, allowed: np.ndarray) -> float:
     return max(float(shown.max()), 1e-6) if shown.size else 1.0
 
 
-def norm_scale_note(top: float, stretch: bool) -> str:
-    """What a subtitle says of the colour scale of a norm-based map (`top`: norm_top, or this map's stretch_top)."""
+def norm_scale_note(top: float, stretch: bool, own: float | None = None) -> str:
+    """What a subtitle says of the colour scale of a norm-based map (`top`: norm_top, or stretched this map's
+    stretch_top), and, when this map's own stretch_top `own` is pale on it, how to see its pattern."""
     if stretch:
         return f"colours stretched: darkest blue = {NORM} of {top:.3g} or more (the top 1 % of this map)"
-    return (
+    note = (
         f"colour = {NORM}, what the head adds from each key: white = 0, darkest blue = {top:.3g}, the largest of "
         "any layer and head"
     )
+    if own is not None and own < FAINT * top:
+        note += f"; 99 % of this map is below {own:.2g}, pale on that scale: turn on Stretch colours to see its pattern"
+    return note
 
 
 def key_value_norms(weights: np.ndarray, norms: np.ndarray) -> np.ndarray:
@@ -144,9 +148,10 @@ def _map_parts(
         ramp = weight_ramp(top if stretch else None)
         notes.append(None if top is None else scale_note(top, stretch))
     else:
-        top = stretch_top(values, allowed) if stretch else norm_top(norms, maps.allowed)
+        own = stretch_top(values, allowed)  # this map's top 1 %: where stretched colours are darkest
+        top = own if stretch else norm_top(norms, maps.allowed)
         ramp = weight_ramp(top)
-        notes.append(norm_scale_note(top, bool(stretch)))
+        notes.append(norm_scale_note(top, bool(stretch), None if stretch is None else own))
     cross = maps.kind == "cross-attention"
     value_title = "mean weight" if head is None else "weight"
     if norms is not None:

@@ -43,7 +43,7 @@ def roles_panel(
     n_layers, n_heads = values.shape
     defined = ~np.isnan(values)  # [L, H]
     spread = "what it adds" if norms else "its attention"
-    share = "share of what it adds" if norms else "share"
+    share = "share of ‖α·f(x)‖" if norms else "share"
     what = f"how broad {spread} is (1 = uniform)" if role == BREADTH else f"{share} on {role_name(role, first_token)}"
     return matrix_panel(
         np.nan_to_num(values),

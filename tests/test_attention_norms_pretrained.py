@@ -41,7 +41,7 @@ def test_minilms_roles_measured_by_what_the_heads_add_lose_most_first_token_head
     by_norms = head_roles(norm_shares(norm_attention(minilm, trace)), tokens, maps.allowed)
     drawn = app_matrices(at)["roles"]
     np.testing.assert_allclose(drawn.values, by_norms.share("first"), atol=1e-6)  # the board, on the norm shares
-    assert "share of what it adds" in drawn.title
+    assert "share of ‖α·f(x)‖" in drawn.title
     [sentence] = [m.value for m in at.markdown if m.value.startswith("**Measured by what the heads add**")]
     before, after = role_counts(by_weights)["first"], role_counts(by_norms)["first"]
     assert f"**the first token ([CLS])** loses {before - after} of its {before} heads ({after} left)" in sentence

@@ -1,6 +1,6 @@
 """The Show switch in a real Chromium, on MiniLM: a link with measure=norms draws the head-roles board, the map and the
-grid with what each head adds, the map's hover gives both numbers, the switch is kept in the address bar, and
-nothing throws."""
+grid with what each head adds, the map's hover gives both numbers, the switch is kept in the address bar, the view's
+HTML download holds the norm-based map, and nothing throws."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pytest
 
 import explorer
 from explorer.analysis.norm_attention import norm_attention
+from explorer.config import ModelConfig
 from tests.browser_boards import panels, read_panel, wait_panels_drawn
+from tests.test_browser_view_html import downloaded_view, figures_in, numbers
 
 pytestmark = pytest.mark.browser
 
@@ -48,3 +50,14 @@ def test_a_minilm_link_with_measure_norms_draws_the_board_and_both_numbers(page,
     wait_panels_drawn(page, 4)
     assert "measure=norms" in page.url  # a shared link opens the same view
     assert_clean(page)
+
+
+def test_the_view_download_holds_the_norm_based_map(page, app_url, wait_idle, browser):
+    html = downloaded_view(page, f"{app_url}/?measure=norms&layer=1&head=2&tokens=the%20cat%20sat", wait_idle)
+    assert "measure=norms" in html and "‖α·f(x)‖" in html
+    figures = figures_in(browser, html)
+    [norm_map] = [f for f in figures if "what it adds" in f["title"]]
+    model = explorer.build_model(ModelConfig())
+    expected = norm_attention(model, explorer.run(model, "the cat sat"))[1, 2]
+    np.testing.assert_allclose(numbers(norm_map["data"][0]["z"]), expected, rtol=1e-6)
+    assert any(f["title"].endswith("layer 1 · head 2") for f in figures)  # the weights' map is still there

@@ -95,3 +95,13 @@ def test_the_notebook_figure_is_the_norm_attention_of_the_model():
         norm_maps_figure(trace.attention_maps()["self-attention"], norm_attention(model, trace), 0, None)
     )
     assert "‖f(x)‖" not in mean["data"][0]["hovertemplate"]  # one head's size, not a mean's
+
+
+def test_a_head_that_adds_little_is_pale_and_the_map_says_how_to_see_it(maps_and_norms):
+    maps, norms, _ = maps_and_norms
+    quiet = norms.copy()
+    quiet[0, 0] /= 100  # a head whose every key adds a hundredth of the others': below FAINT of the top everywhere
+    assert "turn on Stretch colours" in panel_matrix(attention_map_panel(maps, 0, 0, stretch=False, norms=quiet)).title
+    assert (
+        "turn on Stretch colours" not in panel_matrix(attention_map_panel(maps, 1, 2, stretch=False, norms=quiet)).title
+    )
