@@ -253,11 +253,12 @@ def head_roles_section(maps: AttentionMaps, cfg: ModelConfig, norms: np.ndarray 
     first = code_text(tokens[0])
     where = ", where causal models park attention they do not need" if cfg.family == "llama" else ""
     share = "attention" if norms is None else "what it adds (‖α·f(x)‖, each query's row divided by its sum)"
+    whole = "its attention" if norms is None else "what it adds"
     st.caption(
         f"For this sentence, each head's mean share of {share} on the first token (`{first}`{where}), on "
-        "[SEP], on punctuation, on the previous, the next or the same token, and how broad it is — "
+        f"[SEP], on punctuation, on the previous, the next or the same token, and how broad {whole} is — "
         "as Clark et al. (2019, “What Does BERT Look At?”, Fig. 1–2) chart BERT. A head clearly has a role when "
-        "at least half of it goes there, 0.2 more than to any other; broad = within about 10 % of uniform."
+        f"at least half of {whole} goes there, 0.2 more than to any other; broad = within about 10 % of uniform."
     )
     options = [*ROLES, BREADTH]
     role = st.radio(
