@@ -29,6 +29,7 @@ from pictures.style import (
 MIX = Ramp(BLUES, 0.0, 1.0)  # raw weights, rollout and flow all lie in 0..1: one scale, so the maps compare
 PANEL_PX = 180  # three maps side by side (with their labels, gaps and one legend) fit 950 px: a 1400 px window
 LAYER_PX = 300  # two maps side by side
+TEXT_PX = 28.0  # values are written in cells at least this wide: "0.37" fits, and smaller would not read
 ROW_COLOURS = {"raw": CATEGORY10[7], "rollout": CATEGORY10[0], "flow": CATEGORY10[1]}
 ROW_NAMES = {
     "raw": "last layer, average of heads",
@@ -66,18 +67,28 @@ def _mixing_panel(
         x_title="input token",
         y_title="position",
         masked_text="masked: no path from this token (0)",
+        text_px=TEXT_PX,
         legend=legend,
         **parts,  # type: ignore[arg-type]
     )
 
 
-def average_panel(maps: AttentionMaps, layer: int, name: str, max_px: float = PANEL_PX, legend: bool = False) -> dict:
-    """The raw average of one layer's heads ([T, T]): where that layer looks, not which input tokens."""
+def average_panel(
+    maps: AttentionMaps,
+    layer: int,
+    name: str,
+    max_px: float = PANEL_PX,
+    legend: bool = False,
+    pick: str | None = None,
+) -> dict:
+    """The raw average of one layer's heads ([T, T]): where that layer looks, not which input tokens. `pick`:
+    matrix_panel's ("cell": a click sends back the cell)."""
     return _mixing_panel(
         head_average(maps, layer),
         maps,
         maps.allowed,
         legend=legend,
+        pick=pick,
         name=name,
         value_title="mean weight",
         title=f"Raw: layer {layer}, mean of {maps.n_heads} heads",
@@ -94,6 +105,7 @@ def rollout_panel(
     name: str,
     max_px: float = PANEL_PX,
     legend: bool = False,
+    pick: str | None = None,
 ) -> dict:
     """Rollout after block `layer` ([T, T], explorer.analysis.mixing.attention_rollout's entry `layer`)."""
     return _mixing_panel(
@@ -101,6 +113,7 @@ def rollout_panel(
         maps,
         reachable(maps.allowed),
         legend=legend,
+        pick=pick,
         name=name,
         value_title="rollout",
         title=f"Rollout after block {layer}",
@@ -117,6 +130,7 @@ def flow_panel(
     name: str,
     max_px: float = PANEL_PX,
     legend: bool = True,
+    pick: str | None = None,
 ) -> dict:
     """Flow after the last block, one row per query in `queries` ([len(queries), T])."""
     return _mixing_panel(
@@ -125,6 +139,7 @@ def flow_panel(
         reachable(maps.allowed)[queries],  # [Q, T]
         queries=queries,
         legend=legend,
+        pick=pick,
         name=name,
         value_title="max flow",
         title=f"Flow after block {maps.n_layers - 1}",
@@ -135,14 +150,15 @@ def flow_panel(
 
 def last_block_board(maps: AttentionMaps, rollout: np.ndarray, flow: np.ndarray | None, residual: float) -> dict:
     """One board on one colour scale: the last layer's raw average of heads, rollout after the last block ([L, T, T]:
-    its last entry) and flow of every position ([T, T]; None: not computed); the last map draws the legend."""
+    its last entry) and flow of every position ([T, T]; None: not computed); the last map draws the legend. A click
+    on a cell sends back its {"row", "col"}."""
     last = maps.n_layers - 1
     panels = [
-        average_panel(maps, last, "mix_raw"),
-        rollout_panel(rollout[last], maps, last, residual, "mix_rollout", legend=flow is None),
+        average_panel(maps, last, "mix_raw", pick="cell"),
+        rollout_panel(rollout[last], maps, last, residual, "mix_rollout", legend=flow is None, pick="cell"),
     ]
     if flow is not None:
-        panels.append(flow_panel(flow, list(range(flow.shape[0])), maps, residual, "mix_flow"))
+        panels.append(flow_panel(flow, list(range(flow.shape[0])), maps, residual, "mix_flow", pick="cell"))
     return board(panels)
 
 

@@ -1,0 +1,63 @@
+"""The Mixing page on MiniLM in a real Chromium: the rollout hovered is explorer's, a click on a cell shows that
+position's flow below and puts it in the address bar, the block slider writes the URL, and nothing throws."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+
+import explorer
+from explorer.analysis.mixing import attention_flow, attention_rollout
+from pictures.mixing_charts import MIX
+from tests.browser_boards import cell_centre, panels, read_panel, wait_panels_drawn
+from tests.browser_plots import drawn_traces, plots, wait_plotted
+
+pytestmark = pytest.mark.browser
+
+SENTENCE = "the cat sat on the mat because it was tired."
+FIRST_LOAD_MS = 180_000  # a fresh server loads the checkpoint first
+PANELS = 5  # raw, rollout and flow after the last block; raw and rollout of the block picked
+
+
+def assert_clean(page) -> None:
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert not page.errors, page.errors
+
+
+def test_minilm_mixing_page_draws_rollout_and_flow_and_a_click_picks_the_row(page, app_url, wait_idle, minilm_model):
+    page.goto(f"{app_url}/mixing?model=minilm-l6&tokens={quote(SENTENCE)}")
+    wait_idle(page, FIRST_LOAD_MS)
+    wait_panels_drawn(page, PANELS)
+    wait_plotted(page, 1)
+    assert_clean(page)
+    trace = explorer.run(minilm_model, SENTENCE)
+    rollout = attention_rollout(trace)[-1]  # [T, T]
+    cells, colours = read_panel(page, panels(page, "mix_rollout")[0])
+    assert [row[0]["position"].split("·")[0] for row in cells] == trace.tokens
+    shown = np.array([[float(c["rollout"]) for c in row] for row in cells])  # the hover's 4 decimals
+    np.testing.assert_allclose(shown, rollout, atol=5e-5)
+    assert np.abs(colours.astype(int) - MIX.rgb(rollout).astype(int)).max() <= 1
+
+    x, y = cell_centre(panels(page, "mix_flow")[0], 3, 1)  # position 3's row
+    page.mouse.click(x, y)
+    page.wait_for_function("() => location.search.includes('mix_query=3')", timeout=30_000)
+    wait_idle(page)
+    wait_plotted(page, 1)
+    (figure,) = plots(page)
+    bars = {t["name"]: t["y"] for t in drawn_traces(figure)}
+    np.testing.assert_allclose(bars["flow after the last block"], attention_flow(trace, 3), atol=1e-9)
+
+    block = page.locator("[data-testid='stSlider']").filter(has_text="Block").get_by_role("slider")
+    block.focus()
+    page.keyboard.press("ArrowLeft")  # block 5 -> 4
+    wait_idle(page)
+    assert "mix_layer=4" in page.url
+    rolled = page.locator(".mv-panel[data-name='mix_layer_rollout']")
+    rolled.locator(".mv-title", has_text="after block 4").wait_for()  # the board redrawn for block 4
+    wait_panels_drawn(page, PANELS)
+    cells, _ = read_panel(page, rolled)
+    shown = np.array([[float(c["rollout"]) for c in row] for row in cells])
+    np.testing.assert_allclose(shown, attention_rollout(trace)[4], atol=5e-5)
+    assert_clean(page)
