@@ -27,7 +27,7 @@ from pictures.style import (
 )
 
 MIX = Ramp(BLUES, 0.0, 1.0)  # raw weights, rollout and flow all lie in 0..1: one scale, so the maps compare
-PANEL_PX = 180  # three maps side by side (with their labels, gaps and one legend) fit 950 px: a 1400 px window
+PANEL_PX = 150  # three maps side by side, with their labels, gaps and one legend, fit the 940 px a 1400 px window has
 LAYER_PX = 300  # two maps side by side
 TEXT_PX = 28.0  # values are written in cells at least this wide: "0.37" fits, and smaller would not read
 ROW_COLOURS = {"raw": CATEGORY10[7], "rollout": CATEGORY10[0], "flow": CATEGORY10[1]}

@@ -191,9 +191,10 @@ def test_a_trained_model_draws_its_own_rollout():
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "text"), [("minilm-l6", "The cat sat on the mat because it was tired."),
                                             ("smollm2-135m", "The capital of France is")])  # fmt: skip
-def test_the_real_checkpoints_draw_their_rollout_and_flow(name, text, request):
-    model = request.getfixturevalue("minilm_model" if name == "minilm-l6" else "smollm_model")
+def test_the_real_checkpoints_draw_their_rollout_and_flow(name, text):
     at = opened(timeout=300, model=name, tokens=text)
+    model = at.session_state[STATE_KEY].model  # the checkpoint the app loaded (test_app_pretrained checks it is)
+    assert model.config.checkpoint == name
     trace = explorer.run(model, text)
     drawn = app_matrices(at)
     assert_drawn(drawn["mix_rollout"], attention_rollout(trace)[-1])

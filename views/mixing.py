@@ -42,6 +42,7 @@ from views.widgets import clamp_view, code_text, download, model_line, plain, pl
 RESIDUALS = [round(0.1 * i, 1) for i in range(11)]  # the residual share's steps, 0 to 1
 POSITION_PX = 160  # the position selector holds numbers only
 RESIDUAL_PX = 320
+BLOCK_PX = 480
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -136,7 +137,7 @@ def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float) ->
     if len(blocks) == 1:
         layer = 0
     else:
-        layer = st.slider("Block", 0, blocks[-1], blocks[-1], key="mix_layer", bind="query-params")
+        layer = st.slider("Block", 0, blocks[-1], blocks[-1], key="mix_layer", bind="query-params", width=BLOCK_PX)
     st.caption(
         f"Rollout after block {layer} multiplies the mixing of blocks 0 to {layer}: how the input tokens spread "
         "through the positions as the blocks stack up. Beside it, the raw average of that block's heads alone."
