@@ -27,7 +27,9 @@ from pictures.style import (
 )
 
 MIX = Ramp(BLUES, 0.0, 1.0)  # raw weights, rollout and flow all lie in 0..1: one scale, so the maps compare
-PANEL_PX = 150  # three maps side by side, with their labels, gaps and one legend, fit the 940 px a 1400 px window has
+PANEL_PX = 160  # three maps side by side, with their labels, gaps and one legend, fit the 940 px a 1400 px window has
+TICK_PX = 12.0  # token labels at least this far apart: every token up to 13 in a 160 px map, else every n-th
+LABEL_CHARS = 8  # a longer token is cut short on the axes (hover gives it whole): narrower labels, wider maps
 LAYER_PX = 300  # two maps side by side
 TEXT_PX = 28.0  # values are written in cells at least this wide: "0.37" fits, and smaller would not read
 ROW_COLOURS = {"raw": CATEGORY10[7], "rollout": CATEGORY10[0], "flow": CATEGORY10[1]}
@@ -68,6 +70,8 @@ def _mixing_panel(
         y_title="position",
         masked_text="masked: no path from this token (0)",
         text_px=TEXT_PX,
+        tick_px=TICK_PX,
+        label_chars=LABEL_CHARS,
         legend=legend,
         **parts,  # type: ignore[arg-type]
     )
@@ -153,9 +157,10 @@ def last_block_board(maps: AttentionMaps, rollout: np.ndarray, flow: np.ndarray 
     its last entry) and flow of every position ([T, T]; None: not computed); the last map draws the legend. A click
     on a cell sends back its {"row", "col"}."""
     last = maps.n_layers - 1
+    side = PANEL_PX if flow is not None else LAYER_PX  # two maps have room to be larger
     panels = [
-        average_panel(maps, last, "mix_raw", pick="cell"),
-        rollout_panel(rollout[last], maps, last, residual, "mix_rollout", legend=flow is None, pick="cell"),
+        average_panel(maps, last, "mix_raw", side, pick="cell"),
+        rollout_panel(rollout[last], maps, last, residual, "mix_rollout", side, legend=flow is None, pick="cell"),
     ]
     if flow is not None:
         panels.append(flow_panel(flow, list(range(flow.shape[0])), maps, residual, "mix_flow", pick="cell"))
