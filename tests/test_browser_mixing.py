@@ -1,5 +1,6 @@
-"""The Mixing page on MiniLM in a real Chromium: the rollout hovered is explorer's, a click on a cell shows that
-position's flow below and puts it in the address bar, the block slider writes the URL, and nothing throws."""
+"""The Mixing page in a real Chromium: on MiniLM the rollout hovered is explorer's, a click on a cell shows that
+position's flow below and puts it in the address bar, the block slider writes the URL, and nothing throws; its
+"Download this view (HTML)" holds the same rollout and flow."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.analysis.mixing import attention_flow, attention_rollout
+from explorer.analysis.mixing import attention_flow, attention_flow_rows, attention_rollout
+from explorer.config import ModelConfig
 from pictures.mixing_charts import MIX
 from tests.browser_boards import cell_centre, panels, read_panel, wait_panels_drawn
 from tests.browser_plots import drawn_traces, plots, wait_plotted
+from tests.test_browser_view_html import downloaded_view, figures_in, numbers
 
 pytestmark = pytest.mark.browser
 
@@ -61,3 +64,17 @@ def test_minilm_mixing_page_draws_rollout_and_flow_and_a_click_picks_the_row(pag
     shown = np.array([[float(c["rollout"]) for c in row] for row in cells])
     np.testing.assert_allclose(shown, attention_rollout(trace)[4], atol=5e-5)
     assert_clean(page)
+
+
+def test_the_mixing_view_downloads_with_the_pages_rollout_and_flow(page, app_url, wait_idle, browser):
+    html = downloaded_view(page, f"{app_url}/mixing?n_layers=3&mix_layer=0&mix_query=2", wait_idle)
+    assert "Link to this view:" in html and "mix_layer=0" in html and "Residual share 0.5." in html
+    last, flows, row, first = figures_in(browser, html)
+    trace = explorer.run(ModelConfig(n_layers=3), "the cat sat on the mat")
+    rollout = attention_rollout(trace)  # [L, T, T]
+    np.testing.assert_allclose(numbers(last["data"][1]["z"]), rollout[-1], atol=1e-6)
+    np.testing.assert_allclose(numbers(first["data"][1]["z"]), rollout[0], atol=1e-6)  # the block picked
+    np.testing.assert_allclose(numbers(flows["data"][1]["z"]), attention_flow_rows(trace), atol=1e-6)
+    bars = {t["name"]: numbers(t["y"]) for t in row["data"]}
+    np.testing.assert_allclose(bars["flow after the last block"], attention_flow(trace, 2), atol=1e-9)
+    assert "reach position 2" in row["title"]
