@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.analysis.norm_attention import norm_attention, norm_shares
+from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.stream_energy import focus_token, token_energy, token_shares
 from explorer.model import Transformer
 from explorer.positional import ADDED_TO_INPUT, input_text
@@ -500,6 +500,6 @@ def massive_share_figure(model: Transformer, trace: Trace, stack: int = 0) -> go
     |x| (the Activations page's chart)."""
     part = trace.stacks[stack]
     position, block = focus_token(part)
-    shares = norm_shares(norm_attention(model, trace, part.self_attention.kind))  # [L, H, T, T]
-    table = token_shares(part.self_attention, position, shares)
+    norms = norm_attention(model, trace, part.self_attention.kind)  # [L, H, T, T]
+    table = token_shares(part.self_attention, position, norms)
     return token_share_figure(table, position, part.tokens[position], block, part.name)

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
-from explorer.analysis.norm_attention import norm_attention, norm_shares
+from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.stream_energy import token_energy, token_shares
 from tests.drawn import app_matrices, figure_titled, figure_trace
 
@@ -41,7 +41,7 @@ def test_smollm_names_its_massive_token_and_draws_its_shares(smollm_model):
     text = energy_text(at)
     assert text.startswith("**Massive activation from block 11**") and "“The” (position 0)" in text
     trace = explorer.run(smollm_model, PROMPT)
-    expected = token_shares(trace.first.self_attention, 0, norm_shares(norm_attention(smollm_model, trace)))
+    expected = token_shares(trace.first.self_attention, 0, norm_attention(smollm_model, trace))
     figure = figure_titled(at, "How much the heads look at “The”")
     weights = figure_trace(figure, "share of attention weight (α)")
     norms = figure_trace(figure, "share of what heads add (‖α·f(x)‖)")

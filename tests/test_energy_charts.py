@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import explorer
-from explorer.analysis.norm_attention import norm_attention, norm_shares
+from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.stream_energy import token_energy, token_shares
 from pictures.activation_charts import massive_share_figure, token_norm_figure, token_share_figure
 from tests.drawn import figure_json, figure_title, figure_trace
@@ -36,7 +36,7 @@ def test_massive_share_figure_draws_both_shares_of_the_largest_token(run):
     model, trace = run
     figure = figure_json(massive_share_figure(model, trace))
     position = int(np.argmax(token_energy(trace.first, "max")[1:].max(axis=0)))  # no massive activation here
-    expected = token_shares(trace.first.self_attention, position, norm_shares(norm_attention(model, trace)))
+    expected = token_shares(trace.first.self_attention, position, norm_attention(model, trace))
     np.testing.assert_allclose(figure_trace(figure, "share of attention weight (α)")["y"], expected["weights"])
     np.testing.assert_allclose(figure_trace(figure, "share of what heads add (‖α·f(x)‖)")["y"], expected["norms"])
     assert "no massive activation" in figure_title(figure)

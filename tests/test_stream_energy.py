@@ -17,6 +17,7 @@ from explorer.analysis.stream_energy import (
     key_share,
     largest_activation,
     massive_activation,
+    norm_key_share,
     token_energy,
     token_max_abs,
     token_shares,
@@ -94,6 +95,15 @@ def test_the_largest_of_several_massive_tokens_is_named_and_the_others_listed(ma
     assert (finding.position, finding.block, finding.others) == (3, 3, (0,))
 
 
+def test_norm_key_share_is_key_share_of_norm_shares(make_maps):
+    maps = make_maps(n_layers=2, n_heads=3, tokens=TOKENS, allowed=np.tril(np.ones((5, 5), dtype=bool)))
+    norms = maps.weights * np.random.default_rng(1).uniform(0, 3, size=(2, 3, 1, 5)).astype(np.float32)
+    norms[0, 1, 3] = 0.0  # a row that adds nothing: 0, as norm_shares leaves it
+    for key in range(5):
+        expected = key_share(norm_shares(norms), maps.allowed, key)
+        np.testing.assert_allclose(norm_key_share(norms, maps.allowed, key), expected, rtol=1e-5, equal_nan=True)
+
+
 def test_key_share_on_a_known_case():
     # One layer, two heads, three tokens, causal. Key 0: query 0 sees only it (left out), queries 1 and 2 give it
     # 0.5 and 0.2 (head 0), 0.1 and 0.4 (head 1): mean 0.3.
@@ -108,8 +118,9 @@ def test_key_share_on_a_known_case():
 
 def test_token_shares_take_the_weights_and_the_norm_shares(make_maps):
     maps = make_maps(n_layers=3, n_heads=2, tokens=TOKENS, allowed=np.tril(np.ones((5, 5), dtype=bool)))
-    shares = norm_shares(maps.weights * np.arange(1, 6, dtype=np.float32))  # [L, H, Tq, Tk] later keys add more
-    frame = token_shares(maps, 0, shares)
+    norms = maps.weights * np.arange(1, 6, dtype=np.float32)  # [L, H, Tq, Tk]: later keys add more
+    shares = norm_shares(norms)
+    frame = token_shares(maps, 0, norms)
     assert list(frame["layer"]) == [0, 1, 2]
     np.testing.assert_allclose(frame["weights"], maps.weights[:, :, 1:, 0].mean(axis=(1, 2)), rtol=1e-6)
     np.testing.assert_allclose(frame["norms"], shares[:, :, 1:, 0].mean(axis=(1, 2)), rtol=1e-6)
@@ -132,7 +143,7 @@ def test_smollm_has_its_massive_activation_on_the_first_token_from_block_11(smol
     # Sun et al. report values in the thousands to tens of thousands for such tokens; the peak here is ~22,500,
     # ~9,000x the median: well clear of both thresholds, whatever float rounding does.
     assert finding.value > 10 * MASSIVE_VALUE and finding.ratio > 3 * MASSIVE_RATIO
-    shares = token_shares(smollm_run.first.self_attention, 0, norm_shares(norm_attention(smollm_model, smollm_run)))
+    shares = token_shares(smollm_run.first.self_attention, 0, norm_attention(smollm_model, smollm_run))
     reading = shares[shares["layer"] > finding.block]
     # The heads of the layers that read it put most of their weight on it (an attention sink: 0.79 measured),
     # and less of what they add (0.61 measured).

@@ -19,7 +19,6 @@ from explorer.analysis.activations import (
     value_histogram,
 )
 from explorer.analysis.gradients import layer_gradient_totals, objective_text
-from explorer.analysis.norm_attention import norm_shares
 from explorer.analysis.stats import COVERED_MASS, head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.analysis.stream_energy import (
     MEASURES,
@@ -148,7 +147,7 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     finding = massive_activation(stack)
     position, block = focus_token(stack)
     maps = stack.self_attention
-    shares = token_shares(maps, position, norm_shares(norm_attention_of(trace, maps.kind)))
+    shares = token_shares(maps, position, norm_attention_of(trace, maps.kind))
     if finding is not None:
         st.info(massive_text(finding, shares), icon=":material/bolt:")
     else:

@@ -91,25 +91,42 @@ def massive_activation(trace: Trace | StackTrace) -> MassiveActivation | None:
     )
 
 
+def _seeing(allowed: np.ndarray, key: int) -> np.ndarray:
+    """[Tq] bool: the queries allowed to see `key` and at least one other key. A query that may see only that key (a
+    causal model's first token) gives it all of its weight whatever the head does, so it is left out."""
+    allowed = np.asarray(allowed, dtype=bool)  # [Tq, Tk]
+    return allowed[:, key] & (allowed.sum(axis=-1) > 1)
+
+
 def key_share(weights: np.ndarray, allowed: np.ndarray, key: int) -> np.ndarray:
     """[L] the share one key gets in each layer: weights [L, H, Tq, Tk] (each query row summing to 1, or 0 when it
     sees nothing) at column `key`, averaged over heads and over the queries allowed to see that key and another
-    one; NaN when there are none. A query that may see only that key (a causal model's first token) gives it all
-    of its weight whatever the head does, so it is left out."""
-    allowed = np.asarray(allowed, dtype=bool)  # [Tq, Tk]
-    queries = allowed[:, key] & (allowed.sum(axis=-1) > 1)  # [Tq]
+    one (_seeing); NaN when there are none."""
+    queries = _seeing(allowed, key)  # [Tq]
     if not queries.any():
         return np.full(weights.shape[0], np.nan)
     return weights[:, :, queries, key].astype(np.float64).mean(axis=(1, 2))  # [L]
 
 
-def token_shares(maps: AttentionMaps, position: int, shares: np.ndarray | None = None) -> pd.DataFrame:
+def norm_key_share(norms: np.ndarray, allowed: np.ndarray, key: int) -> np.ndarray:
+    """[L] key_share of norm_shares(norms) (norms: norm_attention's [L, H, Tq, Tk] ‖α·f(x)‖), the share of what the
+    heads add that comes from `key`, without a second [L, H, Tq, Tk] array: only that key's column is divided by
+    its rows' sums (a row that adds nothing counts 0, as norm_shares leaves it)."""
+    queries = _seeing(allowed, key)  # [Tq]
+    if not queries.any():
+        return np.full(norms.shape[0], np.nan)
+    totals = norms.sum(axis=-1, dtype=np.float64)[:, :, queries]  # [L, H, Tq']
+    column = norms[:, :, queries, key].astype(np.float64)  # [L, H, Tq']
+    return np.divide(column, totals, out=np.zeros_like(column), where=totals > 0).mean(axis=(1, 2))  # [L]
+
+
+def token_shares(maps: AttentionMaps, position: int, norms: np.ndarray | None = None) -> pd.DataFrame:
     """layer, weights, norms: per layer, the share of attention weight on the token at `position` (key_share of
-    maps.weights) and of what the heads add (key_share of `shares`, norm_shares(norm_attention(...)) of the same
-    maps, [L, H, Tq, Tk]; NaN without it)."""
+    maps.weights) and of what the heads add (norm_key_share of `norms`, norm_attention of the same maps,
+    [L, H, Tq, Tk]; NaN without it)."""
     weights = key_share(maps.weights, maps.allowed, position)  # [L]
-    norms = key_share(shares, maps.allowed, position) if shares is not None else np.full(len(weights), np.nan)
-    return pd.DataFrame({"layer": np.arange(len(weights)), "weights": weights, "norms": norms})
+    added = norm_key_share(norms, maps.allowed, position) if norms is not None else np.full(len(weights), np.nan)
+    return pd.DataFrame({"layer": np.arange(len(weights)), "weights": weights, "norms": added})
 
 
 def largest_activation(stack: StackTrace) -> tuple[int, int, float, float]:
