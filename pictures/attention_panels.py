@@ -68,11 +68,11 @@ def map_title(maps: AttentionMaps, layer: int, head: int | None) -> str:
     return f"{maps.kind} · layer {layer} · {which}"
 
 
-def norm_top(norms: np.ndarray, allowed: np.ndarray) -> float:
-    """Where unstretched norm colours are darkest: the largest ‖α·f(x)‖ of any layer and head ([L, H, Tq, Tk]) on
-    an allowed cell, so a head that adds little is pale next to one that adds much (1e-6 at least)."""
-    shown = norms[..., np.asarray(allowed, dtype=bool)]  # [L, H, allowed cells]
-    return max(float(shown.max()), 1e-6) if shown.size else 1.0
+def norm_top(norms: np.ndarray) -> float:
+    """Where unstretched norm colours are darkest: the largest ‖α·f(x)‖ of any layer and head ([L, H, Tq, Tk]), so
+    a head that adds little is pale next to one that adds much (1e-6 at least). Masked cells are 0 (norm_attention)
+    and the rest >= 0, so the largest of all cells is the largest allowed one, with no copy of the allowed cells."""
+    return max(float(norms.max()), 1e-6) if norms.size else 1.0
 
 
 def norm_scale_note(top: float, stretch: bool, own: float | None = None) -> str:
@@ -149,7 +149,7 @@ def _map_parts(
         notes.append(None if top is None else scale_note(top, stretch))
     else:
         own = stretch_top(values, allowed)  # this map's top 1 %: where stretched colours are darkest
-        top = own if stretch else norm_top(norms, maps.allowed)
+        top = own if stretch else norm_top(norms)
         ramp = weight_ramp(top)
         notes.append(norm_scale_note(top, bool(stretch), None if stretch is None else own))
     cross = maps.kind == "cross-attention"
@@ -234,7 +234,7 @@ def grid_panel(
         else f" Colours stretched, one scale for all: darkest blue = {top:.2g} or more (the top 1 % of weights)."
     )
     if norms is not None:
-        top = top if stretch else norm_top(shown, maps.allowed)
+        top = top if stretch else norm_top(shown)
         ends = (
             " or more (the top 1 % of them all)." if stretch else ", the largest; the heads that add little are pale."
         )

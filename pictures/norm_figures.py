@@ -24,7 +24,7 @@ def norm_maps_figure(
     weights = attention_matrix(maps, layer, head)  # [Tq, Tk]
     values = norm_matrix(norms, layer, head)  # [Tq, Tk]
     allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
-    top = norm_top(norms, allowed)
+    top = norm_top(norms)
     hover = f"query %{{y}}<br>key %{{x}}<br>{NORM} %{{z:.4f}}<br>weight α %{{customdata[0]:.4f}}"
     sizes = np.full(values.shape, np.nan)  # [Tq, Tk]: ‖f(x)‖ of each cell's key, for one head
     if head is not None:

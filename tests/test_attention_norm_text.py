@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.analysis.head_roles import BROAD, ROLES, HeadRoles
+from explorer.analysis.head_roles import BROAD, ROLES, HeadRoles, head_roles, norm_head_roles
+from explorer.analysis.norm_attention import norm_shares
 from explorer.attention_text import role_counts, role_shift_text
 
 NAMES = {role: role for role in (*ROLES, BROAD)} | {"first": "the first token ([CLS])"}
@@ -49,3 +50,15 @@ def test_a_role_that_only_gains_gets_no_detail_and_no_change_gets_one_sentence()
         "**Measured by what the heads add** (‖α·f(x)‖) rather than by their weights, every role keeps its number of "
         "heads on this sentence."
     )
+
+
+def test_norm_head_roles_layer_by_layer_equal_head_roles_of_the_norm_shares(make_maps):
+    tokens = ["[CLS]", "the", "cat", ",", "sat", "[SEP]"]
+    maps = make_maps(n_layers=3, n_heads=2, tokens=tokens, allowed=np.tril(np.ones((6, 6), dtype=bool)))
+    sizes = np.random.default_rng(2).uniform(0.0, 3.0, size=(3, 2, 6)).astype(np.float32)  # [L, H, Tk]
+    norms = maps.weights * sizes[:, :, None, :]  # [L, H, T, T]
+    expected = head_roles(norm_shares(norms), tokens, maps.allowed)
+    got = norm_head_roles(norms, tokens, maps.allowed)
+    np.testing.assert_array_equal(got.shares, expected.shares)
+    np.testing.assert_array_equal(got.breadth, expected.breadth)
+    np.testing.assert_array_equal(got.labels, expected.labels)

@@ -9,8 +9,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from explorer.analysis.head_roles import BROAD, ROLES, head_roles
-from explorer.analysis.norm_attention import norm_shares
+from explorer.analysis.head_roles import BROAD, ROLES, head_roles, norm_head_roles
 from explorer.analysis.stats import head_entropy
 from explorer.attention_text import role_shift_text
 from explorer.config import CheckpointConfig, ModelConfig
@@ -248,7 +247,7 @@ def head_roles_section(maps: AttentionMaps, cfg: ModelConfig, norms: np.ndarray 
     by_weights = head_roles(maps.weights, tokens, maps.allowed, separators=("[SEP]",))
     roles = by_weights
     if norms is not None:
-        roles = head_roles(norm_shares(norms), tokens, maps.allowed, separators=("[SEP]",))
+        roles = norm_head_roles(norms, tokens, maps.allowed, separators=("[SEP]",))
     st.subheader("Head roles")
     first = code_text(tokens[0])
     where = ", where causal models park attention they do not need" if cfg.family == "llama" else ""

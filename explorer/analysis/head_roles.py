@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.norm_attention import norm_shares
 from explorer.config import ConfigError
 
 ROLES: tuple[str, ...] = ("first", "sep", "punct", "previous", "next", "self")
@@ -147,6 +148,22 @@ def head_roles(
         shares = np.where(counts > 0, sums / counts, np.nan)  # [L, H, R]
     shares = np.clip(shares, 0.0, 1.0)  # float32 rows may sum to 1 + 1e-7; NaN stays NaN
     labels = _labels(shares, breadth, threshold, margin)
+    for array in (shares, breadth, labels):
+        array.setflags(write=False)
+    return HeadRoles(shares=shares, breadth=breadth, labels=labels)
+
+
+def norm_head_roles(
+    norms: np.ndarray, tokens: list[str], allowed: np.ndarray, separators: Iterable[str] = ("[SEP]",)
+) -> HeadRoles:
+    """head_roles measured by what each head adds: on the norm_shares of norms [L, H, T, T] (‖α·f(x)‖, Kobayashi et
+    al. 2020), one layer at a time, so no second [L, H, T, T] array is made beside the norms."""
+    layers = [
+        head_roles(norm_shares(norms[layer : layer + 1]), tokens, allowed, separators) for layer in range(len(norms))
+    ]
+    shares, breadth, labels = (
+        np.concatenate([getattr(r, name) for r in layers]) for name in ("shares", "breadth", "labels")
+    )
     for array in (shares, breadth, labels):
         array.setflags(write=False)
     return HeadRoles(shares=shares, breadth=breadth, labels=labels)
