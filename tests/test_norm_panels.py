@@ -105,3 +105,15 @@ def test_a_head_that_adds_little_is_pale_and_the_map_says_how_to_see_it(maps_and
     assert (
         "turn on Stretch colours" not in panel_matrix(attention_map_panel(maps, 1, 2, stretch=False, norms=quiet)).title
     )
+
+
+def test_a_zoom_window_cuts_the_norms_and_their_hover_rows_alike(maps_and_norms):
+    maps, norms, _ = maps_and_norms
+    panel = attention_map_panel(maps, 1, 0, window=(2, 5, 1, 4), stretch=False, norms=norms)
+    drawn = panel_matrix(panel)
+    window = (slice(2, 5), slice(1, 4))
+    allowed = maps.allowed[window]
+    np.testing.assert_array_equal(drawn.values[allowed], norms[1, 0][window][allowed])
+    hover = {row["title"]: decode_floats(row["values"], (3, 3)) for row in panel["extra"]}
+    np.testing.assert_array_equal(hover["weight α"], maps.weights[1, 0][window])
+    assert f"darkest blue = {float(norms.max()):.3g}" in drawn.title  # the scale of the whole model, not the window
