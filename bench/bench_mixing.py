@@ -3,9 +3,10 @@
 1. attention_flow (explorer.analysis.mixing, scipy's maximum_flow): one query row (the last position, what the Mixing
    page draws as "which input tokens reach the prediction") and every row, for MiniLM at 16, 32, 64 pieces and
    SmolLM2 at 16, 32. One row solves T max-flow problems, every row T x T, each on a graph of L x T x T edges.
-2. How flow scales: the exponent of a power-law fit of the one-row time against tokens (MiniLM, 6 layers) and against
-   layers (SmolLM2's first 5, 10, 20, 30 layers at 16 pieces), and the largest graph whose every-row flow stays
-   within the page's 3 s.
+2. How flow scales: the exponent of a power-law fit of the time against tokens (MiniLM, 6 layers) and against layers
+   (SmolLM2's first 5, 10, 20, 30 layers at 16 pieces). Then the page's limit: every case's work (max-flow problems
+   x edges each, explorer.mixing_text.flow_work) against its time, whether the page offers it, and the worst
+   seconds per unit, which sets FLOW_PAGE_MAX_WORK so that the page's flow stays within 3 s.
 3. norm_attention for SmolLM2 at 512 pieces: time, and the extra memory (tracemalloc peak of numpy's allocations, and
    the peak resident memory sampled every millisecond during the call) against trace.attention's bytes, as a ratio.
 4. attention_rollout: its time at the same sizes.
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from sentences import SENTENCE
+from sentences import SENTENCE, words
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -40,12 +41,16 @@ from explorer.analysis.mixing import (  # noqa: E402
     flow_edges,
 )
 from explorer.analysis.norm_attention import norm_attention  # noqa: E402
+from explorer.config import ModelConfig  # noqa: E402
+from explorer.mixing_text import FLOW_PAGE_MAX_WORK, flow_max_tokens, flow_offered, flow_work  # noqa: E402
 
 PAGE_SECONDS = 3.0  # the issue's bound on flow where the page draws it
 MINILM_PIECES = (16, 32, 64)
 SMOLLM_PIECES = (16, 32)
 SMOLLM_LAYERS = (5, 10, 20, 30)
 LONG = 512
+CONFIGURED_TOKENS = (47, 58, 64, 83)  # every row on 2 layers: 47 tokens is the last the page offers
+ROW_PIECES = {"MiniLM": (118, 158, 192), "SmolLM2": (69, 92, 128)}  # one row: 118 and 69 are the page's last
 
 
 def text_of(model: explorer.Transformer, pieces: int) -> str:
@@ -168,6 +173,46 @@ def norm_memory(model: explorer.Transformer) -> None:
     print(f"  attention_rollout at {len(trace.tokens)} pieces, 30 layers: {roll:.3f} s")
 
 
+def extra_cases(minilm: explorer.Transformer, smollm: explorer.Transformer, quick: bool) -> list[tuple]:
+    """Flow where the page's limit falls: every row of the default configured model (2 layers, the shallowest graph
+    with the most tokens per edge), and one row of both checkpoints at a hundred pieces and more."""
+    cases = []
+    for tokens in CONFIGURED_TOKENS[:2] if quick else CONFIGURED_TOKENS:
+        trace = explorer.run(ModelConfig(), words(tokens))
+        cases.append(("configured", 2, tokens, None, seconds(lambda trace=trace: attention_flow_rows(trace))))
+    for name, model, pieces in (("MiniLM", minilm, ROW_PIECES["MiniLM"]), ("SmolLM2", smollm, ROW_PIECES["SmolLM2"])):
+        for n in pieces[:1] if quick else pieces:
+            trace = explorer.run(model, text_of(model, n))
+            tokens = len(trace.tokens)
+            took = seconds(lambda trace=trace, tokens=tokens: attention_flow_rows(trace, [tokens - 1]))
+            cases.append((name, trace.attention.shape[0], tokens, 1, took))
+    return cases
+
+
+def page_limit(cases: list[tuple]) -> None:
+    """Each case's work and time, whether the page offers it (FLOW_PAGE_MAX_WORK) and whether an edge limit
+    (FLOW_PAGE_MAX_EDGES) would; the worst seconds per unit of work, and the budget that keeps flow within 3 s."""
+    worst = 0.0
+    for model, layers, tokens, rows, took in sorted(cases, key=lambda c: flow_work(c[1], c[2], c[3])):
+        work = flow_work(layers, tokens, rows)
+        rate = took / work
+        worst = max(worst, rate) if work >= 1_000_000 else worst  # below that, scipy's per-call overhead dominates
+        offered = "offered" if flow_offered(layers, tokens, rows) else "not offered"
+        by_edges = layers * tokens * tokens <= FLOW_PAGE_MAX_EDGES
+        edges_note = "" if rows == 1 else f", edge limit {'offers' if by_edges else 'refuses'} it"
+        late = "  <-- over 3 s" if took > PAGE_SECONDS and flow_offered(layers, tokens, rows) else ""
+        print(f"  {model:20} L={layers:2} T={tokens:3} {'one row  ' if rows == 1 else 'every row'} work "
+              f"{work:13,} {took:7.3f} s ({rate * 1e9:5.1f} ns/unit): {offered}{edges_note}{late}")  # fmt: skip
+    print(f"worst rate {worst * 1e9:.1f} ns per unit: 3 s buys {PAGE_SECONDS / worst:,.0f} units; "
+          f"FLOW_PAGE_MAX_WORK = {FLOW_PAGE_MAX_WORK:,} (explorer.mixing_text)")  # fmt: skip
+    for layers, name in ((2, "configured"), (6, "MiniLM"), (30, "SmolLM2")):
+        print(f"  the page offers {name} ({layers} layers) every row up to {flow_max_tokens(layers, True)} tokens, "
+              f"one row up to {flow_max_tokens(layers, False)}")  # fmt: skip
+    print(f"FLOW_PAGE_MAX_EDGES (engine) = {FLOW_PAGE_MAX_EDGES:,}: every row up to "
+          f"{math.isqrt(FLOW_PAGE_MAX_EDGES // 2)} tokens for 2 layers, {math.isqrt(FLOW_PAGE_MAX_EDGES // 6)} for 6, "
+          f"{math.isqrt(FLOW_PAGE_MAX_EDGES // 30)} for 30")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="skip SmolLM2 at 512 pieces and every row at 64 pieces")
@@ -189,14 +234,14 @@ def main() -> None:
     layer_k = slope([r["layers"] for r in by_layers], [r["one_row"] for r in by_layers])
     every_layer_k = slope([r["layers"] for r in by_layers], [r["every_row"] for r in by_layers])
     print(f"SmolLM2 at 16 pieces against layers: one row ~ L^{layer_k:.2f}, every row ~ L^{every_layer_k:.2f}")
-    print("\n== The page's limit")
-    measured = [r for r in table + [dict(r, model="SmolLM2 (first layers)") for r in by_layers]
-                if not math.isnan(r["every_row"])]  # fmt: skip
-    for r in sorted(measured, key=lambda r: r["edges"]):
-        fits = "fits" if r["every_row"] <= PAGE_SECONDS else "too slow"
-        print(f"  {r['model']:22} L={r['layers']:2} T={r['tokens']:3} edges={r['edges']:7,}: every row "
-              f"{r['every_row']:6.2f} s ({fits}); one row {r['one_row']:.3f} s")  # fmt: skip
-    print(f"FLOW_PAGE_MAX_EDGES now {FLOW_PAGE_MAX_EDGES:,} (6 layers x 48 x 48)")
+    print("\n== The page's limit: time against work = problems x edges (explorer.mixing_text.flow_work)")
+    cases = [(r["model"], r["layers"], r["tokens"], 1, r["one_row"]) for r in table]
+    cases += [
+        (r["model"], r["layers"], r["tokens"], None, r["every_row"]) for r in table if not math.isnan(r["every_row"])
+    ]
+    cases += [("SmolLM2 first layers", r["layers"], r["tokens"], None, r["every_row"]) for r in by_layers]
+    cases += extra_cases(minilm, smollm, args.quick)
+    page_limit(cases)
     if not args.quick:
         print(f"\n== norm_attention at {LONG} pieces")
         norm_memory(smollm)

@@ -8,9 +8,10 @@ import numpy as np
 from explorer.config_words import count
 
 # What the page solves while the reader waits: max-flow problems x edges each (flow_work). bench/bench_mixing.py
-# measures 0.5e-7 to 1.2e-7 s per unit on 2 cores (MiniLM every row at 48 pieces: 2.6 s for 32 million), so this
-# many keep the page's flow within 3 s.
-FLOW_PAGE_MAX_WORK = 24_000_000
+# measures 30 to 270 ns per unit on 2 cores, the most for every row of a small graph (scipy's cost per call) and on a
+# loaded machine: 10 million units stay within 3 s at the worst rate measured (every row of MiniLM at 32 pieces took
+# 1.5 s, one row of SmolLM2 at 92 pieces 1.3 s, with other work running).
+FLOW_PAGE_MAX_WORK = 10_000_000
 
 
 def explanation(residual: float) -> str:
