@@ -13,8 +13,10 @@ import pytest
 import explorer
 from explorer.analysis.activations import layer_statistics, value_histogram
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.position_analysis import permutation_demo, reorder, wavelengths
 from explorer.analysis.stats import head_entropy, head_grid
+from explorer.analysis.stream_energy import focus_token, token_shares
 from explorer.config import ModelConfig
 from explorer.positional import sinusoidal
 from pictures.positional_charts import TYPED_COLOUR
@@ -28,7 +30,7 @@ pytestmark = pytest.mark.browser
 
 TOKENS = "the cat sat on the mat"
 POSITIONAL_CHARTS = 4  # Plotly: curves, wavelengths, similarity profile, offset scores
-ACTIVATION_CHARTS = 5  # Plotly: depth, LayerNorm, histogram, zeros, gradient lines
+ACTIVATION_CHARTS = 6  # Plotly: depth, LayerNorm, shares on the largest token, histogram, zeros, gradient lines
 ACTIVATION_PANELS = 5  # matrix views: token norms, the 3 per-head grids, the gradient map
 CURVE, TYPED_MARKS = 0, 1  # traces of the encoding chart with one dimension: its curve, then the red marks
 
@@ -225,6 +227,16 @@ def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_it
     label = hover_point(page, grad, 0, 3)
     assert "block 3" in label
     assert label_number(label, "gradient norm") == pytest.approx(totals["norm"].iloc[3], rel=1e-3)
+
+    model = explorer.build_model(cfg)
+    run = explorer.run(model, TOKENS)
+    position, _ = focus_token(run.first)  # no massive activation in a random 4-block model: the largest |x|
+    shares = plot_titled(page, "How much the heads look at")
+    shares.scroll_into_view_if_needed()
+    expected_shares = token_shares(run.first.self_attention, position, norm_attention(model, run))
+    weights, added = drawn_traces(shares)
+    np.testing.assert_allclose(weights["y"], expected_shares["weights"], rtol=1e-12)
+    np.testing.assert_allclose(added["y"], expected_shares["norms"], rtol=1e-12)
 
     wait_panels_drawn(page, ACTIVATION_PANELS)
     cells = read_tips(page, panels(page, "act_token_norms")[0])

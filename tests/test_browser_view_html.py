@@ -11,6 +11,7 @@ import pytest
 
 import explorer
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.stream_energy import token_energy
 from explorer.compare import default_b, model_for_b
 from explorer.config import ModelConfig
 
@@ -81,8 +82,12 @@ def test_the_positional_view_opens_offline_with_the_models_table(page, app_url, 
 def test_the_activations_anatomy_and_compare_views_open_offline_with_their_numbers(page, app_url, wait_idle, browser):
     cfg = ModelConfig()
     model = explorer.build_model(cfg)
-    depth, gradients = figures_in(browser, downloaded_view(page, f"{app_url}/activations", wait_idle))
+    activations = downloaded_view(page, f"{app_url}/activations?act_energy=max", wait_idle)
+    depth, peaks, shares, gradients = figures_in(browser, activations)
     assert "Activation statistics over depth" in depth["title"]
+    trace = explorer.run(model, TOKENS)
+    np.testing.assert_allclose(numbers(peaks["data"][0]["z"]), token_energy(trace.first, "max"), rtol=1e-6)
+    assert "How much the heads look at" in shares["title"] and len(shares["data"]) == 2
     totals = layer_gradient_totals(gradient_norms(model, TOKENS))["norm"]  # block by block
     np.testing.assert_allclose(numbers(gradients["data"][0]["y"]), totals, rtol=1e-5)
 
