@@ -52,8 +52,11 @@ def read_map(page, n: int) -> tuple[list[list[dict[str, str]]], np.ndarray]:
 
 
 def changed_control(page, wait_idle, label: str, option: str) -> None:
-    """Pick `option` in the sidebar's select box `label` and wait for the page to redraw."""
-    page.locator("[data-testid='stSidebar']").get_by_role("combobox", name=label).click()
+    """Pick `option` in the sidebar's select box `label` and wait for the page to redraw. The box is scrolled to the
+    middle of the sidebar first: at the window's bottom edge its list has no room to open."""
+    box = page.locator("[data-testid='stSidebar']").get_by_role("combobox", name=label)
+    box.evaluate("element => element.scrollIntoView({block: 'center'})")
+    box.click()
     page.get_by_role("option", name=option, exact=True).click()
     wait_idle(page)
     wait_panels_drawn(page, 3)
