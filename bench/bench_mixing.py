@@ -49,8 +49,8 @@ MINILM_PIECES = (16, 32, 64)
 SMOLLM_PIECES = (16, 32)
 SMOLLM_LAYERS = (5, 10, 20, 30)
 LONG = 512
-CONFIGURED_TOKENS = (47, 58, 64, 83)  # every row on 2 layers: 47 tokens is the last the page offers
-ROW_PIECES = {"MiniLM": (118, 158, 192), "SmolLM2": (69, 92, 128)}  # one row: 118 and 69 are the page's last
+CONFIGURED_TOKENS = (44, 58, 64, 83)  # every row on 2 layers: 44 tokens is the last the page offers
+ROW_PIECES = {"MiniLM": (110, 158, 192), "SmolLM2": (64, 92, 128)}  # one row: 110 and 64 are the page's last
 
 
 def text_of(model: explorer.Transformer, pieces: int) -> str:

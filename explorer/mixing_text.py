@@ -8,10 +8,10 @@ import numpy as np
 from explorer.config_words import count
 
 # What the page solves while the reader waits: max-flow problems x edges each (flow_work). bench/bench_mixing.py
-# measures 30 to 270 ns per unit on 2 cores, the most for every row of a small graph (scipy's cost per call) and on a
-# loaded machine: 10 million units stay within 3 s at the worst rate measured (every row of MiniLM at 32 pieces took
-# 1.5 s, one row of SmolLM2 at 92 pieces 1.3 s, with other work running).
-FLOW_PAGE_MAX_WORK = 10_000_000
+# measures 20 to 430 ns per unit on 2 cores, the most for every row of a small graph (scipy's cost per call) and with
+# other work running, when the default 2-layer model's every row at 47 tokens (9.8 million) took 3.0 s and MiniLM's
+# at 32 pieces (6.3 million) 2.7 s: 8 million keeps the page's flow near 3 s on a busy machine, 1.5 s on a quiet one.
+FLOW_PAGE_MAX_WORK = 8_000_000
 
 
 def explanation(residual: float) -> str:
