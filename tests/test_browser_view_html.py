@@ -11,6 +11,7 @@ import pytest
 
 import explorer
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.stream_energy import token_energy
 from explorer.compare import default_b, model_for_b
 from explorer.config import ModelConfig
@@ -102,3 +103,17 @@ def test_the_activations_anatomy_and_compare_views_open_offline_with_their_numbe
     np.testing.assert_allclose(numbers(b_map["data"][0]["z"]), b, rtol=1e-6)
     np.testing.assert_allclose(numbers(difference["data"][0]["z"]), a - b, atol=1e-6)
     assert "Per-layer statistics of A and B" in lines["title"]
+
+
+def test_the_compare_view_with_norms_downloads_what_the_heads_add(page, app_url, wait_idle, browser):
+    cfg = ModelConfig()
+    model_a = explorer.build_model(cfg)
+    model_b = model_for_b(model_a, default_b(cfg))
+    norms_a = norm_attention(model_a, explorer.run(model_a, TOKENS))[0, 0]  # [T, T]
+    norms_b = norm_attention(model_b, explorer.run(model_b, TOKENS))[0, 0]
+    html = downloaded_view(page, f"{app_url}/compare?measure=norms", wait_idle)
+    a_map, b_map, difference, _ = figures_in(browser, html)
+    np.testing.assert_allclose(numbers(a_map["data"][0]["z"]), norms_a, rtol=1e-6)
+    np.testing.assert_allclose(numbers(b_map["data"][0]["z"]), norms_b, rtol=1e-6)
+    np.testing.assert_allclose(numbers(difference["data"][0]["z"]), norms_a - norms_b, atol=1e-6)
+    assert "‖α·f(x)‖" in difference["title"] and "A · " in a_map["title"]

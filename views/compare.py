@@ -120,14 +120,13 @@ def attention_section(
     caveat: str | None = None,
     b_drawn: bool = True,
     measured: Callable[[], list[MapPair]] | None = None,
+    measure: str = "weights",
 ) -> None:
     """`key` (the configurations, texts, alignment and model_key()) decides `pairs`: it keys the cached head
     ranking. `caveat` is said under the maps (e.g. that A and B do not share weights). Without `b_drawn` (B is
     impossible) A's maps are shown alone, and said to be. `measured()`: the same pairs carrying ‖α·f(x)‖ as their
-    weights (views.compare_measure.norm_pairs), drawn instead when the measure picked is norms; the head ranking
-    stays on the weights."""
-    st.subheader("Attention in A and B" if b_drawn else "Attention in A (B is not drawn)")
-    measure = measure_choice()
+    weights (views.compare_measure.norm_pairs), drawn instead when `measure` is norms (picked outside the fragment,
+    so that the view's download follows it); the head ranking stays on the weights."""
     labels = [p.label for p in pairs]
     if len(pairs) > 1:
         note_view_param(VIEW_NOTES_KEY, "kind", labels)
@@ -398,7 +397,9 @@ def main() -> None:
     measured = partial(norm_pairs, raw_pairs, trace_a, b_run, order)
     caveat = DIFFERENT_WEIGHTS if b is not None and mode == CONFIGURATION and not can_share_weights(a, b)[0] else None
     key = (a, b, text_a, text_b, target_a, target_b, aligned, model_key())
-    attention_section(pairs, key, caveat, b_drawn=trace_b is not None, measured=measured)
+    st.subheader("Attention in A and B" if trace_b is not None else "Attention in A (B is not drawn)")
+    measure = measure_choice()
+    attention_section(pairs, key, caveat, b_drawn=trace_b is not None, measured=measured, measure=measure)
 
     notes = []
     grads_a = gradients_or_none(a, a, text_a, target_a)
