@@ -20,9 +20,10 @@ def explanation(residual: float) -> str:
     rest = f"{1 - residual:g}"
     return (
         "An attention map says where one layer's heads look. But from the second layer on, every position already "
-        "holds a mix of tokens, so a high weight on *cat* in layer 5 does not mean the input token *cat*: it means "
-        "whatever layers 0 to 4 mixed into that position. To ask **which input tokens an output is made of**, follow "
-        "the mixing through every layer (Abnar & Zuidema 2020, “Quantifying Attention Flow in Transformers”).\n\n"
+        "holds a mix of tokens, so a high weight on *cat* in the last layer does not mean the input token *cat*: it "
+        "means whatever the layers before mixed into the position where *cat* started. To ask **which input tokens "
+        "an output is made of**, follow the mixing through every layer (Abnar & Zuidema 2020, “Quantifying "
+        "Attention Flow in Transformers”).\n\n"
         f"Both methods below first add the **residual connection**: a block's output is its input *plus* what "
         f"attention added, so each token also carries itself on. They model that as a share of **{own}** of each "
         f"position kept for the token itself and **{rest}** spread as the average of the layer's heads: "
