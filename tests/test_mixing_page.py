@@ -200,3 +200,12 @@ def test_the_real_checkpoints_draw_their_rollout_and_flow(name, text):
     assert_drawn(drawn["mix_rollout"], attention_rollout(trace)[-1])
     assert_drawn(drawn["mix_flow"], attention_flow_rows(trace))
     assert drawn["mix_rollout"].x_labels[0] == trace.tokens[0]
+
+
+@pytest.mark.parametrize(
+    "raw", ["1e400", "nan", "-inf", "-1", "2.5", "9" * 400, "٣", "", "<script>alert(1)</script>", "a" * 5000]
+)
+def test_any_string_in_the_pages_parameters_gives_a_page_not_a_traceback(raw):
+    # tests/test_url_fuzz.py fuzzes the pages it lists; this page's own parameters get the same hostile strings here
+    at = opened(mix_residual=raw, mix_layer=raw, mix_query=raw)
+    assert at.title and "mix_rollout" in app_matrices(at)
