@@ -89,3 +89,20 @@ def no_massive_text(norm: str, value: float, ratio: float, block: int, position:
     else:
         why = "no value in this stream grows that far above the rest"
     return f"**No massive activation**: {largest}. {RULE}. {why[0].upper()}{why[1:]}."
+
+
+def energy_text(
+    norm: str,
+    finding: MassiveActivation | None,
+    largest: tuple[int, int, float, float],
+    tokens: list[str],
+    shares: pd.DataFrame,
+) -> str:
+    """The Activations page's sentence: massive_text of `finding` with its shares, or, without one, no_massive_text
+    of the `largest` activation (largest_activation's block, position, |x|, ratio) and that token's shares in every
+    layer."""
+    if finding is not None:
+        return massive_text(finding, shares)
+    block, position, value, ratio = largest
+    text = no_massive_text(norm, value, ratio, block, position, tokens[position])
+    return f"{text} {shares_text(position, tokens[position], shares)}".rstrip()

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import explorer
-from explorer.activations_text import massive_text, no_massive_text, shares_text
+from explorer.activations_text import energy_text, massive_text, no_massive_text, shares_text
 from explorer.analysis.norm_attention import norm_attention, norm_shares
 from explorer.analysis.stream_energy import (
     MASSIVE_RATIO,
@@ -189,3 +189,12 @@ def test_no_massive_text_says_why_by_norm_placement():
     assert post.startswith("**No massive activation**: the largest |x| in the residual stream is 10.5, at “[CLS]”")
     assert "after block 3, 34.8× the median" in post and "re-normalises" in post
     assert "re-normalises" not in no_massive_text("pre", 4.0, 12.0, 1, 2, "cat")
+
+
+def test_energy_text_names_the_massive_token_or_the_largest_one():
+    shares = pd.DataFrame({"layer": [0, 1, 2, 3], "weights": [0.5] * 4, "norms": [0.1] * 4})
+    finding = MassiveActivation(1, "cat", 2, (2, 3), 7, 5000.0, 4200.0, ())
+    assert energy_text("pre", finding, (2, 1, 5000.0, 4200.0), TOKENS, shares) == massive_text(finding, shares)
+    text = energy_text("post", None, (3, 2, 9.5, 30.0), TOKENS, shares)
+    assert text.startswith("**No massive activation**") and "In every layer, the heads put 0.50" in text
+    assert "on “cat” (position 2)" in text

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.activations_text import massive_text, no_massive_text, shares_text
+from explorer.activations_text import energy_text
 from explorer.analysis.activations import (
     activation_values,
     depth_story,
@@ -144,16 +144,11 @@ def per_token(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> str:
 def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     """The token with a massive activation (or why there is none) and, per layer, its share of the heads' weight
     and of what they add."""
-    finding = massive_activation(stack)
     position, block = focus_token(stack)
     maps = stack.self_attention
     shares = token_shares(maps, position, norm_attention_of(trace, maps.kind))
-    if finding is not None:
-        st.info(massive_text(finding, shares), icon=":material/bolt:")
-    else:
-        block_of, _, value, ratio = largest_activation(stack)
-        text = no_massive_text(cfg.norm, value, ratio, block_of, position, stack.tokens[position])
-        st.info(f"{text} {shares_text(position, stack.tokens[position], shares)}", icon=":material/bolt:")
+    text = energy_text(cfg.norm, massive_activation(stack), largest_activation(stack), stack.tokens, shares)
+    st.info(text, icon=":material/bolt:")
     plotly_chart(token_share_figure(shares, position, stack.tokens[position], block, stack.name), "act_massive_shares")
     csv_button("Shares per layer (CSV)", shares, f"activations_{stack.name}_token_shares.csv", "act_csv_shares")
 
