@@ -35,7 +35,6 @@ sys.path.insert(0, str(ROOT))
 
 import explorer  # noqa: E402
 from explorer.analysis.mixing import (  # noqa: E402
-    FLOW_PAGE_MAX_EDGES,
     attention_flow_rows,
     attention_rollout,
     flow_edges,
@@ -190,27 +189,22 @@ def extra_cases(minilm: explorer.Transformer, smollm: explorer.Transformer, quic
 
 
 def page_limit(cases: list[tuple]) -> None:
-    """Each case's work and time, whether the page offers it (FLOW_PAGE_MAX_WORK) and whether an edge limit
-    (FLOW_PAGE_MAX_EDGES) would; the worst seconds per unit of work, and the budget that keeps flow within 3 s."""
+    """Each case's work and time, whether the page offers it (FLOW_PAGE_MAX_WORK); the worst seconds per unit of
+    work, and the budget that keeps flow within 3 s."""
     worst = 0.0
     for model, layers, tokens, rows, took in sorted(cases, key=lambda c: flow_work(c[1], c[2], c[3])):
         work = flow_work(layers, tokens, rows)
         rate = took / work
         worst = max(worst, rate) if work >= 1_000_000 else worst  # below that, scipy's per-call overhead dominates
         offered = "offered" if flow_offered(layers, tokens, rows) else "not offered"
-        by_edges = layers * tokens * tokens <= FLOW_PAGE_MAX_EDGES
-        edges_note = "" if rows == 1 else f", edge limit {'offers' if by_edges else 'refuses'} it"
         late = "  <-- over 3 s" if took > PAGE_SECONDS and flow_offered(layers, tokens, rows) else ""
         print(f"  {model:20} L={layers:2} T={tokens:3} {'one row  ' if rows == 1 else 'every row'} work "
-              f"{work:13,} {took:7.3f} s ({rate * 1e9:5.1f} ns/unit): {offered}{edges_note}{late}")  # fmt: skip
+              f"{work:13,} {took:7.3f} s ({rate * 1e9:5.1f} ns/unit): {offered}{late}")  # fmt: skip
     print(f"worst rate {worst * 1e9:.1f} ns per unit: 3 s buys {PAGE_SECONDS / worst:,.0f} units; "
           f"FLOW_PAGE_MAX_WORK = {FLOW_PAGE_MAX_WORK:,} (explorer.mixing_text)")  # fmt: skip
     for layers, name in ((2, "configured"), (6, "MiniLM"), (30, "SmolLM2")):
         print(f"  the page offers {name} ({layers} layers) every row up to {flow_max_tokens(layers, True)} tokens, "
               f"one row up to {flow_max_tokens(layers, False)}")  # fmt: skip
-    print(f"FLOW_PAGE_MAX_EDGES (engine) = {FLOW_PAGE_MAX_EDGES:,}: every row up to "
-          f"{math.isqrt(FLOW_PAGE_MAX_EDGES // 2)} tokens for 2 layers, {math.isqrt(FLOW_PAGE_MAX_EDGES // 6)} for 6, "
-          f"{math.isqrt(FLOW_PAGE_MAX_EDGES // 30)} for 30")  # fmt: skip
 
 
 def main() -> None:

@@ -19,8 +19,8 @@ from explorer.config import CHOICES, INT_LIMITS, ModelConfig
 from views.query_params import check_url_value, url_int
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
-PAGES = ["views/attention.py", "views/compare.py", "views/positional.py", "views/activations.py", "views/anatomy.py",
-         "views/train.py"]  # fmt: skip
+PAGES = ["views/attention.py", "views/mixing.py", "views/compare.py", "views/positional.py", "views/activations.py",
+         "views/anatomy.py", "views/train.py"]  # fmt: skip
 HOSTILE = [
     "1e400", "-1e400", "1e-400", "nan", "NaN", "inf", "-inf", "Infinity", "", " ", "0", "-1", "-0", "2.5", "1e3",
     "9" * 400, "0x10", "٣", "𝟙", "Ⅻ", "\x00", "\n", "🙂", "a" * 5000, "%", "&", "?", "#", "causal+padding",

@@ -26,8 +26,6 @@ DEFAULT_RESIDUAL = 0.5  # the paper's share for the residual connection
 # edge is off by at most 3e-8 and a flow by at most that times the edges it crosses (well under 1e-5 below 300 edges
 # a cut); the total stays far inside int32.
 FLOW_UNITS = 2**24
-# The page offers flow up to this many edges (layers x tokens x tokens): bench/bench_mixing.py measures the time.
-FLOW_PAGE_MAX_EDGES = 6 * 48 * 48
 
 
 def augmented_attention(trace: Trace, residual: float = DEFAULT_RESIDUAL) -> np.ndarray:
@@ -35,7 +33,7 @@ def augmented_attention(trace: Trace, residual: float = DEFAULT_RESIDUAL) -> np.
     (a row with no allowed key and residual 0 stays all zeros). Masked keys stay 0 except a token's own residual."""
     if not 0.0 <= residual <= 1.0:
         raise ConfigError(f"residual is {residual}; the residual connection's share must be between 0 and 1.")
-    mean = trace.attention.astype(np.float64).mean(axis=1)  # [L, T, T]
+    mean = trace.attention.mean(axis=1, dtype=np.float64)  # [L, T, T], without a float64 copy of every head
     augmented = (1.0 - residual) * mean + residual * np.eye(mean.shape[-1])  # [L, T, T]
     totals = augmented.sum(axis=-1, keepdims=True)  # [L, T, 1]
     return np.divide(augmented, totals, out=np.zeros_like(augmented), where=totals > 0)
@@ -55,7 +53,8 @@ def attention_rollout(trace: Trace, residual: float = DEFAULT_RESIDUAL) -> np.nd
 
 
 def flow_edges(trace: Trace) -> int:
-    """How many edges attention flow's graph has: layers x tokens x tokens (what its time grows with)."""
+    """How many edges attention flow's graph has: layers x tokens x tokens. One flow solves a max-flow problem per
+    input token on it (explorer.mixing_text.flow_work is what the Mixing page's limit counts)."""
     n_layers, _, n_tokens, _ = trace.attention.shape  # [L, H, T, T]
     return n_layers * n_tokens * n_tokens
 
