@@ -23,6 +23,7 @@ from tests.browser_boards import (
     tip_at,
     wait_panels_drawn,
 )
+from tests.browser_controls import pick_in_sidebar
 from tests.drawn import rgb
 
 pytestmark = pytest.mark.browser
@@ -52,12 +53,8 @@ def read_map(page, n: int) -> tuple[list[list[dict[str, str]]], np.ndarray]:
 
 
 def changed_control(page, wait_idle, label: str, option: str) -> None:
-    """Pick `option` in the sidebar's select box `label` and wait for the page to redraw. The box is scrolled to the
-    middle of the sidebar first: at the window's bottom edge its list has no room to open."""
-    box = page.locator("[data-testid='stSidebar']").get_by_role("combobox", name=label)
-    box.evaluate("element => element.scrollIntoView({block: 'center'})")
-    box.click()
-    page.get_by_role("option", name=option, exact=True).click()
+    """Pick `option` in the sidebar's select box `label` and wait for the page to redraw."""
+    pick_in_sidebar(page, label, option)
     wait_idle(page)
     wait_panels_drawn(page, 3)
 

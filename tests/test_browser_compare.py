@@ -25,6 +25,7 @@ from pictures.attention_panels import WEIGHTS
 from pictures.compare_charts import RANK, difference_ramp, difference_range
 from pictures.style import MASKED_COLOUR
 from tests.browser_boards import cell_centre, geometry, panels, pixels, read_panel, read_tips, tip_at, wait_panels_drawn
+from tests.browser_controls import pick_in_sidebar
 from tests.browser_plots import PLOT, drawn_traces, hover_point, plot_titled, plots, wait_plotted
 from tests.drawn import rgb
 
@@ -173,8 +174,7 @@ def test_url_holds_b_and_changing_b_updates_it(page, app_url, wait_idle):
 
 def test_b_follows_a_and_swap_rewrites_the_sidebar(page, app_url, wait_idle):
     open_compare(page, app_url + "/compare?b_positional=rope", wait_idle)
-    page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Mask").click()
-    page.get_by_role("option", name="causal", exact=True).click()
+    pick_in_sidebar(page, "Mask", "causal")
     drawn(page, wait_idle)
     assert query(page).get("mask") == "causal"
     assert "b_mask" not in query(page)  # B followed A: same mask, so nothing to store
