@@ -22,11 +22,16 @@ FIGURES = (
     "attention_grid_figure",
     "depth_figure",
     "difference_figure",
+    "flow_figure",
     "gradient_figure",
+    "massive_share_figure",
+    "norm_attention_figure",
     "parameters_figure",
     "position_similarity_figure",
     "positional_figure",
+    "rollout_figure",
     "rope_angle_figure",
+    "token_norm_figure",
     "training_figure",
 )
 

@@ -60,10 +60,11 @@ def norm_maps_figure(
 
 
 def norm_attention_figure(
-    trace: Trace, model: Transformer, layer: int = 0, head: int | None = 0, kind: str = "self-attention"
+    model: Transformer, trace: Trace, layer: int = 0, head: int | None = 0, kind: str = "self-attention"
 ) -> go.Figure:
     """What head `head` of `layer` adds from each key, ‖α·f(x)‖ (Kobayashi et al. 2020, "Attention is Not Only a
-    Weight"), for the attention `kind` of `trace`, run by `model`; head=None: the mean of the layer's heads."""
+    Weight"), for the attention `kind` of `trace`, run by `model` (the order explorer.norm_attention takes them in);
+    head=None: the mean of the layer's heads."""
     maps = trace.attention_maps()
     if kind not in maps:
         raise ValueError(f"This trace has no {kind!r}; it has {', '.join(maps)}.")

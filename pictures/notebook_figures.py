@@ -29,7 +29,14 @@ from explorer.model import Transformer, build_model
 from explorer.trace import AttentionMaps, Trace
 from explorer.training import TrainResult
 from pictures import activation_charts
+
+# Made beside the pages that draw them, offered here with the rest (explorer.FIGURES): re-exported by name.
+from pictures.activation_charts import massive_share_figure as massive_share_figure
+from pictures.activation_charts import token_norm_figure as token_norm_figure
 from pictures.attention_panels import token_labels
+from pictures.mixing_charts import flow_figure as flow_figure
+from pictures.mixing_charts import rollout_figure as rollout_figure
+from pictures.norm_figures import norm_attention_figure as norm_attention_figure
 from pictures.positional_charts import encoding_curves
 from pictures.style import BLUES, RDBU, plotly_scale
 from pictures.training_charts import curves_figure, training_title

@@ -78,7 +78,7 @@ def test_the_downloads_carry_the_norms_beside_the_weights_and_read_back(maps_and
 def test_the_notebook_figure_is_the_norm_attention_of_the_model():
     model = explorer.build_model(explorer.ModelConfig(arch="decoder"))
     trace = explorer.run(model, "the cat sat on the mat")
-    figure = figure_json(norm_attention_figure(trace, model, 1, 2))
+    figure = figure_json(norm_attention_figure(model, trace, 1, 2))
     [heatmap] = figure["data"]
     expected = norm_attention(model, trace)[1, 2]
     allowed = trace.attention_maps()["self-attention"].allowed
@@ -90,7 +90,7 @@ def test_the_notebook_figure_is_the_norm_attention_of_the_model():
     np.testing.assert_allclose(custom[0, 0, 1], value_norms(model, trace)[1, 2, 0], rtol=1e-5)
     assert "‖α·f(x)‖" in heatmap["hovertemplate"] and "weight α" in heatmap["hovertemplate"]
     with pytest.raises(ValueError, match="cross-attention"):
-        norm_attention_figure(trace, model, kind="cross-attention")
+        norm_attention_figure(model, trace, kind="cross-attention")
     mean = figure_json(
         norm_maps_figure(trace.attention_maps()["self-attention"], norm_attention(model, trace), 0, None)
     )
