@@ -96,6 +96,8 @@ bench: $(STAMP) chromium
 	$(PY) bench/bench_run.py
 	$(PY) bench/bench_page_load.py --baseline
 	$(PY) bench/bench_pretrained.py
+	$(PY) bench/bench_norms_page.py
+	$(PY) bench/bench_mixing.py
 	$(PY) bench/bench_load.py
 
 look: $(STAMP) chromium
