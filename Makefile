@@ -17,6 +17,10 @@ export CHROMIUM ?= /usr/bin/chromium
 # Test reports: pytest's junit XML, read by `make test` to prove the browser tests ran.
 ARTIFACTS ?= artifacts
 PYTEST_ARGS ?=
+# Test processes: one per core of the 2-core machines the project runs on; each takes whole test files (loadfile), so a
+# module's server, browser and loaded checkpoint are made once. PYTEST_WORKERS=0 runs everything in one process.
+PYTEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
 STREAMLIT_ARGS ?=
 # No usage statistics leave the machine: the app works offline.
 export STREAMLIT_BROWSER_GATHER_USAGE_STATS := false
@@ -86,8 +90,8 @@ test: $(STAMP) chromium
 	@mkdir -p $(ARTIFACTS); rm -f $(ARTIFACTS)/junit-*.xml; status=0; \
 	step() { echo "+ $$*"; "$$@" || { echo "make test: FAILED (exit $$?): $$*" >&2; status=1; }; }; \
 	step $(MAKE) --no-print-directory lint; \
-	step $(PY) -m pytest -m "not browser" --junitxml=$(ARTIFACTS)/junit-engine.xml --durations=10 $(PYTEST_ARGS); \
-	step $(PY) -m pytest -m browser --junitxml=$(ARTIFACTS)/junit-browser.xml --durations=10 $(PYTEST_ARGS); \
+	step $(PY) -m pytest -m "not browser" $(XDIST) --junitxml=$(ARTIFACTS)/junit-engine.xml --durations=10 $(PYTEST_ARGS); \
+	step $(PY) -m pytest -m browser $(XDIST) --junitxml=$(ARTIFACTS)/junit-browser.xml --durations=10 $(PYTEST_ARGS); \
 	step $(PY) .ci/junit_summary.py $(ARTIFACTS)/junit-engine.xml $(ARTIFACTS)/junit-browser.xml \
 		--no-skips-in $(ARTIFACTS)/junit-browser.xml; \
 	exit $$status

@@ -24,13 +24,13 @@ PROMPT = "The capital of France is"
 
 
 @pytest.fixture(scope="module")
-def minilm() -> explorer.Transformer:
-    return explorer.load_pretrained("minilm-l6")
+def minilm(minilm_model) -> explorer.Transformer:
+    return minilm_model
 
 
 @pytest.fixture(scope="module")
-def smollm() -> explorer.Transformer:
-    return explorer.load_pretrained("smollm2-135m")
+def smollm(smollm_model) -> explorer.Transformer:
+    return smollm_model
 
 
 def opened(query: dict[str, str], page: str | None = None, timeout: float = 300) -> AppTest:

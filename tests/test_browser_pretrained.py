@@ -17,8 +17,8 @@ FIRST_LOAD_MS = 180_000  # a fresh server loads the checkpoint first: SmolLM2 de
 
 
 @pytest.fixture(scope="module")
-def minilm() -> explorer.Transformer:
-    return explorer.load_pretrained("minilm-l6")
+def minilm(minilm_model) -> explorer.Transformer:
+    return minilm_model
 
 
 def test_a_shared_minilm_link_draws_the_checkpoints_own_weights(page, app_url, wait_idle, minilm):

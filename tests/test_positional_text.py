@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 
-import explorer
 from explorer.config import ModelConfig
 from explorer.positional_text import NO_VECTORS, explanation, formula, rope_base, table_frame
 
@@ -25,11 +24,11 @@ def test_a_formula_for_sinusoids_and_rotary_only():
     assert rope_base(ModelConfig(positional="rope")) == 10000.0
 
 
-def test_a_pretrained_learned_table_is_said_to_be_trained_and_its_own_rope_base_is_used():
-    minilm = explorer.load_pretrained("minilm-l6").config
+def test_a_pretrained_learned_table_is_said_to_be_trained_and_its_own_rope_base_is_used(minilm_model, smollm_model):
+    minilm = minilm_model.config
     assert "pretrained model the rows were learned" in explanation(minilm)
     assert "starts random" in explanation(ModelConfig(positional="learned"))
-    smol = explorer.load_pretrained("smollm2-135m").config
+    smol = smollm_model.config
     assert formula(smol).startswith(rf"\theta_{{p,\,i}} = \frac{{p}}{{{smol.rope_base:g}^") and "Llama" in formula(smol)
     assert set(NO_VECTORS) == {"rope", "none"}
 
