@@ -45,6 +45,7 @@ def roles_panel(
     spread = "what it adds" if norms else "its attention"
     share = "share of ‖α·f(x)‖" if norms else "share"
     what = f"how broad {spread} is (1 = uniform)" if role == BREADTH else f"{share} on {role_name(role, first_token)}"
+    legend = share if norms and role != BREADTH else what  # the whole of `what` would be cut at the legend's edge
     return matrix_panel(
         np.nan_to_num(values),
         defined,
@@ -54,7 +55,7 @@ def roles_panel(
         y_labels=[f"L{layer}" for layer in range(n_layers)],
         x_title="head",
         y_title="layer",
-        value_title=what,
+        value_title=legend,
         title=f"Every head's {what}",
         subtitle="Mean over the queries of this sentence. Click a head to open its map below.",
         masked_text="not defined for this sentence (no query has such a key)",
