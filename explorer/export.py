@@ -29,13 +29,18 @@ def export_name(kind: str, layer: int, head: int | None, ext: str) -> str:
     return f"attention_{kind.replace(' ', '-')}_L{layer}_H{head_label(head)}.{ext}"
 
 
-def attention_csv(maps: AttentionMaps, layer: int, head: int | None) -> str:
-    """The tidy frame (one row per query, key) as CSV text, with the layer and head as leading columns."""
+def export_frame(maps: AttentionMaps, layer: int, head: int | None) -> pd.DataFrame:
+    """The tidy frame (one row per query, key) with the kind, layer and head as leading columns: what a CSV holds."""
     frame = attention_frame(maps, layer, head)
     frame.insert(0, "head", head_label(head))
     frame.insert(0, "layer", layer)
     frame.insert(0, "kind", maps.kind)
-    return frame.to_csv(index=False)
+    return frame
+
+
+def attention_csv(maps: AttentionMaps, layer: int, head: int | None) -> str:
+    """export_frame as CSV text."""
+    return export_frame(maps, layer, head).to_csv(index=False)
 
 
 def read_attention_csv(text: str) -> pd.DataFrame:

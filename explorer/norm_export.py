@@ -7,9 +7,9 @@ import json
 
 import numpy as np
 
-from explorer.analysis.stats import attention_frame, check_layer_head
+from explorer.analysis.stats import check_layer_head
 from explorer.config import ModelConfig
-from explorer.export import attention_dict, head_label
+from explorer.export import attention_dict, export_frame
 from explorer.trace import AttentionMaps
 
 NORM_NOTE = (
@@ -29,10 +29,7 @@ def norm_matrix(norms: np.ndarray, layer: int, head: int | None) -> np.ndarray:
 def norm_attention_csv(maps: AttentionMaps, norms: np.ndarray, layer: int, head: int | None) -> str:
     """explorer.export.attention_csv with a last column, norm: ‖α·f(x)‖ of each (query, key)."""
     check_layer_head(maps, layer, head)
-    frame = attention_frame(maps, layer, head)
-    frame.insert(0, "head", head_label(head))
-    frame.insert(0, "layer", layer)
-    frame.insert(0, "kind", maps.kind)
+    frame = export_frame(maps, layer, head)
     frame["norm"] = norm_matrix(norms, layer, head).ravel()
     return frame.to_csv(index=False)
 

@@ -175,6 +175,14 @@ class Trace:
         maps = self.last.cross_attention
         return None if maps is None else maps.weights
 
+    def maps(self, kind: str) -> AttentionMaps:
+        """One kind of attention by the name a page shows (a key of attention_maps()); ConfigError naming the kinds
+        this model has otherwise."""
+        maps = self.attention_maps()
+        if kind not in maps:
+            raise ConfigError(f"This trace has no {kind!r}; it has {', '.join(maps)}.")
+        return maps[kind]
+
     def attention_maps(self) -> dict[str, AttentionMaps]:
         """Every kind of attention this model has, by the name a page shows."""
         maps = {}

@@ -65,7 +65,4 @@ def norm_attention_figure(
     """What head `head` of `layer` adds from each key, ‖α·f(x)‖ (Kobayashi et al. 2020, "Attention is Not Only a
     Weight"), for the attention `kind` of `trace`, run by `model` (the order explorer.norm_attention takes them in);
     head=None: the mean of the layer's heads."""
-    maps = trace.attention_maps()
-    if kind not in maps:
-        raise ValueError(f"This trace has no {kind!r}; it has {', '.join(maps)}.")
-    return norm_maps_figure(maps[kind], norm_attention(model, trace, kind), layer, head)
+    return norm_maps_figure(trace.maps(kind), norm_attention(model, trace, kind), layer, head)

@@ -44,13 +44,6 @@ from pictures.training_charts import curves_figure, training_title
 AVERAGE = None  # head=None: the plain mean of a layer's heads
 
 
-def _maps(trace: Trace, kind: str) -> AttentionMaps:
-    maps = trace.attention_maps()
-    if kind not in maps:
-        raise ValueError(f"This trace has no {kind!r}; it has {', '.join(maps)}.")
-    return maps[kind]
-
-
 def _weights(maps: AttentionMaps, layer: int, head: int | None) -> np.ndarray:
     """[Tq, Tk] one head's weights, or the head average; masked cells are NaN (drawn as gaps)."""
     shown = head_average(maps, layer) if head is None else maps.weights[layer, head].astype(np.float64)
@@ -80,7 +73,7 @@ def _map_layout(figure: go.Figure, title: str) -> go.Figure:
 
 def attention_figure(trace: Trace, layer: int = 0, head: int | None = 0, kind: str = "self-attention") -> go.Figure:
     """One layer's attention: head `head`, or the average of its heads (head=None). Grey gaps are masked keys."""
-    return maps_figure(_maps(trace, kind), layer, head)
+    return maps_figure(trace.maps(kind), layer, head)
 
 
 def maps_figure(maps: AttentionMaps, layer: int = 0, head: int | None = 0, prefix: str = "") -> go.Figure:
@@ -92,7 +85,7 @@ def maps_figure(maps: AttentionMaps, layer: int = 0, head: int | None = 0, prefi
 
 def attention_grid_figure(trace: Trace, kind: str = "self-attention") -> go.Figure:
     """Every layer x head in one figure, with a slider to pick the map (each map its own trace, one visible)."""
-    maps = _maps(trace, kind)
+    maps = trace.maps(kind)
     pairs = [(layer, head) for layer in range(maps.n_layers) for head in range(maps.n_heads)]
     figure = go.Figure([_heatmap(maps, _weights(maps, lay, hd), visible=i == 0) for i, (lay, hd) in enumerate(pairs)])
     steps = [

@@ -67,12 +67,7 @@ def _head_value_norms(attention: MultiHeadAttention, x: torch.Tensor) -> torch.T
 
 def _maps(trace: Trace, kind: str | None) -> AttentionMaps:
     """The attention `kind` names (None: the first stack's self-attention)."""
-    if kind is None:
-        return trace.first.self_attention
-    maps = trace.attention_maps()
-    if kind not in maps:
-        raise ConfigError(f"This model has no {kind!r}; it has {', '.join(maps)}.")
-    return maps[kind]
+    return trace.first.self_attention if kind is None else trace.maps(kind)
 
 
 def _attention_inputs(model: Transformer, trace: Trace, kind: str | None):
