@@ -13,7 +13,14 @@ class ConfigError(ValueError):
 
 
 ARCHS = ("encoder", "decoder", "encoder-decoder")
-NORMS = ("post", "pre")
+NORMS = ("post", "pre", "res-post", "peri")
+# One formula per placement, for the pages and for error messages: where the norm sits around a sub-layer f.
+NORM_FORMULAS: dict[str, str] = {
+    "post": "x = Norm(x + f(x))",
+    "pre": "x = x + f(Norm(x))",
+    "res-post": "x = x + Norm(f(x))",
+    "peri": "x = x + Norm_out(f(Norm_in(x)))",
+}
 POSITIONALS = ("sinusoidal", "learned", "rope", "none")
 MASKS = ("none", "causal", "padding", "causal+padding")
 ACTIVATIONS = ("relu", "gelu")
@@ -46,7 +53,7 @@ class ModelConfig:
     n_heads: int = 4  # heads per attention layer; d_model must divide evenly among them
     n_layers: int = 2  # blocks per stack (an encoder-decoder has this many in each stack)
     d_ff: int = 256  # hidden width of each feed-forward sub-layer (4 x d_model is the classic choice)
-    norm: str = "post"  # post: x = LN(x + f(x)) as in the 2017 paper; pre: x = x + f(LN(x)) as in GPT-2
+    norm: str = "post"  # where each sub-layer's norm sits: NORM_FORMULAS (post: 2017, BERT; pre: GPT-2, Llama; ...)
     positional: str = "sinusoidal"  # how token order enters the model; rope rotates queries and keys instead
     mask: str = "none"  # which keys each query may attend to; [PAD] tokens are the padding
     activation: str = "relu"  # non-linearity inside the feed-forward sub-layer
@@ -72,7 +79,7 @@ class ModelConfig:
 
 
 FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(ModelConfig))
-FAMILIES = ("bert", "llama")
+FAMILIES = ("bert", "llama", "olmo2")
 
 
 @dataclass(frozen=True)
@@ -97,15 +104,17 @@ class CheckpointConfig(ModelConfig):
     @property
     def norm_kind(self) -> str:
         """ "rms" (Llama's RMSNorm: no mean subtracted, no bias) or "layer" (LayerNorm)."""
-        return "rms" if self.family == "llama" else "layer"
+        return "layer" if self.family == "bert" else "rms"
 
 
 def validate_checkpoint(cfg: CheckpointConfig) -> None:
     """Raise ConfigError for a checkpoint config that cannot describe a model."""
     if cfg.family not in FAMILIES:
         raise ConfigError(f"family {cfg.family!r} is not supported; the explorer runs {_quoted(FAMILIES)} checkpoints.")
-    if cfg.norm not in NORMS or cfg.arch not in ("encoder", "decoder") or cfg.mask not in MASKS:
-        raise ConfigError(f"A checkpoint runs as an encoder or a decoder with norm {_quoted(NORMS)}.")
+    if cfg.norm not in NORMS:
+        raise ConfigError(norm_error(cfg.norm))
+    if cfg.arch not in ("encoder", "decoder") or cfg.mask not in MASKS:
+        raise ConfigError("A checkpoint runs as an encoder or a decoder.")
     for name in ("d_model", "n_heads", "n_layers", "d_ff", "n_kv_heads", "vocab_size", "max_tokens"):
         value = getattr(cfg, name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -138,6 +147,8 @@ def applied_masks(cfg: ModelConfig) -> dict[str, str]:
 
 def validate(cfg: ModelConfig) -> None:
     """Raise ConfigError for the first impossible value, saying what would work instead."""
+    if cfg.norm not in NORMS:
+        raise ConfigError(norm_error(cfg.norm))
     for name, allowed in CHOICES.items():
         value = getattr(cfg, name)
         if value not in allowed:
@@ -172,6 +183,12 @@ def validate(cfg: ModelConfig) -> None:
             f"rope rotates pairs of dimensions, so each head needs an even width; d_model {cfg.d_model} / "
             f"{cfg.n_heads} heads = {cfg.d_head}. With d_model {cfg.d_model} you can use {_spoken_list(usable)} heads."
         )
+
+
+def norm_error(value: object) -> str:
+    """The sentence for a norm placement the explorer does not know: the four it does, each with its formula."""
+    options = "; ".join(f'"{name}", {formula}' for name, formula in NORM_FORMULAS.items())
+    return f"norm {value!r} is not a norm placement the explorer knows; choose one of: {options}."
 
 
 def _quoted(options: tuple[str, ...]) -> str:

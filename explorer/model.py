@@ -1,4 +1,4 @@
-"""Attention, blocks (post-norm and pre-norm side by side), stacks and the encoder-decoder.
+"""Attention, blocks (post-, pre-, res-post- and peri-norm side by side), stacks and the encoder-decoder.
 
 Dimension letters used in the shape comments:
     B batch, T query positions, S key positions (the source, in cross-attention),
@@ -38,8 +38,8 @@ class StackSpec:
     n_heads: int
     n_layers: int
     d_ff: int
-    norm_first: bool  # True: pre-norm, x + f(LN(x)); False: post-norm, LN(x + f(x))
-    final_norm: bool  # a LayerNorm after the last block (a pre-norm stack needs one)
+    placement: str  # where each sub-layer's norm sits: "post", "pre", "res-post" or "peri" (config.NORM_FORMULAS)
+    final_norm: bool  # a norm after the last block (every placement but post-norm needs one)
     activation: str = "relu"
     eps: float = 1e-5
     bias: bool = True
@@ -51,6 +51,17 @@ class StackSpec:
     n_kv_heads: int | None = None  # heads of keys and values; fewer than n_heads is grouped-query attention (Llama)
     norm_kind: str = "layer"  # "layer": LayerNorm; "rms": RMSNorm (no mean subtracted, no bias), as in Llama
     gated: bool = False  # a gated feed-forward (SwiGLU with silu): linear2(act(gate(x)) * linear1(x))
+    qk_norm: bool = False  # OLMo 2: an RMSNorm on the whole query projection [D] and key projection [GK], before RoPE
+
+    @property
+    def input_norms(self) -> bool:
+        """Whether blocks have norm1..3: the norm before each sub-layer (pre, peri) or after the sum (post)."""
+        return self.placement != "res-post"
+
+    @property
+    def output_norms(self) -> bool:
+        """Whether blocks have out_norm1..3, on each sub-layer's output inside the residual branch (res-post, peri)."""
+        return self.placement in ("res-post", "peri")
 
 
 class MultiHeadAttention(nn.Module):
@@ -67,6 +78,8 @@ class MultiHeadAttention(nn.Module):
         n_kv_heads: int | None = None,
         rope_base: float = 10000.0,
         rope_layout: str = "interleaved",
+        qk_norm: bool = False,
+        eps: float = 1e-5,
     ):
         super().__init__()
         self.rope, self.rope_base, self.rope_layout = rope, rope_base, rope_layout
@@ -78,6 +91,8 @@ class MultiHeadAttention(nn.Module):
         self.in_proj_weight = nn.Parameter(torch.empty(rows, d_model))  # [D + 2GK, D]: W_q, W_k, W_v stacked
         self.in_proj_bias = nn.Parameter(torch.empty(rows)) if bias else None
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.q_norm = nn.RMSNorm(d_model, eps=eps) if qk_norm else None  # over all heads' queries at once
+        self.k_norm = nn.RMSNorm(self.n_kv_heads * self.d_head, eps=eps) if qk_norm else None
 
     def forward(
         self, query: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor | None, train: bool = False
@@ -94,6 +109,8 @@ class MultiHeadAttention(nn.Module):
             b_q, b_kv = self.in_proj_bias.split([D, 2 * G * K]) if self.in_proj_bias is not None else (None, None)
             q = F.linear(query, w_q, b_q)  # [B, T, D]
             k, v = F.linear(memory, w_kv, b_kv).chunk(2, dim=-1)  # 2 x [B, S, GK]
+        if self.q_norm is not None:  # OLMo 2 normalises the full projections, before they split into heads
+            q, k = self.q_norm(q), self.k_norm(k)  # [B, T, D], [B, S, GK]
         q = q.reshape(B, T, H, K).transpose(1, 2)  # [B, H, T, K]
         k = k.reshape(B, S, G, K).transpose(1, 2)  # [B, G, S, K]
         v = v.reshape(B, S, G, K).transpose(1, 2)  # [B, G, S, K]
@@ -130,42 +147,68 @@ ACTIVATION_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 
 class Block(nn.Module):
-    """One transformer block: self-attention, optional cross-attention, feed-forward, each wrapped by
-    a residual connection and a LayerNorm placed before (pre-norm) or after (post-norm) the sub-layer."""
+    """One transformer block: self-attention, optional cross-attention, feed-forward, each wrapped by a residual
+    connection and norms placed as the spec says. Norms are named by where they sit, so a flip of placement keeps
+    the ones both placements have: norm1..3 before each sub-layer (pre, peri) or after the sum (post), out_norm1..3
+    on each sub-layer's output (res-post, peri)."""
 
     def __init__(self, spec: StackSpec):
         super().__init__()
         D, F_, bias = spec.d_model, spec.d_ff, spec.bias
-        self.norm_first = spec.norm_first
+        self.placement = spec.placement
         self.activation = spec.activation
         self.dropout = spec.dropout
         self.self_attn = MultiHeadAttention(
-            D, spec.n_heads, bias, spec.dropout, spec.rope, spec.n_kv_heads, spec.rope_base, spec.rope_layout
+            D,
+            spec.n_heads,
+            bias,
+            spec.dropout,
+            spec.rope,
+            spec.n_kv_heads,
+            spec.rope_base,
+            spec.rope_layout,
+            spec.qk_norm,
+            spec.eps,
         )
         self.multihead_attn = MultiHeadAttention(D, spec.n_heads, bias, spec.dropout) if spec.cross_attention else None
         self.gate = nn.Linear(D, F_, bias=bias) if spec.gated else None
         self.linear1 = nn.Linear(D, F_, bias=bias)
         self.linear2 = nn.Linear(F_, D, bias=bias)
-        self.norm1 = make_norm(spec)
-        self.norm2 = make_norm(spec)
-        self.norm3 = make_norm(spec) if spec.cross_attention else None
+        n_sublayers = 3 if spec.cross_attention else 2
+        for i in range(1, n_sublayers + 1):
+            if spec.input_norms:
+                self.add_module(f"norm{i}", make_norm(spec))
+            if spec.output_norms:
+                self.add_module(f"out_norm{i}", make_norm(spec))
+
+    def norms_of(self, sublayer: int) -> tuple[nn.Module | None, nn.Module | None]:
+        """The norm on the input side (or post-norm's, after the sum) and on the output side of sub-layer 1, 2 or 3."""
+        return getattr(self, f"norm{sublayer}", None), getattr(self, f"out_norm{sublayer}", None)
 
     def residual(
-        self, x: torch.Tensor, norm: nn.LayerNorm, sublayer: Sublayer, record: Record, name: str, train: bool
+        self, x: torch.Tensor, sublayer_index: int, sublayer: Sublayer, record: Record, name: str, train: bool
     ) -> torch.Tensor:
-        """Post-norm: LN(x + f(x)). Pre-norm: x + f(LN(x)). The only place the two placements differ."""
-        if self.norm_first:
-            normed = norm(x)
-            out = sublayer(normed)
-            record[f"{name}.ln_in"], record[f"{name}.ln_out"] = x, normed
-            result = x + F.dropout(out, self.dropout, train)
-        else:
+        """The only place the placements differ, x [B, T, D] -> x [B, T, D]:
+        post Norm(x + f(x)); pre x + f(Norm(x)); res-post x + Norm(f(x)); peri x + Norm_out(f(Norm_in(x)))."""
+        norm_in, norm_out = self.norms_of(sublayer_index)
+        if self.placement == "post":
             out = sublayer(x)
             summed = x + F.dropout(out, self.dropout, train)
-            result = norm(summed)
+            result = norm_in(summed)
             record[f"{name}.ln_in"], record[f"{name}.ln_out"] = summed, result
+            record[f"{name}.out"] = out
+            return result
+        read = x
+        if norm_in is not None:
+            read = norm_in(x)
+            record[f"{name}.ln_in"], record[f"{name}.ln_out"] = x, read
+        out = sublayer(read)
+        update = out
+        if norm_out is not None:
+            update = norm_out(out)
+            record[f"{name}.out_ln_in"], record[f"{name}.out_ln_out"] = out, update
         record[f"{name}.out"] = out
-        return result
+        return x + F.dropout(update, self.dropout, train)
 
     def forward(
         self,
@@ -192,12 +235,12 @@ class Block(nn.Module):
             record["ffn.hidden"] = hidden
             return self.linear2(F.dropout(hidden, self.dropout, train))  # [B, T, D]
 
-        x = self.residual(x, self.norm1, self_attention, record, "attn", train)
+        x = self.residual(x, 1, self_attention, record, "attn", train)
         if self.multihead_attn is not None:
-            x = self.residual(x, self.norm2, cross_attention, record, "cross", train)
-            x = self.residual(x, self.norm3, feed_forward, record, "ffn", train)
+            x = self.residual(x, 2, cross_attention, record, "cross", train)
+            x = self.residual(x, 3, feed_forward, record, "ffn", train)
         else:
-            x = self.residual(x, self.norm2, feed_forward, record, "ffn", train)
+            x = self.residual(x, 2, feed_forward, record, "ffn", train)
         record["resid_post"] = x
         return x, record
 
@@ -255,6 +298,9 @@ class Transformer(nn.Module):
         # A checkpoint has a tokenizer and a vocabulary of pieces instead (explorer.pretrained sets the tokenizer).
         self.vocabulary = vocabulary
         self.tokenizer = None
+        # Norm tensors a placement flip took from another model that this placement has no place for: kept aside, not
+        # parameters, so flipping back (copy_shared_weights) restores them and the original numbers exactly.
+        self.carried: dict[str, torch.Tensor] = {}
         checkpoint = config if isinstance(config, CheckpointConfig) else None
         n_tokens = len(vocabulary) if vocabulary else (checkpoint.vocab_size if checkpoint else 0)
         self.embedding = nn.Embedding(n_tokens, spec.d_model) if n_tokens else None
@@ -262,7 +308,7 @@ class Transformer(nn.Module):
         bert = checkpoint is not None and checkpoint.family == "bert"
         self.token_type = nn.Embedding(checkpoint.type_vocab_size, spec.d_model) if bert else None  # row 0 is used
         self.embed_norm = nn.LayerNorm(spec.d_model, eps=checkpoint.norm_eps) if bert else None
-        if checkpoint is not None and checkpoint.family == "llama":
+        if checkpoint is not None and checkpoint.family != "bert":  # Llama and OLMo 2 read out next-token logits
             self.head = nn.Linear(spec.d_model, checkpoint.vocab_size, bias=False)  # [V, D]: logits of the next token
             self.tie_read_out()
 
@@ -331,24 +377,33 @@ def init_weights(model: Transformer, seed: int) -> Transformer:
 
 
 def copy_shared_weights(source: nn.Module, target: nn.Module) -> list[str]:
-    """Copy every parameter and buffer whose name and shape the two models share; returns the names copied."""
+    """Copy every parameter and buffer whose name and shape the two models share; returns the names copied. What the
+    source has (or carried) and the target has no place for, the target carries, so a flip back loses nothing."""
     wanted = target.state_dict()
-    shared = {k: v.clone() for k, v in source.state_dict().items() if k in wanted and wanted[k].shape == v.shape}
+    offered = getattr(source, "carried", {}) | source.state_dict()
+    shared = {k: v.clone() for k, v in offered.items() if k in wanted and wanted[k].shape == v.shape}
     target.load_state_dict(shared, strict=False)
+    if isinstance(target, Transformer):
+        target.carried = {k: v.clone() for k, v in offered.items() if k not in wanted}
     return sorted(shared)
 
 
 def checkpoint_spec(cfg: CheckpointConfig) -> StackSpec:
-    """The one stack of a real checkpoint: BERT's post-norm encoder, or Llama's pre-norm decoder (RMSNorm, rotary
-    positions, grouped-query attention, SwiGLU, no biases). `cfg.norm` may flip either placement."""
-    pre = cfg.norm == "pre"
-    common = dict(d_model=cfg.d_model, n_heads=cfg.n_heads, n_layers=cfg.n_layers, d_ff=cfg.d_ff)
+    """The one stack of a real checkpoint: BERT's post-norm encoder, Llama's pre-norm decoder (RMSNorm, rotary
+    positions, grouped-query attention, SwiGLU, no biases), or OLMo 2's res-post-norm one (Llama's, plus an RMSNorm
+    on the query and key projections). `cfg.norm` may set any placement on the same weights."""
+    common = dict(
+        d_model=cfg.d_model,
+        n_heads=cfg.n_heads,
+        n_layers=cfg.n_layers,
+        d_ff=cfg.d_ff,
+        placement=cfg.norm,
+        final_norm=cfg.norm != "post",
+    )
     if cfg.family == "bert":
-        return StackSpec(**common, norm_first=pre, final_norm=pre, activation="gelu", eps=cfg.norm_eps)
+        return StackSpec(**common, activation="gelu", eps=cfg.norm_eps)
     return StackSpec(
         **common,
-        norm_first=pre,
-        final_norm=pre,
         activation="silu",
         eps=cfg.norm_eps,
         bias=False,
@@ -358,6 +413,7 @@ def checkpoint_spec(cfg: CheckpointConfig) -> StackSpec:
         n_kv_heads=cfg.n_kv_heads,
         norm_kind="rms",
         gated=True,
+        qk_norm=cfg.family == "olmo2",
     )
 
 
@@ -366,7 +422,6 @@ def stack_specs(cfg: ModelConfig) -> tuple[StackSpec | None, StackSpec | None]:
     if isinstance(cfg, CheckpointConfig):
         spec = checkpoint_spec(cfg)
         return (spec, None) if cfg.arch == "encoder" else (None, spec)
-    pre = cfg.norm == "pre"
 
     def spec(cross: bool) -> StackSpec:
         return StackSpec(
@@ -374,8 +429,8 @@ def stack_specs(cfg: ModelConfig) -> tuple[StackSpec | None, StackSpec | None]:
             n_heads=cfg.n_heads,
             n_layers=cfg.n_layers,
             d_ff=cfg.d_ff,
-            norm_first=pre,
-            final_norm=pre,
+            placement=cfg.norm,
+            final_norm=cfg.norm != "post",
             activation=cfg.activation,
             cross_attention=cross,
             dropout=cfg.dropout,

@@ -81,7 +81,7 @@ def _layer_spec(layer: nn.Module, expected: LayerType, cross: bool, final_norm: 
         n_heads=layer.self_attn.num_heads,
         n_layers=1,
         d_ff=layer.linear1.out_features,
-        norm_first=layer.norm_first,
+        placement="pre" if layer.norm_first else "post",
         final_norm=final_norm is not None,
         activation=_activation_name(layer.activation),
         eps=layer.norm1.eps,

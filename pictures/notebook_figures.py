@@ -192,7 +192,7 @@ def gradient_figure(model: Transformer, source: Source, target: Source | None = 
     (the Activations page's chart)."""
     totals = layer_gradient_totals(gradient_norms(model, source, target))
     first = model.encoder or model.decoder
-    return activation_charts.gradient_totals_figure(totals, "pre" if first.spec.norm_first else "post")
+    return activation_charts.gradient_totals_figure(totals, first.spec.placement)
 
 
 def training_figure(result: TrainResult) -> go.Figure:

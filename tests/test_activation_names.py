@@ -16,7 +16,8 @@ SOURCE, TARGET = "the cat sat on the mat", "le chat dort"
 
 @pytest.fixture(scope="module")
 def trace() -> explorer.Trace:
-    cfg = explorer.ModelConfig(arch="encoder-decoder", n_layers=2, n_heads=2, d_model=16, d_ff=24, norm="pre")
+    # Peri-norm has a norm on both sides of every sub-layer, so its decoder blocks answer to every name of the table.
+    cfg = explorer.ModelConfig(arch="encoder-decoder", n_layers=2, n_heads=2, d_model=16, d_ff=24, norm="peri")
     return explorer.run(cfg, SOURCE, TARGET)
 
 
@@ -52,14 +53,15 @@ def test_names_kept_in_fields_are_those_fields_and_nothing_is_stored_twice(trace
         assert not any(key.split(".", 2)[2] in IN_FIELDS for key in stack.activations)
 
 
-def test_pre_norm_stream_is_the_input_plus_every_sub_layer_output(trace):
-    """Names mean what the table says: in pre-norm, each block adds its sub-layers' outputs to its input."""
+def test_peri_norm_stream_is_the_input_plus_every_sub_layer_output_norm(trace):
+    """Names mean what the table says: in peri-norm, each block adds its sub-layers' normalised outputs to its input."""
     decoder = trace.last
     for layer in range(decoder.n_layers):
-        added = sum(decoder[f"blocks.{layer}.{part}.out"] for part in ("attn", "cross", "ffn"))  # [T, D]
+        added = sum(decoder[f"blocks.{layer}.{part}.out_ln_out"] for part in ("attn", "cross", "ffn"))  # [T, D]
         rebuilt = decoder[f"blocks.{layer}.resid_pre"] + added
         np.testing.assert_allclose(decoder[f"blocks.{layer}.resid_post"], rebuilt, atol=1e-5)
         np.testing.assert_array_equal(decoder[f"blocks.{layer}.attn.ln_in"], decoder[f"blocks.{layer}.resid_pre"])
+        np.testing.assert_array_equal(decoder[f"blocks.{layer}.ffn.out_ln_in"], decoder[f"blocks.{layer}.ffn.out"])
 
 
 @pytest.mark.parametrize("name", ["blocks.2.attn.pattern", "blocks.0.cross.out", "attn.pattern", "blocks.x.ffn.out"])

@@ -95,8 +95,9 @@ def test_trace_shapes_and_residual_stream(norm):
     assert trace.first["blocks.0.attn.out"].shape == trace.first["blocks.2.ffn.out"].shape == (T, D)
     assert trace.first.activations["blocks.2.ffn.hidden"].shape == (T, cfg.d_ff)
     assert trace.output.shape == (T, D)
-    if norm == "pre":  # the residual stream is the sum of what every sub-layer wrote into it
-        written = [trace.first[f"blocks.{i}.{part}.out"] for i in range(L) for part in ("attn", "ffn")]  # [T, D] each
+    if norm != "post":  # the residual stream is the sum of what every sub-layer wrote into it
+        update = "out" if norm == "pre" else "out_ln_out"  # res-post and peri write their output norm's result
+        written = [trace.first[f"blocks.{i}.{part}.{update}"] for i in range(L) for part in ("attn", "ffn")]
         rebuilt = trace.residual[0] + np.sum(written, axis=0)
         np.testing.assert_allclose(trace.residual[-1], rebuilt, atol=1e-4)
         ln = torch.nn.functional.layer_norm(torch.from_numpy(trace.residual[-1]), (D,))

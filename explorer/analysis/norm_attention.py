@@ -90,8 +90,8 @@ def _attention_inputs(model: Transformer, trace: Trace, kind: str | None):
         modules = [block.self_attn for block in stack.layers]
 
         def inputs(layer: int) -> np.ndarray:
-            if stack.layers[layer].norm_first:  # pre-norm: attention reads the norm's output
-                return stack_trace.activations[f"blocks.{layer}.attn.ln_out"]  # [T, D]
-            return stack_trace.residual[layer]  # [T, D]: post-norm: the stream entering the block
+            if stack.layers[layer].placement in ("pre", "peri"):
+                return stack_trace.activations[f"blocks.{layer}.attn.ln_out"]  # [T, D]: pre, peri: the norm's output
+            return stack_trace.residual[layer]  # [T, D]: post, res-post: the stream entering the block
 
     return stack_trace, maps, modules, inputs
