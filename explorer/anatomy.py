@@ -7,7 +7,10 @@ import re
 import pandas as pd
 from torch import nn
 
-from explorer.config import ModelConfig, applied_masks
+from explorer.config import NORM_FORMULAS, ModelConfig, applied_masks
+
+INPUT_SIDE = ("pre", "peri")  # placements with a norm in front of each sub-layer
+OUTPUT_SIDE = ("res-post", "peri")  # placements with a norm on each sub-layer's output, inside the residual branch
 
 
 def forward_steps(cfg: ModelConfig, n_tokens: int, n_target: int | None = None) -> pd.DataFrame:
@@ -39,10 +42,11 @@ def _stack_steps(
         rows.append((f"+ {cfg.positional} positions", f"[{t}, d_model]", [T, D]))
     mask = applied_masks(cfg)[stack.strip() or cfg.arch]
     mask_note = "" if mask == "none" else f", {mask} mask"
-    pre = cfg.norm == "pre"
     norm = norm_name(cfg)
-    residual = ("+ residual" + ("" if pre else f", {norm} (post-norm)"), f"[{t}, d_model]", [T, D])
-    pre_norm = (f"{norm} (pre-norm)", f"[{t}, d_model]", [T, D]) if pre else None
+    residual = ("+ residual" + (f", {norm} (post-norm)" if cfg.norm == "post" else ""), f"[{t}, d_model]", [T, D])
+    normed = (f"[{t}, d_model]", [T, D])
+    pre_norm = (f"{norm} ({cfg.norm}-norm, input side)", *normed) if cfg.norm in INPUT_SIDE else None
+    out_norm = (f"{norm} ({cfg.norm}-norm, output side)", *normed) if cfg.norm in OUTPUT_SIDE else None
     G = kv_heads(cfg)
     projections = [("Q, K, V = x W_q, x W_k, x W_v", f"3 x [{t}, d_model]", [3, T, D])]
     if G != H:  # grouped-query attention: fewer key/value heads, each shared by H / G query heads
@@ -60,6 +64,7 @@ def _stack_steps(
         ("softmax over keys: attention weights", f"[heads, {t}, {t}]", [H, T, T]),
         ("weights x V", f"[heads, {t}, d_head]", [H, T, K]),
         ("concatenate heads, output projection", f"[{t}, d_model]", [T, D]),
+        out_norm,
         residual,
     ]
     if S is not None:
@@ -73,14 +78,15 @@ def _stack_steps(
             ("cross-attention: softmax over source keys", "[heads, T, S]", [H, T, S]),
             ("cross-attention: weights x V", "[heads, T, d_head]", [H, T, K]),
             ("cross-attention: concatenate heads, output projection", "[T, d_model]", [T, D]),
+            out_norm,
             residual,
         ]
     ffn = [(f"feed-forward: linear, {cfg.activation}", f"[{t}, d_ff]", [T, F])]
     if cfg.activation == "swiglu":
         ffn = [("feed-forward: silu(x W_gate) × x W_up", f"[{t}, d_ff]", [T, F])]
-    block += [pre_norm, *ffn, ("feed-forward: linear", f"[{t}, d_model]", [T, D]), residual]
+    block += [pre_norm, *ffn, ("feed-forward: linear", f"[{t}, d_model]", [T, D]), out_norm, residual]
     rows += [(f"{stack}block × {cfg.n_layers}: {step}", shape, size) for step, shape, size in filter(None, block)]
-    if pre:
+    if cfg.norm != "post":
         rows.append((f"{stack}final {norm}", f"[{t}, d_model]", [T, D]))
     rows.append((f"{stack}output", f"[{t}, d_model]", [T, D]))
     return rows
@@ -161,17 +167,17 @@ def multiply_adds(
 
 
 def block_diagram(cfg: ModelConfig, length: str = "T") -> str:
-    """Graphviz DOT of one block as configured: where the LayerNorms sit, and cross-attention if any. `length`: the
+    """Graphviz DOT of one block as configured: where the norms sit, and cross-attention if any. `length`: the
     letter for the tokens it reads (S for an encoder-decoder's source, as the steps table has it)."""
-    pre = cfg.norm == "pre"
     cross = cfg.arch == "encoder-decoder"
     kind = "decoder" if cfg.arch != "encoder" else "encoder"
+    norm = norm_name(cfg)
     self_label = "masked multi-head\\nself-attention" if kind == "decoder" or "causal" in cfg.mask else None
     sublayers = [("attn", self_label or "multi-head\\nself-attention")]
     if cross:
         sublayers.append(("cross", "multi-head\\ncross-attention\\n(keys, values: encoder output)"))
     sublayers.append(("ffn", f"feed-forward\\nlinear, {cfg.activation}, linear"))
-    title = f"one {'decoder' if cross else kind} block, {'pre' if pre else 'post'}-norm"
+    title = f"one {'decoder' if cross else kind} block, {cfg.norm}-norm: {NORM_FORMULAS[cfg.norm]}"
     lines = [
         "digraph block {",
         '  rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#f4f6fb", fontname="Helvetica"];',
@@ -182,16 +188,27 @@ def block_diagram(cfg: ModelConfig, length: str = "T") -> str:
     for name, label in sublayers:
         lines.append(f'  {name} [label="{label}", fillcolor="#dce8fa"];')
         lines.append(f'  {name}_add [label="+", shape=circle, fillcolor="#ffffff"];')
-        lines.append(f'  {name}_ln [label="LayerNorm", fillcolor="#fde9c8"];')
         lines.append(f'  {previous} -> {name}_add [label="residual", style=dashed];')
-        if pre:  # x + f(LN(x))
-            lines += [f"  {previous} -> {name}_ln;", f"  {name}_ln -> {name};", f"  {name} -> {name}_add;"]
-            previous = f"{name}_add"
-        else:  # LN(x + f(x))
+        if cfg.norm == "post":  # Norm(x + f(x))
+            lines.append(f'  {name}_ln [label="{norm}", fillcolor="#fde9c8"];')
             lines += [f"  {previous} -> {name};", f"  {name} -> {name}_add;", f"  {name}_add -> {name}_ln;"]
             previous = f"{name}_ln"
-    if pre:
-        lines.append('  final_ln [label="final LayerNorm\\n(after the last block)", fillcolor="#fde9c8"];')
+            continue
+        reads = previous
+        if cfg.norm in INPUT_SIDE:  # x + f(Norm(x)), the input side of peri too
+            lines.append(f'  {name}_ln [label="{norm}", fillcolor="#fde9c8"];')
+            lines.append(f"  {previous} -> {name}_ln;")
+            reads = f"{name}_ln"
+        lines.append(f"  {reads} -> {name};")
+        writes = name
+        if cfg.norm in OUTPUT_SIDE:  # x + Norm(f(x)), the output side of peri too
+            lines.append(f'  {name}_out_ln [label="{norm}\\n(on the output)", fillcolor="#fde9c8"];')
+            lines.append(f"  {name} -> {name}_out_ln;")
+            writes = f"{name}_out_ln"
+        lines.append(f"  {writes} -> {name}_add;")
+        previous = f"{name}_add"
+    if cfg.norm != "post":
+        lines.append(f'  final_ln [label="final {norm}\\n(after the last block)", fillcolor="#fde9c8"];')
         lines.append(f"  {previous} -> final_ln;")
         previous = "final_ln"
     lines.append(f'  output [label="[{length}, d_model]", shape=plaintext, fillcolor=none];')
@@ -204,7 +221,7 @@ PARAMETER_GROUPS = (
     ("self-attention", r"\.self_attn(\.|$)"),
     ("cross-attention", r"\.multihead_attn(\.|$)"),
     ("feed-forward", r"\.(linear[12]|gate)$"),
-    ("LayerNorm", r"(\.norm\d*|^norm|^embed_norm)$"),
+    ("LayerNorm", r"(\.(out_)?norm\d*|^norm|^embed_norm|\.[qk]_norm)$"),
     ("positions (learned)", r"^positional$"),
     ("token embeddings", r"^(embedding|token_type)$"),
     ("read-out", r"^head$"),

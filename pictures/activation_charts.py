@@ -49,6 +49,13 @@ POINT_COLOURS = {  # one colour per point, whichever points a stack has
 }
 STAT_TITLES = {"mean": "mean", "std": "standard deviation", "rms": "RMS", "max_abs": "max |x|"}
 SUBLAYER_NAMES = {"attn": "self-attention", "cross": "cross-attention", "ffn": "feed-forward"}
+SUBLAYER_NAMES |= {f"{key} output": f"{name} output" for key, name in SUBLAYER_NAMES.items()}  # res-post, peri
+NORM_READS = {  # what a block's norms read, by placement: the figure's subtitle
+    "post": "x + sublayer(x), the sum it normalises",
+    "pre": "the residual stream x itself",
+    "res-post": "the sub-layer's output f(x), before it is added to the stream",
+    "peri": "the stream x in front of the sub-layer, the sub-layer's output behind it",
+}
 MAX_TEXT_HEADS = 6  # a per-head grid (a third of the page wide) writes its values up to this many heads
 MAX_LAYER_TICKS = 14  # block labels along a chart's whole width
 PANEL_LAYER_TICKS = 8  # along one of two panels side by side: "input" and 7 numbers stay level at 1024 px
@@ -159,10 +166,9 @@ def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> go.Figure:
                     showlegend=col == 1,
                 )
                 figure.add_trace(line, row=1, col=col)
-    where = "x + sublayer(x), the sum it normalises" if norm == "post" else "the residual stream x itself"
     subtitle = (
-        f"input (solid, circles): {where}; output (dashed, diamonds): what it returns, RMS ≈ 1 while its gain is 1 "
-        "and its bias 0, as at initialisation (a trained LayerNorm moves away from that)"
+        f"input (solid, circles): {NORM_READS[norm]}; output (dashed, diamonds): what it returns, RMS ≈ 1 while its "
+        "gain is 1 and its bias 0, as at initialisation (a trained LayerNorm moves away from that)"
     )
     layout = figure_layout(f"What each LayerNorm receives and returns ({stack} stack, {norm}-norm)", subtitle, 300)
     legend_below(layout, len(sublayers), **IN_ORDER, **TWO_COLUMNS)  # a row per sub-layer: its input and output

@@ -75,12 +75,27 @@ def test_the_scores_step_names_the_mask_each_stack_applies():
     assert both[1] == "decoder block × 2: scores Q K^T / sqrt(d_head), causal+padding mask"
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("norm", ["post", "pre", "res-post", "peri"])
 def test_block_diagram_places_layernorm_where_the_norm_setting_says(norm):
     dot = block_diagram(explorer.ModelConfig(norm=norm, arch="encoder-decoder"))
     assert dot.startswith("digraph") and dot.rstrip().endswith("}")
     assert "cross-attention" in dot and "masked multi-head" in dot
-    if norm == "pre":
-        assert "input -> attn_ln;" in dot and "attn_ln -> attn;" in dot and "final_ln" in dot
-    else:
-        assert "input -> attn;" in dot and "attn_add -> attn_ln;" in dot and "final_ln" not in dot
+    edges = {
+        "post": ["input -> attn;", "attn -> attn_add;", "attn_add -> attn_ln;", "attn_ln -> cross_add"],
+        "pre": ["input -> attn_ln;", "attn_ln -> attn;", "attn -> attn_add;", "attn_add -> cross_add"],
+        "res-post": ["input -> attn;", "attn -> attn_out_ln;", "attn_out_ln -> attn_add;", "attn_add -> cross_add"],
+        "peri": ["input -> attn_ln;", "attn_ln -> attn;", "attn -> attn_out_ln;", "attn_out_ln -> attn_add;"],
+    }[norm]
+    assert all(edge in dot for edge in edges), edges
+    assert ("final_ln" in dot) == (norm != "post")
+    assert ("attn_out_ln" in dot) == (norm in ("res-post", "peri"))
+
+
+@pytest.mark.parametrize("norm", ["res-post", "peri"])
+def test_forward_steps_put_a_norm_on_every_sub_layers_output(norm):
+    steps = forward_steps(explorer.ModelConfig(norm=norm, arch="decoder"), 5)["step"].tolist()
+    output_side = [i for i, s in enumerate(steps) if "output side" in s]
+    assert len(output_side) == 2  # after self-attention and after the feed-forward
+    assert "output projection" in steps[output_side[0] - 1] and "+ residual" in steps[output_side[0] + 1]
+    assert ("input side" in " ".join(steps)) == (norm == "peri")
+    assert steps[-2] == "final LayerNorm"

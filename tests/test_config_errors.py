@@ -29,7 +29,7 @@ def test_heads_not_dividing_d_model_lists_the_heads_that_work():
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
-        ({"norm": "sideways"}, ["norm", '"post" or "pre"']),
+        ({"norm": "sideways"}, ["norm", "sideways", '"res-post", x = x + Norm(f(x))', '"peri"']),
         ({"arch": "rnn"}, ["arch", '"encoder-decoder"']),
         ({"mask": "future"}, ["mask", '"causal+padding"']),
         ({"positional": "fourier"}, ["positional", '"sinusoidal"']),

@@ -212,3 +212,18 @@ def test_demonstrations_take_a_built_model_and_leave_it_unchanged():
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     with pytest.raises(explorer.ConfigError, match="ModelConfig"):
         permutation_demo(explorer.from_torch(torch.nn.TransformerEncoderLayer(16, 2, batch_first=True)), "a b")
+
+
+@pytest.mark.parametrize("norm", ["res-post", "peri"])
+def test_normalised_updates_bound_the_streams_growth_and_the_story_says_so(norm):
+    """Each sub-layer adds a LayerNorm output of RMS below 1 (gain 1, bias 0 at init): by the triangle inequality the
+    stream's RMS can rise by at most 1 per sub-layer, 2 per encoder block, whatever the sub-layers compute."""
+    cfg = explorer.ModelConfig(d_model=64, n_heads=4, n_layers=8, norm=norm)
+    stats = layer_statistics(explorer.run(cfg, "the cat sat on the mat").first)
+    rms = stats[stats["point"] == "residual"].sort_values("layer")["rms"].to_numpy()
+    assert (np.diff(rms) <= 2.0).all()
+    story = depth_story(stats, norm)
+    assert story.startswith(f"{norm.capitalize()}-norm") and f"{rms[-1]:.3f} after block 7" in story
+    norms = stats[stats["point"].str.contains("output LayerNorm out")]
+    assert set(norms["point"]) == {"attn output LayerNorm out", "ffn output LayerNorm out"}
+    assert (norms["rms"] <= 1.0).all()  # a LayerNorm output with gain 1 and bias 0 has RMS sqrt(var / (var + eps))

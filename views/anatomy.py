@@ -9,6 +9,7 @@ import streamlit as st
 from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_groups
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.model import Transformer
+from explorer.norm_words import placement_sentence
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures import notebook_figures
@@ -139,15 +140,7 @@ def compute(cfg: ModelConfig, trace: Trace) -> None:
 
 def diagram(cfg: ModelConfig) -> None:
     st.subheader("One block as configured")
-    pre = cfg.norm == "pre"
-    st.caption(
-        (
-            "Pre-norm: x + f(LayerNorm(x)); the stream itself is never normalised until the final LayerNorm."
-            if pre
-            else "Post-norm: LayerNorm(x + f(x)); the stream is normalised after every sub-layer."
-        )
-        + " Dashed arrows are the residual connections. Read from the bottom up."
-    )
+    st.caption(placement_sentence(cfg.norm) + " Dashed arrows are the residual connections. Read from the bottom up.")
     if cfg.arch == "encoder-decoder":
         left, right = st.columns(2)
         with left:

@@ -11,13 +11,14 @@ from typing import Any
 import streamlit as st
 
 from explorer.compare import B_FIELDS, B_PREFIX, CONFIGURATION, INPUT, default_b, reversed_text
-from explorer.config import CheckpointConfig, ConfigError, ModelConfig
+from explorer.config import NORMS, CheckpointConfig, ConfigError, ModelConfig
+from explorer.norm_words import placement_help
 from explorer.pretrained import list_pretrained, pretrained_title
 from views.caches import pretrained_model
 from views.fields import FIELD, field_control
 from views.query_params import b_url_value, screen_b_params, show_url_notes
 
-FLIPPED = "A with the norm flipped"  # a checkpoint's default B: its own weights, the other norm placement
+FLIPPED = "A with {norm}-norm"  # a checkpoint's B: its own weights with another norm placement
 DRAWN_KEY = "_compare_defaults"  # the default each of B's controls was last drawn with
 NOTES_KEY = "_compare_url_notes"
 FIXED_KEY = "_compare_fixed_params"
@@ -76,19 +77,23 @@ def b_controls(a: ModelConfig) -> ModelConfig | None:
 
 
 def checkpoint_b_control(a: CheckpointConfig) -> CheckpointConfig:
-    """For a real checkpoint A, B is A on its own weights with the norm placement flipped, or another checkpoint."""
+    """For a real checkpoint A, B is A on its own weights with another norm placement (the usual flip first), or
+    another checkpoint."""
+    usual = default_b(a).norm
+    flips = {FLIPPED.format(norm=norm): norm for norm in (usual, *NORMS) if norm != a.norm}
     others = [name for name in list_pretrained() if name != a.checkpoint]
     choice = st.radio(
         "B is",
-        [FLIPPED, *others],
+        [*flips, *others],
         key="b_model",
         bind="query-params",
         horizontal=True,
-        help=f"{FLIPPED}: {pretrained_title(a.checkpoint)}'s very weights run with the LayerNorm placement it was "
-        "not trained with. Another checkpoint: a second real model on the same text, side by side.",
+        help=f"A with another placement: {pretrained_title(a.checkpoint)}'s very weights run with a norm placement it "
+        "was not trained with; a norm that placement has and A has not starts as the identity (weight 1, bias 0). "
+        f"{placement_help()} Another checkpoint: a second real model on the same text, side by side.",
     )
-    if choice == FLIPPED:
-        return default_b(a)
+    if choice in flips:
+        return a.replace(norm=flips[choice])
     return pretrained_model(choice).config
 
 

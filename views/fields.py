@@ -12,6 +12,7 @@ from typing import Any
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer.config import CHOICES, INT_LIMITS, PAD_TOKEN
+from explorer.norm_words import placement_help
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,8 @@ MODEL_FIELDS = (
     ),
     Field(
         "norm",
-        "LayerNorm placement",
-        "post: x = LayerNorm(x + f(x)) as in the 2017 paper. pre: x = x + f(LayerNorm(x)) as in GPT-2.",
+        "Norm placement",
+        "Where each sub-layer f's norm sits. " + placement_help(),
         "Norm placement",
     ),
     Field("n_layers", "Layers", "Blocks per stack (an encoder-decoder has this many in each stack)."),

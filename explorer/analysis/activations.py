@@ -32,15 +32,21 @@ def activation_values(stack: StackTrace, layer: int, point: str) -> np.ndarray:
 
 def layer_statistics(stack: StackTrace) -> pd.DataFrame:
     """layer, point, mean, std, rms, max_abs over all tokens and units; the residual's layer -1 is the input.
-    Also each LayerNorm's input and output ('attn LayerNorm in' ...), which show what the norms undo."""
+    Also each norm's input and output ('attn LayerNorm in' ...; 'attn output LayerNorm in' ... for the norm on a
+    sub-layer's output in res-post and peri), which show what the norms undo."""
     rows = [_row(-1, "residual", stack.residual[0])]
     n_layers = stack.residual.shape[0] - 1
-    sublayers = [name for name in ("attn", "cross", "ffn") if f"blocks.0.{name}.ln_in" in stack.activations]
+    norms = [
+        (label, key)
+        for name in ("attn", "cross", "ffn")
+        for label, key in ((name, f"{name}.ln"), (f"{name} output", f"{name}.out_ln"))
+        if f"blocks.0.{key}_in" in stack.activations
+    ]  # (row label, trace name before _in / _out): the input-side norm first, as the block runs them
     for layer in range(n_layers):
         rows += [_row(layer, point, activation_values(stack, layer, point)) for point in points(stack)]
-        for name in sublayers:
-            rows.append(_row(layer, f"{name} LayerNorm in", stack.activations[f"blocks.{layer}.{name}.ln_in"]))
-            rows.append(_row(layer, f"{name} LayerNorm out", stack.activations[f"blocks.{layer}.{name}.ln_out"]))
+        for label, key in norms:
+            rows.append(_row(layer, f"{label} LayerNorm in", stack.activations[f"blocks.{layer}.{key}_in"]))
+            rows.append(_row(layer, f"{label} LayerNorm out", stack.activations[f"blocks.{layer}.{key}_out"]))
     return pd.DataFrame(rows)
 
 
@@ -101,10 +107,20 @@ def depth_story(stats: pd.DataFrame, norm: str) -> str:
         "rising in every block" if (steps > 0).all() else f"rising in {int((steps > 0).sum())} of {len(steps)} blocks"
     )
     grew = rms[-1] > rms[0]
+    growth = (
+        f"the residual RMS goes from {rms[0]:.3f} (input) to {rms[-1]:.3f} after block {n_blocks - 1}, "
+        f"{rms[-1] / rms[0]:.2f}× the input, {trend}"
+    )
+    final = "Only the final norm, after the last block, brings it back to RMS 1 (times its learned gain, 1 at init)."
+    if norm == "pre":
+        return (
+            "Pre-norm: each sub-layer reads a normalised copy but adds its output to a stream that is never "
+            f"normalised itself, {'so' if grew else 'so it tends to grow with depth; here, though,'} {growth}"
+            f"{'' if grew else ': a sub-layer can also add something that cancels part of the stream'}. {final}"
+        )
+    reads = "reads the raw stream" if norm == "res-post" else "reads a normalised copy"
     return (
-        "Pre-norm: each sub-layer reads a normalised copy but adds its output to a stream that is never "
-        f"normalised itself, {'so' if grew else 'so it tends to grow with depth; here, though,'} the residual RMS "
-        f"goes from {rms[0]:.3f} (input) to {rms[-1]:.3f} after block {n_blocks - 1}, {rms[-1] / rms[0]:.2f}× the "
-        f"input, {trend}{'' if grew else ': a sub-layer can also add something that cancels part of the stream'}. "
-        "Only the final norm, after the last block, brings it back to RMS 1 (times its learned gain, 1 at init)."
+        f"{norm.capitalize()}-norm: each sub-layer {reads} and adds a normalised output, RMS about its norm's gain "
+        "(1 before training), so the stream can grow by at most about that much per sub-layer, however large the "
+        f"sub-layer's own output: {growth}. {final}"
     )
