@@ -62,23 +62,33 @@ def shared_weights_text(a: ModelConfig, b: ModelConfig, facts: dict[str, Any]) -
 
 
 def unshared(names: list[str], owner: str, other: str) -> str:
-    """A sentence on the parameters only one model has, e.g. the final LayerNorm that only pre-norm has."""
+    """A sentence on the parameters only one model has, e.g. the final norm only pre-norm has, or the norms on each
+    sub-layer's output only res-post and peri have."""
     if not names:
         return ""
     blocks: dict[str, list[int]] = {}  # a stack's blocks only one model has: named once, not parameter by parameter
+    block_norms: dict[tuple[str, int], list[str]] = {}  # (stack, block) -> its norms only one model has: norm1 ...
     modules = []
     for name in names:
-        if (block := re.match(r"(\w+)\.layers\.(\d+)\.", name)) is not None:
-            blocks.setdefault(block[1], []).append(int(block[2]))
+        if (block := re.match(r"(\w+)\.layers\.(\d+)\.(.+)$", name)) is not None:
+            if (norm := re.match(r"((?:out_)?norm\d)\.", block[3])) is not None:
+                block_norms.setdefault((block[1], int(block[2])), []).append(norm[1])
+            else:
+                blocks.setdefault(block[1], []).append(int(block[2]))
         else:
             modules.append(name.rsplit(".", 1)[0] if name.endswith((".weight", ".bias")) else name)
+    kept = [norm for (stack, i), found in block_norms.items() if i not in blocks.get(stack, []) for norm in found]
     modules = list(dict.fromkeys(modules))
     norms = [m for m in modules if m.endswith(".norm")]
     others = [m for m in modules if m not in norms]
     others += [f"{stack} blocks {block_range(sorted(set(numbers)))}" for stack, numbers in blocks.items()]
-    parts = []
+    new = " (weight 1, bias 0: a norm B adds starts as the identity)" if owner == "B" else ""
+    described = []
     if norms:
-        parts.append(f"{' and '.join(norms)}, the final LayerNorm of a pre-norm stack (weight 1, bias 0)")
+        described.append(f"{' and '.join(norms)}, the final norm every placement but post-norm has")
+    if kept:  # norms a placement has in blocks both models have
+        described.append(f"{' and '.join(sorted(set(kept)))} in its blocks")
+    parts = [" and ".join(described) + new] if described else []
     if others:
         parts.append(f"{', '.join(others)}, drawn from {owner}'s seed")
     return f" {owner} also has {'; '.join(parts)}, which {other} has not."

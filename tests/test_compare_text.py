@@ -60,15 +60,20 @@ def test_unshared_names_the_final_norms_and_the_extra_blocks_of_real_models():
     a, b = A, A.replace(norm="pre", n_layers=4)
     only_b = sorted(parameter_names(b) - parameter_names(a))
     assert unshared(only_b, "B", "A") == (
-        " B also has encoder.norm, the final LayerNorm of a pre-norm stack (weight 1, bias 0); encoder blocks 2 and "
-        "3, drawn from B's seed, which A has not."
+        " B also has encoder.norm, the final norm every placement but post-norm has (weight 1, bias 0: a norm B adds "
+        "starts as the identity); encoder blocks 2 and 3, drawn from B's seed, which A has not."
     )
     assert unshared(sorted(parameter_names(a) - parameter_names(b)), "A", "B") == ""
     pre = A.replace(arch="encoder-decoder", norm="pre")
     only_pre = sorted(parameter_names(pre) - parameter_names(pre.replace(norm="post")))
     assert unshared(only_pre, "A", "B") == (
-        " A also has decoder.norm and encoder.norm, the final LayerNorm of a pre-norm stack (weight 1, bias 0), "
-        "which B has not."
+        " A also has decoder.norm and encoder.norm, the final norm every placement but post-norm has, which B has not."
+    )
+    peri = A.replace(norm="peri")
+    only_peri = sorted(parameter_names(peri) - parameter_names(A.replace(norm="res-post")))
+    assert unshared(only_peri, "B", "A") == (
+        " B also has norm1 and norm2 in its blocks (weight 1, bias 0: a norm B adds starts as the identity), "
+        "which A has not."
     )
 
 
@@ -79,8 +84,9 @@ def test_shared_weights_text_counts_the_shared_tensors_and_names_the_rest():
     assert facts["shared"] == 24  # 12 tensors in each of the 2 blocks both have
     assert shared_weights_text(A, b, facts) == (
         "B runs on A's very weights: the 24 parameter tensors the two models share are identical (checked tensor "
-        "by tensor). Only n_layers (2 → 3), norm (post → pre) differ. B also has encoder.norm, the final LayerNorm "
-        "of a pre-norm stack (weight 1, bias 0); encoder blocks 2, drawn from B's seed, which A has not."
+        "by tensor). Only n_layers (2 → 3), norm (post → pre) differ. B also has encoder.norm, the final norm every "
+        "placement but post-norm has (weight 1, bias 0: a norm B adds starts as the identity); encoder blocks 2, "
+        "drawn from B's seed, which A has not."
     )
     one = shared_weights_text(A, A.replace(mask="causal"), {"shared": 24, "only_a": [], "only_b": []})
     assert one.endswith("Only mask (none → causal) differs.")

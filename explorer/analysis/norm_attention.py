@@ -7,9 +7,11 @@ f_h(x) = (x W_V^h + b_V^h) W_O^h is the value vector of key j projected by the h
 ||alpha_ij * f_h(x_j)|| = alpha_ij * ||f_h(x_j)|| says how much key j actually adds to query i's stream. A head that
 parks its weight on a token whose f_h(x_j) is tiny (BERT's [CLS] and [SEP]) looks at it and adds almost nothing.
 
-x_j is what the attention sub-layer reads: the stream itself in a post-norm block, the norm's output in a pre-norm
-block, and the encoder's output for cross-attention. With grouped-query attention a query head uses the value of
-the key/value head it shares, with its own slice of W_O.
+x_j is what the attention sub-layer reads: the stream itself in a post-norm or res-post-norm block, the norm's output
+in a pre-norm or peri-norm block, and the encoder's output for cross-attention. In res-post and peri the heads' sum
+then passes through the norm on the sub-layer's output, which divides each query's whole sum by one number (after
+LayerNorm subtracts its mean) and scales unit by unit by its gain: the measure is taken before that norm. With
+grouped-query attention a query head uses the value of the key/value head it shares, with its own slice of W_O.
 """
 
 from __future__ import annotations
