@@ -41,8 +41,10 @@ def relative_gap(ours: np.ndarray, theirs: np.ndarray) -> float:
         explorer.ModelConfig(norm="post"),
         explorer.ModelConfig(norm="pre", n_heads=8, mask="causal", positional="rope"),
         explorer.ModelConfig(arch="decoder", norm="pre", n_layers=3),
+        explorer.ModelConfig(norm="res-post", n_layers=3),
+        explorer.ModelConfig(arch="decoder", norm="peri", n_heads=2),
     ],
-    ids=["post", "pre-rope-causal", "decoder"],
+    ids=["post", "pre-rope-causal", "decoder", "res-post", "peri-decoder"],
 )
 def test_norms_equal_a_direct_computation_and_the_heads_add_up_to_the_sublayer(cfg):
     """Besides the norms, the vectors they measure must be the head's real share of the output: summed over keys and
@@ -52,7 +54,7 @@ def test_norms_equal_a_direct_computation_and_the_heads_add_up_to_the_sublayer(c
     ours = norm_attention(model, trace)
     stack = model.encoder or model.decoder
     for layer, block in enumerate(stack.layers):
-        name = "attn.ln_out" if cfg.norm == "pre" else "resid_pre"
+        name = "attn.ln_out" if cfg.norm in ("pre", "peri") else "resid_pre"  # res-post reads the raw stream
         x = torch.from_numpy(trace.first[f"blocks.{layer}.{name}"])  # [T, D] what attention reads
         with torch.no_grad():
             vectors = head_vectors(block.self_attn, x)  # [H, T, D]
