@@ -102,6 +102,7 @@ bench: $(STAMP) chromium
 	$(PY) bench/bench_pretrained.py
 	$(PY) bench/bench_norms_page.py
 	$(PY) bench/bench_mixing.py
+	$(PY) bench/bench_placement_page.py
 	$(PY) bench/bench_load.py
 
 look: $(STAMP) chromium

@@ -18,7 +18,7 @@ import streamlit as st
 from streamlit.elements.widgets import number_input
 
 from explorer.compare import B_FIELDS, B_PREFIX
-from explorer.config import CHOICES, INT_LIMITS, ModelConfig
+from explorer.config import CHOICES, INT_LIMITS, NORM_FORMULAS, ModelConfig
 from views.fields import MODEL_FIELDS
 from views.state import CONFIGURED
 from views.widgets import clamp_view, code_text
@@ -51,6 +51,8 @@ def check_url_value(name: str, raw: str) -> tuple[Any, str | None]:
         fixed = raw.strip().lower().replace(" ", "+")  # "causal+padding" typed in a URL arrives as "causal padding"
         if fixed in options:
             return fixed, None
+        if name == "norm":  # the placements differ by a formula: say each one
+            return None, "it is not one of " + ", ".join(f"{n} ({formula})" for n, formula in NORM_FORMULAS.items())
         return None, "it is not one of " + ", ".join(options)
     if name in INT_LIMITS:
         try:
