@@ -26,9 +26,11 @@ from explorer.config import ConfigError
 MAX_CONFIG_BYTES = 1_000_000  # config.json of a real model is a few KB
 MAX_INDEX_BYTES = 16_000_000  # model.safetensors.index.json lists one line per tensor
 MAX_LAYERS = 1_000  # the deepest published transformers have a few hundred; a million would list 16 million tensors
-FOLDER_FAMILIES = ("bert", "llama")
+FOLDER_FAMILIES = ("bert", "llama", "olmo2")
 GGUF_ARCHITECTURES = ("llama",)
-SUPPORTED = "a folder with config.json for model_type 'bert' or 'llama', or a GGUF file of architecture 'llama'"
+SUPPORTED = (
+    "a folder with config.json for model_type 'bert', 'llama' or 'olmo2', or a GGUF file of architecture 'llama'"
+)
 SAFETENSORS_FLOATS = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16"}
 # Every type gguf.quants.dequantize turns into float32.
 GGUF_TYPES = frozenset(
@@ -61,7 +63,7 @@ Progress = Callable[[float, str], None]
 class Hyperparameters:
     """The shape of a pretrained model: enough to rebuild it and to check every tensor's shape."""
 
-    family: str  # "bert" or "llama"
+    family: str  # "bert", "llama" or "olmo2"
     n_layers: int
     d_model: int
     n_heads: int
@@ -112,6 +114,10 @@ def read_checkpoint(path: Path, progress: Progress | None = None) -> Checkpoint:
 
 def expected_shapes(hp: Hyperparameters) -> dict[str, tuple[int, ...]]:
     """Every tensor name the model needs -> its shape, from the hyperparameters alone."""
+    if hp.family == "olmo2":
+        from explorer.olmo2_files import olmo2_shapes  # olmo2_files builds on this module, so it is imported late
+
+        return olmo2_shapes(hp)
     return _bert_shapes(hp) if hp.family == "bert" else _llama_shapes(hp)
 
 
@@ -242,7 +248,7 @@ def _check_rotary(source: Path, hp: Hyperparameters, head_dim: Any) -> None:
 
 
 def read_folder(folder: Path, name: str | None = None) -> Checkpoint:
-    """config.json + model.safetensors (or shards listed by model.safetensors.index.json) for 'bert' or 'llama'."""
+    """config.json + model.safetensors (or shards listed by model.safetensors.index.json): 'bert', 'llama', 'olmo2'."""
     folder = Path(folder)
     if not folder.is_dir():
         raise ConfigError(f"{folder} is not a folder; give {SUPPORTED}.")
@@ -279,6 +285,10 @@ def _hyperparameters(source: Path, config: Any) -> Hyperparameters:
     model_type = config.get("model_type")
     if model_type not in FOLDER_FAMILIES:
         raise ConfigError(f"{source} has model_type {model_type!r}; supported are {SUPPORTED}.")
+    if model_type == "olmo2":
+        from explorer.olmo2_files import olmo2_hparams  # olmo2_files builds on this module, so it is imported late
+
+        return _check_depth(source, olmo2_hparams(source, config))
     hp = _bert_hparams(source, config) if model_type == "bert" else _llama_hparams(source, config)
     return _check_depth(source, hp)
 
