@@ -83,7 +83,8 @@ def pretrained_title(name: str) -> str:
 def load_pretrained(name_or_path: str | Path, progress: Progress | None = None) -> Transformer:
     """A real checkpoint as an explorer model, in eval mode: explorer.run(model, "some text") runs it on the
     checkpoint's own pieces. `name_or_path`: an installed name (see list_pretrained), a .gguf file, or a folder
-    with config.json and safetensors (BERT or Llama family). `progress(fraction, text)` hears about slow steps."""
+    with config.json and safetensors (BERT, Llama or OLMo 2 family). `progress(fraction, text)` hears about slow
+    steps."""
     path, name = _locate(str(name_or_path))
     checkpoint = read_checkpoint(path, progress)
     cfg = checkpoint_config(checkpoint, name)
@@ -132,7 +133,7 @@ def checkpoint_config(checkpoint: Checkpoint, name: str) -> CheckpointConfig:
         n_heads=h.n_heads,
         n_layers=h.n_layers,
         d_ff=h.d_ff,
-        norm="post" if bert else "pre",
+        norm=FAMILY_NORMS[h.family],
         positional="learned" if bert else "rope",
         mask="padding" if bert else "causal",
         activation="gelu" if bert else "swiglu",
@@ -149,6 +150,7 @@ def checkpoint_config(checkpoint: Checkpoint, name: str) -> CheckpointConfig:
     )
 
 
+FAMILY_NORMS = {"bert": "post", "llama": "pre", "olmo2": "res-post"}  # where each family's trained norms sit
 _BERT_LAYER = re.compile(r"^encoder\.layer\.(\d+)\.(.+)$")
 _LLAMA_LAYER = re.compile(r"^layers\.(\d+)\.(.+)$")
 BERT_NAMES = {  # Hugging Face BertModel -> explorer, inside encoder block i
@@ -162,6 +164,16 @@ LLAMA_NAMES = {  # Hugging Face LlamaModel -> explorer, inside decoder block i
     "self_attn.o_proj": "self_attn.out_proj",
     "input_layernorm": "norm1",
     "post_attention_layernorm": "norm2",
+    "mlp.gate_proj": "gate",
+    "mlp.up_proj": "linear1",
+    "mlp.down_proj": "linear2",
+}
+OLMO2_NAMES = {  # Hugging Face Olmo2Model -> explorer, inside decoder block i: the norms sit on sub-layer outputs
+    "self_attn.o_proj": "self_attn.out_proj",
+    "self_attn.q_norm": "self_attn.q_norm",
+    "self_attn.k_norm": "self_attn.k_norm",
+    "post_attention_layernorm": "out_norm1",
+    "post_feedforward_layernorm": "out_norm2",
     "mlp.gate_proj": "gate",
     "mlp.up_proj": "linear1",
     "mlp.down_proj": "linear2",
@@ -188,7 +200,8 @@ def explorer_state(checkpoint: Checkpoint, cfg: CheckpointConfig) -> dict[str, t
                 state[f"encoder.layers.{i}.self_attn.in_proj_{part}"] = torch.cat(qkv)
         return state
     state = {"embedding.weight": tensors["embed_tokens.weight"], "decoder.norm.weight": tensors["norm.weight"]}
-    state |= _blocks(tensors, "decoder", _LLAMA_LAYER, LLAMA_NAMES, cfg.n_layers)
+    names = OLMO2_NAMES if cfg.family == "olmo2" else LLAMA_NAMES
+    state |= _blocks(tensors, "decoder", _LLAMA_LAYER, names, cfg.n_layers)
     for i in range(cfg.n_layers):
         qkv = [tensors[f"layers.{i}.self_attn.{p}_proj.weight"] for p in ("q", "k", "v")]  # [D | GK | GK, D]
         state[f"decoder.layers.{i}.self_attn.in_proj_weight"] = torch.cat(qkv)  # [D + 2GK, D]
