@@ -371,8 +371,8 @@ def test_a_folder_without_config_is_refused(bert, tmp_path):
 @pytest.mark.parametrize(
     ("changes", "words"),
     [
-        ({"model_type": None}, ["model_type None", "'bert' or 'llama'"]),
-        ({"model_type": "gpt2"}, ["model_type 'gpt2'", "'bert' or 'llama'"]),
+        ({"model_type": None}, ["model_type None", "'bert', 'llama' or 'olmo2'"]),
+        ({"model_type": "gpt2"}, ["model_type 'gpt2'", "'bert', 'llama' or 'olmo2'"]),
         ({"hidden_size": "32"}, ["'hidden_size'", "whole number"]),
         ({"num_attention_heads": 5}, ["32", "5 attention heads"]),
         ({"layer_norm_eps": -1.0}, ["'layer_norm_eps'", "positive"]),
