@@ -24,8 +24,9 @@ DEFAULT_TARGET = "le chat est assis sur le tapis"  # what B's decoder reads when
 
 
 def default_b(a: ModelConfig) -> ModelConfig:
-    """B differs from A in norm placement only: the comparison most people come for."""
-    return a.replace(norm="pre" if a.norm == "post" else "post")
+    """B differs from A in norm placement only, the comparison most people come for: pre-norm, the placement most
+    models use, or post-norm for a pre-norm A."""
+    return a.replace(norm="post" if a.norm == "pre" else "pre")
 
 
 def reversed_text(text: str) -> str:

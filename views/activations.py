@@ -266,7 +266,7 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     if isinstance(cfg, CheckpointConfig):
         st.caption(
             f"Here, {cfg.norm}-norm: {trend}. These are real pretrained weights, so Xiong et al.'s (2020) finding "
-            "about the two placements at initialisation does not apply to them. To see a real post-norm and a real "
+            "about post- and pre-norm at initialisation does not apply to them. To see a real post-norm and a real "
             "pre-norm stream side by side, open Compare with B = the other checkpoint."
         )
     elif trained_label() is None:
@@ -275,13 +275,14 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
             "Xavier-initialised weights, a post-norm transformer's gradients grow towards the output layers (one "
             "reason it needs a learning-rate warm-up) while pre-norm keeps them level or shrinking. This model uses "
             "PyTorch's default initialisation and a toy objective, so it need not reproduce their figure: switch the "
-            "norm setting in the sidebar to compare the two placements on the same weights and tokens."
+            "norm setting in the sidebar to compare the placements on the same weights and tokens (Compare draws all "
+            "four at once)."
         )
     else:
         st.caption(
             f"Here, {cfg.norm}-norm: {trend}. These are trained weights, not an initialisation, so Xiong et al.'s "
             "(2020) finding about post-norm and pre-norm at initialisation does not apply to them; the sidebar's norm "
-            "setting does not change this model. Train both placements on the Train page to compare them."
+            "setting does not change this model. Train the placements together on the Train page to compare them."
         )
     show_board(gradient_heatmap(norms, stack.name), key="act_grad_heatmap")
     outside = norms[norms["layer"].isna()]
