@@ -77,12 +77,26 @@ def probe_tokens(task: Task, seed: int) -> list[str]:
     return task.tokens(task.sample(1, torch.Generator().manual_seed(seed + 1)).inputs[0])
 
 
+START_PLACEMENT = "peri"  # the placement with every norm any placement has: norm1..3, out_norm1..3, the final one
+
+
 def initial_model(cfg: ModelConfig, task: Task, initial: Transformer | None = None) -> Transformer:
-    """The untrained model train() starts from: built for the task, or carrying `initial`'s shared weights."""
+    """The untrained model train() starts from: built for the task, or taking `initial`'s weights wherever names
+    and shapes match. A norm `initial` lacks starts as built: weight 1, bias 0, an identity scale and shift after
+    the normalisation. Nothing of `initial` is carried aside (copy_shared_weights' flip-back store): a trained
+    model keeps only its own weights, not another placement's untrained norms."""
     model = build_model(task_config(cfg, task), task.vocabulary)
     if initial is not None:
         copy_shared_weights(initial, model)
+        model.carried = {}
     return model
+
+
+def common_start(cfg: ModelConfig, task: Task) -> Transformer:
+    """The initial weights runs of several placements share, so they differ only in where the norms sit: the
+    START_PLACEMENT model of cfg's seed, which holds every parameter any placement has (its norms at weight 1,
+    bias 0, as each placement's own would start)."""
+    return initial_model(cfg.replace(norm=START_PLACEMENT), task)
 
 
 def logits(model: Transformer, inputs: torch.Tensor, train: bool = False) -> torch.Tensor:
@@ -118,8 +132,9 @@ def train(
     stop_at_accuracy: float | None = None,
 ) -> TrainResult:
     """AdamW with linear warmup and gradient clipping; data and initial weights fixed by `seed` and cfg.seed.
-    `initial` starts from a copy of another model's weights wherever names and shapes match (a post-norm and
-    a pre-norm model then differ only in the pre-norm's final LayerNorm), so two runs compare honestly.
+    `initial` starts from a copy of another model's weights wherever names and shapes match (initial_model;
+    common_start gives one every placement takes all its weights from), so runs of several placements compare
+    honestly: the same initial weights, the same batches in the same order.
     `stop_at_accuracy` ends training once accuracy on fresh data, checked every 10 steps, reaches it."""
     _check(steps, lr, warmup, batch_size, snapshot_every)
     model = initial_model(cfg, task, initial)
