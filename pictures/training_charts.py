@@ -15,12 +15,15 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.analysis.task_patterns import PATTERN_NAMES, task_allowed, task_pattern, uniform_mass
+from explorer.config import NORMS
 from explorer.tasks import Task
 from pictures.style import CATEGORY10, PANEL_TITLE_FONT, PANEL_TITLE_PX, axis, figure_layout, legend_below
 
-NORM_NAMES = {"post": "post-norm", "pre": "pre-norm"}
-NORM_COLOURS = {"post": "#1f5fa8", "pre": "#e0701a"}  # blue and orange: told apart in greyscale and by most eyes
-NORM_DASHES = {"post": "solid", "pre": "dash"}
+NORM_NAMES = {norm: f"{norm}-norm" for norm in NORMS}
+# Blue, orange, green and dark purple: told apart by most eyes, and in greyscale by their dashes and their lightness
+# (grey levels, as PIL's "L" mode converts: purple 45, blue 84, orange 136, green 167 of 255).
+NORM_COLOURS = {"post": "#1f5fa8", "pre": "#e0701a", "res-post": "#6fcf6a", "peri": "#3d1a66"}
+NORM_DASHES = {"post": "solid", "pre": "dash", "res-post": "dot", "peri": "dashdot"}
 MAX_PATTERN_LINES = 8  # heads drawn in the pattern chart: the ones that end closest to the task's pattern
 REFERENCE_COLOUR, NOTE_COLOUR = "#888888", "#666666"  # a dotted reference line, and the note on it
 MARK_COLOUR = "#444444"  # the vertical line at the step the slider shows
@@ -74,11 +77,12 @@ def curves_figure(
     title: str | None = None,
 ) -> go.Figure:
     """Loss (log scale) and accuracy per step, one line per norm placement on the same axes (post-norm solid blue,
-    pre-norm dashed orange); hover gives the placement, the step and the value.
+    pre-norm dashed orange, res-post-norm dotted green, peri-norm dash-dotted purple); hover gives the placement,
+    the step and the value.
 
-    histories: norm ("post" or "pre") -> DataFrame with step, loss, accuracy (train()'s history); total_steps: the
-    x axis runs from 0 to it (the run's length, so that a live chart grows into it). The dotted lines mark a model
-    that guesses uniformly: loss ln(V), accuracy 1/V."""
+    histories: norm ("post", "pre", "res-post" or "peri") -> DataFrame with step, loss, accuracy (train()'s
+    history); total_steps: the x axis runs from 0 to it (the run's length, so that a live chart grows into it). The
+    dotted lines mark a model that guesses uniformly: loss ln(V), accuracy 1/V."""
     uniform_loss, chance = math.log(vocabulary_size), 1.0 / vocabulary_size
     figure = make_subplots(rows=1, cols=2, subplot_titles=(LOSS_TITLE, ACCURACY_TITLE), horizontal_spacing=0.14)
     figure.update_annotations(font=PANEL_TITLE_FONT)

@@ -33,7 +33,7 @@ from explorer.analysis.stats import head_entropy
 from explorer.analysis.task_patterns import pattern_history, task_pattern
 from explorer.numbers import percent
 from explorer.tasks import make_task
-from explorer.training import evaluate, initial_model, single_thread, train
+from explorer.training import common_start, evaluate, single_thread, train
 from tests.drawn import app_matrices, figure_titled
 from views.state import STATE_KEY
 
@@ -78,11 +78,11 @@ def drawn_curves(at: AppTest) -> pd.DataFrame:
     return pd.concat([pd.DataFrame({"placement": name, **line}) for name, line in lines.items()], ignore_index=True)
 
 
-def train_on_page(at: AppTest, task: str = "reverse", length: int = 8, steps: int = 40, both: bool = False):
+def train_on_page(at: AppTest, task: str = "reverse", length: int = 8, steps: int = 40, norms: str = "the sidebar's"):
     at.selectbox(key="train_task").set_value(task)
     at.number_input(key="train_length").set_value(length)
     at.number_input(key="train_steps").set_value(steps)
-    at.checkbox(key="train_both").set_value(both)
+    at.radio(key="train_norms").set_value(norms)
     at.run()
     at.button(key="train_start").click().run()
     assert_ok(at)
@@ -118,15 +118,31 @@ def test_page_opens_ready_to_train(at):
 def test_a_link_carries_the_training_settings(at):
     at.query_params.update(
         {"train_task": "copy", "train_length": "12", "train_steps": "150", "train_lr": "0.001", "train_warmup": "0",
-         "train_batch": "16", "train_both": "true"}
+         "train_batch": "16", "train_norms": "all four"}
     )  # fmt: skip
     open_train_page(at)
     assert at.selectbox(key="train_task").value == "copy"
     assert [at.number_input(key=k).value for k in ("train_length", "train_steps", "train_warmup")] == [12, 150, 0]
     assert at.select_slider(key="train_lr").value == 1e-3 and at.select_slider(key="train_batch").value == 16
-    assert at.checkbox(key="train_both").value is True
-    assert any("**copy**" in c.value and "post-norm and pre-norm" in c.value for c in at.caption)  # what it trains
+    assert at.radio(key="train_norms").value == "all four"
+    four = "post-norm, pre-norm, res-post-norm and peri-norm, one after the other from the same initial weights"
+    assert any("**copy**" in c.value and four in c.value for c in at.caption)  # what it trains
     assert not at.warning
+
+
+def test_an_old_link_to_train_post_and_pre_together_still_does(at):
+    at.query_params.update({"train_both": "true"})  # the checkbox links made before there were four placements
+    open_train_page(at)
+    assert at.radio(key="train_norms").value == "post and pre"
+    assert any("post-norm and pre-norm, one after" in c.value for c in at.caption)
+    assert "train_both" not in at.query_params and not at.warning
+
+
+def test_a_link_with_an_unknown_placement_choice_says_it_was_ignored(at):
+    at.query_params.update({"train_norms": "all five"})
+    open_train_page(at)
+    assert at.radio(key="train_norms").value == "the sidebar's"
+    assert any("`train_norms=all five` was ignored" in w.value for w in at.warning), [w.value for w in at.warning]
 
 
 def test_a_link_with_impossible_training_settings_says_which_were_ignored(at):
@@ -195,8 +211,8 @@ def test_reverse_forms_an_anti_diagonal_head(at):
 
 def test_post_and_pre_norm_train_together_from_the_same_start(at):
     open_train_page(at)
-    train_on_page(at, task="sort", length=6, steps=30, both=True)
-    start = initial_model(explorer.ModelConfig(norm="post"), make_task("sort", 6))
+    train_on_page(at, task="sort", length=6, steps=30, norms="post and pre")
+    start = common_start(explorer.ModelConfig(), make_task("sort", 6))
     post = engine_run("sort", 6, 30, "post", initial=start)
     pre = engine_run("sort", 6, 30, "pre", initial=start)
     curves = drawn_curves(at)
@@ -218,6 +234,34 @@ def test_post_and_pre_norm_train_together_from_the_same_start(at):
     head = at.selectbox(key=next(s.key for s in at.selectbox if s.key.startswith("train_head"))).value
     assert (layer, head) == (best["layer"], best["head"])
     assert any(f"L{layer} H{head} is shown first" in c.value and "most concentrated" in c.value for c in at.caption)
+
+
+def test_all_four_placements_train_from_one_start_and_draw_four_curves(at):
+    open_train_page(at)
+    train_on_page(at, task="reverse", length=4, steps=20, norms="all four")
+    start = common_start(explorer.ModelConfig(), make_task("reverse", 4))
+    curves = drawn_curves(at)
+    names = ["post-norm", "pre-norm", "res-post-norm", "peri-norm"]
+    assert list(curves["placement"].unique()) == names  # one line each, in NORMS' order
+    training = at.session_state["_train"]
+    for norm, name in zip(("post", "pre", "res-post", "peri"), names, strict=True):
+        expected = engine_run("reverse", 4, 20, norm, initial=start)
+        line = curves[curves["placement"] == name]
+        np.testing.assert_array_equal(line["loss"], expected.history["loss"].to_numpy())
+        np.testing.assert_array_equal(line["accuracy"], expected.history["accuracy"].to_numpy())
+        assert training.results[norm].model.config.norm == norm
+    assert [m.label for m in at.metric] == [f"{name}: accuracy on fresh data" for name in names]
+    look = at.radio(key=next(r.key for r in at.radio if r.key.startswith("train_model")))
+    assert look.options == names
+    look.set_value("peri").run()  # the peri-norm model goes to the other pages, where explorer.run runs it
+    assert_ok(at)
+    at.button(key="train_use").click().run()
+    at.switch_page("views/attention.py").run()
+    assert_ok(at)
+    model = training.results["peri"].model
+    probe = " ".join(training.results["peri"].probe)
+    assert at.session_state[STATE_KEY].model is model
+    np.testing.assert_array_equal(drawn_map(at, "map"), explorer.run(model, probe).attention[0, 0])
 
 
 class StopClicker(LocalScriptRunner):
@@ -251,7 +295,7 @@ class StopClicker(LocalScriptRunner):
 def test_stop_ends_training_and_keeps_what_was_learned(at, monkeypatch):
     open_train_page(at)
     at.number_input(key="train_steps").set_value(3000)
-    at.checkbox(key="train_both").set_value(True)
+    at.radio(key="train_norms").set_value("all four")
     at.run()
     monkeypatch.setattr(app_test_module, "LocalScriptRunner", StopClicker)
     at.button(key="train_start").click().run()
@@ -260,11 +304,12 @@ def test_stop_ends_training_and_keeps_what_was_learned(at, monkeypatch):
     result = training.results["post"]
     stopped_at = len(result.history)
     assert 20 <= stopped_at < 3000 and result.stopped_early
-    assert list(training.results) == ["post"]  # pre-norm never started
+    assert list(training.results) == ["post"]  # the other three never started
     assert list(result.history["step"]) == list(range(1, stopped_at + 1))
     assert result.snapshots[-1].step == stopped_at
     warning = " ".join(w.value for w in at.warning)
-    assert f"stopped at step {stopped_at} of 3000" in warning and "pre-norm was not trained" in warning
+    assert f"stopped at step {stopped_at} of 3000" in warning
+    assert "pre-norm, res-post-norm and peri-norm were not trained" in warning
     assert at.metric[0].value == percent(evaluate(result.model, training.task))  # the model as learned so far
     assert app_matrices(at)["snapshot"].values.shape == (8, 8)  # heatmaps of the stopped model
     assert at.button(key="train_stop").disabled

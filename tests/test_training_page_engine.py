@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from PIL import Image
 
 import explorer
 from explorer import checkpoints
@@ -23,6 +24,7 @@ from explorer.analysis.task_patterns import (
     task_pattern,
     uniform_mass,
 )
+from explorer.config import NORMS
 from explorer.numbers import percent
 from explorer.tasks import TASKS, expected_output, make_task
 from explorer.trace import AttentionMaps
@@ -41,7 +43,7 @@ from explorer.training import (
     too_big_to_train,
     train,
 )
-from pictures.training_charts import NORM_COLOURS, curves_figure, pattern_figure
+from pictures.training_charts import NORM_COLOURS, NORM_DASHES, NORM_NAMES, curves_figure, pattern_figure
 from tests.drawn import figure_json, figure_title
 
 
@@ -179,6 +181,34 @@ def test_curves_put_post_and_pre_on_the_same_axes():
         ("y2", pytest.approx(0.1), "chance 1/10 = 10%"),
     ]
     assert [t["showlegend"] for t in figure["data"]].count(True) == 2  # one legend entry per placement
+
+
+def grey_level(colour: str) -> int:
+    """A colour's grey level, 0 to 255, as a greyscale print or PIL's "L" mode renders it."""
+    return Image.new("RGB", (1, 1), colour).convert("L").getpixel((0, 0))
+
+
+def test_four_placements_get_four_lines_told_apart_in_greyscale():
+    histories = {
+        norm: pd.DataFrame({"step": [1, 2], "loss": [2.3 - i / 10, 1.0], "accuracy": [0.1, 0.2 + i / 10]})
+        for i, norm in enumerate(NORMS)
+    }
+    figure = figure_json(curves_figure(histories, vocabulary_size=10, total_steps=2))
+    for n, column in (("", "loss"), ("2", "accuracy")):
+        lines = panel_traces(figure, n)
+        assert [line["name"] for line in lines] == ["post-norm", "pre-norm", "res-post-norm", "peri-norm"]
+        for line, norm in zip(lines, NORMS, strict=True):
+            np.testing.assert_array_equal(line["y"], histories[norm][column])
+            assert (line["line"]["color"], line["line"]["dash"]) == (NORM_COLOURS[norm], NORM_DASHES[norm])
+    assert set(NORM_NAMES) == set(NORM_COLOURS) == set(NORM_DASHES) == set(NORMS)
+    assert (NORM_COLOURS["post"], NORM_DASHES["post"]) == ("#1f5fa8", "solid")  # as before: blue solid ...
+    assert (NORM_COLOURS["pre"], NORM_DASHES["pre"]) == ("#e0701a", "dash")  # ... and orange dashed
+    assert len(set(NORM_DASHES.values())) == 4  # a greyscale print tells the lines apart by their dashes ...
+    levels = sorted(grey_level(colour) for colour in NORM_COLOURS.values())
+    # ... and by their lightness: 30 grey levels (of 255) between neighbours is a step a printed line shows, and
+    # the lightest stays below 200, dark enough to see on the white page
+    assert min(np.diff(levels)) >= 30 and levels[-1] < 200, levels
+    assert [t["showlegend"] for t in figure["data"]].count(True) == 4  # one legend entry per placement
 
 
 def test_task_patterns_name_the_key_each_query_needs():

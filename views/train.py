@@ -7,6 +7,8 @@ live in this browser session's st.session_state only: no other session sees or c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 import streamlit as st
 
@@ -29,14 +31,23 @@ from views.widgets import count, plotly_chart, positions_text, view_download
 GOAL = 0.99  # "learned": this share of tokens right
 
 
+def placement_names(norms: Sequence[str]) -> str:
+    """E.g. "post-norm, pre-norm and peri-norm"."""
+    names = [NORM_NAMES[norm] for norm in norms]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
 def model_caption(cfg: ModelConfig, task: Task, s: Settings) -> str:
     """The task, and the sidebar's model that Train would train on it."""
-    norms = "post-norm and pre-norm" if s.both else f"{cfg.norm}-norm"
+    norms = s.norms(cfg.norm)
+    placements = placement_names(norms) + (
+        ", one after the other from the same initial weights" if len(norms) > 1 else ""
+    )
     arch = "an encoder (every token sees every token)" if task.arch == "encoder" else "a causal decoder"
     return (
         f"**{task.name}**: {task.description} Tokens: {' '.join(task.vocabulary)}. "
         f"The model is the sidebar's: {count(cfg.n_layers, 'layer')} × {count(cfg.n_heads, 'head')}, d_model "
-        f"{cfg.d_model}, d_ff {cfg.d_ff}, {positions_text(cfg.positional)}, {cfg.activation}, {norms}; seed "
+        f"{cfg.d_model}, d_ff {cfg.d_ff}, {positions_text(cfg.positional)}, {cfg.activation}, {placements}; seed "
         f"{cfg.seed} picks the initial weights and the training data. The task makes it {arch}, with no padding "
         "mask and no dropout."
     )
@@ -48,14 +59,17 @@ def summary(training: Training) -> None:
     chance = 1 / len(task.vocabulary)
     if training.stopped is not None:
         norm, step = training.stopped
-        missing = " and ".join(NORM_NAMES[n] for n in training.planned if n not in training.results)
+        untrained = [n for n in training.planned if n not in training.results]
+        missing = (
+            f"{placement_names(untrained)} {'was' if len(untrained) == 1 else 'were'} not trained." if untrained else ""
+        )
         if training.results[norm].stopped_early:
             text = (
                 f"Training stopped at step {step} of {training.steps} ({NORM_NAMES[norm]}): the model keeps what "
-                "it learned by then." + (f" {missing} was not trained." if missing else "")
+                "it learned by then." + (f" {missing}" if missing else "")
             )
         else:
-            text = f"Training stopped after {NORM_NAMES[norm]} had finished: {missing} was not trained."
+            text = f"Training stopped after {NORM_NAMES[norm]} had finished: {missing}"
         st.warning(text, icon=":material/stop_circle:")
     columns = st.columns(max(2, len(training.results)))
     for col, (norm, result) in zip(columns, training.results.items(), strict=False):

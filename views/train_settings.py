@@ -1,5 +1,5 @@
-"""The Train page's settings: task, length, steps, learning rate, warmup, batch size and both placements, each a
-widget bound to the URL parameter named as its key, so a shared link carries them."""
+"""The Train page's settings: task, length, steps, learning rate, warmup, batch size and the norm placements to
+train, each a widget bound to the URL parameter named as its key, so a shared link carries them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from explorer.config import NORM_FORMULAS, NORMS
 from explorer.tasks import TASKS
-from views.query_params import screen_train_params, show_url_notes
+from views.query_params import note_ignored_url_value, one_of, screen_train_params, show_url_notes
 
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 BATCH_SIZES = (8, 16, 32, 64, 128, 256)
@@ -23,6 +24,16 @@ WHOLE_NUMBERS = {
     "train_warmup": ("Warmup steps", 0, 2000, 20, 10,
                      "The learning rate grows linearly from lr/warmup to lr over these first steps."),
 }  # fmt: skip
+SIDEBAR_PLACEMENT = "the sidebar's"
+# The placements control's choices, as it shows them and the URL spells them (train_norms) -> the placements they
+# train, None for the sidebar's own.
+PLACEMENT_CHOICES: dict[str, tuple[str, ...] | None] = {
+    SIDEBAR_PLACEMENT: None,
+    "post and pre": ("post", "pre"),
+    "all four": NORMS,
+}
+PLACEMENTS_KEY = "train_norms"
+OLD_BOTH_KEY = "train_both"  # the checkbox links made before there were four placements: true meant post and pre
 TASK_HELP = {
     "copy": "output the input as it is",
     "reverse": "output the input backwards",
@@ -39,7 +50,11 @@ class Settings:
     lr: float
     warmup: int
     batch_size: int
-    both: bool  # post-norm and pre-norm from the same seed, data and initial weights
+    placements: str  # a key of PLACEMENT_CHOICES: which norm placements train, from the same initial weights
+
+    def norms(self, sidebar_norm: str) -> tuple[str, ...]:
+        """The placements to train, in the order they train: the sidebar's alone, or several from one start."""
+        return PLACEMENT_CHOICES[self.placements] or (sidebar_norm,)
 
 
 def learning_rate_text(rate: float) -> str:
@@ -56,6 +71,16 @@ def whole_number(where: DeltaGenerator, key: str) -> int:
     return int(value)
 
 
+def take_old_both_link() -> None:
+    """A link from before the four placements may say train_both=true (post and pre): the placements control
+    starts there instead, and the old parameter leaves the address bar, which then carries train_norms."""
+    if OLD_BOTH_KEY not in st.query_params:
+        return
+    if st.query_params[OLD_BOTH_KEY].lower() == "true" and PLACEMENTS_KEY not in st.query_params:
+        st.session_state.setdefault(PLACEMENTS_KEY, "post and pre")
+    del st.query_params[OLD_BOTH_KEY]
+
+
 def settings_controls() -> Settings:
     """The training settings, each bound to the URL parameter named as its key, so a shared link carries them."""
     screen_train_params(
@@ -65,6 +90,13 @@ def settings_controls() -> Settings:
         map(learning_rate_text, LEARNING_RATES),
         BATCH_SIZES,
     )
+    note_ignored_url_value(
+        SETTINGS_NOTES_KEY,
+        PLACEMENTS_KEY,
+        one_of(PLACEMENT_CHOICES),
+        "not a value this setting can take; using its default.",
+    )
+    take_old_both_link()
     notes = st.container()  # filled once the settings exist
     c1, c2, c3 = st.columns(3)
     task = c1.selectbox(
@@ -95,14 +127,18 @@ def settings_controls() -> Settings:
         bind="query-params",
         help="Fresh random sequences per step.",
     )
-    both = st.checkbox(
-        "Train post-norm and pre-norm together",
-        value=False,
-        key="train_both",
+    placements = st.radio(
+        "Norm placements to train",
+        list(PLACEMENT_CHOICES),
+        index=0,
+        key=PLACEMENTS_KEY,
         bind="query-params",
-        help="Two models from the same initial weights, trained on the same batches in the same order; they "
-        "differ only in where LayerNorm sits (and pre-norm's final LayerNorm). Off: the sidebar's placement.",
+        horizontal=True,
+        help="Several placements train one after the other, from the same initial weights, on the same batches in "
+        "the same order: they differ only in where the norms sit (a norm one placement has and another lacks "
+        "starts at weight 1, bias 0). "
+        + " ".join(f"**{norm}**: {formula}." for norm, formula in NORM_FORMULAS.items()),
     )
     with notes:
         show_url_notes(SETTINGS_NOTES_KEY)
-    return Settings(task, length, steps, float(lr), warmup, int(batch_size), both)
+    return Settings(task, length, steps, float(lr), warmup, int(batch_size), placements)

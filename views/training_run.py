@@ -16,7 +16,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from explorer.config import ModelConfig
 from explorer.tasks import Task
-from explorer.training import TrainResult, initial_model, single_thread, train
+from explorer.training import TrainResult, common_start, single_thread, train
 from pictures.training_charts import NORM_NAMES, curves_figure, training_title
 from views.train_settings import Settings
 from views.widgets import plotly_chart
@@ -35,8 +35,8 @@ class Training:
 
     run_id: int  # keys this run's widgets, so a new run starts with fresh selectors
     task: Task
-    results: dict[str, TrainResult]  # "post" / "pre" -> the model, its history and snapshots
-    planned: tuple[str, ...]  # the placements asked for (a Stop can leave the second one untrained)
+    results: dict[str, TrainResult]  # placement ("post", "pre", "res-post", "peri") -> model, history, snapshots
+    planned: tuple[str, ...]  # the placements asked for (a Stop can leave the later ones untrained)
     steps: int | None  # steps asked for; None for a model loaded from files
     source: str  # what the model came from, for labels
     fresh: dict[str, float] = field(default_factory=dict)  # accuracy on fresh data, filled when first shown
@@ -154,11 +154,11 @@ def collect_stopped_training() -> None:
 
 
 def train_models(cfg: ModelConfig, task: Task, s: Settings, bar: DeltaGenerator, chart: DeltaGenerator) -> None:
-    """Train (both placements, one after the other, when asked), keeping the result in session_state."""
-    norms = ("post", "pre") if s.both else (cfg.norm,)
+    """Train the placements asked for, one after the other, keeping the result in session_state."""
+    norms = s.norms(cfg.norm)
     live = LiveTraining(next_run_id(), bar, chart, norms, s.steps, task)
     st.session_state[LIVE_KEY] = live
-    start = initial_model(cfg.replace(norm=norms[0]), task)  # the same initial weights for both placements
+    start = common_start(cfg, task)  # the same initial weights for every placement
     results: dict[str, TrainResult] = {}
     try:
         with single_thread():
