@@ -17,7 +17,7 @@ import torch
 
 from explorer.checkpoint_files import Checkpoint, read_checkpoint
 from explorer.config import CheckpointConfig, ConfigError
-from explorer.model import Transformer, build_model, float32_default
+from explorer.model import Transformer, float32_default, model_skeleton
 from explorer.tokenization import PieceTokenizer, bpe_from_folder, bpe_from_gguf, wordpiece_from_folder
 
 Progress = Callable[[float, str], None]
@@ -88,9 +88,11 @@ def load_pretrained(name_or_path: str | Path, progress: Progress | None = None) 
     path, name = _locate(str(name_or_path))
     checkpoint = read_checkpoint(path, progress)
     cfg = checkpoint_config(checkpoint, name)
-    model = build_model(cfg)
-    state = explorer_state(checkpoint, cfg)
-    model.load_state_dict(state, strict=True)
+    # The skeleton has no memory behind its parameters: they become the checkpoint's tensors themselves, so a model of
+    # 6 GB (OLMo 2 1B at float32) needs 6 GB, not a random copy first (12 GB, and a minute of drawing numbers).
+    model = model_skeleton(cfg)
+    model.load_state_dict(explorer_state(checkpoint, cfg), strict=True, assign=True)
+    model.positional.reset_buffers()
     model.tie_read_out()
     model.tokenizer = _tokenizer(path, checkpoint)
     if model.tokenizer.vocab_size > cfg.vocab_size:  # some pieces would have no embedding row
