@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.analysis.placements import rms_over_depth
 from explorer.compare import head_ranking
 from explorer.config import ModelConfig
 from explorer.numbers import readable
@@ -38,18 +39,63 @@ def flip_effect(trace_a: Trace, trace_b: Trace) -> FlipEffect:
         n_changed=len(changed),
         most_changed=(int(top["layer"]), int(top["head"]), float(top["js_divergence"])),
         first_changed_layer=int(changed["layer"].min()) if len(changed) else None,
-        rms_a=_rms_over_depth(trace_a),
-        rms_b=_rms_over_depth(trace_b),
+        rms_a=rms_over_depth(trace_a.first),
+        rms_b=rms_over_depth(trace_b.first),
     )
 
 
-def _rms_over_depth(trace: Trace) -> np.ndarray:
-    residual = trace.residual.astype(np.float64)  # [L + 1, T, D]
-    return np.sqrt((residual**2).mean(axis=(1, 2)))  # [L + 1]
+# What each placement normalises (explorer.config.NORM_FORMULAS): a sub-layer's input, its output, the stream itself.
+READS_NORMALISED = {"post": False, "pre": True, "res-post": False, "peri": True}  # f(Norm(x))
+ADDS_NORMALISED = {"post": False, "pre": False, "res-post": True, "peri": True}  # x + Norm(f(.))
+NORMALISES = {
+    "pre": "each sub-layer's copy of it",
+    "res-post": "what each sub-layer adds to it",
+    "peri": "each sub-layer's copy of it and what the sub-layer adds",
+}
+
+
+def why_it_changes(a: str, b: str) -> str:
+    """Why running weights made with placement `a` with placement `b` changes the computation, in a sentence or two."""
+    if a == b:
+        return f"Both are {a}-norm: nothing about the norms changed."
+    if b == "post":
+        return (
+            "Post-norm normalises the stream after every sub-layer, so the growth the "
+            f"{a}-norm model relied on (a few large directions carried from block to block) is squashed each time."
+        )
+    if a == "post":
+        growth = "piles up block after block" if b == "pre" else "grows by one normalised update per sub-layer, at most"
+        return (
+            f"{b.capitalize()}-norm never normalises the stream itself, only {NORMALISES[b]}, so what post-norm kept "
+            f"near unit size now {growth}."
+        )
+    parts = []
+    if READS_NORMALISED[a] and READS_NORMALISED[b]:
+        parts.append("the sub-layers still read the stream through the same trained input norms")
+    elif READS_NORMALISED[a]:
+        parts.append(f"the sub-layers now read the raw stream, which the {a}-norm model only ever saw through a norm")
+    elif READS_NORMALISED[b]:
+        parts.append(
+            "the sub-layers now read the stream through input norms that start at identity (each token rescaled to "
+            f"unit size), where the {a}-norm model read it raw"
+        )
+    if ADDS_NORMALISED[a] and ADDS_NORMALISED[b]:
+        parts.append("what each sub-layer adds still goes through the same trained output norms")
+    elif ADDS_NORMALISED[a]:
+        parts.append(
+            "what each sub-layer adds is no longer normalised, so each update keeps the size the sub-layer gives it"
+        )
+    elif ADDS_NORMALISED[b]:
+        parts.append(
+            "what each sub-layer adds now goes through output norms that start at identity, so each update is rescaled "
+            f"to unit size per token, whatever size the {a}-norm model gave it"
+        )
+    joint = "but" if any(" still " in part for part in parts) else "and"
+    return f"Neither placement normalises the stream itself. From {a}-norm to {b}-norm, {parts[0]}, {joint} {parts[1]}."
 
 
 def flip_words(effect: FlipEffect, a: ModelConfig, b: ModelConfig, title: str) -> str:
-    """The effect in plain words, for a reader who knows what post- and pre-norm mean."""
+    """The effect in plain words, for a reader who knows the four placements (A's trained one, B's any other)."""
     layer, head, bits = effect.most_changed
     heads = (
         f"{effect.n_changed} of its {effect.n_heads} heads attend differently (a mean Jensen–Shannon divergence of "
@@ -63,16 +109,7 @@ def flip_words(effect: FlipEffect, a: ModelConfig, b: ModelConfig, title: str) -
         f"The residual stream's RMS after the last block goes from {readable(effect.rms_a[-1])} to "
         f"{readable(effect.rms_b[-1])} (block {last - 1})."
     )
-    if b.norm == "pre":
-        why = (
-            "Pre-norm never normalises the stream itself, only each sub-layer's copy of it, so what post-norm kept "
-            "near unit size now piles up block after block."
-        )
-    else:
-        why = (
-            "Post-norm normalises the stream after every block, so the growth the pre-norm model relied on (a few "
-            "large directions carried from block to block) is squashed each time."
-        )
+    why = why_it_changes(a.norm, b.norm)
     return (
         f"{title} was trained {a.norm}-norm. Run {b.norm}-norm on the very same weights, {heads} {stream} {why} "
         "B is therefore not a model anyone trained: it shows how much the trained computation depends on where "
