@@ -1,4 +1,5 @@
-"""Shared fixtures: hand-built attention maps, and one Streamlit server + Chromium per browser test module."""
+"""Shared fixtures: hand-built attention maps, the shipped checkpoints, and one Streamlit server + Chromium per test
+session (per xdist worker): a server's start and its checkpoint loads are paid once, not once per module."""
 
 from __future__ import annotations
 
@@ -68,16 +69,17 @@ def smollm_model():
     return explorer.load_pretrained("smollm2-135m")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def app_url() -> Iterator[str]:
-    """Base URL of `streamlit run dashboard.py`, one server per test module."""
+    """Base URL of `streamlit run dashboard.py`, one server per test session. Each browser test opens its own
+    context (a new Streamlit session); what they share is the server's caches, as thirty students do."""
     with serving("dashboard.py") as url:
         yield url
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
-    """One headless Chromium per test module."""
+    """One headless Chromium per test session."""
     sync_api = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM}")

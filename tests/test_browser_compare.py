@@ -181,7 +181,7 @@ def test_b_follows_a_and_swap_rewrites_the_sidebar(page, app_url, wait_idle):
     assert page.get_by_text("positional (sinusoidal → rope)", exact=False).count() == 1
     page.get_by_role("button", name="Swap A and B").click()
     drawn(page, wait_idle)
-    norm_box = page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="LayerNorm placement")
+    norm_box = page.locator("[data-testid='stSidebar']").get_by_role("combobox", name="Norm placement")
     assert norm_box.input_value() == "pre"  # the sidebar's own widget shows A's new value
     q = query(page)
     assert (q.get("norm"), q.get("positional"), q.get("mask")) == ("pre", "rope", "causal")

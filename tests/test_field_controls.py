@@ -17,7 +17,7 @@ APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 # What shared links and people rely on: the labels as they have always been.
 SIDEBAR_LABELS = {
     "arch": "Architecture",
-    "norm": "LayerNorm placement",
+    "norm": "Norm placement",
     "n_layers": "Layers",
     "n_heads": "Heads",
     "d_model": "d_model",
