@@ -8,6 +8,7 @@ from typing import Any
 
 from explorer.analysis.mixing import attention_flow, attention_rollout
 from explorer.analysis.norm_attention import norm_attention, norm_shares
+from explorer.analysis.placements import placement_run
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig, parse_config
 from explorer.export import attention_csv, attention_json, read_attention_csv, read_attention_json
 from explorer.model import Transformer, build_model
@@ -27,6 +28,7 @@ FIGURES = (
     "massive_share_figure",
     "norm_attention_figure",
     "parameters_figure",
+    "placements_figure",
     "position_similarity_figure",
     "positional_figure",
     "rollout_figure",
@@ -65,6 +67,7 @@ __all__ = [
     "norm_attention",
     "norm_shares",
     "parse_config",
+    "placement_run",
     "read_attention_csv",
     "read_attention_json",
     "run",

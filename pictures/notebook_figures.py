@@ -13,6 +13,7 @@ import torch
 
 from explorer.analysis.activations import layer_statistics
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.placements import placement_run
 from explorer.analysis.position_analysis import (
     check_range,
     default_dimensions,
@@ -37,6 +38,7 @@ from pictures.attention_panels import token_labels
 from pictures.mixing_charts import flow_figure as flow_figure
 from pictures.mixing_charts import rollout_figure as rollout_figure
 from pictures.norm_figures import norm_attention_figure as norm_attention_figure
+from pictures.placement_charts import placements_chart
 from pictures.positional_charts import encoding_curves
 from pictures.style import BLUES, RDBU, plotly_scale
 from pictures.training_charts import curves_figure, training_title
@@ -193,6 +195,15 @@ def gradient_figure(model: Transformer, source: Source, target: Source | None = 
     totals = layer_gradient_totals(gradient_norms(model, source, target))
     first = model.encoder or model.decoder
     return activation_charts.gradient_totals_figure(totals, first.spec.placement)
+
+
+def placements_figure(
+    model: Transformer, source: Source, target: Source | None = None, stack: str | None = None
+) -> go.Figure:
+    """All four norm placements on the model's very weights (explorer.placement_run; norms it lacks start at
+    identity): residual RMS over depth, gradient norm per block, attention entropy per layer, one line per placement
+    (Compare's "All four placements")."""
+    return placements_chart(placement_run(model, source, target), stack)
 
 
 def training_figure(result: TrainResult) -> go.Figure:

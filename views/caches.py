@@ -26,6 +26,7 @@ import explorer
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.mixing import attention_flow_rows, attention_rollout
 from explorer.analysis.norm_attention import norm_attention
+from explorer.analysis.placements import PlacementRun, placement_run
 from explorer.analysis.position_analysis import encoding_table, permutation_demo, repeated_token_scores, similarity
 from explorer.anatomy import parameter_counts
 from explorer.compare import (
@@ -309,3 +310,31 @@ def _compare_norms(
 def compare_norms(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None, kind: str):
     """[L, H, Tq, Tk] read-only: norm_attention of B's model (model_of) on B's trace (trace_of, same arguments)."""
     return _compare_norms(a, b, text, target, who, kind)
+
+
+# --- Compare's "All four placements": A's model with each placement in turn (explorer.analysis.placements). The
+# result is a small table; the three flipped copies are made and dropped one at a time inside placement_run (a
+# SmolLM2 copy is 540 MB), except B's, which the page has already built on A's weights and which is lent to it.
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _placements(a: ModelConfig, text: str, target: str | None, who: str | None, _built: dict) -> PlacementRun:
+    bar = st.progress(0.0)  # made here, so a cache hit replays it (as an empty element) instead of failing
+
+    def progress(share: float, what: str) -> None:
+        bar.progress(share, text=f"Running A's weights with every placement: {what}…")
+
+    try:
+        return placement_run(model_a(a, who), text, target, progress, _built)
+    finally:
+        bar.empty()
+
+
+def placements_of(
+    a: ModelConfig, b: ModelConfig | None, text: str, target: str | None, who: str | None
+) -> PlacementRun:
+    """placement_run of A's model (model_a) on A's text, with a progress bar while it runs; B's model is lent when B
+    is A with another placement only."""
+    flip = b is not None and b.norm != a.norm and b == a.replace(norm=b.norm)
+    built = {b.norm: model_of(a, b, who)} if flip else {}
+    return _placements(a, text, target, who, _built=built)

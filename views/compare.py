@@ -58,6 +58,8 @@ from pictures.norm_figures import norm_maps_figure
 from views.caches import gradient_totals, lines_chart, ranking_of, stack_tables, trace_of, weight_facts
 from views.compare_controls import top_controls
 from views.compare_measure import norm_pairs
+from views.compare_placements import KEY as PLACEMENTS_KEY
+from views.compare_placements import placements_section
 from views.compare_ranking import pick_head, ranking_section
 from views.compare_share import share_box
 from views.matrix_view import show_board
@@ -374,7 +376,13 @@ def main() -> None:
         "flipped, on A's very weights, so the only difference is the norm. The address bar holds both."
     )
     warn_junk_url(
-        {"compare": [CONFIGURATION, INPUT], "align": URL_BOOLEAN, "stretch": URL_BOOLEAN, "measure": list(MEASURES)}
+        {
+            "compare": [CONFIGURATION, INPUT],
+            "align": URL_BOOLEAN,
+            "stretch": URL_BOOLEAN,
+            "measure": list(MEASURES),
+            PLACEMENTS_KEY: URL_BOOLEAN,
+        }
     )
     mode, b, text_b = top_controls(a, text_a)
     target_b = None if b is None else target_of_b(b, target_a)
@@ -408,6 +416,7 @@ def main() -> None:
         notes.append("No gradient norms: they need at least two tokens (the objective predicts the next one).")
     tables = stack_tables(trace_a, trace_b, grads_a, grads_b, (a, b, text_a, text_b, target_a, target_b, model_key()))
     lines = per_layer_section(tables, trace_a, trace_b, notes)
+    placements_section(a, b if mode == CONFIGURATION else None, text_a, target_a)
 
     if b is None or trace_b is None:
         return

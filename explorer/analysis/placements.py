@@ -3,7 +3,7 @@ attention entropy per layer, for each placement in turn (explorer.compare.model_
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from io import StringIO
 
@@ -107,12 +107,18 @@ def at_identity(norm: torch.nn.Module) -> bool:
 
 
 def placement_run(
-    model: Transformer, source: Source, target: Source | None = None, progress: Progress | None = None
+    model: Transformer,
+    source: Source,
+    target: Source | None = None,
+    progress: Progress | None = None,
+    built: Mapping[str, Transformer] | None = None,
 ) -> PlacementRun:
     """Run `model` with each of the four norm placements on its very weights (model_for_b; norms it lacks start at
     identity), one placement at a time so at most one copy of the weights is alive beside it: a forward for the
     residual stream and the attention, a forward and a backward for the gradient norms (layer_gradient_totals of
-    gradient_norms, whose objective is objective_text(model)). `progress(share, what)` is told before each step."""
+    gradient_norms, whose objective is objective_text(model)). `progress(share, what)` is told before each step.
+    `built`: models already made by model_for_b(model, config with that placement) (Compare's B, say), used instead
+    of building them again."""
     cfg = model.config
     if cfg is None:
         raise ConfigError(
@@ -126,7 +132,9 @@ def placement_run(
     for i, placement in enumerate(NORMS):
         if progress is not None:
             progress(i / len(NORMS), f"{placement}-norm ({i + 1} of {len(NORMS)}): forward and backward")
-        flipped = model if placement == cfg.norm else model_for_b(model, cfg.replace(norm=placement))
+        flipped = model if placement == cfg.norm else (built or {}).get(placement)
+        if flipped is None:
+            flipped = model_for_b(model, cfg.replace(norm=placement))
         new_norms[placement] = () if flipped is model else new_norm_names(model, flipped)
         identity[placement] = all(at_identity(norm) for norm in placement_norms(flipped))
         trace = run(flipped, source, target)

@@ -1,0 +1,113 @@
+"""The four norm placements on one model's weights (explorer.analysis.placements.PlacementRun), as one Plotly figure:
+residual RMS over depth, gradient norm per block and attention entropy per layer, one line per placement. No
+Streamlit here; the Compare page and pictures.notebook_figures.placements_figure draw it."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.analysis.placements import ENTROPY, GRADIENT, MEASURES, RMS, PlacementRun
+from explorer.config import NORMS
+from pictures.style import HOVER_NUMBERS, PANEL_TITLE_FONT, PANEL_TITLE_PX, axis, figure_layout, legend_below
+
+# One look per placement, told apart in greyscale by dash and marker as well as by lightness (grey levels as PIL's
+# "L" mode converts them: purple 45, blue 84, orange 136, green 167 of 255). Post and pre keep the Train page's blue
+# and orange (pictures.training_charts.NORM_COLOURS).
+PLACEMENT_COLOURS = {"post": "#1f5fa8", "pre": "#e0701a", "res-post": "#6fcf6a", "peri": "#3d1a66"}
+PLACEMENT_DASHES = {"post": "solid", "pre": "dash", "res-post": "dot", "peri": "dashdot"}
+PLACEMENT_MARKERS = {"post": "circle", "pre": "diamond", "res-post": "square", "peri": "triangle-up"}
+PANEL_TITLES = {
+    RMS: "Residual RMS after each block",
+    GRADIENT: "Gradient norm per block",
+    ENTROPY: "Attention entropy per layer",
+}
+VALUE_TITLES = {RMS: "RMS", GRADIENT: "‖gradient‖", ENTROPY: "entropy (nats)"}
+LOG_ABOVE = 30.0  # a panel whose values span more than this factor gets a log scale (SmolLM2's pre-norm RMS: x4000)
+MAX_LAYER_TICKS = 11  # labels along a panel's x axis; 30 layers get every third
+
+
+def placement_name(placement: str) -> str:
+    return f"{placement}-norm"
+
+
+def _block(layer: int) -> str:
+    return "input" if layer == -1 else str(layer)
+
+
+def _layer_axis(measure: str, layers: list[int]) -> dict:
+    """A panel's x axis: its layers (-1 written "input"), at most MAX_LAYER_TICKS labels."""
+    shown = layers if len(layers) <= MAX_LAYER_TICKS else layers[:: math.ceil(len(layers) / MAX_LAYER_TICKS)]
+    title = "after block" if measure == RMS else "block"
+    return axis(
+        title,
+        numbers="d",
+        tickmode="array",
+        tickvals=shown,
+        ticktext=[_block(layer) for layer in shown],
+        range=[layers[0] - 0.5, layers[-1] + 0.5],
+    )
+
+
+def _log_scale(values: np.ndarray) -> bool:
+    """True when positive values span more than LOG_ABOVE: on a linear axis the small lines would lie flat on 0."""
+    positive = values[values > 0]
+    return positive.size > 0 and bool(positive.max() > LOG_ABOVE * positive.min()) and bool((values > 0).all())
+
+
+def placements_chart(result: PlacementRun, stack: str | None = None, title: str | None = None) -> go.Figure:
+    """Three panels side by side (residual RMS, gradient norm, attention entropy over the layers of `stack`, the
+    first unless named), one line per placement in PLACEMENT_COLOURS, dashes and markers; hover gives the placement,
+    the layer and the value. A panel without values (no gradient norms) says so; one whose values span more than
+    LOG_ABOVE is drawn on a log scale, and its axis says so."""
+    stack = stack or result.stacks[0]
+    rows = result.table[result.table["stack"] == stack]
+    figure = make_subplots(rows=1, cols=3, subplot_titles=[PANEL_TITLES[m] for m in MEASURES], horizontal_spacing=0.09)
+    figure.update_annotations(font=PANEL_TITLE_FONT)
+    for col, measure in enumerate(MEASURES, start=1):
+        mine = rows[rows["measure"] == measure]
+        if mine.empty:
+            panel = figure.get_subplot(1, col)
+            figure.add_annotation(text="not available", showarrow=False, font={"color": "#888888", "size": 13},
+                                  x=sum(panel.xaxis.domain) / 2, y=0.5, xref="paper", yref="paper")  # fmt: skip
+            figure.update_xaxes(visible=False, row=1, col=col)
+            figure.update_yaxes(visible=False, row=1, col=col)
+            continue
+        for placement in NORMS:
+            line = mine[mine["placement"] == placement].sort_values("layer")
+            layers = line["layer"].to_numpy(dtype=np.int32)  # [n]
+            name = placement_name(placement)
+            figure.add_trace(
+                go.Scatter(
+                    x=layers,
+                    y=line["value"].to_numpy(dtype=np.float64),
+                    name=name,
+                    legendgroup=name,
+                    showlegend=col == 1,
+                    mode="lines+markers",
+                    line={"color": PLACEMENT_COLOURS[placement], "width": 2, "dash": PLACEMENT_DASHES[placement]},
+                    marker={"size": 7, "symbol": PLACEMENT_MARKERS[placement]},
+                    customdata=[_block(layer) for layer in layers],
+                    hovertemplate=f"{name}<br>{'after block' if measure == RMS else 'block'} %{{customdata}}<br>"
+                    f"{VALUE_TITLES[measure]} %{{y:{HOVER_NUMBERS}}}<extra></extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        log = _log_scale(mine["value"].to_numpy(dtype=np.float64))
+        value_title = VALUE_TITLES[measure] + (" (log scale)" if log else "")
+        y_axis = axis(value_title, type="log") if log else axis(value_title, rangemode="tozero")
+        figure.update_yaxes(y_axis, row=1, col=col)
+        figure.update_xaxes(_layer_axis(measure, sorted(int(v) for v in mine["layer"].unique())), row=1, col=col)
+    subtitle = (
+        f"{stack} · the same weights, made for {placement_name(result.own)}; norms they lack start at identity · "
+        "RMS over tokens and units, before any final norm · entropy: self-attention, mean over heads and queries"
+    )
+    layout = figure_layout(title or "All four norm placements on the same weights", subtitle, 300)
+    legend_below(layout)
+    layout["margin"]["t"] += PANEL_TITLE_PX
+    figure.update_layout(layout)
+    return figure

@@ -1,0 +1,69 @@
+"""Compare's "All four placements": A's very weights run with post-, pre-, res-post- and peri-norm, drawn as one
+figure (pictures.placement_charts), said in words computed from the numbers (explorer.placements_text) and offered as
+a CSV. The expander is lazy: nothing is computed until it is opened (?placements=true keeps it open in a link)."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import streamlit as st
+
+from explorer.analysis.placements import PlacementRun, table_csv
+from explorer.config import ConfigError, ModelConfig
+from explorer.placements_text import placements_paragraphs
+from explorer.pretrained import pretrained_title
+from pictures.placement_charts import placements_chart
+from views.caches import placements_of
+from views.state import current_source, model_key
+from views.widgets import download, plotly_chart, settle_choice
+
+KEY = "placements"  # the expander's key, and its URL parameter
+STACK_KEY = "placements_stack"
+LABEL = "**All four placements** on A's weights: residual RMS, gradient norms and attention entropy, side by side"
+
+
+def whose_weights() -> tuple[str, bool]:
+    """(whose weights, for the sentences; True when they are freshly initialised)."""
+    source = current_source()
+    if source.kind == "trained":
+        return f"trained weights ({source.name})", False
+    if source.kind == "pretrained":
+        return f"pretrained weights of {pretrained_title(source.name)}", False
+    return "untrained weights", True
+
+
+def computed(a: ModelConfig, b: ModelConfig | None, text: str, target: str | None) -> PlacementRun | None:
+    """The four placements' numbers (a progress bar while they are computed), or None after saying why not."""
+    try:
+        return placements_of(a, b, text, target, model_key())
+    except ConfigError as e:
+        st.error(str(e), icon=":material/error:")
+        return None
+
+
+def placements_section(a: ModelConfig, b: ModelConfig | None, text: str, target: str | None) -> None:
+    """The expander; opened, the figure, the sentences and the CSV of the table."""
+    box = st.expander(LABEL, key=KEY, bind="query-params", on_change="rerun", icon=":material/stacked_line_chart:")
+    if not box.open:
+        return
+    with box:
+        result = computed(a, b, text, target)
+        if result is None:
+            return
+        stacks = result.stacks
+        stack = stacks[0]
+        if len(stacks) > 1:
+            settle_choice(STACK_KEY, stacks)
+            stack = st.radio("Stack", stacks, key=STACK_KEY, horizontal=True)
+        plotly_chart(placements_chart(result, stack), key="placements_chart")
+        weights, untrained = whose_weights()
+        for paragraph in placements_paragraphs(result, weights, untrained, stack):
+            st.markdown(paragraph)
+        download(
+            "Four placements CSV",
+            partial(table_csv, result),
+            "placements.csv",
+            "text/csv",
+            "placements_csv",
+            help="One row per placement, stack, layer and measure (layer -1: the input to the first block).",
+        )
