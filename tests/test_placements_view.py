@@ -1,0 +1,359 @@
+"""All four norm placements on one model's weights (explorer.analysis.placements): the numbers against the traces and
+gradients of the flipped models, what the sentences say (from the numbers, including when the literature's account
+fails), the figure's panels and lines, the CSV, and the flip story's words for every pair of placements."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import explorer
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.placements import (
+    COLUMNS,
+    ENTROPY,
+    GRADIENT,
+    MEASURES,
+    RMS,
+    PlacementRun,
+    placement_run,
+    read_table_csv,
+    table_csv,
+)
+from explorer.analysis.stats import head_entropy, row_entropy
+from explorer.compare import model_for_b
+from explorer.config import NORMS, CheckpointConfig, ModelConfig
+from explorer.flip_story import FlipEffect, flip_words, why_it_changes
+from explorer.model import build_model
+from explorer.placements_text import placements_paragraphs
+from pictures.placement_charts import PLACEMENT_COLOURS, PLACEMENT_DASHES, PLACEMENT_MARKERS, placements_chart
+from pictures.training_charts import NORM_COLOURS
+
+TEXT, TARGET = "the cat sat on the mat", "le chat dort"
+SMALL = dict(d_model=32, n_heads=2, n_layers=3, d_ff=48)
+# Both sides read the same float32 trace (or gradient) of the same deterministic computation; only float64 summation
+# order could differ, far below this.
+SAME = dict(rtol=1e-9, atol=0.0)
+
+
+def flipped(model: explorer.Transformer, placement: str) -> explorer.Transformer:
+    return model if placement == model.config.norm else model_for_b(model, model.config.replace(norm=placement))
+
+
+def target_of(cfg: ModelConfig) -> str | None:
+    return TARGET if cfg.arch == "encoder-decoder" else None
+
+
+@pytest.fixture(scope="module")
+def encoder() -> tuple[explorer.Transformer, PlacementRun]:
+    model = build_model(ModelConfig(**SMALL))
+    return model, placement_run(model, TEXT)
+
+
+def tiny_checkpoint(family: str) -> CheckpointConfig:
+    """A small checkpoint-shaped config: BERT's post-norm LayerNorm encoder, or Llama's pre-norm RMSNorm decoder with
+    grouped-query attention and a tied read-out."""
+    llama = family == "llama"
+    return CheckpointConfig(
+        arch="decoder" if llama else "encoder",
+        norm="pre" if llama else "post",
+        positional="rope" if llama else "learned",
+        mask="causal" if llama else "padding",
+        activation="swiglu" if llama else "gelu",
+        d_model=32,
+        n_heads=4,
+        n_layers=2,
+        d_ff=48,
+        max_tokens=64,
+        checkpoint=f"tiny-{family}",
+        family=family,
+        n_kv_heads=2 if llama else 4,
+        vocab_size=40,
+        type_vocab_size=0 if llama else 2,
+        tie_embeddings=llama,
+    )
+
+
+def trained_norms(model: explorer.Transformer, seed: int = 5) -> explorer.Transformer:
+    """Norm weights away from 1 and biases away from 0, as a trained model's are."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "norm" in name:
+                parameter.add_(0.3 * torch.randn(parameter.shape, generator=generator))
+    return model
+
+
+# --- The numbers.
+
+
+@pytest.mark.parametrize("arch", ["encoder", "decoder", "encoder-decoder"])
+@pytest.mark.parametrize("own", NORMS)
+def test_every_number_is_the_flipped_models_own(arch, own):
+    """Residual RMS from the flipped model's trace, entropy from head_entropy of its maps, gradient totals from
+    layer_gradient_totals of its gradients: the table holds exactly these, for every stack."""
+    cfg = ModelConfig(arch=arch, norm=own, **SMALL)
+    model = build_model(cfg)
+    result = placement_run(model, TEXT, target_of(cfg))
+    assert list(result.table.columns) == list(COLUMNS) and result.own == own
+    for placement in NORMS:
+        other = flipped(model, placement)
+        trace = explorer.run(other, TEXT, target_of(cfg))
+        totals = layer_gradient_totals(gradient_norms(other, TEXT, target_of(cfg)))
+        for stack in trace.stacks:
+            rms = np.sqrt((stack.residual.astype(np.float64) ** 2).mean(axis=(1, 2)))  # [L + 1]
+            np.testing.assert_allclose(result.values(placement, RMS, stack.name), rms, **SAME)
+            entropy = head_entropy(stack.self_attention).groupby("layer")["entropy"].mean()  # [L]
+            np.testing.assert_allclose(result.values(placement, ENTROPY, stack.name), entropy, **SAME)
+            grads = totals[totals["stack"] == stack.name].sort_values("layer")["norm"]  # [L]
+            np.testing.assert_allclose(result.values(placement, GRADIENT, stack.name), grads, **SAME)
+    assert result.stacks == [s.name for s in trace.stacks]
+
+
+def test_layers_run_from_the_input_for_the_stream_and_from_block_0_for_the_rest(encoder):
+    _, result = encoder
+    n = SMALL["n_layers"]
+    for (placement, measure), rows in result.table.groupby(["placement", "measure"]):
+        first = -1 if measure == RMS else 0
+        assert sorted(rows["layer"]) == list(range(first, n)), (placement, measure)
+    assert set(result.table["measure"]) == set(MEASURES) and set(result.table["placement"]) == set(NORMS)
+
+
+def test_post_norm_with_norms_at_identity_leaves_rms_1_after_every_block(encoder):
+    """A LayerNorm at identity returns (x - mean) / sqrt(var + eps) per token: mean square var / (var + eps), so the
+    RMS over tokens lies between sqrt(min var / (min var + eps)) and 1; the bound comes from the trace's own
+    variances, plus float32 rounding of the normalised values (1e-6)."""
+    model, result = encoder
+    post = flipped(model, "post")
+    trace = explorer.run(post, TEXT)
+    eps = post.encoder.layers[0].norm2.eps
+    for layer in range(SMALL["n_layers"]):
+        summed = trace.first[f"blocks.{layer}.ffn.ln_in"].astype(np.float64)  # [T, D] what the block's last norm read
+        var = summed.var(axis=-1).min()
+        low = np.sqrt(var / (var + eps))
+        value = result.values("post", RMS)[layer + 1]
+        assert low - 1e-6 <= value <= 1 + 1e-6
+    assert result.identity_norms == {p: True for p in NORMS}
+
+
+def test_pre_norms_stream_grows_from_what_each_sub_layer_adds(encoder):
+    """Pre-norm's stream after block l is the input plus every update so far: its RMS from the trace's own updates."""
+    model, result = encoder
+    trace = explorer.run(flipped(model, "pre"), TEXT)
+    x = trace.residual[0].astype(np.float64)  # [T, D]
+    for layer in range(SMALL["n_layers"]):
+        x = x + trace.first[f"blocks.{layer}.attn.out"] + trace.first[f"blocks.{layer}.ffn.out"]
+        # float32 additions in the engine against float64 here: a few epsilons (1.2e-7) of values near 1
+        np.testing.assert_allclose(result.values("pre", RMS)[layer + 1], np.sqrt((x**2).mean()), rtol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["bert", "llama"])
+def test_four_placements_share_every_non_norm_weight_and_new_norms_start_at_identity(family):
+    model = trained_norms(build_model(tiny_checkpoint(family)))
+    x = model.embed(torch.tensor([3, 17, 5, 9, 12])).detach()  # [T, D]: a checkpoint without a tokenizer reads ids
+    result = placement_run(model, x)
+    assert result.no_gradients is not None and "typed tokens" in result.no_gradients  # a tensor has no next token
+    models = {p: flipped(model, p) for p in NORMS}
+    for a, b in itertools.combinations(NORMS, 2):
+        params_b = dict(models[b].named_parameters())
+        for name, parameter in models[a].named_parameters():
+            if "norm" not in name or "q_norm" in name or "k_norm" in name:
+                assert torch.equal(parameter, params_b[name]), (a, b, name)
+    for placement, names in result.new_norms.items():
+        params = dict(models[placement].named_parameters())
+        if placement == model.config.norm:
+            assert names == ()
+        if placement in ("res-post", "peri"):  # output norms neither post- nor pre-norm weights have
+            assert any(".out_norm1." in name for name in names)
+        for name in names:
+            assert torch.all(params[name] == (0 if name.endswith(".bias") else 1)), name
+            assert name not in dict(model.named_parameters())
+    assert not result.identity_norms[model.config.norm]  # its own norms were moved away from identity
+
+
+def test_masked_rows_are_left_out_of_the_entropy_alike_for_every_placement():
+    """With [PAD] first under causal+padding, query 0 may attend to nothing: its all-zero row is left out, so the
+    entropy is finite and the mean over the other queries."""
+    cfg = ModelConfig(mask="causal+padding", **SMALL)
+    model = build_model(cfg)
+    text = "[PAD] the cat sat"
+    result = placement_run(model, text)
+    for placement in NORMS:
+        maps = explorer.run(flipped(model, placement), text).first.self_attention
+        assert maps.empty_rows[0] and not maps.empty_rows[1:].any()
+        entropy = result.values(placement, ENTROPY)
+        assert np.isfinite(entropy).all()
+        by_hand = row_entropy(maps.weights)[:, :, 1:].mean(axis=(1, 2))  # [L]: heads and allowed queries
+        np.testing.assert_allclose(entropy, by_hand, rtol=1e-12)
+
+
+def test_one_token_gives_no_gradients_and_says_why():
+    result = placement_run(build_model(ModelConfig(**SMALL)), "cat")
+    assert result.no_gradients is not None and GRADIENT not in set(result.table["measure"])
+    assert "No gradient norms" in placements_paragraphs(result, "untrained weights", True)[2]
+
+
+def test_the_flipped_copies_lend_from_built_and_the_numbers_do_not_change(encoder):
+    model, result = encoder
+    lent = {"pre": flipped(model, "pre")}
+    again = placement_run(model, TEXT, built=lent)
+    pd.testing.assert_frame_equal(again.table, result.table)
+
+
+def test_progress_is_told_before_each_placement_and_at_the_end(encoder):
+    model, _ = encoder
+    told: list[tuple[float, str]] = []
+    placement_run(model, TEXT, progress=lambda share, what: told.append((share, what)))
+    assert [share for share, _ in told] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert all(f"{p}-norm" in what for p, (_, what) in zip(NORMS, told, strict=False))
+
+
+def test_the_csv_reads_back_as_the_table(encoder):
+    _, result = encoder
+    pd.testing.assert_frame_equal(read_table_csv(table_csv(result)), result.table)
+
+
+# --- The sentences.
+
+
+def made_up(rms: dict[str, list[float]], own: str = "post", untrained: bool = True) -> PlacementRun:
+    """A PlacementRun with these residual RMS values (input first) and level gradients and entropies."""
+    rows = []
+    for placement, values in rms.items():
+        n = len(values) - 1
+        rows += [(placement, "encoder", layer - 1, RMS, v) for layer, v in enumerate(values)]
+        rows += [(placement, "encoder", layer, GRADIENT, 1.0 + layer) for layer in range(n)]
+        rows += [(placement, "encoder", layer, ENTROPY, 1.0) for layer in range(n)]
+    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    identity = {p: untrained for p in NORMS}
+    new = {p: () if p == own else ("encoder.norm.weight",) for p in NORMS}
+    return PlacementRun(table, own, new, identity, {"encoder": 2}, {"encoder": 1.5}, None)
+
+
+def test_the_sentences_name_every_placement_and_its_numbers(encoder):
+    _, result = encoder
+    paragraphs = placements_paragraphs(result, "untrained weights", True)
+    text = " ".join(paragraphs)
+    for placement in NORMS:
+        assert f"{placement}-norm" in text
+    assert "identity" in paragraphs[0] and "untrained weights" in paragraphs[0]
+    pre_end = result.values("pre", RMS)[-1]
+    assert explorer.numbers.readable(pre_end) in paragraphs[1]
+
+
+def test_the_sentences_say_so_when_the_literature_does_not_hold():
+    """Post-norm not flat, pre-norm not growing, res-post and peri ending above pre: each said plainly."""
+    result = made_up({"post": [1, 1, 3], "pre": [1, 1, 1], "res-post": [1, 2, 3], "peri": [1, 2, 3]}, untrained=False)
+    _, stream, grads, _ = placements_paragraphs(result, "trained weights", False)
+    assert "not flat here" in stream and "does not grow here" in stream
+    assert "Res-post-norm and peri-norm end above pre-norm's 1, unlike what is reported" in stream
+    assert "not checked here" in grads  # Xiong et al.'s predictions are for weights at initialisation
+
+
+def test_the_sentences_say_so_when_the_literature_holds():
+    result = made_up({"post": [1, 1, 1], "pre": [1, 4, 9], "res-post": [1, 2, 3], "peri": [1, 2, 2.5]})
+    _, stream, grads, _ = placements_paragraphs(result, "untrained weights", True)
+    assert "Post-norm stays flat, at 1 after every block, as expected" in stream
+    assert "Pre-norm grows ×9, as expected" in stream
+    assert "Res-post-norm and peri-norm end below pre-norm's 9, as reported" in stream
+    assert "post-norm's last block's is 2 times its first's (as predicted)" in grads
+    assert "within ×2 of each other (as predicted)" in grads
+
+
+def test_collapsed_attention_and_block_0_twins_are_said_only_when_the_numbers_show_them():
+    result = made_up({p: [1, 1, 1] for p in NORMS})
+    table = result.table.copy()
+    res_post = (table["placement"] == "res-post") & (table["measure"] == ENTROPY) & (table["layer"] == 1)
+    table.loc[res_post, "value"] = 0.01
+    pre_0 = (table["placement"] == "pre") & (table["measure"] == ENTROPY) & (table["layer"] == 0)
+    table.loc[pre_0, "value"] = 0.5
+    changed = PlacementRun(
+        table, "post", result.new_norms, result.identity_norms, {"encoder": 2}, {"encoder": 1.5}, None
+    )
+    words = placements_paragraphs(changed, "untrained weights", True)[3]
+    assert "Res-post-norm: nearly all of each head's weight on a single key" in words
+    assert "post-norm and res-post-norm (both read the raw stream)" in words
+    assert "pre-norm and peri-norm" not in words  # their block-0 entropies differ here
+
+
+@pytest.mark.slow
+def test_minilm_all_four_placements_say_what_its_numbers_show(minilm_model):
+    result = placement_run(minilm_model, "The cat sat on the mat because it was tired.")
+    paragraphs = placements_paragraphs(result, "pretrained weights of MiniLM", False)
+    assert result.own == "post" and not result.identity_norms["post"]
+    rms = {p: result.values(p, RMS) for p in NORMS}
+    grows = rms["pre"][-1] / rms["pre"][0]
+    # Post-norm training never let MiniLM's stream grow, so its sub-layers write updates as large as the stream
+    # itself: summed unnormalised over 6 blocks they must at least double it (it measured x11).
+    assert grows > 2
+    assert f"Pre-norm grows ×{explorer.numbers.readable(grows)}" in paragraphs[1]
+    assert "final norm" in paragraphs[0] and "output norms" in paragraphs[0]
+
+
+# --- The figure.
+
+
+def test_the_figure_has_three_panels_with_one_line_per_placement(encoder):
+    _, result = encoder
+    figure = placements_chart(result)
+    panels: dict[str, list] = {}
+    for trace in figure.data:
+        panels.setdefault(trace.xaxis, []).append(trace)
+    assert len(panels) == 3 and all(len(lines) == 4 for lines in panels.values())
+    for measure, lines in zip(MEASURES, panels.values(), strict=True):
+        for placement, line in zip(NORMS, lines, strict=True):
+            assert line.name == f"{placement}-norm"
+            assert line.line.color == PLACEMENT_COLOURS[placement]
+            np.testing.assert_array_equal(line.y, result.values(placement, measure))
+    looks = {(PLACEMENT_DASHES[p], PLACEMENT_MARKERS[p]) for p in NORMS}
+    assert len(looks) == 4 and len(set(PLACEMENT_DASHES.values())) == 4  # told apart without colour
+
+
+def test_placement_colours_keep_the_train_pages(encoder):
+    for norm, colour in NORM_COLOURS.items():
+        assert PLACEMENT_COLOURS[norm] == colour
+
+
+def test_a_stream_spanning_orders_of_magnitude_is_drawn_on_a_log_scale():
+    result = made_up({"post": [0.1, 0.2, 0.3], "pre": [0.1, 40.0, 400.0], "res-post": [0.1, 1, 2], "peri": [0.1, 1, 2]})
+    layout = placements_chart(result).layout
+    assert layout.yaxis.type == "log" and "log scale" in layout.yaxis.title.text
+    assert layout.yaxis3.type != "log"
+
+
+def test_notebook_figure_is_the_pages(encoder):
+    model, result = encoder
+    figure = explorer.placements_figure(model, TEXT)
+    np.testing.assert_array_equal(figure.data[0].y, placements_chart(result).data[0].y)
+
+
+# --- The flip story, for every pair of placements.
+
+
+def effect() -> FlipEffect:
+    return FlipEffect(12, 3, (2, 5, 0.4), 1, np.array([1.0, 0.5, 0.5]), np.array([1.0, 2.0, 4.0]))
+
+
+@pytest.mark.parametrize(("a", "b"), list(itertools.permutations(NORMS, 2)))
+def test_flip_words_explain_every_pair_of_placements(a, b):
+    cfg = ModelConfig()
+    words = flip_words(effect(), cfg.replace(norm=a), cfg.replace(norm=b), "Tiny")
+    assert f"Tiny was trained {a}-norm. Run {b}-norm on the very same weights" in words
+    why = why_it_changes(a, b)
+    assert why in words
+    if b == "post":
+        assert "normalises the stream after every sub-layer" in why
+    elif a == "post":
+        assert "never normalises the stream itself" in why
+    else:
+        assert "Neither placement normalises the stream itself" in why
+        reads = {"pre", "peri"}
+        if (a in reads) != (b in reads):
+            assert ("raw stream" if a in reads else "input norms that start at identity") in why
+        adds = {"res-post", "peri"}
+        if (a in adds) != (b in adds):
+            assert ("no longer normalised" if a in adds else "output norms that start at identity") in why
