@@ -24,8 +24,8 @@ def assert_clean(page) -> None:
     assert not page.errors, page.errors
 
 
-def open_train(page, app_url, wait_idle, steps: int) -> None:
-    page.goto(app_url + "/train")
+def open_train(page, app_url, wait_idle, steps: int, query: str = "") -> None:
+    page.goto(app_url + "/train" + query)
     wait_idle(page)
     field = page.get_by_role("spinbutton", name="Steps", exact=True)
     field.fill(str(steps))
@@ -165,11 +165,24 @@ def test_stop_keeps_what_was_learned_and_the_curves_grow_live(page, app_url, wai
     assert_clean(page)
 
 
-def test_download_load_back_and_send_to_attention(page, app_url, wait_idle, tmp_path):
-    open_train(page, app_url, wait_idle, 30)
+def test_all_four_train_and_a_res_post_model_downloads_loads_back_and_goes_to_attention(
+    page, app_url, wait_idle, tmp_path
+):
+    open_train(page, app_url, wait_idle, 30, "?train_norms=all+four")
     page.get_by_role("button", name="Train", exact=True).click()
-    wait_idle(page, 120_000)
-    trained_accuracy = metric_values(page)[0]
+    wait_idle(page, 180_000)
+    assert_clean(page)
+    wait_plotted(page, 1)
+    curves = plot_titled(page, "Training on reverse (length 8)")
+    lines = curves.evaluate("gd => gd._fullData.map(t => [t.name, t.line.dash, t.x.length])")
+    names = ["post-norm", "pre-norm", "res-post-norm", "peri-norm"]
+    dashes = ["solid", "dash", "dot", "dashdot"]
+    panels_drawn = ("loss", "accuracy")  # each placement's loss line, then its accuracy line
+    assert lines == [[name, dash, 30] for name, dash in zip(names, dashes, strict=True) for _ in panels_drawn]
+    assert len(metric_values(page)) == 4
+    page.get_by_role("radiogroup", name="Look inside").get_by_text("res-post-norm", exact=True).click()
+    wait_idle(page)
+    trained_accuracy = metric_values(page)[2]  # res-post-norm's, the third placement
     paths = []
     for name in ("Download weights (.safetensors)", "Download settings (.json)"):
         with page.expect_download() as info:
@@ -177,7 +190,7 @@ def test_download_load_back_and_send_to_attention(page, app_url, wait_idle, tmp_
         path = tmp_path / info.value.suggested_filename
         info.value.save_as(path)
         paths.append(path)
-    assert [p.name for p in paths] == ["reverse8_post-norm.safetensors", "reverse8_post-norm.json"]
+    assert [p.name for p in paths] == ["reverse8_res-post-norm.safetensors", "reverse8_res-post-norm.json"]
 
     # a fresh session (no trained model) loads the two files and shows the same model
     page.goto(app_url + "/train")
@@ -191,7 +204,8 @@ def test_download_load_back_and_send_to_attention(page, app_url, wait_idle, tmp_
     page.get_by_role("button", name="Load model").click()
     wait_idle(page)
     assert metric_values(page) == [trained_accuracy]
-    assert page.get_by_text("Loaded from reverse8_post-norm.safetensors").count() == 1
+    assert page.get_by_text("res-post-norm: accuracy on fresh data").count() == 1  # it keeps its placement
+    assert page.get_by_text("Loaded from reverse8_res-post-norm.safetensors").count() == 1
     assert_clean(page)
 
     page.get_by_role("button", name="Use this model on the other pages").click()
