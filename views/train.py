@@ -29,6 +29,7 @@ from views.training_run import Training, collect_stopped_training, kept_training
 from views.widgets import count, plotly_chart, positions_text, view_download
 
 GOAL = 0.99  # "learned": this share of tokens right
+METRICS_PER_ROW = 2  # each placement's accuracy, two a row: four in one row cut their labels short
 
 
 def placement_names(norms: Sequence[str]) -> str:
@@ -71,7 +72,7 @@ def summary(training: Training) -> None:
         else:
             text = f"Training stopped after {NORM_NAMES[norm]} had finished: {missing}"
         st.warning(text, icon=":material/stop_circle:")
-    columns = st.columns(max(2, len(training.results)))
+    columns = [col for _ in range(0, len(training.results), METRICS_PER_ROW) for col in st.columns(METRICS_PER_ROW)]
     for col, (norm, result) in zip(columns, training.results.items(), strict=False):
         if norm not in training.fresh:
             training.fresh[norm] = evaluate(result.model, task)
@@ -276,7 +277,8 @@ def main() -> None:
     if training is None and not start and not problem:  # in the live chart's place, so the chart replaces it
         chart.info(
             "Press **Train**: the loss and accuracy curves grow here as the model learns (300 steps take a few "
-            "seconds). **Stop**, or any other click, ends training and keeps what the model has learned so far.",
+            "seconds a placement). **Stop**, or any other click, ends training and keeps what the model has learned "
+            "so far.",
             icon=":material/play_circle:",
         )
     norm = None
