@@ -9,7 +9,8 @@ import torch
 import explorer
 from explorer import checkpoints
 from explorer.compare import same_parameters
-from explorer.config import NORMS
+from explorer.config import NORMS, parse_config
+from explorer.export import attention_json, read_attention_json
 from explorer.tasks import TASKS, accuracy, make_task
 from explorer.training import common_start, evaluate, initial_model, logits, single_thread, train
 
@@ -132,7 +133,7 @@ def test_checkpoint_round_trip_gives_identical_outputs():
 
 
 @pytest.mark.parametrize("norm", ["res-post", "peri"])
-def test_a_res_post_or_peri_model_loads_back_with_its_placement_and_numbers(norm):
+def test_a_res_post_or_peri_model_loads_back_with_its_placement_numbers_and_json_export(norm):
     task = make_task("reverse", 6)
     model = train(TINY.replace(norm=norm), task, steps=5, lr=1e-2).model
     weights, meta = checkpoints.save(model, task)
@@ -146,6 +147,9 @@ def test_a_res_post_or_peri_model_loads_back_with_its_placement_and_numbers(norm
     np.testing.assert_array_equal(original.attention, back.attention)
     for name in ("blocks.0.attn.out_ln_out", "blocks.0.ffn.out_ln_out"):  # the norms on the sub-layers' outputs
         np.testing.assert_array_equal(original.first[name], back.first[name])
+    exported = read_attention_json(attention_json(back.attention_maps()["self-attention"], 0, 1, loaded.config))
+    assert parse_config(exported["config"]) == model.config  # the Attention page's JSON names the placement
+    np.testing.assert_array_equal(exported["weights"], original.attention[0, 1])
 
 
 @pytest.mark.parametrize(
