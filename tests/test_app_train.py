@@ -136,6 +136,18 @@ def test_an_old_link_to_train_post_and_pre_together_still_does(at):
     assert at.radio(key="train_norms").value == "post and pre"
     assert any("post-norm and pre-norm, one after" in c.value for c in at.caption)
     assert "train_both" not in at.query_params and not at.warning
+    assert at.query_params["train_norms"] == "post and pre"  # the address bar carries it the new way
+
+
+def test_an_old_link_with_a_junk_train_both_says_so_until_the_placements_change(at):
+    at.query_params.update({"train_both": "maybe"})
+    open_train_page(at)
+    assert any("`train_both=maybe` was ignored" in w.value for w in at.warning)
+    assert at.radio(key="train_norms").value == "the sidebar's" and "train_both" not in at.query_params
+    at.run()
+    assert any("`train_both=maybe` was ignored" in w.value for w in at.warning)  # kept while nothing changed
+    at.radio(key="train_norms").set_value("all four").run()
+    assert not at.warning  # the control that took train_both's place has changed: the note goes
 
 
 def test_a_link_with_an_unknown_placement_choice_says_it_was_ignored(at):

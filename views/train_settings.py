@@ -76,8 +76,12 @@ def take_old_both_link() -> None:
     starts there instead, and the old parameter leaves the address bar, which then carries train_norms."""
     if OLD_BOTH_KEY not in st.query_params:
         return
+    notes = st.session_state.get(SETTINGS_NOTES_KEY, {})
+    if OLD_BOTH_KEY in notes:  # a junk value: no control answers to it now, so the placements control retires it
+        notes.setdefault(PLACEMENTS_KEY, notes.pop(OLD_BOTH_KEY))
     if st.query_params[OLD_BOTH_KEY].lower() == "true" and PLACEMENTS_KEY not in st.query_params:
-        st.session_state.setdefault(PLACEMENTS_KEY, "post and pre")
+        st.session_state.setdefault(PLACEMENTS_KEY, "post and pre")  # the control's value in this run ...
+        st.query_params[PLACEMENTS_KEY] = "post and pre"  # ... and in the address bar, for a link copied now
     del st.query_params[OLD_BOTH_KEY]
 
 
