@@ -204,6 +204,18 @@ def test_the_flipped_copies_lend_from_built_and_the_numbers_do_not_change(encode
     pd.testing.assert_frame_equal(again.table, result.table)
 
 
+def test_lent_traces_and_gradients_give_the_same_table(encoder):
+    """The Compare page lends A's and B's traces and gradient totals: the table is the one computed afresh."""
+    model, result = encoder
+    known = {}
+    for placement in ("post", "pre"):
+        other = flipped(model, placement)
+        known[placement] = (explorer.run(other, TEXT), layer_gradient_totals(gradient_norms(other, TEXT)))
+    again = placement_run(model, TEXT, built={"pre": flipped(model, "pre")}, known=known)
+    pd.testing.assert_frame_equal(again.table, result.table)
+    assert again.new_norms == result.new_norms and again.identity_norms == result.identity_norms
+
+
 def test_progress_is_told_before_each_placement_and_at_the_end(encoder):
     model, _ = encoder
     told: list[tuple[float, str]] = []

@@ -37,7 +37,7 @@ from explorer.compare import (
     per_layer_comparison,
     same_parameters,
 )
-from explorer.config import CheckpointConfig, ModelConfig
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.model import Transformer, build_model
 from explorer.positional import sinusoidal
 from explorer.pretrained import INSTALLED, load_pretrained
@@ -313,28 +313,42 @@ def compare_norms(a: ModelConfig, b: ModelConfig, text: str, target: str | None,
 
 
 # --- Compare's "All four placements": A's model with each placement in turn (explorer.analysis.placements). The
-# result is a small table; the three flipped copies are made and dropped one at a time inside placement_run (a
-# SmolLM2 copy is 540 MB), except B's, which the page has already built on A's weights and which is lent to it.
+# result is a small table. The page has already run A and B (A's own placement, and B when B is A with another
+# placement) and built B on A's weights: those are lent, so only the other placements are built and run, one copy
+# at a time inside placement_run (a SmolLM2 copy is 540 MB).
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
-def _placements(a: ModelConfig, text: str, target: str | None, who: str | None, _built: dict) -> PlacementRun:
+def _placements(
+    a: ModelConfig, text: str, target: str | None, who: str | None, _built: dict, _known: dict
+) -> PlacementRun:
     bar = st.progress(0.0)  # made here, so a cache hit replays it (as an empty element) instead of failing
 
     def progress(share: float, what: str) -> None:
         bar.progress(share, text=f"Running A's weights with every placement: {what}…")
 
     try:
-        return placement_run(model_a(a, who), text, target, progress, _built)
+        return placement_run(model_a(a, who), text, target, progress, _built, _known)
     finally:
         bar.empty()
 
 
+def _totals_or_none(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None):
+    try:
+        return gradient_totals(a, b, text, target, who)
+    except ConfigError:
+        return None
+
+
 def placements_of(
-    a: ModelConfig, b: ModelConfig | None, text: str, target: str | None, who: str | None
+    a: ModelConfig, b: ModelConfig | None, text: str, target: str | None, who: str | None, trace_a: Trace
 ) -> PlacementRun:
-    """placement_run of A's model (model_a) on A's text, with a progress bar while it runs; B's model is lent when B
-    is A with another placement only."""
-    flip = b is not None and b.norm != a.norm and b == a.replace(norm=b.norm)
-    built = {b.norm: model_of(a, b, who)} if flip else {}
-    return _placements(a, text, target, who, _built=built)
+    """placement_run of A's model (model_a) on A's text (whose trace is `trace_a`), with a progress bar while it
+    runs. A's trace and gradient totals are lent to it, and so are B's model, trace and totals when B is A with
+    another placement only (all cached by the Compare page already)."""
+    known = {a.norm: (trace_a, _totals_or_none(a, a, text, target, who))}
+    built = {}
+    if b is not None and b.norm != a.norm and b == a.replace(norm=b.norm):
+        built[b.norm] = model_of(a, b, who)
+        known[b.norm] = (trace_of(a, b, text, target, who), _totals_or_none(a, b, text, target, who))
+    return _placements(a, text, target, who, _built=built, _known=known)

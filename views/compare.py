@@ -416,7 +416,7 @@ def main() -> None:
         notes.append("No gradient norms: they need at least two tokens (the objective predicts the next one).")
     tables = stack_tables(trace_a, trace_b, grads_a, grads_b, (a, b, text_a, text_b, target_a, target_b, model_key()))
     lines = per_layer_section(tables, trace_a, trace_b, notes)
-    placements_section(a, b if mode == CONFIGURATION else None, text_a, target_a)
+    placements_section(a, b if mode == CONFIGURATION else None, text_a, target_a, trace_a)
 
     if b is None or trace_b is None:
         return

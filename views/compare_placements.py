@@ -12,6 +12,7 @@ from explorer.analysis.placements import PlacementRun, table_csv
 from explorer.config import ConfigError, ModelConfig
 from explorer.placements_text import placements_paragraphs
 from explorer.pretrained import pretrained_title
+from explorer.trace import Trace
 from pictures.placement_charts import placements_chart
 from views.caches import placements_of
 from views.state import current_source, model_key
@@ -32,22 +33,25 @@ def whose_weights() -> tuple[str, bool]:
     return "untrained weights", True
 
 
-def computed(a: ModelConfig, b: ModelConfig | None, text: str, target: str | None) -> PlacementRun | None:
+def computed(
+    a: ModelConfig, b: ModelConfig | None, text: str, target: str | None, trace_a: Trace
+) -> PlacementRun | None:
     """The four placements' numbers (a progress bar while they are computed), or None after saying why not."""
     try:
-        return placements_of(a, b, text, target, model_key())
+        return placements_of(a, b, text, target, model_key(), trace_a)
     except ConfigError as e:
         st.error(str(e), icon=":material/error:")
         return None
 
 
-def placements_section(a: ModelConfig, b: ModelConfig | None, text: str, target: str | None) -> None:
-    """The expander; opened, the figure, the sentences and the CSV of the table."""
+def placements_section(a: ModelConfig, b: ModelConfig | None, text: str, target: str | None, trace_a: Trace) -> None:
+    """The expander; opened, the figure, the sentences and the CSV of the table. `trace_a`: A's trace of `text`
+    (and `target`), lent to the computation with B's (see views.caches.placements_of)."""
     box = st.expander(LABEL, key=KEY, bind="query-params", on_change="rerun", icon=":material/stacked_line_chart:")
     if not box.open:
         return
     with box:
-        result = computed(a, b, text, target)
+        result = computed(a, b, text, target, trace_a)
         if result is None:
             return
         stacks = result.stacks

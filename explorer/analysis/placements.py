@@ -17,7 +17,7 @@ from explorer.compare import model_for_b
 from explorer.config import NORMS, ConfigError
 from explorer.inputs import Source
 from explorer.model import Transformer
-from explorer.trace import StackTrace, run
+from explorer.trace import StackTrace, Trace, run
 
 RMS, GRADIENT, ENTROPY = "residual RMS", "gradient norm", "attention entropy"
 MEASURES = (RMS, GRADIENT, ENTROPY)
@@ -112,13 +112,16 @@ def placement_run(
     target: Source | None = None,
     progress: Progress | None = None,
     built: Mapping[str, Transformer] | None = None,
+    known: Mapping[str, tuple[Trace, pd.DataFrame | None]] | None = None,
 ) -> PlacementRun:
     """Run `model` with each of the four norm placements on its very weights (model_for_b; norms it lacks start at
     identity), one placement at a time so at most one copy of the weights is alive beside it: a forward for the
     residual stream and the attention, a forward and a backward for the gradient norms (layer_gradient_totals of
     gradient_norms, whose objective is objective_text(model)). `progress(share, what)` is told before each step.
     `built`: models already made by model_for_b(model, config with that placement) (Compare's B, say), used instead
-    of building them again."""
+    of building them again; `known`: for some placements, the trace of `source` (and `target`) and its
+    layer_gradient_totals (None: not computed) already made by such a model (Compare's A and B), used instead of
+    running them again."""
     cfg = model.config
     if cfg is None:
         raise ConfigError(
@@ -137,9 +140,10 @@ def placement_run(
             flipped = model_for_b(model, cfg.replace(norm=placement))
         new_norms[placement] = () if flipped is model else new_norm_names(model, flipped)
         identity[placement] = all(at_identity(norm) for norm in placement_norms(flipped))
-        trace = run(flipped, source, target)
-        gradients = None
-        if no_gradients is None:
+        trace, gradients = (known or {}).get(placement, (None, None))
+        if trace is None:
+            trace = run(flipped, source, target)
+        if gradients is None and no_gradients is None:
             try:
                 gradients = layer_gradient_totals(gradient_norms(flipped, source, target))
             except ConfigError as e:  # e.g. one token: nothing to predict. The same for every placement.
