@@ -64,7 +64,12 @@ def setup_words(result: PlacementRun, weights: str) -> str:
     if result.identity_norms[own]:
         text += f" {name(own).capitalize()}'s own norms are at identity too: every norm here only normalises."
     else:
-        text += f" Norms that a placement shares by name with {name(own)} keep their values, in that placement's spot."
+        text += f" Norms a placement shares by name with {name(own)} keep their values, in that placement's own spot"
+        text += (
+            " (norm1 sits after the sum in post-norm, before the sub-layer in pre- and peri-norm)."
+            if own != "res-post"
+            else "."
+        )
     return text
 
 
@@ -97,7 +102,7 @@ def rms_words(result: PlacementRun, stack: str) -> str:
     else:
         sentences.append(
             f"Post-norm does not pile up (each block's last norm sets the stream anew), but it is not flat here: from "
-            f"{readable(low)} to {readable(high)}, set by each block's last norm's weight and bias."
+            f"{readable(low)} to {readable(high)}, set by the gain (and bias) of each block's last norm."
         )
     pre = rms["pre"]
     peak = int(np.argmax(pre))

@@ -26,7 +26,7 @@ PANEL_TITLES = {
     ENTROPY: "Attention entropy per layer",
 }
 VALUE_TITLES = {RMS: "RMS", GRADIENT: "‖gradient‖", ENTROPY: "entropy (nats)"}
-LOG_ABOVE = 30.0  # a panel whose values span more than this factor gets a log scale (SmolLM2's pre-norm RMS: x4000)
+LOG_ABOVE = 30.0  # a stream or gradient panel spanning more than this factor gets a log scale (SmolLM2's RMS: x4000)
 MAX_LAYER_TICKS = 11  # labels along a panel's x axis; 30 layers get every third
 
 
@@ -61,8 +61,9 @@ def _log_scale(values: np.ndarray) -> bool:
 def placements_chart(result: PlacementRun, stack: str | None = None, title: str | None = None) -> go.Figure:
     """Three panels side by side (residual RMS, gradient norm, attention entropy over the layers of `stack`, the
     first unless named), one line per placement in PLACEMENT_COLOURS, dashes and markers; hover gives the placement,
-    the layer and the value. A panel without values (no gradient norms) says so; one whose values span more than
-    LOG_ABOVE is drawn on a log scale, and its axis says so."""
+    the layer and the value. A panel without values (no gradient norms) says so; the stream's or the gradients' panel
+    is drawn on a log scale when its values span more than LOG_ABOVE, and its axis says so (entropy stays linear from
+    0, which means all weight on one key)."""
     stack = stack or result.stacks[0]
     rows = result.table[result.table["stack"] == stack]
     figure = make_subplots(rows=1, cols=3, subplot_titles=[PANEL_TITLES[m] for m in MEASURES], horizontal_spacing=0.09)
@@ -97,7 +98,7 @@ def placements_chart(result: PlacementRun, stack: str | None = None, title: str 
                 row=1,
                 col=col,
             )
-        log = _log_scale(mine["value"].to_numpy(dtype=np.float64))
+        log = measure != ENTROPY and _log_scale(mine["value"].to_numpy(dtype=np.float64))  # entropy: 0 is one key
         value_title = VALUE_TITLES[measure] + (" (log scale)" if log else "")
         y_axis = axis(value_title, type="log") if log else axis(value_title, rangemode="tozero")
         figure.update_yaxes(y_axis, row=1, col=col)

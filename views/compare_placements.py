@@ -4,6 +4,7 @@ a CSV. The expander is lazy: nothing is computed until it is opened (?placements
 
 from __future__ import annotations
 
+import re
 from functools import partial
 
 import streamlit as st
@@ -29,7 +30,8 @@ def whose_weights() -> tuple[str, bool]:
     if source.kind == "trained":
         return f"trained weights ({source.name})", False
     if source.kind == "pretrained":
-        return f"pretrained weights of {pretrained_title(source.name)}", False
+        title = re.sub(r"\s*\(.*\)$", "", pretrained_title(source.name))  # without "(BERT, post-norm)": said next
+        return f"pretrained weights of {title}", False
     return "untrained weights", True
 
 
