@@ -121,3 +121,9 @@ def test_smollm2_flips_to_every_placement(smollm_model, monkeypatch):
     for (measure, _), drawn in lines.items():
         assert drawn.shape == (31 if measure == RMS else 30,) and np.isfinite(drawn).all()
     assert any("made for pre-norm" in m.value for m in at.markdown)
+
+
+def test_a_junk_placements_value_is_named_and_the_expander_stays_closed():
+    at = opened({"placements": "maybe"})
+    assert any("`placements=maybe` was ignored" in w.value for w in at.warning)
+    assert not any(TITLE in figure_title(f) for f in app_figures(at))
