@@ -60,7 +60,10 @@ def setup_words(result: PlacementRun, weights: str) -> str:
         "the norms sit changes."
     )
     if new:
-        text += f" Norms {name(own)} has no tensor for start at identity (weight 1, bias 0): {'; '.join(new)}."
+        text += (
+            f" The norms these {name(own)} weights have no tensor for start at identity (weight 1, any bias 0): "
+            f"{'; '.join(new)}."
+        )
     if result.identity_norms[own]:
         text += f" {name(own).capitalize()}'s own norms are at identity too: every norm here only normalises."
     else:
