@@ -1,7 +1,7 @@
 """Compare page: configuration A (the sidebar) next to B (set here), on A's very weights wherever B can share them.
 
 B's controls (views.compare_controls) are keyed b_<field> and bound to the URL, so ?norm=post&b_mask=causal holds
-both configurations. They default to default_b(A) (A with the LayerNorm placement flipped) and follow A while the
+both configurations. They default to default_b(A) (A with another norm placement) and follow A while the
 user leaves them alone. "One configuration, two inputs" runs A's model on a second text (b_tokens) instead.
 """
 
@@ -372,8 +372,9 @@ def main() -> None:
     text_a: str = st.session_state.get("tokens") or " ".join(trace_a.tokens)
     target_a: str | None = st.session_state.get("target") if a.arch == "encoder-decoder" else None
     st.caption(
-        "**A** is the model of the sidebar, **B** the one set below. By default B is A with the LayerNorm placement "
-        "flipped, on A's very weights, so the only difference is the norm. The address bar holds both."
+        "**A** is the model of the sidebar, **B** the one set below. By default B is A with another norm placement "
+        "(pre-norm, or post-norm for a pre-norm A), on A's very weights, so the only difference is the norm. The "
+        "address bar holds both."
     )
     warn_junk_url(
         {
