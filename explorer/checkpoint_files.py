@@ -480,12 +480,13 @@ def _check_stored(file: Path, handle: Any, key: str, name: str, shape: tuple[int
 
 
 def _load(file: Path, handle: Any, key: str) -> torch.Tensor:
-    """One stored tensor as contiguous float32."""
+    """One stored tensor as contiguous float32, in memory of its own."""
     try:
         tensor = handle.get_tensor(key)
     except (SafetensorError, OSError) as error:
         raise ConfigError(f"{file}: tensor '{key}' could not be read (the file is corrupt: {error}).") from None
-    return _finite(file, key, tensor.to(torch.float32).contiguous())
+    # A copy even of float32: get_tensor maps the file, and a model on that mapping dies (SIGBUS) if the file is cut.
+    return _finite(file, key, tensor.to(torch.float32, copy=True).contiguous())
 
 
 def _finite(source: Path, name: str, tensor: torch.Tensor) -> torch.Tensor:

@@ -214,6 +214,20 @@ def test_a_flip_of_placement_and_back_gives_the_original_logits_exactly(gqa, pla
     assert np.array_equal(logits_of(back, explorer.run(back, sentence)), original)
 
 
+def test_a_loaded_model_keeps_its_weights_when_the_file_is_rewritten(gqa, tmp_path):
+    """The weights are copied out of the file: safetensors maps it, and a model left on the mapping would follow the
+    file's new bytes (or die of SIGBUS when it is cut) after save_pretrained into the same folder."""
+    folder = copy_of(gqa[0], tmp_path)
+    model = explorer.load_pretrained(folder)
+    before = logits_of(model, explorer.run(model, SENTENCES[0]))
+    weights = folder / "model.safetensors"
+    with weights.open("r+b") as file:  # in place: the same file, every tensor's bytes now zero
+        header = 8 + int.from_bytes(file.read(8), "little")
+        file.seek(header)
+        file.write(bytes(weights.stat().st_size - header))
+    assert np.array_equal(logits_of(model, explorer.run(model, SENTENCES[0])), before)
+
+
 # ---------------------------------------------------------------------------------------------------- refusals
 
 
