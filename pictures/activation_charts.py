@@ -30,6 +30,8 @@ from pictures.style import (
     VIRIDIS,
     Ramp,
     axis,
+    block_axis,
+    block_label,
     figure_layout,
     label_text,
     layer_head_axes,
@@ -70,24 +72,6 @@ TWO_COLUMNS = {"entrywidth": 0.5, "entrywidthmode": "fraction"}
 HEAD_GRID_PX = 150  # px along the longer side of a per-head grid: three fit in a row
 
 
-def _block(layer: int) -> str:
-    """A block index as an axis and a hover label write it: -1 (the input to the first block) is "input"."""
-    return "input" if layer == -1 else str(layer)
-
-
-def _block_axis(title: str | None, layers: list[int], most: int = MAX_LAYER_TICKS) -> dict:
-    """An x axis over block indices, -1 labelled "input", with at most `most` labels."""
-    shown = layers if len(layers) <= most else layers[:: math.ceil(len(layers) / most)]
-    return axis(
-        title,
-        numbers="d",
-        tickmode="array",
-        tickvals=shown,
-        ticktext=[_block(layer) for layer in shown],
-        range=[layers[0] - 0.3, layers[-1] + 0.3],
-    )
-
-
 def _line(rows: pd.DataFrame, column: str, name: str, value_title: str, **style: object) -> go.Scatter:
     """One line of `rows`' `column` over their blocks, a point at each; hover names the line, the block and the
     value. `style`: line, marker, showlegend ..."""
@@ -98,7 +82,7 @@ def _line(rows: pd.DataFrame, column: str, name: str, value_title: str, **style:
         name=name,
         legendgroup=name,
         mode="lines+markers",
-        customdata=[_block(int(layer)) for layer in layers],
+        customdata=[block_label(int(layer)) for layer in layers],
         hovertemplate=f"{name}<br>block %{{customdata}}<br>{value_title} %{{y:{HOVER_NUMBERS}}}<extra></extra>",
         **style,
     )
@@ -138,7 +122,7 @@ def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
     layout = figure_layout(f"Activation statistics over depth ({stack} stack)", subtitle, 480)
     legend_below(layout, 1, title={"text": "point"}, **IN_ORDER)
     figure.update_layout(layout)
-    figure.update_xaxes(_block_axis(None, layers, PANEL_LAYER_TICKS))
+    figure.update_xaxes(block_axis(None, layers, PANEL_LAYER_TICKS, 0.3))
     figure.update_xaxes(title={"text": "block"}, row=2)
     figure.update_yaxes(axis(None))
     return _panel_titles(figure)
@@ -173,7 +157,7 @@ def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> go.Figure:
     layout = figure_layout(f"What each LayerNorm receives and returns ({stack} stack, {norm}-norm)", subtitle, 300)
     legend_below(layout, len(sublayers), **IN_ORDER, **TWO_COLUMNS)  # a row per sub-layer: its input and output
     figure.update_layout(layout)
-    figure.update_xaxes(_block_axis("block", layers, PANEL_LAYER_TICKS))
+    figure.update_xaxes(block_axis("block", layers, PANEL_LAYER_TICKS, 0.3))
     figure.update_yaxes(axis(None, rangemode="tozero"))
     return _panel_titles(figure)
 
@@ -290,7 +274,9 @@ def token_share_figure(shares: pd.DataFrame, position: int, piece: str, block: i
     subtitle = f"mean over heads and over the queries that may see it and another token · {why}"
     layout = figure_layout(f"How much the heads look at {who}, and take from it ({stack} stack)", subtitle, 280)
     legend_below(layout, 1, **IN_ORDER)
-    figure.update_layout(layout, xaxis=_block_axis("layer", layers), yaxis=axis("share", range=[0, 1.02]))
+    figure.update_layout(
+        layout, xaxis=block_axis("layer", layers, MAX_LAYER_TICKS, 0.3), yaxis=axis("share", range=[0, 1.02])
+    )
     return figure
 
 
@@ -447,7 +433,7 @@ def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> go.Figure:
             "stated above",
             280,
         ),
-        xaxis=_block_axis("block", layers),
+        xaxis=block_axis("block", layers, MAX_LAYER_TICKS, 0.3),
         yaxis=axis("gradient norm (log scale)", type="log"),
     )
     return figure

@@ -5,7 +5,6 @@ here."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 
 import numpy as np
@@ -25,6 +24,7 @@ from pictures.style import (
     PANEL_TITLE_PX,
     Ramp,
     axis,
+    block_axis,
     figure_layout,
     label_text,
     layer_head_axes,
@@ -316,27 +316,9 @@ def ranking_panel(
     )
 
 
-def _block(layer: int) -> str:
-    """A block index as an axis writes it: -1 (the input to the first block) is "input"."""
-    return "input" if layer == -1 else str(layer)
-
-
 def _layer_title(statistic: str) -> str:
     """What a panel's x axis counts: the residual stream is measured after each block, the others in each block."""
     return "after block" if statistic.startswith("residual") else "block"
-
-
-def _layer_axis(statistic: str, layers: list[int]) -> dict:
-    """The x axis of one statistic's panel: its layers (-1 labelled "input"), at most MAX_LAYER_TICKS labels."""
-    shown = layers if len(layers) <= MAX_LAYER_TICKS else layers[:: math.ceil(len(layers) / MAX_LAYER_TICKS)]
-    return axis(
-        _layer_title(statistic),
-        numbers="d",
-        tickmode="array",
-        tickvals=shown,
-        ticktext=[_block(layer) for layer in shown],
-        range=[layers[0] - 0.5, layers[-1] + 0.5],
-    )
 
 
 def _model_line(rows: pd.DataFrame, column: str, name: str, statistic: str, first: bool) -> go.Scatter:
@@ -391,7 +373,9 @@ def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> go.
             figure.add_vrect(x0=float(only_one.min()) - 0.5, x1=float(only_one.max()) + 0.5, fillcolor=SHADE_COLOUR,
                              opacity=1.0, line_width=0, layer="below", row=row, col=col)  # fmt: skip
             shaded = True
-        figure.update_xaxes(_layer_axis(statistic, [int(v) for v in rows["layer"]]), row=row, col=col)
+        figure.update_xaxes(
+            block_axis(_layer_title(statistic), [int(v) for v in rows["layer"]], MAX_LAYER_TICKS), row=row, col=col
+        )
         figure.update_yaxes(axis(None, rangemode="tozero"), row=row, col=col)
     a_name, b_name = names
     if has_b:

@@ -4,15 +4,22 @@ Streamlit here; the Compare page and pictures.notebook_figures.placements_figure
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.analysis.placements import ENTROPY, GRADIENT, MEASURES, RMS, PlacementRun
 from explorer.config import NORMS
-from pictures.style import HOVER_NUMBERS, PANEL_TITLE_FONT, PANEL_TITLE_PX, axis, figure_layout, legend_below
+from pictures.style import (
+    HOVER_NUMBERS,
+    PANEL_TITLE_FONT,
+    PANEL_TITLE_PX,
+    axis,
+    block_axis,
+    block_label,
+    figure_layout,
+    legend_below,
+)
 
 # One look per placement, told apart in greyscale by dash and marker as well as by lightness (grey levels as PIL's
 # "L" mode converts them: purple 45, blue 84, orange 136, green 167 of 255). Post and pre keep the Train page's blue
@@ -32,24 +39,6 @@ MAX_LAYER_TICKS = 11  # labels along a panel's x axis; 30 layers get every third
 
 def placement_name(placement: str) -> str:
     return f"{placement}-norm"
-
-
-def _block(layer: int) -> str:
-    return "input" if layer == -1 else str(layer)
-
-
-def _layer_axis(measure: str, layers: list[int]) -> dict:
-    """A panel's x axis: its layers (-1 written "input"), at most MAX_LAYER_TICKS labels."""
-    shown = layers if len(layers) <= MAX_LAYER_TICKS else layers[:: math.ceil(len(layers) / MAX_LAYER_TICKS)]
-    title = "after block" if measure == RMS else "block"
-    return axis(
-        title,
-        numbers="d",
-        tickmode="array",
-        tickvals=shown,
-        ticktext=[_block(layer) for layer in shown],
-        range=[layers[0] - 0.5, layers[-1] + 0.5],
-    )
 
 
 def _log_scale(values: np.ndarray) -> bool:
@@ -91,7 +80,7 @@ def placements_chart(result: PlacementRun, stack: str | None = None, title: str 
                     mode="lines+markers",
                     line={"color": PLACEMENT_COLOURS[placement], "width": 2, "dash": PLACEMENT_DASHES[placement]},
                     marker={"size": 7, "symbol": PLACEMENT_MARKERS[placement]},
-                    customdata=[_block(layer) for layer in layers],
+                    customdata=[block_label(layer) for layer in layers],
                     hovertemplate=f"{name}<br>{'after block' if measure == RMS else 'block'} %{{customdata}}<br>"
                     f"{VALUE_TITLES[measure]} %{{y:{HOVER_NUMBERS}}}<extra></extra>",
                 ),
@@ -102,7 +91,15 @@ def placements_chart(result: PlacementRun, stack: str | None = None, title: str 
         value_title = VALUE_TITLES[measure] + (" (log scale)" if log else "")
         y_axis = axis(value_title, type="log") if log else axis(value_title, rangemode="tozero")
         figure.update_yaxes(y_axis, row=1, col=col)
-        figure.update_xaxes(_layer_axis(measure, sorted(int(v) for v in mine["layer"].unique())), row=1, col=col)
+        figure.update_xaxes(
+            block_axis(
+                "after block" if measure == RMS else "block",
+                sorted(int(v) for v in mine["layer"].unique()),
+                MAX_LAYER_TICKS,
+            ),
+            row=1,
+            col=col,
+        )
     subtitle = (
         f"{stack} · the same weights, made for {placement_name(result.own)}; norms they lack start at identity · "
         "RMS over tokens and units, before any final norm · entropy: self-attention, mean over heads and queries"

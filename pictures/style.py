@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 import textwrap
 from dataclasses import dataclass
 
@@ -167,3 +168,21 @@ def figure_layout(title: str, subtitle: str = "", height: int = 340, **more: obj
 def axis(title: str | None, numbers: str = AXIS_NUMBERS, **more: object) -> dict:
     """A value axis: its title, light grid lines, and numbers as AXIS_NUMBERS writes them (or `numbers`)."""
     return {"title": {"text": title or ""}, "gridcolor": GRID_COLOUR, "tickformat": numbers, "zeroline": False} | more
+
+
+def block_label(layer: int) -> str:
+    """A block index as an axis and a hover label write it: -1 (the input to the first block) is "input"."""
+    return "input" if layer == -1 else str(layer)
+
+
+def block_axis(title: str | None, layers: list[int], most: int, margin: float = 0.5) -> dict:
+    """An x axis over block indices (-1 labelled "input"), with at most `most` labels, every block inside the frame."""
+    shown = layers if len(layers) <= most else layers[:: math.ceil(len(layers) / most)]
+    return axis(
+        title,
+        numbers="d",
+        tickmode="array",
+        tickvals=shown,
+        ticktext=[block_label(layer) for layer in shown],
+        range=[layers[0] - margin, layers[-1] + margin],
+    )
