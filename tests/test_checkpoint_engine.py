@@ -12,40 +12,16 @@ import explorer
 from explorer.analysis.head_roles import HeadRoles
 from explorer.anatomy import multiply_adds, parameter_counts, parameter_groups
 from explorer.compare import can_share_weights, model_for_b, same_parameters
-from explorer.config import CheckpointConfig, ConfigError, ModelConfig
+from explorer.config import ConfigError, ModelConfig
 from explorer.flip_story import CHANGED_BITS, flip_effect, flip_words
 from explorer.limits import MAX_CHECKPOINT_TRACE_BYTES, MAX_TRACE_BYTES, check_app_size, trace_bytes
 from explorer.model import build_model
 from explorer.prediction import can_predict, next_token
 from pictures.head_role_panels import BREADTH, clear_roles, roles_panel
 from tests.drawn import panel_matrix
+from tests.tiny_checkpoints import tiny
 
 IDS = [3, 17, 5, 9, 12]
-
-
-def tiny(family: str = "llama", **changes) -> CheckpointConfig:
-    """A small checkpoint-shaped config: 2 layers, 4 query heads sharing 2 key/value heads (llama)."""
-    llama = family == "llama"
-    fields = dict(
-        arch="decoder" if llama else "encoder",
-        norm="pre" if llama else "post",
-        positional="rope" if llama else "learned",
-        mask="causal" if llama else "padding",
-        activation="swiglu" if llama else "gelu",
-        d_model=32,
-        n_heads=4,
-        n_layers=2,
-        d_ff=48,
-        max_tokens=64,
-        checkpoint=f"tiny-{family}",
-        family=family,
-        n_kv_heads=2 if llama else 4,
-        vocab_size=40,
-        type_vocab_size=0 if llama else 2,
-        tie_embeddings=llama,
-        rope_base=100_000.0,
-    )
-    return CheckpointConfig(**(fields | changes))
 
 
 def ids_trace(model: explorer.Transformer) -> explorer.Trace:

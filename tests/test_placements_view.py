@@ -26,12 +26,13 @@ from explorer.analysis.placements import (
 )
 from explorer.analysis.stats import head_entropy, row_entropy
 from explorer.compare import model_for_b
-from explorer.config import NORMS, CheckpointConfig, ModelConfig
+from explorer.config import NORMS, ModelConfig
 from explorer.flip_story import FlipEffect, flip_words, why_it_changes
 from explorer.model import build_model
 from explorer.placements_text import placements_paragraphs
 from pictures.placement_charts import PLACEMENT_COLOURS, PLACEMENT_DASHES, PLACEMENT_MARKERS, placements_chart
 from pictures.training_charts import NORM_COLOURS
+from tests.tiny_checkpoints import tiny
 
 TEXT, TARGET = "the cat sat on the mat", "le chat dort"
 SMALL = dict(d_model=32, n_heads=2, n_layers=3, d_ff=48)
@@ -52,30 +53,6 @@ def target_of(cfg: ModelConfig) -> str | None:
 def encoder() -> tuple[explorer.Transformer, PlacementRun]:
     model = build_model(ModelConfig(**SMALL))
     return model, placement_run(model, TEXT)
-
-
-def tiny_checkpoint(family: str) -> CheckpointConfig:
-    """A small checkpoint-shaped config: BERT's post-norm LayerNorm encoder, or Llama's pre-norm RMSNorm decoder with
-    grouped-query attention and a tied read-out."""
-    llama = family == "llama"
-    return CheckpointConfig(
-        arch="decoder" if llama else "encoder",
-        norm="pre" if llama else "post",
-        positional="rope" if llama else "learned",
-        mask="causal" if llama else "padding",
-        activation="swiglu" if llama else "gelu",
-        d_model=32,
-        n_heads=4,
-        n_layers=2,
-        d_ff=48,
-        max_tokens=64,
-        checkpoint=f"tiny-{family}",
-        family=family,
-        n_kv_heads=2 if llama else 4,
-        vocab_size=40,
-        type_vocab_size=0 if llama else 2,
-        tie_embeddings=llama,
-    )
 
 
 def trained_norms(model: explorer.Transformer, seed: int = 5) -> explorer.Transformer:
@@ -153,7 +130,7 @@ def test_pre_norms_stream_grows_from_what_each_sub_layer_adds(encoder):
 
 @pytest.mark.parametrize("family", ["bert", "llama"])
 def test_four_placements_share_every_non_norm_weight_and_new_norms_start_at_identity(family):
-    model = trained_norms(build_model(tiny_checkpoint(family)))
+    model = trained_norms(build_model(tiny(family)))
     x = model.embed(torch.tensor([3, 17, 5, 9, 12])).detach()  # [T, D]: a checkpoint without a tokenizer reads ids
     result = placement_run(model, x)
     assert result.no_gradients is not None and "typed tokens" in result.no_gradients  # a tensor has no next token
