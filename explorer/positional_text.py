@@ -57,7 +57,7 @@ def formula(cfg: ModelConfig) -> str | None:
         return (
             rf"\theta_{{p,\,i}} = \frac{{p}}{{{rope_base(cfg):g}^{{2i/d_{{head}}}}}},\qquad "
             r"(q_{2i},\,q_{2i+1}) \mapsto R(\theta_{p,i})\,(q_{2i},\,q_{2i+1})"
-            + (llama if getattr(cfg, "family", None) == "llama" else "")
+            + (llama if getattr(cfg, "family", None) in ("llama", "olmo2") else "")
         )
     return None
 

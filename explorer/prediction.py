@@ -43,12 +43,17 @@ def next_token(model: Transformer, trace: Trace, k: int = 10) -> pd.DataFrame:
 
 
 def _piece(model: Transformer, token_id: int) -> str:
-    """The vocabulary's spelling of an id; "#12" for a model with no vocabulary of its own."""
+    """The vocabulary's spelling of an id; "#12" for a model with no vocabulary of its own; a row of an embedding table
+    padded past its tokenizer (OLMo 2 has 100,352 rows for 100,278 pieces) says so."""
     if model.tokenizer is not None:
+        if token_id >= model.tokenizer.vocab_size:
+            return f"(padding row {token_id})"
         return model.tokenizer.piece(token_id)
     return model.vocabulary[token_id] if model.vocabulary is not None else f"#{token_id}"
 
 
 def _text(model: Transformer, token_id: int) -> str:
     """The token as text: " Paris" for the piece "ĠParis"."""
-    return model.tokenizer.decode([token_id]) if model.tokenizer is not None else _piece(model, token_id)
+    if model.tokenizer is None or token_id >= model.tokenizer.vocab_size:
+        return _piece(model, token_id)
+    return model.tokenizer.decode([token_id])

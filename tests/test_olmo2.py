@@ -202,6 +202,19 @@ def test_the_tokenizer_splits_as_transformers_does(gqa):
     assert model.tokenizer.special_ids == {"bos": end, "eos": end, "pad": pad, "unk": end}
 
 
+def test_the_next_token_table_names_the_embedding_rows_past_the_tokenizer(gqa):
+    """OLMo 2 pads its embedding table past its tokenizer (100,352 rows for 100,278 pieces), and so does this folder:
+    asked for every row, the table lists the padding rows as such instead of failing on them."""
+    model = gqa[3]
+    rows, pieces = model.head.weight.shape[0], model.tokenizer.vocab_size
+    assert rows > pieces
+    table = explorer.next_token(model, explorer.run(model, SENTENCES[0]), k=rows)
+    padded = table[table["piece"].str.startswith("(padding row")]
+    assert len(padded) == rows - pieces
+    assert (padded["text"] == padded["piece"]).all()
+    assert table["probability"].sum() == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize("placement", ["pre", "post", "peri"])
 def test_a_flip_of_placement_and_back_gives_the_original_logits_exactly(gqa, placement):
     model = gqa[3]

@@ -53,12 +53,15 @@ def steps(cfg: ModelConfig, trace: Trace) -> None:
 def embedding_note(cfg: ModelConfig) -> str:
     """Which of the numbers that turn tokens into vectors are parameters, and so counted."""
     if isinstance(cfg, CheckpointConfig):
-        read_out = (
-            "its read-out to token logits is that same table (tied), counted once"
-            if cfg.tie_embeddings and cfg.family == "llama"
-            else "the checkpoint's pooler (d_model² + d_model, for sentence classification) is not loaded, as no "
-            "page uses it"
-        )
+        if cfg.family == "bert":
+            read_out = (
+                "the checkpoint's pooler (d_model² + d_model, for sentence classification) is not loaded, as no page "
+                "uses it"
+            )
+        elif cfg.tie_embeddings:
+            read_out = "its read-out to token logits is that same table (tied), counted once"
+        else:
+            read_out = "its read-out to token logits is a table of its own (lm_head, vocabulary × d_model), counted"
         positions = "the learned position table is counted" if cfg.positional == "learned" else "rope is computed"
         title = pretrained_title(cfg.checkpoint)
         return f"{title}'s own weights: its token embedding table is counted; {read_out}; {positions}."

@@ -250,7 +250,7 @@ def head_roles_section(maps: AttentionMaps, cfg: ModelConfig, norms: np.ndarray 
         roles = norm_head_roles(norms, tokens, maps.allowed, separators=("[SEP]",))
     st.subheader("Head roles")
     first = code_text(tokens[0])
-    where = ", where causal models park attention they do not need" if cfg.family == "llama" else ""
+    where = ", where causal models park attention they do not need" if cfg.family != "bert" else ""
     share = "attention" if norms is None else "what it adds (‖α·f(x)‖, each query's row divided by its sum)"
     whole = "its attention" if norms is None else "what it adds"
     st.caption(
