@@ -371,14 +371,14 @@ def _llama_hparams(source: Path, config: dict[str, Any]) -> Hyperparameters:
     return hp
 
 
-def _refuse_llama_extras(source: Path, config: dict[str, Any]) -> None:
-    """Llama variants the engine does not implement: biases, another activation."""
+def _refuse_llama_extras(source: Path, config: dict[str, Any], family: str = "Llama") -> None:
+    """Llama (or OLMo 2) variants the engine does not implement: biases, another activation."""
     for key in ("attention_bias", "mlp_bias"):
         if config.get(key, False):
-            raise ConfigError(f"{source}: {key} is true, and Llama layers with biases are not supported.")
+            raise ConfigError(f"{source}: {key} is true, and {family} layers with biases are not supported.")
     activation = config.get("hidden_act", "silu")
     if activation != "silu":
-        raise ConfigError(f"{source}: hidden_act {activation!r} is not supported; Llama here uses 'silu'.")
+        raise ConfigError(f"{source}: hidden_act {activation!r} is not supported; {family} here uses 'silu'.")
 
 
 def _llama_rope_base(source: Path, config: dict[str, Any]) -> float:

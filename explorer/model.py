@@ -388,11 +388,9 @@ def copy_shared_weights(source: nn.Module, target: nn.Module) -> list[str]:
     return sorted(shared)
 
 
-def checkpoint_spec(cfg: CheckpointConfig) -> StackSpec:
-    """The one stack of a real checkpoint: BERT's post-norm encoder, Llama's pre-norm decoder (RMSNorm, rotary
-    positions, grouped-query attention, SwiGLU, no biases), or OLMo 2's res-post-norm one (Llama's, plus an RMSNorm
-    on the query and key projections). `cfg.norm` may set any placement on the same weights."""
-    common = dict(
+def _stack_shape(cfg: ModelConfig) -> dict:
+    """What every stack a config builds shares: its sizes, where its norms sit, and a final norm for all but post."""
+    return dict(
         d_model=cfg.d_model,
         n_heads=cfg.n_heads,
         n_layers=cfg.n_layers,
@@ -400,6 +398,13 @@ def checkpoint_spec(cfg: CheckpointConfig) -> StackSpec:
         placement=cfg.norm,
         final_norm=cfg.norm != "post",
     )
+
+
+def checkpoint_spec(cfg: CheckpointConfig) -> StackSpec:
+    """The one stack of a real checkpoint: BERT's post-norm encoder, Llama's pre-norm decoder (RMSNorm, rotary
+    positions, grouped-query attention, SwiGLU, no biases), or OLMo 2's res-post-norm one (Llama's, plus an RMSNorm
+    on the query and key projections). `cfg.norm` may set any placement on the same weights."""
+    common = _stack_shape(cfg)
     if cfg.family == "bert":
         return StackSpec(**common, activation="gelu", eps=cfg.norm_eps)
     return StackSpec(
@@ -425,12 +430,7 @@ def stack_specs(cfg: ModelConfig) -> tuple[StackSpec | None, StackSpec | None]:
 
     def spec(cross: bool) -> StackSpec:
         return StackSpec(
-            d_model=cfg.d_model,
-            n_heads=cfg.n_heads,
-            n_layers=cfg.n_layers,
-            d_ff=cfg.d_ff,
-            placement=cfg.norm,
-            final_norm=cfg.norm != "post",
+            **_stack_shape(cfg),
             activation=cfg.activation,
             cross_attention=cross,
             dropout=cfg.dropout,

@@ -12,8 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from explorer.checkpoint_files import Hyperparameters, _llama_hparams
-from explorer.config import ConfigError
+from explorer.checkpoint_files import Hyperparameters, _llama_hparams, _refuse_llama_extras
 
 # transformers' Olmo2Config defaults, which a config.json without the key gets (the 7B model's sizes).
 OLMO2_DEFAULTS: dict[str, Any] = {
@@ -29,12 +28,7 @@ OLMO2_DEFAULTS: dict[str, Any] = {
 
 def olmo2_hparams(source: Path, config: dict[str, Any]) -> Hyperparameters:
     """OLMo 2 hyperparameters from a parsed config.json; what the engine does not implement is refused."""
-    for key in ("attention_bias", "mlp_bias"):
-        if config.get(key, False):
-            raise ConfigError(f"{source}: {key} is true, and OLMo 2 layers with biases are not supported.")
-    activation = config.get("hidden_act", "silu")
-    if activation != "silu":
-        raise ConfigError(f"{source}: hidden_act {activation!r} is not supported; OLMo 2 here uses 'silu'.")
+    _refuse_llama_extras(source, config, "OLMo 2")
     # The other keys (sizes, rotary base and scaling, tied read-out, head width) are Llama's, read and checked alike.
     llama = _llama_hparams(source, OLMO2_DEFAULTS | config)
     return dataclasses.replace(llama, family="olmo2")
