@@ -88,7 +88,7 @@ def unshared(names: list[str], owner: str, other: str) -> str:
         described.append(f"{' and '.join(norms)}, the final norm every placement but post-norm has")
     if kept:  # norms a placement has in blocks both models have
         described.append(f"{' and '.join(sorted(set(kept)))} in its blocks")
-    parts = [" and ".join(described) + new] if described else []
+    parts = [", plus ".join(described) + new] if described else []
     if others:
         parts.append(f"{', '.join(others)}, drawn from {owner}'s seed")
     return f" {owner} also has {'; '.join(parts)}, which {other} has not."

@@ -69,6 +69,11 @@ def test_unshared_names_the_final_norms_and_the_extra_blocks_of_real_models():
     assert unshared(only_pre, "A", "B") == (
         " A also has decoder.norm and encoder.norm, the final norm every placement but post-norm has, which B has not."
     )
+    both = sorted(parameter_names(A.replace(norm="peri")) - parameter_names(A))
+    assert unshared(both, "B", "A") == (
+        " B also has encoder.norm, the final norm every placement but post-norm has, plus out_norm1 and out_norm2 in "
+        "its blocks (weight 1, bias 0: a norm B adds starts as the identity), which A has not."
+    )
     peri = A.replace(norm="peri")
     only_peri = sorted(parameter_names(peri) - parameter_names(A.replace(norm="res-post")))
     assert unshared(only_peri, "B", "A") == (
