@@ -164,6 +164,13 @@ def _llama_shapes(hp: Hyperparameters) -> dict[str, tuple[int, ...]]:
         "mlp.up_proj": (f, d),
         "mlp.down_proj": (d, f),
     }
+    return decoder_shapes(hp, layer)
+
+
+def decoder_shapes(hp: Hyperparameters, layer: dict[str, tuple[int, ...]]) -> dict[str, tuple[int, ...]]:
+    """A Llama-like decoder's state-dict names -> shapes: the token embeddings, `layer`'s weights (module -> shape) in
+    every block, the final norm, and lm_head.weight when the read-out is not tied."""
+    d = hp.d_model
     shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (hp.vocab_size, d)}
     for i in range(hp.n_layers):
         shapes.update({f"layers.{i}.{part}.weight": shape for part, shape in layer.items()})

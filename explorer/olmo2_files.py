@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from explorer.checkpoint_files import Hyperparameters, _llama_hparams, _refuse_llama_extras
+from explorer.checkpoint_files import Hyperparameters, _llama_hparams, _refuse_llama_extras, decoder_shapes
 
 # transformers' Olmo2Config defaults, which a config.json without the key gets (the 7B model's sizes).
 OLMO2_DEFAULTS: dict[str, Any] = {
@@ -50,10 +50,4 @@ def olmo2_shapes(hp: Hyperparameters) -> dict[str, tuple[int, ...]]:
         "mlp.down_proj": (d, f),
         "post_feedforward_layernorm": (d,),  # on the feed-forward's output, before the residual add
     }
-    shapes: dict[str, tuple[int, ...]] = {"embed_tokens.weight": (hp.vocab_size, d)}
-    for i in range(hp.n_layers):
-        shapes.update({f"layers.{i}.{part}.weight": shape for part, shape in layer.items()})
-    shapes["norm.weight"] = (d,)
-    if not hp.tie_embeddings:
-        shapes["lm_head.weight"] = (hp.vocab_size, d)
-    return shapes
+    return decoder_shapes(hp, layer)
