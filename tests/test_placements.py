@@ -12,6 +12,7 @@ import explorer
 from explorer.compare import model_for_b
 from explorer.config import NORMS, ConfigError, ModelConfig, parse_config
 from explorer.model import build_model
+from tests.tiny_checkpoints import perturbed_norms
 
 SOURCE, TARGET = "the cat sat on the mat", "le chat dort"
 
@@ -36,12 +37,7 @@ def layer_norm(x: np.ndarray, module: torch.nn.Module) -> np.ndarray:
 
 def randomise_norms(model: explorer.Transformer, seed: int) -> explorer.Transformer:
     """Norm weights and biases away from 1 and 0, so a test cannot pass by an identity norm."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "norm" in name:
-                parameter.add_(0.5 * torch.randn(parameter.shape, generator=generator))
-    return model
+    return perturbed_norms(model, seed, scale=0.5)
 
 
 def traced(cfg: ModelConfig, seed: int = 1) -> tuple[explorer.Transformer, explorer.Trace]:

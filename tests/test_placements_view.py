@@ -32,7 +32,7 @@ from explorer.model import build_model
 from explorer.placements_text import placements_paragraphs
 from pictures.placement_charts import PLACEMENT_COLOURS, PLACEMENT_DASHES, PLACEMENT_MARKERS, placements_chart
 from pictures.training_charts import NORM_COLOURS
-from tests.tiny_checkpoints import tiny
+from tests.tiny_checkpoints import perturbed_norms, tiny
 
 TEXT, TARGET = "the cat sat on the mat", "le chat dort"
 SMALL = dict(d_model=32, n_heads=2, n_layers=3, d_ff=48)
@@ -57,12 +57,7 @@ def encoder() -> tuple[explorer.Transformer, PlacementRun]:
 
 def trained_norms(model: explorer.Transformer, seed: int = 5) -> explorer.Transformer:
     """Norm weights away from 1 and biases away from 0, as a trained model's are."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "norm" in name:
-                parameter.add_(0.3 * torch.randn(parameter.shape, generator=generator))
-    return model
+    return perturbed_norms(model, seed, scale=0.3)
 
 
 # --- The numbers.

@@ -1,8 +1,23 @@
-"""Small checkpoint-shaped configs, BERT's and Llama's, with random weights in seconds (test helper)."""
+"""Small checkpoint-shaped configs, BERT's and Llama's, with random weights in seconds, and norms moved away from the
+identity as trained ones are (test helpers)."""
 
 from __future__ import annotations
 
+import torch
+
+import explorer
 from explorer.config import CheckpointConfig
+
+
+def perturbed_norms(model: explorer.Transformer, seed: int, scale: float) -> explorer.Transformer:
+    """Every norm weight and bias moved by N(0, scale^2) from its initial 1 and 0, so a test cannot pass by an identity
+    norm; in place, and returned."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if "norm" in name:
+                parameter.add_(scale * torch.randn(parameter.shape, generator=generator))
+    return model
 
 
 def tiny(family: str = "llama", **changes) -> CheckpointConfig:
