@@ -7,10 +7,7 @@ import re
 import pandas as pd
 from torch import nn
 
-from explorer.config import NORM_FORMULAS, ModelConfig, applied_masks
-
-INPUT_SIDE = ("pre", "peri")  # placements with a norm in front of each sub-layer
-OUTPUT_SIDE = ("res-post", "peri")  # placements with a norm on each sub-layer's output, inside the residual branch
+from explorer.config import NORM_FORMULAS, NORM_IN_FRONT, NORM_ON_OUTPUT, ModelConfig, applied_masks
 
 
 def forward_steps(cfg: ModelConfig, n_tokens: int, n_target: int | None = None) -> pd.DataFrame:
@@ -45,8 +42,8 @@ def _stack_steps(
     norm = norm_name(cfg)
     residual = ("+ residual" + (f", {norm} (post-norm)" if cfg.norm == "post" else ""), f"[{t}, d_model]", [T, D])
     normed = (f"[{t}, d_model]", [T, D])
-    pre_norm = (f"{norm} ({cfg.norm}-norm, input side)", *normed) if cfg.norm in INPUT_SIDE else None
-    out_norm = (f"{norm} ({cfg.norm}-norm, output side)", *normed) if cfg.norm in OUTPUT_SIDE else None
+    pre_norm = (f"{norm} ({cfg.norm}-norm, input side)", *normed) if cfg.norm in NORM_IN_FRONT else None
+    out_norm = (f"{norm} ({cfg.norm}-norm, output side)", *normed) if cfg.norm in NORM_ON_OUTPUT else None
     G = kv_heads(cfg)
     projections = [("Q, K, V = x W_q, x W_k, x W_v", f"3 x [{t}, d_model]", [3, T, D])]
     if G != H:  # grouped-query attention: fewer key/value heads, each shared by H / G query heads
@@ -195,13 +192,13 @@ def block_diagram(cfg: ModelConfig, length: str = "T") -> str:
             previous = f"{name}_ln"
             continue
         reads = previous
-        if cfg.norm in INPUT_SIDE:  # x + f(Norm(x)), the input side of peri too
+        if cfg.norm in NORM_IN_FRONT:  # x + f(Norm(x)), the input side of peri too
             lines.append(f'  {name}_ln [label="{norm}", fillcolor="#fde9c8"];')
             lines.append(f"  {previous} -> {name}_ln;")
             reads = f"{name}_ln"
         lines.append(f"  {reads} -> {name};")
         writes = name
-        if cfg.norm in OUTPUT_SIDE:  # x + Norm(f(x)), the output side of peri too
+        if cfg.norm in NORM_ON_OUTPUT:  # x + Norm(f(x)), the output side of peri too
             lines.append(f'  {name}_out_ln [label="{norm}\\n(on the output)", fillcolor="#fde9c8"];')
             lines.append(f"  {name} -> {name}_out_ln;")
             writes = f"{name}_out_ln"

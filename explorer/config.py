@@ -21,6 +21,8 @@ NORM_FORMULAS: dict[str, str] = {
     "res-post": "x = x + Norm(f(x))",
     "peri": "x = x + Norm_out(f(Norm_in(x)))",
 }
+NORM_IN_FRONT = ("pre", "peri")  # placements whose sub-layers read a normalised copy of the stream
+NORM_ON_OUTPUT = ("res-post", "peri")  # placements that normalise each sub-layer's output inside the residual branch
 POSITIONALS = ("sinusoidal", "learned", "rope", "none")
 MASKS = ("none", "causal", "padding", "causal+padding")
 ACTIVATIONS = ("relu", "gelu")

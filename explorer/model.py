@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from explorer.config import CheckpointConfig, ConfigError, ModelConfig
+from explorer.config import NORM_ON_OUTPUT, CheckpointConfig, ConfigError, ModelConfig
 from explorer.positional import PositionalEncoding, apply_rope
 
 NEG_INF = float("-inf")
@@ -61,7 +61,7 @@ class StackSpec:
     @property
     def output_norms(self) -> bool:
         """Whether blocks have out_norm1..3, on each sub-layer's output inside the residual branch (res-post, peri)."""
-        return self.placement in ("res-post", "peri")
+        return self.placement in NORM_ON_OUTPUT
 
 
 class MultiHeadAttention(nn.Module):

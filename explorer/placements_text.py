@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from explorer.analysis.placements import ENTROPY, GRADIENT, RMS, PlacementRun
-from explorer.config import NORMS
+from explorer.config import NORM_ON_OUTPUT, NORMS
 from explorer.numbers import readable
 
 # Post-norm is called flat when its RMS after every block stays within this factor: each block's last norm sets the
@@ -129,8 +129,8 @@ def _bounded_words(result: PlacementRun, rms: dict[str, np.ndarray], stack: str)
     stream that stays far smaller than pre-norm's."""
     pre_end = rms["pre"][-1]
     updates = (len(rms["pre"]) - 1) * result.sublayers[stack]  # sub-layers, each adding one update to the stream
-    below = [p for p in ("res-post", "peri") if rms[p][-1] < pre_end]
-    above = [p for p in ("res-post", "peri") if p not in below]
+    below = [p for p in NORM_ON_OUTPUT if rms[p][-1] < pre_end]
+    above = [p for p in NORM_ON_OUTPUT if p not in below]
     parts = []
     if below:
         parts.append(
@@ -147,7 +147,7 @@ def _bounded_words(result: PlacementRun, rms: dict[str, np.ndarray], stack: str)
             f"{readable(float((pre_end**2 - rms['pre'][0] ** 2) / updates))} of mean square per sub-layer on average, "
             "less than the normalised updates add."
         )
-    at_identity = [p for p in ("res-post", "peri") if _updates_at_identity(result, p)]
+    at_identity = [p for p in NORM_ON_OUTPUT if _updates_at_identity(result, p)]
     if at_identity:
         expected = float(np.sqrt(rms["pre"][0] ** 2 + updates))
         reached = " and ".join(f"{name(p)} {readable(rms[p][-1])}" for p in at_identity)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from explorer.config import ConfigError
+from explorer.config import NORM_IN_FRONT, ConfigError
 from explorer.model import MultiHeadAttention, Stack, Transformer
 from explorer.trace import AttentionMaps, StackTrace, Trace
 
@@ -92,7 +92,7 @@ def _attention_inputs(model: Transformer, trace: Trace, kind: str | None):
         modules = [block.self_attn for block in stack.layers]
 
         def inputs(layer: int) -> np.ndarray:
-            if stack.layers[layer].placement in ("pre", "peri"):
+            if stack.layers[layer].placement in NORM_IN_FRONT:
                 return stack_trace.activations[f"blocks.{layer}.attn.ln_out"]  # [T, D]: pre, peri: the norm's output
             return stack_trace.residual[layer]  # [T, D]: post, res-post: the stream entering the block
 
