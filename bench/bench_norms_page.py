@@ -16,9 +16,9 @@ import statistics
 import sys
 
 # bench/ is on sys.path when a script here runs
-from bench_page_load import load_once
+from bench_page_load import interleaved_loads
 from bench_pretrained import PIECES, text_of, tokenizers, url
-from serve import CHROMIUM, CHROMIUM_ARGS, serving, turns
+from serve import CHROMIUM, CHROMIUM_ARGS, serving
 
 TARGET = 1.2  # norms page / weights page, same model, same run
 MODELS = ("configured", "minilm-l6", "smollm2-135m")
@@ -35,17 +35,14 @@ def main() -> None:
     tokenize = tokenizers()
     texts = {name: text_of(tokenize[name], PIECES) for name in MODELS[1:]}
     texts["configured"] = " ".join(texts["smollm2-135m"].split()[:PIECES])
-    pages = [(model, measure) for model in MODELS for measure in ("weights", "norms")]
-    times: dict[tuple[str, str], list[float]] = {page: [] for page in pages}
-    problems: list[str] = []
     with serving() as base, sync_playwright() as pw:
+        links = {
+            (model, measure): url(base, None if model == "configured" else model, texts[model]) + f"&measure={measure}"
+            for model in MODELS
+            for measure in ("weights", "norms")
+        }
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for order in turns(pages, args.rounds + 1):
-            for model, measure in order:
-                link = url(base, None if model == "configured" else model, texts[model]) + f"&measure={measure}"
-                (_, _, done, _, _), found = load_once(browser, None, link, TIMEOUT_MS, True)
-                problems += [f"{model} {measure}: {problem}" for problem in found]
-                times[(model, measure)].append(done)
+        times, problems = interleaved_loads(browser, links, args.rounds + 1, TIMEOUT_MS)
         browser.close()
     print(
         f"Attention page, {PIECES} pieces, URL -> every chart drawn, median of {args.rounds} loads (new context each)"

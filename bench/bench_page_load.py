@@ -131,6 +131,22 @@ def watch_plotly_script(context, page, fetched: list[int]) -> None:
     cdp.on("Network.loadingFinished", finished)
 
 
+def interleaved_loads(
+    browser, links: dict[tuple[str, ...], str], rounds: int, timeout_ms: int
+) -> tuple[dict[tuple[str, ...], list[float]], list[str]]:
+    """Each link loaded `rounds` times, the links in turn (serve.turns), each load in a new context, timed from goto to
+    every chart drawn: the seconds of each link's loads in order (the first round warms the caches), and the problems
+    the pages showed, each after its key's words."""
+    times: dict[tuple[str, ...], list[float]] = {key: [] for key in links}
+    problems: list[str] = []
+    for order in turns(list(links), rounds):
+        for key in order:
+            (_, _, done, _, _), found = load_once(browser, None, links[key], timeout_ms, True)
+            problems += [f"{' '.join(key)}: {problem}" for problem in found]
+            times[key].append(done)
+    return times, problems
+
+
 def load_once(
     browser, context, url: str, timeout_ms: int, chart: bool, fetched: list[int] | None = None
 ) -> tuple[Times, list[str]]:

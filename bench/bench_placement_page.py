@@ -17,9 +17,9 @@ import statistics
 import sys
 
 # bench/ is on sys.path when a script here runs
-from bench_page_load import load_once
+from bench_page_load import interleaved_loads
 from bench_pretrained import PIECES, text_of, tokenizers, url
-from serve import CHROMIUM, CHROMIUM_ARGS, serving, turns
+from serve import CHROMIUM, CHROMIUM_ARGS, serving
 
 TARGET = 1.1  # res-post or peri page / pre-norm page, same configuration, same run
 CONFIGS = {
@@ -38,17 +38,14 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     text = " ".join(text_of(tokenizers()["smollm2-135m"], PIECES).split()[:PIECES])
-    pages = [(config, norm) for config in CONFIGS for norm in PLACEMENTS]
-    times: dict[tuple[str, str], list[float]] = {page: [] for page in pages}
-    problems: list[str] = []
     with serving() as base, sync_playwright() as pw:
+        links = {
+            (config, norm): url(base, None, text) + CONFIGS[config] + f"&norm={norm}"
+            for config in CONFIGS
+            for norm in PLACEMENTS
+        }
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for order in turns(pages, args.rounds + 1):
-            for config, norm in order:
-                link = url(base, None, text) + CONFIGS[config] + f"&norm={norm}"
-                (_, _, done, _, _), found = load_once(browser, None, link, TIMEOUT_MS, True)
-                problems += [f"{config} {norm}: {problem}" for problem in found]
-                times[(config, norm)].append(done)
+        times, problems = interleaved_loads(browser, links, args.rounds + 1, TIMEOUT_MS)
         browser.close()
     print(
         f"Attention page, {len(text.split())} tokens, URL -> every chart drawn, median of {args.rounds} loads "
