@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from explorer.ablation import HeadAblation
 from explorer.config import ConfigError, ModelConfig
 from explorer.model import StackRun, Transformer
 from explorer.tokens import embed_tokens, padding_keys, split_tokens
@@ -34,10 +35,12 @@ class Inputs:
     target: StackInput | None  # the decoder's, for an encoder-decoder
     memory_allowed: torch.Tensor | None  # [T_target, T_source] cross-attention mask
 
-    def forward(self, model: Transformer, train: bool = False) -> tuple[StackRun, ...]:
-        """The model's forward on a batch of one."""
+    def forward(
+        self, model: Transformer, train: bool = False, ablation: HeadAblation | None = None
+    ) -> tuple[StackRun, ...]:
+        """The model's forward on a batch of one (`ablation` removes heads of the first stack)."""
         if self.target is None:
-            return model(self.source.x.unsqueeze(0), _batched(self.source.allowed), train=train)
+            return model(self.source.x.unsqueeze(0), _batched(self.source.allowed), train=train, ablation=ablation)
         return model(
             self.source.x.unsqueeze(0),
             _batched(self.source.allowed),
@@ -45,6 +48,7 @@ class Inputs:
             _batched(self.target.allowed),
             _batched(self.memory_allowed),
             train=train,
+            ablation=ablation,
         )
 
 

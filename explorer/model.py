@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from explorer.ablation import HeadAblation, remove_heads
 from explorer.config import NORM_ON_OUTPUT, CheckpointConfig, ConfigError, ModelConfig
 from explorer.positional import PositionalEncoding, apply_rope
 
@@ -95,10 +96,18 @@ class MultiHeadAttention(nn.Module):
         self.k_norm = nn.RMSNorm(self.n_kv_heads * self.d_head, eps=eps) if qk_norm else None
 
     def forward(
-        self, query: torch.Tensor, memory: torch.Tensor, allowed: torch.Tensor | None, train: bool = False
+        self,
+        query: torch.Tensor,
+        memory: torch.Tensor,
+        allowed: torch.Tensor | None,
+        train: bool = False,
+        removed: torch.Tensor | None = None,
+        removed_with: str = "zero",
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """query [B, T, D], memory [B, S, D], allowed [B or 1, T, S] (True = may attend) ->
-        output [B, T, D], weights [B, H, T, S] (post-softmax, pre-dropout), scores [B, H, T, S] (-inf masked)."""
+        output [B, T, D], weights [B, H, T, S] (post-softmax, pre-dropout), scores [B, H, T, S] (-inf masked).
+        `removed` [B or 1, H] (1 = removed) replaces those heads' weighted sums of values before the output projection
+        (explorer.ablation.remove_heads); their weights are still computed and returned."""
         B, T, D = query.shape
         S = memory.shape[1]
         H, G, K = self.n_heads, self.n_kv_heads, self.d_head
@@ -127,6 +136,8 @@ class MultiHeadAttention(nn.Module):
             empty = blocked.all(dim=-1, keepdim=True)  # [B or 1, 1, T, 1]: rows with no allowed key
             weights = torch.softmax(scores.masked_fill(empty, 0.0), dim=-1).masked_fill(blocked, 0.0)
         attended = F.dropout(weights, self.dropout, train) @ v  # [B, H, T, K]
+        if removed is not None:
+            attended = remove_heads(attended, removed, removed_with)  # [B, H, T, K]
         merged = attended.transpose(1, 2).reshape(B, T, D)  # [B, T, D]
         return self.out_proj(merged), weights, scores
 
@@ -217,12 +228,17 @@ class Block(nn.Module):
         memory: torch.Tensor | None = None,
         memory_allowed: torch.Tensor | None = None,
         train: bool = False,
+        removed: torch.Tensor | None = None,
+        removed_with: str = "zero",
     ) -> tuple[torch.Tensor, Record]:
-        """x [B, T, D] -> x [B, T, D] and everything computed on the way."""
+        """x [B, T, D] -> x [B, T, D] and everything computed on the way; `removed` [B or 1, H] self-attention heads
+        are removed (MultiHeadAttention.forward)."""
         record: Record = {"resid_pre": x}
 
         def self_attention(h: torch.Tensor) -> torch.Tensor:
-            out, record["attn.pattern"], record["attn.scores"] = self.self_attn(h, h, allowed, train)
+            out, record["attn.pattern"], record["attn.scores"] = self.self_attn(
+                h, h, allowed, train, removed, removed_with
+            )
             return out
 
         def cross_attention(h: torch.Tensor) -> torch.Tensor:
@@ -261,11 +277,16 @@ class Stack(nn.Module):
         memory: torch.Tensor | None = None,
         memory_allowed: torch.Tensor | None = None,
         train: bool = False,
+        ablation: HeadAblation | None = None,
+        first_layer: int = 0,
     ) -> tuple[torch.Tensor, list[Record]]:
-        """x [B, T, D] -> output [B, T, D] and one record per block."""
+        """x [B, T, D] -> output [B, T, D] and one record per block run. `ablation` removes self-attention heads;
+        `first_layer` > 0 starts from that block, x then being the stream entering it (the blocks below are reused)."""
         records = []
-        for block in self.layers:
-            x, record = block(x, allowed, memory, memory_allowed, train)
+        for index in range(first_layer, len(self.layers)):
+            removed = None if ablation is None else ablation.layer(index)  # [B or 1, H] or None
+            mode = "zero" if ablation is None else ablation.mode
+            x, record = self.layers[index](x, allowed, memory, memory_allowed, train, removed, mode)
             records.append(record)
         return (x if self.norm is None else self.norm(x)), records
 
@@ -333,12 +354,14 @@ class Transformer(nn.Module):
         target_allowed: torch.Tensor | None = None,
         memory_allowed: torch.Tensor | None = None,
         train: bool = False,
+        ablation: HeadAblation | None = None,
     ) -> tuple[StackRun, ...]:
         """x [B, T, D] (and target [B, T_target, D] for an encoder-decoder): embeddings with positions
-        already added. Masks are [B or 1, Tq, Tk] bool, True = may attend, or None for all.
+        already added. Masks are [B or 1, Tq, Tk] bool, True = may attend, or None for all. `ablation` removes
+        self-attention heads of the first stack (explorer.ablation).
         -> (output [B, T, D], one record per block) for each stack, in the order they ran."""
         first = self.encoder if self.encoder is not None else self.decoder
-        runs = (first(x, allowed, train=train),)
+        runs = (first(x, allowed, train=train, ablation=ablation),)
         if self.encoder is not None and self.decoder is not None:
             memory = runs[0][0]  # [B, S, D]
             runs += (self.decoder(target, target_allowed, memory, memory_allowed, train),)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
+from explorer.ablation import Head, HeadAblation, checked_heads, checked_mode, heads_text, parse_heads
 from explorer.config import ConfigError, ModelConfig
 from explorer.inputs import Source, prepare_inputs
 from explorer.model import Record, Transformer, build_model, float32_default
@@ -128,10 +130,13 @@ class Trace:
 
     config: ModelConfig | None  # None for a model imported with from_torch
     stacks: tuple[StackTrace, ...]
+    ablated: tuple[Head, ...] = ()  # (layer, head) of the first stack's self-attention removed in this run
+    ablate_with: str = "zero"  # what a removed head's output became: "zero" or "mean" (explorer.ablation)
 
     def __repr__(self) -> str:  # the arrays would flood a notebook cell
         stacks = ", ".join(repr(stack) for stack in self.stacks)
-        return f"Trace(config={self.config!r}, stacks=({stacks}))"
+        removed = f", ablated={heads_text(self.ablated)!r}" if self.ablated else ""
+        return f"Trace(config={self.config!r}, stacks=({stacks}){removed})"
 
     @property
     def first(self) -> StackTrace:
@@ -208,6 +213,8 @@ def run(
     mask: torch.Tensor | None = None,
     target_mask: torch.Tensor | None = None,
     memory_mask: torch.Tensor | None = None,
+    ablate: Iterable[Head] | str | None = None,
+    ablate_with: str = "zero",
 ) -> Trace:
     """Run the model once, in eval mode, and keep everything it computed.
 
@@ -215,6 +222,11 @@ def run(
     tensor [T, d_model] of input embeddings taken as they are (no position added). With tokens the masks come
     from the config; `mask` / `target_mask` / `memory_mask` override them: bool [T, S], True = may attend
     (torch's attn_mask uses True = blocked: pass `~attn_mask`).
+
+    `ablate` removes self-attention heads of the first stack (the encoder, or a decoder-only model's decoder):
+    (layer, head) pairs, or a text such as "L1H3,L2H5". A removed head's output (its weighted sum of values, before
+    the output projection) becomes zero, or with `ablate_with="mean"` its mean over the positions; nothing else
+    changes, and the model itself is not touched (explorer.ablation).
     """
     if isinstance(model_or_config, torch.nn.Module) and not isinstance(model_or_config, Transformer):
         raise ConfigError(
@@ -227,9 +239,10 @@ def run(
             "for settings in a dict, pass explorer.parse_config(settings)."
         )
     model = build_model(model_or_config) if isinstance(model_or_config, ModelConfig) else model_or_config
+    heads, ablation = _ablation(model, ablate, ablate_with)
     with torch.inference_mode():
         inputs = prepare_inputs(model, source, target, mask=mask, target_mask=target_mask, memory_mask=memory_mask)
-        runs = inputs.forward(model)
+        runs = inputs.forward(model, ablation=ablation)
         first, second = inputs.source, inputs.target
         out, records = runs[0]
         kind = "self-attention" if second is None else "encoder self-attention"
@@ -250,7 +263,28 @@ def run(
                     cross,
                 )
             )
-    return Trace(config=model.config, stacks=tuple(stacks))
+    return Trace(config=model.config, stacks=tuple(stacks), ablated=heads, ablate_with=ablation_mode(ablation))
+
+
+def ablation_mode(ablation: HeadAblation | None) -> str:
+    return "zero" if ablation is None else ablation.mode
+
+
+def _ablation(
+    model: Transformer, ablate: Iterable[Head] | str | None, mode: str
+) -> tuple[tuple[Head, ...], HeadAblation | None]:
+    """The checked heads to remove and the forward's HeadAblation (None when no head is removed)."""
+    checked_mode(mode)
+    if ablate is None:
+        return (), None
+    first = model.encoder if model.encoder is not None else model.decoder
+    attention = first.layers[0].self_attn
+    heads = checked_heads(
+        parse_heads(ablate) if isinstance(ablate, str) else ablate, len(first.layers), attention.n_heads
+    )
+    if not heads:
+        return (), None
+    return heads, HeadAblation.of(heads, len(first.layers), attention.n_heads, mode)
 
 
 def _stack_trace(
