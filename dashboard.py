@@ -26,6 +26,7 @@ from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
     st.Page("views/attention.py", title="Attention", default=True),
     st.Page("views/mixing.py", title="Mixing (rollout and flow)"),
+    st.Page("views/heads.py", title="What heads do"),
     st.Page("views/compare.py", title="Compare"),
     st.Page("views/positional.py", title="Positional encodings"),
     st.Page("views/activations.py", title="Activations"),
