@@ -146,3 +146,29 @@ def test_minilms_first_token_heads_add_little_to_the_stream(minilm_model):
     assert first_heads.sum() >= 10  # the board's claim this test is about: many first-token heads by weight
     assert (by_norm.labels == "first").sum() < first_heads.sum() / 2
     assert by_norm.share("first")[first_heads].mean() < by_weight.share("first")[first_heads].mean() / 2
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_a_removed_head_is_measured_by_what_it_really_added(mode):
+    """With heads removed (explorer.ablation), the weights that mix the values are zero (zero) or each key's mean weight
+    over the queries (mean); with those, the heads' vectors still add up exactly to what the sub-layer added, and the
+    norm map of a zeroed head is 0 everywhere although its attention weights are kept in the trace."""
+    cfg = explorer.ModelConfig(arch="decoder", norm="pre", n_layers=2, n_heads=4)
+    model = explorer.build_model(cfg)
+    removed = [(0, 1), (1, 2), (1, 3)]
+    trace = explorer.run(model, "the cat sat on the mat again", ablate=removed, ablate_with=mode)
+    ours = norm_attention(model, trace)  # [L, H, T, T]
+    for layer, block in enumerate(model.decoder.layers):
+        x = torch.from_numpy(trace.first[f"blocks.{layer}.attn.ln_out"])  # [T, D]
+        with torch.no_grad():
+            vectors = head_vectors(block.self_attn, x)  # [H, T, D]
+        weights = torch.from_numpy(trace.attention[layer].copy())  # [H, T, T]
+        for head in [h for (at, h) in removed if at == layer]:
+            assert trace.attention[layer, head].sum() > 0  # the weights it computed are still shown
+            weights[head] = 0.0 if mode == "zero" else weights[head].mean(dim=0, keepdim=True)
+        summed = torch.einsum("hij,hjd->id", weights, vectors) + block.self_attn.out_proj.bias.detach()  # [T, D]
+        assert relative_gap(summed.numpy(), trace.first[f"blocks.{layer}.attn.out"]) <= RELATIVE_TOLERANCE
+        direct = weights * vectors.norm(dim=-1)[:, None, :]  # [H, T, T]
+        assert relative_gap(ours[layer], direct.numpy()) <= RELATIVE_TOLERANCE
+    if mode == "zero":
+        assert not ours[0, 1].any() and not ours[1, 2].any()

@@ -43,7 +43,23 @@ def norm_attention(model: Transformer, trace: Trace, kind: str | None = None) ->
     adds to query i through head h; 0 where masked and on rows with no allowed key. `kind` as in value_norms."""
     maps = _maps(trace, kind)
     norms = value_norms(model, trace, kind)  # [L, H, Tk]
-    return maps.weights * norms[:, :, None, :]  # [L, H, Tq, Tk]
+    return effective_weights(trace, maps) * norms[:, :, None, :]  # [L, H, Tq, Tk]
+
+
+def effective_weights(trace: Trace, maps: AttentionMaps) -> np.ndarray:
+    """[L, H, Tq, Tk]: the weights by which each head mixes the values into its output. They are the maps' weights,
+    except for heads the run removed (explorer.ablation): zero when their output was set to zero, and each key's mean
+    weight over the queries when it was set to its mean over the positions (the mean of sum_j alpha_ij f(x_j) over i
+    is sum_j mean_i(alpha_ij) f(x_j))."""
+    if not trace.ablated or maps is not trace.first.self_attention:
+        return maps.weights
+    weights = maps.weights.copy()  # [L, H, Tq, Tk]
+    for layer, head in trace.ablated:
+        if trace.ablate_with == "zero":
+            weights[layer, head] = 0.0
+        else:
+            weights[layer, head] = weights[layer, head].mean(axis=0, keepdims=True)  # [1, Tk] over every query
+    return weights
 
 
 def norm_shares(norms: np.ndarray) -> np.ndarray:
