@@ -1,7 +1,8 @@
 """Add up pytest junit reports into one closing line, and fail where browser tests were skipped.
 
-Usage: python .ci/junit_summary.py REPORT.xml [REPORT.xml ...] [--no-skips-in REPORT.xml]
-Exits 1 when a report named by --no-skips-in ran no test or skipped any, or when any test failed.
+Usage: python .ci/junit_summary.py REPORT.xml [REPORT.xml ...] [--no-skips-in REPORT.xml] [--browser-module PREFIX]
+Exits 1 when a report named by --no-skips-in ran no test or skipped any, when the tests of modules starting with
+PREFIX (the browser tests, e.g. tests.test_browser_) are missing or any of them was skipped, or when any test failed.
 """
 
 import argparse
@@ -24,20 +25,31 @@ def count(path: str) -> Counter:
     return totals
 
 
-def skipped_names(path: str) -> list[str]:
+def skipped_names(path: str, prefix: str = "") -> list[str]:
+    """Skipped tests of the report (of modules whose classname starts with `prefix`), with their reasons."""
     root = ET.parse(path).getroot()
     names = []
     for case in root.iter("testcase"):
         skip = case.find("skipped")
-        if skip is not None:
+        if skip is not None and case.get("classname", "").startswith(prefix):
             names.append(f"{case.get('classname')}::{case.get('name')}: {skip.get('message', '')}")
     return names
+
+
+def module_count(paths: list[str], prefix: str) -> int:
+    """How many test cases of modules whose classname starts with `prefix` the reports hold."""
+    return sum(
+        case.get("classname", "").startswith(prefix)
+        for path in paths
+        for case in ET.parse(path).getroot().iter("testcase")
+    )
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("reports", nargs="+")
     ap.add_argument("--no-skips-in", action="append", default=[], metavar="REPORT")
+    ap.add_argument("--browser-module", default=None, metavar="PREFIX")
     args = ap.parse_args()
     totals: Counter = Counter()
     for path in args.reports:
@@ -53,6 +65,21 @@ def main() -> int:
             for name in skipped_names(path):
                 print(f"  {name}", file=sys.stderr)
             ok = False
+    if args.browser_module is not None:
+        ran = module_count(args.reports, args.browser_module)
+        skipped = [name for path in args.reports for name in skipped_names(path, args.browser_module)]
+        if ran == 0:
+            print(
+                f"error: no {args.browser_module}* test ran; the browser tests must run, not be deselected.",
+                file=sys.stderr,
+            )
+            ok = False
+        if skipped:
+            print(f"error: {len(skipped)} browser test(s) skipped; they must run:", file=sys.stderr)
+            for name in skipped:
+                print(f"  {name}", file=sys.stderr)
+            ok = False
+        print(f"browser tests: {ran - len(skipped)} ran")
     failed = totals["failures"] + totals["errors"]
     passed = totals["tests"] - failed - totals["skipped"]
     ok = ok and failed == 0

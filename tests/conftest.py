@@ -12,6 +12,20 @@ import pytest
 from bench.serve import CHROMIUM, CHROMIUM_ARGS, serving
 from explorer.trace import AttentionMaps
 
+BROWSER_FILE_PREFIX = "test_browser_"  # .ci/junit_summary.py finds the browser tests in the report by their module
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A browser test lives in a test_browser_*.py file and only there: `make test` runs every test in one pytest run
+    and its junit summary counts (and refuses skips of) the browser tests by module name."""
+    for item in items:
+        in_browser_file = item.path.name.startswith(BROWSER_FILE_PREFIX)
+        if (item.get_closest_marker("browser") is not None) != in_browser_file:
+            raise pytest.UsageError(
+                f"{item.nodeid}: browser tests are marked @pytest.mark.browser and live in {BROWSER_FILE_PREFIX}*.py "
+                "files, both or neither"
+            )
+
 
 def softmax_maps(
     scores: np.ndarray,
