@@ -6,6 +6,8 @@ only when first asked for: the engine itself needs neither plotly nor streamlit.
 
 from typing import Any
 
+from explorer.analysis.attribution import LogitAttribution, head_logit_attribution, logit_attribution
+from explorer.analysis.logit_lens import logit_lens
 from explorer.analysis.mixing import attention_flow, attention_rollout
 from explorer.analysis.norm_attention import norm_attention, norm_shares
 from explorer.analysis.placements import placement_run
@@ -19,12 +21,15 @@ from explorer.trace import ACTIVATION_NAMES, AttentionMaps, StackTrace, Trace, r
 from explorer.training import train
 
 FIGURES = (
+    "ablation_figure",
     "attention_figure",
     "attention_grid_figure",
+    "attribution_figure",
     "depth_figure",
     "difference_figure",
     "flow_figure",
     "gradient_figure",
+    "logit_lens_figure",
     "massive_share_figure",
     "norm_attention_figure",
     "parameters_figure",
@@ -51,6 +56,7 @@ __all__ = [
     "AttentionMaps",
     "CheckpointConfig",
     "ConfigError",
+    "LogitAttribution",
     "ModelConfig",
     "StackTrace",
     "Trace",
@@ -61,8 +67,11 @@ __all__ = [
     "attention_rollout",
     "build_model",
     "from_torch",
+    "head_logit_attribution",
     "list_pretrained",
     "load_pretrained",
+    "logit_attribution",
+    "logit_lens",
     "next_token",
     "norm_attention",
     "norm_shares",

@@ -34,15 +34,15 @@ def next_token(model: Transformer, trace: Trace, k: int = 10) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "rank": range(1, len(ids) + 1),
-            "piece": [_piece(model, i) for i in ids],
-            "text": [_text(model, i) for i in ids],
+            "piece": [piece_name(model, i) for i in ids],
+            "text": [piece_text(model, i) for i in ids],
             "probability": top.values.numpy(),
             "logit": logits[top.indices].numpy(),
         }
     )
 
 
-def _piece(model: Transformer, token_id: int) -> str:
+def piece_name(model: Transformer, token_id: int) -> str:
     """The vocabulary's spelling of an id; "#12" for a model with no vocabulary of its own; a row of an embedding table
     padded past its tokenizer (OLMo 2 has 100,352 rows for 100,278 pieces) says so."""
     if model.tokenizer is not None:
@@ -52,8 +52,8 @@ def _piece(model: Transformer, token_id: int) -> str:
     return model.vocabulary[token_id] if model.vocabulary is not None else f"#{token_id}"
 
 
-def _text(model: Transformer, token_id: int) -> str:
+def piece_text(model: Transformer, token_id: int) -> str:
     """The token as text: " Paris" for the piece "ĠParis"."""
     if model.tokenizer is None or token_id >= model.tokenizer.vocab_size:
-        return _piece(model, token_id)
+        return piece_name(model, token_id)
     return model.tokenizer.decode([token_id])
