@@ -6,6 +6,7 @@ only when first asked for: the engine itself needs neither plotly nor streamlit.
 
 from typing import Any
 
+from explorer.analysis.ablation_effects import head_ablation_effects, prediction_change
 from explorer.analysis.attribution import LogitAttribution, head_logit_attribution, logit_attribution
 from explorer.analysis.logit_lens import logit_lens
 from explorer.analysis.mixing import attention_flow, attention_rollout
@@ -67,6 +68,7 @@ __all__ = [
     "attention_rollout",
     "build_model",
     "from_torch",
+    "head_ablation_effects",
     "head_logit_attribution",
     "list_pretrained",
     "load_pretrained",
@@ -77,6 +79,7 @@ __all__ = [
     "norm_shares",
     "parse_config",
     "placement_run",
+    "prediction_change",
     "read_attention_csv",
     "read_attention_json",
     "run",

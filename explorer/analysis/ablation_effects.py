@@ -1,0 +1,186 @@
+"""What removing a head does to what the model is for: the sentence embedding's direction (MiniLM is a
+sentence-embedding model), every head's effect on it in batched runs, and a causal model's next-token table before
+and after.
+
+The sentence embedding is the mean of the output stack's vectors over the real (non-[PAD]) positions, as
+sentence-transformers pools all-MiniLM-L6-v2; its last step, dividing by the length, does not change a cosine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+
+from explorer.ablation import HeadAblation, checked_mode
+from explorer.config import PAD_TOKEN, ConfigError, ModelConfig
+from explorer.inputs import Source
+from explorer.model import Stack, Transformer, build_model, float32_default
+from explorer.prediction import can_predict, piece_name, piece_text
+from explorer.trace import StackTrace, Trace, run
+
+Progress = Callable[[float, str], None]  # (share done 0..1, what comes next)
+BATCH_BYTES = 256 * 2**20  # what one batch of ablated rows may hold (its records of every block run), about
+PREDICTION_COLUMNS = ["rank", "rank_after", "piece", "text", "probability_before", "probability_after", "change"]
+
+
+def real_positions(tokens: list[str]) -> np.ndarray:
+    """[T] bool: the positions that are not [PAD] (explorer.config.PAD_TOKEN), the ones a sentence embedding pools."""
+    real = np.array([token != PAD_TOKEN for token in tokens], dtype=bool)
+    if not real.any():
+        raise ConfigError("The text is only [PAD] pieces: a sentence embedding needs at least one real piece.")
+    return real
+
+
+def sentence_embedding(trace: Trace) -> np.ndarray:
+    """[D] float64: the mean of the output stack's vectors over the non-[PAD] positions (sentence-transformers'
+    mean pooling of MiniLM, before its normalisation to length 1)."""
+    return _pooled(trace.last.output[None], real_positions(trace.last.tokens))[0]
+
+
+def embedding_cosine(before: Trace, after: Trace) -> float:
+    """The cosine between two runs' sentence embeddings (1: the same direction); the runs must be of the same text."""
+    if before.last.tokens != after.last.tokens:
+        raise ConfigError(
+            "The two runs read different texts: compare the embeddings of one text, with and without heads."
+        )
+    return float(_cosines(sentence_embedding(before), sentence_embedding(after)[None])[0])
+
+
+@float32_default()
+def head_ablation_effects(
+    model: Transformer | ModelConfig,
+    source: Source,
+    target: Source | None = None,
+    mode: str = "zero",
+    progress: Progress | None = None,
+) -> np.ndarray:
+    """[L, H]: 1 - cosine of the sentence embedding with each self-attention head of the first stack removed alone
+    (its output set to zero, or with mode="mean" to its mean over the positions) against none removed; 0 means no
+    change, 2 the opposite direction. One batch of heads per layer, starting from the unablated run's stream at that
+    layer (the blocks below are the same and are not run again), in chunks of at most BATCH_BYTES. For an
+    encoder-decoder the embedding is the decoder's output, so the encoder's heads act through the decoder's
+    cross-attention. `progress(share, what)` is told before each layer."""
+    checked_mode(mode)
+    model = build_model(model) if isinstance(model, ModelConfig) else model
+    base = run(model, source, target)
+    first = model.encoder if model.encoder is not None else model.decoder
+    L, H = len(first.layers), first.layers[0].self_attn.n_heads
+    real = real_positions(base.last.tokens)
+    unablated = sentence_embedding(base)  # [D]
+    effects = np.zeros((L, H))
+    with torch.inference_mode():
+        allowed = _allowed(base.first)
+        for layer in range(L):
+            if progress is not None:
+                progress(layer / L, f"layer {layer} ({layer + 1} of {L}): {H} heads removed one at a time")
+            stream = torch.from_numpy(base.first.residual[layer])  # [T, D] entering block `layer`, the same in each run
+            rows = max(1, min(H, BATCH_BYTES // _row_bytes(model, base, layer)))
+            for start in range(0, H, rows):
+                heads = torch.arange(start, min(H, start + rows))  # [B]
+                removed = torch.zeros(len(heads), L, H)  # [B, L, H]: row b removes head heads[b] of this layer
+                removed[torch.arange(len(heads)), layer, heads] = 1.0
+                x = stream.expand(len(heads), -1, -1)  # [B, T, D]
+                out, _ = first(x, allowed, ablation=HeadAblation(removed, mode), first_layer=layer)  # [B, T, D]
+                if base.last is not base.first:
+                    out = _decoder_output(model.decoder, base.last, out)
+                embeddings = _pooled(out.numpy(), real)  # [B, D]
+                effects[layer, start : start + len(heads)] = 1.0 - _cosines(unablated, embeddings)
+    if progress is not None:
+        progress(1.0, "done")
+    return effects
+
+
+def prediction_change(model: Transformer, before: Trace, after: Trace, k: int = 10) -> pd.DataFrame:
+    """The next pieces in the top k of either run: rank (before; 1 = likeliest, over the whole vocabulary), rank_after,
+    piece, text, probability_before, probability_after and change (after - before), sorted by rank before."""
+    if not can_predict(model):
+        raise ConfigError(
+            "Only a causal model with a read-out to its vocabulary predicts a next token, so there is no prediction "
+            "to compare; for an encoder, compare the sentence embeddings (embedding_cosine)."
+        )
+    if before.last.tokens != after.last.tokens:
+        raise ConfigError(
+            "The two runs read different texts: compare the predictions for one text, with and without heads."
+        )
+    p_before, p_after = _next_probabilities(model, before), _next_probabilities(model, after)  # [V] each, float64
+    top = min(k, p_before.numel())
+    ids = torch.cat([torch.topk(p_before, top).indices, torch.topk(p_after, top).indices]).unique()  # the union
+    rank_before = _ranks(p_before, ids)
+    order = torch.argsort(rank_before)
+    ids, rank_before = ids[order], rank_before[order]
+    table = pd.DataFrame(
+        {
+            "rank": rank_before.numpy(),
+            "rank_after": _ranks(p_after, ids).numpy(),
+            "piece": [piece_name(model, i) for i in ids.tolist()],
+            "text": [piece_text(model, i) for i in ids.tolist()],
+            "probability_before": p_before[ids].numpy(),
+            "probability_after": p_after[ids].numpy(),
+        }
+    )
+    table["change"] = table["probability_after"] - table["probability_before"]
+    return table[PREDICTION_COLUMNS]
+
+
+@float32_default()
+def _next_probabilities(model: Transformer, trace: Trace) -> torch.Tensor:
+    """[V] float64: the next piece's probabilities after the trace's last position (as explorer.next_token)."""
+    last = torch.from_numpy(np.ascontiguousarray(trace.output[-1]))  # [D] after the final norm
+    with torch.inference_mode():
+        return torch.softmax(model.head(last).double(), dim=-1)  # [V]
+
+
+def _ranks(probabilities: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """[N] long: each id's rank among all pieces, 1 for the likeliest (ties share the better rank)."""
+    return (probabilities[None, :] > probabilities[ids][:, None]).sum(dim=1) + 1  # [N]
+
+
+def _pooled(outputs: np.ndarray, real: np.ndarray) -> np.ndarray:
+    """outputs [B, T, D], real [T] -> [B, D] float64: each row's mean over the real positions."""
+    return outputs[:, real].astype(np.float64).mean(axis=1)
+
+
+def _cosines(reference: np.ndarray, embeddings: np.ndarray) -> np.ndarray:
+    """reference [D], embeddings [B, D] -> [B] cosines, in float64 (so 1 - cosine keeps its small values)."""
+    norms = np.linalg.norm(embeddings, axis=1) * np.linalg.norm(reference)  # [B]
+    if not norms.all():
+        raise ConfigError("A sentence embedding is all zeros here, so it has no direction to compare.")
+    return np.clip(embeddings @ reference / norms, -1.0, 1.0)
+
+
+def _allowed(stack: StackTrace) -> torch.Tensor | None:
+    """The self-attention mask of the trace's run as the forward takes it: [1, T, T], or None when nothing is masked."""
+    allowed = torch.from_numpy(stack.self_attention.allowed)  # [T, T] bool
+    return None if bool(allowed.all()) else allowed[None]
+
+
+def _decoder_output(decoder: Stack, stack: StackTrace, memory: torch.Tensor) -> torch.Tensor:
+    """An encoder-decoder's decoder run on each row's encoder output memory [B, S, D] -> [B, T, D]; its own input
+    (target embeddings) and masks are the trace's."""
+    B = memory.shape[0]
+    y = torch.from_numpy(stack.residual[0]).expand(B, -1, -1)  # [B, T, D]
+    cross = torch.from_numpy(stack.cross_attention.allowed)  # [T, S]
+    cross_allowed = None if bool(cross.all()) else cross[None]
+    out, _ = decoder(y, _allowed(stack), memory, cross_allowed)
+    return out
+
+
+def _row_bytes(model: Transformer, base: Trace, layer: int) -> int:
+    """About what one batch row holds when blocks `layer`.. of the first stack (and an encoder-decoder's whole decoder)
+    run: each block keeps its records, chiefly scores and weights [H, T, S], the feed-forward hidden units [T, F] and
+    about ten [T, D] streams."""
+
+    def block(stack: Stack, T: int, S: int) -> int:
+        spec = stack.spec
+        cross = 2 * spec.n_heads * T * S + 4 * T * spec.d_model if spec.cross_attention else 0
+        return 4 * (10 * T * spec.d_model + 2 * spec.n_heads * T * T + 2 * T * spec.d_ff + cross)
+
+    first = model.encoder if model.encoder is not None else model.decoder
+    S = len(base.first.tokens)
+    total = (len(first.layers) - layer) * block(first, S, S)
+    if base.last is not base.first:
+        total += len(model.decoder.layers) * block(model.decoder, len(base.last.tokens), S)
+    return total
