@@ -17,6 +17,7 @@ import explorer
 from explorer.config import FIELDS, PAD_TOKEN, CheckpointConfig, ConfigError, ModelConfig
 from explorer.limits import MAX_PIECES, check_app_size
 from explorer.pretrained import pretrained_title
+from views.ablation_controls import Removal, ablation_sidebar, removal_banner
 from views.caches import cached_checkpoint_run, cached_model, cached_run, pretrained_model
 from views.fields import FIELD, MODEL_FIELDS, field_control
 from views.nodelay import disable_nagle_once
@@ -118,6 +119,19 @@ def fixed_controls(cfg: CheckpointConfig) -> None:
     sb.caption(cfg.weights_note)
 
 
+def removable_shape(values: dict[str, Any]) -> tuple[int, int]:
+    """(layers, heads) of the stack whose heads the sidebar can remove: the trained model's, the checkpoint's or
+    the configured model's (an encoder-decoder's encoder has the sidebar's n_layers too)."""
+    trained = app_state().trained
+    if trained is not None:
+        cfg = trained.model.config
+    elif values["model"] != CONFIGURED:
+        cfg = pretrained_model(values["model"]).config
+    else:
+        return values["n_layers"], values["n_heads"]
+    return cfg.n_layers, cfg.n_heads
+
+
 def share_hint(values: dict[str, Any]) -> None:
     """The URL holds every control that differs from its default: show it ready to copy."""
     defaults = {"model": CONFIGURED, **TEXT_DEFAULTS}
@@ -135,7 +149,7 @@ def share_hint(values: dict[str, Any]) -> None:
         st.markdown(f"`{link}`")
 
 
-def run_checkpoint(state: AppState, name: str, text: str) -> None:
+def run_checkpoint(state: AppState, name: str, text: str, removal: Removal) -> None:
     """Config, model and trace of an installed checkpoint on the typed text, or a ConfigError saying what to fix."""
     model = pretrained_model(name)
     cfg = model.config
@@ -149,7 +163,9 @@ def run_checkpoint(state: AppState, name: str, text: str) -> None:
             + ". Shorten the text."
         )
     check_app_size(cfg, pieces)
-    state.trace = cached_checkpoint_run(cfg, text)
+    state.base_trace = state.trace = cached_checkpoint_run(cfg, text)
+    if removal.heads:
+        state.trace = cached_checkpoint_run(cfg, text, removal.heads, removal.mode)
 
 
 def trained_banner() -> None:
@@ -172,14 +188,16 @@ def trained_banner() -> None:
     st.info(f"Showing the trained model ({trained.label}), not a random one.", icon=":material/school:")
 
 
-def compute(values: dict[str, Any], shows_tokens: bool) -> None:
-    """Config and trace for the pages, or the user-facing error instead. An error about the typed tokens is shown
-    only on a page that `shows_tokens`; an impossible setting is shown on every page."""
+def compute(values: dict[str, Any], removal: Removal, shows_tokens: bool) -> None:
+    """Config and traces for the pages (with and without the heads `removal` takes out), or the user-facing error
+    instead. An error about the typed tokens is shown only on a page that `shows_tokens`; an impossible setting is
+    shown on every page."""
     state = new_run()
+    state.ablated, state.ablate_with = removal.heads, removal.mode
     trained = state.trained
     if values["model"] != CONFIGURED and trained is None:
         try:
-            run_checkpoint(state, values["model"], values["tokens"])
+            run_checkpoint(state, values["model"], values["tokens"], removal)
         except ConfigError as e:
             show_error(str(e), shown=shows_tokens)
         return
@@ -194,10 +212,16 @@ def compute(values: dict[str, Any], shows_tokens: bool) -> None:
             target = values.get("target") if cfg.arch == "encoder-decoder" else None
             check_app_size(cfg, len(values["tokens"].split()), None if target is None else len(target.split()))
             state.model = cached_model(cfg)
-            state.trace = cached_run(cfg, values["tokens"], values.get("target"))
+            state.base_trace = state.trace = cached_run(cfg, values["tokens"], values.get("target"))
+            if removal.heads:
+                state.trace = cached_run(cfg, values["tokens"], values.get("target"), removal.heads, removal.mode)
         else:  # this session's own model: run here, never cached, so no other session can see it
             state.config, state.model = trained.model.config, trained.model
-            state.trace = explorer.run(trained.model, values["tokens"])
+            state.base_trace = state.trace = explorer.run(trained.model, values["tokens"])
+            if removal.heads:
+                state.trace = explorer.run(
+                    trained.model, values["tokens"], ablate=removal.heads, ablate_with=removal.mode
+                )
     except ConfigError as e:
         show_error(str(e), shown=shows_tokens)
 
@@ -216,7 +240,11 @@ navigation = st.navigation(PAGES)
 screen_sidebar_params(model_options())
 trained_banner()
 controls = sidebar()
-share_hint(controls)
+removal = ablation_sidebar(removable_shape(controls), NOTES_KEY)
+share_hint(controls | removal.query)
 show_url_notes(NOTES_KEY)
-compute(controls, shows_tokens=navigation.url_path not in PAGES_WITHOUT_TOKENS)
+shows_tokens = navigation.url_path not in PAGES_WITHOUT_TOKENS
+compute(controls, removal, shows_tokens)
+if shows_tokens:  # Train trains the sidebar's model with every head
+    removal_banner(removal)
 navigation.run()

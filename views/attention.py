@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from explorer.ablation import Head, head_name
 from explorer.analysis.head_roles import BROAD, ROLES, head_roles, norm_head_roles
 from explorer.analysis.stats import head_entropy
 from explorer.attention_text import role_shift_text
@@ -22,6 +23,7 @@ from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entro
 from pictures.boards import board
 from pictures.head_role_panels import BREADTH, clear_roles, role_name, roles_panel
 from pictures.norm_figures import norm_maps_figure
+from views.ablation_controls import toggle_head
 from views.caches import norm_attention_of
 from views.matrix_view import picked_value, show_board
 from views.query_params import URL_BOOLEAN, screen_view_params, show_url_notes, warn_junk_url
@@ -118,6 +120,18 @@ def map_viewer(
     remember_view(PAGE, "layer", layer)
     remember_view(PAGE, "head", head)
     head_index = None if head == AVERAGE else int(head)
+    removed = removed_heads(trace, maps)
+    if head_index is not None and maps is trace.first.self_attention:
+        is_removed = (layer, head_index) in removed
+        controls.button(
+            "Put it back" if is_removed else "Remove this head",
+            key="toggle_head",
+            on_click=toggle_head,
+            args=((layer, head_index),),
+            icon=":material/undo:" if is_removed else ":material/block:",
+            help="Every page then shows the model without this head (or with it again): its output, the weighted "
+            "sum of values before the output projection, is set to zero or to its mean (sidebar).",
+        )
     stretch = stretch_toggle(controls)
     downloads(controls, maps, cfg, layer, head_index, norms)
     with_grid = grid_cells(maps) <= GRID_MAX_CELLS
@@ -134,15 +148,16 @@ def map_viewer(
     )
     if head_index is None:
         st.info(f"Showing the **average** of all {maps.n_heads} heads of layer {layer}, not a single head.")
+    removal_caption(trace, removed, layer, head_index, norms is not None)
     window = zoom_window(maps)
     entropy_note = None if norms is None else "Of the weights α, whichever measure is shown"
-    top = [
-        attention_map_panel(maps, layer, head_index, window=window, stretch=stretch, norms=norms),
-        entropy_panel(entropy, entropy_note),
-    ]
+    big = attention_map_panel(maps, layer, head_index, window=window, stretch=stretch, norms=norms)
+    if (layer, head_index) in removed:
+        big["title"] += " · removed"
+    top = [big, entropy_panel(entropy, entropy_note)]
     if grid_cells(maps) <= GRID_MAX_CELLS:
         picked = (layer, head_index) if head_index is not None else None
-        grid = grid_panel(maps, picked=picked, stretch=stretch, norms=norms)
+        grid = mark_removed(grid_panel(maps, picked=picked, stretch=stretch, norms=norms), removed, maps.n_heads)
         show_board(board(top, [grid]), key="maps", on_pick=pick_from_grid)
     else:
         show_board(board(top), key="maps")
@@ -151,6 +166,44 @@ def map_viewer(
             "maps with the Layer and Head selectors above (or use fewer tokens)."
         )
     empty_rows_warning(maps)
+
+
+def removed_heads(trace: Trace, maps: AttentionMaps) -> tuple[Head, ...]:
+    """The heads of `maps` removed in this run: only the first stack's self-attention has removable heads."""
+    return trace.ablated if maps is trace.first.self_attention else ()
+
+
+def removal_caption(trace: Trace, removed: tuple[Head, ...], layer: int, head: int | None, norms: bool) -> None:
+    """What removal means for the map shown: a removed head still computes these weights but adds nothing (or its
+    mean); a layer above a removed head attends differently from the full model."""
+    if not removed:
+        return
+    if head is not None and (layer, head) in removed:
+        adds = "nothing" if trace.ablate_with == "zero" else "only its mean over the positions"
+        shown = (
+            f"what it adds, {'zero everywhere' if trace.ablate_with == 'zero' else 'its mean, each key alike'}"
+            if norms
+            else "the weights it still computes"
+        )
+        st.caption(
+            f"**{head_name((layer, head))} is removed.** This map shows {shown}: the head still looks where it "
+            f"did, but its output is replaced, so it adds {adds} to the stream."
+        )
+    elif layer > removed[0][0]:
+        below = ", ".join(head_name(h) for h in removed if h[0] < layer)
+        st.caption(
+            f"Layer {layer} comes after removed heads ({below}): its attention differs from the full model's, since "
+            "its input lacks what they added. The page What heads do shows the differences."
+        )
+
+
+def mark_removed(grid: dict, removed: tuple[Head, ...], n_heads: int) -> dict:
+    """The grid panel with each removed head's small map titled "L1 H3 · off" (and said so on hover)."""
+    for layer, head in removed:
+        i = layer * n_heads + head
+        grid["titles"][i] += " · off"
+        grid["hovers"][i] = f"L{layer} H{head}, removed: " + grid["hovers"][i].split(": ", 1)[-1]
+    return grid
 
 
 def downloads(

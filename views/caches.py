@@ -23,6 +23,7 @@ import streamlit as st
 from streamlit.logger import get_logger
 
 import explorer
+from explorer.ablation import Head
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.mixing import attention_flow_rows, attention_rollout
 from explorer.analysis.norm_attention import norm_attention
@@ -103,17 +104,27 @@ def cached_model(cfg: ModelConfig) -> Transformer:
 # --- The sidebar's traces (dashboard.py).
 
 
+# Removed heads are an argument of the run, never a change to the model: the same cached model serves every
+# removal, and the heads (sorted, checked) and their mode key the trace. No head removed: ablate=(), "zero".
+
+
 @st.cache_data(max_entries=16, show_spinner="Running the model…")  # at most 256 MB each (explorer.limits)
-def cached_run(cfg: ModelConfig, tokens: str, target: str | None) -> explorer.Trace:
-    """The trace for a config and input text (deterministic, so safe to cache)."""
-    return explorer.run(cached_model(cfg), tokens, target)
+def cached_run(
+    cfg: ModelConfig, tokens: str, target: str | None, ablate: tuple[Head, ...] = (), ablate_with: str = "zero"
+) -> explorer.Trace:
+    """The trace for a config and input text, with the heads `ablate` removed (deterministic, so safe to cache)."""
+    return explorer.run(cached_model(cfg), tokens, target, ablate=ablate, ablate_with=ablate_with)
 
 
-# A real checkpoint's trace can reach 1.2 GB (512 pieces through SmolLM2's 270 heads): keep few of them.
+# A real checkpoint's trace can reach 1.2 GB (512 pieces through SmolLM2's 270 heads): keep few of them (a view with
+# heads removed holds two: with and without them).
 @st.cache_data(max_entries=4, show_spinner="Running the real model…")
-def cached_checkpoint_run(cfg: CheckpointConfig, text: str) -> explorer.Trace:
-    """The trace of a shipped checkpoint on a text (deterministic, so safe to cache)."""
-    return explorer.run(cached_model(cfg), text)
+def cached_checkpoint_run(
+    cfg: CheckpointConfig, text: str, ablate: tuple[Head, ...] = (), ablate_with: str = "zero"
+) -> explorer.Trace:
+    """The trace of a shipped checkpoint on a text, with the heads `ablate` removed (deterministic, so safe to
+    cache)."""
+    return explorer.run(cached_model(cfg), text, ablate=ablate, ablate_with=ablate_with)
 
 
 # --- Compare: B is built on A's model and cached per (A, B, model_key()); nothing cached is ever mutated.
@@ -131,16 +142,25 @@ def _model_b(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transf
 
 def model_of(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transformer:
     """B's model: model_for_b(A's model, B), which carries A's very weights wherever names and shapes match;
-    A's model itself when B is A (the same weights, without a second copy in memory); for a checkpoint B, the
-    shared checkpoint or a copy of its weights (cached_model)."""
+    A's model itself when B is A (the same weights, without a second copy in memory: "A with heads removed" is
+    that, run with an ablation); for a checkpoint B, the shared checkpoint or a copy of its weights (cached_model)."""
     if b == a:
         return model_a(a, who)
     return cached_model(b) if isinstance(b, CheckpointConfig) else _model_b(a, b, who)
 
 
 @st.cache_data(max_entries=16, show_spinner="Running B…")  # at most 256 MB each (explorer.limits)
-def trace_of(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None) -> Trace:
-    return explorer.run(model_of(a, b, who), text, target)
+def trace_of(
+    a: ModelConfig,
+    b: ModelConfig,
+    text: str,
+    target: str | None,
+    who: str | None,
+    ablate: tuple[Head, ...] = (),
+    ablate_with: str = "zero",
+) -> Trace:
+    """B's trace: B's model (model_of) on B's text, with the heads `ablate` removed."""
+    return explorer.run(model_of(a, b, who), text, target, ablate=ablate, ablate_with=ablate_with)
 
 
 @st.cache_data(max_entries=32, show_spinner="Computing gradient norms…")
@@ -257,9 +277,10 @@ def cached_parameter_counts(cfg: ModelConfig, _model: Transformer) -> pd.DataFra
 # copied on a hit, read-only, and few.
 
 
-def trace_key(trace: Trace) -> tuple[tuple[str, ...], ...]:
-    """What, besides the config, decides a trace: the tokens of each of its stacks."""
-    return tuple(tuple(stack.tokens) for stack in trace.stacks)
+def trace_key(trace: Trace) -> tuple:
+    """What, besides the config, decides a trace: the tokens of each of its stacks, and the heads removed (with
+    what their output became)."""
+    return (*(tuple(stack.tokens) for stack in trace.stacks), trace.ablated, trace.ablate_with)
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:
@@ -302,14 +323,32 @@ def flow_of(trace: Trace, residual: float, queries: tuple[int, ...]) -> np.ndarr
 
 @st.cache_resource(max_entries=4, show_spinner="Measuring what each of B's heads adds…")
 def _compare_norms(
-    a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None, kind: str
+    a: ModelConfig,
+    b: ModelConfig,
+    text: str,
+    target: str | None,
+    who: str | None,
+    kind: str,
+    ablate: tuple[Head, ...],
+    ablate_with: str,
 ) -> np.ndarray:
-    return _read_only(norm_attention(model_of(a, b, who), trace_of(a, b, text, target, who), kind))
+    trace = trace_of(a, b, text, target, who, ablate, ablate_with)
+    return _read_only(norm_attention(model_of(a, b, who), trace, kind))
 
 
-def compare_norms(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None, kind: str):
-    """[L, H, Tq, Tk] read-only: norm_attention of B's model (model_of) on B's trace (trace_of, same arguments)."""
-    return _compare_norms(a, b, text, target, who, kind)
+def compare_norms(
+    a: ModelConfig,
+    b: ModelConfig,
+    text: str,
+    target: str | None,
+    who: str | None,
+    kind: str,
+    ablate: tuple[Head, ...] = (),
+    ablate_with: str = "zero",
+):
+    """[L, H, Tq, Tk] read-only: norm_attention of B's model (model_of) on B's trace (trace_of, same arguments): a
+    removed head adds nothing (or its mean)."""
+    return _compare_norms(a, b, text, target, who, kind, ablate, ablate_with)
 
 
 # --- Compare's "All four placements": A's model with each placement in turn (explorer.analysis.placements). The

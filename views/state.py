@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from explorer.ablation import Head
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.model import Transformer
 from explorer.pretrained import pretrained_title
@@ -65,8 +66,12 @@ class AppState:
     sidebar_config: ModelConfig | None = None  # the sidebar's own config (or None): what the Train page trains
     model: Transformer | None = None  # the model behind `trace` (never mutate it): not rebuilt from `config`, which
     # would give random weights instead of a trained model's
-    trace: Trace | None = None  # explorer.Trace of the typed tokens, or None when there is an error
+    trace: Trace | None = None  # explorer.Trace of the typed tokens, or None when there is an error; with `ablated`
+    # heads removed, the trace of the model without them (every page shows that model)
     trained: TrainedModel | None = None  # kept from run to run, unlike the fields above
+    ablated: tuple[Head, ...] = ()  # (layer, head) of the first stack removed in `trace`, sorted; () when none
+    ablate_with: str = "zero"  # what their output became: "zero" or "mean" (explorer.ablation)
+    base_trace: Trace | None = None  # the same model and text with every head: `trace` itself when none is removed
 
     @property
     def source(self) -> ModelSource:
