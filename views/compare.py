@@ -2,18 +2,22 @@
 
 B's controls (views.compare_controls) are keyed b_<field> and bound to the URL, so ?norm=post&b_mask=causal holds
 both configurations. They default to default_b(A) (A with another norm placement) and follow A while the
-user leaves them alone. "One configuration, two inputs" runs A's model on a second text (b_tokens) instead.
+user leaves them alone. "One configuration, two inputs" runs A's model on a second text (b_tokens) instead, and
+"heads" runs A's very model without the heads of B's list (b_ablate). Heads the sidebar removes (ablate) are removed
+from A, and from B too when B is A's own model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
+from explorer.ablation import Head, head_name, heads_text
 from explorer.analysis.gradients import objective_text
 from explorer.compare import (
     CONFIGURATION,
@@ -25,6 +29,7 @@ from explorer.compare import (
     layer_difference,
     layers_and_heads,
     paired_attention,
+    reversed_text,
     target_of_b,
     token_order,
 )
@@ -55,8 +60,17 @@ from pictures.compare_charts import (
     pair_top,
 )
 from pictures.norm_figures import norm_maps_figure
-from views.caches import gradient_totals, lines_chart, ranking_of, stack_tables, trace_of, weight_facts
-from views.compare_controls import top_controls
+from views.ablation_controls import Removal, downstream_words
+from views.caches import (
+    gradient_totals,
+    lines_chart,
+    norm_attention_of,
+    ranking_of,
+    stack_tables,
+    trace_of,
+    weight_facts,
+)
+from views.compare_controls import B_ABLATE, B_ABLATE_WITH, HEADS, top_controls
 from views.compare_measure import norm_pairs
 from views.compare_placements import KEY as PLACEMENTS_KEY
 from views.compare_placements import placements_section
@@ -317,6 +331,30 @@ def compare_figures(pair: MapPair, layer: int, head: int, lines: pd.DataFrame, n
 # --- The page.
 
 
+def removed_words(heads: tuple[Head, ...], mode: str) -> str:
+    """ "head L1H3 (output set to zero)" or "heads L1H3, L2H5 (…)"."""
+    return f"{'head' if len(heads) == 1 else 'heads'} {Removal(heads, mode).words}"
+
+
+def heads_message(a: ModelConfig, b_run: Removal, removed_in_a: tuple[Head, ...]) -> None:
+    """B = A with heads removed: both in a line each, then that B is A's very weights without those heads."""
+    also = "" if not removed_in_a else f" (like A, also without {', '.join(map(head_name, removed_in_a))})"
+    own = tuple(h for h in b_run.heads if h not in removed_in_a)
+    without = removed_words(own, b_run.mode) if own else "more heads"
+    st.markdown(f"**A** · {describe(a, a)}  \n**B** · A's very model without {without}{also}")
+    if not own:
+        st.info(
+            "B removes no head of its own yet: pick the heads B removes above. Until then B is A and every "
+            "difference below is exactly 0."
+        )
+        return
+    st.success(
+        f"B is A's very weights (the same model, not a copy) with {removed_words(own, b_run.mode)} removed. "
+        f"{downstream_words(own)}",
+        icon=":material/link:",
+    )
+
+
 def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: str, text_b: str, traced: bool) -> None:
     """Both configurations in a line each (differences in bold), then whether B runs on A's weights."""
     if mode == INPUT:
@@ -369,6 +407,7 @@ def main() -> None:
     if run is None:
         return
     a, trace_a = run
+    state = app_state()
     text_a: str = st.session_state.get("tokens") or " ".join(trace_a.tokens)
     target_a: str | None = st.session_state.get("target") if a.arch == "encoder-decoder" else None
     st.caption(
@@ -378,34 +417,52 @@ def main() -> None:
     )
     warn_junk_url(
         {
-            "compare": [CONFIGURATION, INPUT],
+            "compare": [CONFIGURATION, INPUT, HEADS],
             "align": URL_BOOLEAN,
             "stretch": URL_BOOLEAN,
             "measure": list(MEASURES),
             PLACEMENTS_KEY: URL_BOOLEAN,
         }
     )
-    mode, b, text_b = top_controls(a, text_a)
+    mode, b, text_b, b_heads = top_controls(a, text_a, state.ablated)
     target_b = None if b is None else target_of_b(b, target_a)
+    b_run = b_removal(mode, b_heads, state.ablated, state.ablate_with)
 
     trace_b: Trace | None = None
     if b is not None:
         try:
             check_app_size(b, len(text_b.split()), None if target_b is None else len(target_b.split()))
-            trace_b = trace_of(a, b, text_b, target_b, model_key())
+            trace_b = trace_of(a, b, text_b, target_b, model_key(), b_run.heads, b_run.mode)
         except ConfigError as e:
             st.error(f"B: {e}", icon=":material/error:")
-    say_what_differs(a, b, mode, text_a, text_b, trace_b is not None)
+    if mode == HEADS:
+        heads_message(a, b_run, state.ablated)
+    else:
+        say_what_differs(a, b, mode, text_a, text_b, trace_b is not None)
+    if state.ablated and mode == CONFIGURATION:
+        st.caption(
+            f"The sidebar removes {removed_words(state.ablated, state.ablate_with)} from A only: B is another "
+            "configuration, run with every head."
+        )
 
     pairs = paired_attention(trace_a, trace_b)
     raw_pairs, order = pairs, None
     if mode == INPUT and trace_b is not None:
         pairs, order = lined_up(pairs, trace_a, trace_b)
     aligned = order is not None
-    b_run = None if b is None or trace_b is None else (a, b, text_b, target_b)
-    measured = partial(norm_pairs, raw_pairs, trace_a, b_run, order)
+    if b_run.heads and trace_b is not None:  # B is A's own model run without heads: its norms are the session's
+        measured = partial(same_model_norm_pairs, raw_pairs, trace_a, trace_b, order)
+    else:
+        b_args = None if b is None or trace_b is None else (a, b, text_b, target_b)
+        measured = partial(norm_pairs, raw_pairs, trace_a, b_args, order)
     caveat = DIFFERENT_WEIGHTS if b is not None and mode == CONFIGURATION and not can_share_weights(a, b)[0] else None
-    key = (a, b, text_a, text_b, target_a, target_b, aligned, model_key())
+    if mode == HEADS and b_run.heads:
+        caveat = (
+            f"B is A's very weights without {removed_words(b_run.heads, b_run.mode)}: A − B and the ranking below "
+            "show which heads attend differently downstream of them."
+        )
+    removals = (state.ablated, state.ablate_with, b_run.heads, b_run.mode)
+    key = (a, b, text_a, text_b, target_a, target_b, aligned, model_key(), removals)
     st.subheader("Attention in A and B" if trace_b is not None else "Attention in A (B is not drawn)")
     measure = measure_choice()
     attention_section(pairs, key, caveat, b_drawn=trace_b is not None, measured=measured, measure=measure)
@@ -415,17 +472,71 @@ def main() -> None:
     grads_b = gradients_or_none(a, b, text_b, target_b) if trace_b is not None and b is not None else None
     if grads_a is None:
         notes.append("No gradient norms: they need at least two tokens (the objective predicts the next one).")
-    tables = stack_tables(trace_a, trace_b, grads_a, grads_b, (a, b, text_a, text_b, target_a, target_b, model_key()))
+    if mode == HEADS:
+        grads_b = None
+        notes.append("No gradient norms for B: gradients are taken with every head, so B's would be A's.")
+    elif state.ablated:
+        notes.append("The gradient norms are the model's with every head: they do not take removed heads.")
+    tables_key = (a, b, text_a, text_b, target_a, target_b, model_key(), removals)
+    tables = stack_tables(trace_a, trace_b, grads_a, grads_b, tables_key)
     lines = per_layer_section(tables, trace_a, trace_b, notes)
-    placements_section(a, b if mode == CONFIGURATION else None, text_a, target_a, trace_a)
+    # Every placement runs with every head: lend A's run with every head.
+    placements_section(a, b if mode == CONFIGURATION else None, text_a, target_a, state.base_trace or trace_a)
 
     if b is None or trace_b is None:
         return
-    sharing = "A and B are the same model" if mode == INPUT else can_share_weights(a, b)[1]
+    sharing = "A and B are the same model" if mode in (INPUT, HEADS) else can_share_weights(a, b)[1]
     inputs = {"mode": mode, "a_tokens": trace_a.tokens, "b_tokens": trace_b.tokens}
     inputs |= {"a_target": target_a, "b_target": target_b}
+    inputs |= {"a_removed": heads_text(trace_a.ablated), "b_removed": heads_text(trace_b.ablated)}
+    inputs |= {"a_removed_with": trace_a.ablate_with, "b_removed_with": trace_b.ablate_with}
     downloads(a, b, inputs, sharing, pairs, tables, aligned, lines, measured)
-    share_box(comparison_query(a, b, text_a, target_a, mode, text_b), [p.label for p in pairs])
+    share_box(link_query(a, b, text_a, target_a, mode, text_b, b_heads), [p.label for p in pairs])
+
+
+def b_removal(mode: str, b_heads: Removal, removed_in_a: tuple[Head, ...], a_mode: str) -> Removal:
+    """The heads B's run removes: in the mode heads, the sidebar's and B's own (B's mode for all of them); for two
+    inputs, the sidebar's, since B is A's very model; for another configuration, none."""
+    if mode == HEADS:
+        return Removal(tuple(sorted({*removed_in_a, *b_heads.heads})), b_heads.mode)
+    if mode == INPUT:
+        return Removal(removed_in_a, a_mode)
+    return Removal()
+
+
+def link_query(
+    a: ModelConfig, b: ModelConfig, text_a: str, target_a: str | None, mode: str, text_b: str, b_heads: Removal
+) -> dict[str, str]:
+    """comparison_query, with the heads the sidebar removes and, in the mode heads, B's own list."""
+    if mode != HEADS:
+        return comparison_query(a, b, text_a, target_a, mode, text_b) | app_removal_query()
+    query = comparison_query(a, a, text_a, target_a, INPUT, reversed_text(text_a)) | {"compare": HEADS}
+    if b_heads.heads:
+        query[B_ABLATE] = heads_text(b_heads.heads)
+        if b_heads.mode != "zero":
+            query[B_ABLATE_WITH] = b_heads.mode
+    return query | app_removal_query()
+
+
+def app_removal_query() -> dict[str, str]:
+    """The sidebar's removed heads as the URL holds them."""
+    state = app_state()
+    return Removal(state.ablated, state.ablate_with).query
+
+
+def same_model_norm_pairs(pairs: list[MapPair], trace_a: Trace, trace_b: Trace, order) -> list[MapPair]:
+    """norm_pairs when B is A's own model run without some heads (or on another text): each side's ‖α·f(x)‖ is
+    the session's model on its own trace (norm_attention_of), where a removed head adds nothing or its mean."""
+    measured = [
+        MapPair(
+            pair.label,
+            pair.stack,
+            None if pair.a is None else replace(pair.a, weights=norm_attention_of(trace_a, pair.a.kind)),
+            None if pair.b is None else replace(pair.b, weights=norm_attention_of(trace_b, pair.b.kind)),
+        )
+        for pair in pairs
+    ]
+    return measured if order is None else [align_pair(pair, order) for pair in measured]
 
 
 main()

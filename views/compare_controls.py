@@ -1,7 +1,8 @@
 """B's controls on the Compare page: defaults derived from A, kept in the URL, screened for junk like the sidebar's.
 
 B's fields are keyed b_<field> and bound to the URL. A control the user leaves alone follows A (follow_a); "Swap A
-and B" and "Reset B" rewrite the controls' state in callbacks, before they are drawn.
+and B" and "Reset B" rewrite the controls' state in callbacks, before they are drawn. In the mode "heads" B is A's
+very model with the heads of its own list removed (b_ablate=L1H3,L2H5, b_ablate_with=zero|mean).
 """
 
 from __future__ import annotations
@@ -10,14 +11,18 @@ from typing import Any
 
 import streamlit as st
 
+from explorer.ablation import head_name
 from explorer.compare import B_FIELDS, B_PREFIX, CONFIGURATION, INPUT, default_b, reversed_text
 from explorer.config import NORMS, CheckpointConfig, ConfigError, ModelConfig
 from explorer.norm_words import placement_help
 from explorer.pretrained import list_pretrained, pretrained_title
+from views.ablation_controls import MODE_HELP, Removal, heads_picker, hide_text_inputs, ignored_note
 from views.caches import pretrained_model
 from views.fields import FIELD, field_control
 from views.query_params import b_url_value, screen_b_params, show_url_notes
 
+HEADS = "heads"  # ?compare=heads: B is A's very model with heads removed (b_ablate, b_ablate_with)
+B_ABLATE, B_ABLATE_WITH = "b_ablate", "b_ablate_with"
 FLIPPED = "A with {norm}-norm"  # a checkpoint's B: its own weights with another norm placement
 DRAWN_KEY = "_compare_defaults"  # the default each of B's controls was last drawn with
 NOTES_KEY = "_compare_url_notes"
@@ -111,6 +116,34 @@ def b_tokens_control(text_a: str) -> str:
     )
 
 
+def b_heads_control(a: ModelConfig, removed_in_a: tuple) -> Removal:
+    """The heads B removes from A's very model (its own list: b_ablate=L1H3,L2H5 in the URL), on top of any the
+    sidebar removes from A, and what their output becomes (b_ablate_with)."""
+    hide_text_inputs(B_ABLATE)
+    also = (
+        f" The sidebar already removes {', '.join(map(head_name, removed_in_a))} from A and B." if removed_in_a else ""
+    )
+    left, right = st.columns([3, 1], vertical_alignment="bottom")
+    heads, ignored = heads_picker(
+        left,
+        "Heads B removes",
+        B_ABLATE,
+        a.n_layers,
+        a.n_heads,
+        "B is A's very model (the same weights, not a copy) run without these heads: each one's output is set to "
+        f"zero or to its mean. The maps, A − B and the ranking then show what changes downstream.{also}",
+    )
+    notes = st.session_state.setdefault(NOTES_KEY, {})
+    if ignored:
+        notes[B_ABLATE] = (ignored_note(B_ABLATE, ignored), st.session_state.get(B_ABLATE))
+    else:
+        notes.pop(B_ABLATE, None)
+    mode = right.radio(
+        "Their output", ["zero", "mean"], key=B_ABLATE_WITH, bind="query-params", horizontal=True, help=MODE_HELP
+    )
+    return Removal(heads, mode, ignored)
+
+
 def swap(a: ModelConfig, b: ModelConfig, text_a: str, text_b: str, mode: str) -> None:
     """Callback of "Swap A and B": rewrite the sidebar's controls and B's before either is drawn."""
     state = st.session_state
@@ -130,6 +163,9 @@ def reset_b(a: ModelConfig, text_a: str, mode: str) -> None:
     if mode == INPUT:
         st.session_state["b_tokens"] = reversed_text(text_a)
         return
+    if mode == HEADS:
+        st.session_state[B_ABLATE] = ""
+        return
     if isinstance(a, CheckpointConfig):
         st.session_state["b_model"] = FLIPPED
         return
@@ -138,29 +174,35 @@ def reset_b(a: ModelConfig, text_a: str, mode: str) -> None:
         st.session_state[B_PREFIX + field] = getattr(reference, field)
 
 
-def top_controls(a: ModelConfig, text_a: str) -> tuple[str, ModelConfig | None, str]:
-    """The mode, B's controls (or B's tokens), and the swap and reset buttons: (mode, B or None, B's text)."""
+def top_controls(a: ModelConfig, text_a: str, removed_in_a: tuple = ()) -> tuple[str, ModelConfig | None, str, Removal]:
+    """The mode, B's controls (B's tokens, or the heads B removes), and the swap and reset buttons: (mode, B or None,
+    B's text, the heads B removes besides the sidebar's `removed_in_a`)."""
     notes = st.container()
     top = st.columns([3, 1, 1], vertical_alignment="bottom")
     mode = top[0].radio(
         "B differs from A in its",
-        [CONFIGURATION, INPUT],
+        [CONFIGURATION, INPUT, HEADS],
         key="compare",
         bind="query-params",
         horizontal=True,
-        help="configuration: B is another model on the same tokens. input: B is A's very model on other tokens.",
+        help="configuration: B is another model on the same tokens. input: B is A's very model on other tokens. "
+        "heads: B is A's very model with heads removed.",
     )
+    removal = Removal()
     if mode == CONFIGURATION and isinstance(a, CheckpointConfig):
         b, text_b = checkpoint_b_control(a), text_a
     elif mode == CONFIGURATION:
         b, text_b = b_controls(a), text_a
+    elif mode == HEADS:
+        b, text_b = a, text_a
+        removal = b_heads_control(a, removed_in_a)
     else:
         b, text_b = a, b_tokens_control(text_a)
     top[1].button(
         "Swap A and B",
         on_click=swap,
         args=(a, b, text_a, text_b, mode),
-        disabled=b is None or isinstance(a, CheckpointConfig),
+        disabled=b is None or isinstance(a, CheckpointConfig) or mode == HEADS,
         icon=":material/swap_horiz:",
         key="swap",
         help="A takes B's settings (in the sidebar) and B takes A's.",
@@ -171,8 +213,8 @@ def top_controls(a: ModelConfig, text_a: str) -> tuple[str, ModelConfig | None, 
         args=(a, text_a, mode),
         icon=":material/restart_alt:",
         key="reset_b",
-        help="B back to A with the norm flipped (or, for two inputs, A's tokens reversed).",
+        help="B back to A with the norm flipped (or, for two inputs, A's tokens reversed; for heads, none removed).",
     )
     with notes:
         show_url_notes(NOTES_KEY)
-    return mode, b, text_b
+    return mode, b, text_b, removal
