@@ -11,8 +11,11 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
+from explorer.analysis.ablation_effects import head_ablation_effects
 from explorer.analysis.activations import layer_statistics
+from explorer.analysis.attribution import logit_attribution
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.logit_lens import logit_lens
 from explorer.analysis.placements import placement_run
 from explorer.analysis.position_analysis import (
     check_range,
@@ -38,6 +41,7 @@ from pictures.attention_panels import token_labels
 from pictures.mixing_charts import flow_figure as flow_figure
 from pictures.mixing_charts import rollout_figure as rollout_figure
 from pictures.norm_figures import norm_attention_figure as norm_attention_figure
+from pictures.output_charts import ablation_board_figure, attribution_board_figure, lens_grid_figure
 from pictures.placement_charts import placements_chart
 from pictures.positional_charts import encoding_curves
 from pictures.style import BLUES, RDBU, plotly_scale
@@ -243,3 +247,25 @@ def parameters_figure(model: Transformer) -> go.Figure:
         title=f"{total:,} parameters by kind of module", yaxis_title="parameters", template="plotly_white"
     )
     return figure
+
+
+def logit_lens_figure(model: Transformer, trace: Trace, k: int = 1) -> go.Figure:
+    """Every layer's guess (the logit lens, nostalgebraist 2020): blocks x positions of the top next piece read out
+    after each block through the final norm and the read-out, coloured by its probability; hover lists the k
+    likeliest. The model needs a read-out to a vocabulary (SmolLM2, a trained model): others get a ConfigError saying
+    why."""
+    return lens_grid_figure(logit_lens(model, trace, k), trace.last.tokens)
+
+
+def attribution_figure(model: Transformer, trace: Trace, piece: str | int | None = None) -> go.Figure:
+    """Which heads make the prediction: layers x heads of each head's direct effect on the logit of `piece` (its
+    spelling, its id, or None: the top next piece) at the last position, red up, blue down; the heads the run removed
+    are crossed."""
+    removed = trace.ablated if len(trace.stacks) == 1 else ()  # removal reaches the first stack's heads only
+    return attribution_board_figure(logit_attribution(model, trace, piece), removed)
+
+
+def ablation_figure(model: Transformer, source: Source, target: Source | None = None, mode: str = "zero") -> go.Figure:
+    """Layers x heads of what removing each head alone does to the sentence embedding, 1 − cosine (MiniLM's board;
+    any model works): every head in batched runs (explorer.head_ablation_effects), with `mode` "zero" or "mean"."""
+    return ablation_board_figure(head_ablation_effects(model, source, target, mode))

@@ -18,8 +18,8 @@ LETTERS = tuple("ABCDEFGHIJ")
 PLACEMENTS = ["post", "pre", "res-post", "peri"]
 # The parts are computed in float64 from the run's float32 intermediates, which each carry a rounding of about 6e-8 of
 # their size; over the ~100 sums and norms of a 30-block stream the logit and the parts' total drift apart by up to
-# about 5e-8 of the parts' absolute sum (measured on SmolLM2). 1e-6 of that sum is 20 times the drift, and thousands of
-# times less than any head's term a board shows.
+# about 5e-8 of the parts' absolute sum (measured on SmolLM2). 1e-6 of that sum is 20 times the drift, and far below
+# the hundredths a board writes.
 SUM_TOLERANCE = 1e-6
 RELATIVE_TOLERANCE = 1e-5  # the parity tests' bound for float32 streams of ours and the reference's (measured 4e-7)
 

@@ -1,0 +1,185 @@
+"""Figures of what the model's parts do to its output: every layer's guess (the logit lens grid), each head's share of
+a prediction (the direct logit attribution board) and each head's effect on the sentence embedding when removed (the
+ablation board). Plotly figures for the "What heads do" page and a notebook alike; no Streamlit here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from explorer.ablation import Head, head_name
+from explorer.analysis.attribution import LogitAttribution
+from pictures.attention_panels import token_labels
+from pictures.style import BLUES, HOVER_NUMBERS, RDBU, axis, figure_layout, label_text, legend_below, plotly_scale
+
+LENS_TEXT_CELLS = 600  # the top piece is written in each cell up to this many cells (30 blocks x 20 positions)
+BOARD_TEXT_CELLS = 144  # a board writes each head's value in its cell up to this many heads (12 x 12)
+CELL_PX = 26  # px per row of a board or grid, so a 30-block model stays readable without scrolling past it
+REMOVED_MARK = {"symbol": "x-thin", "size": 12, "line": {"width": 2, "color": "#31333f"}}
+
+
+def _quoted(text: str) -> str:
+    """A piece as a title writes it: in quotes, so that " Paris" shows its space."""
+    return "'" + str(text).replace("\n", "\\n") + "'"
+
+
+def _visible(text: str) -> str:
+    """A piece as a cell writes it: one of only spaces or line breaks drawn as ␣ and ↵, so its cell is not blank."""
+    text = str(text)
+    return text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") if text and not text.strip() else text
+
+
+def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
+    """Blocks (up) x positions (across) of explorer.logit_lens: each cell names the top piece read out after that
+    block at that position, coloured by its probability (white 0 to dark blue 1); hover lists the k pieces of the
+    cell. `tokens`: the output stack's tokens (trace.last.tokens)."""
+    layers = sorted(set(lens["layer"].tolist()))
+    positions = sorted(set(lens["position"].tolist()))
+    labels = token_labels(tokens)
+    probability = np.full((len(layers), len(positions)), np.nan)  # [L, P]
+    text = np.full((len(layers), len(positions)), "", dtype=object)  # [L, P]
+    hover = np.full((len(layers), len(positions)), "", dtype=object)  # [L, P]: every rank of the cell
+    rows = lens["layer"].map({layer: i for i, layer in enumerate(layers)}).to_numpy()
+    columns = lens["position"].map({position: j for j, position in enumerate(positions)}).to_numpy()
+    for rank in sorted(set(lens["rank"].tolist())):
+        at = (lens["rank"] == rank).to_numpy()
+        i, j = rows[at], columns[at]
+        pieces = lens["text"][at].tolist()
+        chances = lens["probability"][at].to_numpy()
+        if rank == 1:
+            probability[i, j], text[i, j] = chances, [label_text(_visible(t)) for t in pieces]
+        lines = [f"{rank}. {label_text(_quoted(t))} {p:.3f}" for t, p in zip(pieces, chances, strict=True)]
+        hover[i, j] = np.where(hover[i, j] == "", lines, hover[i, j] + "<br>" + np.array(lines, dtype=object))
+    x = [label_text(labels[p]) for p in positions]
+    write = len(layers) * len(positions) <= LENS_TEXT_CELLS
+    figure = go.Figure(
+        go.Heatmap(
+            z=probability,
+            x=x,
+            y=layers,
+            text=text,
+            texttemplate="%{text}" if write else None,
+            customdata=hover,
+            zmin=0.0,
+            zmax=1.0,
+            colorscale=plotly_scale(BLUES),
+            colorbar={"title": {"text": "probability"}},
+            hovertemplate="after block %{y}, position %{x}<br>%{customdata}<extra></extra>",
+            xgap=1,
+            ygap=1,
+        )
+    )
+    subtitle = "the top next piece read out after each block (final norm, then the read-out) · colour: its probability"
+    settled = _settled(lens, positions[-1]) if positions else None
+    if settled is not None:
+        piece, layer = settled
+        subtitle += f" · at the last position {_quoted(piece)} is the top guess from block {layer} on"
+    figure.update_layout(figure_layout("Every layer's guess (logit lens)", subtitle, CELL_PX * len(layers) + 90))
+    figure.update_xaxes(axis("position (token)"), type="category", tickangle=-45, showgrid=False)
+    figure.update_yaxes(axis("after block", numbers="d"), showgrid=False, dtick=1 if len(layers) <= 32 else None)
+    return figure
+
+
+def _settled(lens: pd.DataFrame, position: int) -> tuple[str, int] | None:
+    """(the last block's top piece at `position`, the first block from which it stays the top piece)."""
+    column = lens[(lens["position"] == position) & (lens["rank"] == 1)].sort_values("layer")
+    if column.empty:
+        return None
+    final = column["text"].iloc[-1]
+    layers, texts = column["layer"].tolist(), column["text"].tolist()
+    since = layers[-1]
+    for layer, text in zip(reversed(layers), reversed(texts), strict=True):
+        if text != final:
+            break
+        since = layer
+    return final, since
+
+
+def _head_board(
+    values: np.ndarray,
+    removed: Iterable[Head],
+    zmin: float,
+    zmax: float,
+    colours: tuple[str, ...],
+    name: str,
+    numbers: str,
+) -> go.Figure:
+    """A layers (down) x heads (across) heatmap of [L, H] values, hover "L3H5 name value", each value written in its
+    cell as `numbers` (d3-format) says while they fit; removed heads crossed."""
+    values = np.asarray(values, dtype=np.float64)  # [L, H]
+    L, H = values.shape
+    x, y = [f"H{h}" for h in range(H)], [f"L{layer}" for layer in range(L)]
+    names = np.array([[head_name((layer, h)) for h in range(H)] for layer in range(L)], dtype=object)  # [L, H]
+    figure = go.Figure(
+        go.Heatmap(
+            z=values,
+            x=x,
+            y=y,
+            customdata=names,
+            zmin=zmin,
+            zmax=zmax,
+            colorscale=plotly_scale(colours),
+            colorbar={"title": {"text": name}},
+            texttemplate=f"%{{z:{numbers}}}" if L * H <= BOARD_TEXT_CELLS else None,
+            hovertemplate=f"%{{customdata}}<br>{name} %{{z:{HOVER_NUMBERS}}}<extra></extra>",
+            xgap=1,
+            ygap=1,
+            name=name,
+        )
+    )
+    gone = sorted(set(removed))
+    if gone:
+        figure.add_trace(
+            go.Scatter(
+                x=[f"H{h}" for _, h in gone],
+                y=[f"L{layer}" for layer, _ in gone],
+                mode="markers",
+                marker=REMOVED_MARK,
+                name="removed head",
+                customdata=[head_name(head) for head in gone],
+                hovertemplate="%{customdata} removed<extra></extra>",
+            )
+        )
+    figure.update_xaxes(axis("head"), type="category", showgrid=False)
+    figure.update_yaxes(axis("layer"), type="category", autorange="reversed", showgrid=False)
+    return figure
+
+
+def attribution_board_figure(attribution: LogitAttribution, removed: Iterable[Head] = ()) -> go.Figure:
+    """Layers x heads of a direct logit attribution: red raises the piece's logit, blue lowers it, white 0 (the
+    colours centred at 0, as wide as the largest head); the title says the piece and the logit, the subtitle what the
+    heads, the feed-forward blocks and the embeddings add. `removed` heads are crossed."""
+    heads = attribution.heads
+    top = max(float(np.abs(heads).max()), 1e-9)
+    figure = _head_board(heads, removed, -top, top, RDBU, "effect on the logit", ".2f")
+    rest = attribution.total - heads.sum() - attribution.feed_forward.sum() - attribution.embeddings
+    parts = [
+        f"heads {heads.sum():+.2f}",
+        f"feed-forward {attribution.feed_forward.sum():+.2f}",
+        f"embeddings {attribution.embeddings:+.2f}",
+        f"biases{' and cross-attention' if attribution.cross_attention is not None else ''} {rest:+.2f}",
+    ]
+    subtitle = (
+        f"logit {attribution.logit:.2f} = " + " ".join(parts) + " · each head's output at the last position through "
+        "the final norm (its scale frozen at this run's) and the piece's read-out row · red raises the logit, blue "
+        "lowers it"
+    )
+    title = f"Which heads write {_quoted(attribution.text)} (logit {attribution.logit:.2f})"
+    return figure.update_layout(legend_below(figure_layout(title, subtitle, CELL_PX * attribution.n_layers + 60)))
+
+
+def ablation_board_figure(effects: np.ndarray, removed: Iterable[Head] = ()) -> go.Figure:
+    """Layers x heads of each head's effect on the sentence embedding when removed alone, 1 − cosine (white 0 = no
+    change, dark blue = the largest effect); `removed` heads are crossed."""
+    effects = np.asarray(effects, dtype=np.float64)  # [L, H]
+    top = max(float(effects.max()), 1e-9)
+    figure = _head_board(effects, removed, 0.0, top, BLUES, "1 − cosine", ".2~g")
+    subtitle = (
+        "each head removed alone: 1 − cosine between the sentence embedding (mean over the positions) with and "
+        f"without it · 0 = no change · largest {top:.3g}"
+    )
+    title = "What each head does to the sentence embedding"
+    return figure.update_layout(legend_below(figure_layout(title, subtitle, CELL_PX * effects.shape[0] + 60)))

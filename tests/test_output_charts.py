@@ -1,0 +1,102 @@
+"""The lens grid, the attribution board and the ablation board draw the engine's numbers: read back from the JSON the
+browser gets, next to explorer.logit_lens, logit_attribution and head_ablation_effects."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import explorer
+from explorer.analysis.ablation_effects import head_ablation_effects
+from explorer.analysis.attribution import logit_attribution
+from explorer.analysis.logit_lens import logit_lens
+from pictures.output_charts import ablation_board_figure, attribution_board_figure, lens_grid_figure
+from tests.drawn import figure_json, figure_title
+from tests.tiny_checkpoints import perturbed_norms
+
+LETTERS = tuple("ABCDEFGHIJ")
+
+
+@pytest.fixture(scope="module")
+def decoder() -> explorer.Transformer:
+    """A causal decoder with a read-out to ten letters, norms moved off the identity."""
+    return perturbed_norms(explorer.build_model(explorer.ModelConfig(mask="causal", n_heads=4), LETTERS), 7, 0.3)
+
+
+def test_the_lens_grid_colours_each_cell_by_its_top_pieces_probability_and_names_it(decoder):
+    trace = explorer.run(decoder, "A B C A B")
+    lens = logit_lens(decoder, trace, k=3)
+    [heatmap] = figure_json(lens_grid_figure(lens, trace.tokens))["data"]
+    top = lens[lens["rank"] == 1]
+    expected = top.pivot(index="layer", columns="position", values="probability").to_numpy()  # [L, T]
+    np.testing.assert_array_equal(np.array(heatmap["z"], dtype=np.float64), expected)
+    names = top.pivot(index="layer", columns="position", values="text").to_numpy()
+    assert np.array(heatmap["text"]).tolist() == names.tolist()
+    assert list(heatmap["y"]) == [0, 1] and list(heatmap["x"]) == ["A", "B", "C", "A·3", "B·4"]
+    assert (heatmap["zmin"], heatmap["zmax"]) == (0.0, 1.0)
+    cell = lens[(lens["layer"] == 1) & (lens["position"] == 4)]  # hover lists the three pieces of the cell, in order
+    hover = np.array(heatmap["customdata"])[1, 4]
+    assert [line.split(" ")[1] for line in hover.split("<br>")] == [f"'{t}'" for t in cell["text"]]
+
+
+def test_the_lens_grid_shows_blank_pieces_and_says_from_which_block_the_guess_holds():
+    lens = pd.DataFrame(
+        {
+            "layer": [0, 1, 2, 0, 1, 2],
+            "position": [0, 0, 0, 1, 1, 1],
+            "rank": 1,
+            "piece": ["Ġ", "a", "b", "Ċ", "ĠParis", "ĠParis"],
+            "text": [" ", "a", "b", "\n", " Paris", " Paris"],
+            "probability": [0.5, 0.6, 0.7, 0.2, 0.4, 0.9],
+        }
+    )
+    figure = figure_json(lens_grid_figure(lens, ["x", "y"]))
+    text = np.array(figure["data"][0]["text"])
+    assert (text[0, 0], text[0, 1]) == ("␣", "↵")  # a piece of only a space or a line break is not a blank cell
+    assert "at the last position ' Paris' is the top guess from block 1 on" in figure_title(figure)
+    assert figure["layout"]["xaxis"]["title"]["text"] == "position (token)"
+    assert figure["layout"]["yaxis"]["title"]["text"] == "after block"
+
+
+def test_the_attribution_board_draws_each_heads_term_centred_at_zero_and_crosses_removed_heads(decoder):
+    trace = explorer.run(decoder, "A B C D", ablate="L1H2")
+    attribution = logit_attribution(decoder, trace)
+    figure = figure_json(attribution_board_figure(attribution, removed=trace.ablated))
+    heatmap, crosses = figure["data"]
+    np.testing.assert_array_equal(np.array(heatmap["z"], dtype=np.float64), attribution.heads)
+    top = np.abs(attribution.heads).max()
+    assert heatmap["zmin"] == -top and heatmap["zmax"] == top  # 0 is the scale's white middle
+    assert (list(crosses["x"]), list(crosses["y"])) == (["H2"], ["L1"])
+    assert np.array(heatmap["z"])[1, 2] == 0.0  # the removed head adds nothing
+    words = figure_title(figure)
+    assert f"'{attribution.text}'" in words and f"logit {attribution.logit:.2f}" in words
+    assert f"heads {attribution.heads.sum():+.2f}" in words
+    assert f"feed-forward {attribution.feed_forward.sum():+.2f}" in words
+    assert f"embeddings {attribution.embeddings:+.2f}" in words
+    assert (
+        figure["layout"]["xaxis"]["title"]["text"] == "head" and figure["layout"]["yaxis"]["title"]["text"] == "layer"
+    )
+
+
+def test_the_ablation_board_draws_one_minus_cosine_from_zero():
+    effects = np.array([[0.0, 0.25, 0.01], [0.002, 0.5, 0.1]])
+    figure = figure_json(ablation_board_figure(effects, removed=[(0, 1)]))
+    heatmap, crosses = figure["data"]
+    np.testing.assert_array_equal(np.array(heatmap["z"]), effects)
+    assert (heatmap["zmin"], heatmap["zmax"]) == (0.0, 0.5) and heatmap["colorbar"]["title"]["text"] == "1 − cosine"
+    assert "%{customdata}" in heatmap["hovertemplate"] and np.array(heatmap["customdata"])[1, 2] == "L1H2"
+    assert (list(crosses["x"]), list(crosses["y"])) == (["H1"], ["L0"])
+
+
+def test_the_notebook_figures_draw_the_engines_numbers(decoder):
+    trace = explorer.run(decoder, "B A D C", ablate=[(0, 3)], ablate_with="mean")
+    [lens] = figure_json(explorer.logit_lens_figure(decoder, trace))["data"]
+    expected = logit_lens(decoder, trace, k=1).pivot(index="layer", columns="position", values="probability")
+    np.testing.assert_array_equal(np.array(lens["z"], dtype=np.float64), expected.to_numpy())
+    heatmap, crosses = figure_json(explorer.attribution_figure(decoder, trace, piece="C"))["data"]
+    np.testing.assert_array_equal(np.array(heatmap["z"]), explorer.head_logit_attribution(decoder, trace, "C"))
+    assert (list(crosses["x"]), list(crosses["y"])) == (["H3"], ["L0"])
+    encoder = explorer.build_model(explorer.ModelConfig(arch="encoder", n_heads=2))
+    [board] = figure_json(explorer.ablation_figure(encoder, "the cat sat on the mat"))["data"]
+    np.testing.assert_allclose(np.array(board["z"]), head_ablation_effects(encoder, "the cat sat on the mat"))
