@@ -16,15 +16,17 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from explorer.config import CHOICES, INT_LIMITS, ModelConfig
+from views.ablation_controls import read_heads
 from views.query_params import check_url_value, url_int
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
-PAGES = ["views/attention.py", "views/mixing.py", "views/compare.py", "views/positional.py", "views/activations.py",
-         "views/anatomy.py", "views/train.py"]  # fmt: skip
+PAGES = ["views/attention.py", "views/mixing.py", "views/heads.py", "views/compare.py", "views/positional.py",
+         "views/activations.py", "views/anatomy.py", "views/train.py"]  # fmt: skip
 HOSTILE = [
     "1e400", "-1e400", "1e-400", "nan", "NaN", "inf", "-inf", "Infinity", "", " ", "0", "-1", "-0", "2.5", "1e3",
     "9" * 400, "0x10", "٣", "𝟙", "Ⅻ", "\x00", "\n", "🙂", "a" * 5000, "%", "&", "?", "#", "causal+padding",
     "encoder-decoder", "true", "false", "None", "[PAD]", "<script>alert(1)</script>", "'; DROP TABLE x; --",
+    "L0H1", "L1H3,L0H0", "l0h2, L1H1", "L0H0,L0H0", "L99H0", "L0H1,,x", "LH", "mean", "zero", "heads",
 ]  # fmt: skip
 hostile = st.one_of(
     st.sampled_from(HOSTILE),
@@ -51,7 +53,15 @@ def page_keys() -> dict[str, list[str]]:
     found = {}
     for page in PAGES:
         keys: set[str] = set()
-        for query in ({}, {"compare": "input"}, {"zoom": "true", "tokens": " ".join(["w"] * 130)}):
+        # The last link also removes heads, in the sidebar and in Compare's B, so that their mode controls show.
+        many = {
+            "zoom": "true",
+            "tokens": " ".join(["w"] * 130),
+            "ablate": "L0H1",
+            "compare": "heads",
+            "b_ablate": "L0H0",
+        }
+        for query in ({}, {"compare": "input"}, many):
             at = AppTest.from_file(APP, default_timeout=120)
             at.switch_page(page)
             at.query_params.update(query)
@@ -63,10 +73,11 @@ def page_keys() -> dict[str, list[str]]:
 
 def test_the_pages_bind_the_parameters_a_link_carries(page_keys):
     sidebar = {"tokens", "arch", "norm", "n_layers", "n_heads", "d_model", "d_ff", "positional", "mask", "seed"}
+    sidebar |= {"ablate", "ablate_with"}
     for page in PAGES:
         assert sidebar <= set(page_keys[page]), page  # every page has the sidebar
     assert {"layer", "head", "stretch", "zoom"} <= set(page_keys["views/attention.py"])
-    assert {"compare", "b_norm", "b_tokens"} <= set(page_keys["views/compare.py"])
+    assert {"compare", "b_norm", "b_tokens", "b_ablate", "b_ablate_with"} <= set(page_keys["views/compare.py"])
 
 
 @settings(max_examples=300, deadline=None)
@@ -83,6 +94,23 @@ def test_the_sidebars_url_check_takes_any_string(name, raw):
         assert isinstance(problem, str) and problem
     read = url_int(raw)
     assert read is None or isinstance(read, int)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    raw=st.one_of(
+        hostile,
+        st.lists(st.from_regex(r"[lL]\d{1,3}\s?[hH]\d{1,3}|\w{0,4}", fullmatch=True), max_size=6).map(",".join),
+    ),
+    n_layers=st.integers(1, 30),
+    n_heads=st.integers(1, 16),
+)
+def test_the_ablate_url_check_takes_any_string(raw, n_layers, n_heads):
+    kept, ignored = read_heads(raw, n_layers, n_heads)
+    assert list(kept) == sorted(set(kept))  # sorted, once each
+    assert all(0 <= layer < n_layers and 0 <= head < n_heads for layer, head in kept)
+    assert len(kept) + len(ignored) == sum(1 for part in raw.split(",") if part.strip())  # each part kept or named
+    assert all(isinstance(why, str) and why for why in ignored)
 
 
 @pytest.mark.slow
