@@ -1,5 +1,316 @@
-"""What heads do page: remove heads and see the output change, each layer's guess, each head's share."""
+"""What heads do page: remove heads and see the output change, each head's share of the prediction, and every
+layer's guess (the logit lens).
 
+Heads are removed for every page (the sidebar's "Heads removed", the URL's ablate=L1H3,L2H5): this page shows what
+that changed against the same model with every head (state.base_trace), and a click on a head of the board below
+removes it or puts it back (views.ablation_controls.toggle_head).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
-st.header("What heads do")
+from explorer.ablation import Head, head_name, parse_heads
+from explorer.analysis.ablation_effects import embedding_cosine, prediction_change
+from explorer.analysis.logit_lens import can_read_out, lens_refusal
+from explorer.config import ConfigError, ModelConfig
+from explorer.heads_text import (
+    alone_sentence,
+    attribution_sentence,
+    change_sentence,
+    cosine_sentence,
+    effect_sentence,
+    head_changes,
+    heads_list,
+    lens_sentence,
+    most_changed_head,
+    piece_odds,
+)
+from explorer.model import Transformer
+from explorer.prediction import can_predict
+from explorer.trace import AttentionMaps, Trace
+from pictures.boards import board
+from pictures.heads_charts import after_before_figure, after_before_panel, attention_change_figure, clickable_board
+from pictures.output_charts import ablation_board_figure, attribution_board_figure, lens_grid_figure
+from views.ablation_controls import toggle_head
+from views.heads_caches import ablation_effects_of, attribution_of, lens_of, top_pieces_of
+from views.matrix_view import show_board
+from views.query_params import warn_junk_url
+from views.state import app_state, session_model, sidebar_run, weights_note
+from views.widgets import PLOTLY_CONFIG, clamp_view, code_text, download, model_line, plain, plotly_chart, view_download
+
+LAYER_PX, HEAD_PX = 110, 110  # the selectors hold numbers only
+PIECE_PX = 260
+TOP_PIECES = 10  # the pieces the piece selector offers: the likeliest after the text
+ROUND_KEY = "_heads_board_round"  # counts the board's clicks: each round draws the board under a new key
+Figures = list[Callable[[], go.Figure]]  # the view's figures for the HTML download, each made only when asked for
+
+
+def summary(cfg: ModelConfig, trace: Trace) -> str:
+    return f"{model_line(cfg, trace)}. Eval mode, {weights_note()}."
+
+
+def removed_words(removed: tuple[Head, ...], mode: str) -> str:
+    """ "L23H0 and L29H1 removed (output set to zero)"."""
+    what = "set to zero" if mode == "zero" else "set to its mean over the positions"
+    return f"{heads_list(removed)} removed (output {what})"
+
+
+def csv_download(label: str, frame: pd.DataFrame, name: str, key: str) -> None:
+    download(label, partial(frame.to_csv, index=False), name, "text/csv", key)
+
+
+# --- 1. What changed
+
+
+def what_changed(model: Transformer, before: Trace, after: Trace, removed: tuple[Head, ...], mode: str) -> Figures:
+    """The output before and after the heads were removed, and the attention of the layers above them."""
+    st.subheader("What changed")
+    st.caption(f"The same model and text with every head (before) and with {removed_words(removed, mode)}: after.")
+    if can_predict(model):
+        prediction_table(model, before, after)
+    else:
+        st.markdown(cosine_sentence(removed, embedding_cosine(before, after)))
+    return attention_change(before.first.self_attention, after.first.self_attention, removed)
+
+
+def prediction_table(model: Transformer, before: Trace, after: Trace) -> None:
+    """The next pieces of either run with their probability before and after, and the change."""
+    table = prediction_change(model, before, after, k=TOP_PIECES)
+    st.caption(
+        f"The {TOP_PIECES} likeliest next pieces of either run, with their probability and rank before and after the "
+        "heads were removed, and the change (after − before)."
+    )
+    shown = table[["rank", "rank_after", "text", "probability_before", "probability_after", "change"]].rename(
+        columns={
+            "rank": "rank before",
+            "rank_after": "rank after",
+            "text": "next piece",
+            "probability_before": "before",
+            "probability_after": "after",
+            "change": "change",
+        }
+    )
+    shown["next piece"] = shown["next piece"].map(repr)  # quoted, so a leading space shows: ' Paris'
+    formats = {"before": "{:.3f}", "after": "{:.3f}", "change": "{:+.3f}"}
+    st.table(shown.style.format(formats).hide(axis="index"))  # a static table: no data grid script on the page
+    csv_download("Next pieces before and after (CSV)", table, "next_pieces_before_after.csv", "heads_csv_prediction")
+
+
+def attention_change(before: AttentionMaps, after: AttentionMaps, removed: tuple[Head, ...]) -> Figures:
+    """How much each layer's weights moved, and one head's after − before map (heads_layer, heads_head in the URL;
+    the head that moved most unless picked)."""
+    changes = head_changes(before, after)  # [L, H]
+    per_layer = changes.mean(axis=1)  # [L]
+    st.markdown(change_sentence(per_layer, removed))
+    plotly_chart(attention_change_figure(per_layer, removed), "heads_change")
+    default_layer, default_head = most_changed_head(changes)
+    layers, heads = list(range(before.n_layers)), list(range(before.n_heads))
+    clamp_view("heads_layer", layers, "layer")
+    clamp_view("heads_head", heads, "head")
+    controls = st.container(horizontal=True, vertical_alignment="bottom")
+    layer = controls.selectbox(
+        "Layer", layers, index=default_layer, key="heads_layer", bind="query-params", width=LAYER_PX
+    )
+    head = controls.selectbox("Head", heads, index=default_head, key="heads_head", bind="query-params", width=HEAD_PX)
+    st.caption(
+        "One head's weights, after − before. It opens on the head whose weights moved most "
+        f"({head_name((default_layer, default_head))}, by {changes[default_layer, default_head]:.4f} per cell on "
+        "average); pick another above."
+    )
+    show_board(board([after_before_panel(before, after, layer, head)]), key="heads_diff")
+    return [
+        partial(attention_change_figure, per_layer, removed),
+        partial(after_before_figure, before, after, layer, head),
+    ]
+
+
+# --- 2. Which heads make this prediction
+
+
+def board_key() -> str:
+    """The board's key this round: a new one after each click, so the next click starts from no selection (Plotly
+    would take a second click on the same cell as clearing the first)."""
+    return f"heads_board_{st.session_state.get(ROUND_KEY, 0)}"
+
+
+def pick_from_board(key: str) -> None:
+    """on_select of a board: remove the head clicked, or put it back (views.ablation_controls.toggle_head)."""
+    event = st.session_state.get(key)
+    points = event.selection.points if event is not None else []
+    names = [p.get("customdata") for p in points if isinstance(p.get("customdata"), str)]
+    if not names:
+        return
+    st.session_state[ROUND_KEY] = st.session_state.get(ROUND_KEY, 0) + 1
+    toggle_head(parse_heads(names[0])[0])
+
+
+def show_head_board(figure: go.Figure, values: np.ndarray, value_title: str) -> None:
+    """A layers × heads board whose cells remove or put back their head on a click."""
+    key = board_key()
+    st.plotly_chart(
+        clickable_board(figure, values, value_title),
+        key=key,
+        on_select=partial(pick_from_board, key),
+        selection_mode="points",
+        theme=None,
+        width="stretch",
+        config=PLOTLY_CONFIG,
+    )
+
+
+def piece_choice(before: Trace) -> str:
+    """The piece whose logit is shared out (heads_piece in the URL, as the vocabulary spells it): the likeliest next
+    piece unless another of the ten likeliest is picked."""
+    top = top_pieces_of(before, TOP_PIECES)
+    options = top["piece"].tolist()
+    texts = dict(zip(top["piece"], top["text"], strict=True))
+    chances = dict(zip(top["piece"], top["probability"], strict=True))
+    warn_junk_url({"heads_piece": options})
+    piece = st.selectbox(
+        "Piece",
+        options,
+        key="heads_piece",
+        bind="query-params",
+        width=PIECE_PX,
+        help="Whose logit the board shares out: one of the ten likeliest pieces after the text, as the vocabulary "
+        "spells them (Ġ is a space). The first is what the model predicts.",
+    )
+    rank = options.index(piece) + 1
+    st.caption(
+        f"Sharing out the logit of {texts[piece]!r} (the vocabulary's `{code_text(piece)}`), the model's "
+        + ("top guess" if rank == 1 else f"guess number {rank}")
+        + f" with every head (p = {chances[piece]:.3f})."
+    )
+    return piece
+
+
+def attribution_section(model: Transformer, before: Trace, after: Trace, removed: tuple[Head, ...]) -> Figures:
+    """The direct logit attribution board of the full model, with what removing heads really did beside their
+    direct share."""
+    piece = piece_choice(before)
+    attribution = attribution_of(before, piece)  # heads [L, H] of the full model
+    st.markdown(attribution_sentence(attribution))
+    st.caption(
+        "Red: the head raises this piece's logit; blue: lowers it. The board is of the full model (every head "
+        "present), so each cell is what that head writes when nothing is removed; removed heads are crossed. "
+        "**Click a head to remove it** (click it again to put it back): *What changed* above then shows what it "
+        "really does, through every layer after it."
+    )
+    show_head_board(attribution_board_figure(attribution, removed), attribution.heads, "effect on the logit")
+    if removed:
+        odds_before = piece_odds(model, before, attribution.token_id)
+        odds_after = piece_odds(model, after, attribution.token_id)
+        direct = float(sum(attribution.heads[layer, head] for layer, head in removed))
+        st.markdown(effect_sentence(removed, attribution.text, odds_before, odds_after, direct))
+    frame = head_frame(attribution.heads, "direct_logit_attribution", removed)
+    csv_download("Attribution board (CSV)", frame, f"attribution_{slug(attribution.piece)}.csv", "heads_csv_board")
+    return [partial(attribution_board_figure, attribution, removed)]
+
+
+def head_frame(values: np.ndarray, column: str, removed: tuple[Head, ...]) -> pd.DataFrame:
+    """A [L, H] board as a table: layer, head, its name, the value, whether the head is removed."""
+    layers, heads = (a.ravel() for a in np.indices(values.shape))
+    pairs = [(int(layer), int(head)) for layer, head in zip(layers, heads, strict=True)]
+    return pd.DataFrame(
+        {
+            "layer": layers,
+            "head": heads,
+            "name": [head_name(pair) for pair in pairs],
+            column: np.asarray(values, dtype=np.float64).ravel(),
+            "removed": [pair in removed for pair in pairs],
+        }
+    )
+
+
+def slug(piece: str) -> str:
+    """A piece as a file name part: "ĠParis" -> "Paris"."""
+    return "".join(c if c.isalnum() else "_" for c in piece.replace("Ġ", "")).strip("_") or "piece"
+
+
+def ablation_section(cfg: ModelConfig, before: Trace, after: Trace, removed: tuple[Head, ...], mode: str) -> Figures:
+    """Every head's effect on the sentence embedding, each removed alone."""
+    st.caption(
+        "This model has no read-out to words, so a head's part is measured on what the model gives: the sentence "
+        "embedding (the mean of the last layer's outputs, as sentence-transformers pools MiniLM). Each cell is 1 − "
+        "cosine between the embedding with that head removed alone and the full model's: 0 = no change. **Click a "
+        "head to remove it** (click it again to put it back)."
+    )
+    text = str(st.session_state.get("tokens") or " ".join(before.first.tokens))
+    target = st.session_state.get("target") if cfg.arch == "encoder-decoder" else None
+    effects = ablation_effects_of(cfg, text, target, mode)  # [L, H]
+    show_head_board(ablation_board_figure(effects, removed), effects, "1 − cosine")
+    if removed:
+        st.markdown(alone_sentence(removed, embedding_cosine(before, after), effects))
+    csv_download(
+        "Ablation board (CSV)", head_frame(effects, "one_minus_cosine", removed), "head_ablation.csv", "heads_csv_board"
+    )
+    return [partial(ablation_board_figure, effects, removed)]
+
+
+# --- 3. Every layer's guess
+
+
+def lens_section(model: Transformer, trace: Trace, removed: tuple[Head, ...]) -> Figures:
+    """The logit lens grid of the model shown, or the sentence saying why it does not apply."""
+    st.subheader("Every layer's guess")
+    if not can_read_out(model):
+        st.info(lens_refusal(model), icon=":material/visibility_off:")
+        return []
+    lens = lens_of(trace)
+    tokens = list(trace.last.tokens)
+    n_layers = int(lens["layer"].max()) + 1
+    which = f"the model with {heads_list(removed)} removed" if removed else "the model"
+    st.caption(
+        f"The residual stream after each block of {which}, read out as if it were the last block's (through the "
+        "final norm and the read-out: the logit lens, nostalgebraist 2020). Each cell is that block's top guess for "
+        "the next piece at that position, coloured by its probability; hover lists its five likeliest. The top row "
+        "is what the model predicts."
+    )
+    st.markdown(lens_sentence(lens, len(tokens) - 1, n_layers))
+    plotly_chart(lens_grid_figure(lens, tokens), "heads_lens")
+    csv_download("Logit lens (CSV)", lens, "logit_lens.csv", "heads_csv_lens")
+    return [partial(lens_grid_figure, lens, tokens)]
+
+
+def main() -> None:
+    st.title("What heads do")
+    run = sidebar_run("Fix the setting named above (in the sidebar) to see what the heads do.")
+    if run is None:
+        return
+    cfg, trace = run
+    state = app_state()
+    model = session_model()
+    removed, mode = tuple(state.ablated), state.ablate_with
+    before = state.base_trace if state.base_trace is not None else trace
+    st.caption(summary(cfg, trace))
+    top = st.container(horizontal=True, vertical_alignment="bottom")
+    figures: Figures = []
+    try:
+        if removed:
+            figures += what_changed(model, before, trace, removed, mode)
+        else:
+            st.info(
+                "No head is removed. Click a head on the board below, or pick heads under *Heads removed* in the "
+                "sidebar, to see what the model does without it.",
+                icon=":material/touch_app:",
+            )
+        st.subheader("Which heads make this prediction")
+        if can_read_out(model):
+            figures += attribution_section(model, before, trace, removed)
+        else:
+            figures += ablation_section(cfg, before, trace, removed, mode)
+        figures += lens_section(model, trace, removed)
+    except ConfigError as e:
+        st.error(str(e), icon=":material/error:")
+    lines = [plain(summary(cfg, trace))] + ([removed_words(removed, mode) + "."] if removed else [])
+    view_download("What heads do", lines, lambda: [make() for make in figures], "heads", top)
+
+
+main()

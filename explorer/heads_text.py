@@ -1,0 +1,204 @@
+"""What the "What heads do" page says, computed from the numbers (no Streamlit here): how much the attention changed
+when heads were removed, where the final guess first tops the logit lens, how a logit shares out, and what removing
+heads really did beside their direct share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from explorer.ablation import Head, head_name
+from explorer.analysis.attribution import LogitAttribution
+from explorer.model import Transformer
+from explorer.prediction import piece_name, piece_text
+from explorer.trace import AttentionMaps, Trace
+
+
+def heads_list(heads: Sequence[Head]) -> str:
+    """((23, 0), (29, 1)) -> "L23H0 and L29H1"; "L1H3, L2H5 and L3H0" for more."""
+    names = [head_name(h) for h in heads]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def head_changes(before: AttentionMaps, after: AttentionMaps) -> np.ndarray:
+    """[L, H]: the mean |after − before| of each head's weights over the cells it may attend to (both runs on one
+    input, so one mask)."""
+    allowed = np.asarray(before.allowed, dtype=bool)  # [Tq, Tk]
+    delta = np.abs(after.weights.astype(np.float64) - before.weights)  # [L, H, Tq, Tk]
+    return delta[..., allowed].mean(axis=-1) if allowed.any() else np.zeros(delta.shape[:2])
+
+
+def layer_changes(before: AttentionMaps, after: AttentionMaps) -> np.ndarray:
+    """[L]: the mean |after − before| of a layer's weights over its heads and the cells they may attend to."""
+    return head_changes(before, after).mean(axis=1)
+
+
+def most_changed_head(changes: np.ndarray) -> Head:
+    """(layer, head) whose weights changed most ([L, H] head_changes); the first on a tie."""
+    layer, head = np.unravel_index(int(np.argmax(changes)), changes.shape)
+    return int(layer), int(head)
+
+
+def change_sentence(changes: np.ndarray, removed: Sequence[Head]) -> str:
+    """What the per-layer chart shows, in words: the layers below the first removed head keep their attention (and
+    so does that layer: a removed head still computes its weights), the ones above change this much."""
+    first = min(layer for layer, _ in removed)
+    n_layers = len(changes)
+    names = heads_list(removed)
+    if first == n_layers - 1:
+        return (
+            f"{names} {'is' if len(removed) == 1 else 'are'} in the last layer: no later layer reads "
+            "what they wrote, so no attention weight changes (a removed head still computes its weights; only its "
+            "output is gone)."
+        )
+    later = changes[first + 1 :]
+    same = f"Layers 0 to {first} attend" if first > 0 else "Layer 0 attends"
+    top = first + 1 + int(np.argmax(later))
+    return (
+        f"{same} exactly as before (a removed head still computes its weights; only what it "
+        f"writes is gone, and layer {first} is the first to lose something). From layer {first + 1} on, every layer "
+        f"reads a changed stream: the weights moved most in layer {top}, by {changes[top]:.4f} on average per cell "
+        "(weights run from 0 to 1)."
+    )
+
+
+def top_pieces(model: Transformer, trace: Trace, k: int = 10) -> pd.DataFrame:
+    """piece, text, probability, logit of the k likeliest pieces the read-out gives at the last position of the
+    trace's output stack (for a causal model, next_token's pieces)."""
+    last = torch.from_numpy(np.ascontiguousarray(trace.last.output[-1]))  # [D] after the final norm
+    with torch.inference_mode():
+        logits = model.head(last).double()  # [V]
+    probabilities = torch.softmax(logits, dim=-1)  # [V]
+    top = torch.topk(probabilities, min(k, probabilities.numel()))
+    ids = top.indices.tolist()
+    return pd.DataFrame(
+        {
+            "piece": [piece_name(model, i) for i in ids],
+            "text": [piece_text(model, i) for i in ids],
+            "probability": top.values.numpy(),
+            "logit": logits[top.indices].numpy(),
+        }
+    )
+
+
+def piece_odds(model: Transformer, trace: Trace, token_id: int) -> tuple[float, float]:
+    """(probability, logit) of one piece at the last position of the trace's output stack."""
+    last = torch.from_numpy(np.ascontiguousarray(trace.last.output[-1]))  # [D] after the final norm
+    with torch.inference_mode():
+        logits = model.head(last).double()  # [V]
+    return float(torch.softmax(logits, dim=-1)[token_id]), float(logits[token_id])
+
+
+def first_top_layer(lens: pd.DataFrame, position: int) -> tuple[int | None, int | None]:
+    """(the first layer whose top guess at `position` is the last layer's, the layer from which it stays the top
+    guess to the end); (None, None) for an empty lens."""
+    tops = lens[(lens["position"] == position) & (lens["rank"] == 1)].sort_values("layer")
+    if tops.empty:
+        return None, None
+    pieces = tops["piece"].tolist()
+    layers = tops["layer"].tolist()
+    final = pieces[-1]
+    first = layers[pieces.index(final)]
+    stays = layers[-1]
+    for layer, piece in zip(reversed(layers), reversed(pieces), strict=True):
+        if piece != final:
+            break
+        stays = layer
+    return int(first), int(stays)
+
+
+def lens_sentence(lens: pd.DataFrame, position: int, n_layers: int) -> str:
+    """Where the final guess at `position` first tops the lens, and from where it stays on top."""
+    first, stays = first_top_layer(lens, position)
+    if first is None:
+        return ""
+    tops = lens[(lens["position"] == position) & (lens["rank"] == 1)].sort_values("layer")
+    final = tops.iloc[-1]
+    said = f"{final['text']!r} (p = {final['probability']:.3f} after the last block, block {n_layers - 1})"
+    if first == n_layers - 1:
+        return (
+            f"The model's guess {said} tops the guesses only at the last block: every earlier block's top guess is "
+            "another piece."
+        )
+    if first == stays:
+        return f"The model's guess {said} first tops the guesses at block {first}, and stays on top from there."
+    return (
+        f"The model's guess {said} first tops the guesses at block {first}, loses the top place after it, and holds "
+        f"it for good from block {stays}."
+    )
+
+
+def attribution_sentence(attribution: LogitAttribution) -> str:
+    """How the logit shares out: heads, feed-forward, embeddings and the rest, adding up to the logit."""
+    a = attribution
+    rest = float(a.attention_bias.sum()) + a.norm_bias + a.read_out_bias
+    if a.cross_attention is not None:
+        rest += float(a.cross_attention.sum())
+    parts = [
+        f"all {a.heads.size} heads {a.heads.sum():+.3f}",
+        f"feed-forward blocks {a.feed_forward.sum():+.3f}",
+        f"embeddings {a.embeddings:+.3f}",
+    ]
+    if abs(rest) > 0:
+        what = "cross-attention, biases" if a.cross_attention is not None else "biases"
+        parts.append(f"{what} {rest:+.3f}")
+    return (
+        f"The logit of {a.text!r} at the last position is {a.logit:.3f}: {', '.join(parts)}, which add up to "
+        f"{a.total:.3f}. Each head's cell is its direct share: what it writes into the stream, read out through the "
+        "final norm (its scale frozen at this run's) and the row of the read-out for this piece."
+    )
+
+
+def effect_sentence(
+    removed: Sequence[Head], text: str, before: tuple[float, float], after: tuple[float, float], direct: float
+) -> str:
+    """What removing heads really did to a piece, beside their direct share: `before` and `after` are the piece's
+    (probability, logit) in the runs without and with the heads; `direct` their summed direct attribution."""
+    names = heads_list(removed)
+    change = after[1] - before[1]
+    return (
+        f"Removing {names} took {text!r} from p = {before[0]:.3f} to p = {after[0]:.3f}, its logit from "
+        f"{before[1]:.3f} to {after[1]:.3f} ({change:+.3f}). "
+        f"{'Its' if len(removed) == 1 else 'Their'} direct share of that logit was {direct:+.3f}: "
+        + (
+            "the real change is larger, so later layers built on what "
+            + ("it" if len(removed) == 1 else "they")
+            + " wrote."
+            if abs(change) > abs(direct) + 1e-3
+            else "the real change is smaller, so the rest of the model made up for part of the loss."
+            if abs(change) < abs(direct) - 1e-3
+            else "the direct share accounts for the change."
+        )
+    )
+
+
+def cosine_sentence(removed: Sequence[Head], cosine: float) -> str:
+    """What removing heads did to the sentence embedding."""
+    return (
+        f"Removing {heads_list(removed)} turns the sentence embedding (the mean of the last layer's outputs) away "
+        f"from the full model's: cosine {cosine:.4f}, so 1 − cosine = {1 - cosine:.3g} (0 would be no change)."
+    )
+
+
+def alone_sentence(removed: Sequence[Head], cosine: float, effects: np.ndarray) -> str:
+    """The real effect of the heads removed together beside what the board gives for each alone ([L, H] 1 − cosine)."""
+    if len(removed) == 1:
+        layer, head = removed[0]
+        rank = int((effects > effects[layer, head]).sum()) + 1
+        return (
+            f"{head_name(removed[0])} removed: 1 − cosine = {1 - cosine:.3g}, its cell on the board; it ranks {rank} "
+            f"of the {effects.size} heads by its effect on this sentence."
+        )
+    alone = sum(float(effects[layer, head]) for layer, head in removed)
+    return (
+        f"{heads_list(removed)} removed together: 1 − cosine = {1 - cosine:.3g}; removed one at a time, their cells "
+        f"on the board add up to {alone:.3g}"
+        + (
+            ": together they do more than the sum of their parts."
+            if 1 - cosine > alone
+            else ": together they do less than the sum of their parts (partly the same job)."
+        )
+    )
