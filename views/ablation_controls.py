@@ -185,7 +185,7 @@ def downstream_words(heads: tuple[Head, ...]) -> str:
     """What removing `heads` changes: everything from the first one's layer output on, nothing below it."""
     first = heads[0][0]
     below = f"Layers below {first} are unchanged; from" if first > 0 else "From"
-    return f"{below} layer {first}'s output on the stream differs, and so does the attention of every layer above it."
+    return f"{below} layer {first}'s output on, the stream differs, and so does the attention of every layer above it."
 
 
 def removal_banner(removal: Removal) -> None:
@@ -193,13 +193,13 @@ def removal_banner(removal: Removal) -> None:
     if not removal.heads:
         return
     many = len(removal.heads) > 1
-    box = st.container(horizontal=True, vertical_alignment="center")
-    box.info(
+    sentence, button = st.columns([4, 1], vertical_alignment="center")
+    sentence.info(
         f"{'Heads' if many else 'Head'} {removal.words} removed: every page shows the model without "
         f"{'them' if many else 'it'}. {downstream_words(removal.heads)}",
         icon=":material/block:",
     )
-    box.button(
+    button.button(
         "Put them all back" if many else "Put it back",
         key="put_heads_back",
         on_click=put_all_back,

@@ -190,10 +190,11 @@ def removal_caption(trace: Trace, removed: tuple[Head, ...], layer: int, head: i
             f"did, but its output is replaced, so it adds {adds} to the stream."
         )
     elif layer > removed[0][0]:
-        below = ", ".join(head_name(h) for h in removed if h[0] < layer)
+        below = [head_name(h) for h in removed if h[0] < layer]
+        which = f"removed head {below[0]}" if len(below) == 1 else f"removed heads ({', '.join(below)})"
         st.caption(
-            f"Layer {layer} comes after removed heads ({below}): its attention differs from the full model's, since "
-            "its input lacks what they added. The page What heads do shows the differences."
+            f"Layer {layer} comes after the {which}: its attention differs from the full model's, since its input "
+            f"lacks what {'it' if len(below) == 1 else 'they'} added. The page What heads do shows the differences."
         )
 
 

@@ -374,7 +374,7 @@ def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: s
     weights_message(a, b)
     if isinstance(a, CheckpointConfig) and isinstance(b, CheckpointConfig) and a.checkpoint == b.checkpoint:
         trace_b = trace_of(a, b, text_b, None, model_key())
-        effect = flip_effect(app_state().trace, trace_b)
+        effect = flip_effect(app_state().base_trace, trace_b)  # the flip alone: A with every head, as B runs
         st.info(flip_words(effect, a, b, pretrained_title(a.checkpoint)), icon=":material/insights:")
     if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
         st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")
@@ -456,10 +456,11 @@ def main() -> None:
         b_args = None if b is None or trace_b is None else (a, b, text_b, target_b)
         measured = partial(norm_pairs, raw_pairs, trace_a, b_args, order)
     caveat = DIFFERENT_WEIGHTS if b is not None and mode == CONFIGURATION and not can_share_weights(a, b)[0] else None
-    if mode == HEADS and b_run.heads:
+    own = tuple(h for h in b_run.heads if h not in state.ablated)
+    if mode == HEADS and own:
         caveat = (
-            f"B is A's very weights without {removed_words(b_run.heads, b_run.mode)}: A − B and the ranking below "
-            "show which heads attend differently downstream of them."
+            f"B is A's very weights without {removed_words(own, b_run.mode)}: A − B and the ranking below show "
+            "which heads attend differently downstream of them."
         )
     removals = (state.ablated, state.ablate_with, b_run.heads, b_run.mode)
     key = (a, b, text_a, text_b, target_a, target_b, aligned, model_key(), removals)
