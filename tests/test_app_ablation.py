@@ -12,9 +12,12 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 import views.caches as caches
+from explorer.config import ModelConfig
 from explorer.prediction import next_token
+from explorer.tasks import make_task
+from explorer.training import train
 from views.ablation_controls import read_heads
-from views.state import STATE_KEY, AppState
+from views.state import STATE_KEY, AppState, TrainedModel
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PAGES = ["views/attention.py", "views/mixing.py", "views/heads.py", "views/compare.py", "views/positional.py",
@@ -104,6 +107,21 @@ def test_compares_b_is_as_very_model_without_the_heads_of_its_list():
     assert "attend identically" not in texts(at.info)  # layer 1 reads another stream: its heads changed
     at.text_input(key="b_ablate").set_value("").run()
     assert "B removes no head of its own yet" in texts(at.info) and "attend identically" in texts(at.info)
+
+
+def test_a_trained_model_runs_without_heads_too():
+    config = ModelConfig(positional="learned", n_layers=3)  # a layer more than the sidebar: L2H1 is the trained one's
+    task = make_task("reverse", 8)
+    trained = TrainedModel(train(config, task, steps=2).model, task, "reverse, 2 steps")
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state[STATE_KEY] = AppState(trained=trained)
+    at.query_params.update({"tokens": "A B C", "ablate": "L2H1"})
+    state = state_of(at.run())
+    assert state.model is trained.model and state.ablated == ((2, 1),)
+    expected = explorer.run(trained.model, "A B C", ablate=[(2, 1)])
+    np.testing.assert_array_equal(state.trace.first.residual, expected.first.residual)
+    np.testing.assert_array_equal(state.base_trace.first.residual, explorer.run(trained.model, "A B C").first.residual)
+    assert not np.allclose(state.trace.first.residual[3], state.base_trace.first.residual[3])  # after block 2
 
 
 @pytest.mark.slow
