@@ -1,0 +1,157 @@
+"""The What heads do page through streamlit.testing: the numbers it shows are the engine's (every head's ablation
+effect, the attention change after removed heads, the next pieces before and after, the direct logit attribution,
+the logit lens), its controls live in the URL, and a model without a read-out says why there is no lens; plus the
+page's sentences on hand-made numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from streamlit.testing.v1 import AppTest
+
+import explorer
+import views.caches as caches
+from explorer.analysis.ablation_effects import embedding_cosine, head_ablation_effects, prediction_change
+from explorer.analysis.attribution import logit_attribution
+from explorer.analysis.logit_lens import lens_refusal, logit_lens
+from explorer.config import ModelConfig
+from explorer.heads_text import change_sentence, first_top_layer, head_changes, lens_sentence
+from tests.drawn import app_figures, app_matrices, figure_titled
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
+PAGE = "views/heads.py"
+TOKENS = "the cat sat on the mat"
+PROMPT = "The capital of France is"
+SENTENCE = "the cat sat on the mat"
+FLOAT32 = 1e-6  # the page's boards and maps carry float32 values of numbers at most about 1
+
+
+def opened(timeout: float = 120, **params: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    at.query_params.update(params)
+    at.switch_page(PAGE).run()
+    assert not at.exception, [e.value[:500] for e in at.exception]
+    return at
+
+
+def texts(elements) -> str:
+    return " ".join(e.value for e in elements)
+
+
+def board_values(at: AppTest, title: str) -> np.ndarray:
+    """[L, H] the heatmap of the board whose title holds `title`."""
+    figure = figure_titled(at, title)
+    return np.asarray(figure["data"][0]["z"], dtype=np.float64)
+
+
+def test_a_configured_model_shows_every_heads_ablation_effect_and_says_why_there_is_no_lens():
+    at = opened()
+    effects = head_ablation_effects(ModelConfig(), TOKENS)  # [L, H]
+    np.testing.assert_allclose(board_values(at, "sentence embedding"), effects, atol=1e-12)
+    assert "No head is removed" in texts(at.info)
+    assert lens_refusal(explorer.build_model(ModelConfig())) in texts(at.info)
+    assert not [f for f in app_figures(at) if "logit lens" in str(f["layout"]["title"])]  # no empty chart
+
+
+def test_removed_heads_show_the_embedding_cosine_the_attention_change_and_the_difference_map():
+    at = opened(n_layers="3", ablate="L0H1", heads_layer="2", heads_head="3")
+    cfg = ModelConfig(n_layers=3)
+    before, after = explorer.run(cfg, TOKENS), explorer.run(cfg, TOKENS, ablate="L0H1")
+    cosine = embedding_cosine(before, after)
+    shown = texts(at.markdown)
+    assert f"cosine {cosine:.4f}" in shown and f"1 − cosine = {1 - cosine:.3g}" in shown
+    effects = head_ablation_effects(cfg, TOKENS)
+    assert f"it ranks {int((effects > effects[0, 1]).sum()) + 1} of the 12 heads" in shown
+    maps_before, maps_after = before.first.self_attention, after.first.self_attention
+    per_layer = head_changes(maps_before, maps_after).mean(axis=1)  # [L]
+    assert per_layer[0] == 0 and (per_layer[1:] > 0).all()  # layer 0 computes its weights before any head is removed
+    bars = figure_titled(at, "attention changed")["data"][0]["y"]
+    np.testing.assert_allclose(bars, per_layer, atol=1e-12)
+    assert change_sentence(per_layer, [(0, 1)]) in shown
+    assert (at.selectbox(key="heads_layer").value, at.selectbox(key="heads_head").value) == (2, 3)
+    drawn = app_matrices(at)["heads_difference"]
+    expected = maps_after.weights[2, 3].astype(np.float64) - maps_before.weights[2, 3]
+    np.testing.assert_allclose(drawn.values, expected, atol=FLOAT32)
+    board = figure_titled(at, "sentence embedding")
+    crossed = [t for t in board["data"] if t.get("name") == "removed head"]
+    assert crossed and list(crossed[0]["x"]) == ["H1"] and list(crossed[0]["y"]) == ["L0"]
+
+
+def test_the_difference_map_opens_on_the_head_that_moved_most():
+    at = opened(n_layers="3", ablate="L0H1,L0H2")
+    cfg = ModelConfig(n_layers=3)
+    before, after = explorer.run(cfg, TOKENS), explorer.run(cfg, TOKENS, ablate="L0H1,L0H2")
+    changes = head_changes(before.first.self_attention, after.first.self_attention)  # [L, H]
+    layer, head = np.unravel_index(int(np.argmax(changes)), changes.shape)
+    assert (at.selectbox(key="heads_layer").value, at.selectbox(key="heads_head").value) == (layer, head)
+    assert "L0H1 and L0H2 removed together" in texts(at.markdown)
+
+
+def test_smollm2_shows_the_next_pieces_before_and_after_its_attribution_and_its_lens(smollm_model, monkeypatch):
+    monkeypatch.setitem(caches._CHECKPOINTS, "smollm2-135m", smollm_model)  # the session's copy, not a second load
+    at = opened(timeout=300, model="smollm2-135m", tokens=PROMPT, ablate="L29H1,L23H0")
+    before, after = explorer.run(smollm_model, PROMPT), explorer.run(smollm_model, PROMPT, ablate="L23H0,L29H1")
+    change = prediction_change(smollm_model, before, after, k=10)
+    (table,) = at.table
+    shown = table.value
+    assert [t.strip("'") for t in shown["next piece"]] == change["text"].tolist()
+    np.testing.assert_allclose(shown["before"], change["probability_before"], atol=1e-12)  # drawn rounded to 0.001
+    np.testing.assert_allclose(shown["change"], change["change"], atol=1e-12)
+    attribution = logit_attribution(smollm_model, before)  # the top piece, " Paris", of the full model
+    assert attribution.text == " Paris"
+    np.testing.assert_allclose(board_values(at, "Which heads write"), attribution.heads, atol=1e-12)
+    direct = attribution.heads[23, 0] + attribution.heads[29, 1]
+    logit_after = logit_attribution(smollm_model, after, attribution.token_id).logit
+    said = texts(at.markdown)
+    assert f"its logit from {attribution.logit:.3f} to {logit_after:.3f}" in said
+    assert f"Their direct share of that logit was {direct:+.3f}" in said
+    assert f"which add up to {attribution.total:.3f}" in said
+    lens = logit_lens(smollm_model, after, k=5)  # the lens of the model shown: without the heads
+    grid = figure_titled(at, "logit lens")["data"][0]
+    top = lens[lens["rank"] == 1].pivot(index="layer", columns="position", values="probability").to_numpy()
+    np.testing.assert_allclose(np.asarray(grid["z"], dtype=np.float64), top, atol=1e-12)
+    assert lens_sentence(lens, len(after.tokens) - 1, 30) in said
+    # another piece from the URL: its logit is shared out
+    at = opened(timeout=300, model="smollm2-135m", tokens=PROMPT, heads_piece="Ġthe")
+    the = logit_attribution(smollm_model, before, "Ġthe")
+    np.testing.assert_allclose(board_values(at, "Which heads write"), the.heads, atol=1e-12)
+    assert at.selectbox(key="heads_piece").value == "Ġthe"
+
+
+def test_minilm_shows_every_heads_effect_on_the_embedding_and_no_lens(minilm_model, monkeypatch):
+    monkeypatch.setitem(caches._CHECKPOINTS, "minilm-l6", minilm_model)
+    at = opened(timeout=300, model="minilm-l6", tokens=SENTENCE, ablate="L1H3")
+    effects = head_ablation_effects(minilm_model, SENTENCE)
+    np.testing.assert_allclose(board_values(at, "sentence embedding"), effects, atol=1e-12)
+    before, after = explorer.run(minilm_model, SENTENCE), explorer.run(minilm_model, SENTENCE, ablate="L1H3")
+    cosine = embedding_cosine(before, after)
+    assert f"cosine {cosine:.4f}" in texts(at.markdown)
+    assert lens_refusal(minilm_model) in texts(at.info)
+    assert not at.table  # no next-token table: MiniLM predicts no word
+
+
+def test_first_top_layer_and_the_lens_sentence():
+    rows = [(0, "a", 0.2), (1, "b", 0.3), (2, "a", 0.5), (3, "a", 0.9)]
+    lens = pd.DataFrame(
+        {
+            "layer": [r[0] for r in rows],
+            "position": 4,
+            "rank": 1,
+            "piece": [r[1] for r in rows],
+            "text": [" " + r[1] for r in rows],
+            "probability": [r[2] for r in rows],
+        }
+    )
+    assert first_top_layer(lens, 4) == (0, 2)
+    said = lens_sentence(lens, 4, 4)
+    assert "first tops the guesses at block 0" in said and "for good from block 2" in said
+    assert first_top_layer(lens, 3) == (None, None)
+
+
+def test_the_change_sentence_names_the_unchanged_layers():
+    changes = np.array([0.0, 0.0, 0.01, 0.03])
+    said = change_sentence(changes, [(1, 0), (2, 1)])
+    assert said.startswith("Layers 0 to 1 attend exactly as before") and "most in layer 3, by 0.0300" in said
+    assert "no later layer reads" in change_sentence(changes, [(3, 0)])
