@@ -139,7 +139,7 @@ def share_hint(values: dict[str, Any]) -> None:
     base = st.context.url or ""
     if base and not urlsplit(base).path:
         base += "/"
-    query = urlencode({k: str(v) for k, v in changed.items()}, quote_via=quote)
+    query = urlencode({k: str(v) for k, v in changed.items()}, safe=",", quote_via=quote)  # ablate=L0H1,L2H3
     with st.sidebar.expander("Share this view", icon=":material/link:"):
         st.caption(
             "The address bar holds every control (and the layer and head shown), so copying it reproduces this "
