@@ -1,0 +1,67 @@
+"""The What heads do page in a real Chromium: a click on a head of the board removes it (the address bar gains
+ablate=L1H2, the board crosses it, the page says what changed), and a second click on it puts it back."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+from explorer.analysis.ablation_effects import head_ablation_effects
+from explorer.config import ModelConfig
+from tests.browser_plots import drawn_traces, plot_titled, wait_plotted
+
+pytestmark = pytest.mark.browser
+
+BOARD = "What each head does to the sentence embedding"
+
+
+def cell_point(plot, layer: int, head: int) -> tuple[float, float]:
+    """Page pixels of the centre of the board's cell (layer, head): its categories "H2" across, "L1" down."""
+    return plot.evaluate(
+        """(gd, [x, y]) => {
+            const layout = gd._fullLayout, box = gd.getBoundingClientRect();
+            const xa = layout.xaxis, ya = layout.yaxis;
+            return [box.left + xa._offset + xa.d2p(x), box.top + ya._offset + ya.d2p(y)];
+        }""",
+        [f"H{head}", f"L{layer}"],
+    )
+
+
+def click_cell(page, layer: int, head: int) -> str:
+    """Hover the cell (returning its label), then click it."""
+    plot = plot_titled(page, BOARD)
+    plot.scroll_into_view_if_needed()
+    x, y = cell_point(plot, layer, head)
+    page.mouse.move(x - 2, y - 2)
+    page.mouse.move(x, y)
+    page.wait_for_timeout(150)
+    label = plot.evaluate("gd => [...gd.querySelectorAll('.hoverlayer .hovertext text')].map(t => t.textContent)")
+    page.mouse.click(x, y)
+    return " ".join(label)
+
+
+def ablate_param(page) -> str:
+    return parse_qs(urlsplit(page.url).query).get("ablate", [""])[0]
+
+
+def test_a_click_on_a_head_removes_it_and_a_second_click_puts_it_back(page, app_url, wait_idle):
+    page.goto(f"{app_url}/heads")
+    wait_idle(page)
+    wait_plotted(page, 1)
+    effects = head_ablation_effects(ModelConfig(), "the cat sat on the mat")  # [L, H]
+    label = click_cell(page, 1, 2)
+    assert "L1H2" in label and f"{effects[1, 2]:.4g}" in label  # the hover names the head and its effect
+    page.wait_for_function("() => location.search.includes('ablate=L1H2')", timeout=20_000)
+    wait_idle(page)
+    wait_plotted(page, 2)
+    assert page.get_by_role("heading", name="What changed").count() == 1
+    crossed = [t for t in drawn_traces(plot_titled(page, BOARD)) if t["name"] == "removed head"]
+    assert crossed and crossed[0]["x"] == ["H2"] and crossed[0]["y"] == ["L1"]
+    click_cell(page, 1, 2)
+    page.wait_for_function("() => !location.search.includes('L1H2')", timeout=20_000)
+    wait_idle(page)
+    assert ablate_param(page) == ""
+    assert page.get_by_role("heading", name="What changed").count() == 0
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert not page.errors, page.errors
