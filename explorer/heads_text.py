@@ -49,10 +49,11 @@ def change_sentence(changes: np.ndarray, removed: Sequence[Head]) -> str:
     n_layers = len(changes)
     names = heads_list(removed)
     if first == n_layers - 1:
+        one = len(removed) == 1
         return (
-            f"{names} {'is' if len(removed) == 1 else 'are'} in the last layer: no later layer reads "
-            "what they wrote, so no attention weight changes (a removed head still computes its weights; only its "
-            "output is gone)."
+            f"{names} {'is' if one else 'are'} in the last layer: no later layer reads what {'it' if one else 'they'} "
+            "wrote, so no attention weight changes (a removed head still computes its weights; only its output is "
+            "gone)."
         )
     later = changes[first + 1 :]
     same = f"Layers 0 to {first} attend" if first > 0 else "Layer 0 attends"

@@ -18,7 +18,10 @@ from explorer.analysis.attribution import logit_attribution
 from explorer.analysis.logit_lens import lens_refusal, logit_lens
 from explorer.config import ModelConfig
 from explorer.heads_text import change_sentence, first_top_layer, head_changes, lens_sentence
+from explorer.tasks import make_task
+from explorer.training import train
 from tests.drawn import app_figures, app_matrices, figure_titled
+from views.state import STATE_KEY, AppState, TrainedModel
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PAGE = "views/heads.py"
@@ -130,6 +133,25 @@ def test_minilm_shows_every_heads_effect_on_the_embedding_and_no_lens(minilm_mod
     assert f"cosine {cosine:.4f}" in texts(at.markdown)
     assert lens_refusal(minilm_model) in texts(at.info)
     assert not at.table  # no next-token table: MiniLM predicts no word
+
+
+def test_a_trained_model_with_an_output_layer_gets_its_board_and_its_lens():
+    task = make_task("reverse", 8)
+    model = train(ModelConfig(positional="learned"), task, steps=5).model  # an encoder with a read-out
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state[STATE_KEY] = AppState(trained=TrainedModel(model, task, "reverse, 5 steps"))
+    at.query_params.update({"tokens": "A B C D", "ablate": "L0H1"})
+    at.switch_page(PAGE).run()
+    assert not at.exception, [e.value[:500] for e in at.exception]
+    before, after = explorer.run(model, "A B C D"), explorer.run(model, "A B C D", ablate="L0H1")
+    np.testing.assert_allclose(
+        board_values(at, "Which heads write"), logit_attribution(model, before).heads, atol=1e-12
+    )
+    lens = logit_lens(model, after, k=5)
+    top = lens[lens["rank"] == 1].pivot(index="layer", columns="position", values="probability").to_numpy()
+    np.testing.assert_allclose(np.asarray(figure_titled(at, "logit lens")["data"][0]["z"], float), top, atol=1e-12)
+    assert f"cosine {embedding_cosine(before, after):.4f}" in texts(at.markdown)  # an encoder: no next-token table
+    assert not at.table
 
 
 def test_first_top_layer_and_the_lens_sentence():

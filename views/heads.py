@@ -38,7 +38,7 @@ from explorer.trace import AttentionMaps, Trace
 from pictures.boards import board
 from pictures.heads_charts import after_before_figure, after_before_panel, attention_change_figure, clickable_board
 from pictures.output_charts import ablation_board_figure, attribution_board_figure, lens_grid_figure
-from views.ablation_controls import toggle_head
+from views.ablation_controls import MODE_WORDS, toggle_head
 from views.heads_caches import ablation_effects_of, attribution_of, lens_of, top_pieces_of
 from views.matrix_view import show_board
 from views.query_params import warn_junk_url
@@ -58,8 +58,7 @@ def summary(cfg: ModelConfig, trace: Trace) -> str:
 
 def removed_words(removed: tuple[Head, ...], mode: str) -> str:
     """ "L23H0 and L29H1 removed (output set to zero)"."""
-    what = "set to zero" if mode == "zero" else "set to its mean over the positions"
-    return f"{heads_list(removed)} removed (output {what})"
+    return f"{heads_list(removed)} removed ({MODE_WORDS[mode]})"
 
 
 def csv_download(label: str, frame: pd.DataFrame, name: str, key: str) -> None:
@@ -77,7 +76,14 @@ def what_changed(model: Transformer, before: Trace, after: Trace, removed: tuple
         prediction_table(model, before, after)
     else:
         st.markdown(cosine_sentence(removed, embedding_cosine(before, after)))
-    return attention_change(before.first.self_attention, after.first.self_attention, removed)
+    figures = attention_change(before.first.self_attention, after.first.self_attention, removed)
+    if after.last is not after.first:
+        st.caption(
+            "These are the encoder's self-attention weights, where the heads were removed. The decoder reads the "
+            "encoder's changed output through its cross-attention, so its attention changes too: see the Attention "
+            "page, which shows the model without the heads."
+        )
+    return figures
 
 
 def prediction_table(model: Transformer, before: Trace, after: Trace) -> None:
@@ -239,8 +245,8 @@ def ablation_section(cfg: ModelConfig, before: Trace, after: Trace, removed: tup
     st.caption(
         "This model has no read-out to words, so a head's part is measured on what the model gives: the sentence "
         "embedding (the mean of the last layer's outputs, as sentence-transformers pools MiniLM). Each cell is 1 − "
-        "cosine between the embedding with that head removed alone and the full model's: 0 = no change. **Click a "
-        "head to remove it** (click it again to put it back)."
+        f"cosine between the embedding with that head removed alone (its {MODE_WORDS[mode]}) and the full "
+        "model's: 0 = no change. **Click a head to remove it** (click it again to put it back)."
     )
     text = str(st.session_state.get("tokens") or " ".join(before.first.tokens))
     target = st.session_state.get("target") if cfg.arch == "encoder-decoder" else None
