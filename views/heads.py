@@ -50,6 +50,7 @@ PIECE_PX = 260
 TOP_PIECES = 10  # the pieces the piece selector offers: the likeliest after the text
 ROUND_KEY = "_heads_board_round"  # counts the board's clicks: each round draws the board under a new key
 Figures = list[Callable[[], go.Figure]]  # the view's figures for the HTML download, each made only when asked for
+SAID: list[str] = []  # this run's sentences, for the HTML download too (the page's script runs afresh each time)
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -59,6 +60,12 @@ def summary(cfg: ModelConfig, trace: Trace) -> str:
 def removed_words(removed: tuple[Head, ...], mode: str) -> str:
     """ "L23H0 and L29H1 removed (output set to zero)"."""
     return f"{heads_list(removed)} removed ({MODE_WORDS[mode]})"
+
+
+def say(sentence: str) -> None:
+    """A sentence of the page, which the HTML download repeats."""
+    st.markdown(sentence)
+    SAID.append(sentence)
 
 
 def csv_download(label: str, frame: pd.DataFrame, name: str, key: str) -> None:
@@ -75,7 +82,7 @@ def what_changed(model: Transformer, before: Trace, after: Trace, removed: tuple
     if can_predict(model):
         prediction_table(model, before, after)
     else:
-        st.markdown(cosine_sentence(removed, embedding_cosine(before, after)))
+        say(cosine_sentence(removed, embedding_cosine(before, after)))
     figures = attention_change(before.first.self_attention, after.first.self_attention, removed)
     if after.last is not after.first:
         st.caption(
@@ -114,7 +121,7 @@ def attention_change(before: AttentionMaps, after: AttentionMaps, removed: tuple
     the head that moved most unless picked)."""
     changes = head_changes(before, after)  # [L, H]
     per_layer = changes.mean(axis=1)  # [L]
-    st.markdown(change_sentence(per_layer, removed))
+    say(change_sentence(per_layer, removed))
     plotly_chart(attention_change_figure(per_layer, removed), "heads_change")
     default_layer, default_head = most_changed_head(changes)
     layers, heads = list(range(before.n_layers)), list(range(before.n_heads))
@@ -202,7 +209,7 @@ def attribution_section(model: Transformer, before: Trace, after: Trace, removed
     direct share."""
     piece = piece_choice(before)
     attribution = attribution_of(before, piece)  # heads [L, H] of the full model
-    st.markdown(attribution_sentence(attribution))
+    say(attribution_sentence(attribution))
     st.caption(
         "Red: the head raises this piece's logit; blue: lowers it. The board is of the full model (every head "
         "present), so each cell is what that head writes when nothing is removed; removed heads are crossed. "
@@ -214,7 +221,7 @@ def attribution_section(model: Transformer, before: Trace, after: Trace, removed
         odds_before = piece_odds(model, before, attribution.token_id)
         odds_after = piece_odds(model, after, attribution.token_id)
         direct = float(sum(attribution.heads[layer, head] for layer, head in removed))
-        st.markdown(effect_sentence(removed, attribution.text, odds_before, odds_after, direct))
+        say(effect_sentence(removed, attribution.text, odds_before, odds_after, direct))
     frame = head_frame(attribution.heads, "direct_logit_attribution", removed)
     csv_download("Attribution board (CSV)", frame, f"attribution_{slug(attribution.piece)}.csv", "heads_csv_board")
     return [partial(attribution_board_figure, attribution, removed)]
@@ -253,7 +260,7 @@ def ablation_section(cfg: ModelConfig, before: Trace, after: Trace, removed: tup
     effects = ablation_effects_of(cfg, text, target, mode)  # [L, H]
     show_head_board(ablation_board_figure(effects, removed), effects, "1 − cosine")
     if removed:
-        st.markdown(alone_sentence(removed, embedding_cosine(before, after), effects))
+        say(alone_sentence(removed, embedding_cosine(before, after), effects))
     csv_download(
         "Ablation board (CSV)", head_frame(effects, "one_minus_cosine", removed), "head_ablation.csv", "heads_csv_board"
     )
@@ -279,7 +286,7 @@ def lens_section(model: Transformer, trace: Trace, removed: tuple[Head, ...]) ->
         "the next piece at that position, coloured by its probability; hover lists its five likeliest. The top row "
         "is what the model predicts."
     )
-    st.markdown(lens_sentence(lens, len(tokens) - 1, n_layers))
+    say(lens_sentence(lens, len(tokens) - 1, n_layers))
     plotly_chart(lens_grid_figure(lens, tokens), "heads_lens")
     csv_download("Logit lens (CSV)", lens, "logit_lens.csv", "heads_csv_lens")
     return [partial(lens_grid_figure, lens, tokens)]
@@ -316,6 +323,7 @@ def main() -> None:
     except ConfigError as e:
         st.error(str(e), icon=":material/error:")
     lines = [plain(summary(cfg, trace))] + ([removed_words(removed, mode) + "."] if removed else [])
+    lines += [plain(sentence) for sentence in SAID]
     view_download("What heads do", lines, lambda: [make() for make in figures], "heads", top)
 
 
