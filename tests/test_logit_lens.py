@@ -110,15 +110,23 @@ def test_a_model_without_a_read_out_says_why(minilm_model):
         assert str(raised.value) == sentence
 
 
-def test_only_a_few_positions_of_one_layer_are_read_out_at_once(monkeypatch):
-    """Never [L, T, V]: each read-out sees one layer's stream, at most ROWS_AT_ONCE positions of it."""
+def test_only_a_few_rows_are_read_out_at_once(monkeypatch):
+    """Never [L, T, V]: each read-out sees at most ROWS_AT_ONCE (block, position) pairs, every pair once."""
     model = explorer.build_model(explorer.ModelConfig(mask="causal", n_layers=3), LETTERS)
     trace = explorer.run(model, " ".join(LETTERS[i % 10] for i in range(ROWS_AT_ONCE + 6)))
     seen = []
-    read_out = lens_module.read_out
-    monkeypatch.setattr(lens_module, "read_out", lambda m, n, s: seen.append(tuple(s.shape)) or read_out(m, n, s))
+    read_out = lens_module.ReadOut.__call__
+
+    def spied(self, normed):
+        seen.append(tuple(normed.shape))
+        return read_out(self, normed)
+
+    monkeypatch.setattr(lens_module.ReadOut, "__call__", spied)
     lens = logit_lens(model, trace, k=1)
-    assert seen == [(ROWS_AT_ONCE, model.d_model), (6, model.d_model)] * 3
-    assert len(lens) == 3 * (ROWS_AT_ONCE + 6)
+    assert max(rows for rows, _ in seen) == ROWS_AT_ONCE and sum(rows for rows, _ in seen) == 3 * (ROWS_AT_ONCE + 6)
+    assert len(lens) == 3 * (ROWS_AT_ONCE + 6) and not lens.duplicated(["layer", "position"]).any()
     picked = logit_lens(model, trace, k=2, positions=[0, 69])  # only the positions asked for
     assert sorted(set(picked["position"])) == [0, 69] and len(picked) == 3 * 2 * 2
+    full = lens.set_index(["layer", "position"])["probability"]
+    first = picked[picked["rank"] == 1].set_index(["layer", "position"])["probability"]
+    np.testing.assert_allclose(first, full.loc[first.index], atol=SAME_READ_OUT)  # the same, read in other chunks

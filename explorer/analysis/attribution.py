@@ -208,13 +208,14 @@ def _head_outputs(block: Block, st: StackTrace, trace: Trace, layer: int) -> tor
     b_v = None if attention.in_proj_bias is None else attention.in_proj_bias[D + G * K :].double()  # [GK]
     values = torch.nn.functional.linear(x, w_v, b_v).reshape(len(x), G, K)  # [T, G, K]
     values = values.repeat_interleave(H // G, dim=1).transpose(0, 1)  # [H, T, K]: query head h reads h // (H / G)
-    weights = torch.from_numpy(np.asarray(st.self_attention.weights[layer], dtype=np.float64))  # [H, T, T]
+    weights = st.self_attention.weights[layer]  # [H, T, T] float32
     removed = _removed(trace, st, layer, H)  # [H] or None
     if removed is None:
-        attended = torch.einsum("ht,htk->hk", weights[:, -1], values)  # [H, K]: the last query only
-    else:
-        every = (weights @ values)[None]  # [1, H, T, K]
-        attended = remove_heads(every, removed[None], trace.ablate_with)[0, :, -1]  # [H, K]
+        last = torch.from_numpy(np.asarray(weights[:, -1], dtype=np.float64))  # [H, T]: the last query only
+        attended = torch.einsum("ht,htk->hk", last, values)  # [H, K]
+    else:  # every query's output, for a removed head's mean over the positions
+        every = torch.from_numpy(np.asarray(weights, dtype=np.float64)) @ values  # [H, T, K]
+        attended = remove_heads(every[None], removed[None], trace.ablate_with)[0, :, -1]  # [H, K]
     w_o = attention.out_proj.weight.double().reshape(D, H, K)  # [D, H, K]: head h's slice of the output projection
     return torch.einsum("hk,dhk->hd", attended, w_o)  # [H, D]
 

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import torch
-from torch import nn
 
 from explorer.config import CheckpointConfig, ConfigError
 from explorer.model import Stack, Transformer
@@ -22,7 +21,7 @@ from explorer.prediction import piece_name, piece_text
 from explorer.trace import Trace
 
 LENS_COLUMNS = ["layer", "position", "rank", "piece", "text", "probability"]
-ROWS_AT_ONCE = 64  # positions read out together: [64, V] float64 logits are 25 MB for SmolLM2's 49,152 pieces
+ROWS_AT_ONCE = 64  # positions read out together: [64, V] float64 probabilities are 25 MB for SmolLM2's 49,152 pieces
 
 
 def can_read_out(model: Transformer) -> bool:
@@ -60,48 +59,69 @@ def output_stack(model: Transformer, trace: Trace) -> Stack:
     return stack
 
 
-def read_out(model: Transformer, norm: nn.Module | None, stream: torch.Tensor) -> torch.Tensor:
-    """stream [T, D] float32 -> probabilities [T, V] float64: through the final norm (when there is one) and the
-    read-out with its bias, then a softmax in float64 so that small probabilities still sum to 1."""
-    normed = stream if norm is None else norm(stream)  # [T, D]
-    return torch.softmax(model.head(normed).double(), dim=-1)  # [T, V]
+class ReadOut:
+    """The read-out of at most ROWS_AT_ONCE rows at a time, into two buffers every call reuses: fresh [R, V] arrays
+    for each call pile up in the C heap (glibc keeps what they freed), about 40 MB a call on SmolLM2."""
+
+    def __init__(self, model: Transformer):
+        self.head = model.head
+        self.logits = torch.empty(ROWS_AT_ONCE, model.head.out_features)  # [R, V] float32
+        self.probabilities = torch.empty(ROWS_AT_ONCE, model.head.out_features, dtype=torch.float64)  # [R, V]
+
+    def __call__(self, normed: torch.Tensor) -> torch.Tensor:
+        """normed [R, D] float32 (the stream after the final norm) -> probabilities [R, V] float64, a view of the
+        buffer valid until the next call: the read-out with its bias, then a softmax in float64 so that small
+        probabilities still sum to 1."""
+        rows = len(normed)
+        logits = torch.mm(normed, self.head.weight.T, out=self.logits[:rows])  # [R, V]
+        if self.head.bias is not None:
+            logits.add_(self.head.bias)
+        probabilities = self.probabilities[:rows].copy_(logits)  # [R, V]
+        probabilities.sub_(probabilities.amax(dim=-1, keepdim=True)).exp_()
+        return probabilities.div_(probabilities.sum(dim=-1, keepdim=True))
 
 
 def logit_lens(model: Transformer, trace: Trace, k: int = 5, positions: Sequence[int] | None = None) -> pd.DataFrame:
     """layer, position, rank, piece, text, probability: the k likeliest pieces at each position (all, or those in
     `positions`) after each block l = 0 .. L-1 of the stack that gives the output, read out through its final norm
     and the model's read-out. The last block's rows are next_token's. ConfigError (lens_refusal) for a model with no
-    read-out."""
+    read-out.
+
+    The (block, position) pairs are read out ROWS_AT_ONCE at a time, in block order: a short text's every block in a
+    few products with the read-out matrix (which is read once per product), a long one's never more than that."""
     if not can_read_out(model):
         raise ConfigError(lens_refusal(model))
     stack = output_stack(model, trace)
     shown = np.arange(len(trace.last.tokens)) if positions is None else np.asarray(positions, dtype=np.int64)
+    L = stack.spec.n_layers
+    layers = np.repeat(np.arange(L), len(shown))  # [L * P]: the block of each pair
+    columns = np.tile(shown, L)  # [L * P]: the position of each pair
     k = max(1, min(int(k), model.head.out_features))
     names: dict[int, tuple[str, str]] = {}  # token id -> (piece, text), each looked up once
     blocks: list[pd.DataFrame] = []
     with torch.inference_mode():
-        for layer in range(stack.spec.n_layers):
-            last = layer == stack.spec.n_layers - 1
-            # The last block's stream through the final norm is the trace's output, as next_token reads it.
-            stream = trace.last.output if last else trace.last.residual[layer + 1]  # [T, D]
-            norm = None if last else stack.norm
-            for start in range(0, len(shown), ROWS_AT_ONCE):
-                rows = shown[start : start + ROWS_AT_ONCE]  # [R]
-                x = torch.from_numpy(np.ascontiguousarray(stream[rows]))  # [R, D]
-                top = torch.topk(read_out(model, norm, x), k, dim=-1)  # [R, k] each
-                ids = top.indices.numpy().ravel()  # [R * k]
-                for token_id in set(ids.tolist()) - names.keys():
-                    names[token_id] = (piece_name(model, token_id), piece_text(model, token_id))
-                blocks.append(
-                    pd.DataFrame(
-                        {
-                            "layer": layer,
-                            "position": np.repeat(rows, k),
-                            "rank": np.tile(np.arange(1, k + 1), len(rows)),
-                            "piece": [names[i][0] for i in ids.tolist()],
-                            "text": [names[i][1] for i in ids.tolist()],
-                            "probability": top.values.numpy().ravel(),
-                        }
-                    )
+        read_out = ReadOut(model)
+        for start in range(0, len(layers), ROWS_AT_ONCE):
+            layer, position = layers[start : start + ROWS_AT_ONCE], columns[start : start + ROWS_AT_ONCE]  # [R] each
+            x = torch.from_numpy(trace.last.residual[layer + 1, position])  # [R, D]: the stream after block `layer`
+            normed = x if stack.norm is None else stack.norm(x)  # [R, D]
+            final = layer == L - 1
+            if final.any():  # the last block's stream through the final norm is the trace's output, as next_token's
+                normed[torch.from_numpy(final)] = torch.from_numpy(trace.last.output[position[final]])
+            top = torch.topk(read_out(normed), k, dim=-1)  # [R, k] each
+            ids = top.indices.numpy().ravel()  # [R * k]
+            for token_id in set(ids.tolist()) - names.keys():
+                names[token_id] = (piece_name(model, token_id), piece_text(model, token_id))
+            blocks.append(
+                pd.DataFrame(
+                    {
+                        "layer": np.repeat(layer, k),
+                        "position": np.repeat(position, k),
+                        "rank": np.tile(np.arange(1, k + 1), len(layer)),
+                        "piece": [names[i][0] for i in ids.tolist()],
+                        "text": [names[i][1] for i in ids.tolist()],
+                        "probability": top.values.numpy().ravel(),
+                    }
                 )
+            )
     return pd.concat(blocks, ignore_index=True) if blocks else pd.DataFrame(columns=LENS_COLUMNS)
