@@ -8,6 +8,7 @@ installed real checkpoint, whose CheckpointConfig then is the config and whose t
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -18,7 +19,7 @@ from explorer.config import FIELDS, PAD_TOKEN, CheckpointConfig, ConfigError, Mo
 from explorer.limits import MAX_PIECES, check_app_size
 from explorer.pretrained import pretrained_title
 from views.ablation_controls import Removal, ablation_sidebar, removal_banner
-from views.caches import cached_checkpoint_run, cached_model, cached_run, pretrained_model
+from views.caches import NO_REMOVAL, cached_checkpoint_run, cached_model, cached_run, pretrained_model
 from views.fields import FIELD, MODEL_FIELDS, field_control
 from views.nodelay import disable_nagle_once
 from views.query_params import NOTES_KEY, guard_number_urls_once, screen_sidebar_params, show_url_notes
@@ -163,9 +164,9 @@ def run_checkpoint(state: AppState, name: str, text: str, removal: Removal) -> N
             + ". Shorten the text."
         )
     check_app_size(cfg, pieces)
-    state.base_trace = state.trace = cached_checkpoint_run(cfg, text)
+    state.trace = cached_checkpoint_run(cfg, text, removal.heads, removal.mode)
     if removal.heads:
-        state.trace = cached_checkpoint_run(cfg, text, removal.heads, removal.mode)
+        state.base_run = partial(cached_checkpoint_run, cfg, text, *NO_REMOVAL)
 
 
 def trained_banner() -> None:
@@ -212,16 +213,14 @@ def compute(values: dict[str, Any], removal: Removal, shows_tokens: bool) -> Non
             target = values.get("target") if cfg.arch == "encoder-decoder" else None
             check_app_size(cfg, len(values["tokens"].split()), None if target is None else len(target.split()))
             state.model = cached_model(cfg)
-            state.base_trace = state.trace = cached_run(cfg, values["tokens"], values.get("target"))
+            state.trace = cached_run(cfg, values["tokens"], values.get("target"), removal.heads, removal.mode)
             if removal.heads:
-                state.trace = cached_run(cfg, values["tokens"], values.get("target"), removal.heads, removal.mode)
+                state.base_run = partial(cached_run, cfg, values["tokens"], values.get("target"), *NO_REMOVAL)
         else:  # this session's own model: run here, never cached, so no other session can see it
             state.config, state.model = trained.model.config, trained.model
-            state.base_trace = state.trace = explorer.run(trained.model, values["tokens"])
+            state.trace = explorer.run(trained.model, values["tokens"], ablate=removal.heads, ablate_with=removal.mode)
             if removal.heads:
-                state.trace = explorer.run(
-                    trained.model, values["tokens"], ablate=removal.heads, ablate_with=removal.mode
-                )
+                state.base_run = partial(explorer.run, trained.model, values["tokens"])
     except ConfigError as e:
         show_error(str(e), shown=shows_tokens)
 

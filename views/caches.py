@@ -105,22 +105,24 @@ def cached_model(cfg: ModelConfig) -> Transformer:
 
 
 # Removed heads are an argument of the run, never a change to the model: the same cached model serves every
-# removal, and the heads (sorted, checked) and their mode key the trace. No head removed: ablate=(), "zero".
+# removal, and the heads (sorted, checked) and their mode key the trace. No head removed: NO_REMOVAL. Every caller
+# passes both (a cache key is made of the arguments given, so a default left out would be another entry).
+NO_REMOVAL: tuple[tuple[Head, ...], str] = ((), "zero")
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the model…")  # at most 256 MB each (explorer.limits)
 def cached_run(
-    cfg: ModelConfig, tokens: str, target: str | None, ablate: tuple[Head, ...] = (), ablate_with: str = "zero"
+    cfg: ModelConfig, tokens: str, target: str | None, ablate: tuple[Head, ...], ablate_with: str
 ) -> explorer.Trace:
     """The trace for a config and input text, with the heads `ablate` removed (deterministic, so safe to cache)."""
     return explorer.run(cached_model(cfg), tokens, target, ablate=ablate, ablate_with=ablate_with)
 
 
-# A real checkpoint's trace can reach 1.2 GB (512 pieces through SmolLM2's 270 heads): keep few of them (a view with
-# heads removed holds two: with and without them).
+# A real checkpoint's trace can reach 1.2 GB (512 pieces through SmolLM2's 270 heads): keep few of them (a page that
+# compares a run without heads with the full model's holds two).
 @st.cache_data(max_entries=4, show_spinner="Running the real model…")
 def cached_checkpoint_run(
-    cfg: CheckpointConfig, text: str, ablate: tuple[Head, ...] = (), ablate_with: str = "zero"
+    cfg: CheckpointConfig, text: str, ablate: tuple[Head, ...], ablate_with: str
 ) -> explorer.Trace:
     """The trace of a shipped checkpoint on a text, with the heads `ablate` removed (deterministic, so safe to
     cache)."""
@@ -156,10 +158,10 @@ def trace_of(
     text: str,
     target: str | None,
     who: str | None,
-    ablate: tuple[Head, ...] = (),
-    ablate_with: str = "zero",
+    ablate: tuple[Head, ...],
+    ablate_with: str,
 ) -> Trace:
-    """B's trace: B's model (model_of) on B's text, with the heads `ablate` removed."""
+    """B's trace: B's model (model_of) on B's text, with the heads `ablate` removed (NO_REMOVAL: none)."""
     return explorer.run(model_of(a, b, who), text, target, ablate=ablate, ablate_with=ablate_with)
 
 
@@ -389,5 +391,5 @@ def placements_of(
     built = {}
     if b is not None and b.norm != a.norm and b == a.replace(norm=b.norm):
         built[b.norm] = model_of(a, b, who)
-        known[b.norm] = (trace_of(a, b, text, target, who), _totals_or_none(a, b, text, target, who))
+        known[b.norm] = (trace_of(a, b, text, target, who, *NO_REMOVAL), _totals_or_none(a, b, text, target, who))
     return _placements(a, text, target, who, _built=built, _known=known)

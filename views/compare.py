@@ -62,6 +62,7 @@ from pictures.compare_charts import (
 from pictures.norm_figures import norm_maps_figure
 from views.ablation_controls import Removal, downstream_words
 from views.caches import (
+    NO_REMOVAL,
     gradient_totals,
     lines_chart,
     norm_attention_of,
@@ -373,7 +374,7 @@ def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: s
     st.markdown(f"**A** · {describe(a, b)}  \n**B** · {describe(b, a)}")
     weights_message(a, b)
     if isinstance(a, CheckpointConfig) and isinstance(b, CheckpointConfig) and a.checkpoint == b.checkpoint:
-        trace_b = trace_of(a, b, text_b, None, model_key())
+        trace_b = trace_of(a, b, text_b, None, model_key(), *NO_REMOVAL)
         effect = flip_effect(app_state().base_trace, trace_b)  # the flip alone: A with every head, as B runs
         st.info(flip_words(effect, a, b, pretrained_title(a.checkpoint)), icon=":material/insights:")
     if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
@@ -478,7 +479,7 @@ def main() -> None:
         notes.append("No gradient norms for B: gradients are taken with every head, so B's would be A's.")
     elif state.ablated:
         notes.append("The gradient norms are the model's with every head: they do not take removed heads.")
-    tables_key = (a, b, text_a, text_b, target_a, target_b, model_key(), removals)
+    tables_key = (a, b, text_a, text_b, target_a, target_b, model_key(), removals, mode)  # heads: B has no gradients
     tables = stack_tables(trace_a, trace_b, grads_a, grads_b, tables_key)
     lines = per_layer_section(tables, trace_a, trace_b, notes)
     # Every placement runs with every head: lend A's run with every head.

@@ -9,6 +9,7 @@ model is this session's own (views/caches.py keeps its results out of the shared
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import streamlit as st
@@ -71,7 +72,16 @@ class AppState:
     trained: TrainedModel | None = None  # kept from run to run, unlike the fields above
     ablated: tuple[Head, ...] = ()  # (layer, head) of the first stack removed in `trace`, sorted; () when none
     ablate_with: str = "zero"  # what their output became: "zero" or "mean" (explorer.ablation)
-    base_trace: Trace | None = None  # the same model and text with every head: `trace` itself when none is removed
+    base_run: Callable[[], Trace] | None = field(default=None, repr=False)  # makes base_trace when heads are removed
+    _base_trace: Trace | None = field(default=None, repr=False)  # base_run's result, once a page asked for it
+
+    @property
+    def base_trace(self) -> Trace | None:
+        """The same model and text with every head: `trace` itself when none is removed. Run (or read from its cache)
+        only when a page asks, so a page that shows only the model without the heads never holds both traces."""
+        if self._base_trace is None and self.base_run is not None:
+            self._base_trace = self.base_run()
+        return self._base_trace if self.base_run is not None else self.trace
 
     @property
     def source(self) -> ModelSource:
