@@ -41,13 +41,14 @@ from pictures.output_charts import ablation_board_figure, attribution_board_figu
 from views.ablation_controls import MODE_WORDS, toggle_head
 from views.heads_caches import ablation_effects_of, attribution_of, lens_of, top_pieces_of
 from views.matrix_view import show_board
-from views.query_params import warn_junk_url
+from views.query_params import URL_BOOLEAN, warn_junk_url
 from views.state import app_state, session_model, sidebar_run, weights_note
 from views.widgets import PLOTLY_CONFIG, clamp_view, code_text, download, model_line, plain, plotly_chart, view_download
 
 LAYER_PX, HEAD_PX = 110, 110  # the selectors hold numbers only
 PIECE_PX = 260
 TOP_PIECES = 10  # the pieces the piece selector offers: the likeliest after the text
+LENS_WINDOW = 32  # positions the lens reads of a longer text unless asked for all: the last ones
 ROUND_KEY = "_heads_board_round"  # counts the board's clicks: each round draws the board under a new key
 Figures = list[Callable[[], go.Figure]]  # the view's figures for the HTML download, each made only when asked for
 SAID: list[str] = []  # this run's sentences, for the HTML download too (the page's script runs afresh each time)
@@ -270,21 +271,36 @@ def ablation_section(cfg: ModelConfig, before: Trace, after: Trace, removed: tup
 # --- 3. Every layer's guess
 
 
+def lens_positions(n_tokens: int) -> tuple[int, ...] | None:
+    """The positions the lens reads: all of a short text; of a longer one the last LENS_WINDOW, unless the toggle
+    (heads_lens_all in the URL) asks for every one."""
+    if n_tokens <= LENS_WINDOW:
+        return None
+    every = st.toggle(
+        f"Every position ({n_tokens})",
+        key="heads_lens_all",
+        bind="query-params",
+        help=f"Off: the last {LENS_WINDOW} positions, ending with the one that predicts the next piece. On: all "
+        f"{n_tokens}, read out after every block: about a second per 10 positions for SmolLM2 on this machine.",
+    )
+    return None if every else tuple(range(n_tokens - LENS_WINDOW, n_tokens))
+
+
 def lens_section(model: Transformer, trace: Trace, removed: tuple[Head, ...]) -> Figures:
     """The logit lens grid of the model shown, or the sentence saying why it does not apply."""
     st.subheader("Every layer's guess")
     if not can_read_out(model):
         st.info(lens_refusal(model), icon=":material/visibility_off:")
         return []
-    lens = lens_of(trace)
     tokens = list(trace.last.tokens)
+    lens = lens_of(trace, lens_positions(len(tokens)))
     n_layers = int(lens["layer"].max()) + 1
     which = f"the model with {heads_list(removed)} removed" if removed else "the model"
     st.caption(
         f"The residual stream after each block of {which}, read out as if it were the last block's (through the "
         "final norm and the read-out: the logit lens, nostalgebraist 2020). Each cell is that block's top guess for "
-        "the next piece at that position, coloured by its probability; hover lists its five likeliest. The top row "
-        "is what the model predicts."
+        "the next piece at that position, coloured by its probability; hover lists its five likeliest. The top row, "
+        "after the last block, is the model's own output: its right-most cell is the prediction."
     )
     say(lens_sentence(lens, len(tokens) - 1, n_layers))
     plotly_chart(lens_grid_figure(lens, tokens), "heads_lens")
@@ -303,6 +319,7 @@ def main() -> None:
     removed, mode = tuple(state.ablated), state.ablate_with
     before = state.base_trace if state.base_trace is not None else trace
     st.caption(summary(cfg, trace))
+    warn_junk_url({"heads_lens_all": URL_BOOLEAN, "heads_layer": None, "heads_head": None})
     top = st.container(horizontal=True, vertical_alignment="bottom")
     figures: Figures = []
     try:

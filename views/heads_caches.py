@@ -39,13 +39,14 @@ def run_key(trace: Trace) -> tuple:
 
 
 @st.cache_data(max_entries=16, show_spinner="Reading every layer's guess (the logit lens)…")
-def _lens(key: tuple, _model: Transformer, _trace: Trace) -> pd.DataFrame:
-    return logit_lens(_model, _trace, k=LENS_K)
+def _lens(key: tuple, positions: tuple[int, ...] | None, _model: Transformer, _trace: Trace) -> pd.DataFrame:
+    return logit_lens(_model, _trace, k=LENS_K, positions=positions)
 
 
-def lens_of(trace: Trace) -> pd.DataFrame:
-    """logit_lens of the session's model on `trace` (a trace of that model), top LENS_K per layer and position."""
-    return cached(_lens, run_key(trace), _model=session_model(), _trace=trace)
+def lens_of(trace: Trace, positions: tuple[int, ...] | None = None) -> pd.DataFrame:
+    """logit_lens of the session's model on `trace` (a trace of that model), top LENS_K per layer at each position
+    (or those in `positions`)."""
+    return cached(_lens, run_key(trace), positions, _model=session_model(), _trace=trace)
 
 
 @st.cache_data(max_entries=32, show_spinner="Sharing the logit out over the heads…")
