@@ -153,27 +153,32 @@ def attribution_sentence(attribution: LogitAttribution) -> str:
     )
 
 
+SAME_CHANGE = 0.01  # |real change − (− direct share)| in logits below which the direct share is said to account for it
+
+
 def effect_sentence(
     removed: Sequence[Head], text: str, before: tuple[float, float], after: tuple[float, float], direct: float
 ) -> str:
     """What removing heads really did to a piece, beside their direct share: `before` and `after` are the piece's
-    (probability, logit) in the runs without and with the heads; `direct` their summed direct attribution."""
-    names = heads_list(removed)
+    (probability, logit) in the runs with every head and without these; `direct` their summed direct attribution,
+    so that removing them would change the logit by −direct if nothing else changed."""
+    one = len(removed) == 1
+    it, its = ("it", "Its") if one else ("they", "Their")
     change = after[1] - before[1]
-    return (
-        f"Removing {names} took {text!r} from p = {before[0]:.3f} to p = {after[0]:.3f}, its logit from "
-        f"{before[1]:.3f} to {after[1]:.3f} ({change:+.3f}). "
-        f"{'Its' if len(removed) == 1 else 'Their'} direct share of that logit was {direct:+.3f}: "
-        + (
-            "the real change is larger, so later layers built on what "
-            + ("it" if len(removed) == 1 else "they")
-            + " wrote."
-            if abs(change) > abs(direct) + 1e-3
-            else "the real change is smaller, so the rest of the model made up for part of the loss."
-            if abs(change) < abs(direct) - 1e-3
-            else "the direct share accounts for the change."
-        )
+    expected = -direct
+    said = (
+        f"Removing {heads_list(removed)} took {text!r} from p = {before[0]:.3f} to p = {after[0]:.3f}, its logit "
+        f"from {before[1]:.3f} to {after[1]:.3f} ({change:+.3f}). {its} direct share of that logit was {direct:+.3f}, "
+        f"so had nothing after {'it' if one else 'them'} changed, the logit would have moved by {expected:+.3f}: "
     )
+    rest = f"the parts after {'it' if one else 'them'} (feed-forward blocks, later heads, the final norm's scale)"
+    if abs(change - expected) < SAME_CHANGE:
+        return said + "the direct share accounts for the whole change."
+    if change * expected < 0:
+        return said + f"the logit moved the other way, so {rest} more than made up for the loss."
+    if abs(change) > abs(expected):
+        return said + f"the real change is larger, so {rest} built on what {it} wrote."
+    return said + f"the real change is smaller, so {rest} made up for part of it."
 
 
 def cosine_sentence(removed: Sequence[Head], cosine: float) -> str:

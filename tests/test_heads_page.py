@@ -17,7 +17,7 @@ from explorer.analysis.ablation_effects import embedding_cosine, head_ablation_e
 from explorer.analysis.attribution import logit_attribution
 from explorer.analysis.logit_lens import lens_refusal, logit_lens
 from explorer.config import ModelConfig
-from explorer.heads_text import change_sentence, first_top_layer, head_changes, lens_sentence
+from explorer.heads_text import change_sentence, effect_sentence, first_top_layer, head_changes, lens_sentence
 from explorer.tasks import make_task
 from explorer.training import train
 from tests.drawn import app_figures, app_matrices, figure_titled
@@ -177,3 +177,12 @@ def test_the_change_sentence_names_the_unchanged_layers():
     said = change_sentence(changes, [(1, 0), (2, 1)])
     assert said.startswith("Layers 0 to 1 attend exactly as before") and "most in layer 3, by 0.0300" in said
     assert "no later layer reads" in change_sentence(changes, [(3, 0)])
+
+
+def test_the_effect_sentence_sets_the_real_change_beside_the_direct_share():
+    larger = effect_sentence([(23, 0), (29, 1)], " Mary", (0.923, 11.0), (0.651, 7.0), 3.0)
+    assert "logit from 11.000 to 7.000 (-4.000)" in larger and "would have moved by -3.000" in larger
+    assert "the real change is larger" in larger
+    assert "accounts for the whole change" in effect_sentence([(1, 0)], " a", (0.9, 11.0), (0.8, 10.8), 0.205)
+    assert "moved the other way" in effect_sentence([(1, 0)], " a", (0.9, 11.0), (0.95, 11.5), 0.2)
+    assert "the real change is smaller" in effect_sentence([(1, 0)], " a", (0.9, 11.0), (0.85, 10.5), 1.0)
