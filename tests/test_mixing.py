@@ -129,3 +129,19 @@ def test_bad_arguments_say_what_to_do():
         attention_rollout(trace, residual=1.5)
     with pytest.raises(ConfigError, match="not a position"):
         attention_flow(trace, 3)
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_a_removed_head_mixes_what_it_really_mixed(mode):
+    """A head the run removed mixes nothing (zero) or by each key's mean weight over the queries (mean): the augmented
+    attention is built from those weights, not from the weights the head computed and the trace still shows."""
+    weights = random_attention(2, 3, 5, seed=4)
+    base = trace_of(weights)
+    removed = Trace(config=None, stacks=base.stacks, ablated=((1, 0), (1, 2)), ablate_with=mode)
+    acted = weights.copy()
+    for head in (0, 2):
+        acted[1, head] = 0.0 if mode == "zero" else weights[1, head].mean(axis=0, keepdims=True)
+    expected = augmented_attention(trace_of(acted))
+    np.testing.assert_allclose(augmented_attention(removed), expected, atol=1e-12)
+    np.testing.assert_allclose(augmented_attention(removed)[0], augmented_attention(base)[0], atol=0)
+    assert np.abs(augmented_attention(removed)[1] - augmented_attention(base)[1]).max() > 1e-3

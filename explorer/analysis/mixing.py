@@ -9,7 +9,9 @@ token's own stream past the attention, so block l mixes tokens by
 with A_l the block's self-attention weights [query, key] (the paper uses residual = 0.5). Rollout multiplies these
 matrices; flow is the maximum flow through the graph whose edge from (l + 1, i) to (l, j) has capacity A~_l[i, j].
 Both read the first stack's self-attention (the encoder's, for an encoder-decoder). Raw weights say where one head
-of one layer looks; these say which input tokens an output position is made of after every block.
+of one layer looks; these say which input tokens an output position is made of after every block. A head the run
+removed (explorer.ablation) mixes by what it really did: nothing when its output was zeroed, each key's mean weight
+over the queries when it was replaced by its mean (norm_attention.effective_weights).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from explorer.analysis.norm_attention import effective_weights
 from explorer.config import ConfigError
 from explorer.trace import Trace
 
@@ -33,7 +36,8 @@ def augmented_attention(trace: Trace, residual: float = DEFAULT_RESIDUAL) -> np.
     (a row with no allowed key and residual 0 stays all zeros). Masked keys stay 0 except a token's own residual."""
     if not 0.0 <= residual <= 1.0:
         raise ConfigError(f"residual is {residual}; the residual connection's share must be between 0 and 1.")
-    mean = trace.attention.mean(axis=1, dtype=np.float64)  # [L, T, T], without a float64 copy of every head
+    weights = effective_weights(trace, trace.first.self_attention)  # [L, H, T, T]: removed heads as they acted
+    mean = weights.mean(axis=1, dtype=np.float64)  # [L, T, T], without a float64 copy of every head
     augmented = (1.0 - residual) * mean + residual * np.eye(mean.shape[-1])  # [L, T, T]
     totals = augmented.sum(axis=-1, keepdims=True)  # [L, T, 1]
     return np.divide(augmented, totals, out=np.zeros_like(augmented), where=totals > 0)
