@@ -131,4 +131,7 @@ def clickable_board(figure: go.Figure, values: np.ndarray, value_title: str) -> 
             name="click a head",
         )
     )
+    n_layers, n_heads = values.shape
+    figure.update_xaxes(autorange=False, range=[-0.5, n_heads - 0.5])  # the heatmap's frame: markers add no padding
+    figure.update_yaxes(autorange=False, range=[n_layers - 0.5, -0.5])  # layer 0 on top, as the board draws it
     return figure
