@@ -127,6 +127,8 @@ def test_only_a_few_rows_are_read_out_at_once(monkeypatch):
     assert len(lens) == 3 * (ROWS_AT_ONCE + 6) and not lens.duplicated(["layer", "position"]).any()
     picked = logit_lens(model, trace, k=2, positions=[0, 69])  # only the positions asked for
     assert sorted(set(picked["position"])) == [0, 69] and len(picked) == 3 * 2 * 2
+    with pytest.raises(explorer.ConfigError, match="positions 0 to 69"):
+        logit_lens(model, trace, positions=[70])
     full = lens.set_index(["layer", "position"])["probability"]
     first = picked[picked["rank"] == 1].set_index(["layer", "position"])["probability"]
     np.testing.assert_allclose(first, full.loc[first.index], atol=SAME_READ_OUT)  # the same, read in other chunks

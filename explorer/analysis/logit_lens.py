@@ -92,7 +92,10 @@ def logit_lens(model: Transformer, trace: Trace, k: int = 5, positions: Sequence
     if not can_read_out(model):
         raise ConfigError(lens_refusal(model))
     stack = output_stack(model, trace)
-    shown = np.arange(len(trace.last.tokens)) if positions is None else np.asarray(positions, dtype=np.int64)
+    T = len(trace.last.tokens)
+    shown = np.arange(T) if positions is None else np.asarray(list(positions), dtype=np.int64)  # [P]
+    if shown.size and (shown.min() < 0 or shown.max() >= T):
+        raise ConfigError(f"The lens reads positions 0 to {T - 1} of this text; {shown.tolist()} goes beyond them.")
     L = stack.spec.n_layers
     layers = np.repeat(np.arange(L), len(shown))  # [L * P]: the block of each pair
     columns = np.tile(shown, L)  # [L * P]: the position of each pair
