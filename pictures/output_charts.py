@@ -26,10 +26,15 @@ def _quoted(text: str) -> str:
     return "'" + str(text).replace("\n", "\\n") + "'"
 
 
-def _visible(text: str) -> str:
-    """A piece as a cell writes it: one of only spaces or line breaks drawn as ␣ and ↵, so its cell is not blank."""
+def _visible(text: str, piece: str) -> str:
+    """A piece as a cell writes it: text of only blanks drawn as ␣ (any space), ↵ and ⇥, and text that is empty (a
+    special piece) as the piece, so that no cell with a guess is blank."""
     text = str(text)
-    return text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥") if text and not text.strip() else text
+    if text.strip():
+        return text
+    if not text:
+        return str(piece)
+    return "".join("↵" if c == "\n" else "⇥" if c == "\t" else "␣" for c in text)
 
 
 def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
@@ -50,7 +55,9 @@ def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
         pieces = lens["text"][at].tolist()
         chances = lens["probability"][at].to_numpy()
         if rank == 1:
-            probability[i, j], text[i, j] = chances, [label_text(_visible(t)) for t in pieces]
+            spelled = lens["piece"][at].tolist()
+            probability[i, j] = chances
+            text[i, j] = [label_text(_visible(t, p)) for t, p in zip(pieces, spelled, strict=True)]
         lines = [f"{rank}. {label_text(_quoted(t))} {p:.3f}" for t, p in zip(pieces, chances, strict=True)]
         hover[i, j] = np.where(hover[i, j] == "", lines, hover[i, j] + "<br>" + np.array(lines, dtype=object))
     x = [label_text(labels[p]) for p in positions]

@@ -46,14 +46,15 @@ def test_the_lens_grid_shows_blank_pieces_and_says_from_which_block_the_guess_ho
             "layer": [0, 1, 2, 0, 1, 2],
             "position": [0, 0, 0, 1, 1, 1],
             "rank": 1,
-            "piece": ["Ġ", "a", "b", "Ċ", "ĠParis", "ĠParis"],
-            "text": [" ", "a", "b", "\n", " Paris", " Paris"],
+            "piece": ["Ġ", "Âł", "<|endoftext|>", "Ċ", "ĠParis", "ĠParis"],
+            "text": [" ", "\xa0", "", "\n", " Paris", " Paris"],
             "probability": [0.5, 0.6, 0.7, 0.2, 0.4, 0.9],
         }
     )
     figure = figure_json(lens_grid_figure(lens, ["x", "y"]))
     text = np.array(figure["data"][0]["text"])
-    assert (text[0, 0], text[0, 1]) == ("␣", "↵")  # a piece of only a space or a line break is not a blank cell
+    # No cell with a guess is blank: spaces (a no-break one too) and line breaks are drawn, an empty text is spelled.
+    assert text[:, 0].tolist() == ["␣", "␣", "&lt;|endoftext|&gt;"] and text[0, 1] == "↵"
     assert "at the last position ' Paris' is the top guess from block 1 on" in figure_title(figure)
     assert figure["layout"]["xaxis"]["title"]["text"] == "position (token)"
     assert figure["layout"]["yaxis"]["title"]["text"] == "after block"
