@@ -208,3 +208,26 @@ def alone_sentence(removed: Sequence[Head], cosine: float, effects: np.ndarray) 
             else ": together they do less than the sum of their parts (partly the same job)."
         )
     )
+
+
+def ranked_heads(values: np.ndarray, n: int = 3, lowest: bool = False) -> list[tuple[Head, float]]:
+    """The n heads with the largest values of a [L, H] board (the smallest with `lowest`), with their values."""
+    order = np.argsort(values, axis=None, kind="stable")
+    picked = order[:n] if lowest else order[::-1][:n]
+    return [((int(i // values.shape[1]), int(i % values.shape[1])), float(values.flat[i])) for i in picked]
+
+
+def top_heads_sentence(attribution: LogitAttribution, n: int = 3) -> str:
+    """The heads that raise the piece's logit most, and the one that lowers it most."""
+    up = [f"{head_name(h)} ({v:+.3f})" for h, v in ranked_heads(attribution.heads, n) if v > 0]
+    (low, value), *_ = ranked_heads(attribution.heads, 1, lowest=True)
+    said = f"The heads that write {attribution.text!r} most directly: {', '.join(up)}." if up else ""
+    if value < 0:
+        said += f" The one that holds it back most: {head_name(low)} ({value:+.3f})."
+    return said.strip()
+
+
+def top_effects_sentence(effects: np.ndarray, n: int = 3) -> str:
+    """The heads whose removal alone turns the sentence embedding most ([L, H] 1 − cosine)."""
+    top = [f"{head_name(h)} ({v:.3g})" for h, v in ranked_heads(effects, n)]
+    return f"Removed alone, these heads turn the sentence embedding most (1 − cosine): {', '.join(top)}."

@@ -111,6 +111,9 @@ def test_smollm2_shows_the_next_pieces_before_and_after_its_attribution_and_its_
     assert f"its logit from {attribution.logit:.3f} to {logit_after:.3f}" in said
     assert f"Their direct share of that logit was {direct:+.3f}" in said
     assert f"which add up to {attribution.total:.3f}" in said
+    best = np.argsort(-attribution.heads, axis=None)[:3]  # the three heads that raise ' Paris' most
+    named = ", ".join(f"L{i // 9}H{i % 9} ({attribution.heads.flat[i]:+.3f})" for i in best)
+    assert f"The heads that write ' Paris' most directly: {named}." in said
     lens = logit_lens(smollm_model, after, k=5)  # the lens of the model shown: without the heads
     grid = figure_titled(at, "logit lens")["data"][0]
     top = lens[lens["rank"] == 1].pivot(index="layer", columns="position", values="probability").to_numpy()

@@ -31,6 +31,8 @@ from explorer.heads_text import (
     lens_sentence,
     most_changed_head,
     piece_odds,
+    top_effects_sentence,
+    top_heads_sentence,
 )
 from explorer.model import Transformer
 from explorer.prediction import can_predict
@@ -218,6 +220,7 @@ def attribution_section(model: Transformer, before: Trace, after: Trace, removed
         "really does, through every layer after it."
     )
     show_head_board(attribution_board_figure(attribution, removed), attribution.heads, "effect on the logit")
+    say(top_heads_sentence(attribution))
     if removed:
         odds_before = piece_odds(model, before, attribution.token_id)
         odds_after = piece_odds(model, after, attribution.token_id)
@@ -260,6 +263,7 @@ def ablation_section(cfg: ModelConfig, before: Trace, after: Trace, removed: tup
     target = st.session_state.get("target") if cfg.arch == "encoder-decoder" else None
     effects = ablation_effects_of(cfg, text, target, mode)  # [L, H]
     show_head_board(ablation_board_figure(effects, removed), effects, "1 − cosine")
+    say(top_effects_sentence(effects))
     if removed:
         say(alone_sentence(removed, embedding_cosine(before, after), effects))
     csv_download(
