@@ -43,7 +43,7 @@ from pictures.output_charts import ablation_board_figure, attribution_board_figu
 from views.ablation_controls import MODE_WORDS, toggle_head
 from views.heads_caches import ablation_effects_of, attribution_of, lens_of, top_pieces_of
 from views.matrix_view import show_board
-from views.query_params import URL_BOOLEAN, warn_junk_url
+from views.query_params import URL_BOOLEAN, url_int, warn_junk_url
 from views.state import app_state, session_model, sidebar_run, weights_note
 from views.widgets import PLOTLY_CONFIG, clamp_view, code_text, download, model_line, plain, plotly_chart, view_download
 
@@ -323,7 +323,9 @@ def main() -> None:
     removed, mode = tuple(state.ablated), state.ablate_with
     before = state.base_trace if state.base_trace is not None else trace
     st.caption(summary(cfg, trace))
-    warn_junk_url({"heads_lens_all": URL_BOOLEAN, "heads_layer": None, "heads_head": None})
+    # a whole number out of range is clamp_view's to name (it shows the nearest); anything else is junk
+    numbers = {k: None for k in ("heads_layer", "heads_head") if url_int(st.query_params.get(k, "0")) is None}
+    warn_junk_url({"heads_lens_all": URL_BOOLEAN, **numbers})
     top = st.container(horizontal=True, vertical_alignment="bottom")
     figures: Figures = []
     try:
