@@ -92,6 +92,18 @@ def test_the_difference_map_opens_on_the_head_that_moved_most():
     assert "L0H1 and L0H2 removed together" in texts(at.markdown)
 
 
+def test_removing_other_heads_opens_the_map_on_the_head_that_moves_most_now():
+    at = opened(n_layers="4", ablate="L0H1")
+    at.multiselect(key="_ablate_pick").set_value(["L2H0"]).run()  # layers 0 to 2 now keep their weights
+    assert not at.exception
+    cfg = ModelConfig(n_layers=4)
+    before, after = explorer.run(cfg, TOKENS), explorer.run(cfg, TOKENS, ablate="L2H0")
+    changes = head_changes(before.first.self_attention, after.first.self_attention)
+    expected = np.unravel_index(int(np.argmax(changes)), changes.shape)
+    assert (at.selectbox(key="heads_layer").value, at.selectbox(key="heads_head").value) == expected
+    assert expected[0] == 3
+
+
 def test_smollm2_shows_the_next_pieces_before_and_after_its_attribution_and_its_lens(smollm_model, monkeypatch):
     monkeypatch.setitem(caches._CHECKPOINTS, "smollm2-135m", smollm_model)  # the session's copy, not a second load
     at = opened(timeout=300, model="smollm2-135m", tokens=PROMPT, ablate="L29H1,L23H0")

@@ -52,6 +52,7 @@ PIECE_PX = 260
 TOP_PIECES = 10  # the pieces the piece selector offers: the likeliest after the text
 LENS_WINDOW = 32  # positions the lens reads of a longer text unless asked for all: the last ones
 ROUND_KEY = "_heads_board_round"  # counts the board's clicks: each round draws the board under a new key
+VIEW_FOR_KEY = "_heads_view_for"  # the heads removed when the after − before map's selectors were last drawn
 Figures = list[Callable[[], go.Figure]]  # the view's figures for the HTML download, each made only when asked for
 SAID: list[str] = []  # this run's sentences, for the HTML download too (the page's script runs afresh each time)
 
@@ -130,11 +131,14 @@ def attention_change(before: AttentionMaps, after: AttentionMaps, removed: tuple
     layers, heads = list(range(before.n_layers)), list(range(before.n_heads))
     clamp_view("heads_layer", layers, "layer")
     clamp_view("heads_head", heads, "head")
+    other_heads = st.session_state.get(VIEW_FOR_KEY, removed) != removed  # the map's picture changed
+    for key, value in (("heads_layer", default_layer), ("heads_head", default_head)):
+        if other_heads or (key not in st.session_state and key not in st.query_params):
+            st.session_state[key] = value  # open on the head that moved most, unless the link or a pick says
+    st.session_state[VIEW_FOR_KEY] = removed
     controls = st.container(horizontal=True, vertical_alignment="bottom")
-    layer = controls.selectbox(
-        "Layer", layers, index=default_layer, key="heads_layer", bind="query-params", width=LAYER_PX
-    )
-    head = controls.selectbox("Head", heads, index=default_head, key="heads_head", bind="query-params", width=HEAD_PX)
+    layer = controls.selectbox("Layer", layers, key="heads_layer", bind="query-params", width=LAYER_PX)
+    head = controls.selectbox("Head", heads, key="heads_head", bind="query-params", width=HEAD_PX)
     st.caption(
         "One head's weights, after − before. It opens on the head whose weights moved most "
         f"({head_name((default_layer, default_head))}, by {changes[default_layer, default_head]:.4f} per cell on "
