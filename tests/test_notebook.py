@@ -23,7 +23,7 @@ def test_the_example_notebook_runs_and_draws_its_figures(monkeypatch):
     figures = [
         o for o in outputs if o.output_type in ("display_data", "execute_result") and PLOTLY in o.get("data", {})
     ]
-    assert len(figures) == 10  # one per figure cell
+    assert len(figures) == 13  # one per figure cell
     html = " ".join(o["data"].get("text/html", "") for o in figures)
     assert "<script src=" not in html  # nothing fetched: the figure's data is in the notebook
     assert any("[CLS]" in str(o.get("text", "")) for o in outputs)  # MiniLM's own pieces were printed
