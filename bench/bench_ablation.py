@@ -19,6 +19,11 @@ heap before the step: memory an earlier allocation left behind cannot hide the s
    and the trace (what the page already uses), against the size of one layer's logits, T x V x 4 bytes (target <= 1x:
    never [L, T, V]). explorer.run's own peak and the trace's arrays are printed for scale.
 
+The memory table also gives each step's time, measured once in its subprocess.
+
+On a machine busy with other work, torch's threads wait on each other and every time swells several-fold; run with
+OMP_NUM_THREADS=1 there for ratios that mean something.
+
 Usage: python bench/bench_ablation.py [--rounds N] [--strict]
 """
 
@@ -151,12 +156,14 @@ def measure(step: str, pieces: int) -> dict:
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     before = status_kb("VmRSS")
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS
+    start = time.perf_counter()
     if step == "run":
         trace = explorer.run(model, text)
     elif step == "lens":
         explorer.logit_lens(model, trace, k=5)
     else:
         explorer.head_logit_attribution(model, trace)
+    seconds = time.perf_counter() - start
     peak = status_kb("VmHWM")
     arrays = [
         trace.first.residual,
@@ -169,6 +176,7 @@ def measure(step: str, pieces: int) -> dict:
         "pieces": len(trace.tokens),
         "vocabulary": model.head.out_features,
         "extra_mb": (peak - before) / 1024,
+        "seconds": seconds,
         "trace_mb": sum(a.nbytes for a in arrays) / 2**20,
     }
 
@@ -187,22 +195,21 @@ def measured(step: str, pieces: int) -> dict:
 
 def memory_table() -> bool:
     print("\nSmolLM2-135M, peak resident memory of one step beyond the process before it (model and trace loaded)")
-    print(f"{'what':34} {'pieces':>6} {'peak beyond':>12} {'one layer T x V x 4':>20}   target")
+    print(f"{'what':34} {'pieces':>6} {'time, once':>10} {'peak beyond':>12} {'one layer T x V x 4':>20}   target")
     ok = True
     for step, pieces in (("lens", PIECES), ("run", LONG), ("lens", LONG), ("attribution", LONG)):
         r = measured(step, pieces)
         logits = r["pieces"] * r["vocabulary"] * 4 / 2**20
         name = {"run": "explorer.run (the trace itself)", "lens": "logit lens, k=5", "attribution": "attribution"}[step]
+        lead = f"{name:34} {r['pieces']:6} {r['seconds']:8.2f} s {r['extra_mb']:9.1f} MB {logits:17.1f} MB"
         if step == "run":
-            print(f"{name:34} {r['pieces']:6} {r['extra_mb']:9.0f} MB {logits:17.1f} MB   - (its arrays: "
-                  f"{r['trace_mb']:.0f} MB)")  # fmt: skip
+            print(f"{lead}   - (its arrays: {r['trace_mb']:.0f} MB)")
             continue
         ratio = r["extra_mb"] / logits
         target = MEMORY_TARGET if pieces == LONG else None
         met = target is None or ratio <= target
         ok &= met
-        goal = "-" if target is None else f"<= {target}x {'ok' if met else 'OVER'} ({ratio:.2f}x)"
-        print(f"{name:34} {r['pieces']:6} {r['extra_mb']:9.1f} MB {logits:17.1f} MB   {goal}")
+        print(f"{lead}   " + ("-" if target is None else f"<= {target}x {'ok' if met else 'OVER'} ({ratio:.2f}x)"))
     return ok
 
 
