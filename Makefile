@@ -105,6 +105,7 @@ bench: $(STAMP) chromium
 	$(PY) bench/bench_mixing.py
 	$(PY) bench/bench_placement_page.py
 	$(PY) bench/bench_train_placements.py
+	$(PY) bench/bench_ablation.py
 	$(PY) bench/bench_load.py
 
 look: $(STAMP) chromium

@@ -10,6 +10,7 @@ and written "L1H3" in a link (TransformerLens's names).
 
 from __future__ import annotations
 
+import numbers
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -54,9 +55,12 @@ def checked_heads(heads: Iterable[Head], n_layers: int, n_heads: int) -> tuple[H
         if isinstance(head, str):
             raise ConfigError(f"A head to remove is a (layer, head) pair of whole numbers, not {head!r}.")
         try:
-            layer, index = (int(v) for v in head)
-        except (TypeError, ValueError):
-            raise ConfigError(f"A head to remove is a (layer, head) pair of whole numbers, not {head!r}.") from None
+            values = tuple(head)
+        except TypeError:
+            values = ()
+        if len(values) != 2 or not all(_whole(v) for v in values):
+            raise ConfigError(f"A head to remove is a (layer, head) pair of whole numbers, not {head!r}.")
+        layer, index = (int(v) for v in values)
         if not 0 <= layer < n_layers:
             raise ConfigError(
                 f"{head_name((layer, index))} names layer {layer}, but the model's layers are 0 to {n_layers - 1}."
@@ -69,6 +73,11 @@ def checked_heads(heads: Iterable[Head], n_layers: int, n_heads: int) -> tuple[H
             raise ConfigError(f"{head_name((layer, index))} is listed twice among the heads to remove.")
         checked.append((layer, index))
     return tuple(sorted(checked))
+
+
+def _whole(value: object) -> bool:
+    """A whole number and not a bool: (0.5, 1) or (True, 1) must not quietly become L0H1 or L1H1."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def checked_mode(mode: str) -> str:

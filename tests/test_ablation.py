@@ -240,6 +240,8 @@ def test_a_stack_started_at_a_layer_from_the_traced_stream_is_the_full_run():
         ([0, 1], "zero", "pair of whole numbers"),
         (["L0H1"], "zero", "pair of whole numbers"),
         ([("a", "b")], "zero", "pair of whole numbers"),
+        ([(0.5, 1)], "zero", "pair of whole numbers"),
+        ([(True, 1)], "zero", "pair of whole numbers"),
         ([(0, 1)], "max", "ablate_with is 'max'"),
         ([(0, 1)], None, "ablate_with is None"),
     ],
