@@ -82,6 +82,13 @@ def test_removed_heads_show_the_embedding_cosine_the_attention_change_and_the_di
     assert crossed and list(crossed[0]["x"]) == ["H1"] and list(crossed[0]["y"]) == ["L0"]
 
 
+def test_a_head_of_the_last_layer_changes_no_attention_so_no_empty_chart_or_blank_map_is_drawn():
+    at = opened(ablate="L1H0")  # the default model has 2 layers: L1 is the last
+    assert "in the last layer: no later layer reads what it wrote" in texts(at.markdown)
+    assert not [f for f in app_figures(at) if "attention changed" in str(f["layout"]["title"])]
+    assert "heads_difference" not in app_matrices(at)
+
+
 def test_the_difference_map_opens_on_the_head_that_moved_most():
     at = opened(n_layers="3", ablate="L0H1,L0H2")
     cfg = ModelConfig(n_layers=3)

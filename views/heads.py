@@ -126,6 +126,8 @@ def attention_change(before: AttentionMaps, after: AttentionMaps, removed: tuple
     changes = head_changes(before, after)  # [L, H]
     per_layer = changes.mean(axis=1)  # [L]
     say(change_sentence(per_layer, removed))
+    if not changes.any():  # every removed head is in the last layer: an empty chart and a blank map would say nothing
+        return []
     plotly_chart(attention_change_figure(per_layer, removed), "heads_change")
     default_layer, default_head = most_changed_head(changes)
     layers, heads = list(range(before.n_layers)), list(range(before.n_heads))
