@@ -13,11 +13,25 @@ import plotly.graph_objects as go
 from explorer.ablation import Head, head_name
 from explorer.analysis.attribution import LogitAttribution
 from pictures.attention_panels import token_labels
-from pictures.style import BLUES, HOVER_NUMBERS, RDBU, axis, figure_layout, label_text, legend_below, plotly_scale
+from pictures.style import (
+    BLUES,
+    HOVER_NUMBERS,
+    LEGEND_ROW_PX,
+    RDBU,
+    axis,
+    figure_layout,
+    label_text,
+    legend_below,
+    plotly_scale,
+)
 
 LENS_TEXT_CELLS = 600  # the top piece is written in each cell up to this many cells (30 blocks x 20 positions)
 BOARD_TEXT_CELLS = 144  # a board writes each head's value in its cell up to this many heads (12 x 12)
 CELL_PX = 26  # px per row of a board or grid, so a 30-block model stays readable without scrolling past it
+MIN_BOARD_ROWS = 3  # a 1- or 2-layer board still gets cells tall enough to read, hover and click
+# Below a board's plot: figure_layout's bottom margin (the head axis) and legend_below's row, plus the 16 px that
+# figure_layout keeps between the title and the plot. A board's height adds these to its rows.
+BOARD_FRAME_PX = 56 + LEGEND_ROW_PX + 16
 REMOVED_MARK = {"symbol": "x-thin", "size": 12, "line": {"width": 2, "color": "#31333f"}}
 
 
@@ -175,7 +189,7 @@ def attribution_board_figure(attribution: LogitAttribution, removed: Iterable[He
         "lowers it"
     )
     title = f"Which heads write {_quoted(attribution.text)} (logit {attribution.logit:.2f})"
-    return figure.update_layout(legend_below(figure_layout(title, subtitle, CELL_PX * attribution.n_layers + 60)))
+    return figure.update_layout(legend_below(figure_layout(title, subtitle, board_height(attribution.n_layers))))
 
 
 def ablation_board_figure(effects: np.ndarray, removed: Iterable[Head] = ()) -> go.Figure:
@@ -189,4 +203,10 @@ def ablation_board_figure(effects: np.ndarray, removed: Iterable[Head] = ()) -> 
         f"without it · 0 = no change · largest {top:.3g}"
     )
     title = "What each head does to the sentence embedding"
-    return figure.update_layout(legend_below(figure_layout(title, subtitle, CELL_PX * effects.shape[0] + 60)))
+    return figure.update_layout(legend_below(figure_layout(title, subtitle, board_height(effects.shape[0]))))
+
+
+def board_height(n_layers: int) -> int:
+    """figure_layout's height for a layers x heads board whose plot area gives each layer CELL_PX (at least
+    MIN_BOARD_ROWS rows' worth): a 2-layer board was once squeezed to 18 px by its axis and legend margins."""
+    return CELL_PX * max(n_layers, MIN_BOARD_ROWS) + BOARD_FRAME_PX

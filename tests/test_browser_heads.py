@@ -50,16 +50,17 @@ def test_a_click_on_a_head_removes_it_and_a_second_click_puts_it_back(page, app_
     wait_idle(page)
     wait_plotted(page, 1)
     effects = head_ablation_effects(ModelConfig(), "the cat sat on the mat")  # [L, H]
-    label = click_cell(page, 1, 2)
-    assert "L1H2" in label and f"{effects[1, 2]:.4g}" in label  # the hover names the head and its effect
-    page.wait_for_function("() => location.search.includes('ablate=L1H2')", timeout=20_000)
+    # A head of layer 0, so layer 1's attention changes and the page adds its chart of that change to the board.
+    label = click_cell(page, 0, 2)
+    assert "L0H2" in label and f"{effects[0, 2]:.4g}" in label  # the hover names the head and its effect
+    page.wait_for_function("() => location.search.includes('ablate=L0H2')", timeout=20_000)
     wait_idle(page)
     wait_plotted(page, 2)
     assert page.get_by_role("heading", name="What changed").count() == 1
     crossed = [t for t in drawn_traces(plot_titled(page, BOARD)) if t["name"] == "removed head"]
-    assert crossed and crossed[0]["x"] == ["H2"] and crossed[0]["y"] == ["L1"]
-    click_cell(page, 1, 2)
-    page.wait_for_function("() => !location.search.includes('L1H2')", timeout=20_000)
+    assert crossed and crossed[0]["x"] == ["H2"] and crossed[0]["y"] == ["L0"]
+    click_cell(page, 0, 2)
+    page.wait_for_function("() => !location.search.includes('L0H2')", timeout=20_000)
     wait_idle(page)
     assert ablate_param(page) == ""
     assert page.get_by_role("heading", name="What changed").count() == 0

@@ -11,7 +11,13 @@ import explorer
 from explorer.analysis.ablation_effects import head_ablation_effects
 from explorer.analysis.attribution import logit_attribution
 from explorer.analysis.logit_lens import logit_lens
-from pictures.output_charts import ablation_board_figure, attribution_board_figure, lens_grid_figure
+from pictures.output_charts import (
+    CELL_PX,
+    MIN_BOARD_ROWS,
+    ablation_board_figure,
+    attribution_board_figure,
+    lens_grid_figure,
+)
 from tests.drawn import figure_json, figure_title
 from tests.tiny_checkpoints import perturbed_norms
 
@@ -101,3 +107,11 @@ def test_the_notebook_figures_draw_the_engines_numbers(decoder):
     encoder = explorer.build_model(explorer.ModelConfig(arch="encoder", n_heads=2))
     [board] = figure_json(explorer.ablation_figure(encoder, "the cat sat on the mat"))["data"]
     np.testing.assert_allclose(np.array(board["z"]), head_ablation_effects(encoder, "the cat sat on the mat"))
+
+
+def test_a_two_layer_board_gives_each_layer_a_readable_row():
+    """The default model has 2 layers: its board's plot area (the figure's height less its margins) holds at least
+    MIN_BOARD_ROWS rows of CELL_PX, not the 18 px the margins once left it."""
+    layout = ablation_board_figure(np.full((2, 4), 0.1), removed=[(0, 1)]).layout
+    plot_px = layout.height - layout.margin.t - layout.margin.b
+    assert plot_px >= CELL_PX * MIN_BOARD_ROWS
