@@ -16,8 +16,13 @@ BROWSER_FILE_PREFIX = "test_browser_"  # .ci/junit_summary.py finds the browser 
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A browser test lives in a test_browser_*.py file and only there: `make test` runs every test in one pytest run
-    and its junit summary counts (and refuses skips of) the browser tests by module name."""
+    """Browser test files run first, and a browser test lives in a test_browser_*.py file and only there.
+
+    First: xdist hands whole files to the workers in this order, and the browser files are the longest (one takes two
+    minutes), so taking them first leaves the many short engine files to even out the two workers' ends. The order
+    inside each file, and of the files within each group, is kept. Only there: `make test` runs every test in one
+    pytest run and its junit summary counts (and refuses skips of) the browser tests by module name."""
+    items.sort(key=lambda item: not item.path.name.startswith(BROWSER_FILE_PREFIX))  # stable: file order kept
     for item in items:
         in_browser_file = item.path.name.startswith(BROWSER_FILE_PREFIX)
         if (item.get_closest_marker("browser") is not None) != in_browser_file:
