@@ -72,20 +72,28 @@ def make_maps() -> Callable[..., AttentionMaps]:
     return make
 
 
+def shared_checkpoint(name: str):
+    """The shipped checkpoint `name`, loaded once per test process and shared with the app's own cache of checkpoints
+    (views.caches._CHECKPOINTS), so the AppTest pages of this process find it there instead of loading a second copy
+    (read, never mutated)."""
+    import explorer
+    from views import caches
+
+    if name not in caches._CHECKPOINTS:
+        caches._CHECKPOINTS[name] = explorer.load_pretrained(name)
+    return caches._CHECKPOINTS[name]
+
+
 @pytest.fixture(scope="session")
 def minilm_model():
     """The shipped MiniLM checkpoint, loaded once per test session (read, never mutated)."""
-    import explorer
-
-    return explorer.load_pretrained("minilm-l6")
+    return shared_checkpoint("minilm-l6")
 
 
 @pytest.fixture(scope="session")
 def smollm_model():
     """The shipped SmolLM2 checkpoint, loaded once per test session (read, never mutated): about 10 s to load."""
-    import explorer
-
-    return explorer.load_pretrained("smollm2-135m")
+    return shared_checkpoint("smollm2-135m")
 
 
 @pytest.fixture(scope="session")
