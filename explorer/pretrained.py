@@ -228,7 +228,7 @@ def _blocks(
 
 def _tokenizer(path: Path, checkpoint: Checkpoint) -> PieceTokenizer:
     if path.suffix == ".gguf":
-        return bpe_from_gguf(path)
+        return bpe_from_gguf(path, checkpoint.tokenizer_fields)
     if checkpoint.hparams.family == "bert":
         return wordpiece_from_folder(path)
     return bpe_from_folder(path)

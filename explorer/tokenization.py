@@ -292,10 +292,11 @@ def _special_template(bos: tuple[str, int] | None, eos: tuple[str, int] | None) 
     )
 
 
-def bpe_from_gguf(path: Path) -> PieceTokenizer:
-    """The byte-level BPE tokenizer described by a GGUF file's tokenizer.ggml.* metadata."""
+def bpe_from_gguf(path: Path, fields: dict[str, Any] | None = None) -> PieceTokenizer:
+    """The byte-level BPE tokenizer described by a GGUF file's tokenizer.ggml.* metadata (`fields`, when the caller
+    has already read them with the weights: the file's metadata is then not parsed a second time)."""
     path = Path(path)
-    fields = _gguf_fields(path)
+    fields = _gguf_fields(path) if fields is None else fields
     model = fields.get("tokenizer.ggml.model")
     if model is None or "tokenizer.ggml.tokens" not in fields:
         raise ConfigError(f"{path.name} has no tokenizer metadata (tokenizer.ggml.model and tokenizer.ggml.tokens).")

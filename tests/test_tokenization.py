@@ -567,3 +567,11 @@ def test_bpe_from_a_truncated_gguf_is_refused(tmp_path):
 def test_bpe_from_a_missing_gguf_is_refused(tmp_path):
     with pytest.raises(ConfigError, match="no GGUF file"):
         bpe_from_gguf(tmp_path / "nothing.gguf")
+
+
+def test_the_loaded_smollm_builds_its_tokenizer_from_the_fields_read_with_its_weights(smollm, smollm_model):
+    """load_pretrained builds the tokenizer from the tokenizer.ggml.* fields read_gguf took with the weights (one parse
+    of the file, not two): the same pieces and ids as the tokenizer bpe_from_gguf builds by parsing the file itself."""
+    for text in SENTENCES:
+        ours, parsed = smollm_model.tokenizer.encode(text), smollm.encode(text)
+        assert ours.ids == parsed.ids and ours.labels == parsed.labels
