@@ -13,7 +13,7 @@ import torch
 from explorer.ablation import Head, head_name
 from explorer.analysis.attribution import LogitAttribution
 from explorer.model import Transformer
-from explorer.prediction import piece_name, piece_text
+from explorer.prediction import last_logits
 from explorer.trace import AttentionMaps, Trace
 
 
@@ -66,30 +66,9 @@ def change_sentence(changes: np.ndarray, removed: Sequence[Head]) -> str:
     )
 
 
-def top_pieces(model: Transformer, trace: Trace, k: int = 10) -> pd.DataFrame:
-    """piece, text, probability, logit of the k likeliest pieces the read-out gives at the last position of the
-    trace's output stack (for a causal model, next_token's pieces)."""
-    last = torch.from_numpy(np.ascontiguousarray(trace.last.output[-1]))  # [D] after the final norm
-    with torch.inference_mode():
-        logits = model.head(last).double()  # [V]
-    probabilities = torch.softmax(logits, dim=-1)  # [V]
-    top = torch.topk(probabilities, min(k, probabilities.numel()))
-    ids = top.indices.tolist()
-    return pd.DataFrame(
-        {
-            "piece": [piece_name(model, i) for i in ids],
-            "text": [piece_text(model, i) for i in ids],
-            "probability": top.values.numpy(),
-            "logit": logits[top.indices].numpy(),
-        }
-    )
-
-
 def piece_odds(model: Transformer, trace: Trace, token_id: int) -> tuple[float, float]:
     """(probability, logit) of one piece at the last position of the trace's output stack."""
-    last = torch.from_numpy(np.ascontiguousarray(trace.last.output[-1]))  # [D] after the final norm
-    with torch.inference_mode():
-        logits = model.head(last).double()  # [V]
+    logits = last_logits(model, trace)  # [V]
     return float(torch.softmax(logits, dim=-1)[token_id]), float(logits[token_id])
 
 

@@ -25,9 +25,22 @@ def next_token(model: Transformer, trace: Trace, k: int = 10) -> pd.DataFrame:
             "Only a causal model with a read-out to its vocabulary predicts a next token (a bidirectional encoder such "
             "as BERT sees the whole sentence at once, and this model has no language-model head)."
         )
+    return top_read_out(model, trace, k)
+
+
+@float32_default()
+def last_logits(model: Transformer, trace: Trace) -> torch.Tensor:
+    """[V] float64: the read-out's logits at the last position of the trace's output stack, from its final output [D]
+    (after the final norm); the softmax of these in float64 keeps tiny probabilities summing to 1."""
     last = torch.from_numpy(np.ascontiguousarray(trace.output[-1]))  # [D] after the final norm
     with torch.inference_mode():
-        logits = model.head(last).double()  # [V]
+        return model.head(last).double()  # [V]
+
+
+def top_read_out(model: Transformer, trace: Trace, k: int = 10) -> pd.DataFrame:
+    """rank, piece, text, probability, logit of the k likeliest pieces the read-out gives at the last position of the
+    trace's output stack, for any model with a read-out (next_token's table for a causal one)."""
+    logits = last_logits(model, trace)  # [V]
     probabilities = torch.softmax(logits, dim=-1)  # [V], in float64 so tiny probabilities still sum to 1
     top = torch.topk(probabilities, min(k, probabilities.numel()))
     ids = top.indices.tolist()

@@ -15,8 +15,8 @@ import streamlit as st
 from explorer.analysis.attribution import LogitAttribution, logit_attribution
 from explorer.analysis.logit_lens import logit_lens
 from explorer.config import ModelConfig
-from explorer.heads_text import top_pieces
 from explorer.model import Transformer
+from explorer.prediction import top_read_out
 from explorer.trace import Trace
 from views.caches import trace_key
 from views.state import current_source, session_model
@@ -61,11 +61,11 @@ def attribution_of(trace: Trace, piece: str | None) -> LogitAttribution:
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def _top_pieces(key: tuple, k: int, _model: Transformer, _trace: Trace) -> pd.DataFrame:
-    return top_pieces(_model, _trace, k)
+    return top_read_out(_model, _trace, k)
 
 
 def top_pieces_of(trace: Trace, k: int = 10) -> pd.DataFrame:
-    """top_pieces of the session's model at the last position of `trace`."""
+    """top_read_out of the session's model at the last position of `trace`."""
     return cached(_top_pieces, run_key(trace), k, _model=session_model(), _trace=trace)
 
 

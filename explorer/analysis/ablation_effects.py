@@ -18,7 +18,7 @@ from explorer.ablation import HeadAblation, checked_mode
 from explorer.config import PAD_TOKEN, ConfigError, ModelConfig
 from explorer.inputs import Source
 from explorer.model import Stack, Transformer, build_model, float32_default
-from explorer.prediction import can_predict, piece_name, piece_text
+from explorer.prediction import can_predict, last_logits, piece_name, piece_text
 from explorer.trace import StackTrace, Trace, run
 
 Progress = Callable[[float, str], None]  # (share done 0..1, what comes next)
@@ -105,7 +105,7 @@ def prediction_change(model: Transformer, before: Trace, after: Trace, k: int = 
         raise ConfigError(
             "The two runs read different texts: compare the predictions for one text, with and without heads."
         )
-    p_before, p_after = _next_probabilities(model, before), _next_probabilities(model, after)  # [V] each, float64
+    p_before, p_after = (torch.softmax(last_logits(model, trace), dim=-1) for trace in (before, after))  # [V] float64
     top = min(k, p_before.numel())
     ids = torch.cat([torch.topk(p_before, top).indices, torch.topk(p_after, top).indices]).unique()  # the union
     rank_before = _ranks(p_before, ids)
@@ -123,14 +123,6 @@ def prediction_change(model: Transformer, before: Trace, after: Trace, k: int = 
     )
     table["change"] = table["probability_after"] - table["probability_before"]
     return table[PREDICTION_COLUMNS]
-
-
-@float32_default()
-def _next_probabilities(model: Transformer, trace: Trace) -> torch.Tensor:
-    """[V] float64: the next piece's probabilities after the trace's last position (as explorer.next_token)."""
-    last = torch.from_numpy(np.ascontiguousarray(trace.output[-1]))  # [D] after the final norm
-    with torch.inference_mode():
-        return torch.softmax(model.head(last).double(), dim=-1)  # [V]
 
 
 def _ranks(probabilities: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
