@@ -12,7 +12,8 @@ in its `apply_ln_to_stack`). A head's term is its direct effect only: what later
 credited to them.
 
 Values are read from the trace (what each attention read, each sub-layer's output, each norm's input) and computed
-in float64. A head the run removed (trace.ablated) adds what it added in that run: zero, or its mean output.
+in float64. A head the run removed (trace.ablated) adds what it added in that run: zero, or its mean output (its
+weights as norm_attention.effective_weights gives them).
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from explorer.ablation import remove_heads
 from explorer.analysis.logit_lens import can_read_out, lens_refusal, output_stack
-from explorer.config import NORM_IN_FRONT, ConfigError
+from explorer.analysis.norm_attention import attention_reads, effective_layer_weights, head_slices, head_values
+from explorer.config import ConfigError
 from explorer.model import Block, MultiHeadAttention, Transformer
-from explorer.prediction import piece_name, piece_text
+from explorer.prediction import last_logits, piece_name, piece_text
 from explorer.trace import StackTrace, Trace
 
 
@@ -85,7 +86,8 @@ def logit_attribution(model: Transformer, trace: Trace, piece: str | int | None 
     with torch.inference_mode():
         for layer, block in enumerate(stack.layers):
             update = torch.zeros_like(parts)  # [N, D]: what this sub-layer adds
-            update[rows.heads(layer)] = _head_outputs(block, st, trace, layer)  # [H, D]
+            weights = effective_layer_weights(trace, st.self_attention, layer)  # [H, T, T]: removed heads as they acted
+            update[rows.heads(layer)] = _head_outputs(block, st, weights, layer)  # [H, D]
             if block.self_attn.out_proj.bias is not None:
                 update[rows.attention_bias(layer)] = block.self_attn.out_proj.bias.double()
             parts = _add(block, 1, "attn", st, layer, parts, update, rows)
@@ -194,49 +196,23 @@ def _add(
     return parts + update
 
 
-def _head_outputs(block: Block, st: StackTrace, trace: Trace, layer: int) -> torch.Tensor:
+def _head_outputs(block: Block, st: StackTrace, weights: np.ndarray, layer: int) -> torch.Tensor:
     """[H, D] float64: each self-attention head's output at the last position, sum_j alpha_j v_j through its slice of
-    the output projection; a head the run removed gives what it gave there (zero, or its mean over the positions)."""
+    the output projection. `weights` [H, T, T] are the weights that mixed the values: for a head the run removed,
+    zero or its mean weights over the queries (norm_attention.effective_weights), so it gives what it gave there."""
     attention: MultiHeadAttention = block.self_attn
-    H, G, K = attention.n_heads, attention.n_kv_heads, attention.d_head
-    D = attention.out_proj.weight.shape[0]
-    read = (
-        st.activations[f"blocks.{layer}.attn.ln_out"] if block.placement in NORM_IN_FRONT else st.residual[layer]
-    )  # [T, D]: pre, peri: the norm's output; post, res-post: the stream entering the block
-    x = torch.from_numpy(np.asarray(read, dtype=np.float64))  # [T, D]
-    w_v = attention.in_proj_weight[D + G * K :].double()  # [GK, D]: the value rows, after the query and key rows
-    b_v = None if attention.in_proj_bias is None else attention.in_proj_bias[D + G * K :].double()  # [GK]
-    values = torch.nn.functional.linear(x, w_v, b_v).reshape(len(x), G, K)  # [T, G, K]
-    values = values.repeat_interleave(H // G, dim=1).transpose(0, 1)  # [H, T, K]: query head h reads h // (H / G)
-    weights = st.self_attention.weights[layer]  # [H, T, T] float32
-    removed = _removed(trace, st, layer, H)  # [H] or None
-    if removed is None:
-        last = torch.from_numpy(np.asarray(weights[:, -1], dtype=np.float64))  # [H, T]: the last query only
-        attended = torch.einsum("ht,htk->hk", last, values)  # [H, K]
-    else:  # every query's output, for a removed head's mean over the positions
-        every = torch.from_numpy(np.asarray(weights, dtype=np.float64)) @ values  # [H, T, K]
-        attended = remove_heads(every[None], removed[None], trace.ablate_with)[0, :, -1]  # [H, K]
-    w_o = attention.out_proj.weight.double().reshape(D, H, K)  # [D, H, K]: head h's slice of the output projection
-    return torch.einsum("hk,dhk->hd", attended, w_o)  # [H, D]
-
-
-def _removed(trace: Trace, st: StackTrace, layer: int, n_heads: int) -> torch.Tensor | None:
-    """[H] float, 1 where the run removed the head of this layer; None when it removed none there. Only the first
-    stack's heads are ever removed (explorer.run)."""
-    heads = [h for lay, h in trace.ablated if lay == layer] if st is trace.first else []
-    if not heads:
-        return None
-    removed = torch.zeros(n_heads, dtype=torch.float64)  # [H]
-    removed[heads] = 1.0
-    return removed
+    x = torch.from_numpy(np.asarray(attention_reads(block, st, layer), dtype=np.float64))  # [T, D]
+    values = head_values(attention, x).transpose(0, 1)  # [H, T, K]
+    last = torch.from_numpy(np.asarray(weights[:, -1], dtype=np.float64))  # [H, T]: the last query only
+    attended = torch.einsum("ht,htk->hk", last, values)  # [H, K]
+    return torch.einsum("hk,dhk->hd", attended, head_slices(attention, torch.float64))  # [H, D]
 
 
 def _token_id(model: Transformer, trace: Trace, piece: str | int | None) -> int:
     """The read-out row of `piece`: its id, the id of its spelling, or (None) the likeliest next piece."""
     n_rows = model.head.out_features
     if piece is None:
-        last = torch.from_numpy(np.ascontiguousarray(trace.last.output[-1]))  # [D]
-        return int(torch.argmax(model.head(last)))
+        return int(torch.argmax(last_logits(model, trace)))
     if isinstance(piece, (int, np.integer)) and not isinstance(piece, bool):
         if not 0 <= piece < n_rows:
             raise ConfigError(f"Piece id {piece} is outside the model's vocabulary: ids run from 0 to {n_rows - 1}.")

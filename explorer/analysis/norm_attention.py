@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from explorer.config import NORM_IN_FRONT, ConfigError
-from explorer.model import MultiHeadAttention, Stack, Transformer
+from explorer.model import Block, MultiHeadAttention, Stack, Transformer
 from explorer.trace import AttentionMaps, StackTrace, Trace
 
 
@@ -51,15 +51,28 @@ def effective_weights(trace: Trace, maps: AttentionMaps) -> np.ndarray:
     except for heads the run removed (explorer.ablation): zero when their output was set to zero, and each key's mean
     weight over the queries when it was set to its mean over the positions (the mean of sum_j alpha_ij f(x_j) over i
     is sum_j mean_i(alpha_ij) f(x_j))."""
-    if not trace.ablated or maps is not trace.first.self_attention:
+    if not _removed_heads(trace, maps):
         return maps.weights
-    weights = maps.weights.copy()  # [L, H, Tq, Tk]
-    for layer, head in trace.ablated:
+    return np.stack([effective_layer_weights(trace, maps, layer) for layer in range(maps.n_layers)])
+
+
+def effective_layer_weights(trace: Trace, maps: AttentionMaps, layer: int) -> np.ndarray:
+    """[H, Tq, Tk]: effective_weights of one layer, copied only when the run removed one of its heads."""
+    heads = [h for at, h in _removed_heads(trace, maps) if at == layer]
+    if not heads:
+        return maps.weights[layer]
+    weights = maps.weights[layer].copy()  # [H, Tq, Tk]
+    for head in heads:
         if trace.ablate_with == "zero":
-            weights[layer, head] = 0.0
+            weights[head] = 0.0
         else:
-            weights[layer, head] = weights[layer, head].mean(axis=0, keepdims=True)  # [1, Tk] over every query
+            weights[head] = weights[head].mean(axis=0, keepdims=True)  # [1, Tk] over every query
     return weights
+
+
+def _removed_heads(trace: Trace, maps: AttentionMaps) -> tuple:
+    """The (layer, head) pairs the run removed from these maps: only the first stack's self-attention loses heads."""
+    return trace.ablated if maps is trace.first.self_attention else ()
 
 
 def norm_shares(norms: np.ndarray) -> np.ndarray:
@@ -70,16 +83,34 @@ def norm_shares(norms: np.ndarray) -> np.ndarray:
     return np.divide(norms, totals, out=np.zeros_like(norms), where=totals > 0)
 
 
-def _head_value_norms(attention: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
-    """x [Tk, D] -> [H, Tk]: ||(x W_V^g + b_V^g) W_O^h|| for every query head h (g: its key/value head)."""
+def head_values(attention: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
+    """x [Tk, D] -> [Tk, H, K]: x W_V^g + b_V^g, the value each query head h reads (g: its key/value head), computed in
+    x's dtype (float64 weights for a float64 x)."""
     H, G, K = attention.n_heads, attention.n_kv_heads, attention.d_head
     D = attention.out_proj.weight.shape[0]
-    w_v = attention.in_proj_weight[D + G * K :]  # [GK, D]: the value rows, after the query and key rows
-    b_v = None if attention.in_proj_bias is None else attention.in_proj_bias[D + G * K :]  # [GK]
+    w_v = attention.in_proj_weight[D + G * K :].to(x.dtype)  # [GK, D]: the value rows, after the query and key rows
+    b_v = None if attention.in_proj_bias is None else attention.in_proj_bias[D + G * K :].to(x.dtype)  # [GK]
     values = torch.nn.functional.linear(x, w_v, b_v).reshape(len(x), G, K)  # [Tk, G, K]
-    values = values.repeat_interleave(H // G, dim=1)  # [Tk, H, K]: query head h reads key/value head h // (H / G)
-    w_o = attention.out_proj.weight.reshape(D, H, K)  # [D, H, K]: head h's slice of the output projection
-    projected = torch.einsum("thk,dhk->htd", values, w_o)  # [H, Tk, D]
+    return values.repeat_interleave(H // G, dim=1)  # [Tk, H, K]: query head h reads key/value head h // (H / G)
+
+
+def head_slices(attention: MultiHeadAttention, dtype: torch.dtype) -> torch.Tensor:
+    """[D, H, K]: each head's slice of the output projection W_O, in `dtype`."""
+    D = attention.out_proj.weight.shape[0]
+    return attention.out_proj.weight.to(dtype).reshape(D, attention.n_heads, attention.d_head)
+
+
+def attention_reads(block: Block, stack: StackTrace, layer: int) -> np.ndarray:
+    """[T, D]: what block `layer`'s self-attention read in the run: the norm's output in a pre- or peri-norm block, the
+    stream entering the block in a post- or res-post-norm one."""
+    if block.placement in NORM_IN_FRONT:
+        return stack.activations[f"blocks.{layer}.attn.ln_out"]
+    return stack.residual[layer]
+
+
+def _head_value_norms(attention: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
+    """x [Tk, D] -> [H, Tk]: ||(x W_V^g + b_V^g) W_O^h|| for every query head h (g: its key/value head)."""
+    projected = torch.einsum("thk,dhk->htd", head_values(attention, x), head_slices(attention, x.dtype))  # [H, Tk, D]
     return torch.linalg.vector_norm(projected, dim=-1)  # [H, Tk]
 
 
@@ -108,8 +139,6 @@ def _attention_inputs(model: Transformer, trace: Trace, kind: str | None):
         modules = [block.self_attn for block in stack.layers]
 
         def inputs(layer: int) -> np.ndarray:
-            if stack.layers[layer].placement in NORM_IN_FRONT:
-                return stack_trace.activations[f"blocks.{layer}.attn.ln_out"]  # [T, D]: pre, peri: the norm's output
-            return stack_trace.residual[layer]  # [T, D]: post, res-post: the stream entering the block
+            return attention_reads(stack.layers[layer], stack_trace, layer)  # [T, D]
 
     return stack_trace, maps, modules, inputs
