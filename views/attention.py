@@ -11,6 +11,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from explorer.ablation import Head, head_name
 from explorer.analysis.head_roles import BROAD, ROLES, head_roles, norm_head_roles
+from explorer.analysis.norm_attention import removed_heads
 from explorer.analysis.stats import head_entropy
 from explorer.attention_text import role_shift_text
 from explorer.config import CheckpointConfig, ModelConfig
@@ -166,11 +167,6 @@ def map_viewer(
             "maps with the Layer and Head selectors above (or use fewer tokens)."
         )
     empty_rows_warning(maps)
-
-
-def removed_heads(trace: Trace, maps: AttentionMaps) -> tuple[Head, ...]:
-    """The heads of `maps` removed in this run: only the first stack's self-attention has removable heads."""
-    return trace.ablated if maps is trace.first.self_attention else ()
 
 
 def removal_caption(trace: Trace, removed: tuple[Head, ...], layer: int, head: int | None, norms: bool) -> None:

@@ -34,8 +34,9 @@ def cached(function: Callable[..., Result], *args: object, **kwargs: object) -> 
 
 
 def run_key(trace: Trace) -> tuple:
-    """What decides a trace besides its model: its config, the tokens of each stack, the heads removed and how."""
-    return trace.config, trace_key(trace), trace.ablated, trace.ablate_with
+    """What decides a trace besides its model: its config and trace_key (the tokens of each stack, the heads removed
+    and how)."""
+    return trace.config, trace_key(trace)
 
 
 @st.cache_data(max_entries=16, show_spinner="Reading every layer's guess (the logit lens)…")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from explorer.ablation import Head
 from explorer.config import NORM_IN_FRONT, ConfigError
 from explorer.model import Block, MultiHeadAttention, Stack, Transformer
 from explorer.trace import AttentionMaps, StackTrace, Trace
@@ -51,14 +52,14 @@ def effective_weights(trace: Trace, maps: AttentionMaps) -> np.ndarray:
     except for heads the run removed (explorer.ablation): zero when their output was set to zero, and each key's mean
     weight over the queries when it was set to its mean over the positions (the mean of sum_j alpha_ij f(x_j) over i
     is sum_j mean_i(alpha_ij) f(x_j))."""
-    if not _removed_heads(trace, maps):
+    if not removed_heads(trace, maps):
         return maps.weights
     return np.stack([effective_layer_weights(trace, maps, layer) for layer in range(maps.n_layers)])
 
 
 def effective_layer_weights(trace: Trace, maps: AttentionMaps, layer: int) -> np.ndarray:
     """[H, Tq, Tk]: effective_weights of one layer, copied only when the run removed one of its heads."""
-    heads = [h for at, h in _removed_heads(trace, maps) if at == layer]
+    heads = [h for at, h in removed_heads(trace, maps) if at == layer]
     if not heads:
         return maps.weights[layer]
     weights = maps.weights[layer].copy()  # [H, Tq, Tk]
@@ -70,7 +71,7 @@ def effective_layer_weights(trace: Trace, maps: AttentionMaps, layer: int) -> np
     return weights
 
 
-def _removed_heads(trace: Trace, maps: AttentionMaps) -> tuple:
+def removed_heads(trace: Trace, maps: AttentionMaps) -> tuple[Head, ...]:
     """The (layer, head) pairs the run removed from these maps: only the first stack's self-attention loses heads."""
     return trace.ablated if maps is trace.first.self_attention else ()
 
