@@ -327,7 +327,7 @@ def main() -> None:
     state = app_state()
     model = session_model()
     removed, mode = tuple(state.ablated), state.ablate_with
-    before = state.base_trace if state.base_trace is not None else trace
+    before = state.base_trace  # `trace` itself when no head is removed
     st.caption(summary(cfg, trace))
     # a whole number out of range is clamp_view's to name (it shows the nearest); anything else is junk
     numbers = {k: None for k in ("heads_layer", "heads_head") if url_int(st.query_params.get(k, "0")) is None}
