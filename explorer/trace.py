@@ -263,11 +263,8 @@ def run(
                     cross,
                 )
             )
-    return Trace(config=model.config, stacks=tuple(stacks), ablated=heads, ablate_with=ablation_mode(ablation))
-
-
-def ablation_mode(ablation: HeadAblation | None) -> str:
-    return "zero" if ablation is None else ablation.mode
+    mode = "zero" if ablation is None else ablation.mode  # a run that removed no head records the default
+    return Trace(config=model.config, stacks=tuple(stacks), ablated=heads, ablate_with=mode)
 
 
 def _ablation(
