@@ -12,7 +12,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from explorer.checkpoint_files import Hyperparameters, _llama_hparams, _refuse_llama_extras, decoder_shapes
+from explorer.checkpoint_common import Hyperparameters, decoder_shapes
+from explorer.folder_files import llama_hparams, refuse_llama_extras
 
 # transformers' Olmo2Config defaults, which a config.json without the key gets (the 7B model's sizes).
 OLMO2_DEFAULTS: dict[str, Any] = {
@@ -28,9 +29,9 @@ OLMO2_DEFAULTS: dict[str, Any] = {
 
 def olmo2_hparams(source: Path, config: dict[str, Any]) -> Hyperparameters:
     """OLMo 2 hyperparameters from a parsed config.json; what the engine does not implement is refused."""
-    _refuse_llama_extras(source, config, "OLMo 2")
+    refuse_llama_extras(source, config, "OLMo 2")
     # The other keys (sizes, rotary base and scaling, tied read-out, head width) are Llama's, read and checked alike.
-    llama = _llama_hparams(source, OLMO2_DEFAULTS | config)
+    llama = llama_hparams(source, OLMO2_DEFAULTS | config)
     return dataclasses.replace(llama, family="olmo2")
 
 

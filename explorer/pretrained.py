@@ -1,7 +1,7 @@
 """Real checkpoints run by the explorer's own model: the installed ones by name, or a local file or folder.
 
-A checkpoint's tensors arrive in Hugging Face's names and layout (explorer.checkpoint_files); here they are renamed
-onto the explorer's Transformer, whose every intermediate the pages show. Nothing is unpickled and nothing is
+A checkpoint's tensors arrive in Hugging Face's names and layout (explorer.checkpoint_files reads them); here they are
+renamed onto the explorer's Transformer, whose every intermediate the pages show. Nothing is unpickled and nothing is
 downloaded: the shipped weights sit inside installed Python packages.
 """
 
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-from explorer.checkpoint_files import Checkpoint, read_checkpoint
+from explorer.checkpoint_common import Checkpoint
+from explorer.checkpoint_files import read_checkpoint
 from explorer.config import CheckpointConfig, ConfigError
 from explorer.model import Transformer, float32_default, model_skeleton
 from explorer.tokenization import PieceTokenizer, bpe_from_folder, bpe_from_gguf, wordpiece_from_folder

@@ -26,8 +26,10 @@ from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 import explorer
-from explorer.checkpoint_files import MAX_CONFIG_BYTES, MAX_LAYERS, read_checkpoint
+from explorer.checkpoint_common import MAX_LAYERS
+from explorer.checkpoint_files import read_checkpoint
 from explorer.config import ConfigError
+from explorer.folder_files import MAX_CONFIG_BYTES
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # the reference reads the test's own folders; nothing is downloaded
 transformers = pytest.importorskip("transformers")

@@ -1,0 +1,265 @@
+"""GGUF files of architecture llama (llama.cpp's format): metadata read, tensors checked and dequantized to float32
+in Hugging Face's layout (llama.cpp's rotary row order undone), so the explorer runs them as it runs a folder.
+
+A file once dequantized is kept in the weights cache (explorer.weights_cache), which later loads read instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from gguf import GGMLQuantizationType, GGUFReader
+from gguf.quants import dequantize
+
+from explorer.checkpoint_common import (
+    SUPPORTED,
+    Checkpoint,
+    Hyperparameters,
+    Progress,
+    check_depth,
+    check_heads,
+    check_rotary,
+    check_shape,
+    expected_shapes,
+    finite,
+    missing_error,
+    positive_number,
+    starts_with,
+    whole_number,
+)
+from explorer.config import ConfigError
+
+GGUF_ARCHITECTURES = ("llama",)
+# Every type gguf.quants.dequantize turns into float32.
+GGUF_TYPES = frozenset(
+    GGMLQuantizationType[name]
+    for name in (
+        "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K TQ1_0 TQ2_0 MXFP4 NVFP4 "
+        "IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M IQ4_NL IQ4_XS"
+    ).split()
+)
+GGUF_READ_ERRORS = (OSError, ValueError, IndexError, KeyError, TypeError, OverflowError, UnicodeDecodeError)
+# Hugging Face LlamaModel names (per layer) and the GGUF names llama.cpp's converter gives them.
+LLAMA_LAYER_TO_GGUF = {
+    "input_layernorm": "attn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+LLAMA_TOP_TO_GGUF = {"embed_tokens": "token_embd", "norm": "output_norm", "lm_head": "output"}
+QUANT_SUFFIX = re.compile(r"[.-](I?Q\d\w*|T?Q\d_\d|B?F16|F32|MXFP4|NVFP4)$", re.IGNORECASE)
+
+
+def read_gguf(path: Path, progress: Progress | None = None) -> Checkpoint:
+    """A llama GGUF file, dequantized to float32 in Hugging Face layout; progress(fraction 0..1, text) per tensor."""
+    path = Path(path)
+    reader = _open_gguf(path)
+    architecture = _metadata(reader, "general.architecture")
+    if architecture not in GGUF_ARCHITECTURES:
+        raise ConfigError(f"{path} is a GGUF of architecture {architecture!r}; supported are {SUPPORTED}.")
+    hp = _gguf_hparams(path, reader)
+    stored = _gguf_tensors(path, reader, hp)
+    tensors = dict(_dequantize_all(path, stored, hp, progress))
+    license_ = _metadata(reader, "general.license")
+    return Checkpoint(
+        name=_gguf_name(path),
+        hparams=hp,
+        tensors=tensors,
+        weights_note=_gguf_note({t.tensor_type for t in stored.values()}),
+        source=str(path),
+        license=license_ if isinstance(license_, str) else None,
+        tokenizer_fields={
+            name: field.contents() for name, field in reader.fields.items() if name.startswith(TOKENIZER)
+        },
+    )
+
+
+TOKENIZER = "tokenizer.ggml."  # the prefix of a GGUF's tokenizer metadata
+
+
+def _open_gguf(path: Path) -> GGUFReader:
+    """GGUFReader, with a sentence in place of the library's error for a missing, foreign or damaged file."""
+    if not path.is_file():
+        raise ConfigError(f"{path} does not exist or is not a file; give {SUPPORTED}.")
+    if not starts_with(path, b"GGUF"):
+        raise ConfigError(f"{path} is not a GGUF file: it does not begin with the bytes 'GGUF'.")
+    try:
+        return GGUFReader(path)
+    except GGUF_READ_ERRORS as error:
+        raise ConfigError(f"{path} is a truncated or corrupt GGUF file ({error}).") from None
+
+
+def _metadata(reader: GGUFReader, key: str) -> Any:
+    """One GGUF metadata value (a number, a string or a list), or None when absent."""
+    field = reader.fields.get(key)
+    if field is None:
+        return None
+    try:
+        return field.contents()
+    except GGUF_READ_ERRORS:
+        return None
+
+
+def _gguf_hparams(path: Path, reader: GGUFReader) -> Hyperparameters:
+    """Llama hyperparameters from GGUF metadata; tied embeddings when there is no output.weight."""
+    _refuse_gguf_rope_scaling(path, reader)
+    heads = _ggufwhole_number(path, reader, "attention.head_count")
+    hp = Hyperparameters(
+        family="llama",
+        n_layers=_ggufwhole_number(path, reader, "block_count"),
+        d_model=_ggufwhole_number(path, reader, "embedding_length"),
+        n_heads=heads,
+        n_kv_heads=_ggufwhole_number(path, reader, "attention.head_count_kv", heads),
+        d_ff=_ggufwhole_number(path, reader, "feed_forward_length"),
+        vocab_size=whole_number(path, "llama.vocab_size", _gguf_vocab_size(path, reader)),
+        max_positions=_ggufwhole_number(path, reader, "context_length"),
+        norm_eps=positive_number(
+            path,
+            "llama.attention.layer_norm_rms_epsilon",
+            _gguf_value(path, reader, "attention.layer_norm_rms_epsilon"),
+        ),
+        rope_base=positive_number(path, "llama.rope.freq_base", _gguf_value(path, reader, "rope.freq_base", 10000.0)),
+        type_vocab_size=None,
+        tie_embeddings=all(t.name != "output.weight" for t in reader.tensors),
+        activation="silu",
+    )
+    check_heads(path, hp.d_model, hp.n_heads, hp.n_kv_heads)
+    check_rotary(path, hp, _metadata(reader, "llama.rope.dimension_count"))
+    return check_depth(path, hp)
+
+
+def _gguf_value(path: Path, reader: GGUFReader, key: str, default: Any = None) -> Any:
+    """The metadata value 'llama.<key>', or the default; raise when there is neither."""
+    value = _metadata(reader, f"llama.{key}")
+    if value is None:
+        value = default
+    if value is None:
+        raise ConfigError(f"{path} has no metadata 'llama.{key}', which the model needs.")
+    return value
+
+
+def _ggufwhole_number(path: Path, reader: GGUFReader, key: str, default: int | None = None) -> int:
+    """A positive whole number from the metadata 'llama.<key>'."""
+    return whole_number(path, f"llama.{key}", _gguf_value(path, reader, key, default))
+
+
+def _refuse_gguf_rope_scaling(path: Path, reader: GGUFReader) -> None:
+    """Scaled rotary positions (linear, yarn, llama3's rope_freqs) are not implemented."""
+    kind = _metadata(reader, "llama.rope.scaling.type")
+    if kind not in (None, "none"):
+        raise ConfigError(f"{path}: rotary scaling of type {kind!r} is not supported, only none.")
+
+
+def _gguf_vocab_size(path: Path, reader: GGUFReader) -> Any:
+    """llama.vocab_size, else the number of tokenizer tokens (as transformers does)."""
+    size = _metadata(reader, "llama.vocab_size")
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    if size is None and tokens is not None:
+        size = len(tokens.data)
+    if size is None:
+        raise ConfigError(f"{path} has neither 'llama.vocab_size' nor a tokenizer token list, so its vocabulary size.")
+    return size
+
+
+def gguf_tensor_name(name: str) -> str:
+    """llama.cpp's GGUF name for a LlamaModel tensor: 'layers.3.self_attn.q_proj.weight' -> 'blk.3.attn_q.weight'."""
+    match = re.fullmatch(r"layers\.(\d+)\.(.+)\.weight", name)
+    if match:
+        return f"blk.{match[1]}.{LLAMA_LAYER_TO_GGUF[match[2]]}.weight"
+    return f"{LLAMA_TOP_TO_GGUF[name.removesuffix('.weight')]}.weight"
+
+
+def _gguf_tensors(path: Path, reader: GGUFReader, hp: Hyperparameters) -> dict[str, Any]:
+    """Hugging Face name -> GGUF ReaderTensor, after checking names, shapes and types; nothing dequantized yet."""
+    shapes = expected_shapes(hp)
+    by_name = {t.name: t for t in reader.tensors}
+    wanted = {gguf_tensor_name(name): name for name in shapes}
+    unexpected = sorted(set(by_name) - set(wanted))
+    if unexpected:
+        raise ConfigError(f"{path} holds tensor '{unexpected[0]}', which a plain Llama model does not have.")
+    missing = [name for gguf_name, name in wanted.items() if gguf_name not in by_name]
+    if missing:
+        raise missing_error(path, [gguf_tensor_name(name) for name in missing], hp)
+    stored = {}
+    for gguf_name, name in wanted.items():
+        tensor = by_name[gguf_name]
+        check_shape(path, gguf_name, tuple(int(n) for n in reversed(tensor.shape)), shapes[name])
+        if tensor.tensor_type not in GGUF_TYPES:
+            raise ConfigError(
+                f"{path}: tensor '{gguf_name}' uses the GGUF quantisation type {tensor.tensor_type.name}, "
+                "which cannot be dequantized here."
+            )
+        stored[name] = tensor
+    return stored
+
+
+def _dequantize_all(
+    source: Path, stored: dict[str, Any], hp: Hyperparameters, progress: Progress | None
+) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, float32 tensor in Hugging Face layout) for each stored tensor, reporting progress by element count."""
+    total = sum(int(t.n_elements) for t in stored.values())
+    done = 0
+    for name, tensor in stored.items():
+        yield name, _dequantize(tensor, name, hp, source)
+        done += int(tensor.n_elements)
+        if progress is not None:
+            progress(done / total, f"Dequantized {tensor.name} ({tensor.tensor_type.name})")
+
+
+def _dequantize(tensor: Any, name: str, hp: Hyperparameters, source: Path) -> torch.Tensor:
+    """One GGUF tensor as float32 in Hugging Face layout: numpy order is already ggml's dimensions reversed."""
+    shape = tuple(int(n) for n in reversed(tensor.shape))  # [out, in] for a weight matrix
+    values = dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
+    if not values.flags.writeable:  # F32 comes back as a view of the read-only memory map
+        values = values.copy()
+    weight = finite(source, tensor.name, torch.from_numpy(values).reshape(shape))
+    if name.endswith("self_attn.q_proj.weight"):
+        weight = unpermute_rotary(weight, hp.n_heads)
+    elif name.endswith("self_attn.k_proj.weight"):
+        weight = unpermute_rotary(weight, hp.n_kv_heads)
+    return weight.contiguous()
+
+
+def unpermute_rotary(weight: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Undo llama.cpp's row order for q/k projections: per head, interleaved pairs back to first-half/second-half.
+
+    llama.cpp's converter writes HF row j (first half) and j + head_dim/2 (second half) of each head as rows 2j, 2j+1;
+    viewing the rows as [heads, head_dim/2, 2] and swapping the last two axes restores [heads, 2, head_dim/2].
+    """
+    rows, cols = weight.shape  # [n_heads * head_dim, d_model]
+    half = rows // n_heads // 2
+    return weight.reshape(n_heads, half, 2, cols).transpose(1, 2).reshape(rows, cols)
+
+
+def _gguf_name(path: Path) -> str:
+    """The file name without '.gguf' and a quantisation suffix: 'SmolLM2-135M-Instruct.Q4_1.gguf' -> 'SmolLM2-...'."""
+    stem = path.name[: -len(".gguf")] if path.name.lower().endswith(".gguf") else path.name
+    return QUANT_SUFFIX.sub("", stem) or stem
+
+
+def _gguf_note(types: set[GGMLQuantizationType]) -> str:
+    """Plain words for how a GGUF file stored its weights, e.g. 'dequantized to float32 from 4-bit (Q4_1) ...'."""
+    reduced = sorted((t for t in types if t != GGMLQuantizationType.F32), key=lambda t: (_bits(t), t.name))
+    if not reduced:
+        return "float32 as stored in the GGUF file"
+    groups: dict[int, list[str]] = {}
+    for t in reduced:
+        groups.setdefault(_bits(t), []).append(t.name)
+    parts = [f"{bits}-bit ({', '.join(names)})" for bits, names in groups.items()]
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return f"dequantized to float32 from {listed} GGUF weights"
+
+
+def _bits(qtype: GGMLQuantizationType) -> int:
+    """Nominal bits per weight, read from the type's name (Q4_1 -> 4, IQ2_XS -> 2, BF16 -> 16)."""
+    return int(re.search(r"\d+", qtype.name)[0])
