@@ -32,9 +32,13 @@ def attention_matrix(maps: AttentionMaps, layer: int, head: int | None) -> np.nd
 
 def row_entropy(weights: np.ndarray) -> np.ndarray:
     """Entropy in nats of each attention row: [..., Tk] -> [...]; zero weights contribute 0 (0 log 0 = 0)."""
-    p = np.asarray(weights, dtype=np.float64)
-    safe = np.where(p > 0, p, 1.0)  # log(1) = 0 where p == 0
-    return -(p * np.log(safe)).sum(axis=-1)
+    p = np.asarray(weights)
+    if p.ndim > 2:  # a [T, Tk] slice at a time: float64 copies of SmolLM2's [30, 9, 512, 512] took 6 s and 1.7 GB
+        return np.stack([row_entropy(part) for part in p]) if len(p) else np.zeros(p.shape[:-1])
+    p = p.astype(np.float64)  # [Tq, Tk] or one row [Tk]
+    log_p = np.zeros_like(p)
+    np.log(p, out=log_p, where=p > 0)  # 0 log 0 = 0
+    return -(p * log_p).sum(axis=-1)  # [Tq], or a number for one row
 
 
 def head_entropy(maps: AttentionMaps) -> pd.DataFrame:
