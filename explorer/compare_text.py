@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from explorer.anatomy import norm_name
 from explorer.compare import MapPair, differing_fields
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.config_words import count, mask_text, positions_text
@@ -49,21 +50,48 @@ def changes(a: ModelConfig, b: ModelConfig) -> str:
     return ", ".join(f"{f} ({getattr(a, f)} → {getattr(b, f)})" for f in differing_fields(a, b))
 
 
-def shared_weights_text(a: ModelConfig, b: ModelConfig, facts: dict[str, Any]) -> str:
+def shared_weights_text(a: ModelConfig, b: ModelConfig, facts: dict[str, Any], a_trained_by: str | None = None) -> str:
     """The sentence for a B that runs on A's very weights. `facts`: "shared" (how many parameter tensors both
-    have), "only_a" and "only_b" (the names of the parameters one model has and the other has not)."""
+    have), "only_a" and "only_b" (the names of the parameters one model has and the other has not); `a_trained_by`:
+    where A's weights come from (trained_by), None for an untrained A whose norms are at identity. B's own norms are a
+    fresh build's, at identity."""
     n_changed = len(differing_fields(a, b))
+    kind = norm_name(a)
     return (
         f"B runs on A's very weights: the {facts['shared']} parameter tensors the two models share are identical "
         f"(checked tensor by tensor). Only {changes(a, b)} differ{'s' if n_changed == 1 else ''}."
-        + unshared(facts["only_a"], "A", "B")
-        + unshared(facts["only_b"], "B", "A")
+        + unshared(facts["only_a"], "A", "B", kind, a_trained_by)
+        + unshared(facts["only_b"], "B", "A", kind)
     )
 
 
-def unshared(names: list[str], owner: str, other: str) -> str:
+def trained_by(cfg: ModelConfig, session_trained: bool) -> str | None:
+    """Where a model's weights come from, as in "weights from the checkpoint"; None for an untrained configured model
+    (its norms start at identity)."""
+    if isinstance(cfg, CheckpointConfig):
+        return "the checkpoint"
+    return "this session's training" if session_trained else None
+
+
+def identity_values(kind: str) -> str:
+    """A norm's parameters at identity: an RMSNorm has a weight only, a LayerNorm a weight and a bias."""
+    return "weight 1" if kind == "RMSNorm" else "weight 1, bias 0"
+
+
+def norm_state(kind: str, owner: str, trained: str | None, many: bool = False) -> str:
+    """What the norms only `owner` has hold, in brackets: trained (and from where), or at identity (and why);
+    `many`: more than one norm."""
+    kinds = kind + ("s" if many else "")
+    if trained is not None:
+        return f" (trained {kinds}, weights from {trained})"
+    why = "a norm B adds starts as the identity" if owner == "B" else "an untrained model's norms start so"
+    return f" ({kinds} at identity, {identity_values(kind)}: {why})"
+
+
+def unshared(names: list[str], owner: str, other: str, kind: str = "LayerNorm", trained: str | None = None) -> str:
     """A sentence on the parameters only one model has, e.g. the final norm only pre-norm has, or the norms on each
-    sub-layer's output only res-post and peri have."""
+    sub-layer's output only res-post and peri have. `kind`: the norms' kind (explorer.anatomy.norm_name); `trained`:
+    where the owner's norms come from (trained_by), None when they are at identity."""
     if not names:
         return ""
     blocks: dict[str, list[int]] = {}  # a stack's blocks only one model has: named once, not parameter by parameter
@@ -82,13 +110,13 @@ def unshared(names: list[str], owner: str, other: str) -> str:
     norms = [m for m in modules if m.endswith(".norm")]
     others = [m for m in modules if m not in norms]
     others += [f"{stack} blocks {block_range(sorted(set(numbers)))}" for stack, numbers in blocks.items()]
-    new = " (weight 1, bias 0: a norm B adds starts as the identity)" if owner == "B" else ""
     described = []
     if norms:
         described.append(f"{' and '.join(norms)}, the final norm every placement but post-norm has")
     if kept:  # norms a placement has in blocks both models have
         described.append(f"{' and '.join(sorted(set(kept)))} in its blocks")
-    parts = [", plus ".join(described) + new] if described else []
+    many = len(norms) + len(set(kept)) > 1
+    parts = [", plus ".join(described) + norm_state(kind, owner, trained, many)] if described else []
     if others:
         parts.append(f"{', '.join(others)}, drawn from {owner}'s seed")
     return f" {owner} also has {'; '.join(parts)}, which {other} has not."

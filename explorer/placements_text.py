@@ -8,6 +8,7 @@ import re
 import numpy as np
 
 from explorer.analysis.placements import ENTROPY, GRADIENT, RMS, PlacementRun
+from explorer.compare_text import identity_values
 from explorer.config import NORM_ON_OUTPUT, NORMS
 from explorer.numbers import readable
 
@@ -51,8 +52,9 @@ def new_norm_words(names: tuple[str, ...]) -> str:
     return " and ".join(parts)
 
 
-def setup_words(result: PlacementRun, weights: str) -> str:
-    """Which weights, made for which placement, and which norms had to start at identity."""
+def setup_words(result: PlacementRun, weights: str, kind: str = "LayerNorm") -> str:
+    """Which weights, made for which placement, and which norms had to start at identity; `kind`: the model's norm
+    (explorer.anatomy.norm_name)."""
     own = result.own
     new = [f"{name(p)}'s {new_norm_words(result.new_norms[p])}" for p in NORMS if result.new_norms[p]]
     text = (
@@ -61,7 +63,8 @@ def setup_words(result: PlacementRun, weights: str) -> str:
     )
     if new:
         text += (
-            f" The norms these {name(own)} weights have no tensor for start at identity (weight 1, any bias 0): "
+            f" The norms these {name(own)} weights have no tensor for start at identity ({kind}s with "
+            f"{identity_values(kind)}): "
             f"{'; '.join(new)}."
         )
     if result.identity_norms[own]:
@@ -207,13 +210,15 @@ def entropy_words(result: PlacementRun, stack: str) -> str:
     return text
 
 
-def placements_paragraphs(result: PlacementRun, weights: str, untrained: bool, stack: str | None = None) -> list[str]:
+def placements_paragraphs(
+    result: PlacementRun, weights: str, untrained: bool, stack: str | None = None, kind: str = "LayerNorm"
+) -> list[str]:
     """What the class should see, one paragraph per topic: the set-up, the residual stream, the gradients, the
     attention. `weights`: whose weights, e.g. "untrained weights"; `untrained`: freshly initialised (Xiong et al.'s
-    predictions apply); `stack`: the stack described (the first unless named)."""
+    predictions apply); `stack`: the stack described (the first unless named); `kind`: the model's norm."""
     stack = stack or result.stacks[0]
     return [
-        setup_words(result, weights),
+        setup_words(result, weights, kind),
         rms_words(result, stack),
         gradient_words(result, stack, untrained),
         entropy_words(result, stack),

@@ -17,6 +17,7 @@ from explorer.numbers import readable
 from explorer.trace import AttentionMaps
 from pictures.attention_panels import NORM, norm_scale_note, token_labels, top_of, weight_ramp
 from pictures.boards import matrix_panel
+from pictures.log_axes import panel_scales
 from pictures.style import (
     BLUES,
     HOVER_NUMBERS,
@@ -65,6 +66,7 @@ PANEL_GAP_PX = 90  # px between the two rows of panels: the upper row's axis tit
 MAX_LAYER_TICKS = 13
 SHADE_COLOUR = "#eeeeee"  # behind the blocks only one model has
 NOT_AVAILABLE = "not available"  # written in a panel whose statistic has no values (no gradient norms)
+LOG_TITLE = "log scale"  # the y title of a logarithmic panel
 
 
 # What the maps show (the measure URL parameter): the legend title of A's and B's maps, what a masked cell is, and
@@ -341,11 +343,13 @@ def _model_line(rows: pd.DataFrame, column: str, name: str, statistic: str, firs
     )
 
 
-def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> go.Figure:
-    """A 2 x 2 grid, one panel per statistic of per_layer_comparison (each its own y scale, from 0), A (solid blue,
-    circles) and B (dashed orange, diamonds) as two lines on the same axes. Layer -1 is the input to the first
-    block, labelled "input"; layers only one model has are shaded. Without B's values, the legend names A alone."""
+def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B"), axes: str = "auto") -> go.Figure:
+    """A 2 x 2 grid, one panel per statistic of per_layer_comparison (each its own y scale, from 0, or logarithmic as
+    pictures.log_axes picks for `axes`), A (solid blue, circles) and B (dashed orange, diamonds) as two lines on the
+    same axes. Layer -1 is the input to the first block, labelled "input"; layers only one model has are shaded.
+    Without B's values, the legend names A alone."""
     has_b = bool(table["b"].notna().any())
+    scales = panel_scales(table, axes)
     figure = make_subplots(
         rows=2, cols=2, subplot_titles=[STATISTIC_TITLES[s] for s in PER_LAYER], horizontal_spacing=0.1,
         vertical_spacing=PANEL_GAP_PX / (2 * LINE_HEIGHT + PANEL_GAP_PX),  # of the plot area: exactly that gap
@@ -376,12 +380,14 @@ def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B")) -> go.
         figure.update_xaxes(
             block_axis(_layer_title(statistic), [int(v) for v in rows["layer"]], MAX_LAYER_TICKS), row=row, col=col
         )
-        figure.update_yaxes(axis(None, rangemode="tozero"), row=row, col=col)
+        y_axis = axis(LOG_TITLE, type="log") if scales[statistic].log else axis(None, rangemode="tozero")
+        figure.update_yaxes(y_axis, row=row, col=col)
     a_name, b_name = names
     if has_b:
         title = f"Per-layer statistics of {a_name} and {b_name}"
         subtitle = (
-            f"{a_name}: solid blue, circles; {b_name}: dashed orange, diamonds; each panel its own scale, from 0"
+            f"{a_name}: solid blue, circles; {b_name}: dashed orange, diamonds; each panel its own scale, "
+            + ("from 0 or logarithmic (marked log scale)" if any(s.log for s in scales.values()) else "from 0")
             + ("; shaded: blocks only one model has" if shaded else "")
         )
     else:

@@ -560,3 +560,21 @@ def test_junk_view_switches_in_the_url_are_named():
     warnings = " ".join(w.value for w in at.warning)
     assert "compare=bogus" in warnings and "align=maybe" in warnings
     assert "stretch" not in warnings and at.toggle(key="stretch").value is True  # any case of true is true
+
+
+def test_the_y_axes_follow_the_url_and_a_junk_value_is_named(at):
+    """?axes=log draws every panel of the default pair on a log scale (all its values are positive) and says so;
+    picking linear draws them from 0; a junk value is named and auto is used (the default pair spans less than ×100:
+    linear)."""
+    open_compare(at, axes="log")
+    figure = lines_chart(at)
+    assert {figure["layout"][k].get("type") for k in figure["layout"] if k.startswith("yaxis")} == {"log"}
+    assert any(c.value.startswith("Log scale, as picked, on Residual stream RMS") for c in at.caption)
+    at.radio(key="axes").set_value("linear").run()
+    assert_ok(at)
+    figure = lines_chart(at)
+    assert {figure["layout"][k].get("rangemode") for k in figure["layout"] if k.startswith("yaxis")} == {"tozero"}
+    junk = open_compare(AppTest.from_file(APP, default_timeout=120), axes="maybe")
+    assert any("`axes=maybe` was ignored" in w.value for w in junk.warning)
+    assert junk.radio(key="axes").value == "auto"
+    assert not any(k for k, v in lines_chart(junk)["layout"].items() if k.startswith("yaxis") and v.get("type"))

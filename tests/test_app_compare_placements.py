@@ -121,6 +121,16 @@ def test_smollm2_flips_to_every_placement(smollm_model, monkeypatch):
     for (measure, _), drawn in lines.items():
         assert drawn.shape == (31 if measure == RMS else 30,) and np.isfinite(drawn).all()
     assert any("made for pre-norm" in m.value for m in at.markdown)
+    assert any("start at identity (RMSNorms with weight 1)" in m.value for m in at.markdown)  # no bias to be 0
+    # B is SmolLM2 run post-norm: the final norm only A has is its trained RMSNorm, not a new one at identity
+    (weights,) = [s.value for s in at.success if "B runs on A's very weights" in s.value]
+    assert "A also has decoder.norm" in weights and "(trained RMSNorm, weights from the checkpoint)" in weights
+    assert "weight 1" not in weights and "LayerNorm" not in weights
+    # B's gradient norms are hundreds of times A's, A's residual RMS hundreds of times B's: those panels are log
+    lines = figure_titled(at, "Per-layer statistics of A and B")
+    log = [k for k, v in lines["layout"].items() if k.startswith("yaxis") and v.get("type") == "log"]
+    assert sorted(log) == ["yaxis", "yaxis2", "yaxis3"]  # residual RMS, residual std, gradient norm; not entropy
+    assert any(c.value.startswith("Log scale on Residual stream RMS (×") for c in at.caption)
 
 
 def test_a_junk_placements_value_is_named_and_the_expander_stays_closed():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import explorer
@@ -41,6 +42,7 @@ from pictures.compare_charts import (
     pair_panels,
     ranking_panel,
 )
+from pictures.log_axes import panel_scales, scales_note
 from pictures.style import HOVER_NUMBERS, MASKED_COLOUR
 from tests.drawn import figure_json, figure_title, panel_matrix, rgb
 
@@ -432,3 +434,66 @@ def test_csv_exports_read_back(post_pre):
     lines = layers_csv({"encoder": per_layer_comparison(layer_values(trace_a.first), None)}).splitlines()
     assert lines[0] == "stack,statistic,layer,a,b,a_minus_b"
     assert maps_frame(MapPair("x", 0, pairs[0].a, None)).empty
+
+
+def lines_table(values: dict[str, tuple[list[float], list[float]]]) -> pd.DataFrame:
+    """A per_layer_comparison table with A's and B's values of each statistic given (the others NaN)."""
+    rows = [
+        {"statistic": s, "layer": i, "a": a, "b": b}
+        for s, (values_a, values_b) in values.items()
+        for i, (a, b) in enumerate(zip(values_a, values_b, strict=True))
+    ]
+    return pd.DataFrame(rows).assign(a_minus_b=lambda t: t["a"] - t["b"])
+
+
+def y_types(figure: dict) -> list[str]:
+    """Each panel's y axis type, in PER_LAYER order ("linear" when Plotly's default)."""
+    return [figure["layout"][f"yaxis{i if i > 1 else ''}"].get("type", "linear") for i in range(1, 5)]
+
+
+# SmolLM2 run post-norm (measured on "The cat sat on the mat because it was tired"): its gradient norms reach 11,000
+# where A's stay 3 to 19; A's residual RMS reaches 300 where B's stays 0.1 to 0.4.
+ORDERS_APART = {
+    "residual RMS": ([0.1, 12.0, 299.0], [0.09, 0.2, 0.36]),
+    "gradient norm": ([19.4, 2.9, 8.0], [2900.0, 11292.0, 47.0]),
+    "attention entropy": ([1.2, 0.3, 0.7], [1.1, 1.5, 1.5]),
+}
+
+
+def test_auto_axes_go_log_only_where_a_and_b_span_more_than_a_hundredfold():
+    table = lines_table(ORDERS_APART)
+    scales = panel_scales(table)
+    assert [scales[s].log for s in PER_LAYER] == [True, False, True, False]  # residual std: no values here
+    assert scales["gradient norm"].span == pytest.approx(11292.0 / 2.9)
+    figure = figure_json(layer_lines(table))
+    assert y_types(figure) == ["log", "linear", "log", "linear"]
+    assert figure["layout"]["yaxis"]["title"]["text"] == "log scale" and "rangemode" not in figure["layout"]["yaxis"]
+    assert figure["layout"]["yaxis4"]["rangemode"] == "tozero"
+    assert "from 0 or logarithmic (marked log scale)" in figure_title(figure)
+    note = scales_note(scales, "auto", STATISTIC_TITLES)
+    assert note.startswith("Log scale on Residual stream RMS (×3,320) and Gradient norm of each block (×3,890): ")
+    # Values within a hundredfold (the same models' entropies, or a configured post/pre pair) stay linear, unsaid
+    close = lines_table({"attention entropy": ORDERS_APART["attention entropy"], "residual RMS": ([1, 3], [1, 99])})
+    assert not any(s.log for s in panel_scales(close).values())
+    assert scales_note(panel_scales(close), "auto", STATISTIC_TITLES) is None
+    assert y_types(figure_json(layer_lines(close))) == ["linear"] * 4
+
+
+def test_a_panel_with_values_of_zero_or_below_stays_linear_and_says_why():
+    table = lines_table({"gradient norm": ([0.0, 5.0, 8.0], [900.0, 2000.0, 4.0])})  # a block with no gradient
+    scale = panel_scales(table)["gradient norm"]
+    assert not scale.log and scale.non_positive and scale.wide  # its positive values span ×500, but 0 has no log
+    assert scales_note(panel_scales(table), "auto", STATISTIC_TITLES) == (
+        "Gradient norm of each block stays linear: it has values of 0 or below, which a log axis cannot show."
+    )
+    assert y_types(figure_json(layer_lines(table, axes="log"))) == ["linear"] * 4
+
+
+def test_linear_and_log_axes_as_picked():
+    table = lines_table(ORDERS_APART)
+    assert y_types(figure_json(layer_lines(table, axes="linear"))) == ["linear"] * 4
+    assert scales_note(panel_scales(table, "linear"), "linear", STATISTIC_TITLES).startswith(
+        "On these linear axes the smaller values of Residual stream RMS (×3,320) and Gradient norm of each block"
+    )
+    assert y_types(figure_json(layer_lines(table, axes="log"))) == ["log", "linear", "log", "log"]  # std: no values
+    assert scales_note(panel_scales(table, "log"), "log", STATISTIC_TITLES).startswith("Log scale, as picked, on ")

@@ -4,18 +4,22 @@ parameters of real models."""
 from __future__ import annotations
 
 import explorer
-from explorer.compare import MapPair, default_b
+from explorer.analysis.placements import at_identity
+from explorer.compare import MapPair, default_b, model_for_b
 from explorer.compare_text import (
     block_range,
     changes,
     describe,
+    identity_values,
     missing_side,
     shared_weights_text,
+    trained_by,
     unequal_depth_note,
     unshared,
     why_not_subtracted,
 )
 from explorer.config import CheckpointConfig, ModelConfig
+from tests.tiny_checkpoints import perturbed_norms, tiny
 
 A = ModelConfig()
 TOKENS = "the cat sat on the mat"
@@ -60,25 +64,26 @@ def test_unshared_names_the_final_norms_and_the_extra_blocks_of_real_models():
     a, b = A, A.replace(norm="pre", n_layers=4)
     only_b = sorted(parameter_names(b) - parameter_names(a))
     assert unshared(only_b, "B", "A") == (
-        " B also has encoder.norm, the final norm every placement but post-norm has (weight 1, bias 0: a norm B adds "
-        "starts as the identity); encoder blocks 2 and 3, drawn from B's seed, which A has not."
+        " B also has encoder.norm, the final norm every placement but post-norm has (LayerNorm at identity, weight 1, "
+        "bias 0: a norm B adds starts as the identity); encoder blocks 2 and 3, drawn from B's seed, which A has not."
     )
     assert unshared(sorted(parameter_names(a) - parameter_names(b)), "A", "B") == ""
     pre = A.replace(arch="encoder-decoder", norm="pre")
     only_pre = sorted(parameter_names(pre) - parameter_names(pre.replace(norm="post")))
     assert unshared(only_pre, "A", "B") == (
-        " A also has decoder.norm and encoder.norm, the final norm every placement but post-norm has, which B has not."
+        " A also has decoder.norm and encoder.norm, the final norm every placement but post-norm has (LayerNorms at "
+        "identity, weight 1, bias 0: an untrained model's norms start so), which B has not."
     )
     both = sorted(parameter_names(A.replace(norm="peri")) - parameter_names(A))
     assert unshared(both, "B", "A") == (
         " B also has encoder.norm, the final norm every placement but post-norm has, plus out_norm1 and out_norm2 in "
-        "its blocks (weight 1, bias 0: a norm B adds starts as the identity), which A has not."
+        "its blocks (LayerNorms at identity, weight 1, bias 0: a norm B adds starts as the identity), which A has not."
     )
     peri = A.replace(norm="peri")
     only_peri = sorted(parameter_names(peri) - parameter_names(A.replace(norm="res-post")))
     assert unshared(only_peri, "B", "A") == (
-        " B also has norm1 and norm2 in its blocks (weight 1, bias 0: a norm B adds starts as the identity), "
-        "which A has not."
+        " B also has norm1 and norm2 in its blocks (LayerNorms at identity, weight 1, bias 0: a norm B adds starts as "
+        "the identity), which A has not."
     )
 
 
@@ -90,8 +95,8 @@ def test_shared_weights_text_counts_the_shared_tensors_and_names_the_rest():
     assert shared_weights_text(A, b, facts) == (
         "B runs on A's very weights: the 24 parameter tensors the two models share are identical (checked tensor "
         "by tensor). Only n_layers (2 → 3), norm (post → pre) differ. B also has encoder.norm, the final norm every "
-        "placement but post-norm has (weight 1, bias 0: a norm B adds starts as the identity); encoder blocks 2, "
-        "drawn from B's seed, which A has not."
+        "placement but post-norm has (LayerNorm at identity, weight 1, bias 0: a norm B adds starts as the identity); "
+        "encoder blocks 2, drawn from B's seed, which A has not."
     )
     one = shared_weights_text(A, A.replace(mask="causal"), {"shared": 24, "only_a": [], "only_b": []})
     assert one.endswith("Only mask (none → causal) differs.")
@@ -127,3 +132,53 @@ def test_unequal_depth_note_only_when_both_have_the_stack_with_other_depths():
     assert unequal_depth_note(trace_a, None, 0) is None
     decoder_only_in_b = explorer.run(A.replace(arch="encoder-decoder", n_layers=3), TOKENS, "le chat")
     assert unequal_depth_note(trace_a, decoder_only_in_b, 1) is None
+
+
+def weight_facts_of(model_a: explorer.Transformer, b: ModelConfig) -> tuple[explorer.Transformer, dict]:
+    """B's model on A's weights, and the facts the page gathers (views.caches.weight_facts)."""
+    model_b = model_for_b(model_a, b)
+    names_a, names_b = {n for n, _ in model_a.named_parameters()}, {n for n, _ in model_b.named_parameters()}
+    facts = {"shared": len(names_a & names_b), "only_a": sorted(names_a - names_b), "only_b": sorted(names_b - names_a)}
+    return model_b, facts
+
+
+def test_a_checkpoints_own_norms_are_said_trained_and_only_the_norms_b_adds_at_identity():
+    """A Llama-shaped checkpoint (RMSNorm, its norms moved off identity as trained ones are): flipped to post-norm,
+    its final norm is said to be its trained RMSNorm; flipped to peri-norm, the output norms B adds are RMSNorms at
+    weight 1 (no bias). Each claim is checked against the tensors."""
+    a = tiny()
+    model_a = perturbed_norms(explorer.build_model(a), 3, 0.1)
+    model_b, facts = weight_facts_of(model_a, a.replace(norm="post"))
+    assert facts["only_a"] == ["decoder.norm.weight"] and not facts["only_b"]
+    assert not at_identity(model_a.get_submodule("decoder.norm"))
+    text = shared_weights_text(a, a.replace(norm="post"), facts, trained_by(a, session_trained=False))
+    assert text.endswith(
+        " A also has decoder.norm, the final norm every placement but post-norm has (trained RMSNorm, weights from "
+        "the checkpoint), which B has not."
+    )
+    assert "weight 1" not in text and "LayerNorm" not in text
+    model_b, facts = weight_facts_of(model_a, a.replace(norm="peri"))
+    assert {n.split(".")[3] for n in facts["only_b"]} == {"out_norm1", "out_norm2"}
+    assert all(at_identity(model_b.get_submodule(n.rsplit(".", 1)[0])) for n in facts["only_b"])
+    assert shared_weights_text(a, a.replace(norm="peri"), facts, "the checkpoint").endswith(
+        " B also has out_norm1 and out_norm2 in its blocks (RMSNorms at identity, weight 1: a norm B adds starts as "
+        "the identity), which A has not."
+    )
+
+
+def test_a_configured_models_new_norm_is_said_at_identity_and_a_trained_ones_own_norm_trained():
+    """A configured pre-norm encoder against post-norm: untrained, A's final norm is at identity and said so; once
+    trained (here: its norms moved), the same norm is said to come from this session's training."""
+    a = A.replace(norm="pre")
+    model_a = explorer.build_model(a)
+    _, facts = weight_facts_of(model_a, A)
+    assert facts["only_a"] == ["encoder.norm.bias", "encoder.norm.weight"]
+    assert at_identity(model_a.get_submodule("encoder.norm"))
+    assert trained_by(a, session_trained=False) is None
+    assert "(LayerNorm at identity, weight 1, bias 0: an untrained model's norms start so)" in shared_weights_text(
+        a, A, facts, None
+    )
+    assert not at_identity(perturbed_norms(model_a, 4, 0.1).get_submodule("encoder.norm"))
+    trained = shared_weights_text(a, A, facts, trained_by(a, session_trained=True))
+    assert "(trained LayerNorm, weights from this session's training)" in trained
+    assert identity_values("RMSNorm") == "weight 1" and identity_values("LayerNorm") == "weight 1, bias 0"

@@ -17,11 +17,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from explorer.ablation import Head, head_name, heads_text
+from explorer.ablation import Head, heads_text
 from explorer.analysis.gradients import objective_text
 from explorer.compare import (
     CONFIGURATION,
-    DEFAULT_TARGET,
     INPUT,
     MapPair,
     align_pair,
@@ -38,14 +37,10 @@ from explorer.compare_link import comparison_query
 from explorer.compare_text import (
     describe,
     missing_side,
-    shared_weights_text,
-    unequal_depth_note,
     why_not_subtracted,
 )
-from explorer.config import CheckpointConfig, ConfigError, ModelConfig
-from explorer.flip_story import flip_effect, flip_words
+from explorer.config import ConfigError, ModelConfig
 from explorer.limits import check_app_size
-from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures import notebook_figures
 from pictures.attention_panels import scale_note
@@ -59,72 +54,45 @@ from pictures.compare_charts import (
     pair_panels,
     pair_top,
 )
+from pictures.log_axes import AXES
 from pictures.norm_figures import norm_maps_figure
-from views.ablation_controls import Removal, downstream_words
+from views.ablation_controls import Removal
 from views.caches import (
-    NO_REMOVAL,
-    gradient_totals,
-    lines_chart,
     norm_attention_of,
     ranking_of,
     stack_tables,
     trace_of,
-    weight_facts,
 )
 from views.compare_controls import B_ABLATE, B_ABLATE_WITH, HEADS, top_controls
+from views.compare_lines import KEY as AXES_KEY
+from views.compare_lines import gradients_or_none, per_layer_section, shown_axes
 from views.compare_measure import norm_pairs
 from views.compare_placements import KEY as PLACEMENTS_KEY
 from views.compare_placements import placements_section
 from views.compare_ranking import pick_head, ranking_section
 from views.compare_share import share_box
+from views.compare_words import heads_message, removed_words, say_what_differs
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, note_view_param, show_url_notes, warn_junk_url
 from views.state import app_state, model_key, session_model, sidebar_run
 from views.widgets import (
     MEASURES,
     carry_view,
-    code_text,
     download,
     kind_choice,
     measure_choice,
     plain,
-    plotly_chart,
     remember_view,
-    settle_choice,
     stretch_toggle,
     view_download,
 )
 
 PAGE = "compare"  # for carry_view: the layer and head picked here go with the user to Attention
-B_NOT_DRAWN = "the problem with B is named above; A is shown alone until it is fixed."
 VIEW_NOTES_KEY = "_compare_view_notes"
 DIFFERENT_WEIGHTS = (
     "A and B have different weights, so A − B mixes the settings you changed with the effect of other random "
     "weights, and head h of A has no special relation to head h of B."
 )
-
-
-# --- What the page says about A and B.
-
-
-def weights_message(a: ModelConfig, b: ModelConfig) -> None:
-    """Whether B runs on A's very weights, checked tensor by tensor, or why it cannot."""
-    if b == a:
-        st.info("B is identical to A: every difference below is exactly 0. Change a field of B to compare.")
-        return
-    shareable, why = can_share_weights(a, b)
-    if not shareable:
-        st.warning(
-            f"{why} The maps below are two different models side by side; per-layer statistics are compared layer "
-            "by layer where both models have the layer.",
-            icon=":material/link_off:",
-        )
-        return
-    facts = weight_facts(a, b, model_key())
-    if not facts["identical"]:  # model_for_b copies every shared tensor: this would be a bug, so say it loudly
-        st.error("B should carry A's weights but some shared parameter differs.", icon=":material/error:")
-        return
-    st.success(shared_weights_text(a, b, facts), icon=":material/link:")
 
 
 # --- The attention section: one fragment, so picking a head does not rerun the models.
@@ -232,36 +200,6 @@ def attention_section(
 # --- Per-layer statistics and downloads.
 
 
-def gradients_or_none(a: ModelConfig, b: ModelConfig, text: str, target: str | None) -> pd.DataFrame | None:
-    try:
-        return gradient_totals(a, b, text, target, model_key())
-    except ConfigError:
-        return None
-
-
-def per_layer_section(
-    tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: Trace | None, notes: list[str]
-) -> pd.DataFrame:
-    """The per-layer lines of the stack picked (and the notes under them); returns the table they draw."""
-    st.subheader(
-        "Per layer: A and B on the same axes" if trace_b is not None else "Per layer: A alone (B is not drawn)"
-    )
-    names = list(tables)
-    name = names[0]
-    if len(names) > 1:
-        settle_choice("stack", names)
-        name = st.radio("Stack", names, key="stack", bind="query-params", horizontal=True)
-    table = tables[name]
-    plotly_chart(lines_chart(table), key="layer_lines")
-    if (depths := unequal_depth_note(trace_a, trace_b, names.index(name))) is not None:
-        st.info(depths, icon=":material/info:")
-    for note in notes:
-        st.caption(note)
-    with st.expander("What the gradient norms measure"):
-        st.write(objective_text(session_model()))
-    return table
-
-
 def downloads(
     a: ModelConfig,
     b: ModelConfig,
@@ -326,59 +264,11 @@ def compare_figures(pair: MapPair, layer: int, head: int, lines: pd.DataFrame, n
         figures = [norm_maps_figure(m, measured[side].weights, layer, head, f"{side} · ") for m, side in shown]
         if same:
             figures.append(norm_difference_figure(norms.a, norms.b, layer, head))
-    return [*figures, layer_lines(lines)]  # on the click, outside the script run: built, not read from a cache
+    lines_figure = layer_lines(lines, axes=shown_axes())  # on the click, outside the script run: not from a cache
+    return [*figures, lines_figure]
 
 
 # --- The page.
-
-
-def removed_words(heads: tuple[Head, ...], mode: str) -> str:
-    """ "head L1H3 (output set to zero)" or "heads L1H3, L2H5 (…)"."""
-    return f"{'head' if len(heads) == 1 else 'heads'} {Removal(heads, mode).words}"
-
-
-def heads_message(a: ModelConfig, b_run: Removal, removed_in_a: tuple[Head, ...]) -> None:
-    """B = A with heads removed: both in a line each, then that B is A's very weights without those heads."""
-    also = "" if not removed_in_a else f" (like A, also without {', '.join(map(head_name, removed_in_a))})"
-    own = tuple(h for h in b_run.heads if h not in removed_in_a)
-    without = removed_words(own, b_run.mode) if own else "more heads"
-    st.markdown(f"**A** · {describe(a, a)}  \n**B** · A's very model without {without}{also}")
-    if not own:
-        st.info(
-            "B removes no head of its own yet: pick the heads B removes above. Until then B is A and every "
-            "difference below is exactly 0."
-        )
-        return
-    st.success(
-        f"B is A's very weights (the same model, not a copy) with {removed_words(own, b_run.mode)} removed. "
-        f"{downstream_words(own)}",
-        icon=":material/link:",
-    )
-
-
-def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: str, text_b: str, traced: bool) -> None:
-    """Both configurations in a line each (differences in bold), then whether B runs on A's weights."""
-    if mode == INPUT:
-        st.markdown(
-            f"**A** and **B** · {describe(a, a)}  \n**A** reads `{code_text(text_a, 80)}` · **B** reads "
-            f"`{code_text(text_b, 80)}`"
-        )
-        if traced:
-            st.success(
-                "A and B are the very same model (the same weights); only the input differs.", icon=":material/link:"
-            )
-        return
-    if b is None or not traced:
-        st.markdown(f"**A** · {describe(a, a)}  \n**B** · not drawn: {B_NOT_DRAWN}")
-        return
-    st.markdown(f"**A** · {describe(a, b)}  \n**B** · {describe(b, a)}")
-    weights_message(a, b)
-    if isinstance(a, CheckpointConfig) and isinstance(b, CheckpointConfig) and a.checkpoint == b.checkpoint:
-        trace_b = trace_of(a, b, text_b, None, model_key(), *NO_REMOVAL)
-        effect = flip_effect(app_state().base_trace, trace_b)  # the flip alone: A with every head, as B runs
-        st.info(flip_words(effect, a, b, pretrained_title(a.checkpoint)), icon=":material/insights:")
-    if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
-        st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")
 
 
 def lined_up(pairs: list[MapPair], trace_a: Trace, trace_b: Trace) -> tuple[list[MapPair], list[int] | None]:
@@ -423,6 +313,7 @@ def main() -> None:
             "stretch": URL_BOOLEAN,
             "measure": list(MEASURES),
             PLACEMENTS_KEY: URL_BOOLEAN,
+            AXES_KEY: list(AXES),
         }
     )
     mode, b, text_b, b_heads = top_controls(a, text_a, state.ablated)

@@ -12,7 +12,9 @@ from typing import Any
 import streamlit as st
 
 from explorer.ablation import head_name
+from explorer.anatomy import norm_name
 from explorer.compare import B_FIELDS, B_PREFIX, CONFIGURATION, INPUT, default_b, reversed_text
+from explorer.compare_text import identity_values
 from explorer.config import NORMS, CheckpointConfig, ConfigError, ModelConfig
 from explorer.norm_words import placement_help
 from explorer.pretrained import list_pretrained, pretrained_title
@@ -94,7 +96,8 @@ def checkpoint_b_control(a: CheckpointConfig) -> CheckpointConfig:
         bind="query-params",
         horizontal=True,
         help=f"A with another placement: {pretrained_title(a.checkpoint)}'s very weights run with a norm placement it "
-        "was not trained with; a norm that placement has and A has not starts as the identity (weight 1, bias 0). "
+        "was not trained with. The norms A has keep their trained weights; a norm that placement has and A has not "
+        f"starts as the identity ({identity_values(norm_name(a))}). "
         f"{placement_help()} Another checkpoint: a second real model on the same text, side by side.",
     )
     if choice in flips:

@@ -10,6 +10,7 @@ from functools import partial
 import streamlit as st
 
 from explorer.analysis.placements import PlacementRun, table_csv
+from explorer.anatomy import norm_name
 from explorer.config import ConfigError, ModelConfig
 from explorer.placements_text import placements_paragraphs
 from explorer.pretrained import pretrained_title
@@ -63,7 +64,7 @@ def placements_section(a: ModelConfig, b: ModelConfig | None, text: str, target:
             stack = st.radio("Stack", stacks, key=STACK_KEY, horizontal=True)
         plotly_chart(placements_chart(result, stack), key="placements_chart")
         weights, untrained = whose_weights()
-        for paragraph in placements_paragraphs(result, weights, untrained, stack):
+        for paragraph in placements_paragraphs(result, weights, untrained, stack, norm_name(a)):
             st.markdown(paragraph)
         download(
             "Four placements CSV",

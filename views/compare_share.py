@@ -16,12 +16,13 @@ def share_link(query: dict[str, str]) -> str:
 
 
 def view_query(kinds: list[str]) -> dict[str, str]:
-    """The view of the attention section as the address bar holds it: the kind of attention (of `kinds`, when there
-    is a choice), the layer and head, and stretched colours."""
+    """The view as the address bar holds it: the kind of attention (of `kinds`, when there is a choice), the layer
+    and head, stretched colours, and the per-layer lines' y axes when they are not auto."""
     kind = st.session_state.get("kind")
     view = {"kind": kind} if len(kinds) > 1 and kind in kinds else {}
     view |= {key: str(st.session_state[key]) for key in ("layer", "head") if st.session_state.get(key) not in (None, 0)}
-    return view | ({"stretch": "true"} if st.session_state.get("stretch") else {})
+    view |= {"stretch": "true"} if st.session_state.get("stretch") else {}
+    return view | ({"axes": st.session_state["axes"]} if st.session_state.get("axes") in ("linear", "log") else {})
 
 
 @st.fragment

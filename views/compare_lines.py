@@ -1,0 +1,73 @@
+"""Compare's per-layer section: A's and B's statistics on the same axes (pictures.compare_charts.layer_lines), each
+panel linear from 0 or logarithmic where the two differ by orders of magnitude (pictures.log_axes; ?axes=auto,
+linear or log), with the notes under them."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from explorer.analysis.gradients import objective_text
+from explorer.compare_text import unequal_depth_note
+from explorer.config import ConfigError, ModelConfig
+from explorer.trace import Trace
+from pictures.compare_charts import STATISTIC_TITLES, layer_lines
+from pictures.log_axes import AXES, panel_scales, scales_note
+from views.caches import gradient_totals
+from views.state import model_key, session_model
+from views.widgets import plotly_chart, settle_choice
+
+KEY = "axes"  # the choice's key and URL parameter
+AXES_HELP = (
+    "auto: a panel whose values (A's and B's together) span more than ×100 is drawn on a log scale, where the "
+    "smaller model would otherwise be a line at zero; the others from 0. linear: every panel from 0. log: every "
+    "panel on a log scale. A panel with a value of 0 or below stays linear, which a log axis cannot show."
+)
+
+
+def gradients_or_none(a: ModelConfig, b: ModelConfig, text: str, target: str | None) -> pd.DataFrame | None:
+    """B's (or, with b = a, A's) gradient norms per block; None when the text is too short to have any."""
+    try:
+        return gradient_totals(a, b, text, target, model_key())
+    except ConfigError:
+        return None
+
+
+def shown_axes() -> str:
+    """The axes the per-layer lines are drawn with (the choice's value, auto before it is drawn)."""
+    axes = st.session_state.get(KEY)
+    return axes if axes in AXES else "auto"
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def lines_chart(table: pd.DataFrame, axes: str) -> go.Figure:
+    return layer_lines(table, axes=axes)
+
+
+def per_layer_section(
+    tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: Trace | None, notes: list[str]
+) -> pd.DataFrame:
+    """The per-layer lines of the stack picked (and the notes under them); returns the table they draw."""
+    st.subheader(
+        "Per layer: A and B on the same axes" if trace_b is not None else "Per layer: A alone (B is not drawn)"
+    )
+    names = list(tables)
+    name = names[0]
+    stack_column, axes_column = st.columns([3, 2]) if len(names) > 1 else (None, st.container())
+    if stack_column is not None:
+        settle_choice("stack", names)
+        name = stack_column.radio("Stack", names, key="stack", bind="query-params", horizontal=True)
+    settle_choice(KEY, list(AXES))
+    axes = axes_column.radio("Y axes", AXES, key=KEY, bind="query-params", horizontal=True, help=AXES_HELP)
+    table = tables[name]
+    plotly_chart(lines_chart(table, axes), key="layer_lines")
+    if (said := scales_note(panel_scales(table, axes), axes, STATISTIC_TITLES)) is not None:
+        st.caption(said)
+    if (depths := unequal_depth_note(trace_a, trace_b, names.index(name))) is not None:
+        st.info(depths, icon=":material/info:")
+    for note in notes:
+        st.caption(note)
+    with st.expander("What the gradient norms measure"):
+        st.write(objective_text(session_model()))
+    return table

@@ -1,0 +1,89 @@
+"""What the Compare page says about A and B above the maps: both configurations in a line each, whether B runs on
+A's very weights (and what only one of them has), what a flipped checkpoint's norm did, and which heads B removes."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.ablation import Head, head_name
+from explorer.compare import DEFAULT_TARGET, INPUT, can_share_weights
+from explorer.compare_text import describe, shared_weights_text, trained_by
+from explorer.config import CheckpointConfig, ModelConfig
+from explorer.flip_story import flip_effect, flip_words
+from explorer.pretrained import pretrained_title
+from views.ablation_controls import Removal, downstream_words
+from views.caches import NO_REMOVAL, trace_of, weight_facts
+from views.state import app_state, model_key
+from views.widgets import code_text
+
+B_NOT_DRAWN = "the problem with B is named above; A is shown alone until it is fixed."
+
+
+def weights_message(a: ModelConfig, b: ModelConfig) -> None:
+    """Whether B runs on A's very weights, checked tensor by tensor, or why it cannot."""
+    if b == a:
+        st.info("B is identical to A: every difference below is exactly 0. Change a field of B to compare.")
+        return
+    shareable, why = can_share_weights(a, b)
+    if not shareable:
+        st.warning(
+            f"{why} The maps below are two different models side by side; per-layer statistics are compared layer "
+            "by layer where both models have the layer.",
+            icon=":material/link_off:",
+        )
+        return
+    facts = weight_facts(a, b, model_key())
+    if not facts["identical"]:  # model_for_b copies every shared tensor: this would be a bug, so say it loudly
+        st.error("B should carry A's weights but some shared parameter differs.", icon=":material/error:")
+        return
+    a_trained_by = trained_by(a, session_trained=model_key() is not None)
+    st.success(shared_weights_text(a, b, facts, a_trained_by), icon=":material/link:")
+
+
+def removed_words(heads: tuple[Head, ...], mode: str) -> str:
+    """ "head L1H3 (output set to zero)" or "heads L1H3, L2H5 (…)"."""
+    return f"{'head' if len(heads) == 1 else 'heads'} {Removal(heads, mode).words}"
+
+
+def heads_message(a: ModelConfig, b_run: Removal, removed_in_a: tuple[Head, ...]) -> None:
+    """B = A with heads removed: both in a line each, then that B is A's very weights without those heads."""
+    also = "" if not removed_in_a else f" (like A, also without {', '.join(map(head_name, removed_in_a))})"
+    own = tuple(h for h in b_run.heads if h not in removed_in_a)
+    without = removed_words(own, b_run.mode) if own else "more heads"
+    st.markdown(f"**A** · {describe(a, a)}  \n**B** · A's very model without {without}{also}")
+    if not own:
+        st.info(
+            "B removes no head of its own yet: pick the heads B removes above. Until then B is A and every "
+            "difference below is exactly 0."
+        )
+        return
+    st.success(
+        f"B is A's very weights (the same model, not a copy) with {removed_words(own, b_run.mode)} removed. "
+        f"{downstream_words(own)}",
+        icon=":material/link:",
+    )
+
+
+def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: str, text_b: str, traced: bool) -> None:
+    """Both configurations in a line each (differences in bold), then whether B runs on A's weights."""
+    if mode == INPUT:
+        st.markdown(
+            f"**A** and **B** · {describe(a, a)}  \n**A** reads `{code_text(text_a, 80)}` · **B** reads "
+            f"`{code_text(text_b, 80)}`"
+        )
+        if traced:
+            st.success(
+                "A and B are the very same model (the same weights); only the input differs.", icon=":material/link:"
+            )
+        return
+    if b is None or not traced:
+        st.markdown(f"**A** · {describe(a, a)}  \n**B** · not drawn: {B_NOT_DRAWN}")
+        return
+    st.markdown(f"**A** · {describe(a, b)}  \n**B** · {describe(b, a)}")
+    weights_message(a, b)
+    if isinstance(a, CheckpointConfig) and isinstance(b, CheckpointConfig) and a.checkpoint == b.checkpoint:
+        trace_b = trace_of(a, b, text_b, None, model_key(), *NO_REMOVAL)
+        effect = flip_effect(app_state().base_trace, trace_b)  # the flip alone: A with every head, as B runs
+        st.info(flip_words(effect, a, b, pretrained_title(a.checkpoint)), icon=":material/insights:")
+    if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
+        st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")
