@@ -231,7 +231,7 @@ def reorder_maps(maps: AttentionMaps, queries: list[int] | None, keys: list[int]
     return AttentionMaps(
         maps.kind,
         maps.weights[:, :, q][:, :, :, k],  # [L, H, Tq, Tk]
-        maps.scores[:, :, q][:, :, :, k],
+        None if maps.scores is None else maps.scores[:, :, q][:, :, :, k],
         maps.allowed[q][:, k],  # [Tq, Tk]
         [maps.query_tokens[i] for i in q],
         [maps.key_tokens[i] for i in k],

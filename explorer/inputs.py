@@ -36,11 +36,18 @@ class Inputs:
     memory_allowed: torch.Tensor | None  # [T_target, T_source] cross-attention mask
 
     def forward(
-        self, model: Transformer, train: bool = False, ablation: HeadAblation | None = None
+        self, model: Transformer, train: bool = False, ablation: HeadAblation | None = None, keep_scores: bool = True
     ) -> tuple[StackRun, ...]:
-        """The model's forward on a batch of one (`ablation` removes heads of the first stack)."""
+        """The model's forward on a batch of one (`ablation` removes heads of the first stack; without `keep_scores`
+        the records keep no pre-softmax scores)."""
         if self.target is None:
-            return model(self.source.x.unsqueeze(0), _batched(self.source.allowed), train=train, ablation=ablation)
+            return model(
+                self.source.x.unsqueeze(0),
+                _batched(self.source.allowed),
+                train=train,
+                ablation=ablation,
+                keep_scores=keep_scores,
+            )
         return model(
             self.source.x.unsqueeze(0),
             _batched(self.source.allowed),
@@ -49,6 +56,7 @@ class Inputs:
             _batched(self.memory_allowed),
             train=train,
             ablation=ablation,
+            keep_scores=keep_scores,
         )
 
 

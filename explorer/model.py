@@ -279,14 +279,18 @@ class Stack(nn.Module):
         train: bool = False,
         ablation: HeadAblation | None = None,
         first_layer: int = 0,
+        keep_scores: bool = True,
     ) -> tuple[torch.Tensor, list[Record]]:
         """x [B, T, D] -> output [B, T, D] and one record per block run. `ablation` removes self-attention heads;
-        `first_layer` > 0 starts from that block, x then being the stream entering it (the blocks below are reused)."""
+        `first_layer` > 0 starts from that block, x then being the stream entering it (the blocks below are reused).
+        Without `keep_scores` the records drop each block's pre-softmax scores as soon as it has run."""
         records = []
         for index in range(first_layer, len(self.layers)):
             removed = None if ablation is None else ablation.layer(index)  # [B or 1, H] or None
             mode = "zero" if ablation is None else ablation.mode
             x, record = self.layers[index](x, allowed, memory, memory_allowed, train, removed, mode)
+            if not keep_scores:
+                record = {key: value for key, value in record.items() if not key.endswith(".scores")}
             records.append(record)
         return (x if self.norm is None else self.norm(x)), records
 
@@ -324,10 +328,11 @@ class Transformer(nn.Module):
         self.carried: dict[str, torch.Tensor] = {}
         checkpoint = config if isinstance(config, CheckpointConfig) else None
         n_tokens = len(vocabulary) if vocabulary else (checkpoint.vocab_size if checkpoint else 0)
-        self.embedding = nn.Embedding(n_tokens, spec.d_model) if n_tokens else None
+        self.embedding = _unfilled_embedding(n_tokens, spec.d_model) if n_tokens else None
         self.head = nn.Linear(spec.d_model, len(vocabulary)) if vocabulary else None
         bert = checkpoint is not None and checkpoint.family == "bert"
-        self.token_type = nn.Embedding(checkpoint.type_vocab_size, spec.d_model) if bert else None  # row 0 is used
+        # BERT's token-type table: row 0 is used
+        self.token_type = _unfilled_embedding(checkpoint.type_vocab_size, spec.d_model) if bert else None
         self.embed_norm = nn.LayerNorm(spec.d_model, eps=checkpoint.norm_eps) if bert else None
         if checkpoint is not None and checkpoint.family != "bert":  # Llama and OLMo 2 read out next-token logits
             self.head = nn.Linear(spec.d_model, checkpoint.vocab_size, bias=False)  # [V, D]: logits of the next token
@@ -355,16 +360,17 @@ class Transformer(nn.Module):
         memory_allowed: torch.Tensor | None = None,
         train: bool = False,
         ablation: HeadAblation | None = None,
+        keep_scores: bool = True,
     ) -> tuple[StackRun, ...]:
         """x [B, T, D] (and target [B, T_target, D] for an encoder-decoder): embeddings with positions
         already added. Masks are [B or 1, Tq, Tk] bool, True = may attend, or None for all. `ablation` removes
-        self-attention heads of the first stack (explorer.ablation).
+        self-attention heads of the first stack (explorer.ablation); without `keep_scores` no record keeps scores.
         -> (output [B, T, D], one record per block) for each stack, in the order they ran."""
         first = self.encoder if self.encoder is not None else self.decoder
-        runs = (first(x, allowed, train=train, ablation=ablation),)
+        runs = (first(x, allowed, train=train, ablation=ablation, keep_scores=keep_scores),)
         if self.encoder is not None and self.decoder is not None:
             memory = runs[0][0]  # [B, S, D]
-            runs += (self.decoder(target, target_allowed, memory, memory_allowed, train),)
+            runs += (self.decoder(target, target_allowed, memory, memory_allowed, train, keep_scores=keep_scores),)
         return runs
 
 
@@ -481,6 +487,12 @@ def float32_default() -> Iterator[None]:
         yield
     finally:
         torch.set_default_dtype(previous)
+
+
+def _unfilled_embedding(rows: int, width: int) -> nn.Embedding:
+    """nn.Embedding without torch's N(0, 1) fill, which every builder overwrites (init_weights, a checkpoint's tensors):
+    on the meta device that fill imports torch._dynamo, about 3 s of a server's first model."""
+    return nn.Embedding(rows, width, _weight=torch.empty(rows, width))
 
 
 @float32_default()

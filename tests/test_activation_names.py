@@ -75,3 +75,18 @@ def test_the_readme_table_lists_every_name_with_its_shape():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `([a-z_.]+)` \| `(\[[A-Z, ]+\])` \|", readme, flags=re.MULTILINE)
     assert rows == [(name, shape) for name, (shape, _) in ACTIVATION_NAMES.items()]
+
+
+def test_a_run_without_scores_keeps_every_other_number_and_no_score_name(trace):
+    """keep_scores=False (what the app runs: its pages show no pre-softmax scores) drops the scores of every stack and
+    kind, in the forward itself, and leaves every other array exactly as a full run has it."""
+    lean = explorer.run(trace.config, SOURCE, TARGET, keep_scores=False)
+    for full, thin in zip(trace.stacks, lean.stacks, strict=True):
+        assert thin.self_attention.scores is None
+        assert full.cross_attention is None or thin.cross_attention.scores is None
+        assert [n for n in full.activation_names() if not n.endswith(".scores")] == thin.activation_names()
+        for name in thin.activation_names():
+            np.testing.assert_array_equal(thin[name], full[name], err_msg=name)
+        with pytest.raises(KeyError, match="is not an activation"):
+            thin["blocks.0.attn.scores"]
+    assert lean.scores is None
