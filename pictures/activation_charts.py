@@ -1,14 +1,11 @@
-"""Figures of the activations page. Tables in, figures out (no Streamlit here).
+"""Figures of the activations page over depth. Tables in, figures out (no Streamlit here).
 
-Plotly figures for the lines and bars: statistics over depth, each LayerNorm's input and output, a histogram, the
-exact zeros of the feed-forward units and the gradient norm of each block. Matrix-view panels and boards for the
-matrices (pictures/boards.py says why): act_token_norms, the per-head grids (named by the caller) and act_grad, whose
-hover also gives each gradient norm.
-"""
+Plotly figures for the lines: statistics over depth, each norm's input and output, the gradient norm of each block,
+each token's residual vector and the heads' share of the token with a massive activation; the per-token table as a
+matrix-view board too (act_token_norms). The histograms are pictures/activation_histograms.py's, the per-head grids and
+the gradient map pictures/activation_boards.py's."""
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 import pandas as pd
@@ -34,14 +31,11 @@ from pictures.style import (
     block_label,
     figure_layout,
     label_text,
-    layer_head_axes,
     legend_below,
     plotly_scale,
     ticks,
 )
 
-CIVIDIS = ("#00224e", "#123570", "#3b496c", "#575d6d", "#707173", "#8a8678", "#a59c74", "#c3b369", "#e1cc55",
-           "#fee838")  # fmt: skip
 POINT_COLOURS = {  # one colour per point, whichever points a stack has
     "residual": CATEGORY10[0],
     "attention output": CATEGORY10[1],
@@ -58,18 +52,12 @@ NORM_READS = {  # what a block's norms read, by placement: the figure's subtitle
     "res-post": "the sub-layer's output f(x), before it is added to the stream",
     "peri": "the stream x in front of the sub-layer, the sub-layer's output behind it",
 }
-MAX_TEXT_HEADS = 6  # a per-head grid (a third of the page wide) writes its values up to this many heads
 MAX_LAYER_TICKS = 14  # block labels along a chart's whole width
 PANEL_LAYER_TICKS = 8  # along one of two panels side by side: "input" and 7 numbers stay level at 1024 px
 LINE_WIDTH = 640  # px a matrix board may take across
-BAR_COLOUR = "#4c78a8"
-BIN_EDGES = ".4~g"  # a bin's edges in its hover label: 4 significant digits, no trailing zeros ("0", not "0.000")
-ZERO_COLOUR = CATEGORY10[3]  # the red dotted line at 0 of the histogram
-ZERO_LINE_POINTS = 81  # points along that line: one within 2 px of anywhere on it, so all of it hovers
-ZERO_LINE_HOVER_PX = 5  # the line answers hover this close (Plotly's hoverdistance); further, the bar under it does
 IN_ORDER = {"traceorder": "normal"}  # a legend lists the points in the order they are drawn, not grouped
 TWO_COLUMNS = {"entrywidth": 0.5, "entrywidthmode": "fraction"}
-HEAD_GRID_PX = 150  # px along the longer side of a per-head grid: three fit in a row
+NORM_POINT = "LayerNorm"  # how layer_statistics names a norm's points ("attn LayerNorm in"), whatever the norm
 
 
 def _line(rows: pd.DataFrame, column: str, name: str, value_title: str, **style: object) -> go.Scatter:
@@ -96,7 +84,7 @@ def _panel_titles(figure: go.Figure) -> go.Figure:
 def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
     """Mean, std, RMS and max |x| over depth (2 x 2), one line per point: the residual stream (after each block,
     and the input) and each sub-layer's output before it is added to the stream."""
-    points = [p for p in stats["point"].unique() if "LayerNorm" not in p]
+    points = [p for p in stats["point"].unique() if NORM_POINT not in p]
     layers = list(range(-1, int(stats["layer"].max()) + 1))
     figure = make_subplots(
         rows=2, cols=2, subplot_titles=list(STAT_TITLES.values()), shared_xaxes=True, vertical_spacing=0.12
@@ -128,11 +116,12 @@ def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
     return _panel_titles(figure)
 
 
-def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> go.Figure:
-    """Each LayerNorm's input against its output over depth: RMS and max |x|, a colour per sub-layer; input solid
-    with circles, output dashed with diamonds."""
-    rows = stats[stats["point"].str.contains("LayerNorm")]
-    sublayers = list(dict.fromkeys(p.rsplit(" LayerNorm", 1)[0] for p in rows["point"]))
+def norm_figure(stats: pd.DataFrame, stack: str, norm: str, norm_name: str = "LayerNorm") -> go.Figure:
+    """Each norm's input against its output over depth: RMS and max |x|, a colour per sub-layer; input solid with
+    circles, output dashed with diamonds. `norm_name`: what the model's norms are (anatomy.norm_name: LayerNorm or
+    RMSNorm), in the title and the legend."""
+    rows = stats[stats["point"].str.contains(NORM_POINT)]
+    sublayers = list(dict.fromkeys(p.rsplit(f" {NORM_POINT}", 1)[0] for p in rows["point"]))
     layers = list(range(0, int(stats["layer"].max()) + 1))
     statistics = ("rms", "max_abs")
     figure = make_subplots(rows=1, cols=2, subplot_titles=[STAT_TITLES[s] for s in statistics])
@@ -141,20 +130,21 @@ def layernorm_figure(stats: pd.DataFrame, stack: str, norm: str) -> go.Figure:
             colour = CATEGORY10[i % len(CATEGORY10)]
             for side, shown, dash, symbol in (("in", "input", "solid", "circle"), ("out", "output", "dash", "diamond")):
                 line = _line(
-                    rows[rows["point"] == f"{sub} LayerNorm {side}"].sort_values("layer"),
+                    rows[rows["point"] == f"{sub} {NORM_POINT} {side}"].sort_values("layer"),
                     stat,
-                    f"{SUBLAYER_NAMES.get(sub, sub)} LayerNorm {shown}",
+                    f"{SUBLAYER_NAMES.get(sub, sub)} {norm_name} {shown}",
                     STAT_TITLES[stat],
                     line={"color": colour, "width": 2, "dash": dash},
                     marker={"size": 8, "symbol": symbol},
                     showlegend=col == 1,
                 )
                 figure.add_trace(line, row=1, col=col)
+    initial = "gain is 1 and its bias 0" if norm_name == "LayerNorm" else "gain is 1"  # an RMSNorm has no bias
     subtitle = (
         f"input (solid, circles): {NORM_READS[norm]}; output (dashed, diamonds): what it returns, RMS ≈ 1 while its "
-        "gain is 1 and its bias 0, as at initialisation (a trained LayerNorm moves away from that)"
+        f"{initial}, as at initialisation (a trained {norm_name} moves away from that)"
     )
-    layout = figure_layout(f"What each LayerNorm receives and returns ({stack} stack, {norm}-norm)", subtitle, 300)
+    layout = figure_layout(f"What each {norm_name} receives and returns ({stack} stack, {norm}-norm)", subtitle, 300)
     legend_below(layout, len(sublayers), **IN_ORDER, **TWO_COLUMNS)  # a row per sub-layer: its input and output
     figure.update_layout(layout)
     figure.update_xaxes(block_axis("block", layers, PANEL_LAYER_TICKS, 0.3))
@@ -280,135 +270,6 @@ def token_share_figure(shares: pd.DataFrame, position: int, piece: str, block: i
     return figure
 
 
-def histogram_figure(bins: pd.DataFrame, what: str, values_summary: str, log_count: bool = False) -> go.Figure:
-    """A histogram from value_histogram's bins (on a log count axis, the empty bins left out and a bin of 1 value
-    still a bar), with the values that are exactly 0 called out by a red dotted line at 0."""
-    zeros = int(bins["exact_zeros"].iloc[0])
-    shown = bins[bins["count"] > 0] if log_count else bins
-    left, right = shown["left"].to_numpy(dtype=np.float64), shown["right"].to_numpy(dtype=np.float64)  # [bins]
-    count = shown["count"].to_numpy(dtype=np.int64)  # [bins]
-    holds_zero = (left <= 0) & ((right > 0) | (right == bins["right"].iloc[-1]))  # the last bin holds its right edge
-    figure = go.Figure(
-        go.Bar(
-            x=(left + right) / 2,
-            y=count,
-            width=right - left,
-            name="values",
-            marker={"color": BAR_COLOUR, "line": {"width": 0}},
-            customdata=np.stack([left, right], axis=-1),  # [bins, 2]
-            text=[f"<br>of which exactly 0: {zeros:,}" if zeros and z else "" for z in holds_zero],
-            textposition="none",
-            hovertemplate=f"from %{{customdata[0]:{BIN_EDGES}}} to %{{customdata[1]:{BIN_EDGES}}}<br>"
-            "values: %{y:,}%{text}<extra></extra>",
-            showlegend=False,
-        )
-    )
-    if zeros:  # a line over the plot's full height (an axis of its own, 0 to 1): its close points hover all along it
-        figure.add_trace(
-            go.Scatter(
-                x=np.zeros(ZERO_LINE_POINTS),
-                y=np.linspace(0.0, 1.0, ZERO_LINE_POINTS),
-                yaxis="y2",
-                name="exactly 0",
-                mode="lines",
-                line={"color": ZERO_COLOUR, "dash": "dot", "width": 2},
-                hovertemplate=f"values exactly 0: {zeros:,}<extra></extra>",
-                showlegend=False,
-            )
-        )
-        figure.add_annotation(
-            x=0.0,
-            y=1.0,
-            yref="y2",
-            text=f"{zeros:,} exactly 0",
-            showarrow=False,
-            xanchor="left",
-            yanchor="top",
-            xshift=4,
-            font={"color": ZERO_COLOUR},
-            bgcolor="rgba(255, 255, 255, 0.8)",
-        )
-    top = float(count.max()) if count.size else 1.0  # room above the highest bar for the label of the zeros
-    y = (
-        axis("count (log scale)", type="log", range=[math.log10(0.7), math.log10(top * 3)])  # a count of 1 shows
-        if log_count
-        else axis("count", range=[0.0, top * 1.15])
-    )
-    low, high = float(bins["left"].iloc[0]), float(bins["right"].iloc[-1])
-    pad = (high - low) * 0.02  # the line at 0 clear of the frame when 0 is the smallest value (ReLU)
-    figure.update_layout(
-        figure_layout(f"Distribution of values: {what}", values_summary, 300),
-        xaxis=axis("activation value", range=[low - pad, high + pad]),
-        yaxis=y,
-        yaxis2={"overlaying": "y", "range": [0, 1], "visible": False, "fixedrange": True},
-        bargap=0,
-        hoverdistance=ZERO_LINE_HOVER_PX,
-    )
-    return figure
-
-
-ZERO_NOTES = {  # why a feed-forward's hidden units are, or are not, exactly 0, by the config's activation name
-    "relu": "ReLU sets every negative pre-activation to exactly 0; about half for random weights",
-    "gelu": "GELU is exactly 0 only at 0 itself, so this stays at 0%",
-    "swiglu": "SwiGLU: silu(gate(x)) * linear1(x) is exactly 0 only where a factor is, so this stays near 0%",
-}
-ZERO_NOTES["silu"] = ZERO_NOTES["swiglu"]  # a Llama checkpoint's files name the same gated unit "silu"
-
-
-def zero_fraction_figure(zeros: pd.DataFrame, stack: str, activation: str) -> go.Figure:
-    """Share of feed-forward hidden units that are exactly 0, per layer: one bar per block, its percentage on top."""
-    note = ZERO_NOTES.get(activation, f"{activation} is exactly 0 only where its input is")
-    share = zeros["zero_fraction"].to_numpy(dtype=np.float64)  # [L]
-    figure = go.Figure(
-        go.Bar(
-            x=zeros["layer"].to_numpy(dtype=np.int32),
-            y=share,
-            name="exactly 0",
-            marker_color=BAR_COLOUR,
-            text=[f"{s:.0%}" for s in share],
-            textposition="outside",
-            cliponaxis=False,
-            hovertemplate="block %{x}<br>hidden units exactly 0: %{y:.2%}<extra></extra>",
-        )
-    )
-    figure.update_layout(
-        figure_layout(f"Feed-forward hidden units that are exactly 0 ({stack} stack, {activation})", note, 240),
-        xaxis=axis("block", numbers="d", type="category"),
-        yaxis=axis("share of units × tokens", numbers=".0%", range=[0, 1.12], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0]),
-        bargap=0.35,
-    )
-    return figure
-
-
-def head_grid_panel(
-    grid: np.ndarray,
-    title: str,
-    subtitle: str,
-    colour_title: str,
-    zmin: float,
-    zmax: float,
-    colours: tuple[str, ...] = VIRIDIS,
-    name: str = "heads",
-) -> dict:
-    """A [layer, head] grid of one per-head statistic as a matrix-view panel, the value written in each cell (up to
-    MAX_TEXT_HEADS heads); a head with no value (no query had an allowed key) is grey."""
-    n_layers, n_heads = grid.shape
-    finite = np.isfinite(grid)  # [L, H]
-    return matrix_panel(
-        np.where(finite, grid, 0.0).astype(np.float32),
-        None if finite.all() else finite,
-        Ramp(colours, zmin, zmax if zmax > zmin else zmin + 1.0),
-        name=name,
-        **layer_head_axes(n_layers, n_heads),
-        value_title=colour_title,
-        title=title,
-        subtitle=subtitle,
-        text_digits=2 if n_heads <= MAX_TEXT_HEADS and n_layers <= 16 else None,
-        masked_text="no value: no query had an allowed key",
-        max_px=HEAD_GRID_PX,
-    )
-
-
 def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> go.Figure:
     """L2 norm of all of a block's parameter gradients, per block, one line per stack (log scale; a norm of 0, which
     a log axis cannot place, is left out)."""
@@ -437,42 +298,6 @@ def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> go.Figure:
         yaxis=axis("gradient norm (log scale)", type="log"),
     )
     return figure
-
-
-def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:
-    """[parameter, block] gradient norm of each weight matrix and bias of one stack as a matrix-view board, coloured
-    by the norm's log10 so that small and large norms both show (a zero gradient, which has no logarithm, is grey);
-    hover gives the norm itself."""
-    part = norms[(norms["stack"] == stack) & norms["layer"].notna()]
-    table = part.pivot_table(index="parameter", columns="layer", values="norm", sort=False)  # [parameters, L]
-    values = table.to_numpy(dtype=np.float64)  # [parameters, L]
-    positive = values > 0
-    logs = np.log10(np.where(positive, values, 1.0))  # [parameters, L]
-    finite = logs[positive]
-    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    decades = [float(k) for k in range(math.ceil(low), math.floor(high) + 1) if low < k < high]
-    n_params, n_blocks = values.shape
-    panel = matrix_panel(
-        logs.astype(np.float32),
-        positive,
-        Ramp(VIRIDIS, low, high if high > low else low + 1.0),
-        name="act_grad",
-        x_labels=[str(int(c)) for c in table.columns],
-        y_labels=list(table.index),
-        x_title="block",
-        y_title="parameter",
-        value_title="log₁₀ norm",
-        value_digits=2,
-        extra={"gradient norm": (values.astype(np.float32), None)},
-        title=f"Gradient norm of each weight matrix and bias ({stack} stack)",
-        subtitle="colour: log₁₀ of the norm (-2 is 0.01), so that small and large norms both show",
-        text_digits=None,
-        masked_text="no gradient reaches it (norm 0)",
-        plot_px=(min(LINE_WIDTH, max(240, 60 * n_blocks)), 24 * n_params),
-        label_chars=40,  # e.g. multihead_attn.out_proj.weight, whole
-        legend_marks=decades if 0 < len(decades) <= 6 else None,
-    )
-    return board([panel])
 
 
 # --- Notebook builders: a trace (and its model) in, the page's figure out.

@@ -1,8 +1,9 @@
-"""Charts of the positional page: encodings, wavelengths, similarities, rotary angles, offset scores and the
-permutation demonstration. Arrays in, figures out (no Streamlit here): Plotly figures for the curves and profiles
-(laid out with pictures/style.py), matrix-view boards for every matrix (pictures/boards.py).
+"""Charts of the positional page's encodings: the added table's curves and whole matrix, wavelengths, similarities
+and rotary angles. Arrays in, figures out (no Streamlit here): Plotly figures for the curves and profiles (laid out
+with pictures/style.py), matrix-view boards for every matrix (pictures/boards.py). The offset and reordering
+demonstrations are pictures/position_demo_charts.py's.
 
-Matrix panels: pos_table, pos_similarity, pos_rope, pos_offset, perm_typed, perm_moved, perm_rerun.
+Matrix panels: pos_table, pos_similarity, pos_rope.
 """
 
 from __future__ import annotations
@@ -12,16 +13,13 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.analysis.position_analysis import OffsetScores, PermutationDemo
-from explorer.numbers import readable
-from pictures.attention_panels import WEIGHTS, token_labels
+from pictures.attention_panels import FAINT, top_of
 from pictures.boards import board, matrix_panel
 from pictures.style import (
     CATEGORY10,
     MAX_CELL_PX,
     RDBU,
     SUBTITLE_COLOUR,
-    VIRIDIS,
     Ramp,
     axis,
     figure_layout,
@@ -34,13 +32,10 @@ TYPED_COLOUR = CATEGORY10[3]  # red
 CURVE_COLOURS = tuple(c for c in CATEGORY10 if c != TYPED_COLOUR)  # red means "typed" on this page
 LINE_COLOUR = CATEGORY10[0]  # blue: the one curve of a chart
 REFERENCE_COLOUR = SUBTITLE_COLOUR  # grey: a line drawn for scale
-RANGE_COLOUR = "rgba({}, {}, {}, 0.25)".format(*(int(TYPED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)))
 TWILIGHT = ("#e2d9e2", "#9ebbc9", "#6785be", "#5e43a5", "#421257", "#471340", "#8e2c50", "#ba6657", "#ceac94",
             "#e2d9e2")  # fmt: skip  # cyclic: 0° and 360° share a colour
 HEATMAP_PX = 640  # px along the longer side of a big heatmap
 SMALL_MARKERS = 80  # a curve with at most this many points shows each point
-OFFSET_PX = 300  # px along each side of the offset-score matrix, and the height of the line chart beside it
-PERMUTATION_PX = 190  # px along each side of the three reordering maps: they fit side by side
 TYPED_MARK_PX = 6  # a typed token's red mark: Plotly hovers the smaller of two marks on one point (a curve's point
 # counts as 6 px), so a larger mark would lose its hover to the curve beneath it
 LEGEND_ENTRY_PX = 21  # px one entry of the legend beside the plot takes: the plot is tall enough to list every curve
@@ -100,13 +95,13 @@ def extremes(values: np.ndarray, budget: int) -> np.ndarray:
     return np.unique(np.concatenate([[0, n - 1], low, high]))
 
 
-def _whole_numbers(low: float, high: float, title: str, **more: object) -> dict:
+def whole_numbers(low: float, high: float, title: str, **more: object) -> dict:
     """An axis of whole numbers (positions, pairs, offsets) from low to high: never a tick between two of them."""
     steps = {"tick0": 0, "dtick": 1} if high - low <= 12 else {}  # Plotly would tick 0.5 on a short axis
     return axis(title, numbers=",d", range=[low, high], **steps, **more)
 
 
-def _mode(n_points: int) -> str:
+def mode(n_points: int) -> str:
     """A curve of a few points shows each of them; a long one is a plain line."""
     return "lines+markers" if n_points <= SMALL_MARKERS else "lines"
 
@@ -167,7 +162,7 @@ def encoding_curves(
     figure = go.Figure(traces)
     figure.update_layout(
         figure_layout(f"{what}: value against position", note, max(330, LEGEND_ENTRY_PX * (len(traces) + 1) + 80)),
-        xaxis=_whole_numbers(-0.5 if typed else 0, max(1, n_positions - 1), "position"),
+        xaxis=whole_numbers(-0.5 if typed else 0, max(1, n_positions - 1), "position"),
         yaxis=axis("value added to that dimension"),
         legend={"title": {"text": "dimension"}},
         shapes=[shade] if typed else [],
@@ -180,19 +175,43 @@ def _diverging(values: np.ndarray) -> Ramp:
     return Ramp(RDBU, -top, top)
 
 
-def encoding_heatmap(table: np.ndarray, tokens: list[str], kind: str, trained: bool = False) -> dict:
+def table_colours(values: np.ndarray, kind: str, stretch: bool) -> tuple[Ramp, str | None]:
+    """The encoding table's diverging colours and what a subtitle says of them. Off: the full range (±1 for sinusoids,
+    ±the largest |value| for a learned table). Stretched: ±the 99th percentile of |value| (top_of, as the attention
+    maps stretch), so one outlier cannot wash out the rest (MiniLM: one entry of 1.87 where 99 % lie within ±0.07)."""
+    if not values.size:
+        return Ramp(RDBU, -1.0, 1.0), None
+    full = 1.0 if kind == "sinusoidal" else float(max(np.abs(values).max(), 1e-6))
+    robust = top_of(np.abs(values))  # [P', D'] -> the 99th percentile of |value|
+    if stretch:
+        note = f"colours stretched: darkest = ±{robust:.2g} or more (the top 1 % of |value|)"
+        return Ramp(RDBU, -robust, robust), note
+    note = None
+    if robust < FAINT * full:
+        note = (
+            f"99 % of the values lie within ±{robust:.2g}, pale next to the largest ({full:.3g}): try Stretch colours"
+        )
+    return Ramp(RDBU, -full, full), note
+
+
+def encoding_heatmap(
+    table: np.ndarray, tokens: list[str], kind: str, trained: bool = False, stretch: bool = False
+) -> dict:
     """The whole [position, dimension] table as a matrix-view board (every cell hovers, at any size): positions
-    down, dimensions across, the typed positions framed in red."""
+    down, dimensions across, the typed positions framed in red; `stretch`: colours over the middle 99 % of |values|
+    (table_colours)."""
     n_positions, d_model = table.shape  # [P, D]
     rows, cols = every_nth(n_positions), every_nth(d_model)
     z = table[np.ix_(rows, cols)].astype(np.float32)  # [P', D']
-    ramp = Ramp(RDBU, -1.0, 1.0) if kind == "sinusoidal" else _diverging(z)
+    ramp, scale = table_colours(z, kind, stretch)
     state = "trained" if trained else "untrained, random init"
     what = "Sinusoidal encoding" if kind == "sinusoidal" else f"Learned position embedding ({state})"
     note = _shown_note(rows, n_positions, "position") + _shown_note(cols, d_model, "dimension")
     subtitle = "red frame: " + _typed_tokens_hint(tokens, n_positions).removeprefix("red: ") + note
     if kind == "sinusoidal":
         subtitle = "even dimensions sin, odd cos; slower waves further right · " + subtitle
+    if scale:
+        subtitle += " · " + scale
     typed = int(np.searchsorted(rows, min(len(tokens), n_positions)))  # rows drawn for typed positions
     panel = matrix_panel(
         z,
@@ -251,7 +270,7 @@ def wavelength_figure(
     )
     figure.update_layout(
         figure_layout(f"Wavelength of each pair ({what} = {width})", subtitle, 300),
-        xaxis=_whole_numbers(0, last, "pair i (dimensions 2i and 2i+1)"),
+        xaxis=whole_numbers(0, last, "pair i (dimensions 2i and 2i+1)"),
         yaxis=axis("wavelength (positions, log scale)", numbers="~s", type="log"),
         legend={"x": 1, "xanchor": "right", "y": 0, "yanchor": "bottom", "bgcolor": "rgba(255, 255, 255, 0.85)"},
     )
@@ -309,7 +328,7 @@ def similarity_profile(row: np.ndarray, reference: int, metric: str, which: str 
             x=np.arange(len(row), dtype=np.int32),
             y=row.astype(np.float32),
             name=f"{metric} with position {reference}",
-            mode=_mode(len(row)),
+            mode=mode(len(row)),
             line={"color": LINE_COLOUR, "width": 2},
             marker={"size": 5},
             hovertemplate=f"position: %{{x}}<br>{metric} with position {reference}: %{{y:.4f}}<extra></extra>",
@@ -319,7 +338,7 @@ def similarity_profile(row: np.ndarray, reference: int, metric: str, which: str 
             "line": {"color": TYPED_COLOUR, "dash": "dot", "width": 1.5}}  # fmt: skip
     figure.update_layout(
         figure_layout(f"{what} of position {reference}{which} with each position", "", 230),
-        xaxis=_whole_numbers(0, max(1, len(row) - 1), "position"),
+        xaxis=whole_numbers(0, max(1, len(row) - 1), "position"),
         yaxis=axis(metric),
         shapes=[rule],
         showlegend=False,
@@ -362,145 +381,3 @@ def rope_angle_heatmap(angles: np.ndarray, n_tokens: int, base: float = 10000.0)
         legend_marks=[90.0, 180.0, 270.0],  # quarter turns
     )
     return board([panel])
-
-
-def _flat_ramp(colours: tuple[str, ...], values: np.ndarray) -> Ramp:
-    """A ramp over the finite values (a little wider when they are all equal, e.g. no positions at all)."""
-    finite = values[np.isfinite(values)]
-    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    if high - low < 1e-6 * max(1.0, abs(low)):
-        low, high = low - 0.5e-3 * max(1.0, abs(low)), high + 0.5e-3 * max(1.0, abs(high))
-    return Ramp(colours, low, high)
-
-
-def offset_scores_panel(result: OffsetScores) -> dict:
-    """The [query position, key position] scores of one head on a repeated token, as a matrix-view board (masked
-    keys grey)."""
-    scores = np.where(np.isfinite(result.scores), result.scores, np.nan).astype(np.float32)  # [P, P]
-    allowed = np.isfinite(scores)  # [P, P]
-    labels = [str(i) for i in range(scores.shape[0])]
-    panel = matrix_panel(
-        np.nan_to_num(scores),
-        allowed,
-        _flat_ramp(VIRIDIS, scores),
-        name="pos_offset",
-        x_labels=labels,
-        y_labels=labels,
-        x_title="key position",
-        y_title="query position",
-        value_title="score",
-        title="score of query position vs key position",
-        text_digits=None,
-        masked_text="masked: this key may not be attended to",
-        max_px=OFFSET_PX,
-        tick_px=TABLE_TICK_PX,
-    )
-    return board([panel])
-
-
-def _diagonal_ranges(scores: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """[offsets] lowest and highest finite score on each diagonal (query m, key m - offset); NaN where none."""
-    low, high = [], []
-    for offset in offsets:
-        diagonal = np.diagonal(scores, offset=-int(offset))
-        finite = diagonal[np.isfinite(diagonal)]
-        low.append(float(finite.min()) if finite.size else np.nan)
-        high.append(float(finite.max()) if finite.size else np.nan)
-    return np.asarray(low, dtype=np.float32), np.asarray(high, dtype=np.float32)
-
-
-def offset_profile_figure(result: OffsetScores) -> go.Figure:
-    """The score against the offset (query minus key position): the mean over each diagonal, and its range. Offsets
-    whose every key is masked (a causal mask leaves only offsets >= 0) have no score and are not drawn."""
-    n = result.scores.shape[0]
-    low, high = _diagonal_ranges(result.scores, result.offsets)  # [2P - 1] each
-    present = np.isfinite(result.by_offset)  # [2P - 1]
-    offsets = result.offsets[present].astype(np.int32)
-    first, last = (int(offsets.min()), int(offsets.max())) if offsets.size else (-(n - 1), n - 1)
-    band = {"x": offsets, "mode": "lines", "line": {"width": 0}, "legendgroup": "range"}
-    figure = go.Figure(
-        [
-            go.Scatter(y=low[present], name="lowest", showlegend=False,
-                       hovertemplate="offset %{x}<br>lowest: %{y:.4f}<extra></extra>", **band),
-            go.Scatter(y=high[present], name="range over the diagonal", fill="tonexty", fillcolor=RANGE_COLOUR,
-                       hovertemplate="offset %{x}<br>highest: %{y:.4f}<extra></extra>", **band),
-            go.Scatter(
-                x=offsets,
-                y=result.by_offset[present].astype(np.float32),
-                customdata=np.stack([low[present], high[present]], axis=1),  # [offsets, 2]
-                name="mean score at this offset",
-                mode=_mode(len(offsets)),
-                line={"color": LINE_COLOUR, "width": 2},
-                marker={"size": 5},
-                hovertemplate="offset %{x}<br>mean score: %{y:.4f}<br>lowest: %{customdata[0]:.4f}"
-                "<br>highest: %{customdata[1]:.4f}<extra></extra>",
-            ),
-        ]
-    )  # fmt: skip
-    figure.update_layout(
-        figure_layout("score against offset (query − key)", "", OFFSET_PX),
-        xaxis=_whole_numbers(first, last, "offset (query − key position)"),
-        yaxis=axis("score q·k / √d_head"),
-        legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"},
-        margin={"b": 96},
-    )
-    return figure
-
-
-def offset_verdict(result: OffsetScores, positional: str) -> str:
-    """What the offset scores show, in one sentence: whether each diagonal is constant."""
-    n = result.scores.shape[0]
-    means = result.by_offset[np.isfinite(result.by_offset)]  # [offsets with a score]
-    if result.spread < 1e-4 and means.size and float(means.max() - means.min()) < 1e-4:
-        verdict = "every score is the same: the score depends on neither the positions nor the offset"
-    elif result.spread < 1e-4:
-        verdict = "each diagonal is constant: the score depends on the offset only"
-    else:
-        verdict = "the diagonals vary: the score depends on where both tokens sit, not just the offset"
-    return (
-        f"{positional}: layer {result.layer}, head {result.head} scores when {result.token!r} fills all {n} "
-        f"positions: {verdict} (largest spread along a diagonal: {readable(result.spread, 2)})"
-    )
-
-
-def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
-    """Three maps of one head as a matrix-view board: on the typed tokens; the same map with rows and columns moved
-    along with the reordered tokens; and the map of a run on the reordered tokens. The last two agree when order
-    is invisible. One weight scale, 0 to 1, so only the last map draws its legend; masked cells are grey."""
-    typed, shuffled = token_labels(demo.tokens), token_labels(demo.shuffled)
-    maps = (  # every map has a subtitle, so the three line up
-        ("perm_typed", demo.attention, demo.allowed, typed, "① typed order", "a run on the typed tokens"),
-        ("perm_moved", demo.permuted_attention, demo.permuted_allowed, shuffled, "② map ①, moved",
-         "rows and columns follow the tokens"),
-        ("perm_rerun", demo.shuffled_attention, demo.shuffled_allowed, shuffled, "③ reordered run",
-         "a run on the reordered tokens"),
-    )  # fmt: skip
-    panels = [
-        matrix_panel(
-            weights[layer, head].astype(np.float32),  # [T, T]
-            allowed,
-            WEIGHTS,
-            name=name,
-            x_labels=labels,
-            y_labels=labels,
-            x_title="key",
-            y_title="query",
-            value_title="weight",
-            title=title,
-            subtitle=subtitle,
-            max_px=PERMUTATION_PX,
-            legend=name == "perm_rerun",
-        )
-        for name, weights, allowed, labels, title, subtitle in maps
-    ]
-    return board(panels)
-
-
-def permutation_verdict(demo: PermutationDemo, layer: int, head: int) -> str:
-    """What the three maps of permutation_figure show, in one sentence."""
-    difference = float(np.abs(demo.permuted_attention[layer, head] - demo.shuffled_attention[layer, head]).max())
-    same = "② and ③ agree" if difference < 1e-5 else "② and ③ differ"
-    return (
-        f"Layer {layer}, head {head}: does reordering the tokens only move the map? {same}: largest |② − ③| in "
-        f"this head = {readable(difference)}"
-    )

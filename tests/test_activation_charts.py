@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -13,19 +14,15 @@ from explorer.analysis.activations import ffn_zero_fraction, layer_statistics, t
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.stats import head_grid, head_sparsity
 from pictures import notebook_figures
+from pictures.activation_boards import CIVIDIS, gradient_heatmap, head_grid_panel
 from pictures.activation_charts import (
-    CIVIDIS,
     STAT_TITLES,
-    ZERO_COLOUR,
     depth_figure,
-    gradient_heatmap,
     gradient_totals_figure,
-    head_grid_panel,
-    histogram_figure,
-    layernorm_figure,
+    norm_figure,
     token_norm_heatmap,
-    zero_fraction_figure,
 )
+from pictures.activation_histograms import ZERO_COLOUR, histogram_figure, zero_fraction_figure
 from pictures.boards import decode_floats
 from pictures.style import Ramp
 from tests.drawn import figure_json, figure_title, figure_trace, panel_matrix
@@ -94,9 +91,9 @@ def test_depth_figure_labels_few_enough_blocks_to_stay_level_in_a_narrow_panel()
     assert axis["range"][0] < -1 and axis["range"][1] > 23  # every block inside the frame
 
 
-def test_layernorm_figure_pairs_input_and_output(trace):
+def test_norm_figure_pairs_input_and_output_and_names_the_norm(trace):
     stats = layer_statistics(trace.first)
-    figure = figure_json(layernorm_figure(stats, "encoder", "pre"))
+    figure = figure_json(norm_figure(stats, "encoder", "pre"))
     names = [
         "self-attention LayerNorm input",
         "self-attention LayerNorm output",
@@ -128,6 +125,13 @@ def test_layernorm_figure_pairs_input_and_output(trace):
     assert layout["yaxis"]["rangemode"] == layout["yaxis2"]["rangemode"] == "tozero"
     assert layout["xaxis"]["title"]["text"] == "block"
     assert "input (solid, circles)" in figure_title(figure) and "output (dashed, diamonds)" in figure_title(figure)
+    assert figure_title(figure).startswith("What each LayerNorm receives and returns (encoder stack, pre-norm)")
+    assert "its gain is 1 and its bias 0" in figure_title(figure)
+    rms = figure_json(norm_figure(stats, "decoder", "pre", "RMSNorm"))  # a Llama's norms, as anatomy.norm_name says
+    assert [t["name"] for t in rms["data"][:2]] == ["self-attention RMSNorm input", "self-attention RMSNorm output"]
+    assert figure_title(rms).startswith("What each RMSNorm receives and returns (decoder stack, pre-norm)")
+    assert "a trained RMSNorm" in figure_title(rms) and "bias" not in figure_title(rms)  # an RMSNorm has no bias
+    assert "LayerNorm" not in json.dumps(rms, default=str)
 
 
 def test_token_norms_heatmap(trace):
@@ -262,7 +266,7 @@ def test_every_trace_with_values_has_its_own_hover_label(trace):
     norms = gradient_norms(explorer.build_model(explorer.ModelConfig()), TOKENS)
     figures = [
         depth_figure(stats, "encoder", "sinusoidal"),
-        layernorm_figure(stats, "encoder", "pre"),
+        norm_figure(stats, "encoder", "pre"),
         histogram_figure(value_histogram(trace.first.activations["blocks.0.ffn.hidden"]), "FFN hidden", "s"),
         histogram_figure(value_histogram(trace.first.residual[0]), "residual", "s", log_count=True),
         zero_fraction_figure(ffn_zero_fraction(trace.first), "encoder", "relu"),

@@ -4,6 +4,7 @@ and MiniLM's post-norm saying why it has none."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 import explorer
 from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.stream_energy import token_energy, token_shares
-from tests.drawn import app_matrices, figure_titled, figure_trace
+from tests.drawn import app_figures, app_matrices, figure_titled, figure_trace
 
 pytestmark = pytest.mark.slow
 
@@ -53,10 +54,30 @@ def test_smollm_names_its_massive_token_and_draws_its_shares(smollm_model):
 
 
 def test_minilm_says_post_norm_leaves_no_massive_activation(minilm_model):
-    at = opened({"model": "minilm-l6", "tokens": SENTENCE})
+    at = opened({"model": "minilm-l6", "tokens": SENTENCE, "act_open_tokens": "true"})
     text = energy_text(at)
     assert text.startswith("**No massive activation**") and "re-normalises" in text and "“[CLS]”" in text
     trace = explorer.run(minilm_model, SENTENCE)
     drawn = app_matrices(at)["act_token_norms"]  # the norm by default
     np.testing.assert_allclose(drawn.values, token_energy(trace.first, "norm"), rtol=1e-6)
     figure_titled(at, "How much the heads look at “[CLS]”")  # the token with the largest |x|, for the contrast
+
+
+def shown_strings(at: AppTest) -> list[str]:
+    """Every sentence, label and figure string the page shows (Plotly's and the tables' too)."""
+    texts = [e.value for kind in ("markdown", "caption", "info", "warning", "subheader") for e in at.get(kind)]
+    texts += [e.label for e in at.expander] + [json.dumps(f, default=str) for f in app_figures(at)]
+    return texts + [point for frame in at.dataframe for point in frame.value.get("point", [])]
+
+
+def test_smollm_names_its_rmsnorm_wherever_the_page_names_a_norm(smollm_model):
+    at = opened({"model": "smollm2-135m", "tokens": PROMPT, "act_open_norms": "true"})
+    at.toggle(key="act_stats_table").set_value(True).run()
+    figure = figure_titled(at, "What each RMSNorm receives and returns")  # as the zero-fraction chart names silu
+    names = {t["name"] for t in figure["data"]}
+    assert names == {
+        f"{sub} RMSNorm {side}" for sub in ("self-attention", "feed-forward") for side in ("input", "output")
+    }
+    [stats] = [d.value for d in at.dataframe]  # the statistics table, and its CSV, name the points the same way
+    assert {"attn RMSNorm in", "ffn RMSNorm out"} <= set(stats["point"])
+    assert not [s for s in shown_strings(at) if "LayerNorm" in s]

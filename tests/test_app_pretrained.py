@@ -115,7 +115,7 @@ def test_compare_puts_the_two_checkpoints_side_by_side():
 
 
 def test_positional_shows_minilms_trained_table_and_smollms_rotary_base(minilm):
-    at = opened({"model": "minilm-l6"}, page="views/positional.py")
+    at = opened({"model": "minilm-l6", "pos_open_table": "true"}, page="views/positional.py")
     assert any("own learned position embeddings" in i.value for i in at.info)
     drawn = app_matrices(at)["pos_table"].values  # [P, D] the table as drawn, the first P positions
     table = minilm.positional.table.detach().numpy()  # [512, D]

@@ -29,17 +29,17 @@ def trained():
     return TrainedModel(result.model, task, "reverse, 30 steps")
 
 
-def open_with(trained, page: str) -> AppTest:
+def open_with(trained, page: str, **params: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=180)
     at.session_state[STATE_KEY] = AppState(trained=trained)
-    at.query_params["tokens"] = PROBE
+    at.query_params.update({"tokens": PROBE, **params})
     at.switch_page(page).run()
     assert not at.exception, [e.value for e in at.exception]
     return at
 
 
 def test_activations_page_shows_the_trained_models_gradients(trained):
-    at = open_with(trained, "views/activations.py")
+    at = open_with(trained, "views/activations.py", act_open_gradients="true")
     assert any("trained weights (reverse, 30 steps)" in c.value for c in [*at.caption, *at.markdown])
     expected = layer_gradient_totals(gradient_norms(trained.model, PROBE))["norm"]
     random = layer_gradient_totals(gradient_norms(explorer.build_model(trained.model.config), PROBE))["norm"]

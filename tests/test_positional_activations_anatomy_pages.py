@@ -40,6 +40,17 @@ from tests.drawn import (
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 TOKENS = "the cat sat on the mat"
 POSITIONAL, ACTIVATIONS, ANATOMY = "views/positional.py", "views/activations.py", "views/anatomy.py"
+# The URL parameters that open the sections below each page's first screen (views/lazy_sections.py)
+POSITIONAL_SECTIONS = (
+    "pos_open_table",
+    "pos_open_wavelengths",
+    "pos_open_similarity",
+    "pos_open_offset",
+    "pos_open_order",
+)
+ACTIVATION_SECTIONS = ("act_open_norms", "act_open_tokens", "act_open_histogram", "act_open_zeros", "act_open_heads",
+                       "act_open_gradients")  # fmt: skip
+OPEN = {POSITIONAL: dict.fromkeys(POSITIONAL_SECTIONS, "true"), ACTIVATIONS: dict.fromkeys(ACTIVATION_SECTIONS, "true")}
 
 
 def open_page(page: str, **params: str) -> AppTest:
@@ -78,7 +89,7 @@ def curve_names(figure: dict) -> list[str]:
 
 
 def test_positional_default_draws_the_sinusoids():
-    at = open_page(POSITIONAL)
+    at = open_page(POSITIONAL, **OPEN[POSITIONAL])
     assert not at.error
     model = explorer.build_model(ModelConfig())
     table = encoding_table(model, 64)  # what the model adds, for the default max position
@@ -120,7 +131,7 @@ def test_positional_default_draws_the_sinusoids():
 
 
 def test_positional_page_controls_change_the_drawing():
-    at = open_page(POSITIONAL)
+    at = open_page(POSITIONAL, pos_open_similarity="true")
     at.number_input(key="pos_max").set_value(200)
     at.text_input(key="pos_dims").input("2, 5-6")
     at.radio(key="pos_metric").set_value("dot")
@@ -159,7 +170,7 @@ def test_positional_url_params_set_the_page_controls():
 def test_positional_tokens_reach_plotly_as_text():
     """A typed token is escaped in every Plotly string (Plotly reads HTML there): hovering its mark shows it as typed
     (test_browser_positional_activations_anatomy), never in bold."""
-    at = open_page(POSITIONAL, tokens="<b>bold</b> x")
+    at = open_page(POSITIONAL, tokens="<b>bold</b> x", **OPEN[POSITIONAL])
     typed = figure_trace(figure_titled(at, "value against position"), "typed tokens")
     assert [row[1] for row in typed["customdata"][:2]] == ["&lt;b&gt;bold&lt;/b&gt;", "x"]
     for figure in app_figures(at):
@@ -178,7 +189,7 @@ def test_positional_tokens_reach_plotly_as_text():
     ],
 )
 def test_positional_bad_input_is_a_sentence(params, message):
-    at = open_page(POSITIONAL, **params)
+    at = open_page(POSITIONAL, **params, pos_open_offset="true", pos_open_order="true")
     assert message in errors(at)
     assert "perm_rerun" in app_matrices(at)  # the rest of the page still works
     assert figure_titled(at, "score against offset")
@@ -194,7 +205,7 @@ def test_positional_recovers_from_a_bad_dimension():
 
 
 def test_learned_positions_are_labelled_untrained():
-    at = open_page(POSITIONAL, positional="learned", pos_max="20")
+    at = open_page(POSITIONAL, positional="learned", pos_max="20", pos_open_table="true")
     assert any("Untrained" in w.value for w in at.warning)
     heat = app_matrices(at)["pos_table"]
     assert "Learned position embedding (untrained, random init)" in heat.title
@@ -206,7 +217,7 @@ def test_learned_positions_are_labelled_untrained():
 
 
 def test_rope_shows_angles_and_offset_only_scores():
-    at = open_page(POSITIONAL, positional="rope")
+    at = open_page(POSITIONAL, positional="rope", **OPEN[POSITIONAL])
     angles = app_matrices(at)["pos_rope"]
     assert angles.title.startswith("Rotary encoding")
     expected = np.degrees(np.mod(rope_angle_table(64, 16).astype(np.float64), 2 * np.pi))  # [P, K/2]
@@ -260,7 +271,7 @@ def test_decoder_is_causal_even_without_positions():
 
 
 def test_fewer_layers_after_picking_a_deep_layer():
-    at = open_page(POSITIONAL, n_layers="3")
+    at = open_page(POSITIONAL, n_layers="3", pos_open_order="true")
     at.selectbox(key="pos_perm_layer").select(2).run()
     assert_ok(at)
     assert any(m.value.startswith("**Layer 2, head 0: does reordering") for m in at.markdown)
@@ -281,7 +292,7 @@ def depth_line(figure: dict, point: str, statistic: str) -> dict:
 
 
 def test_activations_default_shows_the_engine_statistics():
-    at = open_page(ACTIVATIONS)
+    at = open_page(ACTIVATIONS, **OPEN[ACTIVATIONS])
     assert not at.error
     trace = explorer.run(ModelConfig(), TOKENS)
     stats = layer_statistics(trace.first)
@@ -320,7 +331,7 @@ def test_activations_default_shows_the_engine_statistics():
 
 
 def test_activation_tables_on_request():
-    at = open_page(ACTIVATIONS)
+    at = open_page(ACTIVATIONS, **OPEN[ACTIVATIONS])
     for key in ("act_stats_table", "act_heads_table", "act_grads_table"):
         at.toggle(key=key).set_value(True)
     at.run()
@@ -332,7 +343,7 @@ def test_activation_tables_on_request():
 
 
 def test_activation_histogram_controls():
-    at = open_page(ACTIVATIONS)
+    at = open_page(ACTIVATIONS, act_open_histogram="true")
     at.selectbox(key="act_layer").select(1)
     at.selectbox(key="act_point").select("FFN hidden")
     at.toggle(key="act_log").set_value(True)
@@ -351,7 +362,7 @@ def test_activation_histogram_controls():
 
 
 def test_pre_norm_twelve_layers_tells_the_growing_stream():
-    at = open_page(ACTIVATIONS, norm="pre", n_layers="12", d_model="512", n_heads="8")
+    at = open_page(ACTIVATIONS, norm="pre", n_layers="12", d_model="512", n_heads="8", act_open_gradients="true")
     story = next(i.value for i in at.info if i.value.startswith("Pre-norm"))
     assert "rising in every block" in story
     depth = figure_titled(at, "Activation statistics over depth")
@@ -362,7 +373,7 @@ def test_pre_norm_twelve_layers_tells_the_growing_stream():
 
 
 def test_encoder_decoder_activations_say_which_stack():
-    at = open_page(ACTIVATIONS, arch="encoder-decoder")
+    at = open_page(ACTIVATIONS, arch="encoder-decoder", **OPEN[ACTIVATIONS])
     assert at.radio(key="act_stack").value == "encoder"
     at.radio(key="act_stack").set_value("decoder").run()
     assert_ok(at)
@@ -378,17 +389,17 @@ def test_encoder_decoder_activations_say_which_stack():
 
 
 def test_one_token_has_no_gradient_but_the_page_works():
-    at = open_page(ACTIVATIONS, tokens="alone")
+    at = open_page(ACTIVATIONS, tokens="alone", act_open_gradients="true")
     assert any("at least two tokens" in w.value for w in at.warning)
     assert figure_titled(at, "Activation statistics over depth")
     assert not [f for f in app_figures(at) if "Gradient norm" in figure_title(f)]
 
 
 def test_gelu_has_no_exact_zeros():
-    at = open_page(ACTIVATIONS, activation="gelu")
+    at = open_page(ACTIVATIONS, activation="gelu", act_open_zeros="true")
     (zeros,) = figure_titled(at, "exactly 0 (encoder stack, gelu)")["data"]
     assert (zeros["y"] == 0).all()
-    (relu,) = figure_titled(open_page(ACTIVATIONS), "exactly 0 (encoder stack, relu)")["data"]
+    (relu,) = figure_titled(open_page(ACTIVATIONS, act_open_zeros="true"), "exactly 0 (encoder stack, relu)")["data"]
     trace = explorer.run(ModelConfig(), TOKENS).first
     expected = [(trace.activations[f"blocks.{i}.ffn.hidden"] == 0).mean() for i in range(2)]
     np.testing.assert_allclose(relu["y"], expected)
@@ -437,6 +448,18 @@ def test_anatomy_follows_the_sidebar():
 # ---- every page ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("page", "sections"), [(POSITIONAL, POSITIONAL_SECTIONS), (ACTIVATIONS, ACTIVATION_SECTIONS)])
+def test_a_page_builds_its_first_chart_and_each_section_below_when_opened(page, sections):
+    at = open_page(page)
+    assert len(app_figures(at)) == 1 and not app_boards(at)  # the first screen's chart; nothing below is computed
+    folded = {e.proto.query_param_key: e.proto.expanded for e in at.expander if e.proto.query_param_key}
+    assert folded == dict.fromkeys(sections, False)  # each closed, each opened by its own URL parameter
+    opened = open_page(page, **OPEN[page])
+    assert {e.proto.query_param_key: e.proto.expanded for e in opened.expander if e.proto.query_param_key} == dict(
+        folded, **dict.fromkeys(sections, True)
+    )
+
+
 @pytest.mark.parametrize("page", [POSITIONAL, ACTIVATIONS, ANATOMY])
 @pytest.mark.parametrize(("params", "message"), [({"d_model": "30"}, "divisible"), ({"tokens": ""}, "empty")])
 def test_bad_sidebar_settings_give_a_message_not_a_traceback(page, params, message):
@@ -450,7 +473,7 @@ def test_html_in_tokens_is_shown_as_text(page):
     """Plotly reads the HTML in its labels and hover text, so a token reaches it escaped ("&lt;b&gt;", shown as typed);
     the matrix view draws labels as text, so a token reaches it as typed, never escaped (which would show "&lt;b&gt;").
     test_browser_positional_activations_anatomy hovers one."""
-    at = open_page(page, tokens="<b>bold</b> x")
+    at = open_page(page, tokens="<b>bold</b> x", **OPEN.get(page, {}))
     assert not at.error
     labels = []
     for figure in app_figures(at):

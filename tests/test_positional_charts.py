@@ -24,6 +24,13 @@ from explorer.tasks import make_task
 from pictures.attention_panels import WEIGHTS
 from pictures.boards import decode_floats
 from pictures.notebook_figures import positional_figure
+from pictures.position_demo_charts import (
+    offset_profile_figure,
+    offset_scores_panel,
+    offset_verdict,
+    permutation_figure,
+    permutation_verdict,
+)
 from pictures.positional_charts import (
     CURVE_POINTS,
     HEATMAP_PX,
@@ -34,19 +41,14 @@ from pictures.positional_charts import (
     encoding_heatmap,
     every_nth,
     extremes,
-    offset_profile_figure,
-    offset_scores_panel,
-    offset_verdict,
     ordinal,
     pair_name,
-    permutation_figure,
-    permutation_verdict,
     rope_angle_heatmap,
     similarity_heatmap,
     similarity_profile,
     wavelength_figure,
 )
-from pictures.style import SUBTITLE_CHARS
+from pictures.style import RDBU, SUBTITLE_CHARS, Ramp
 from tests.drawn import figure_json, figure_title, figure_trace, panel_matrix
 
 TOKENS = "the cat sat on the mat".split()
@@ -186,6 +188,29 @@ def test_encoding_heatmap_is_the_table_and_thins_long_tables():
     assert drawn.y_labels[:2] == ["0", "8"]
     assert "every 8th position drawn (512 of 4,096)" in drawn.title and "hover" not in drawn.title
     assert (big["legend"]["low"], big["legend"]["high"]) == (-1.0, 1.0)
+
+
+@pytest.mark.slow
+def test_stretched_colours_on_minilms_table_are_not_set_by_its_one_outlier(minilm_model):
+    table = minilm_model.positional.table.detach().numpy()[:64]  # [64, 384], the page's default 64 positions
+    largest = float(np.abs(table).max())  # 1.87, at position 0, dimension 99: one entry of 24,576
+    white = np.array(Ramp(RDBU, -1.0, 1.0).rgb(np.zeros((1, 1), np.float32))[0, 0], dtype=int)  # the ramp's middle
+
+    def coloured(panel: dict) -> float:
+        """The share of cells drawn visibly away from the ramp's white middle (more than 40 of 255 in a channel)."""
+        return float((np.abs(panel_matrix(panel).image.astype(int) - white).max(axis=-1) > 40).mean())
+
+    (off,) = encoding_heatmap(table, TOKENS, "learned", True)["panels"]  # the default: Stretch colours off
+    assert (off["legend"]["low"], off["legend"]["high"]) == pytest.approx((-largest, largest))  # the full range
+    assert "99 % of the values lie within ±0.068" in off["subtitle"] and "try Stretch colours" in off["subtitle"]
+    assert coloured(off) < 0.01  # almost white: what the issue saw (1 cell in 8,000 is coloured)
+    (on,) = encoding_heatmap(table, TOKENS, "learned", True, stretch=True)["panels"]
+    top = on["legend"]["high"]
+    assert on["legend"]["low"] == -top and top == pytest.approx(np.quantile(np.abs(table), 0.99), rel=1e-6)
+    assert top < largest / 10  # the 99th percentile, 0.068, is 27 times below the outlier: no longer set by it
+    assert "colours stretched: darkest = ±0.068 or more" in on["subtitle"]
+    assert coloured(on) > 0.25  # about half the cells now show colour (52 %); a quarter leaves room for rounding
+    np.testing.assert_array_equal(panel_matrix(on).values, table)  # stretching changes the colours, not the values
 
 
 def test_wavelengths_on_a_log_axis_with_the_max_position():

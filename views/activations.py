@@ -1,4 +1,6 @@
-"""Activations page: statistics per layer, per token and per head, a histogram at one point, and gradient norms."""
+"""Activations page: statistics per layer, per token and per head, a histogram at one point, and gradient norms.
+The statistics over depth are the first screen; every other section is an expander built when opened (its URL
+parameter, act_open_<section>=true, opens it in a link: views/lazy_sections.py)."""
 
 from __future__ import annotations
 
@@ -28,31 +30,31 @@ from explorer.analysis.stream_energy import (
     token_energy,
     token_shares,
 )
+from explorer.anatomy import norm_name
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.model import Transformer
 from explorer.numbers import readable
 from explorer.positional import input_text
 from explorer.trace import StackTrace, Trace
 from pictures import notebook_figures
+from pictures.activation_boards import CIVIDIS, gradient_heatmap, head_grid_panel
 from pictures.activation_charts import (
-    CIVIDIS,
+    NORM_POINT,
     depth_figure,
-    gradient_heatmap,
     gradient_totals_figure,
-    head_grid_panel,
-    histogram_figure,
-    layernorm_figure,
     massive_share_figure,
+    norm_figure,
     token_norm_figure,
     token_norm_heatmap,
     token_share_figure,
-    zero_fraction_figure,
 )
+from pictures.activation_histograms import histogram_figure, zero_fraction_figure
 from pictures.boards import board
 from pictures.style import VIRIDIS
 from views.caches import cached_gradients, from_model, norm_attention_of
+from views.lazy_sections import lazy_section
 from views.matrix_view import show_board
-from views.query_params import warn_junk_url
+from views.query_params import URL_BOOLEAN, warn_junk_url
 from views.state import session_model, sidebar_run, trained_label, weights_note
 from views.widgets import (
     ENTROPY_COLUMNS,
@@ -66,6 +68,16 @@ from views.widgets import (
 )
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
+# The sections below the first screen: each one's URL parameter (=true opens it in a link) and the URL parameters of
+# its own controls, any of which opens it too (views/lazy_sections.py).
+SECTIONS = {
+    "act_open_norms": (),
+    "act_open_tokens": ("act_energy",),
+    "act_open_histogram": ("act_layer", "act_point", "act_log"),
+    "act_open_zeros": (),
+    "act_open_heads": (),
+    "act_open_gradients": (),
+}
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -102,27 +114,36 @@ def energy_choice() -> str:
     )
 
 
+def named_norms(stats: pd.DataFrame, name: str) -> pd.DataFrame:
+    """layer_statistics with each norm's points named for the model's norm ("attn RMSNorm in" for a Llama)."""
+    return stats.assign(point=stats["point"].str.replace(NORM_POINT, name, regex=False))
+
+
 def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Over depth: the residual stream and each sub-layer")
     stats = layer_statistics(stack)
     st.info(depth_story(stats, cfg.norm), icon=":material/insights:")
     plotly_chart(depth_figure(stats, stack.name, cfg.positional), "act_depth")
-    plotly_chart(layernorm_figure(stats, stack.name, cfg.norm), "act_layernorm")
+    named = named_norms(stats, norm_name(cfg))
     if st.toggle(
         f"Show the statistics table (layer -1 is the input: {input_text(cfg.positional)})", key="act_stats_table"
     ):
         st.dataframe(
-            stats,
+            named,
             hide_index=True,
             column_config={c: NUMBER for c in ("mean", "std", "rms", "max_abs")},
-            height=min(420, 38 + 35 * len(stats)),
+            height=min(420, 38 + 35 * len(named)),
         )
-    csv_button("Statistics (CSV)", stats, f"activations_{stack.name}_statistics.csv", "act_csv_stats")
+    csv_button("Statistics (CSV)", named, f"activations_{stack.name}_statistics.csv", "act_csv_stats")
+    lazy_section(
+        "**What each norm receives and returns**, block by block",  # one label for every model (lazy_sections)
+        "act_open_norms",
+        lambda: plotly_chart(norm_figure(stats, stack.name, cfg.norm, norm_name(cfg)), "act_norms"),
+    )
 
 
 def per_token(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> str:
     """The per-token heatmap (returns the measure picked for it), then the massive activation section."""
-    st.subheader("Per token: where the stream's energy sits")
     measure = energy_choice()
     norms, peaks = token_energy(stack, "norm"), token_energy(stack, "max")  # [L + 1, T] each
     shown = norms if measure == "norm" else peaks
@@ -153,9 +174,7 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     csv_button("Shares per layer (CSV)", shares, f"activations_{stack.name}_token_shares.csv", "act_csv_shares")
 
 
-@st.fragment
 def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
-    st.subheader("Distribution of values at one point")
     options = points(stack)
     c1, c2, c3 = st.columns([1, 2, 1])
     blocks = list(range(cfg.n_layers))
@@ -191,14 +210,12 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
 
 
 def relu_zeros(cfg: ModelConfig, stack: StackTrace) -> None:
-    st.subheader("Feed-forward units that are exactly zero")
     zeros = ffn_zero_fraction(stack)
     plotly_chart(zero_fraction_figure(zeros, stack.name, cfg.activation), "act_zeros")
     csv_button("Zero fractions (CSV)", zeros, f"activations_{stack.name}_ffn_zeros.csv", "act_csv_zeros")
 
 
 def per_head(stack: StackTrace) -> None:
-    st.subheader("Per head")
     maps = stack.self_attention
     entropy, distance, sparsity = head_entropy(maps), head_mean_distance(maps), head_sparsity(maps)
     uniform_entropy = float(entropy["max_entropy"].iloc[0])
@@ -248,7 +265,6 @@ def per_head(stack: StackTrace) -> None:
 
 
 def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
-    st.subheader("Gradient norms per layer")
     st.info(objective_text(session_model()), icon=":material/function:")
     target = tuple(trace.last.tokens) if cfg.arch == "encoder-decoder" else None
     try:
@@ -326,6 +342,7 @@ def main() -> None:
         "act_point": list(points(trace.last)),  # the decoder's points include the encoder's
         "act_log": ["true", "false"],
         "act_energy": list(MEASURES),
+        **dict.fromkeys(SECTIONS, URL_BOOLEAN),
     }
     if len(trace.stacks) > 1:
         allowed["act_stack"] = [s.name for s in trace.stacks]
@@ -333,20 +350,36 @@ def main() -> None:
     stack = pick_stack(trace)
     if len(trace.stacks) > 1:
         st.caption(f"Every chart below shows the **{stack.name}** stack ({len(stack.tokens)} tokens).")
-    download_slot = st.container()  # at the top, filled once the per-token measure is picked
+    download_slot = st.container()  # at the top, filled once the per-token measure is known
     depth(cfg, stack)
-    measure = per_token(cfg, trace, stack)
+    measure = lazy_section(
+        "**Per token: where the stream's energy sits**, and the heads' share of the token with the largest value",
+        "act_open_tokens",
+        partial(per_token, cfg, trace, stack),
+        SECTIONS["act_open_tokens"],
+        fragment=False,  # the download above takes the measure picked in it
+    )
     view_download(
         "Activations",
         [plain(summary(cfg, trace))],
-        partial(activation_figures, trace, session_model(), measure),
+        partial(activation_figures, trace, session_model(), measure or MEASURES[0]),
         "activations",
         download_slot,
     )
-    histogram(cfg, stack)
-    relu_zeros(cfg, stack)
-    per_head(stack)
-    gradients(cfg, trace, stack)
+    sections = {
+        "act_open_histogram": ("**Distribution of values at one point**: a histogram", partial(histogram, cfg, stack)),
+        "act_open_zeros": (
+            "**Feed-forward units that are exactly zero**, block by block",
+            partial(relu_zeros, cfg, stack),
+        ),
+        "act_open_heads": ("**Per head**: entropy, mean distance and sparsity of every head", partial(per_head, stack)),
+        "act_open_gradients": (
+            "**Gradient norms per layer**: how much each block's weights would change",
+            partial(gradients, cfg, trace, stack),
+        ),
+    }
+    for key, (label, draw) in sections.items():
+        lazy_section(label, key, draw, SECTIONS[key])
 
 
 main()

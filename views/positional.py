@@ -28,22 +28,25 @@ from explorer.positional_text import NO_VECTORS, explanation, formula, rope_base
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures import notebook_figures
-from pictures.positional_charts import (
-    encoding_curves,
-    encoding_heatmap,
+from pictures.position_demo_charts import (
     offset_profile_figure,
     offset_scores_panel,
     offset_verdict,
     permutation_figure,
     permutation_verdict,
+)
+from pictures.positional_charts import (
+    encoding_curves,
+    encoding_heatmap,
     rope_angle_heatmap,
     similarity_heatmap,
     similarity_profile,
     wavelength_figure,
 )
 from views.caches import cached_permutation, cached_repeated_scores, cached_similarity, cached_table, from_model
+from views.lazy_sections import lazy_section
 from views.matrix_view import show_board
-from views.query_params import warn_junk_url
+from views.query_params import URL_BOOLEAN, warn_junk_url
 from views.state import session_model, sidebar_run, trained_label
 from views.widgets import (
     clamp_view,
@@ -57,6 +60,19 @@ from views.widgets import (
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
 METRICS = ("cosine", "dot")
+# The sections below the first screen, each an expander built only when open: its URL parameter (=true opens it in a
+# link) and the URL parameters of its own controls, any of which opens it too (views/lazy_sections.py).
+SECTIONS = {
+    "pos_open_table": ("stretch",),
+    "pos_open_wavelengths": (),
+    "pos_open_similarity": ("pos_metric",),
+    "pos_open_offset": ("pos_offset_layer", "pos_offset_head"),
+    "pos_open_order": ("pos_order", "pos_perm_layer", "pos_perm_head"),
+}
+STRETCH_HELP = (
+    "Off: darkest = the largest |value| of the table (±1 for sinusoids). On: darkest = the top 1 % of |values|, so "
+    "one outlier (a trained table can have a few) does not leave every other cell white."
+)
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -179,8 +195,6 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
         if not dims_text.strip():
             st.caption(f"Showing dimensions {', '.join(map(str, dims))} (type others above).")
         plotly_chart(encoding_curves(shown, dims, tokens, kind, trained), "pos_curves")
-    st.subheader("The whole table")
-    show_board(encoding_heatmap(shown, tokens, kind, trained), key="pos_heatmap")
     typed = table_frame(table[: len(tokens)], tokens)
     if st.toggle(
         f"Show what is added at the {len(tokens)} typed positions",
@@ -193,28 +207,58 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
         csv_button("Typed positions (CSV)", typed, f"positions_{kind}_typed.csv", "pos_csv_typed")
     with c2:
         csv_button(f"Table, {n_positions} positions (CSV)", table_frame(shown), f"positions_{kind}.csv", "pos_csv")
-
+    lazy_section(
+        "**The whole table**: every position and dimension as one map",
+        "pos_open_table",
+        partial(whole_table, shown, tokens, kind, trained),
+        SECTIONS["pos_open_table"],
+    )
     if kind == "sinusoidal":
-        st.subheader("Wavelength of each pair")
-        lengths = wavelengths(cfg.d_model)
-        plotly_chart(wavelength_figure(lengths, cfg.d_model, n_positions), "pos_wavelengths")
-        frame = pd.DataFrame(
-            {
-                "pair": np.arange(len(lengths)),
-                "sin_dimension": np.arange(0, cfg.d_model, 2),
-                "wavelength_positions": lengths,
-            }
+        lazy_section(
+            "**Wavelength of each pair**: how fast each sine turns",
+            "pos_open_wavelengths",
+            partial(sinusoid_wavelengths, cfg, n_positions),
         )
-        csv_button("Wavelengths (CSV)", frame, "positions_wavelengths.csv", "pos_csv_wavelengths")
     else:
         st.caption("A learned table has no wavelengths: each row is free, not a sine of the position.")
+    lazy_section(
+        "**How alike are two positions?** The similarity of every two positions drawn",
+        "pos_open_similarity",
+        partial(similarities, cfg, shown, len(tokens), n_positions, metric, trained),
+        SECTIONS["pos_open_similarity"],
+    )
 
-    st.subheader("How alike are two positions?")
+
+def whole_table(shown: np.ndarray, tokens: list[str], kind: str, trained: bool) -> None:
+    """The [position, dimension] table as one map, with the Stretch colours switch of the attention maps."""
+    stretch = st.toggle("Stretch colours", key="stretch", bind="query-params", help=STRETCH_HELP)
+    show_board(encoding_heatmap(shown, tokens, kind, trained, stretch), key="pos_heatmap")
+
+
+def sinusoid_wavelengths(cfg: ModelConfig, n_positions: int) -> None:
+    """The period of each sin/cos pair, and its CSV."""
+    lengths = wavelengths(cfg.d_model)
+    plotly_chart(wavelength_figure(lengths, cfg.d_model, n_positions), "pos_wavelengths")
+    frame = pd.DataFrame(
+        {
+            "pair": np.arange(len(lengths)),
+            "sin_dimension": np.arange(0, cfg.d_model, 2),
+            "wavelength_positions": lengths,
+        }
+    )
+    csv_button("Wavelengths (CSV)", frame, "positions_wavelengths.csv", "pos_csv_wavelengths")
+
+
+def similarities(
+    cfg: ModelConfig, shown: np.ndarray, n_tokens: int, n_positions: int, metric: str, trained: bool
+) -> None:
+    """The similarity of every two positions drawn, and of the last typed token's position with each."""
+    kind = cfg.positional
     positions, sim = from_model(cached_similarity, cfg, n_positions, metric)
-    show_board(similarity_heatmap(sim, positions, metric, len(tokens), kind, trained), key="pos_similarity")
-    reference = min(len(tokens), n_positions) - 1  # the last typed token's position, or the last one drawn
+    show_board(similarity_heatmap(sim, positions, metric, n_tokens, kind, trained), key="pos_similarity")
+    reference = min(n_tokens, n_positions) - 1  # the last typed token's position, or the last one drawn
     row = similarity_to(shown, reference, metric)
-    which = "the last typed token" if len(tokens) <= n_positions else "the last position drawn"
+    which = "the last typed token" if n_tokens <= n_positions else "the last position drawn"
     plotly_chart(similarity_profile(row, reference, metric, which), "pos_profile")
     if kind == "sinusoidal":
         st.caption(
@@ -238,8 +282,11 @@ def rotary(cfg: ModelConfig, trace: Trace, n_positions: int) -> None:
     frame = pd.DataFrame(angles, columns=[f"pair_{i}_radians" for i in range(angles.shape[1])])
     frame.insert(0, "position", np.arange(n_positions))
     csv_button("Angles (CSV)", frame, "positions_rope_angles.csv", "pos_csv_rope")
-    st.subheader("Wavelength of each pair")
-    plotly_chart(rope_wavelengths(cfg, n_positions), "pos_wavelengths")
+    lazy_section(
+        "**Wavelength of each pair**: how fast each pair of a head turns",
+        "pos_open_wavelengths",
+        lambda: plotly_chart(rope_wavelengths(cfg, n_positions), "pos_wavelengths"),
+    )
 
 
 def layer_head(cfg: ModelConfig, prefix: str) -> tuple[int, int]:
@@ -252,10 +299,8 @@ def layer_head(cfg: ModelConfig, prefix: str) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-@st.fragment
 def offset_demo(cfg: ModelConfig, trace: Trace) -> None:
     """The scores of one head when the same token fills every position: only position can make them differ."""
-    st.subheader("Does a score depend only on the offset?")
     token = next((t for t in trace.tokens if t != "[PAD]"), "a")
     layer, head = layer_head(cfg, "pos_offset")
     n = min(OFFSET_POSITIONS, cfg.max_tokens)
@@ -281,10 +326,8 @@ def offset_demo(cfg: ModelConfig, trace: Trace) -> None:
     )
 
 
-@st.fragment
 def order_demo(cfg: ModelConfig, trace: Trace) -> None:
     """Run the typed tokens and a reordering of them: with no position anywhere, the maps only move."""
-    st.subheader("Why position matters: reorder the tokens")
     tokens = list(trace.tokens)
     target = tuple(trace.last.tokens) if cfg.arch == "encoder-decoder" else None
     how = st.radio(
@@ -366,6 +409,8 @@ def main() -> None:
             "pos_offset_head": None,
             "pos_perm_layer": None,
             "pos_perm_head": None,
+            "stretch": URL_BOOLEAN,
+            **dict.fromkeys(SECTIONS, URL_BOOLEAN),
         }
     )
     n_positions, dims_text, metric = controls(cfg)
@@ -381,9 +426,19 @@ def main() -> None:
         elif cfg.positional == "rope":
             rotary(cfg, trace, n_positions)
     st.divider()
-    offset_demo(cfg, trace)
-    st.divider()
-    order_demo(cfg, trace)
+    lazy_section(
+        "**Does a score depend only on the offset?** One head's scores when one token fills every position",
+        "pos_open_offset",
+        partial(offset_demo, cfg, trace),
+        SECTIONS["pos_open_offset"],
+    )
+    lazy_section(
+        "**Why position matters: reorder the tokens**, and see whether the maps only move",
+        "pos_open_order",
+        partial(order_demo, cfg, trace),
+        SECTIONS["pos_open_order"],
+        expanded=cfg.positional == "none",  # with no encoding, this is what the page has to show (lazy_sections)
+    )
 
 
 main()

@@ -1,0 +1,164 @@
+"""Charts of the positional page's two demonstrations: one head's scores when a token fills every position (do they
+depend on the offset only?) and the maps of a run on reordered tokens. Arrays in, figures out (no Streamlit here):
+a Plotly line chart for the score against the offset, matrix-view boards for the maps (pictures/boards.py).
+
+Matrix panels: pos_offset, perm_typed, perm_moved, perm_rerun.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from explorer.analysis.position_analysis import OffsetScores, PermutationDemo
+from explorer.numbers import readable
+from pictures.attention_panels import WEIGHTS, token_labels
+from pictures.boards import board, matrix_panel
+from pictures.positional_charts import LINE_COLOUR, TABLE_TICK_PX, TYPED_COLOUR, mode, whole_numbers
+from pictures.style import VIRIDIS, Ramp, axis, figure_layout
+
+OFFSET_PX = 300  # px along each side of the offset-score matrix, and the height of the line chart beside it
+PERMUTATION_PX = 190  # px along each side of the three reordering maps: they fit side by side
+RANGE_COLOUR = "rgba({}, {}, {}, 0.25)".format(*(int(TYPED_COLOUR[i : i + 2], 16) for i in (1, 3, 5)))
+
+
+def _flat_ramp(colours: tuple[str, ...], values: np.ndarray) -> Ramp:
+    """A ramp over the finite values (a little wider when they are all equal, e.g. no positions at all)."""
+    finite = values[np.isfinite(values)]
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if high - low < 1e-6 * max(1.0, abs(low)):
+        low, high = low - 0.5e-3 * max(1.0, abs(low)), high + 0.5e-3 * max(1.0, abs(high))
+    return Ramp(colours, low, high)
+
+
+def offset_scores_panel(result: OffsetScores) -> dict:
+    """The [query position, key position] scores of one head on a repeated token, as a matrix-view board (masked
+    keys grey)."""
+    scores = np.where(np.isfinite(result.scores), result.scores, np.nan).astype(np.float32)  # [P, P]
+    allowed = np.isfinite(scores)  # [P, P]
+    labels = [str(i) for i in range(scores.shape[0])]
+    panel = matrix_panel(
+        np.nan_to_num(scores),
+        allowed,
+        _flat_ramp(VIRIDIS, scores),
+        name="pos_offset",
+        x_labels=labels,
+        y_labels=labels,
+        x_title="key position",
+        y_title="query position",
+        value_title="score",
+        title="score of query position vs key position",
+        text_digits=None,
+        masked_text="masked: this key may not be attended to",
+        max_px=OFFSET_PX,
+        tick_px=TABLE_TICK_PX,
+    )
+    return board([panel])
+
+
+def _diagonal_ranges(scores: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[offsets] lowest and highest finite score on each diagonal (query m, key m - offset); NaN where none."""
+    low, high = [], []
+    for offset in offsets:
+        diagonal = np.diagonal(scores, offset=-int(offset))
+        finite = diagonal[np.isfinite(diagonal)]
+        low.append(float(finite.min()) if finite.size else np.nan)
+        high.append(float(finite.max()) if finite.size else np.nan)
+    return np.asarray(low, dtype=np.float32), np.asarray(high, dtype=np.float32)
+
+
+def offset_profile_figure(result: OffsetScores) -> go.Figure:
+    """The score against the offset (query minus key position): the mean over each diagonal, and its range. Offsets
+    whose every key is masked (a causal mask leaves only offsets >= 0) have no score and are not drawn."""
+    n = result.scores.shape[0]
+    low, high = _diagonal_ranges(result.scores, result.offsets)  # [2P - 1] each
+    present = np.isfinite(result.by_offset)  # [2P - 1]
+    offsets = result.offsets[present].astype(np.int32)
+    first, last = (int(offsets.min()), int(offsets.max())) if offsets.size else (-(n - 1), n - 1)
+    band = {"x": offsets, "mode": "lines", "line": {"width": 0}, "legendgroup": "range"}
+    figure = go.Figure(
+        [
+            go.Scatter(y=low[present], name="lowest", showlegend=False,
+                       hovertemplate="offset %{x}<br>lowest: %{y:.4f}<extra></extra>", **band),
+            go.Scatter(y=high[present], name="range over the diagonal", fill="tonexty", fillcolor=RANGE_COLOUR,
+                       hovertemplate="offset %{x}<br>highest: %{y:.4f}<extra></extra>", **band),
+            go.Scatter(
+                x=offsets,
+                y=result.by_offset[present].astype(np.float32),
+                customdata=np.stack([low[present], high[present]], axis=1),  # [offsets, 2]
+                name="mean score at this offset",
+                mode=mode(len(offsets)),
+                line={"color": LINE_COLOUR, "width": 2},
+                marker={"size": 5},
+                hovertemplate="offset %{x}<br>mean score: %{y:.4f}<br>lowest: %{customdata[0]:.4f}"
+                "<br>highest: %{customdata[1]:.4f}<extra></extra>",
+            ),
+        ]
+    )  # fmt: skip
+    figure.update_layout(
+        figure_layout("score against offset (query − key)", "", OFFSET_PX),
+        xaxis=whole_numbers(first, last, "offset (query − key position)"),
+        yaxis=axis("score q·k / √d_head"),
+        legend={"orientation": "h", "x": 0, "y": -0.22, "yanchor": "top"},
+        margin={"b": 96},
+    )
+    return figure
+
+
+def offset_verdict(result: OffsetScores, positional: str) -> str:
+    """What the offset scores show, in one sentence: whether each diagonal is constant."""
+    n = result.scores.shape[0]
+    means = result.by_offset[np.isfinite(result.by_offset)]  # [offsets with a score]
+    if result.spread < 1e-4 and means.size and float(means.max() - means.min()) < 1e-4:
+        verdict = "every score is the same: the score depends on neither the positions nor the offset"
+    elif result.spread < 1e-4:
+        verdict = "each diagonal is constant: the score depends on the offset only"
+    else:
+        verdict = "the diagonals vary: the score depends on where both tokens sit, not just the offset"
+    return (
+        f"{positional}: layer {result.layer}, head {result.head} scores when {result.token!r} fills all {n} "
+        f"positions: {verdict} (largest spread along a diagonal: {readable(result.spread, 2)})"
+    )
+
+
+def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
+    """Three maps of one head as a matrix-view board: on the typed tokens; the same map with rows and columns moved
+    along with the reordered tokens; and the map of a run on the reordered tokens. The last two agree when order
+    is invisible. One weight scale, 0 to 1, so only the last map draws its legend; masked cells are grey."""
+    typed, shuffled = token_labels(demo.tokens), token_labels(demo.shuffled)
+    maps = (  # every map has a subtitle, so the three line up
+        ("perm_typed", demo.attention, demo.allowed, typed, "① typed order", "a run on the typed tokens"),
+        ("perm_moved", demo.permuted_attention, demo.permuted_allowed, shuffled, "② map ①, moved",
+         "rows and columns follow the tokens"),
+        ("perm_rerun", demo.shuffled_attention, demo.shuffled_allowed, shuffled, "③ reordered run",
+         "a run on the reordered tokens"),
+    )  # fmt: skip
+    panels = [
+        matrix_panel(
+            weights[layer, head].astype(np.float32),  # [T, T]
+            allowed,
+            WEIGHTS,
+            name=name,
+            x_labels=labels,
+            y_labels=labels,
+            x_title="key",
+            y_title="query",
+            value_title="weight",
+            title=title,
+            subtitle=subtitle,
+            max_px=PERMUTATION_PX,
+            legend=name == "perm_rerun",
+        )
+        for name, weights, allowed, labels, title, subtitle in maps
+    ]
+    return board(panels)
+
+
+def permutation_verdict(demo: PermutationDemo, layer: int, head: int) -> str:
+    """What the three maps of permutation_figure show, in one sentence."""
+    difference = float(np.abs(demo.permuted_attention[layer, head] - demo.shuffled_attention[layer, head]).max())
+    same = "② and ③ agree" if difference < 1e-5 else "② and ③ differ"
+    return (
+        f"Layer {layer}, head {head}: does reordering the tokens only move the map? {same}: largest |② − ③| in "
+        f"this head = {readable(difference)}"
+    )

@@ -1,0 +1,68 @@
+"""Sections below a page's first screen, built only when opened: an expander bound to the URL (?<key>=true opens it
+in a link, so a shared link shows the same charts), drawn in a fragment so that opening one reruns only it.
+
+A closed section computes and sends nothing: a page lays out its first chart on load, and each further chart when
+the reader asks for it (Positional and Activations had 4 to 8 charts on load)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+
+T = TypeVar("T")
+FIRST_DEFAULTS = "_lazy_section_defaults"  # session_state: {section key: whether it opened by default, first time}
+
+
+def opened_by(params: Iterable[str]) -> bool:
+    """Whether the URL sets one of a section's own controls (`params`): a link made before the section folded away
+    opens it, so it still shows what it showed."""
+    return any(p in st.query_params for p in params)
+
+
+def first_default(key: str, expanded: bool) -> bool:
+    """`expanded` the first time this session builds section `key`, the same ever after. Streamlit makes a new
+    expander (back at its default) when `expanded` changes, so a section open by default with no positional
+    encoding would fold away when the sidebar picks one; held fixed, it stays as the reader left it. The label must
+    not change either, for the same reason."""
+    return st.session_state.setdefault(FIRST_DEFAULTS, {}).setdefault(key, expanded)
+
+
+def is_open(label: str, key: str, expanded: bool = False, icon: str | None = None) -> DeltaGenerator | None:
+    """The expander `key` (its URL parameter too), or None while it is closed."""
+    box = st.expander(label, expanded=expanded, key=key, bind="query-params", on_change="rerun", icon=icon)
+    return box if box.open else None
+
+
+def _drawn(label: str, key: str, draw: Callable[[], T], expanded: bool, icon: str | None) -> T | None:
+    box = is_open(label, key, expanded, icon)
+    if box is None:
+        return None
+    with box:
+        return draw()
+
+
+_in_fragment = st.fragment(_drawn)
+
+
+def lazy_section(
+    label: str,
+    key: str,
+    draw: Callable[[], T],
+    params: Iterable[str] = (),
+    expanded: bool = False,
+    icon: str | None = None,
+    fragment: bool = True,
+) -> T | None:
+    """An expander that runs `draw` inside it only while open. `params`: the URL parameters of the controls inside,
+    any of which opens it (opened_by); `expanded`: open unless the URL says otherwise; both as the session first
+    finds them (first_default). `label`: the same in every run. As a `fragment`, opening it,
+    closing it or using its controls reruns it alone (and it returns None); otherwise the whole page reruns, and it
+    returns what `draw` returns (None while closed), for a page whose other parts depend on it."""
+    opened = first_default(key, expanded or opened_by(params))
+    if fragment:
+        _in_fragment(label, key, draw, opened, icon)
+        return None
+    return _drawn(label, key, draw, opened, icon)
