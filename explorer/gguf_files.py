@@ -1,7 +1,8 @@
 """GGUF files of architecture llama (llama.cpp's format): metadata read, tensors checked and dequantized to float32
 in Hugging Face's layout (llama.cpp's rotary row order undone), so the explorer runs them as it runs a folder.
 
-A file once dequantized is kept in the weights cache (explorer.weights_cache), which later loads read instead.
+A file once dequantized is kept in the weights cache (explorer.weights_cache), which later loads read instead: read_gguf
+goes through the cache, dequantize_gguf does not.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 from gguf import GGMLQuantizationType, GGUFReader
 from gguf.quants import dequantize
 
+from explorer import weights_cache
 from explorer.checkpoint_common import (
     SUPPORTED,
     Checkpoint,
@@ -61,15 +63,36 @@ QUANT_SUFFIX = re.compile(r"[.-](I?Q\d\w*|T?Q\d_\d|B?F16|F32|MXFP4|NVFP4)$", re.
 
 
 def read_gguf(path: Path, progress: Progress | None = None) -> Checkpoint:
-    """A llama GGUF file, dequantized to float32 in Hugging Face layout; progress(fraction 0..1, text) per tensor."""
+    """A llama GGUF file as float32 tensors in Hugging Face layout: from the weights cache when this file was read on
+    this machine before, else dequantized (and cached); progress(fraction 0..1, text) hears how far it is."""
     path = Path(path)
+    _check_gguf_file(path)
+    key = weights_cache.key_for(path)
+    if key is not None:
+        cached = weights_cache.load(key, _gguf_name(path), path)
+        if cached is not None:
+            return cached
+    first_time = " (the first time on this machine; later starts read the cache)" if key is not None else ""
+    checkpoint = dequantize_gguf(path, progress, first_time)
+    if key is not None:
+        if progress is not None:
+            progress(1.0, "keeping the dequantized weights for later starts")
+        weights_cache.save(key, checkpoint)
+    return checkpoint
+
+
+def dequantize_gguf(path: Path, progress: Progress | None = None, said: str = "") -> Checkpoint:
+    """A llama GGUF file parsed and dequantized (no cache); `said` follows each progress text."""
+    path = Path(path)
+    if progress is not None:
+        progress(0.0, f"reading the GGUF file's metadata{said}")
     reader = _open_gguf(path)
     architecture = _metadata(reader, "general.architecture")
     if architecture not in GGUF_ARCHITECTURES:
         raise ConfigError(f"{path} is a GGUF of architecture {architecture!r}; supported are {SUPPORTED}.")
     hp = _gguf_hparams(path, reader)
     stored = _gguf_tensors(path, reader, hp)
-    tensors = dict(_dequantize_all(path, stored, hp, progress))
+    tensors = dict(_dequantize_all(path, stored, hp, progress, said))
     license_ = _metadata(reader, "general.license")
     return Checkpoint(
         name=_gguf_name(path),
@@ -87,12 +110,17 @@ def read_gguf(path: Path, progress: Progress | None = None) -> Checkpoint:
 TOKENIZER = "tokenizer.ggml."  # the prefix of a GGUF's tokenizer metadata
 
 
-def _open_gguf(path: Path) -> GGUFReader:
-    """GGUFReader, with a sentence in place of the library's error for a missing, foreign or damaged file."""
+def _check_gguf_file(path: Path) -> None:
+    """Refuse a path that is not a file beginning with the bytes 'GGUF'."""
     if not path.is_file():
         raise ConfigError(f"{path} does not exist or is not a file; give {SUPPORTED}.")
     if not starts_with(path, b"GGUF"):
         raise ConfigError(f"{path} is not a GGUF file: it does not begin with the bytes 'GGUF'.")
+
+
+def _open_gguf(path: Path) -> GGUFReader:
+    """GGUFReader, with a sentence in place of the library's error for a missing, foreign or damaged file."""
+    _check_gguf_file(path)
     try:
         return GGUFReader(path)
     except GGUF_READ_ERRORS as error:
@@ -204,7 +232,7 @@ def _gguf_tensors(path: Path, reader: GGUFReader, hp: Hyperparameters) -> dict[s
 
 
 def _dequantize_all(
-    source: Path, stored: dict[str, Any], hp: Hyperparameters, progress: Progress | None
+    source: Path, stored: dict[str, Any], hp: Hyperparameters, progress: Progress | None, said: str
 ) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, float32 tensor in Hugging Face layout) for each stored tensor, reporting progress by element count."""
     total = sum(int(t.n_elements) for t in stored.values())
@@ -213,7 +241,7 @@ def _dequantize_all(
         yield name, _dequantize(tensor, name, hp, source)
         done += int(tensor.n_elements)
         if progress is not None:
-            progress(done / total, f"Dequantized {tensor.name} ({tensor.tensor_type.name})")
+            progress(done / total, f"dequantized {tensor.name} ({tensor.tensor_type.name}){said}")
 
 
 def _dequantize(tensor: Any, name: str, hp: Hyperparameters, source: Path) -> torch.Tensor:
