@@ -15,7 +15,7 @@ from pictures.style import BLUES, VIRIDIS, Ramp, layer_head_axes
 
 WEIGHTS = Ramp(BLUES, 0.0, 1.0)  # weight 0 = near white, 1 = dark blue; grey is reserved for masked cells
 EMPTY_ROW_MARK = "⊘ "
-GRID_MAX_CELLS = 400_000  # all layers x heads x Tq x Tk; above this the grid is too heavy for a browser
+GRID_MAX_CELLS = 400_000  # all layers x heads x Tq x Tk; above this the HTML download leaves out its Plotly grid
 FAINT = 0.2  # when 99 % of a map's weights are below this, it is pale all over on the 0-to-1 scale
 STRETCH_QUANTILE = 0.99  # stretched colours are darkest from this quantile up: one outlier cannot wash out the rest
 NORM = "‖α·f(x)‖"  # what a head adds from a key (Kobayashi et al. 2020), as titles and hover write it

@@ -17,6 +17,8 @@ import base64
 import math
 
 import numpy as np
+import torch
+import torch.nn.functional as F
 
 from pictures.style import MAX_CELL_PX, MAX_CELL_TEXT, MAX_TICKS, Ramp, png_uri, ticks
 
@@ -197,25 +199,36 @@ def sheet_panel(
     cost the browser 0.3 s more. Each map's longer side is `max_px`. Hover gives a map's `hovers` text; a click
     sends back its `picks` entry (none: the maps are not clickable); map `picked` is framed in red. `title` and
     `subtitle` go above the sheet.
+
+    Maps with more cells a side than `max_px` pixels are sent at their drawn size (pooled_maps: each pixel the
+    largest value of the cells it covers), and the subtitle says so: 270 maps of 512 x 512 would be a 70-million-
+    pixel picture, of which the browser shows 2 million.
     """
     maps = np.asarray(maps, dtype=np.float32)  # [n, Tq, Tk]
     n, tq, tk = maps.shape
     if not len(titles) == len(hovers) == n or (picks is not None and len(picks) != n):
         raise ValueError(f"{len(titles)} titles and {len(hovers)} hovers for {n} maps")
     masked = np.zeros((tq, tk), dtype=bool) if allowed is None else ~np.asarray(allowed, dtype=bool)  # [Tq, Tk]
+    factor = max(1, math.ceil(max(tq, tk) / max(max_px, 1.0)))
+    shown = pooled_maps(maps, masked, factor)  # [n, Tq / factor, Tk / factor], NaN where every cell is masked
+    sq, sk = shown.shape[1:]
     rows = -(-n // columns)
-    picture = np.full((rows * columns, tq, tk, 3), 255, dtype=np.uint8)  # white where the last row has no map
-    picture[:n] = ramp.rgb(np.where(masked, np.nan, maps))  # [n, Tq, Tk, 3]
-    picture = picture.reshape(rows, columns, tq, tk, 3).swapaxes(1, 2).reshape(rows * tq, columns * tk, 3)
-    cell = min(MAX_CELL_PX, max_px / max(tq, tk))
+    picture = np.full((rows * columns, sq, sk, 3), 255, dtype=np.uint8)  # white where the last row has no map
+    picture[:n] = ramp.rgb(shown)  # [n, sq, sk, 3]
+    picture = picture.reshape(rows, columns, sq, sk, 3).swapaxes(1, 2).reshape(rows * sq, columns * sk, 3)
+    cell = min(MAX_CELL_PX, max_px / max(sq, sk))
+    if factor > 1:
+        pooled = f"Each small map is {tq} × {tk} cells drawn on {sq} × {sk} pixels: a pixel shows the largest value "
+        pooled += f"of the {factor} × {factor} cells it covers; the map above shows every cell."
+        subtitle = pooled if not subtitle else f"{subtitle} {pooled}"
     return {
         "kind": "sheet",
         "name": name,
         "title": title,
         "subtitle": subtitle,
         "columns": columns,
-        "rows": tq,
-        "cols": tk,
+        "rows": sq,
+        "cols": sk,
         "cell_px": cell,  # square cells
         "png": png_uri(picture),  # map i's cells at row i // columns, column i % columns of maps
         "titles": list(titles),
@@ -223,6 +236,24 @@ def sheet_panel(
         "picks": picks,
         "picked": picked,
     }
+
+
+def pooled_maps(maps: np.ndarray, masked: np.ndarray, factor: int, chunk: int = 32) -> np.ndarray:
+    """[n, Tq, Tk] -> [n, ceil(Tq / factor), ceil(Tk / factor)] float32: the largest allowed value of each block of
+    factor x factor cells, NaN (drawn grey) where every cell of the block is masked (masked [Tq, Tk], True =
+    masked). A block max, not a mean, so one sharp line (a head reading the previous token) stays as dark as it
+    is. Computed `chunk` maps at a time: no float copy of all the maps at once."""
+    if factor == 1:
+        return np.where(masked, np.nan, maps).astype(np.float32)
+    blocked = torch.from_numpy(np.ascontiguousarray(masked))  # [Tq, Tk]
+    parts = []
+    with torch.inference_mode():
+        for start in range(0, len(maps), chunk):
+            part = torch.from_numpy(np.array(maps[start : start + chunk], dtype=np.float32))  # [c, Tq, Tk], a copy
+            part = part.masked_fill(blocked, -math.inf).unsqueeze(1)  # [c, 1, Tq, Tk]
+            pooled = F.max_pool2d(part, factor, factor, ceil_mode=True).squeeze(1)  # [c, Tq', Tk']
+            parts.append(pooled.masked_fill(pooled == -math.inf, math.nan).numpy())
+    return np.concatenate(parts) if parts else np.zeros((0, -(-maps.shape[1] // factor), -(-maps.shape[2] // factor)))
 
 
 def board(*rows: list[dict]) -> dict:

@@ -76,12 +76,23 @@ def test_default_view_draws_the_engine_weights(at):
     assert len(at.get("download_button")) == 3  # CSV, JSON, and the view as HTML
 
 
-def test_a_grid_too_big_for_a_browser_is_left_out_with_a_note(at):
-    at.query_params["tokens"] = " ".join(f"w{i}" for i in range(240))  # 2 x 4 maps of 240 x 240: 460,800 cells
+def test_a_long_input_sends_the_grid_at_its_drawn_size(at):
+    """240 tokens: 2 x 4 maps of 240 x 240 cells, each drawn on fewer pixels than that. The browser gets each small
+    map at its drawn size, every pixel the largest weight of the 2 x 2 cells it covers, and the big map whole."""
+    tokens = " ".join(f"w{i}" for i in range(240))
+    at.query_params["tokens"] = tokens
     at.run()
     assert_ok(at)
-    assert [p["name"] for p in app_boards(at)["maps"]["panels"]] == ["map", "entropy"]
-    assert any("too many for a browser" in i.value for i in at.info)
+    assert [p["name"] for p in app_boards(at)["maps"]["panels"]] == ["map", "entropy", "grid"]
+    sheet = grid_sheet(at)
+    assert (sheet["rows"], sheet["cols"]) == (120, 120)  # 196 px a map (grid_map_px for 4 heads): every 2nd cell
+    assert "2 × 2 cells it covers" in sheet["subtitle"]
+    expected = explorer.run(ModelConfig(), tokens).attention_maps()["self-attention"].weights  # [L, H, 240, 240]
+    block_max = expected.reshape(2, 4, 120, 2, 120, 2).max(axis=(3, 5))  # [L, H, 120, 120]
+    drawn = sheet_maps(sheet)
+    for layer, head in [(0, 1), (1, 3)]:
+        np.testing.assert_array_equal(drawn[f"L{layer} H{head}"], WEIGHTS.rgb(block_max[layer, head]))
+    assert main_heatmap(at).values.shape == (240, 240)
 
 
 def test_layer_head_and_average_selectors(at):

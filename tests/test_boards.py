@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 
 from pictures.attention_panels import WEIGHTS
-from pictures.boards import board, decode_floats, encode_floats, legend_ticks, matrix_panel, sheet_panel
+from pictures.boards import (
+    board,
+    decode_floats,
+    encode_floats,
+    legend_ticks,
+    matrix_panel,
+    pooled_maps,
+    sheet_panel,
+)
 from pictures.style import MASKED_COLOUR
 from tests.drawn import panel_matrix, rgb, sheet_maps
 
@@ -128,3 +136,32 @@ def test_each_row_of_a_board_starts_on_a_new_line():
     assert board([one]) == {"panels": [one], "breaks": []}
     assert board([one, two], [three]) == {"panels": [one, two, three], "breaks": [2]}
     assert board([one], [two], [three])["breaks"] == [1, 2]
+
+
+def test_pooled_maps_keep_each_blocks_largest_allowed_value_and_grey_only_fully_masked_blocks():
+    rng = np.random.default_rng(0)
+    maps = rng.random((5, 7, 8), dtype=np.float32)  # [n, Tq, Tk]: neither side a multiple of 3
+    masked = np.triu(np.ones((7, 8), dtype=bool), k=1)  # causal-like: key > query masked
+    pooled = pooled_maps(maps, masked, 3)
+    assert pooled.shape == (5, 3, 3)
+    for i in range(5):
+        for r in range(3):
+            for c in range(3):
+                block = maps[i, 3 * r : 3 * r + 3, 3 * c : 3 * c + 3]
+                allowed = ~masked[3 * r : 3 * r + 3, 3 * c : 3 * c + 3]
+                if allowed.any():
+                    assert pooled[i, r, c] == block[allowed].max()
+                else:
+                    assert np.isnan(pooled[i, r, c])
+    np.testing.assert_array_equal(pooled_maps(maps, masked, 1), np.where(masked, np.nan, maps))
+
+
+def test_a_sheet_of_maps_larger_than_their_drawn_size_is_sent_pooled():
+    maps = np.random.default_rng(1).random((4, 100, 100), dtype=np.float32)
+    sheet = sheet_panel(maps, None, WEIGHTS, name="g", titles=list("abcd"), columns=2, max_px=40, hovers=list("abcd"))
+    assert (sheet["rows"], sheet["cols"]) == (34, 34)  # 100 cells on 40 px: blocks of 3, the last one partial
+    assert sheet["cell_px"] * sheet["cols"] <= 40
+    np.testing.assert_array_equal(
+        sheet_maps(sheet)["c"], WEIGHTS.rgb(pooled_maps(maps[2:3], np.zeros((100, 100), bool), 3)[0])
+    )
+    assert "100 × 100 cells drawn on 34 × 34 pixels" in sheet["subtitle"]

@@ -156,16 +156,9 @@ def map_viewer(
     if (layer, head_index) in removed:
         big["title"] += " · removed"
     top = [big, entropy_panel(entropy, entropy_note)]
-    if grid_cells(maps) <= GRID_MAX_CELLS:
-        picked = (layer, head_index) if head_index is not None else None
-        grid = mark_removed(grid_panel(maps, picked=picked, stretch=stretch, norms=norms), removed, maps.n_heads)
-        show_board(board(top, [grid]), key="maps", on_pick=pick_from_grid)
-    else:
-        show_board(board(top), key="maps")
-        st.info(
-            f"The grid of all layers × heads would draw {grid_cells(maps):,} cells, too many for a browser; pick "
-            "maps with the Layer and Head selectors above (or use fewer tokens)."
-        )
+    picked = (layer, head_index) if head_index is not None else None  # the grid's maps come at their drawn size
+    grid = mark_removed(grid_panel(maps, picked=picked, stretch=stretch, norms=norms), removed, maps.n_heads)
+    show_board(board(top, [grid]), key="maps", on_pick=pick_from_grid)
     empty_rows_warning(maps)
 
 
