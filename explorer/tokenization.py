@@ -64,13 +64,16 @@ class Encoding:
 class PieceTokenizer:
     """A pretrained tokenizer: text -> ids and vocabulary pieces, ids -> readable text; never mutated after init."""
 
-    def __init__(self, tokenizer: Tokenizer, kind: str, special_ids: dict[str, int]) -> None:
+    def __init__(self, tokenizer: Tokenizer, kind: str, special_ids: dict[str, int], size: int | None = None) -> None:
         tokenizer.no_padding()
         tokenizer.no_truncation()
         self._tokenizer = tokenizer
         # A vocabulary file may list a piece twice (the later line's id wins, as in transformers), leaving a gap:
-        # the highest id, not the number of distinct pieces, bounds the ids.
-        self._size = max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1) + 1
+        # the highest id, not the number of distinct pieces, bounds the ids. `size` is that bound when the caller
+        # knows it (a GGUF's token list numbers its pieces 0..n-1): asking the tokenizer copies its whole vocabulary.
+        if size is None:
+            size = max(tokenizer.get_vocab(with_added_tokens=True).values(), default=-1) + 1
+        self._size = size
         self.kind = kind
         self.special_ids = dict(special_ids)
 
@@ -208,7 +211,10 @@ def byte_level_bpe(
     _check_bpe_lists(tokens, merges, token_types, special_ids)
     alphabet = byte_alphabet()
     letters = set(alphabet.values())
-    vocab = {_respell(token, letters, alphabet): index for index, token in enumerate(tokens)}
+    if set("".join(tokens)) <= letters:  # every piece spelled in the byte alphabet, as in real GGUFs: none to respell
+        vocab = dict(zip(tokens, range(len(tokens)), strict=True))
+    else:
+        vocab = {_respell(token, letters, alphabet): index for index, token in enumerate(tokens)}
     pairs = [_merge_pair(merge) for merge in merges]
     tokenizer = Tokenizer(BPE(vocab, pairs, continuing_subword_prefix="", end_of_word_suffix="", fuse_unk=False))
     tokenizer.pre_tokenizer = byte_level_pre_tokenizer(pre)
@@ -225,7 +231,8 @@ def byte_level_bpe(
     )
     bos = special_ids.get("bos") if add_bos else None
     tokenizer.post_processor = _special_template(None if bos is None else (tokens[bos], bos), None)
-    return PieceTokenizer(tokenizer, BYTE_LEVEL_BPE, special_ids)
+    # Every id below len(tokens) has a piece, and the added tokens are pieces of the list: len(tokens) bounds the ids.
+    return PieceTokenizer(tokenizer, BYTE_LEVEL_BPE, special_ids, size=len(tokens))
 
 
 def byte_level_pre_tokenizer(pre: str) -> pre_tokenizers.PreTokenizer:
