@@ -7,7 +7,8 @@ The rules that keep them safe (see also DESIGN.md):
   to it); a change such as a norm flip makes a copy (explorer.compare.model_for_b).
 - A trained model is this session's own: its results skip the shared caches (from_model), or are keyed on
   state.model_key(), unique to it, so no other session can be handed its numbers.
-- max_entries bounds memory: a trace is at most 256 MB (explorer.limits), a real checkpoint's far more.
+- Traces, norm maps and rollouts share one budget of bytes (views.shared_cache, ATTENTION_EXPLORER_MEMORY_MB), are
+  never copied on a hit and are read-only; smaller results are st.cache_data's, bounded by max_entries.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from explorer.pretrained import INSTALLED, load_pretrained
 from explorer.trace import Trace
 from pictures.compare_charts import layer_lines
 from pictures.positional_charts import every_nth
+from views.shared_cache import shared
 from views.state import current_source, model_key, session_model
 
 Result = TypeVar("Result")
@@ -110,23 +112,23 @@ def cached_model(cfg: ModelConfig) -> Transformer:
 NO_REMOVAL: tuple[tuple[Head, ...], str] = ((), "zero")
 
 
-@st.cache_data(max_entries=16, show_spinner="Running the model…")  # at most 256 MB each (explorer.limits)
+# The app's traces keep no pre-softmax scores (no page shows them): 283 of SmolLM2's 910 MB on 512 pieces.
+@shared("Running the model…")
 def cached_run(
     cfg: ModelConfig, tokens: str, target: str | None, ablate: tuple[Head, ...], ablate_with: str
 ) -> explorer.Trace:
     """The trace for a config and input text, with the heads `ablate` removed (deterministic, so safe to cache)."""
-    return explorer.run(cached_model(cfg), tokens, target, ablate=ablate, ablate_with=ablate_with)
+    return explorer.run(cached_model(cfg), tokens, target, ablate=ablate, ablate_with=ablate_with, keep_scores=False)
 
 
-# A real checkpoint's trace can reach 1.2 GB (512 pieces through SmolLM2's 270 heads): keep few of them (a page that
-# compares a run without heads with the full model's holds two).
-@st.cache_data(max_entries=4, show_spinner="Running the real model…")
+# A real checkpoint's trace reaches 626 MB (512 pieces through SmolLM2's 270 heads): the shared budget keeps few.
+@shared("Running the real model…")
 def cached_checkpoint_run(
     cfg: CheckpointConfig, text: str, ablate: tuple[Head, ...], ablate_with: str
 ) -> explorer.Trace:
     """The trace of a shipped checkpoint on a text, with the heads `ablate` removed (deterministic, so safe to
     cache)."""
-    return explorer.run(cached_model(cfg), text, ablate=ablate, ablate_with=ablate_with)
+    return explorer.run(cached_model(cfg), text, ablate=ablate, ablate_with=ablate_with, keep_scores=False)
 
 
 # --- Compare: B is built on A's model and cached per (A, B, model_key()); nothing cached is ever mutated.
@@ -151,7 +153,7 @@ def model_of(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transf
     return cached_model(b) if isinstance(b, CheckpointConfig) else _model_b(a, b, who)
 
 
-@st.cache_data(max_entries=16, show_spinner="Running B…")  # at most 256 MB each (explorer.limits)
+@shared("Running B…")
 def trace_of(
     a: ModelConfig,
     b: ModelConfig,
@@ -162,7 +164,7 @@ def trace_of(
     ablate_with: str,
 ) -> Trace:
     """B's trace: B's model (model_of) on B's text, with the heads `ablate` removed (NO_REMOVAL: none)."""
-    return explorer.run(model_of(a, b, who), text, target, ablate=ablate, ablate_with=ablate_with)
+    return explorer.run(model_of(a, b, who), text, target, ablate=ablate, ablate_with=ablate_with, keep_scores=False)
 
 
 @st.cache_data(max_entries=32, show_spinner="Computing gradient norms…")
@@ -275,8 +277,7 @@ def cached_parameter_counts(cfg: ModelConfig, _model: Transformer) -> pd.DataFra
 
 # --- What a head adds and how tokens mix (explorer.analysis): from a shown trace, keyed on its config and tokens.
 # A trace is decided by its config and the tokens of each stack, so that pair keys these caches instead of the trace.
-# Norm-based maps are as large as the weights (283 MB for SmolLM2 at 512 pieces): kept by cache_resource, never
-# copied on a hit, read-only, and few.
+# Norm-based maps are as large as the weights (283 MB for SmolLM2 at 512 pieces): in the shared budget of bytes.
 
 
 def trace_key(trace: Trace) -> tuple:
@@ -285,14 +286,9 @@ def trace_key(trace: Trace) -> tuple:
     return (*(tuple(stack.tokens) for stack in trace.stacks), trace.ablated, trace.ablate_with)
 
 
-def _read_only(array: np.ndarray) -> np.ndarray:
-    array.setflags(write=False)
-    return array
-
-
-@st.cache_resource(max_entries=4, show_spinner="Measuring what each head adds…")
+@shared("Measuring what each head adds…")
 def _norm_attention(cfg: ModelConfig | None, tokens: tuple, kind: str, who: str | None, _model, _trace) -> np.ndarray:
-    return _read_only(norm_attention(_model, _trace, kind))
+    return norm_attention(_model, _trace, kind)
 
 
 def norm_attention_of(trace: Trace, kind: str) -> np.ndarray:
@@ -301,7 +297,7 @@ def norm_attention_of(trace: Trace, kind: str) -> np.ndarray:
     return _norm_attention(trace.config, trace_key(trace), kind, model_key(), _model=session_model(), _trace=trace)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@shared()
 def _rollout(cfg: ModelConfig | None, tokens: tuple, residual: float, who: str | None, _trace: Trace) -> np.ndarray:
     return attention_rollout(_trace, residual)
 
@@ -323,7 +319,7 @@ def flow_of(trace: Trace, residual: float, queries: tuple[int, ...]) -> np.ndarr
     return _flow(trace.config, trace_key(trace), residual, tuple(queries), model_key(), _trace=trace)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Measuring what each of B's heads adds…")
+@shared("Measuring what each of B's heads adds…")
 def _compare_norms(
     a: ModelConfig,
     b: ModelConfig,
@@ -335,7 +331,7 @@ def _compare_norms(
     ablate_with: str,
 ) -> np.ndarray:
     trace = trace_of(a, b, text, target, who, ablate, ablate_with)
-    return _read_only(norm_attention(model_of(a, b, who), trace, kind))
+    return norm_attention(model_of(a, b, who), trace, kind)
 
 
 def compare_norms(

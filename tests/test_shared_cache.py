@@ -1,0 +1,117 @@
+"""The app's byte-bounded shared cache (views.shared_cache): what it keeps, what it drops first, and for whom."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import explorer
+from views.shared_cache import BUDGET_ENV, DEFAULT_BUDGET_MB, ByteBudgetCache, budget_bytes, shared, size_of
+
+MB = 1_000_000
+
+
+def block(megabytes: float) -> np.ndarray:
+    return np.zeros(int(megabytes * MB), dtype=np.uint8)
+
+
+def test_the_least_recently_used_results_go_first_once_the_bytes_pass_the_budget():
+    cache = ByteBudgetCache(budget=lambda: 10 * MB)
+    for name in "abc":
+        cache.get(name, lambda: block(3))
+    cache.get("a", lambda: pytest.fail("a is cached"))  # a is now the most recently used
+    cache.get("d", lambda: block(3))  # 12 MB > 10: b, the least recently used, goes
+    assert cache.keys() == ["c", "a", "d"]
+    assert cache.bytes == 9 * MB
+
+
+def test_a_result_larger_than_the_whole_budget_is_still_kept_alone():
+    """The page that asked for it reads it again on every rerun; dropping it at once would rerun the model each time."""
+    cache = ByteBudgetCache(budget=lambda: 10 * MB)
+    cache.get("small", lambda: block(1))
+    big = cache.get("big", lambda: block(25))
+    assert cache.keys() == ["big"]
+    assert cache.get("big", lambda: pytest.fail("big is cached")) is big
+
+
+def test_what_is_cached_is_shared_not_copied_and_read_only():
+    cache = ByteBudgetCache(budget=lambda: 100 * MB)
+    trace = cache.get("t", lambda: explorer.run(explorer.ModelConfig(n_layers=1, d_model=16, d_ff=32), "a b c"))
+    assert cache.get("t", lambda: None) is trace
+    assert size_of(trace) > 0
+    with pytest.raises(ValueError, match="read-only"):
+        trace.attention[0, 0, 0, 0] = 1.0
+    with pytest.raises(ValueError, match="read-only"):
+        trace.first.activations["blocks.0.ffn.hidden"][0, 0] = 1.0
+
+
+def test_size_counts_every_array_of_a_trace_once():
+    trace = explorer.run(explorer.ModelConfig(n_layers=2, d_model=16, d_ff=32), "a b c d")
+    stack = trace.first
+    arrays = [
+        stack.self_attention.weights,
+        stack.self_attention.scores,
+        stack.self_attention.allowed,
+        stack.residual,
+        stack.output,
+        *stack.activations.values(),
+    ]
+    assert size_of(trace) == sum(a.nbytes for a in arrays)
+
+
+def test_an_error_is_not_cached_and_the_next_caller_tries_again():
+    cache = ByteBudgetCache(budget=lambda: MB)
+    with pytest.raises(ValueError):
+        cache.get("k", lambda: (_ for _ in ()).throw(ValueError("no")))
+    assert cache.get("k", lambda: block(0.1)).nbytes == 100_000
+
+
+def test_callers_of_one_key_at_once_make_it_once():
+    """Thirty students opening one link: one runs the model, the others wait for its result."""
+    cache = ByteBudgetCache(budget=lambda: 100 * MB)
+    made = []
+
+    def make() -> np.ndarray:
+        made.append(1)
+        time.sleep(0.2)  # long enough that every thread asks while the first is still making it
+        return block(1)
+
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(cache.get("k", make))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(made) == 1
+    assert all(result is results[0] for result in results)
+
+
+def test_the_decorator_keys_on_the_function_and_its_arguments_but_not_underscored_ones():
+    cache = ByteBudgetCache(budget=lambda: 100 * MB)
+    calls = []
+
+    @shared(cache=cache)
+    def doubled(x: int, _big: object = None) -> np.ndarray:
+        calls.append(x)
+        return np.full(4, 2 * x)
+
+    assert doubled(1, _big="one").tolist() == [2] * 4
+    assert doubled(1, _big="another").tolist() == [2] * 4  # _big is not part of the key
+    doubled(2)
+    assert calls == [1, 2]
+    assert doubled.__wrapped__(3).tolist() == [6] * 4
+    doubled.clear()
+    doubled(1)
+    assert calls == [1, 2, 3, 1]  # __wrapped__ ran the function itself; after clear() 1 is made again
+
+
+def test_the_budget_is_read_from_the_environment(monkeypatch):
+    monkeypatch.delenv(BUDGET_ENV, raising=False)
+    assert budget_bytes() == DEFAULT_BUDGET_MB * MB
+    monkeypatch.setenv(BUDGET_ENV, "1500")
+    assert budget_bytes() == 1500 * MB
+    monkeypatch.setenv(BUDGET_ENV, "a lot")
+    assert budget_bytes() == DEFAULT_BUDGET_MB * MB  # junk: the default, with a warning in the log

@@ -1,0 +1,160 @@
+"""The app's large results (traces, norm maps, rollouts), shared by every session and bounded by their bytes.
+
+Why not st.cache_data: it pickles what it returns and unpickles it on every hit, so each session that opened
+SmolLM2 on 512 pieces got its own copy of a 626 MB trace (and waited half a second for it). Why not
+st.cache_resource alone: it bounds the number of entries, and one entry can be a few kilobytes or a gigabyte.
+
+Here one budget holds them all, least recently used first out: ATTENTION_EXPLORER_MEMORY_MB megabytes (default
+DEFAULT_BUDGET_MB), counted as the bytes of the numpy arrays each entry holds. The entry just made is kept even when
+it alone is over the budget, since the page that asked for it reads it again on every rerun. Every array cached is
+made read-only first: sessions share it. Thirty students opening one link compute it once: the others wait for it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import fields, is_dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import streamlit as st
+from streamlit.logger import get_logger
+
+BUDGET_ENV = "ATTENTION_EXPLORER_MEMORY_MB"
+DEFAULT_BUDGET_MB = 800  # SmolLM2's and MiniLM's traces on 512 pieces (626 + 150 MB) fit; a server stays under 2.5 GB
+Result = TypeVar("Result")
+LOG = get_logger(__name__)
+# Cached arrays are read-only on purpose (sessions share them); the engine hands some to torch.from_numpy to read
+# them, and torch warns of any read-only array it is given.
+warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+
+
+def budget_bytes() -> int:
+    """The budget in bytes: the environment's ATTENTION_EXPLORER_MEMORY_MB, else DEFAULT_BUDGET_MB."""
+    text = os.environ.get(BUDGET_ENV, "").strip()
+    try:
+        megabytes = float(text) if text else DEFAULT_BUDGET_MB
+    except ValueError:
+        LOG.warning("%s=%r is not a number of megabytes: using %s", BUDGET_ENV, text, DEFAULT_BUDGET_MB)
+        megabytes = DEFAULT_BUDGET_MB
+    return int(max(megabytes, 0.0) * 1e6)
+
+
+def arrays_in(value: Any, seen: set[int] | None = None) -> list[np.ndarray]:
+    """Every numpy array inside a result: in dataclass fields, tuples, lists and dict values (each once)."""
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return []
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        return [value]
+    if is_dataclass(value) and not isinstance(value, type):
+        parts = [getattr(value, f.name) for f in fields(value)]
+    elif isinstance(value, dict):
+        parts = list(value.values())
+    elif isinstance(value, list | tuple):
+        parts = list(value)
+    else:
+        return []
+    return [array for part in parts for array in arrays_in(part, seen)]
+
+
+def size_of(value: Any) -> int:
+    """The bytes of the arrays a result holds (a view counts as its own size: it cannot outlive its base here)."""
+    return sum(array.nbytes for array in arrays_in(value))
+
+
+class ByteBudgetCache:
+    """Results by key, least recently used out first once their bytes pass the budget."""
+
+    def __init__(self, budget: Callable[[], int] = budget_bytes):
+        self._budget = budget
+        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # oldest use first
+        self._lock = threading.Lock()  # guards _entries and _making
+        self._making: dict[Hashable, threading.Lock] = {}  # one lock per key being computed
+
+    def get(self, key: Hashable, make: Callable[[], Result]) -> Result:
+        """The cached result for key, or make() once (callers of the same key meanwhile wait for it)."""
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key][0]
+            making = self._making.setdefault(key, threading.Lock())
+        with making:
+            with self._lock:
+                if key in self._entries:  # made while this caller waited
+                    self._entries.move_to_end(key)
+                    return self._entries[key][0]
+            try:
+                value = make()  # an error (a ConfigError the page shows) is not cached: the next caller tries again
+                for array in arrays_in(value):
+                    array.setflags(write=False)
+                with self._lock:
+                    self._entries[key] = (value, size_of(value))
+                    self._evict(keep=key)
+            finally:
+                with self._lock:
+                    self._making.pop(key, None)
+        return value
+
+    def _evict(self, keep: Hashable) -> None:
+        budget = self._budget()
+        while self._held() > budget and len(self._entries) > 1:
+            oldest = next(iter(self._entries))
+            if oldest == keep:
+                break
+            del self._entries[oldest]
+
+    def _held(self) -> int:
+        return sum(size for _, size in self._entries.values())
+
+    @property
+    def bytes(self) -> int:
+        """What the entries hold now."""
+        with self._lock:
+            return self._held()
+
+    def keys(self) -> list[Hashable]:
+        """The keys held, least recently used first."""
+        with self._lock:
+            return list(self._entries)
+
+    def clear(self, prefix: str | None = None) -> None:
+        """Drop every entry, or those of one cached function (keys start with its name)."""
+        with self._lock:
+            for key in [k for k in self._entries if prefix is None or k[0] == prefix]:
+                del self._entries[key]
+
+
+SHARED = ByteBudgetCache()  # one budget for every large result of the app
+
+
+def shared(spinner: str | None = None, cache: ByteBudgetCache = SHARED) -> Callable[[Callable[..., Result]], Any]:
+    """Cache a function's results in `cache`, keyed on its name and arguments; keyword arguments named with a
+    leading underscore are not part of the key (as with st.cache_*: something else in the key decides them).
+    `spinner` is shown while a result is made. The plain function stays reachable as `__wrapped__`."""
+
+    def wrap(function: Callable[..., Result]) -> Any:
+        name = function.__qualname__
+
+        @functools.wraps(function)
+        def cached(*args: Hashable, **kwargs: Any) -> Result:
+            keyed = tuple(sorted((k, v) for k, v in kwargs.items() if not k.startswith("_")))
+
+            def make() -> Result:
+                if spinner is None:
+                    return function(*args, **kwargs)
+                with st.spinner(spinner):
+                    return function(*args, **kwargs)
+
+            return cache.get((name, args, keyed), make)
+
+        cached.clear = lambda: cache.clear(name)  # type: ignore[attr-defined]
+        return cached
+
+    return wrap
