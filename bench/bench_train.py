@@ -8,7 +8,10 @@ train() call: building the model, every step, the attention snapshots and the ac
 
 Each run is repeated with torch's default intra-op threads (one per core) and with 1 thread, interleaved so
 that the load of other processes hits both alike. A reduction's order depends on the thread count, so the two
-settings need not take the same number of steps; each setting is deterministic on its own.
+settings need not take the same number of steps; each setting is deterministic on its own. The "weights" column
+fingerprints the trained weights bit for bit (sha256 of every parameter): the same within a thread count, and,
+measured on the 2-core machine, different between 1 and 2 threads, which is why the app trains on one
+(explorer.training.single_thread).
 
 Usage: python bench/bench_train.py [--repeats N] [--threads 2,1] [--strict]
 --strict exits 1 when a median is over the target or a run missed 99% within the budget.
@@ -17,6 +20,7 @@ Usage: python bench/bench_train.py [--repeats N] [--threads 2,1] [--strict]
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import statistics
 import sys
@@ -43,7 +47,11 @@ def one_run(threads: int) -> dict:
     result = train(explorer.ModelConfig(), task, steps=STEP_BUDGET, seed=0, stop_at_accuracy=GOAL)
     seconds = time.perf_counter() - t0
     steps = int(result.history["step"].iloc[-1])
+    digest = hashlib.sha256()
+    for parameter in result.model.parameters():
+        digest.update(parameter.detach().numpy().tobytes())
     return {
+        "weights": digest.hexdigest()[:12],
         "seconds": seconds,
         "steps": steps,
         "reached": result.stopped_early,
@@ -73,10 +81,14 @@ def main() -> int:
             runs[n].append(one_run(n))
     torch.set_num_threads(default_threads)
 
-    header = f"{'threads':>7} {'median':>8} {'min':>7} {'max':>7} {'steps':>6} {'ms/step':>8} {'fresh acc':>9}  target"
+    header = (
+        f"{'threads':>7} {'median':>8} {'min':>7} {'max':>7} {'steps':>6} {'ms/step':>8} {'fresh acc':>9} "
+        f"{'weights':>13}  target"
+    )
     print(header)
     print("-" * len(header))
     failed = 0
+    weights = {n: {r["weights"] for r in runs[n]} for n in counts}
     for n in counts:
         times = [r["seconds"] for r in runs[n]]
         steps = sorted({r["steps"] for r in runs[n]})
@@ -87,11 +99,15 @@ def main() -> int:
         per_step = statistics.median(r["seconds"] / r["steps"] for r in runs[n]) * 1e3
         print(
             f"{n:>7} {median:>7.2f}s {min(times):>6.2f}s {max(times):>6.2f}s {'/'.join(map(str, steps)):>6} "
-            f"{per_step:>8.1f} {min(r['fresh'] for r in runs[n]):>9.4f}  "
+            f"{per_step:>8.1f} {min(r['fresh'] for r in runs[n]):>9.4f} {'/'.join(sorted(weights[n])):>13}  "
             f"{'ok' if ok else 'OVER' if reached else 'MISSED 99%'} (<= {TARGET:.0f} s)",
             flush=True,
         )
     print(f"target: 99% token accuracy within {STEP_BUDGET} steps in under {TARGET:.0f} s (median wall time)")
+    repeatable = all(len(w) == 1 for w in weights.values())
+    alike = len(set().union(*weights.values())) == 1
+    print(f"weights bit for bit: {'the same' if repeatable else 'NOT the same'} on every repeat of a thread count; "
+          f"{'the same' if alike else 'different'} across thread counts {', '.join(map(str, counts))}")  # fmt: skip
     return 1 if failed and args.strict else 0
 
 

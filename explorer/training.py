@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -231,31 +232,40 @@ def _check(steps: int, lr: float, warmup: int, batch_size: int, snapshot_every: 
         raise ConfigError("snapshot_every must be at least 1.")
 
 
-_threads_lock = threading.Lock()
-_threads_users = 0  # callers inside single_thread() right now
-_threads_before = 1  # torch's thread count before the first of them came in
+_threads_lock = threading.Lock()  # one caller at a time reads the default count, sets its own and puts it back
+
+
+def _in_new_thread(work: Callable[[], Any]) -> Any:
+    """work() in a new OS thread that ends with it: torch's count there starts at the one every new thread gets."""
+    out: list[Any] = []
+    worker = threading.Thread(target=lambda: out.append(work()), name="torch-threads")
+    worker.start()
+    worker.join()
+    return out[0]
 
 
 @contextmanager
 def single_thread() -> Iterator[None]:
-    """Run this OS thread's torch work on one intra-op thread; on the way out, the count from before comes back.
+    """Run this OS thread's torch work on one intra-op thread, and only this thread's; on the way out its count
+    from before comes back.
 
-    A tiny model's operations are too small to share out: on a busy 2-core machine, training reverse with two
-    threads took several times longer per step than with one (bench/bench_train.py). One thread also makes a
-    training run's numbers independent of how many cores the machine has. torch.set_num_threads sets the
-    calling thread's count and the one new threads start with, so enter this in the thread that trains. The
-    count restored is the one from before any caller came in, so overlapping callers (two browser sessions
-    training at once) never leave it at 1.
+    One thread makes a training run's numbers the same on any machine: with 2 threads the weights differ from the
+    1-thread run's after a few steps (the reductions' order follows the thread count; bench/bench_train.py
+    --threads 2,1 prints both), and a tiny model's steps are too small to share out: on a busy 2-core machine 2
+    threads took several times longer per step. torch.set_num_threads sets the calling thread's OpenMP and MKL
+    counts, but also the count every thread starts with at its first torch call, and Streamlit runs each script
+    run of each session in a new thread: while one session trained, every other session's next page ran on one
+    thread. So that default is put back at once, by a thread of its own that ends there; other threads keep
+    theirs. The lock keeps two callers from taking each other's 1 for the default.
     """
-    global _threads_users, _threads_before
     with _threads_lock:
-        if _threads_users == 0:
-            _threads_before = torch.get_num_threads()
-        _threads_users += 1
+        default = _in_new_thread(torch.get_num_threads)  # what a new thread gets: the process's count
+        before = torch.get_num_threads()  # this thread's own
         torch.set_num_threads(1)
+        _in_new_thread(lambda: torch.set_num_threads(default))
     try:
         yield
     finally:
         with _threads_lock:
-            _threads_users -= 1
-            torch.set_num_threads(_threads_before)
+            torch.set_num_threads(before)
+            _in_new_thread(lambda: torch.set_num_threads(default))

@@ -46,6 +46,8 @@ from explorer.training import (
 from pictures.training_charts import NORM_COLOURS, NORM_DASHES, NORM_NAMES, curves_figure, pattern_figure
 from tests.drawn import figure_json, figure_title
 
+TINY = explorer.ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32)  # a few ms a step
+
 
 def test_single_thread_pins_torch_to_one_thread_and_restores_after_the_last_caller():
     before = torch.get_num_threads()
@@ -69,6 +71,62 @@ def test_single_thread_pins_torch_to_one_thread_and_restores_after_the_last_call
     worker.join(10)
     assert seen == [1]  # ... on one thread
     assert torch.get_num_threads() == before
+
+
+def in_new_thread(work):
+    """work() in a new OS thread: torch's count there starts at the one every new thread gets."""
+    out = []
+    worker = threading.Thread(target=lambda: out.append(work()))
+    worker.start()
+    worker.join(30)
+    return out[0]
+
+
+@pytest.fixture
+def two_threads():
+    """A process whose threads start with 2 torch threads (the suite may run with OMP_NUM_THREADS=1)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_single_thread_leaves_every_other_thread_its_count(two_threads):
+    """A Streamlit session's script runs in a new thread: one that starts while another session trains keeps the
+    process's 2 threads, and so does a thread that was already running."""
+    inside, release = threading.Event(), threading.Event()
+
+    def trainer() -> None:
+        with single_thread():
+            inside.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=trainer)
+    worker.start()
+    assert inside.wait(10)
+    assert in_new_thread(torch.get_num_threads) == 2
+    assert in_new_thread(lambda: (torch.ones(64, 64) @ torch.ones(64, 64), torch.get_num_threads())[1]) == 2
+    assert torch.get_num_threads() == 2
+    release.set()
+    worker.join(10)
+    assert in_new_thread(torch.get_num_threads) == 2
+
+
+def test_training_in_single_thread_is_the_one_thread_run_bit_for_bit(two_threads):
+    """Inside single_thread, in a thread of a process whose threads get 2, training computes exactly what a
+    process on one thread does (run on 2 threads, these 3 steps end with weights up to 1e-6 away: measured on
+    the 2-core machine; bench/bench_train.py --threads 2,1 compares whole runs)."""
+    task = make_task("reverse", 4)
+    kwargs = dict(steps=3, batch_size=16, snapshot_every=100)
+
+    def trained() -> torch.Tensor:
+        with single_thread():
+            return torch.cat([p.detach().flatten() for p in train(TINY, task, **kwargs).model.parameters()])
+
+    pinned = in_new_thread(trained)
+    torch.set_num_threads(1)
+    alone = torch.cat([p.detach().flatten() for p in train(TINY, task, **kwargs).model.parameters()])
+    assert torch.equal(pinned, alone)
 
 
 def test_single_thread_restores_after_an_exception():
