@@ -13,6 +13,7 @@ import errno
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import gguf
@@ -251,3 +252,14 @@ def test_the_environment_variable_turns_the_cache_off(tiny, dequantized, tmp_pat
 def test_without_the_variable_the_cache_is_the_platforms_user_cache(monkeypatch):
     monkeypatch.delenv(weights_cache.ENVIRONMENT, raising=False)
     assert weights_cache.cache_dir() == Path(platformdirs.user_cache_dir("attention-explorer"))
+
+
+def test_two_loads_at_once_each_get_the_weights_and_leave_one_entry(cache, tiny, dequantized, caplog):
+    """Two servers starting together both miss, both dequantize and both write: each writes its own temporary file and
+    renames it over the entry, so neither reads half a file and one whole entry is left."""
+    caplog.set_level(logging.INFO, logger=LOG)
+    with ThreadPoolExecutor(2) as pool:
+        loaded = list(pool.map(lambda _: read_gguf(tiny), range(2)))
+    for checkpoint in [*loaded, read_gguf(tiny)]:
+        assert_same_checkpoint(checkpoint, dequantized)
+    assert warnings_of(caplog) == [] and len(entries(cache)) == 1 and not list(cache.glob("*.tmp"))
