@@ -29,9 +29,16 @@ from tests.drawn import rgb
 pytestmark = pytest.mark.browser
 
 TOKENS = "the cat sat on the mat"
-POSITIONAL_CHARTS = 4  # Plotly: curves, wavelengths, similarity profile, offset scores
-ACTIVATION_CHARTS = 6  # Plotly: depth, LayerNorm, shares on the largest token, histogram, zeros, gradient lines
+POSITIONAL_CHARTS = 4  # Plotly, every section open: curves, wavelengths, similarity profile, offset scores
+ACTIVATION_CHARTS = (
+    6  # Plotly, every section open: depth, norms, shares on the largest token, histogram, zeros, gradients
+)
 ACTIVATION_PANELS = 5  # matrix views: token norms, the 3 per-head grids, the gradient map
+# The URL parameters that open every section below a page's first screen (views/lazy_sections.py)
+OPEN_POSITIONAL = "&".join(f"pos_open_{s}=true" for s in ("table", "wavelengths", "similarity", "offset", "order"))
+OPEN_ACTIVATIONS = "&".join(
+    f"act_open_{s}=true" for s in ("norms", "tokens", "histogram", "zeros", "heads", "gradients")
+)
 CURVE, TYPED_MARKS = 0, 1  # traces of the encoding chart with one dimension: its curve, then the red marks
 
 
@@ -66,7 +73,9 @@ def hovered_number(label: str, field: str) -> float:
 
 def test_positional_curves_and_table_hover_the_engine_values(page, app_url, wait_idle):
     typed = ["<b>x</b>", "cat", "sat", "on", "the", "mat"]
-    url = app_url + "/positional?d_model=16&n_heads=2&pos_max=8&pos_dims=0&tokens=" + quote(" ".join(typed))
+    url = f"{app_url}/positional?{OPEN_POSITIONAL}&d_model=16&n_heads=2&pos_max=8&pos_dims=0&tokens=" + quote(
+        " ".join(typed)
+    )
     found = open_positional(page, url, wait_idle, POSITIONAL_CHARTS)
     assert len(found) == POSITIONAL_CHARTS
     table = sinusoidal(8, 16).numpy()  # [P, D]
@@ -118,7 +127,9 @@ def test_positional_curves_and_table_hover_the_engine_values(page, app_url, wait
 
 
 def test_positional_table_hovers_every_cell_at_any_size(page, app_url, wait_idle):
-    open_positional(page, app_url + "/positional?d_model=256&pos_max=128", wait_idle, POSITIONAL_CHARTS)
+    open_positional(
+        page, f"{app_url}/positional?{OPEN_POSITIONAL}&d_model=256&pos_max=128", wait_idle, POSITIONAL_CHARTS
+    )
     wait_panels_drawn(page, 1)
     heat = panels(page, "pos_table")[0]  # 128 x 256 cells, every one of which hovers
     table = sinusoidal(128, 256).numpy()  # [P, D]
@@ -136,8 +147,22 @@ def test_positional_table_hovers_every_cell_at_any_size(page, app_url, wait_idle
     assert_clean(page)
 
 
-def test_positional_page_explains_bad_input(page, app_url, wait_idle):
-    open_positional(page, app_url + "/positional", wait_idle, POSITIONAL_CHARTS)
+def test_positional_page_opens_a_section_into_the_url_and_explains_bad_input(page, app_url, wait_idle):
+    open_positional(page, app_url + "/positional?positional=learned", wait_idle, 1)
+    assert len(plots(page)) == 1 and not panels(page)  # the curves only: the closed sections computed nothing
+    page.locator("[data-testid='stExpander'] summary", has_text="The whole table").click()
+    wait_idle(page)
+    wait_panels_drawn(page, 1)
+    assert "pos_open_table=true" in page.url  # the link now opens it too
+    assert "try Stretch colours" not in panels(page, "pos_table")[0].inner_text()  # random N(0, ½): no outlier
+    page.get_by_text("Stretch colours", exact=True).click()
+    wait_idle(page)
+    wait_panels_drawn(page, 1)
+    assert "stretch=true" in page.url
+    assert "colours stretched: darkest" in panels(page, "pos_table")[0].inner_text()
+    assert_clean(page)
+
+    open_positional(page, app_url + "/positional", wait_idle, 1)
     dims = page.get_by_role("textbox", name="Dimensions to plot as curves")
     dims.fill("0, 999")
     dims.press("Enter")
@@ -146,7 +171,9 @@ def test_positional_page_explains_bad_input(page, app_url, wait_idle):
     assert "pos_dims=" in page.url
     assert_clean(page)
 
-    found = open_positional(page, app_url + "/positional?pos_max=10000000", wait_idle, 1)
+    found = open_positional(
+        page, app_url + "/positional?pos_max=10000000&pos_open_offset=true&pos_open_order=true", wait_idle, 1
+    )
     assert "Max position 10,000,000 is out of range" in alerts(page)
     wait_panels_drawn(page, 4)
     assert len(found) == 1 and len(panels(page)) == 4  # the offset and reordering demonstrations still draw
@@ -157,8 +184,8 @@ def test_positional_page_explains_bad_input(page, app_url, wait_idle):
 
 
 def test_permutation_demo_without_positions_keeps_user_text_as_text(page, app_url, wait_idle):
-    open_positional(page, app_url + "/positional?positional=none&tokens=%3Cb%3Ebold%3C%2Fb%3E%20x%20y", wait_idle, 1)
-    wait_panels_drawn(page, 3)
+    open_positional(page, app_url + "/positional?positional=none&tokens=%3Cb%3Ebold%3C%2Fb%3E%20x%20y", wait_idle, 0)
+    wait_panels_drawn(page, 3)  # with no encoding, the reordering demonstration is open from the start
     assert "Reordering only moved the maps" in alerts(page)
     shown = {
         name: np.array([[number(c["weight"]) for c in row] for row in read_tips(page, panels(page, name)[0])])
@@ -174,7 +201,6 @@ def test_permutation_demo_without_positions_keeps_user_text_as_text(page, app_ur
     assert rerun.locator(".mv-tip b").count() == 0  # ... never as HTML
     page.get_by_text("shuffled", exact=True).click()
     wait_idle(page)
-    wait_plotted(page, 1)
     wait_panels_drawn(page, 3)
     assert "pos_order=shuffled" in page.url
     assert "Reordering only moved the maps" in alerts(page)
@@ -195,7 +221,7 @@ def open_activations(page, url: str, wait_idle) -> None:
 
 
 def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_its_controls(page, app_url, wait_idle):
-    open_activations(page, app_url + "/activations?norm=pre&n_layers=4", wait_idle)
+    open_activations(page, f"{app_url}/activations?{OPEN_ACTIVATIONS}&norm=pre&n_layers=4", wait_idle)
     assert len(plots(page)) == ACTIVATION_CHARTS
     assert "Pre-norm" in alerts(page) and "Dummy objective" in alerts(page)
     cfg = ModelConfig(norm="pre", n_layers=4)

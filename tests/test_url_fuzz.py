@@ -22,6 +22,9 @@ from views.query_params import check_url_value, url_int
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 PAGES = ["views/attention.py", "views/mixing.py", "views/heads.py", "views/compare.py", "views/positional.py",
          "views/activations.py", "views/anatomy.py", "views/train.py"]  # fmt: skip
+OPEN_SECTIONS = [f"pos_open_{s}" for s in ("table", "wavelengths", "similarity", "offset", "order")] + [
+    f"act_open_{s}" for s in ("norms", "tokens", "histogram", "zeros", "heads", "gradients")
+]
 HOSTILE = [
     "1e400", "-1e400", "1e-400", "nan", "NaN", "inf", "-inf", "Infinity", "", " ", "0", "-1", "-0", "2.5", "1e3",
     "9" * 400, "0x10", "٣", "𝟙", "Ⅻ", "\x00", "\n", "🙂", "a" * 5000, "%", "&", "?", "#", "causal+padding",
@@ -39,7 +42,7 @@ hostile = st.one_of(
 def bound_keys(at: AppTest) -> set[str]:
     """The URL parameter of every widget on the page that is bound to the URL."""
     keys = set()
-    for kind in ("selectbox", "radio", "number_input", "text_input", "toggle", "slider", "select_slider"):
+    for kind in ("selectbox", "radio", "number_input", "text_input", "toggle", "slider", "select_slider", "expander"):
         for widget in at.get(kind):
             key = getattr(widget.proto, "query_param_key", "")
             if key:
@@ -60,6 +63,7 @@ def page_keys() -> dict[str, list[str]]:
             "ablate": "L0H1",
             "compare": "heads",
             "b_ablate": "L0H0",
+            **dict.fromkeys(OPEN_SECTIONS, "true"),  # Positional's and Activations' sections, and the controls in them
         }
         for query in ({}, {"compare": "input"}, many):
             at = AppTest.from_file(APP, default_timeout=120)
@@ -78,6 +82,8 @@ def test_the_pages_bind_the_parameters_a_link_carries(page_keys):
         assert sidebar <= set(page_keys[page]), page  # every page has the sidebar
     assert {"layer", "head", "stretch", "zoom"} <= set(page_keys["views/attention.py"])
     assert {"compare", "b_norm", "b_tokens", "b_ablate", "b_ablate_with"} <= set(page_keys["views/compare.py"])
+    assert {*OPEN_SECTIONS[:5], "stretch", "pos_order", "pos_offset_layer"} <= set(page_keys["views/positional.py"])
+    assert {*OPEN_SECTIONS[5:], "act_layer", "act_point", "act_energy"} <= set(page_keys["views/activations.py"])
 
 
 @settings(max_examples=300, deadline=None)
