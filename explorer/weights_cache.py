@@ -32,7 +32,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
-from explorer.checkpoint_common import Checkpoint, Hyperparameters, expected_shapes
+from explorer.checkpoint_common import Checkpoint, Hyperparameters, check_depth, expected_shapes
 
 ENVIRONMENT = "ATTENTION_EXPLORER_CACHE"
 FORMAT = "1"  # what an entry holds: raise it when read_gguf's tensors or fields change, and old entries read as misses
@@ -84,7 +84,7 @@ def load(key: Key, name: str, source: Path) -> Checkpoint | None:
     try:
         with safe_open(str(key.entry), framework="pt") as file:
             meta = file.metadata() or {}
-            if {name: meta.get(name) for name in _identity(key)} != _identity(key):
+            if {field: meta.get(field) for field in _identity(key)} != _identity(key):
                 log.warning(
                     "The cached weights %s were not written from this %s by this version: dequantizing it again.",
                     key.entry,
@@ -93,27 +93,26 @@ def load(key: Key, name: str, source: Path) -> Checkpoint | None:
                 return None
             saved = json.loads(meta["checkpoint"])
             hparams = Hyperparameters(**saved["hparams"])
-            shapes = expected_shapes(hparams)
+            shapes = expected_shapes(check_depth(key.entry, hparams))  # a ConfigError is a ValueError
             if set(file.keys()) != set(shapes):
                 raise ValueError("its tensor names are not the model's")
             # get_tensor maps the file (copy-on-write): the weights stay in the page cache that processes share.
-            tensors = {name: file.get_tensor(name) for name in shapes}
+            tensors = {tensor_name: file.get_tensor(tensor_name) for tensor_name in shapes}
+        for tensor_name, tensor in tensors.items():
+            if tensor.dtype != torch.float32 or tuple(tensor.shape) != shapes[tensor_name]:
+                raise ValueError(f"its '{tensor_name}' is not the float32 tensor of the shape the model needs")
+        return Checkpoint(
+            name=name,
+            hparams=hparams,
+            tensors=tensors,
+            weights_note=saved["weights_note"],
+            source=str(source),
+            license=saved["license"],
+            tokenizer_fields=saved["tokenizer_fields"],
+        )
     except (SafetensorError, OSError, ValueError, KeyError, TypeError) as error:
         log.warning("The cached weights %s cannot be read (%s): dequantizing %s instead.", key.entry, error, source)
         return None
-    for tensor_name, tensor in tensors.items():
-        if tensor.dtype != torch.float32 or tuple(tensor.shape) != shapes[tensor_name]:
-            log.warning("The cached weights %s hold a damaged '%s': dequantizing %s.", key.entry, tensor_name, source)
-            return None
-    return Checkpoint(
-        name=name,
-        hparams=hparams,
-        tensors=tensors,
-        weights_note=saved["weights_note"],
-        source=str(source),
-        license=saved["license"],
-        tokenizer_fields=saved["tokenizer_fields"],
-    )
 
 
 def save(key: Key, checkpoint: Checkpoint) -> None:

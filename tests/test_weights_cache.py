@@ -10,6 +10,7 @@ every test at its own tmp_path: nothing is written to the real user cache.
 from __future__ import annotations
 
 import errno
+import json
 import logging
 import os
 import time
@@ -21,6 +22,8 @@ import numpy as np
 import platformdirs
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 import explorer
 from explorer import gguf_files, weights_cache
@@ -263,3 +266,34 @@ def test_two_loads_at_once_each_get_the_weights_and_leave_one_entry(cache, tiny,
     for checkpoint in [*loaded, read_gguf(tiny)]:
         assert_same_checkpoint(checkpoint, dequantized)
     assert warnings_of(caplog) == [] and len(entries(cache)) == 1 and not list(cache.glob("*.tmp"))
+
+
+def rewrite_entry(entry: Path, change) -> None:
+    """Rewrite a whole entry (valid safetensors, its identity kept) after change(tensors, described checkpoint)."""
+    tensors = {name: tensor.clone() for name, tensor in load_file(entry).items()}
+    with safe_open(str(entry), framework="pt") as file:
+        metadata = file.metadata()
+    described = json.loads(metadata["checkpoint"])
+    change(tensors, described)
+    save_file(tensors, entry, metadata=metadata | {"checkpoint": json.dumps(described)})
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param(lambda tensors, described: described.pop("tokenizer_fields"), id="a-field-lost"),
+        pytest.param(lambda tensors, described: described["hparams"].update(n_layers=3), id="other-hparams"),
+        pytest.param(lambda tensors, described: tensors.pop("norm.weight"), id="a-tensor-lost"),
+        pytest.param(
+            lambda tensors, described: tensors.update({"norm.weight": tensors["norm.weight"].half()}), id="float16"
+        ),
+    ],
+)
+def test_an_entry_that_is_whole_but_not_the_models_is_refused(cache, tiny, dequantized, change, caplog):
+    read_gguf(tiny)
+    (entry,) = entries(cache)
+    rewrite_entry(entry, change)
+    caplog.set_level(logging.INFO, logger=LOG)
+    assert_same_checkpoint(read_gguf(tiny), dequantized)
+    (warning,) = warnings_of(caplog)
+    assert "cannot be read" in warning
