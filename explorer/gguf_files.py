@@ -10,12 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from gguf import GGMLQuantizationType, GGUFReader
-from gguf.quants import dequantize
 
 from explorer import weights_cache
 from explorer.checkpoint_common import (
@@ -36,14 +34,14 @@ from explorer.checkpoint_common import (
 )
 from explorer.config import ConfigError
 
+if TYPE_CHECKING:  # the gguf library is imported when a file is parsed: a load from the weights cache never needs it
+    from gguf import GGMLQuantizationType, GGUFReader
+
 GGUF_ARCHITECTURES = ("llama",)
-# Every type gguf.quants.dequantize turns into float32.
+# Every type gguf.quants.dequantize turns into float32, by its GGMLQuantizationType name.
 GGUF_TYPES = frozenset(
-    GGMLQuantizationType[name]
-    for name in (
-        "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K TQ1_0 TQ2_0 MXFP4 NVFP4 "
-        "IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M IQ4_NL IQ4_XS"
-    ).split()
+    "F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K TQ1_0 TQ2_0 MXFP4 NVFP4 "
+    "IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S IQ1_S IQ1_M IQ4_NL IQ4_XS".split()
 )
 GGUF_READ_ERRORS = (OSError, ValueError, IndexError, KeyError, TypeError, OverflowError, UnicodeDecodeError)
 # Hugging Face LlamaModel names (per layer) and the GGUF names llama.cpp's converter gives them.
@@ -121,6 +119,8 @@ def _check_gguf_file(path: Path) -> None:
 def _open_gguf(path: Path) -> GGUFReader:
     """GGUFReader, with a sentence in place of the library's error for a missing, foreign or damaged file."""
     _check_gguf_file(path)
+    from gguf import GGUFReader
+
     try:
         return GGUFReader(path)
     except GGUF_READ_ERRORS as error:
@@ -141,16 +141,16 @@ def _metadata(reader: GGUFReader, key: str) -> Any:
 def _gguf_hparams(path: Path, reader: GGUFReader) -> Hyperparameters:
     """Llama hyperparameters from GGUF metadata; tied embeddings when there is no output.weight."""
     _refuse_gguf_rope_scaling(path, reader)
-    heads = _ggufwhole_number(path, reader, "attention.head_count")
+    heads = _gguf_whole(path, reader, "attention.head_count")
     hp = Hyperparameters(
         family="llama",
-        n_layers=_ggufwhole_number(path, reader, "block_count"),
-        d_model=_ggufwhole_number(path, reader, "embedding_length"),
+        n_layers=_gguf_whole(path, reader, "block_count"),
+        d_model=_gguf_whole(path, reader, "embedding_length"),
         n_heads=heads,
-        n_kv_heads=_ggufwhole_number(path, reader, "attention.head_count_kv", heads),
-        d_ff=_ggufwhole_number(path, reader, "feed_forward_length"),
+        n_kv_heads=_gguf_whole(path, reader, "attention.head_count_kv", heads),
+        d_ff=_gguf_whole(path, reader, "feed_forward_length"),
         vocab_size=whole_number(path, "llama.vocab_size", _gguf_vocab_size(path, reader)),
-        max_positions=_ggufwhole_number(path, reader, "context_length"),
+        max_positions=_gguf_whole(path, reader, "context_length"),
         norm_eps=positive_number(
             path,
             "llama.attention.layer_norm_rms_epsilon",
@@ -176,7 +176,7 @@ def _gguf_value(path: Path, reader: GGUFReader, key: str, default: Any = None) -
     return value
 
 
-def _ggufwhole_number(path: Path, reader: GGUFReader, key: str, default: int | None = None) -> int:
+def _gguf_whole(path: Path, reader: GGUFReader, key: str, default: int | None = None) -> int:
     """A positive whole number from the metadata 'llama.<key>'."""
     return whole_number(path, f"llama.{key}", _gguf_value(path, reader, key, default))
 
@@ -222,7 +222,7 @@ def _gguf_tensors(path: Path, reader: GGUFReader, hp: Hyperparameters) -> dict[s
     for gguf_name, name in wanted.items():
         tensor = by_name[gguf_name]
         check_shape(path, gguf_name, tuple(int(n) for n in reversed(tensor.shape)), shapes[name])
-        if tensor.tensor_type not in GGUF_TYPES:
+        if tensor.tensor_type.name not in GGUF_TYPES:
             raise ConfigError(
                 f"{path}: tensor '{gguf_name}' uses the GGUF quantisation type {tensor.tensor_type.name}, "
                 "which cannot be dequantized here."
@@ -247,6 +247,8 @@ def _dequantize_all(
 def _dequantize(tensor: Any, name: str, hp: Hyperparameters, source: Path) -> torch.Tensor:
     """One GGUF tensor as float32 in Hugging Face layout: numpy order is already ggml's dimensions reversed."""
     shape = tuple(int(n) for n in reversed(tensor.shape))  # [out, in] for a weight matrix
+    from gguf.quants import dequantize
+
     values = dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)
     if not values.flags.writeable:  # F32 comes back as a view of the read-only memory map
         values = values.copy()
@@ -277,7 +279,7 @@ def _gguf_name(path: Path) -> str:
 
 def _gguf_note(types: set[GGMLQuantizationType]) -> str:
     """Plain words for how a GGUF file stored its weights, e.g. 'dequantized to float32 from 4-bit (Q4_1) ...'."""
-    reduced = sorted((t for t in types if t != GGMLQuantizationType.F32), key=lambda t: (_bits(t), t.name))
+    reduced = sorted((t for t in types if t.name != "F32"), key=lambda t: (_bits(t), t.name))
     if not reduced:
         return "float32 as stored in the GGUF file"
     groups: dict[int, list[str]] = {}
