@@ -10,7 +10,7 @@ from explorer.model import parameter_total
 MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights: BERT-base's twelve blocks (85 million) fit
 MAX_TRACE_BYTES = 256_000_000  # one input's trace; the app caches a few (dashboard.cached_run)
 # A shipped checkpoint is built once per server, not per link, so the parameter limit is not for it; its traces are
-# larger: 512 pieces through SmolLM2's 30 x 9 heads keep about 1.2 GB (the app caches four, dashboard.py).
+# larger: 512 pieces through SmolLM2's 30 x 9 heads keep 626 MB (views.shared_cache bounds how many are kept).
 MAX_CHECKPOINT_TRACE_BYTES = 1_500_000_000
 MAX_PIECES = 512  # sub-word pieces the app runs through a checkpoint: MiniLM's whole position table
 FLOATS_PER_LAYER_TOKEN = 14  # x d_model, plus d_ff: measured 10 for an encoder block, 11.5 for an encoder-decoder
@@ -31,11 +31,12 @@ def attention_cells(cfg: ModelConfig, n_source: int, n_target: int | None = None
 
 
 def trace_bytes(cfg: ModelConfig, n_source: int, n_target: int | None = None) -> int:
-    """An upper estimate of the bytes a trace keeps: per layer and token the residual stream, each sub-layer's input
-    and output and the feed-forward's hidden units; per attention cell a weight and a score; all float32."""
+    """An upper estimate of the bytes an app's trace keeps (run with keep_scores=False): per layer and token the
+    residual stream, each sub-layer's input and output and the feed-forward's hidden units; per attention cell a
+    weight; all float32."""
     tokens = n_source + ((n_target or 1) if cfg.arch == "encoder-decoder" else 0)
     floats = cfg.n_layers * tokens * (FLOATS_PER_LAYER_TOKEN * cfg.d_model + cfg.d_ff)
-    return 4 * (floats + 2 * attention_cells(cfg, n_source, n_target))
+    return 4 * (floats + attention_cells(cfg, n_source, n_target))
 
 
 def check_app_size(cfg: ModelConfig, n_source: int, n_target: int | None = None) -> None:
