@@ -7,11 +7,15 @@ ATTENTION_EXPLORER_CACHE to an empty value or to "off" turns the cache off: ever
 
 An entry is one safetensors file per GGUF: the tensors exactly as the model loads them (float32, Hugging Face names,
 llama.cpp's rotary row order undone) and, in its metadata, the hyperparameters, the weights' note, the licence and the
-tokenizer.ggml.* fields, so a hit never parses the GGUF. It is named by the source file's content hash (SHA-256, about
-0.1 s for SmolLM2's 98 MB) and holds that hash and the file's size: a changed file reads as a miss and is dequantized
-again. Entries are written to a temporary file in the same directory, flushed and renamed into place, so a reader sees
-a whole entry or none, and no writer ever changes a file a model maps. Anything that goes wrong (a corrupt or cut
-entry, a read-only directory, a full disk) costs a dequantization and one sentence in this module's log, never a load.
+tokenizer.ggml.* fields, so a hit never parses the GGUF (nor imports gguf). It is named by the source file's content
+hash (SHA-256, about 0.1 s for SmolLM2's 98 MB) and holds that hash, the file's size and the gguf library's version: a
+changed file reads as a miss and is dequantized again, and its new entry replaces the old one (one entry per file
+name; SmolLM2's is 540 MB, and deleting the directory is always safe). A hit maps the tensors copy-on-write: the model's
+weights are page cache, one copy however many processes (servers, test workers) load them.
+
+Entries are written to a temporary file in the same directory, flushed and renamed into place, so a reader sees a whole
+entry or none, and no writer ever changes a file a model maps. Anything that goes wrong (a corrupt or cut entry, a
+read-only directory, a full disk) costs a dequantization and one sentence in this module's log, never a load.
 """
 
 from __future__ import annotations
