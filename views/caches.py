@@ -85,21 +85,26 @@ def pretrained_model(name: str) -> Transformer:
     return _CHECKPOINTS[name]
 
 
-@st.cache_resource(max_entries=8, show_spinner="Building the model…")
+@st.cache_resource(max_entries=8, show_spinner="Building the model…")  # at most 400 MB each (explorer.limits)
 def _built_model(cfg: ModelConfig) -> Transformer:
     LOG.info("building model %s", cfg)
-    if isinstance(cfg, CheckpointConfig):  # a checkpoint changed on purpose (norm flipped): a copy on its weights
-        return model_for_b(pretrained_model(cfg.checkpoint), cfg)
     return build_model(cfg)
+
+
+# A copy of a checkpoint is as large as it (540 MB for SmolLM2): two at most, e.g. two norm flips compared at once.
+@st.cache_resource(max_entries=2, show_spinner="Copying the checkpoint's weights into the changed model…")
+def _checkpoint_copy(cfg: CheckpointConfig) -> Transformer:
+    LOG.info("building model %s", cfg)
+    return model_for_b(pretrained_model(cfg.checkpoint), cfg)
 
 
 def cached_model(cfg: ModelConfig) -> Transformer:
     """The one model a config names, shared by every session and page (never mutated: run() only reads it): random
-    weights for a configured model, the checkpoint itself for its own config, a copy on its weights otherwise."""
+    weights for a configured model, the checkpoint itself for its own config, a copy on its weights otherwise (a
+    checkpoint changed on purpose, e.g. its norm flipped)."""
     if isinstance(cfg, CheckpointConfig):
         model = pretrained_model(cfg.checkpoint)
-        if model.config == cfg:
-            return model
+        return model if model.config == cfg else _checkpoint_copy(cfg)
     return _built_model(cfg)
 
 
