@@ -26,7 +26,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 import explorer
-from explorer import weights_cache
+from explorer import gguf_files, weights_cache
 from explorer.gguf_files import dequantize_gguf, read_gguf
 from explorer.tokenization import byte_alphabet
 
@@ -296,3 +296,15 @@ def test_an_entry_that_is_whole_but_not_the_models_is_refused(cache, tiny, dequa
     assert_same_checkpoint(read_gguf(tiny), dequantized)
     (warning,) = warnings_of(caplog)
     assert "cannot be read" in warning
+
+
+def test_the_faster_reader_reads_what_gguf_reads(tiny_source):
+    """gguf_files parses with GGUFReader on a plain view of the memory map: the same fields and tensor bytes."""
+    ours, theirs = gguf_files._reader_class()(tiny_source), gguf.GGUFReader(tiny_source)
+    assert {name: field.contents() for name, field in ours.fields.items()} == {
+        name: field.contents() for name, field in theirs.fields.items()
+    }
+    assert [(t.name, t.tensor_type, t.shape.tolist()) for t in ours.tensors] == [
+        (t.name, t.tensor_type, t.shape.tolist()) for t in theirs.tensors
+    ]
+    assert all(np.array_equal(a.data, b.data) for a, b in zip(ours.tensors, theirs.tensors, strict=True))
