@@ -121,9 +121,14 @@ def _open_gguf(path: Path) -> GGUFReader:
     """GGUFReader, with a sentence in place of the library's error for a missing, foreign or damaged file."""
     _check_gguf_file(path)
     try:
-        return _reader_class()(path)
+        return gguf_reader(path)
     except GGUF_READ_ERRORS as error:
         raise ConfigError(f"{path} is a truncated or corrupt GGUF file ({error}).") from None
+
+
+def gguf_reader(path: Path) -> GGUFReader:
+    """gguf's GGUFReader on a file, parsed about 2.7 times as fast (it raises what GGUFReader raises)."""
+    return _reader_class()(path)
 
 
 @functools.cache

@@ -333,10 +333,10 @@ def _gguf_fields(path: Path) -> dict[str, Any]:
     """The tokenizer.* metadata of a GGUF as python values."""
     if not path.is_file():
         raise ConfigError(f"There is no GGUF file at {path}.")
-    import gguf  # only needed for GGUF files
+    from explorer.gguf_files import gguf_reader  # only needed for GGUF files
 
     try:
-        reader = gguf.GGUFReader(path)
+        reader = gguf_reader(path)
         return {name: field.contents() for name, field in reader.fields.items() if name.startswith("tokenizer.ggml.")}
     except Exception as error:  # the reader raises ValueError, struct.error, IndexError... on a damaged file
         raise ConfigError(f"{path.name} is not a readable GGUF file ({type(error).__name__}: {error}).") from None

@@ -145,7 +145,8 @@ def test_a_hit_gives_the_dequantized_tensors_without_parsing_the_gguf(cache, tin
     def no_parse(*args, **kwargs):
         raise AssertionError("a cache hit parsed the GGUF")
 
-    monkeypatch.setattr(gguf, "GGUFReader", no_parse)  # the readers import it from gguf when they parse a file
+    monkeypatch.setattr(gguf_files, "gguf_reader", no_parse)  # how the checkpoint and tokenizer readers parse a file
+    monkeypatch.setattr(gguf, "GGUFReader", no_parse)
     said.clear()
     hit = read_gguf(tiny, lambda share, text: said.append(text))
     assert_same_checkpoint(hit, dequantized)
@@ -299,8 +300,9 @@ def test_an_entry_that_is_whole_but_not_the_models_is_refused(cache, tiny, dequa
 
 
 def test_the_faster_reader_reads_what_gguf_reads(tiny_source):
-    """gguf_files parses with GGUFReader on a plain view of the memory map: the same fields and tensor bytes."""
-    ours, theirs = gguf_files._reader_class()(tiny_source), gguf.GGUFReader(tiny_source)
+    """gguf_files parses (and bpe_from_gguf reads its fields) with GGUFReader on a plain view of the memory map: the
+    same fields and tensor bytes."""
+    ours, theirs = gguf_files.gguf_reader(tiny_source), gguf.GGUFReader(tiny_source)
     assert {name: field.contents() for name, field in ours.fields.items()} == {
         name: field.contents() for name, field in theirs.fields.items()
     }
