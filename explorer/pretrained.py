@@ -85,7 +85,8 @@ def load_pretrained(name_or_path: str | Path, progress: Progress | None = None) 
     """A real checkpoint as an explorer model, in eval mode: explorer.run(model, "some text") runs it on the
     checkpoint's own pieces. `name_or_path`: an installed name (see list_pretrained), a .gguf file, or a folder
     with config.json and safetensors (BERT, Llama or OLMo 2 family). `progress(fraction, text)` hears about slow
-    steps."""
+    steps. A GGUF is dequantized once per machine and then read from the weights cache (explorer.weights_cache; the
+    environment variable ATTENTION_EXPLORER_CACHE moves it or, set to "off", turns it off)."""
     path, name = _locate(str(name_or_path))
     checkpoint = read_checkpoint(path, progress)
     cfg = checkpoint_config(checkpoint, name)
