@@ -12,8 +12,15 @@ A session fails when the page shows an exception, finishes other than successful
    against explorer.run for its own link, so nothing is mixed up between sessions.
 3. Soak: one session, an hour of use compressed (page switches and reruns over more links than the caches hold),
    the server's resident memory sampled as it goes: it must level off, not grow without bound.
+4. One session training while 10 others load pages: rounds of 10 new sessions at once, each opening MiniLM on a
+   text of its own (Attention) then a configured model of its own seed (Compare), alternately alone and while one
+   more session trains on the Train page (its Train button pressed over the same protocol). Printed: the 10
+   sessions' median page time with and without training, and their ratio. On 2 cores a training run takes one
+   core for itself, so the others cannot be as fast as alone; what must not happen is that training forces them
+   onto one thread (explorer.training.single_thread). --process-wide starts the server with the old single_thread,
+   which left torch's count at 1 for every thread starting while training ran, to measure what that cost.
 
-Usage: python bench/bench_load.py [--soak N] [--strict]
+Usage: python bench/bench_load.py [--soak N] [--only 1|2|3|4] [--rounds N] [--process-wide] [--strict]
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -36,6 +44,7 @@ import websockets
 from serve import free_port, server_memory, start_server, wait_health
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -57,6 +66,7 @@ class Session:
     seconds: float = 0.0
     errors: list[str] = field(default_factory=list)
     boards: dict[str, dict] = field(default_factory=dict)  # matrix-view boards by key ("maps" on Attention)
+    times: list[float] = field(default_factory=list)  # seconds of each page, for a session that loads several
 
 
 def back_message(query: str, page: str) -> bytes:
@@ -226,15 +236,206 @@ def soak(reruns: int) -> bool:
     return ok
 
 
+TRAIN_TARGET = 1.2  # the 10 sessions' median page time while one session trains, over alone (issue 25)
+LOAD_SESSIONS = 10
+SENTENCES = [
+    "the teacher projects the dashboard", "thirty students open the same link", "a model reads every word it is given",
+    "attention spreads over the earlier words", "each head looks at the text its own way",
+    "the norm keeps the stream in check", "positions tell the model where words sit", "gradients flow back",
+    "the class compares two placements", "a trained model answers in a second", "the sentence ends with a full stop",
+    "long texts take longer to draw",
+]  # fmt: skip
+# The old single_thread, for --process-wide: torch.set_num_threads(1) left for the whole run, so every thread that
+# made its first torch call while a session trained (each script run of each session is a new thread) got 1.
+PROCESS_WIDE = """import contextlib, torch, explorer.training as training
+
+@contextlib.contextmanager
+def single_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+training.single_thread = single_thread
+"""
+
+
+async def session_pages(base: str, links: list[tuple[str, str]]) -> Session:
+    """One new session loading `links` ((query, page) each) one after the other; its page times in `times`."""
+    seen = Session()
+    try:
+        async with websockets.connect(
+            base.replace("http", "ws") + "/_stcore/stream", subprotocols=["streamlit"], origin=base, max_size=None
+        ) as ws:
+            for query, page in links:
+                one = await run_page(ws, query, page)
+                seen.errors += one.errors
+                seen.times.append(one.seconds)
+    except (OSError, TimeoutError, websockets.WebSocketException) as error:
+        seen.errors.append(f"{type(error).__name__}: {error}")
+    return seen
+
+
+def round_links(round_: int, n_sessions: int) -> list[list[tuple[str, str]]]:
+    """Each session's links in one round: MiniLM on a text of its own, a configured model of its own seed on
+    Compare, new in every round so that no session finds its pages cached."""
+    links = []
+    for i in range(n_sessions):
+        n = round_ * n_sessions + i
+        words = f"{SENTENCES[n % len(SENTENCES)]} {n}"
+        links.append([(urlencode({"model": "minilm-l6", "tokens": words}), ""),
+                      (urlencode({"seed": 1000 + n, "tokens": TOKENS}), "compare")])  # fmt: skip
+    return links
+
+
+async def press_train(base: str, steps: int):
+    """A session on the Train page that presses Train (steps `steps`); returns the open connection once the first
+    step is drawn, and the task that keeps reading it (the last progress text in its `progress` list)."""
+    ws = await websockets.connect(
+        base.replace("http", "ws") + "/_stcore/stream", subprotocols=["streamlit"], origin=base, max_size=None
+    )
+    query = urlencode({"train_steps": steps})
+    await ws.send(back_message(query, "train"))
+    button = None
+    while True:
+        forward = ForwardMsg()
+        forward.ParseFromString(await asyncio.wait_for(ws.recv(), TIMEOUT))
+        if forward.WhichOneof("type") == "delta" and forward.delta.WhichOneof("type") == "new_element":
+            element = forward.delta.new_element
+            if element.WhichOneof("type") == "button" and element.button.label == "Train":
+                button = element.button.id
+        if forward.WhichOneof("type") == "script_finished":
+            break
+    assert button is not None, "no Train button on the Train page"
+    message = BackMsg()
+    message.rerun_script.query_string = query
+    message.rerun_script.page_name = "train"
+    message.rerun_script.widget_states.widgets.append(WidgetState(id=button, trigger_value=True))
+    await ws.send(message.SerializeToString())
+    progress: list[str] = []
+    finished: list[int] = []
+    started = asyncio.Event()
+
+    async def drain() -> None:
+        with contextlib.suppress(websockets.WebSocketException):
+            async for raw in ws:
+                forward = ForwardMsg()
+                forward.ParseFromString(raw)
+                kind = forward.WhichOneof("type")
+                if kind == "delta" and forward.delta.WhichOneof("type") == "new_element":
+                    element = forward.delta.new_element
+                    if element.WhichOneof("type") == "progress" and "step" in element.progress.text:
+                        progress.append(element.progress.text)
+                        started.set()
+                elif kind == "script_finished":
+                    finished.append(forward.script_finished)
+
+    reader = asyncio.create_task(drain())
+    await asyncio.wait_for(started.wait(), TIMEOUT)
+    return ws, reader, progress, finished
+
+
+async def stop_training(ws, reader, finished: list[int]) -> None:
+    """Any click ends a training run: rerun the Train page and wait for that run to finish, then close."""
+    before = len(finished)
+    await ws.send(back_message(urlencode({"train_steps": 5000}), "train"))
+    deadline = time.monotonic() + TIMEOUT
+    while 0 not in finished[before:] and time.monotonic() < deadline:  # 0: the new run finished successfully
+        await asyncio.sleep(0.1)
+    await ws.close()
+    reader.cancel()
+
+
+def step_of(text: str) -> int:
+    """The step a progress text names: "Training post-norm: step 120 of 5000 · …" -> 120."""
+    return int(text.split("step ", 1)[1].split(" ", 1)[0])
+
+
+async def load_round(base: str, round_: int, training: bool, n_sessions: int) -> tuple[list[float], int, str]:
+    """One round of `n_sessions` sessions at once: their page times, how many had an error, and what the training
+    session did meanwhile."""
+    if training:
+        ws, reader, progress, finished = await press_train(base, 5000)
+        first = step_of(progress[-1])
+    start = time.perf_counter()
+    sessions = await asyncio.gather(*(session_pages(base, links) for links in round_links(round_, n_sessions)))
+    took = time.perf_counter() - start
+    said = ""
+    if training:
+        steps = step_of(progress[-1]) - first
+        said = f"; the training session meanwhile: {steps} steps, {steps / took:.1f} a second"
+        await stop_training(ws, reader, finished)
+    for session in sessions:
+        for error in session.errors[:1]:
+            print("      error:", error)
+    return [t for s in sessions for t in s.times], sum(1 for s in sessions if s.errors), said
+
+
+def training_load(rounds: int, process_wide: bool, n_sessions: int = LOAD_SESSIONS) -> bool:
+    pages = "MiniLM on Attention, then a configured model on Compare"
+    old = "; the old process-wide single_thread" if process_wide else ""
+    print(f"\n4. {n_sessions} sessions at once ({pages}; new links each round), alone and while one session trains "
+          f"({rounds} rounds each, interleaved){old}")  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        if process_wide:
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            (folder / "sitecustomize.py").write_text(f"import sys\nsys.path.insert(0, {str(ROOT)!r})\n{PROCESS_WIDE}")
+            stack.enter_context(patched_env("PYTHONPATH", str(folder)))
+        base, _ = stack.enter_context(fresh_server())
+        asyncio.run(load_round(base, 0, False, n_sessions))  # warm-up: MiniLM loaded, imports done; not counted
+        times: dict[bool, list[float]] = {False: [], True: []}
+        errors = 0
+        for i in range(2 * rounds):
+            training = i % 2 == 1
+            page_times, failed, said = asyncio.run(load_round(base, i + 1, training, n_sessions))
+            times[training] += page_times
+            errors += failed
+            label = "with training" if training else "alone"
+            print(f"   round {i + 1}, {label:13} median {statistics.median(page_times):5.2f} s   "
+                  f"p95 {np.percentile(page_times, 95):5.2f} s   errors {failed}{said}")  # fmt: skip
+    alone, trained = statistics.median(times[False]), statistics.median(times[True])
+    ratio = trained / alone
+    ok = ratio <= TRAIN_TARGET and errors == 0
+    print(f"   median page time: alone {alone:.2f} s, while one session trains {trained:.2f} s: ratio {ratio:.2f} "
+          f"(target <= {TRAIN_TARGET}): {'ok' if ok else 'MISSED'}; errors {errors}")  # fmt: skip
+    return ok
+
+
+@contextlib.contextmanager
+def patched_env(name: str, value: str) -> Iterator[None]:
+    """os.environ[name] = value for the block (the server started inside inherits it)."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--soak", type=int, default=400, help="reruns in the soak run (default 400; 0: none)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--only", type=int, choices=(1, 2, 3, 4), help="run this scenario alone")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of each kind in scenario 4 (default 2)")
+    parser.add_argument("--process-wide", action="store_true", help="scenario 4 with the old single_thread")
+    parser.add_argument("--sessions", type=int, default=LOAD_SESSIONS, help="sessions loading pages in scenario 4")
     args = parser.parse_args()
-    ok = same_link(args.strict)
-    ok &= mixed_links()
-    if args.soak:
+    wanted = {args.only} if args.only else {1, 2, 3, 4}
+    ok = True
+    if 1 in wanted:
+        ok &= same_link(args.strict)
+    if 2 in wanted:
+        ok &= mixed_links()
+    if args.soak and 3 in wanted:
         ok &= soak(args.soak)
+    if 4 in wanted:
+        ok &= training_load(args.rounds, args.process_wide, args.sessions)
     if args.strict and not ok:
         sys.exit(1)
 
