@@ -27,6 +27,7 @@ from safetensors.torch import load_file, save_file
 
 import explorer
 from explorer import gguf_files, weights_cache
+from explorer.config import ConfigError
 from explorer.gguf_files import dequantize_gguf, read_gguf
 from explorer.tokenization import byte_alphabet
 
@@ -35,8 +36,9 @@ LAYERS, WIDTH, HEADS, KV_HEADS, FF = 2, 32, 4, 2, 64
 MERGES = ["Ġ t", "h e", "Ġt he", "c a", "ca t"]
 
 
-def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
-    """A llama GGUF of 2 layers: Q4_0 attention, Q8_0 feed-forward and embeddings, float32 norms; a byte-level BPE."""
+def write_tiny_gguf(path: Path, seed: int = 0, nan_in: str | None = None) -> Path:
+    """A llama GGUF of 2 layers: Q4_0 attention, Q8_0 feed-forward and embeddings, float32 norms; a byte-level BPE.
+    `nan_in` names a float32 tensor given one NaN."""
     rng = np.random.default_rng(seed)
     tokens = [*byte_alphabet().values(), *("".join(merge.split(" ")) for merge in MERGES), "<|endoftext|>"]
     writer = gguf.GGUFWriter(str(path), "llama")
@@ -60,6 +62,7 @@ def write_tiny_gguf(path: Path, seed: int = 0) -> Path:
     def add(name: str, shape: tuple[int, ...], kind: gguf.GGMLQuantizationType) -> None:
         values = rng.normal(scale=0.2, size=shape).astype(np.float32)
         if kind == gguf.GGMLQuantizationType.F32:
+            values[-1] = np.nan if name == nan_in else values[-1]
             writer.add_tensor(name, values + 1.0)
         else:
             writer.add_tensor(name, gguf.quants.quantize(values, kind), raw_dtype=kind)
@@ -310,3 +313,10 @@ def test_the_faster_reader_reads_what_gguf_reads(tiny_source):
         (t.name, t.tensor_type, t.shape.tolist()) for t in theirs.tensors
     ]
     assert all(np.array_equal(a.data, b.data) for a, b in zip(ours.tensors, theirs.tensors, strict=True))
+
+
+def test_a_gguf_with_a_nan_weight_is_refused_and_not_cached(cache, tmp_path):
+    damaged = write_tiny_gguf(tmp_path / "damaged.gguf", nan_in="blk.1.ffn_norm.weight")
+    with pytest.raises(ConfigError, match=r"'blk.1.ffn_norm.weight' holds NaN or infinite values"):
+        read_gguf(damaged)
+    assert not cache.exists() or entries(cache) == []
