@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 from streamlit.logger import get_logger
 
@@ -44,7 +43,6 @@ from explorer.model import Transformer, build_model
 from explorer.positional import sinusoidal
 from explorer.pretrained import INSTALLED, load_pretrained
 from explorer.trace import Trace
-from pictures.compare_charts import layer_lines
 from pictures.positional_charts import every_nth
 from views.shared_cache import shared
 from views.state import current_source, model_key, session_model
@@ -197,11 +195,6 @@ def ranking_of(_pair: MapPair, key: tuple) -> pd.DataFrame:
     keys the cache instead of hashing the maps."""
     assert _pair.a is not None and _pair.b is not None
     return head_ranking(_pair.a, _pair.b)
-
-
-@st.cache_data(max_entries=32, show_spinner=False)
-def lines_chart(table: pd.DataFrame) -> go.Figure:
-    return layer_lines(table)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
