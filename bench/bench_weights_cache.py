@@ -94,16 +94,20 @@ def main() -> None:
     print("load, then after one run; VmHWM the peak). The machine may be shared: compare rows of one run.\n")
     head = " ".join(f"{p:>9}" for p in ("hash", "read", "write", "tokenizer", "build", "total", "run"))
     print(f"{'load':<28} {head} {'anon':>7} {'file':>7} {'anon+run':>8} {'file':>6} {'peak':>7}")
+    rows: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="weights-cache-") as scratch:
-        cold = []
-        for round_ in range(args.rounds):
-            directory = str(Path(scratch) / f"cold{round_}")  # empty: the first start on a machine
-            cold.append(load_in_fresh_process("smollm2-135m", directory))
-        row("smollm2-135m, cache cold", cold)
-        warm = [load_in_fresh_process("smollm2-135m", str(Path(scratch) / "cold0")) for _ in range(args.rounds)]
-        row("smollm2-135m, cache warm", warm)
-        row("smollm2-135m, cache off", [load_in_fresh_process("smollm2-135m", "off") for _ in range(args.rounds)])
-        row("minilm-l6 (folder)", [load_in_fresh_process("minilm-l6", "off") for _ in range(args.rounds)])
+        for round_ in range(args.rounds):  # the rows take turns, so a busy spell on a shared machine hits them alike
+            directory = str(Path(scratch) / f"round{round_}")  # empty: the first start on a machine
+            for label, name, cache in (
+                ("smollm2-135m, cache cold", "smollm2-135m", directory),
+                ("smollm2-135m, cache warm", "smollm2-135m", directory),
+                ("smollm2-135m, cache off", "smollm2-135m", "off"),
+                ("minilm-l6 (folder)", "minilm-l6", "off"),
+            ):
+                rows.setdefault(label, []).append(load_in_fresh_process(name, cache))
+    for label, runs in rows.items():
+        row(label, runs)
+    cold, warm = rows["smollm2-135m, cache cold"], rows["smollm2-135m, cache warm"]
     median_warm = statistics.median(r["seconds"]["total"] for r in warm)
     median_cold = statistics.median(r["seconds"]["total"] for r in cold)
     print(
