@@ -31,6 +31,7 @@ from pictures.compare_charts import STATISTIC_TITLES
 from pictures.style import BLUES
 from tests.drawn import DrawnMatrix, app_boards, app_figures, figure_titled, panel_matrix, rgb
 from tests.test_compare_charts import layer_panels
+from views.compare_lines import GRADIENT_PIECES, GRADIENTS_KEY
 from views.state import STATE_KEY, AppState, TrainedModel
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -578,3 +579,22 @@ def test_the_y_axes_follow_the_url_and_a_junk_value_is_named(at):
     assert any("`axes=maybe` was ignored" in w.value for w in junk.warning)
     assert junk.radio(key="axes").value == "auto"
     assert not any(k for k, v in lines_chart(junk)["layout"].items() if k.startswith("yaxis") and v.get("type"))
+
+
+def test_a_checkpoint_on_a_long_text_takes_gradient_norms_only_when_asked(at, minilm_model):
+    """Over GRADIENT_PIECES pieces a real model's backward pass (2.2 GB for SmolLM2 at 512) waits for the toggle; the
+    other statistics are drawn at once, and the toggle's link brings the gradients with it."""
+    text = " ".join(["cat"] * (GRADIENT_PIECES + 10))  # one piece a word, plus [CLS] and [SEP]
+    open_compare(at, model="minilm-l6", tokens=text)
+    drawn = lines_table(at).dropna(subset=["value"])
+    assert "gradient norm" not in set(drawn["statistic"]) and "residual RMS" in set(drawn["statistic"])
+    assert any("No gradient norms yet" in c.value for c in at.caption)
+    assert not at.toggle(key=GRADIENTS_KEY).value
+    at.toggle(key=GRADIENTS_KEY).set_value(True).run()
+    assert_ok(at)
+    asked = lines_table(at).query("statistic == 'gradient norm'").dropna(subset=["value"])
+    assert set(asked["model"]) == {"A", "B"} and (asked["value"] > 0).all()
+    linked = open_compare(AppTest.from_file(APP, default_timeout=120), model="minilm-l6", tokens=text, grads="true")
+    np.testing.assert_array_equal(
+        lines_table(linked).query("statistic == 'gradient norm'").dropna(subset=["value"])["value"], asked["value"]
+    )

@@ -64,8 +64,8 @@ from views.caches import (
     trace_of,
 )
 from views.compare_controls import B_ABLATE, B_ABLATE_WITH, HEADS, top_controls
+from views.compare_lines import GRADIENTS_KEY, gradients_or_none, gradients_wanted, per_layer_section, shown_axes
 from views.compare_lines import KEY as AXES_KEY
-from views.compare_lines import gradients_or_none, per_layer_section, shown_axes
 from views.compare_measure import norm_pairs
 from views.compare_placements import KEY as PLACEMENTS_KEY
 from views.compare_placements import placements_section
@@ -314,6 +314,7 @@ def main() -> None:
             "measure": list(MEASURES),
             PLACEMENTS_KEY: URL_BOOLEAN,
             AXES_KEY: list(AXES),
+            GRADIENTS_KEY: URL_BOOLEAN,
         }
     )
     mode, b, text_b, b_heads = top_controls(a, text_a, state.ablated)
@@ -360,17 +361,19 @@ def main() -> None:
     measure = measure_choice()
     attention_section(pairs, key, caveat, b_drawn=trace_b is not None, measured=measured, measure=measure)
 
-    notes = []
-    grads_a = gradients_or_none(a, a, text_a, target_a)
-    grads_b = gradients_or_none(a, b, text_b, target_b) if trace_b is not None and b is not None else None
-    if grads_a is None:
+    notes: list[str] = []
+    longest = max(len(trace_a.tokens), len(trace_b.tokens) if trace_b is not None else 0)
+    wanted = gradients_wanted(a, longest, notes)
+    grads_a = gradients_or_none(a, a, text_a, target_a) if wanted else None
+    grads_b = gradients_or_none(a, b, text_b, target_b) if wanted and trace_b is not None and b is not None else None
+    if wanted and grads_a is None:
         notes.append("No gradient norms: they need at least two tokens (the objective predicts the next one).")
     if mode == HEADS:
         grads_b = None
         notes.append("No gradient norms for B: gradients are taken with every head, so B's would be A's.")
     elif state.ablated:
         notes.append("The gradient norms are the model's with every head: they do not take removed heads.")
-    tables_key = (a, b, text_a, text_b, target_a, target_b, model_key(), removals, mode)  # heads: B has no gradients
+    tables_key = (a, b, text_a, text_b, target_a, target_b, model_key(), removals, mode, wanted)  # heads: B: none
     tables = stack_tables(trace_a, trace_b, grads_a, grads_b, tables_key)
     lines = per_layer_section(tables, trace_a, trace_b, notes)
     # Every placement runs with every head: lend A's run with every head.

@@ -10,7 +10,7 @@ import streamlit as st
 
 from explorer.analysis.gradients import objective_text
 from explorer.compare_text import unequal_depth_note
-from explorer.config import ConfigError, ModelConfig
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.trace import Trace
 from pictures.compare_charts import STATISTIC_TITLES, layer_lines
 from pictures.log_axes import AXES, panel_scales, scales_note
@@ -19,6 +19,10 @@ from views.state import model_key, session_model
 from views.widgets import plotly_chart, settle_choice
 
 KEY = "axes"  # the choice's key and URL parameter
+GRADIENTS_KEY = "grads"  # the toggle that asks for a long text's gradient norms, and its URL parameter
+# Above this many pieces a checkpoint's gradient norms wait to be asked for: the backward pass through SmolLM2 on 512
+# pieces holds 2.2 GB beyond the model for tens of seconds, once for A and once for B (bench: README, Size limits).
+GRADIENT_PIECES = 128
 AXES_HELP = (
     "auto: a panel whose values (A's and B's together) span more than ×100 is drawn on a log scale, where the "
     "smaller model would otherwise be a line at zero; the others from 0. linear: every panel from 0. log: every "
@@ -32,6 +36,27 @@ def gradients_or_none(a: ModelConfig, b: ModelConfig, text: str, target: str | N
         return gradient_totals(a, b, text, target, model_key())
     except ConfigError:
         return None
+
+
+def gradients_wanted(a: ModelConfig, n_pieces: int, notes: list[str]) -> bool:
+    """Whether to take gradient norms: always for a configured model or a short text; for a checkpoint on more than
+    GRADIENT_PIECES pieces only when the toggle drawn here is on (?grads=true), with a note under the lines when
+    it is off."""
+    if not isinstance(a, CheckpointConfig) or n_pieces <= GRADIENT_PIECES:
+        return True
+    wanted = st.toggle(
+        f"Gradient norms on all {n_pieces} pieces",
+        key=GRADIENTS_KEY,
+        bind="query-params",
+        help="A backward pass through A and through B: on a long text it takes tens of seconds and gigabytes of the "
+        "server's memory, so it waits for you to ask.",
+    )
+    if not wanted:
+        notes.append(
+            f"No gradient norms yet: on more than {GRADIENT_PIECES} pieces a real model's backward pass is slow and "
+            f'large. Turn on "Gradient norms on all {n_pieces} pieces" above to add them.'
+        )
+    return wanted
 
 
 def shown_axes() -> str:
