@@ -62,8 +62,8 @@ class Checkpoint:
     weights_note: str  # plain words for the page, e.g. "float32 as shipped"
     source: str  # the file or folder read
     license: str | None  # from GGUF general.license, or None
-    # A GGUF's tokenizer.ggml.* metadata as python values, read with its weights: parsing the file's metadata is most of
-    # its load time (about 9 s for SmolLM2 on one core), so the tokenizer is built from these instead of a second parse.
+    # A GGUF's tokenizer.ggml.* metadata as python values, read with its weights (or kept with them in the weights
+    # cache): parsing a GGUF's metadata is the slowest part of reading it, so the tokenizer is built from these instead.
     tokenizer_fields: dict[str, Any] | None = None
 
 
