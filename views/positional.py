@@ -1,4 +1,6 @@
-"""Positional encodings page: what each option adds (or rotates), how positions compare, and why order matters."""
+"""Positional encodings page: what each option adds (or rotates), how positions compare, and why order matters.
+The curves (or rotary angles) are the first screen; the sections below are expanders built when opened (their URL
+parameters, pos_open_<section>=true, open them in a link: views/lazy_sections.py)."""
 
 from __future__ import annotations
 
