@@ -24,6 +24,7 @@ from pictures.style import (
     figure_layout,
     label_text,
     plotly_scale,
+    tick_positions,
 )
 
 MIX = Ramp(BLUES, 0.0, 1.0)  # raw weights, rollout and flow all lie in 0..1: one scale, so the maps compare
@@ -212,7 +213,8 @@ def reach_figure(
         "bar is its own max flow, at most 1"
     )
     figure.update_layout(figure_layout(title, subtitle, 150 * len(shown) + 60, bargap=0.25))
-    figure.update_xaxes(tickmode="array", tickvals=list(range(len(labels))), ticktext=labels, tickangle=-45)
+    named = tick_positions(len(labels))  # the rest are named in hover
+    figure.update_xaxes(tickmode="array", tickvals=named, ticktext=[labels[i] for i in named], tickangle=-45)
     figure.update_yaxes(axis(None, rangemode="tozero"))
     return figure.update_annotations(font=PANEL_TITLE_FONT)
 

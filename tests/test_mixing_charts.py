@@ -10,7 +10,8 @@ import explorer
 from explorer.analysis.mixing import attention_flow, attention_flow_rows, attention_rollout
 from explorer.analysis.stats import head_average
 from explorer.config import ModelConfig
-from pictures.mixing_charts import flow_figure, last_block_board, layer_board, reachable, rollout_figure
+from pictures.mixing_charts import flow_figure, last_block_board, layer_board, reach_figure, reachable, rollout_figure
+from pictures.style import MAX_TICKS
 from tests.drawn import figure_json, figure_title, panel_matrix
 
 TOKENS = "the cat sat on the mat"
@@ -97,3 +98,13 @@ def test_flow_figure_of_an_encoders_position(trace):
     np.testing.assert_allclose(flow["y"], attention_flow(trace, 2), atol=1e-9)
     with pytest.raises(explorer.ConfigError, match="not a position"):
         flow_figure(trace, query=6)
+
+
+def test_a_long_input_names_at_most_max_ticks_positions_on_the_reach_bars_and_every_one_in_hover():
+    """Plotly measures every tick label it is given: 512 of them on three panels took 15 s of the page's load."""
+    tokens = [f"w{i}" for i in range(512)]
+    figure = figure_json(reach_figure(tokens, "t", {"raw": np.full(512, 1 / 512), "rollout": np.full(512, 1 / 512)}))
+    axis = figure["layout"]["xaxis"]
+    assert 2 <= len(axis["tickvals"]) <= MAX_TICKS
+    assert [axis["ticktext"][i] for i in range(len(axis["tickvals"]))] == [tokens[v] for v in axis["tickvals"]]
+    assert figure["data"][0]["customdata"] == tokens  # hover names every position
