@@ -3,6 +3,7 @@ session (per xdist worker): a server's start and its checkpoint loads are paid o
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -12,6 +13,10 @@ import pytest
 from bench.serve import CHROMIUM, CHROMIUM_ARGS, serving
 from explorer.trace import AttentionMaps
 
+# The GGUF weights cache (explorer.weights_cache) of the test runs: in the project's artifacts, not the user's home
+# (540 MB for SmolLM2), shared by both xdist workers and every test server, kept between runs (a miss costs about 4 s a
+# load); ATTENTION_EXPLORER_CACHE set by the caller wins, e.g. "off" to test cold loads.
+os.environ.setdefault("ATTENTION_EXPLORER_CACHE", str(Path(__file__).resolve().parent.parent / "artifacts" / "weights"))
 BROWSER_FILE_PREFIX = "test_browser_"  # .ci/junit_summary.py finds the browser tests in the report by their module
 
 
