@@ -13,7 +13,7 @@ from tests.browser_boards import cell_centre, panels, read_panel, tip_at, wait_p
 pytestmark = pytest.mark.browser
 
 SENTENCE = "the cat sat on the mat because it was tired."
-FIRST_LOAD_MS = 180_000  # a fresh server loads the checkpoint first: SmolLM2 dequantizes ~10 s here, more on CI
+FIRST_LOAD_MS = 180_000  # a server loads the checkpoint first: SmolLM2 dequantizes ~5 s without the weights cache
 
 
 @pytest.fixture(scope="module")
