@@ -60,7 +60,8 @@ VIRIDIS = ("#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#3
 def png_uri(rgb: np.ndarray) -> str:
     """[H, W, 3] uint8 -> a PNG data URI, one pixel per cell (the matrix view scales it up unsmoothed)."""
     buffer = io.BytesIO()
-    Image.fromarray(rgb, mode="RGB").save(buffer, format="PNG", optimize=False)
+    # compress_level 1: SmolLM2's 512-piece grid encodes 0.27 s faster than at the default 6, for 27 % more bytes
+    Image.fromarray(rgb, mode="RGB").save(buffer, format="PNG", optimize=False, compress_level=1)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 

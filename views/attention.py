@@ -10,9 +10,8 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer.ablation import Head, head_name
-from explorer.analysis.head_roles import BROAD, ROLES, head_roles, norm_head_roles
+from explorer.analysis.head_roles import BROAD, ROLES
 from explorer.analysis.norm_attention import removed_heads
-from explorer.analysis.stats import head_entropy
 from explorer.attention_text import role_shift_text
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
@@ -20,12 +19,12 @@ from explorer.norm_export import norm_attention_csv, norm_attention_json
 from explorer.prediction import can_predict, next_token
 from explorer.trace import AttentionMaps, Trace
 from pictures import notebook_figures
-from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_cells, grid_panel
+from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_cells
 from pictures.boards import board
 from pictures.head_role_panels import BREADTH, clear_roles, role_name, roles_panel
 from pictures.norm_figures import norm_maps_figure
 from views.ablation_controls import toggle_head
-from views.caches import norm_attention_of
+from views.caches import entropy_of, grid_of, norm_attention_of, roles_of
 from views.matrix_view import picked_value, show_board
 from views.query_params import URL_BOOLEAN, screen_view_params, show_url_notes, warn_junk_url
 from views.state import session_model, sidebar_run
@@ -157,7 +156,7 @@ def map_viewer(
         big["title"] += " · removed"
     top = [big, entropy_panel(entropy, entropy_note)]
     picked = (layer, head_index) if head_index is not None else None  # the grid's maps come at their drawn size
-    grid = mark_removed(grid_panel(maps, picked=picked, stretch=stretch, norms=norms), removed, maps.n_heads)
+    grid = mark_removed(grid_of(trace, maps.kind, stretch, norms, picked), removed, maps.n_heads)
     show_board(board(top, [grid]), key="maps", on_pick=pick_from_grid)
     empty_rows_warning(maps)
 
@@ -281,16 +280,15 @@ def pick_role_head() -> None:
         st.session_state["layer"], st.session_state["head"] = int(picked["row"]), int(picked["col"])
 
 
-def head_roles_section(maps: AttentionMaps, cfg: ModelConfig, norms: np.ndarray | None) -> None:
-    """What every head does on this sentence, as Clark et al. (2019) chart BERT's heads, for a real checkpoint; with
-    `norms` ([L, H, T, T] ‖α·f(x)‖), measured on the shares of what each head adds, and a sentence on what changes."""
+def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norms: np.ndarray | None) -> None:
+    """What every head does on this sentence (`maps`, of `trace`), as Clark et al. (2019) chart BERT's heads, for a
+    real checkpoint; with `norms` ([L, H, T, T] ‖α·f(x)‖), measured on the shares of what each head adds, and a
+    sentence on what changes."""
     if not isinstance(cfg, CheckpointConfig) or maps.kind != "self-attention":
         return
     tokens = list(maps.key_tokens)
-    by_weights = head_roles(maps.weights, tokens, maps.allowed, separators=("[SEP]",))
-    roles = by_weights
-    if norms is not None:
-        roles = norm_head_roles(norms, tokens, maps.allowed, separators=("[SEP]",))
+    by_weights = roles_of(trace, maps.kind, None)
+    roles = by_weights if norms is None else roles_of(trace, maps.kind, norms)
     st.subheader("Head roles")
     first = code_text(tokens[0])
     where = ", where causal models park attention they do not need" if cfg.family != "bert" else ""
@@ -349,9 +347,9 @@ def main() -> None:
     norms = norm_attention_of(trace, kind) if measure_choice() == "norms" else None  # [L, H, Tq, Tk]
     if norms is not None:
         st.caption(NORMS_LINE)
-    entropy = head_entropy(maps)  # once a run: the board beside the map and the table below both show it
+    entropy = entropy_of(trace, kind)  # once a trace: the board beside the map and the table below both show it
     next_token_section(trace)
-    head_roles_section(maps, cfg, norms)  # above the maps: a head clicked here opens just below
+    head_roles_section(trace, maps, cfg, norms)  # above the maps: a head clicked here opens just below
     map_viewer(maps, cfg, entropy, trace, norms)
     entropy_table(entropy)
     with notes:
