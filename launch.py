@@ -1,0 +1,85 @@
+"""Start the dashboard warm: `python launch.py [--preload all|none|NAME,...] [streamlit run options]`.
+
+`streamlit run dashboard.py` imports torch and the explorer (about 3 s on a 2-core machine) in the first visitor's
+page, and loads a checkpoint in the first page that asks for it. This does both before anyone comes: it imports
+what every page needs, starts loading the shipped checkpoints in a background thread (SmolLM2 in 0.3 s from the
+weights cache, explorer.weights_cache; a page that asks for one meanwhile waits for it with a progress bar), then
+runs Streamlit in this same process. `make run` and `make serve` use it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+
+
+def preload(names: list[str]) -> None:
+    """Load each checkpoint into the app's shared cache (views.caches), as the first page to ask would."""
+    from explorer.pretrained import load_pretrained
+    from views import caches
+
+    for name in names:
+        started = time.perf_counter()
+        with caches._CHECKPOINT_LOCK:  # a page asking meanwhile waits here, behind its progress bar
+            if name not in caches._CHECKPOINTS:
+                caches._CHECKPOINTS[name] = load_pretrained(name)
+        print(f"  {name} loaded in {time.perf_counter() - started:.1f} s", flush=True)
+
+
+def warm_up() -> None:
+    """Import what every page needs (torch, the explorer, the figure builders, the pages' shared code) and run the
+    default model once: the first visitor's page then finds it all done."""
+    # The caches' decorators run before Streamlit's runtime exists: they say so once each, and work the same.
+    logging.getLogger("streamlit.runtime.caching.cache_data_api").setLevel(logging.ERROR)
+    import explorer
+    import pictures.notebook_figures  # noqa: F401  the figure builders, Plotly with them
+    import views.ablation_controls  # noqa: F401
+    import views.caches  # noqa: F401
+    import views.matrix_view  # noqa: F401
+    import views.widgets  # noqa: F401
+
+    explorer.run(explorer.ModelConfig(), "the cat sat on the mat")
+
+
+def checkpoints(choice: str) -> list[str]:
+    """The checkpoints --preload names: all installed ones, none, or a comma-separated list."""
+    from explorer.pretrained import list_pretrained
+
+    installed = list_pretrained()
+    if choice == "all":
+        return installed
+    if choice == "none":
+        return []
+    names = [name.strip() for name in choice.split(",") if name.strip()]
+    if unknown := [name for name in names if name not in installed]:
+        sys.exit(f"--preload: {', '.join(unknown)} is not installed; installed: {', '.join(installed) or 'none'}")
+    return names
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
+    parser.add_argument("--preload", default="all", help="checkpoints to load at start: all (default), none, or names")
+    args, streamlit_options = parser.parse_known_args()
+    started = time.perf_counter()
+    warm_up()
+    print(f"Attention Explorer: imports done in {time.perf_counter() - started:.1f} s", flush=True)
+    names = checkpoints(args.preload)
+    if names:
+        threading.Thread(target=preload, args=(names,), name="preload", daemon=True).start()
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", "run", str(ROOT / "dashboard.py"), *streamlit_options]
+    sys.exit(cli.main())
+
+
+if __name__ == "__main__":
+    main()
