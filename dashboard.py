@@ -15,6 +15,7 @@ from urllib.parse import quote, urlencode, urlsplit
 import streamlit as st
 
 import explorer
+import views.malloc  # noqa: F401  freed arrays go back to the system (glibc's mmap threshold fixed at 4 MB)
 from explorer.config import FIELDS, PAD_TOKEN, CheckpointConfig, ConfigError, ModelConfig
 from explorer.limits import MAX_PIECES, check_app_size
 from explorer.pretrained import pretrained_title
