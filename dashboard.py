@@ -15,13 +15,13 @@ from urllib.parse import quote, urlencode, urlsplit
 import streamlit as st
 
 import explorer
-import views.malloc  # noqa: F401  freed arrays go back to the system (glibc's mmap threshold fixed at 4 MB)
 from explorer.config import FIELDS, PAD_TOKEN, CheckpointConfig, ConfigError, ModelConfig
 from explorer.limits import MAX_PIECES, check_app_size
 from explorer.pretrained import pretrained_title
 from views.ablation_controls import Removal, ablation_sidebar, removal_banner
 from views.caches import NO_REMOVAL, cached_checkpoint_run, cached_model, cached_run, pretrained_model
 from views.fields import FIELD, MODEL_FIELDS, field_control
+from views.malloc import give_back
 from views.nodelay import disable_nagle_once
 from views.query_params import NOTES_KEY, guard_number_urls_once, screen_sidebar_params, show_url_notes
 from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
@@ -248,3 +248,4 @@ compute(controls, removal, shows_tokens)
 if shows_tokens:  # Train trains the sidebar's model with every head
     removal_banner(removal)
 navigation.run()
+give_back()  # what the page freed leaves the process (views/malloc.py)

@@ -36,8 +36,6 @@ def preload(names: list[str]) -> None:
 def warm_up() -> None:
     """Import what every page needs (torch, the explorer, the figure builders, the pages' shared code) and run the
     default model once: the first visitor's page then finds it all done."""
-    import views.malloc  # noqa: F401  first: every array made from here on is given back when freed
-
     # The caches' decorators run before Streamlit's runtime exists: they say so once each, and work the same.
     logging.getLogger("streamlit.runtime.caching.cache_data_api").setLevel(logging.ERROR)
     import explorer

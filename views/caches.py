@@ -47,6 +47,7 @@ from explorer.pretrained import INSTALLED, load_pretrained
 from explorer.trace import Trace
 from pictures.attention_panels import grid_panel
 from pictures.positional_charts import every_nth
+from views.malloc import give_back
 from views.shared_cache import shared
 from views.state import current_source, model_key, session_model
 
@@ -124,7 +125,9 @@ def cached_run(
     cfg: ModelConfig, tokens: str, target: str | None, ablate: tuple[Head, ...], ablate_with: str
 ) -> explorer.Trace:
     """The trace for a config and input text, with the heads `ablate` removed (deterministic, so safe to cache)."""
-    return explorer.run(cached_model(cfg), tokens, target, ablate=ablate, ablate_with=ablate_with, keep_scores=False)
+    trace = explorer.run(cached_model(cfg), tokens, target, ablate=ablate, ablate_with=ablate_with, keep_scores=False)
+    give_back()  # the forward's freed temporaries (views/malloc.py)
+    return trace
 
 
 # A real checkpoint's trace reaches 626 MB (512 pieces through SmolLM2's 270 heads): the shared budget keeps few.
@@ -134,7 +137,9 @@ def cached_checkpoint_run(
 ) -> explorer.Trace:
     """The trace of a shipped checkpoint on a text, with the heads `ablate` removed (deterministic, so safe to
     cache)."""
-    return explorer.run(cached_model(cfg), text, ablate=ablate, ablate_with=ablate_with, keep_scores=False)
+    trace = explorer.run(cached_model(cfg), text, ablate=ablate, ablate_with=ablate_with, keep_scores=False)
+    give_back()  # the forward's freed temporaries: hundreds of MB for SmolLM2 on 512 pieces (views/malloc.py)
+    return trace
 
 
 # --- Compare: B is built on A's model and cached per (A, B, model_key()); nothing cached is ever mutated.
