@@ -66,9 +66,8 @@ def png_uri(rgb: np.ndarray) -> str:
 
 
 def ticks(n: int, most: int = MAX_TICKS) -> list[float]:
-    """Cell centres to label along an axis of n cells: all while they fit, else every k-th."""
-    every = -(-n // most)
-    return [i + 0.5 for i in range(0, n, every)]
+    """Cell centres to label along an axis of n cells: those of tick_positions."""
+    return [i + 0.5 for i in tick_positions(n, most)]
 
 
 def tick_positions(n: int, most: int = MAX_TICKS) -> list[int]:
