@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from explorer.analysis.head_roles import BROAD, ROLES, head_roles, is_punctuation
+from explorer.analysis.stats import row_entropy
 from explorer.config import ConfigError
 
 SENTENCE = ["[CLS]", "the", "cat", ",", "sat", ".", "[SEP]"]  # punctuation at keys 3 and 5, the separator at 6
@@ -592,3 +593,22 @@ def test_a_one_hot_role_pattern_always_gets_its_label(case):
     assert roles.share(role)[0, 0] == 1.0
     assert roles.labels[0, 0] == role
     assert roles.breadth[0, 0] == 0.0
+
+
+@FAST
+@given(case=attention())
+def test_breadth_read_from_a_given_row_entropy_matches_the_definition(case):
+    # The Attention page hands head_roles the row entropy it made for the entropy table (float32 logs, summed in
+    # float64), so the breadth agrees with the float64 definition to float32's precision; the shares are untouched.
+    weights, tokens, allowed = case
+    entropy = row_entropy(np.where(allowed, weights, 0.0))  # [L, H, T]
+    given_entropy = head_roles(weights, tokens, allowed, entropy=entropy)
+    shares, breadth = reference(np.where(allowed, weights, 0.0), tokens, allowed)
+    np.testing.assert_array_equal(given_entropy.shares, head_roles(weights, tokens, allowed).shares)
+    np.testing.assert_allclose(given_entropy.breadth, breadth, rtol=1e-6, atol=1e-6)
+
+
+def test_a_row_entropy_of_the_wrong_shape_is_refused():
+    w = as_weights(np.full((4, 4), 0.25))
+    with pytest.raises(ConfigError, match="entropy has shape"):
+        head_roles(w, ["a", "b", "c", "d"], np.ones((4, 4), dtype=bool), entropy=np.zeros((1, 1, 3)))

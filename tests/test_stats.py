@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from explorer.analysis.stats import attention_frame, attention_matrix, head_average, head_entropy, row_entropy
@@ -72,6 +73,15 @@ def test_entropy_skips_empty_rows_and_matches_numpy(make_maps):
             assert got == pytest.approx(expected, rel=1e-6)  # float32 logs (about 7 digits), added in float64
     assert df["max_entropy"].iloc[0] == pytest.approx(np.mean(np.log([1, 2, 3, 4, 5])))
     assert np.isfinite(df["entropy"]).all()
+
+
+def test_entropy_given_by_the_caller_is_the_one_used(make_maps):
+    maps = make_maps(n_layers=2, n_heads=3, allowed=causal(6))
+    pd.testing.assert_frame_equal(head_entropy(maps, entropy=row_entropy(maps.weights)), head_entropy(maps))
+    doubled = head_entropy(maps, entropy=2 * row_entropy(maps.weights))  # read, not recomputed
+    np.testing.assert_allclose(doubled["entropy"], 2 * head_entropy(maps)["entropy"])
+    with pytest.raises(ValueError, match="entropy has shape"):
+        head_entropy(maps, entropy=np.zeros((2, 3, 5)))
 
 
 def test_entropy_all_rows_empty_is_nan_not_error():

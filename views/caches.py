@@ -30,7 +30,7 @@ from explorer.analysis.mixing import attention_flow_rows, attention_rollout
 from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.placements import PlacementRun, placement_run
 from explorer.analysis.position_analysis import encoding_table, permutation_demo, repeated_token_scores, similarity
-from explorer.analysis.stats import head_entropy
+from explorer.analysis.stats import head_entropy, row_entropy
 from explorer.anatomy import parameter_counts
 from explorer.compare import (
     MapPair,
@@ -320,13 +320,24 @@ def _flow(
     return attention_flow_rows(_trace, queries, residual)
 
 
+@shared()
+def _row_entropy(cfg: ModelConfig | None, tokens: tuple, kind: str, who: str | None, _trace: Trace) -> np.ndarray:
+    return row_entropy(_trace.maps(kind).weights)
+
+
+def row_entropy_of(trace: Trace, kind: str) -> np.ndarray:
+    """[L, H, Tq] row_entropy of the shown trace's `kind` of attention: the entropy table and the head roles' breadth
+    both read it (0.3 s for SmolLM2 at 512 pieces, made once)."""
+    return _row_entropy(trace.config, trace_key(trace), kind, model_key(), _trace=trace)
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
 def _entropy(cfg: ModelConfig | None, tokens: tuple, kind: str, who: str | None, _trace: Trace) -> pd.DataFrame:
-    return head_entropy(_trace.maps(kind))
+    return head_entropy(_trace.maps(kind), entropy=row_entropy_of(_trace, kind))
 
 
 def entropy_of(trace: Trace, kind: str) -> pd.DataFrame:
-    """head_entropy of the shown trace's `kind` of attention (0.3 s for SmolLM2 at 512 pieces: once, not per load)."""
+    """head_entropy of the shown trace's `kind` of attention, from its row_entropy_of (made once per trace)."""
     return _entropy(trace.config, trace_key(trace), kind, model_key(), _trace=trace)
 
 
@@ -336,7 +347,8 @@ def _roles(
 ) -> HeadRoles:
     maps = _trace.maps(kind)
     if _norms is None:
-        return head_roles(maps.weights, list(maps.key_tokens), maps.allowed, separators=("[SEP]",))
+        entropy = row_entropy_of(_trace, kind)
+        return head_roles(maps.weights, list(maps.key_tokens), maps.allowed, separators=("[SEP]",), entropy=entropy)
     return norm_head_roles(_norms, list(maps.key_tokens), maps.allowed, separators=("[SEP]",))
 
 

@@ -86,6 +86,7 @@ def head_roles(
     separators: Iterable[str] = ("[SEP]",),
     threshold: float = DEFAULT_THRESHOLD,
     margin: float = DEFAULT_MARGIN,
+    entropy: np.ndarray | None = None,
 ) -> HeadRoles:
     """Share of attention per role, breadth and a label for every head of one sentence.
 
@@ -107,10 +108,18 @@ def head_roles(
     Label: the role with the largest share when that share is >= threshold and at least `margin` above the
     second largest (NaN shares are ignored; a lone defined share is compared with 0); otherwise "broad" when
     breadth >= BROAD_BREADTH (0.9); otherwise "" (mixed). `separators` are the tokens that count as "sep".
+
+    entropy [L, H, T]: the entropy of each row of `weights` (0 on blocked keys), when the caller has it already
+    (stats.row_entropy, which the Attention page's entropy table needs too); breadth is then read from it instead of
+    from float64 logs of every weight, which are most of this function's time.
     """
     weights = np.asarray(weights)
     allowed = np.asarray(allowed, dtype=bool)
     _check_shapes(weights, tokens, allowed)
+    if entropy is not None and np.shape(entropy) != weights.shape[:3]:
+        raise ConfigError(
+            f"entropy has shape {np.shape(entropy)}; it must be [layers, heads, queries] = {weights.shape[:3]}."
+        )
     if not 0.0 <= threshold <= 1.0:
         raise ConfigError(f"threshold is {threshold}; a share threshold must be between 0 and 1.")
     if not margin >= 0.0:
@@ -127,7 +136,7 @@ def head_roles(
     sums = np.zeros((n_layers, n_heads, len(ROLES)))  # [L, H, R] summed over qualifying queries
     breadth = np.full((n_layers, n_heads), np.nan)  # [L, H]
     key_roles = np.ascontiguousarray(targets[:3].any(axis=1).T, dtype=np.float64)  # [T, 3] first, sep, punct keys
-    log_w = np.zeros((n_heads, n_tokens, n_tokens))  # [H, T, T] scratch for log(w), reused per layer
+    log_w = None if entropy is not None else np.zeros((n_heads, n_tokens, n_tokens))  # [H, T, T] scratch for log(w)
     blocked = ~allowed  # [T, T]
     for layer in range(n_layers):
         w = weights[layer].astype(np.float64)  # [H, T, T]
@@ -138,11 +147,15 @@ def head_roles(
         per_query[:, :-1, 4] = np.diagonal(w, offset=1, axis1=1, axis2=2)  # next: w[q, q + 1]
         per_query[:, :, 5] = np.diagonal(w, axis1=1, axis2=2)  # self: w[q, q]
         sums[layer] = np.einsum("htr,rt->hr", per_query, qualifies)
-        if spread.any():
+        if not spread.any():
+            continue
+        if entropy is not None:
+            layer_entropy = entropy[layer]  # [H, T] nats
+        else:
             log_w.fill(0.0)
             np.log(w, out=log_w, where=w > 0)  # 0 log 0 = 0
-            entropy = -np.einsum("htk,htk->ht", w, log_w)  # [H, T] nats
-            breadth[layer] = np.clip(entropy[:, spread] / log_n, 0.0, 1.0).mean(axis=-1)
+            layer_entropy = -np.einsum("htk,htk->ht", w, log_w)  # [H, T] nats
+        breadth[layer] = np.clip(layer_entropy[:, spread] / log_n, 0.0, 1.0).mean(axis=-1)
 
     with np.errstate(divide="ignore", invalid="ignore"):
         shares = np.where(counts > 0, sums / counts, np.nan)  # [L, H, R]

@@ -40,16 +40,19 @@ def row_entropy(weights: np.ndarray) -> np.ndarray:
     return -np.einsum("...k,...k->...", p, log_p, dtype=np.float64)  # [...]
 
 
-def head_entropy(maps: AttentionMaps) -> pd.DataFrame:
+def head_entropy(maps: AttentionMaps, entropy: np.ndarray | None = None) -> pd.DataFrame:
     """One row per (layer, head): mean entropy over queries that have allowed keys, and the uniform maximum.
 
     Columns: layer, head, entropy (nats), max_entropy (mean over the same queries of log(number of allowed
     keys): what uniform attention over the allowed keys would score), peakedness (1 - entropy / max_entropy:
     0 = uniform, 1 = one-hot; NaN when every query has a single allowed key). Rows with no allowed key are
-    left out; if every row is empty, entropy and max_entropy are NaN.
+    left out; if every row is empty, entropy and max_entropy are NaN. `entropy` [L, H, Tq] is row_entropy of
+    maps.weights when the caller has it already.
     """
     valid = ~maps.empty_rows  # [Tq]
-    ent = row_entropy(maps.weights)  # [L, H, Tq]
+    ent = row_entropy(maps.weights) if entropy is None else entropy  # [L, H, Tq]
+    if ent.shape != maps.weights.shape[:3]:
+        raise ValueError(f"entropy has shape {ent.shape}; the maps have {maps.weights.shape[:3]} rows.")
     n_allowed = maps.allowed.sum(axis=-1)  # [Tq]
     layers, heads = np.meshgrid(np.arange(maps.n_layers), np.arange(maps.n_heads), indexing="ij")  # [L, H] each
     if valid.any():
