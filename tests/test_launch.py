@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -9,6 +13,8 @@ import launch
 from explorer.pretrained import list_pretrained
 from views import caches
 from views.malloc import give_back
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_preload_names_all_none_or_installed_checkpoints_and_refuses_others():
@@ -50,3 +56,13 @@ def test_give_back_returns_the_pages_of_arrays_freed_between_arrays_that_stay():
 def resident_mb() -> float:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * 4096 / 1e6
+
+
+def test_warm_up_leaves_what_the_first_page_would_import_imported():
+    # In a new process, as `make run` starts one: the first page's set_page_config then finds Streamlit's emoji list
+    # compiled, and the explorer imported.
+    wanted = "{'streamlit.emojis', 'torch', 'explorer'}"
+    code = f"import sys, launch; launch.warm_up(); print(sorted({wanted} & set(sys.modules)))"
+    shown = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.split("\n")[-2] == "['explorer', 'streamlit.emojis', 'torch']"
