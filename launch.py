@@ -10,6 +10,7 @@ runs Streamlit in this same process. `make run` and `make serve` use it.
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import importlib
 import logging
@@ -20,6 +21,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
+PROJECT_PACKAGES = ("explorer", "pictures", "views")
+
+
+def page_imports() -> list[str]:
+    """The project's modules that dashboard.py and its pages (views/) import, read from their import statements:
+    importing a page itself would run it."""
+    found: set[str] = set()
+    for script in [ROOT / "dashboard.py", *sorted((ROOT / "views").glob("*.py"))]:
+        for node in ast.walk(ast.parse(script.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module)  # and a module imported from its package: from views import caches
+                package = ROOT.joinpath(*node.module.split("."))
+                found.update(f"{node.module}.{a.name}" for a in node.names if (package / f"{a.name}.py").is_file())
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+    return sorted(name for name in found if name.split(".")[0] in PROJECT_PACKAGES)
 
 
 def preload(names: list[str]) -> None:
@@ -44,12 +61,9 @@ def warm_up() -> None:
     # The caches' decorators run before Streamlit's runtime exists: they say so once each, and work the same.
     logging.getLogger("streamlit.runtime.caching.cache_data_api").setLevel(logging.ERROR)
     import explorer
-    import pictures.notebook_figures  # noqa: F401  the figure builders, Plotly with them
-    import views.ablation_controls  # noqa: F401
-    import views.caches  # noqa: F401
-    import views.matrix_view  # noqa: F401
-    import views.widgets  # noqa: F401
 
+    for name in page_imports():  # 40-odd modules a fresh server's first page would otherwise import (and compile)
+        importlib.import_module(name)
     explorer.run(explorer.ModelConfig(), "the cat sat on the mat")
     # Every page's set_page_config checks its emoji icon against Streamlit's emoji list, whose first import compiles
     # a regex of every emoji: 0.05 s alone, 0.3 s of the first page in a fresh server while the browser shares the CPU.

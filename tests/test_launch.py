@@ -60,9 +60,21 @@ def resident_mb() -> float:
 
 def test_warm_up_leaves_what_the_first_page_would_import_imported():
     # In a new process, as `make run` starts one: the first page's set_page_config then finds Streamlit's emoji list
-    # compiled, and the explorer imported.
+    # compiled, the explorer imported, and every project module a page imports; no page itself (it would run).
     wanted = "{'streamlit.emojis', 'torch', 'explorer'}"
-    code = f"import sys, launch; launch.warm_up(); print(sorted({wanted} & set(sys.modules)))"
+    code = (
+        f"import sys, launch; launch.warm_up(); print(sorted({wanted} & set(sys.modules))); "
+        "print([n for n in launch.page_imports() if n not in sys.modules]); "
+        "print(sorted(n for n in sys.modules if n in ('views.attention', 'views.positional', 'dashboard')))"
+    )
     shown = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.split("\n")[-2] == "['explorer', 'streamlit.emojis', 'torch']"
+    assert shown.stdout.split("\n")[-4:] == ["['explorer', 'streamlit.emojis', 'torch']", "[]", "[]", ""]
+
+
+def test_page_imports_reads_the_project_modules_the_pages_import_and_not_the_pages():
+    names = launch.page_imports()
+    assert {"views.query_params", "views.lazy_sections", "explorer.positional_text"} <= set(names)  # page imports
+    assert "pictures.notebook_figures" in names  # imported as `from pictures import notebook_figures`
+    assert not {"views.attention", "views.positional", "dashboard"} & set(names)  # pages run when imported
+    assert all(name.split(".")[0] in ("explorer", "pictures", "views") for name in names)  # not torch, not streamlit
