@@ -16,7 +16,7 @@ from pictures.attention_panels import token_labels
 from pictures.style import (
     BLUES,
     HOVER_NUMBERS,
-    LEGEND_ROW_PX,
+    LEGEND_FIRST_ROW_PX,
     RDBU,
     axis,
     figure_layout,
@@ -31,7 +31,7 @@ CELL_PX = 26  # px per row of a board or grid, so a 30-block model stays readabl
 MIN_BOARD_ROWS = 3  # a 1- or 2-layer board still gets cells tall enough to read, hover and click
 # Below a board's plot: figure_layout's bottom margin (the head axis) and legend_below's row, plus the 16 px that
 # figure_layout keeps between the title and the plot. A board's height adds these to its rows.
-BOARD_FRAME_PX = 56 + LEGEND_ROW_PX + 16
+BOARD_FRAME_PX = 56 + LEGEND_FIRST_ROW_PX + 16
 REMOVED_MARK = {"symbol": "x-thin", "size": 12, "line": {"width": 2, "color": "#31333f"}}
 
 

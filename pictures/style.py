@@ -105,7 +105,12 @@ LINE_PX = 19  # px one subtitle line takes
 
 
 LEGEND_BELOW = {"orientation": "h", "x": 0.0, "xanchor": "left", "yref": "container", "y": 0.0, "yanchor": "bottom"}
-LEGEND_ROW_PX = 22  # px one row of a legend under the plot takes
+# px a legend under the plot takes: its first row (with the legend's padding), then each further row. Measured in
+# Chromium as the margin Plotly grew to once drawn: 31.2 px on the Activations page (Source Sans, 13 px), 19 for a
+# further row; about 3 px to spare. A margin too small by even 0.2 px makes Plotly's automargin grow it after the
+# first draw and draw the whole figure again: 80-100 ms more for the 2 x 2 panels of the Activations page's first chart
+# (tests/test_browser_positional_activations_anatomy.py checks that it is not grown).
+LEGEND_FIRST_ROW_PX, LEGEND_ROW_PX = 34, 22
 PANEL_TITLE_FONT = {"size": 14}  # the titles of a figure's panels (make_subplots' annotations), in the page's size
 PANEL_TITLE_PX = 12  # px more above a figure's panels, so that their titles stand clear of the subtitle
 
@@ -114,7 +119,7 @@ def legend_below(layout: dict, rows: int = 1, **legend: object) -> dict:
     """figure_layout's `layout` with its legend in `rows` rows under the plot, so the panels keep their whole width,
     and the bottom margin grown to hold them. `legend`: any other legend settings."""
     layout["legend"] |= LEGEND_BELOW | legend
-    layout["margin"]["b"] += LEGEND_ROW_PX * rows
+    layout["margin"]["b"] += LEGEND_FIRST_ROW_PX + LEGEND_ROW_PX * (rows - 1)
     return layout
 
 

@@ -36,6 +36,14 @@ def title_drawn(plot) -> str:
     )
 
 
+def margins_grown(plot) -> dict[str, float]:
+    """Each margin plotly.js drew with minus the one the figure asked for: one grown (by automargin, for labels or a
+    legend that did not fit) made plotly.js draw the whole figure a second time."""
+    return plot.evaluate(
+        "gd => Object.fromEntries(['l', 'r', 't', 'b'].map(k => [k, gd._fullLayout._size[k] - gd.layout.margin[k]]))"
+    )
+
+
 def drawn_traces(plot) -> list[dict]:
     """Each trace as plotly.js holds it after drawing (its full data): name, type, visible, x, y, z."""
     return plot.evaluate(

@@ -23,7 +23,15 @@ from pictures.positional_charts import TYPED_COLOUR
 from pictures.style import RDBU, Ramp
 from tests.browser_boards import cell_centre, geometry, panels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_boards import pixels as board_pixels
-from tests.browser_plots import drawn_traces, hover_point, plot_titled, plots, title_drawn, wait_plotted
+from tests.browser_plots import (
+    drawn_traces,
+    hover_point,
+    margins_grown,
+    plot_titled,
+    plots,
+    title_drawn,
+    wait_plotted,
+)
 from tests.drawn import rgb
 
 pytestmark = pytest.mark.browser
@@ -230,6 +238,10 @@ def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_it
 
     depth = plot_titled(page, "Activation statistics over depth (encoder stack)")
     depth.scroll_into_view_if_needed()
+    # legend_below leaves room for the legend (one row here, two in the norms' chart): Plotly need not grow the margin
+    # and draw again (80-100 ms for these 2 x 2 panels)
+    assert margins_grown(depth)["b"] <= 0
+    assert margins_grown(plot_titled(page, "What each LayerNorm receives and returns"))["b"] <= 0
     drawn = drawn_traces(depth)
     residual = [i for i, line in enumerate(drawn) if line["name"] == "residual"]  # one per panel: mean, std, rms, max
     expected = stats[stats["point"] == "residual"]
