@@ -29,6 +29,8 @@ LENS_TEXT_CELLS = 600  # the top piece is written in each cell up to this many c
 BOARD_TEXT_CELLS = 144  # a board writes each head's value in its cell up to this many heads (12 x 12)
 CELL_PX = 26  # px per row of a board or grid, so a 30-block model stays readable without scrolling past it
 MIN_BOARD_ROWS = 3  # a 1- or 2-layer board still gets cells tall enough to read, hover and click
+COLOUR_BAR_LABEL_PX = 40  # px of a board's height per label of its colour bar (under its title): Plotly's own count
+# wrote four labels into a 2-layer board's 78 px, on top of each other
 # Below a board's plot: figure_layout's bottom margin (the head axis) and legend_below's row, plus the 16 px that
 # figure_layout keeps between the title and the plot. A board's height adds these to its rows.
 BOARD_FRAME_PX = 56 + LEGEND_FIRST_ROW_PX + 16
@@ -143,7 +145,7 @@ def _head_board(
             zmin=zmin,
             zmax=zmax,
             colorscale=plotly_scale(colours),
-            colorbar={"title": {"text": name}},
+            colorbar={"title": {"text": name}, "nticks": max(2, _rows_px(L) // COLOUR_BAR_LABEL_PX)},
             texttemplate=f"%{{z:{numbers}}}" if L * H <= BOARD_TEXT_CELLS else None,
             hovertemplate=f"%{{customdata}}<br>{name} %{{z:{HOVER_NUMBERS}}}<extra></extra>",
             xgap=1,
@@ -209,4 +211,9 @@ def ablation_board_figure(effects: np.ndarray, removed: Iterable[Head] = ()) -> 
 def board_height(n_layers: int) -> int:
     """figure_layout's height for a layers x heads board whose plot area gives each layer CELL_PX (at least
     MIN_BOARD_ROWS rows' worth): a 2-layer board was once squeezed to 18 px by its axis and legend margins."""
-    return CELL_PX * max(n_layers, MIN_BOARD_ROWS) + BOARD_FRAME_PX
+    return _rows_px(n_layers) + BOARD_FRAME_PX
+
+
+def _rows_px(n_layers: int) -> int:
+    """The px of a board's plot area: CELL_PX a layer, at least MIN_BOARD_ROWS layers' worth."""
+    return CELL_PX * max(n_layers, MIN_BOARD_ROWS)

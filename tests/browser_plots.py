@@ -44,6 +44,17 @@ def margins_grown(plot) -> dict[str, float]:
     )
 
 
+def colour_bar_label_overlap(plot) -> float:
+    """The most px by which two neighbouring tick labels of the plot's colour bar overlap as drawn (0: none)."""
+    return plot.evaluate(
+        """gd => {
+            const boxes = [...gd.querySelectorAll('.colorbar .cbaxis text')].map(t => t.getBoundingClientRect())
+                .sort((a, b) => a.top - b.top);
+            return Math.max(0, ...boxes.slice(1).map((box, i) => boxes[i].bottom - box.top));
+        }"""
+    )
+
+
 def drawn_traces(plot) -> list[dict]:
     """Each trace as plotly.js holds it after drawing (its full data): name, type, visible, x, y, z."""
     return plot.evaluate(
