@@ -57,8 +57,16 @@ PAGES = {"attention": "", "positional": "positional", "activations": "activation
 PLOTLY_SCRIPT = "PlotlyChart"  # the name of Streamlit's chunk that carries plotly.js
 SMALL = {"d_model": 256, "n_heads": 8, "n_layers": 4, "d_ff": 1024, "tokens": words(16)}  # T = 16, as issue 2 asks
 # --baseline: the least a Streamlit page costs on this machine, for scale: bare, with one small Plotly line chart (what
-# a page with Plotly charts cannot do without), and with the same sidebar controls as the dashboard but no chart.
-SIDEBAR_APP = """import streamlit as st
+# a page with Plotly charts cannot do without), with the same sidebar controls as the dashboard but no chart, and with
+# those controls and the chart (no target: the dashboard's pages with charts have the sidebar too).
+BARE, ONE_PLOTLY = "bare page", "bare page + 1 Plotly chart"
+SIDEBAR_ONLY, SIDEBAR_PLOTLY = "bare page + the sidebar's 12 controls", "the sidebar's 12 controls + 1 Plotly chart"
+BARE_SIDEBAR = """import streamlit as st
+
+st.set_page_config(layout="wide")
+st.sidebar.text_input("Tokens", "the cat sat on the mat")
+"""
+SIDEBAR = """import streamlit as st
 
 st.set_page_config(layout="wide")
 sb = st.sidebar
@@ -73,41 +81,21 @@ for name in ("positional", "mask", "activation"):
 sb.number_input("seed", 0, 1000, 0, step=1, key="seed", bind="query-params", help="seed")
 with sb.expander("Share this view"):
     st.markdown("`http://127.0.0.1/?n_heads=2`")
-st.title("Attention")
 """
-ONE_CHART = """y = np.random.default_rng(0).random(16)
+CHART_IMPORTS = "import numpy as np\nimport plotly.graph_objects as go\n"
+ONE_CHART = """st.title("Activations")
+y = np.random.default_rng(0).random(16)
 st.plotly_chart(go.Figure(go.Scatter(x=np.arange(16), y=y, mode="lines+markers")), theme=None)
 """
 BASELINE_APPS = {
-    "bare page": """import streamlit as st
-
-st.set_page_config(layout="wide")
-st.sidebar.text_input("Tokens", "the cat sat on the mat")
-st.title("Attention")
-""",
-    "bare page + 1 Plotly chart": """import numpy as np
-import plotly.graph_objects as go
-import streamlit as st
-
-st.set_page_config(layout="wide")
-st.sidebar.text_input("Tokens", "the cat sat on the mat")
-st.title("Activations")
-"""
-    + ONE_CHART,
-    "bare page + the sidebar's 12 controls": SIDEBAR_APP,
-    # not a target's baseline: the dashboard's pages with charts have the sidebar too (printed beside the targets)
-    "the sidebar's 12 controls + 1 Plotly chart": "import numpy as np\nimport plotly.graph_objects as go\n"
-    + SIDEBAR_APP.replace('st.title("Attention")', 'st.title("Activations")')
-    + ONE_CHART,
+    BARE: BARE_SIDEBAR + 'st.title("Attention")\n',
+    ONE_PLOTLY: CHART_IMPORTS + BARE_SIDEBAR + ONE_CHART,
+    SIDEBAR_ONLY: SIDEBAR + 'st.title("Attention")\n',
+    SIDEBAR_PLOTLY: CHART_IMPORTS + SIDEBAR + ONE_CHART,
 }
+BASELINES_WITH_A_CHART = {ONE_PLOTLY, SIDEBAR_PLOTLY}  # the others have no "1st map"
 
 LOCAL = re.compile(r"^(https?|wss?)://127\.0\.0\.1[:/]|^(data|blob|about):")
-# baselines that draw a chart (the others have no "1st map")
-BASELINES_WITH_A_CHART = {"bare page + 1 Plotly chart", "the sidebar's 12 controls + 1 Plotly chart"}
-SIDEBAR_ONLY = "bare page + the sidebar's 12 controls"
-ONE_PLOTLY = "bare page + 1 Plotly chart"
-SIDEBAR_PLOTLY = "the sidebar's 12 controls + 1 Plotly chart"
-assert {*BASELINES_WITH_A_CHART, SIDEBAR_ONLY, ONE_PLOTLY, SIDEBAR_PLOTLY} <= set(BASELINE_APPS), "a misspelt name"
 IDLE = """() => {
     const app = document.querySelector("[data-testid='stApp']");
     return !!app && app.getAttribute("data-test-script-state") === "notRunning" && !!document.querySelector("h1");
