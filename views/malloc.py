@@ -29,5 +29,6 @@ MALLOC_TRIM = _malloc_trim()
 
 
 def give_back() -> bool:
-    """Return the free pages of glibc's heaps to the system; True when glibc did (it says whether any were)."""
+    """Return the free pages of glibc's heaps to the system; True when malloc_trim ran (Linux with glibc), whether
+    or not it found pages to return."""
     return MALLOC_TRIM is not None and MALLOC_TRIM(0) >= 0
