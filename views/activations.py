@@ -51,11 +51,12 @@ from pictures.activation_charts import (
 from pictures.activation_histograms import histogram_figure, zero_fraction_figure
 from pictures.boards import board
 from pictures.style import VIRIDIS
-from views.caches import cached_gradients, from_model, norm_attention_of
+from views.caches import cached_gradients, from_model
 from views.lazy_sections import lazy_section
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, warn_junk_url
 from views.state import session_model, sidebar_run, trained_label, weights_note
+from views.trace_caches import norm_attention_of
 from views.widgets import (
     ENTROPY_COLUMNS,
     clamp_view,

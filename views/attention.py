@@ -24,10 +24,10 @@ from pictures.boards import board
 from pictures.head_role_panels import BREADTH, clear_roles, role_name, roles_panel
 from pictures.norm_figures import norm_maps_figure
 from views.ablation_controls import toggle_head
-from views.caches import entropy_of, grid_of, norm_attention_of, roles_of
 from views.matrix_view import picked_value, show_board
 from views.query_params import URL_BOOLEAN, screen_view_params, show_url_notes, warn_junk_url
 from views.state import session_model, sidebar_run
+from views.trace_caches import entropy_of, grid_of, norm_attention_of, roles_of
 from views.widgets import (
     ENTROPY_COLUMNS,
     MEASURES,

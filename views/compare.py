@@ -57,12 +57,7 @@ from pictures.compare_charts import (
 from pictures.log_axes import AXES
 from pictures.norm_figures import norm_maps_figure
 from views.ablation_controls import Removal
-from views.caches import (
-    norm_attention_of,
-    ranking_of,
-    stack_tables,
-    trace_of,
-)
+from views.caches import ranking_of, stack_tables, trace_of
 from views.compare_controls import B_ABLATE, B_ABLATE_WITH, HEADS, top_controls
 from views.compare_lines import GRADIENTS_KEY, gradients_or_none, gradients_wanted, per_layer_section, shown_axes
 from views.compare_lines import KEY as AXES_KEY
@@ -75,6 +70,7 @@ from views.compare_words import heads_message, removed_words, say_what_differs
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, note_view_param, show_url_notes, warn_junk_url
 from views.state import app_state, model_key, session_model, sidebar_run
+from views.trace_caches import norm_attention_of
 from views.widgets import (
     MEASURES,
     carry_view,

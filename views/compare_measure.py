@@ -8,8 +8,9 @@ from dataclasses import replace
 from explorer.compare import MapPair, align_pair
 from explorer.config import ModelConfig
 from explorer.trace import Trace
-from views.caches import compare_norms, norm_attention_of
+from views.caches import compare_norms
 from views.state import model_key
+from views.trace_caches import norm_attention_of
 
 
 def with_norms(pair: MapPair, trace_a: Trace, b: tuple[ModelConfig, ModelConfig, str, str | None] | None) -> MapPair:

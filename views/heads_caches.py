@@ -18,8 +18,8 @@ from explorer.config import ModelConfig
 from explorer.model import Transformer
 from explorer.prediction import top_read_out
 from explorer.trace import Trace
-from views.caches import trace_key
 from views.state import current_source, session_model
+from views.trace_caches import trace_key
 
 Result = TypeVar("Result")
 LENS_K = 5  # pieces the lens keeps per layer and position: the grid draws the first, hover and the CSV give all five

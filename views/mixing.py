@@ -33,10 +33,10 @@ from pictures.mixing_charts import (
     layer_board,
     rollout_maps_figure,
 )
-from views.caches import flow_of, rollout_of
 from views.matrix_view import picked_value, show_board
 from views.query_params import warn_junk_url
 from views.state import sidebar_run, weights_note
+from views.trace_caches import flow_of, rollout_of
 from views.widgets import clamp_view, code_text, download, model_line, plain, plotly_chart, view_download
 
 RESIDUALS = [round(0.1 * i, 1) for i in range(11)]  # the residual share's steps, 0 to 1
