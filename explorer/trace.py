@@ -11,7 +11,7 @@ import torch
 from explorer.ablation import Head, HeadAblation, checked_heads, checked_mode, heads_text, parse_heads
 from explorer.config import ConfigError, ModelConfig
 from explorer.inputs import Source, prepare_inputs
-from explorer.model import Record, Transformer, build_model, float32_default
+from explorer.model import Records, Transformer, build_model, float32_default
 
 # Every activation a stack keeps for each block, by the name after "blocks.<layer>." (as TransformerLens's
 # ActivationCache names its hooks): its shape for one input, and what it holds. T: this stack's tokens, S: the
@@ -296,14 +296,19 @@ def _stack_trace(
     tokens: list[str],
     embedded: torch.Tensor,
     output: torch.Tensor,
-    records: list[Record],
+    records: Records,
     allowed: torch.Tensor,
     keep_scores: bool,
     cross: tuple[list[str], torch.Tensor] | None = None,
 ) -> StackTrace:
     def layers(key: str) -> np.ndarray:
-        """[L, ...] one record entry of every block, each taken out of its record as it is copied: torch.stack of
-        them all would hold every layer twice at once (566 MB more for SmolLM2's weights and scores at 512 pieces)."""
+        """[L, ...] one record entry of every block of the first (only) batch row. The blocks wrote the attention
+        maps into one buffer (Records.stacked): taken as it is. Otherwise each entry is taken out of its record as it
+        is copied: torch.stack of them all would hold every layer twice at once (566 MB more for SmolLM2's weights
+        and scores at 512 pieces)."""
+        buffer = records.stacked.get(key)  # [L, B, ...]
+        if buffer is not None and buffer.shape[1] == 1:
+            return buffer[:, 0].numpy()  # [L, ...], no copy
         first = records[0][key][0]  # [...]
         stacked = np.empty((len(records), *first.shape), dtype=np.float32)  # [L, ...]
         for layer, record in enumerate(records):
