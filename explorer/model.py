@@ -154,7 +154,10 @@ class MultiHeadAttention(nn.Module):
             empty = blocked.all(dim=-1, keepdim=True)  # [B or 1, 1, T, 1]: rows with no allowed key
             if empty.any():  # softmax over no key is NaN: such a row gets weight 0 on every key
                 weights = torch.softmax(scores.masked_fill(empty, 0.0), dim=-1, out=weights_out)
-                weights = weights.masked_fill_(blocked, 0.0)
+                # in place only in the buffer: autograd needs the softmax's own output for its backward
+                weights = (
+                    weights.masked_fill(blocked, 0.0) if weights_out is None else weights.masked_fill_(blocked, 0.0)
+                )
             else:  # exp(-inf) is exactly 0, so blocked keys get weight 0 without a second pass over [B, H, T, S]
                 weights = torch.softmax(scores, dim=-1, out=weights_out)
         attended = F.dropout(weights, self.dropout, train) @ v  # [B, H, T, K]
