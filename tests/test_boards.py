@@ -156,6 +156,17 @@ def test_pooled_maps_keep_each_blocks_largest_allowed_value_and_grey_only_fully_
     np.testing.assert_array_equal(pooled_maps(maps, masked, 1), np.where(masked, np.nan, maps))
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_pooled_maps_are_the_same_in_chunks_of_any_size_and_leave_the_maps_as_they_were(masked):
+    maps = np.random.default_rng(2).random((6, 9, 9), dtype=np.float32)  # [n, Tq, Tk]
+    before = maps.copy()
+    mask = np.triu(np.ones((9, 9), dtype=bool), k=1) & masked  # [Tq, Tk]
+    whole = pooled_maps(maps, mask, 2)  # one chunk: six maps of 324 bytes are far under the default chunk
+    for maps_per_chunk in (1, 4):  # chunks of one map, and a last chunk shorter than the others
+        np.testing.assert_array_equal(pooled_maps(maps, mask, 2, chunk_bytes=maps_per_chunk * 4 * 81), whole)
+    np.testing.assert_array_equal(maps, before)  # -inf was added to a copy, not to the caller's maps
+
+
 def test_a_sheet_of_maps_larger_than_their_drawn_size_is_sent_pooled():
     maps = np.random.default_rng(1).random((4, 100, 100), dtype=np.float32)
     sheet = sheet_panel(maps, None, WEIGHTS, name="g", titles=list("abcd"), columns=2, max_px=40, hovers=list("abcd"))
