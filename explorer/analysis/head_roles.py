@@ -135,23 +135,28 @@ def head_roles(
 
     sums = np.zeros((n_layers, n_heads, len(ROLES)))  # [L, H, R] summed over qualifying queries
     breadth = np.full((n_layers, n_heads), np.nan)  # [L, H]
-    key_roles = np.ascontiguousarray(targets[:3].any(axis=1).T, dtype=np.float64)  # [T, 3] first, sep, punct keys
+    key_roles = targets[:3].any(axis=1).T  # [T, 3] bool: first, sep, punct keys
+    role_keys = np.flatnonzero(key_roles.any(axis=1))  # [k]: the keys that are one of them (a few of T)
+    key_roles = key_roles[role_keys].astype(np.float64)  # [k, 3]
     log_w = None if entropy is not None else np.zeros((n_heads, n_tokens, n_tokens))  # [H, T, T] scratch for log(w)
     blocked = ~allowed  # [T, T]
     for layer in range(n_layers):
-        w = weights[layer].astype(np.float64)  # [H, T, T]
-        np.copyto(w, 0.0, where=blocked)  # nothing on disallowed keys, even a NaN from softmax over an empty row
+        # Only the weights the shares read become float64: the role keys' columns and three diagonals, with nothing
+        # on disallowed keys, even a NaN from softmax over an empty row. A float64 copy of every [H, T, T] weight was
+        # 25 MB a layer for MiniLM at 512 pieces, and most of this function's time.
+        w = weights[layer]  # [H, T, T]
         per_query = np.zeros((n_heads, n_tokens, len(ROLES)))  # [H, T, R]
-        per_query[:, :, :3] = w @ key_roles
-        per_query[:, 1:, 3] = np.diagonal(w, offset=-1, axis1=1, axis2=2)  # previous: w[q, q - 1]
-        per_query[:, :-1, 4] = np.diagonal(w, offset=1, axis1=1, axis2=2)  # next: w[q, q + 1]
-        per_query[:, :, 5] = np.diagonal(w, axis1=1, axis2=2)  # self: w[q, q]
+        per_query[:, :, :3] = _allowed_f64(w[:, :, role_keys], blocked[:, role_keys]) @ key_roles
+        per_query[:, 1:, 3] = _diagonal(w, blocked, -1)  # previous: w[q, q - 1]
+        per_query[:, :-1, 4] = _diagonal(w, blocked, 1)  # next: w[q, q + 1]
+        per_query[:, :, 5] = _diagonal(w, blocked, 0)  # self: w[q, q]
         sums[layer] = np.einsum("htr,rt->hr", per_query, qualifies)
         if not spread.any():
             continue
         if entropy is not None:
             layer_entropy = entropy[layer]  # [H, T] nats
         else:
+            w = _allowed_f64(w, blocked)  # [H, T, T]
             log_w.fill(0.0)
             np.log(w, out=log_w, where=w > 0)  # 0 log 0 = 0
             layer_entropy = -np.einsum("htk,htk->ht", w, log_w)  # [H, T] nats
@@ -180,6 +185,16 @@ def norm_head_roles(
     for array in (shares, breadth, labels):
         array.setflags(write=False)
     return HeadRoles(shares=shares, breadth=breadth, labels=labels)
+
+
+def _allowed_f64(weights: np.ndarray, blocked: np.ndarray) -> np.ndarray:
+    """weights [..., Tq, k] as float64, 0 where blocked [Tq, k] (True = a key the query may not see)."""
+    return np.where(blocked, 0.0, weights.astype(np.float64))
+
+
+def _diagonal(weights: np.ndarray, blocked: np.ndarray, offset: int) -> np.ndarray:
+    """[H, T - |offset|] float64: each head's weights w[q, q + offset], 0 where that key is blocked."""
+    return _allowed_f64(np.diagonal(weights, offset, axis1=1, axis2=2), np.diagonal(blocked, offset))
 
 
 def _check_shapes(weights: np.ndarray, tokens: list[str], allowed: np.ndarray) -> None:
