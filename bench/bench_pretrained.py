@@ -12,8 +12,11 @@ the first server finds it empty on every run of the bench, as a new machine does
    in a new browser context (a new session; the shared caches warm), --rounds times. The ratio of each real model's
    median to the configured model's median, measured in the same run, is what the targets are about (issue 15):
    MiniLM <= 1.3x, SmolLM2 (270 heads) <= 2x.
-3. 512 pieces through every head of both models, URL to drawn (SmolLM2 <= 5 s, MiniLM <= 1.5 s).
-4. The server's peak memory (VmHWM) with both checkpoints loaded, after both 512-piece pages (<= 2.5 GB).
+3. 512 pieces through every head of both models, URL to drawn (SmolLM2 <= 5 s, MiniLM <= 1.5 s): --rounds loads of
+   each, each on a text of 512 pieces the server has not seen (the bench sentence from another word on), so every
+   load runs the model and draws anew; the median is the figure (one load moved by 0.3x from run to run).
+4. The server's peak memory (VmHWM) with both checkpoints loaded, after the first 512-piece page of each (<= 2.5 GB),
+   and after all of them (the caches hold at most their budget, views/shared_cache.py).
 
 Issue 25 set its time targets in seconds, on a day when the configured model's warm Attention page took about 1.2 s
 (README at 58c499e: 1.17 s). On this shared 2-core VM that page has since taken 2.3-2.8 s, so the table also gives
@@ -66,10 +69,11 @@ def tokenizers() -> dict:
     return {"minilm-l6": wordpiece_from_folder(minilm), "smollm2-135m": bpe_from_gguf(smollm)}
 
 
-def text_of(tokenizer, pieces: int) -> str:
-    """The bench sentence, repeated and cut at the word that makes the text `pieces` pieces long (specials counted)."""
+def text_of(tokenizer, pieces: int, start: int = 0) -> str:
+    """The bench sentence, repeated and cut at the word that makes the text `pieces` pieces long (specials counted);
+    from its word `start` on, for another text of the same length (a page the caches have not seen)."""
     words = (SENTENCE + " ") * (pieces // 4 + 2)
-    words = words.split()
+    words = words.split()[start:]
     for n in range(len(words), 0, -1):
         text = " ".join(words[:n])
         if len(tokenizer.encode(text).ids) <= pieces:
@@ -167,23 +171,36 @@ def main() -> None:
                 print(f"   {name:14} {median:6.2f} s median   {ratio:4.2f}x the configured page (target <= {target}x) "
                       f"{verdict}")  # fmt: skip
 
-            print(f"\n3. {LONG} pieces through every head, URL to drawn")
-            for name in ("smollm2-135m", "minilm-l6"):
-                text = text_of(tokenize[name], LONG)
-                n = len(tokenize[name].encode(text).ids)
-                (_, _, done, _, _), found = load_once(browser, None, url(base, name, text), FIRST_LOAD_MS, True)
-                problems += found
-                rss, peak = server_memory(base)
-                verdict = "renders" if not found else "PROBLEM"
-                ok &= not found
-                print(f"   {name:14} {n} pieces  {done:6.2f} s  {verdict}   server {rss:,.0f} MB, peak {peak:,.0f} MB")
+            print(f"\n3. {LONG} pieces through every head, URL to drawn: a text the server has not seen in each of "
+                  f"{args.rounds} rounds")  # fmt: skip
+            long_times: dict[str, list[float]] = {"smollm2-135m": [], "minilm-l6": []}
+            for round_ in range(args.rounds):
+                for name, times_of in long_times.items():
+                    text = text_of(tokenize[name], LONG, start=round_)
+                    n = len(tokenize[name].encode(text).ids)
+                    (_, _, done, _, _), found = load_once(browser, None, url(base, name, text), FIRST_LOAD_MS, True)
+                    problems += found
+                    times_of.append(done)
+                    rss, peak = server_memory(base)
+                    verdict = "renders" if not found else "PROBLEM"
+                    ok &= not found
+                    print(
+                        f"   {name:14} {n} pieces  {done:6.2f} s  {verdict}   server {rss:,.0f} MB, peak {peak:,.0f} MB"
+                    )
+                if round_ == 0:  # the issue's figure: after one 512-piece page of each checkpoint
+                    _, first_peak = server_memory(base)
+            for name, times_of in long_times.items():
                 title = "SmolLM2" if name == "smollm2-135m" else "MiniLM"
-                rows.append((f"{title}, {n} pieces, every head, URL to drawn", done, LONG_S[name], "s", True))
+                median = statistics.median(times_of)
+                rows.append(
+                    (f"{title}, {LONG} pieces, every head, URL to drawn (median)", median, LONG_S[name], "s", True)
+                )
 
             rss, peak = server_memory(base)
-            print(f"\n4. server memory with both checkpoints loaded: {rss:,.0f} MB resident, peak {peak:,.0f} MB")
+            print(f"\n4. server memory with both checkpoints loaded: {rss:,.0f} MB resident; peak {first_peak:,.0f} MB "
+                  f"after one 512-piece page of each, {peak:,.0f} MB after all {2 * args.rounds}")  # fmt: skip
             peak_row = "server peak memory, both checkpoints, after both 512-piece pages"
-            rows.append((peak_row, peak, PEAK_MB, "MB", False))
+            rows.append((peak_row, first_peak, PEAK_MB, "MB", False))
         browser.close()
     for problem in problems:
         print("   problem:", problem)
