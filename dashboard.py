@@ -20,6 +20,7 @@ from explorer.limits import MAX_PIECES, check_app_size
 from explorer.pretrained import pretrained_title
 from views.ablation_controls import Removal, ablation_sidebar, removal_banner
 from views.caches import NO_REMOVAL, cached_checkpoint_run, cached_model, cached_run, pretrained_model
+from views.ended_sessions import release_ended_sessions
 from views.fields import FIELD, MODEL_FIELDS, field_control
 from views.malloc import give_back
 from views.nodelay import disable_nagle_once
@@ -248,4 +249,5 @@ compute(controls, removal, shows_tokens)
 if shows_tokens:  # Train trains the sidebar's model with every head
     removal_banner(removal)
 navigation.run()
+release_ended_sessions()  # closed tabs' download buttons let go of their traces (views/ended_sessions.py)
 give_back()  # what the page freed leaves the process (views/malloc.py)
