@@ -26,8 +26,9 @@ from torch import nn
 
 from explorer.analysis.logit_lens import can_read_out, lens_refusal, output_stack
 from explorer.analysis.norm_attention import attention_reads, effective_layer_weights, head_slices, head_values
+from explorer.attention import MultiHeadAttention
 from explorer.config import ConfigError
-from explorer.model import Block, MultiHeadAttention, Transformer
+from explorer.model import Block, Transformer
 from explorer.prediction import last_logits, piece_name, piece_text
 from explorer.trace import StackTrace, Trace
 

@@ -20,8 +20,9 @@ import numpy as np
 import torch
 
 from explorer.ablation import Head
+from explorer.attention import MultiHeadAttention
 from explorer.config import NORM_IN_FRONT, ConfigError
-from explorer.model import Block, MultiHeadAttention, Stack, Transformer
+from explorer.model import Block, Stack, Transformer
 from explorer.trace import AttentionMaps, StackTrace, Trace
 
 
