@@ -232,7 +232,7 @@ class Stack(nn.Module):
         ablation: HeadAblation | None = None,
         first_layer: int = 0,
         keep_scores: bool = True,
-    ) -> tuple[torch.Tensor, list[Record]]:
+    ) -> StackRun:
         """x [B, T, D] -> output [B, T, D] and one record per block run. `ablation` removes self-attention heads;
         `first_layer` > 0 starts from that block, x then being the stream entering it (the blocks below are reused).
         Without `keep_scores` the records drop each block's pre-softmax scores as soon as it has run. Outside

@@ -11,6 +11,7 @@ Streamlit to forget the file references of every session it no longer knows, as 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -32,12 +33,9 @@ def release_ended_sessions(runtime: Any = None) -> list[str]:
         media = runtime.media_file_mgr
         with media._lock:
             referring = list(media._files_by_session_and_coord)  # the sessions that hold file references
-        lock = getattr(sessions, "_storage_lock", None)
-        if lock is None:
+        # the session storage is not safe across threads on its own: its manager's lock, where it has one
+        with getattr(sessions, "_storage_lock", None) or contextlib.nullcontext():
             ended = [sid for sid in referring if sessions.get_session_info(sid) is None]
-        else:
-            with lock:  # the session storage is not safe across threads on its own
-                ended = [sid for sid in referring if sessions.get_session_info(sid) is None]
     except AttributeError as e:
         _say_once(f"cannot release the download files of ended sessions with this Streamlit ({e})")
         return []

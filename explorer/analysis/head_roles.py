@@ -135,9 +135,9 @@ def head_roles(
 
     sums = np.zeros((n_layers, n_heads, len(ROLES)))  # [L, H, R] summed over qualifying queries
     breadth = np.full((n_layers, n_heads), np.nan)  # [L, H]
-    key_roles = targets[:3].any(axis=1).T  # [T, 3] bool: first, sep, punct keys
-    role_keys = np.flatnonzero(key_roles.any(axis=1))  # [k]: the keys that are one of them (a few of T)
-    key_roles = key_roles[role_keys].astype(np.float64)  # [k, 3]
+    is_role_key = targets[:3].any(axis=1).T  # [T, 3] bool: first, sep, punct keys
+    role_keys = np.flatnonzero(is_role_key.any(axis=1))  # [k]: the keys that are one of them (a few of T)
+    key_roles = is_role_key[role_keys].astype(np.float64)  # [k, 3]
     log_w = None if entropy is not None else np.zeros((n_heads, n_tokens, n_tokens))  # [H, T, T] scratch for log(w)
     blocked = ~allowed  # [T, T]
     for layer in range(n_layers):
