@@ -12,9 +12,10 @@ from explorer.analysis.logit_lens import logit_lens
 from explorer.analysis.mixing import attention_flow, attention_rollout
 from explorer.analysis.norm_attention import norm_attention, norm_shares
 from explorer.analysis.placements import placement_run
+from explorer.build import build_model
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig, parse_config
 from explorer.export import attention_csv, attention_json, read_attention_csv, read_attention_json
-from explorer.model import Transformer, build_model
+from explorer.model import Transformer
 from explorer.prediction import next_token
 from explorer.pretrained import list_pretrained, load_pretrained
 from explorer.torch_import import from_torch

@@ -9,8 +9,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
+from explorer.build import build_model, model_skeleton
 from explorer.config import ConfigError, parse_config
-from explorer.model import Transformer, build_model, model_skeleton
+from explorer.model import Transformer
 from explorer.tasks import Task, make_task
 
 FORMAT = "attention-explorer/1"

@@ -11,8 +11,9 @@ import torch
 
 from explorer.analysis.activations import layer_statistics
 from explorer.analysis.stats import head_entropy
+from explorer.build import build_model, copy_shared_weights
 from explorer.config import ConfigError, ModelConfig
-from explorer.model import Transformer, build_model, copy_shared_weights
+from explorer.model import Transformer
 from explorer.trace import AttentionMaps, StackTrace, Trace
 
 # Fields that change the shapes of parameters both models have. n_layers is not one: B with more (or fewer)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from explorer.build import parameter_total
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
-from explorer.model import parameter_total
 
 MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights: BERT-base's twelve blocks (85 million) fit
 MAX_TRACE_BYTES = 256_000_000  # one input's trace; the app caches a few (dashboard.cached_run)

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import torch
 
+from explorer.build import model_skeleton
 from explorer.checkpoint_common import Checkpoint
 from explorer.checkpoint_files import read_checkpoint
 from explorer.config import CheckpointConfig, ConfigError
-from explorer.model import Transformer, float32_default, model_skeleton
+from explorer.model import Transformer, float32_default
 from explorer.tokenization import PieceTokenizer, bpe_from_folder, bpe_from_gguf, wordpiece_from_folder
 
 Progress = Callable[[float, str], None]

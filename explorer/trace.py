@@ -9,9 +9,10 @@ import numpy as np
 import torch
 
 from explorer.ablation import Head, HeadAblation, checked_heads, checked_mode, heads_text, parse_heads
+from explorer.build import build_model
 from explorer.config import ConfigError, ModelConfig
 from explorer.inputs import Source, prepare_inputs
-from explorer.model import Records, Transformer, build_model, float32_default
+from explorer.model import Records, Transformer, float32_default
 
 # Every activation a stack keeps for each block, by the name after "blocks.<layer>." (as TransformerLens's
 # ActivationCache names its hooks): its shape for one input, and what it holds. T: this stack's tokens, S: the

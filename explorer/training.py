@@ -14,9 +14,10 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from explorer.build import build_model, copy_shared_weights, parameter_total
 from explorer.config import ConfigError, ModelConfig
 from explorer.inputs import token_ids
-from explorer.model import Transformer, build_model, copy_shared_weights, float32_default, parameter_total
+from explorer.model import Transformer, float32_default
 from explorer.tasks import Batch, Task, accuracy, expected_output
 from explorer.trace import AttentionMaps, run
 

@@ -26,10 +26,11 @@ from explorer.analysis.position_analysis import (
 )
 from explorer.analysis.stats import head_average
 from explorer.anatomy import parameter_counts, parameter_groups
+from explorer.build import build_model
 from explorer.compare import paired_attention
 from explorer.config import CheckpointConfig
 from explorer.inputs import Source
-from explorer.model import Transformer, build_model
+from explorer.model import Transformer
 from explorer.trace import AttentionMaps, Trace
 from explorer.training import TrainResult
 from pictures import activation_charts

@@ -11,11 +11,11 @@ import torch
 import explorer
 from explorer.analysis.head_roles import HeadRoles
 from explorer.anatomy import multiply_adds, parameter_counts, parameter_groups
+from explorer.build import build_model
 from explorer.compare import can_share_weights, model_for_b, same_parameters
 from explorer.config import ConfigError, ModelConfig
 from explorer.flip_story import CHANGED_BITS, flip_effect, flip_words
 from explorer.limits import MAX_CHECKPOINT_TRACE_BYTES, MAX_TRACE_BYTES, check_app_size, trace_bytes
-from explorer.model import build_model
 from explorer.prediction import can_predict, next_token
 from pictures.head_role_panels import BREADTH, clear_roles, roles_panel
 from tests.drawn import panel_matrix

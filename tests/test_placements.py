@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import explorer
+from explorer.build import build_model
 from explorer.compare import model_for_b
 from explorer.config import NORMS, ConfigError, ModelConfig, parse_config
-from explorer.model import build_model
 from tests.tiny_checkpoints import perturbed_norms
 
 SOURCE, TARGET = "the cat sat on the mat", "le chat dort"

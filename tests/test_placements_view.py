@@ -25,10 +25,10 @@ from explorer.analysis.placements import (
     table_csv,
 )
 from explorer.analysis.stats import head_entropy, row_entropy
+from explorer.build import build_model
 from explorer.compare import model_for_b
 from explorer.config import NORMS, ModelConfig
 from explorer.flip_story import FlipEffect, flip_words, why_it_changes
-from explorer.model import build_model
 from explorer.placements_text import placements_paragraphs
 from pictures.placement_charts import PLACEMENT_COLOURS, PLACEMENT_DASHES, PLACEMENT_MARKERS, placements_chart
 from pictures.training_charts import NORM_COLOURS

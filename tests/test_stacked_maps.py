@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import explorer
-from explorer.model import build_model
+from explorer.build import build_model
 
 T, S = 6, 4
 

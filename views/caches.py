@@ -30,6 +30,7 @@ from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.placements import PlacementRun, placement_run
 from explorer.analysis.position_analysis import encoding_table, permutation_demo, repeated_token_scores, similarity
 from explorer.anatomy import parameter_counts
+from explorer.build import build_model
 from explorer.compare import (
     MapPair,
     head_ranking,
@@ -39,7 +40,7 @@ from explorer.compare import (
     same_parameters,
 )
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
-from explorer.model import Transformer, build_model
+from explorer.model import Transformer
 from explorer.positional import sinusoidal
 from explorer.pretrained import INSTALLED, load_pretrained
 from explorer.trace import Trace

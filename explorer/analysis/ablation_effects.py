@@ -15,9 +15,10 @@ import pandas as pd
 import torch
 
 from explorer.ablation import HeadAblation, checked_mode
+from explorer.build import build_model
 from explorer.config import PAD_TOKEN, ConfigError, ModelConfig
 from explorer.inputs import Source
-from explorer.model import Stack, Transformer, build_model, float32_default
+from explorer.model import Stack, Transformer, float32_default
 from explorer.prediction import can_predict, last_logits, piece_name, piece_text
 from explorer.trace import StackTrace, Trace, run
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from explorer.build import build_model
 from explorer.config import ConfigError, ModelConfig
-from explorer.model import Transformer, build_model
+from explorer.model import Transformer
 from explorer.positional import ROPE_BASE, rope_angles, sinusoidal
 from explorer.tokens import split_tokens
 from explorer.trace import run
