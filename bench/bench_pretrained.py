@@ -187,8 +187,8 @@ def main() -> None:
                     print(
                         f"   {name:14} {n} pieces  {done:6.2f} s  {verdict}   server {rss:,.0f} MB, peak {peak:,.0f} MB"
                     )
-                if round_ == 0:  # the figure: after one 512-piece page of each checkpoint
-                    _, first_peak = server_memory(base)
+                if round_ == 0:  # the figure: the peak read after one 512-piece page of each checkpoint
+                    first_peak = peak
             for name, times_of in long_times.items():
                 title = "SmolLM2" if name == "smollm2-135m" else "MiniLM"
                 median = statistics.median(times_of)
