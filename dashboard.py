@@ -166,9 +166,10 @@ def run_checkpoint(state: AppState, name: str, text: str, removal: Removal) -> N
             + ". Shorten the text."
         )
     check_app_size(cfg, pieces)
-    state.trace = cached_checkpoint_run(cfg, text, removal.heads, removal.mode)
-    if removal.heads:
-        state.base_run = partial(cached_checkpoint_run, cfg, text, *NO_REMOVAL)
+    state.show(
+        partial(cached_checkpoint_run, cfg, text, removal.heads, removal.mode),
+        partial(cached_checkpoint_run, cfg, text, *NO_REMOVAL) if removal.heads else None,
+    )
 
 
 def trained_banner() -> None:
@@ -215,14 +216,17 @@ def compute(values: dict[str, Any], removal: Removal, shows_tokens: bool) -> Non
             target = values.get("target") if cfg.arch == "encoder-decoder" else None
             check_app_size(cfg, len(values["tokens"].split()), None if target is None else len(target.split()))
             state.model = cached_model(cfg)
-            state.trace = cached_run(cfg, values["tokens"], values.get("target"), removal.heads, removal.mode)
-            if removal.heads:
-                state.base_run = partial(cached_run, cfg, values["tokens"], values.get("target"), *NO_REMOVAL)
+            inputs = (cfg, values["tokens"], values.get("target"))
+            state.show(
+                partial(cached_run, *inputs, removal.heads, removal.mode),
+                partial(cached_run, *inputs, *NO_REMOVAL) if removal.heads else None,
+            )
         else:  # this session's own model: run here, never cached, so no other session can see it
             state.config, state.model = trained.model.config, trained.model
-            state.trace = explorer.run(trained.model, values["tokens"], ablate=removal.heads, ablate_with=removal.mode)
-            if removal.heads:
-                state.base_run = partial(explorer.run, trained.model, values["tokens"])
+            state.show(
+                partial(explorer.run, trained.model, values["tokens"], ablate=removal.heads, ablate_with=removal.mode),
+                partial(explorer.run, trained.model, values["tokens"]) if removal.heads else None,
+            )
     except ConfigError as e:
         show_error(str(e), shown=shows_tokens)
 
@@ -248,6 +252,9 @@ shows_tokens = navigation.url_path not in PAGES_WITHOUT_TOKENS
 compute(controls, removal, shows_tokens)
 if shows_tokens:  # Train trains the sidebar's model with every head
     removal_banner(removal)
-navigation.run()
+try:
+    navigation.run()
+finally:
+    app_state().let_go()  # the page is drawn: the shared cache alone holds its trace (views/state.py)
 release_ended_sessions()  # closed tabs' download buttons let go of their traces (views/ended_sessions.py)
 give_back()  # what the page freed leaves the process (views/malloc.py)

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 import numpy as np
 import streamlit as st
 from streamlit.logger import get_logger
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 BUDGET_ENV = "ATTENTION_EXPLORER_MEMORY_MB"
 DEFAULT_BUDGET_MB = 800  # SmolLM2's and MiniLM's traces on 512 pieces (626 + 150 MB) fit; a server stays under 2.5 GB
@@ -124,6 +125,11 @@ class ByteBudgetCache:
         with self._lock:
             return list(self._entries)
 
+    def values(self) -> list[Any]:
+        """The results held, least recently used first."""
+        with self._lock:
+            return [value for value, _ in self._entries.values()]
+
     def clear(self, prefix: str | None = None) -> None:
         """Drop every entry, or those of one cached function (keys start with its name)."""
         with self._lock:
@@ -137,7 +143,8 @@ SHARED = ByteBudgetCache()  # one budget for every large result of the app
 def shared(spinner: str | None = None, cache: ByteBudgetCache = SHARED) -> Callable[[Callable[..., Result]], Any]:
     """Cache a function's results in `cache`, keyed on its name and arguments; keyword arguments named with a
     leading underscore are not part of the key (as with st.cache_*: something else in the key decides them).
-    `spinner` is shown while a result is made. The plain function stays reachable as `__wrapped__`."""
+    `spinner` is shown while a result is made (in a script run: a download's callable has no page). The plain
+    function stays reachable as `__wrapped__`."""
 
     def wrap(function: Callable[..., Result]) -> Any:
         name = function.__qualname__
@@ -147,7 +154,7 @@ def shared(spinner: str | None = None, cache: ByteBudgetCache = SHARED) -> Calla
             keyed = tuple(sorted((k, v) for k, v in kwargs.items() if not k.startswith("_")))
 
             def make() -> Result:
-                if spinner is None:
+                if spinner is None or get_script_run_ctx() is None:  # no page to spin on: a download's callable
                     return function(*args, **kwargs)
                 with st.spinner(spinner):
                     return function(*args, **kwargs)

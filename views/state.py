@@ -61,27 +61,59 @@ class ModelSource:
 @dataclass
 class AppState:
     """What dashboard.py leaves for the page it runs. While `trained` is set, config, model and trace are that
-    model's, run on the typed tokens for this session only."""
+    model's, run on the typed tokens for this session only.
+
+    The trace is kept as the way to make it (`run`: a cached run and its keys), and held only while the script runs:
+    once the page is drawn (let_go), the shared cache is its only holder, so its byte budget bounds what open
+    sessions hold. A fragment's rerun, or a later read, gets it from the cache again (or makes it again)."""
 
     config: ModelConfig | None = None  # the config behind `trace`; None when the settings are impossible
     sidebar_config: ModelConfig | None = None  # the sidebar's own config (or None): what the Train page trains
     model: Transformer | None = None  # the model behind `trace` (never mutate it): not rebuilt from `config`, which
     # would give random weights instead of a trained model's
-    trace: Trace | None = None  # explorer.Trace of the typed tokens, or None when there is an error; with `ablated`
-    # heads removed, the trace of the model without them (every page shows that model)
     trained: TrainedModel | None = None  # kept from run to run, unlike the fields above
     ablated: tuple[Head, ...] = ()  # (layer, head) of the first stack removed in `trace`, sorted; () when none
     ablate_with: str = "zero"  # what their output became: "zero" or "mean" (explorer.ablation)
+    run: Callable[[], Trace] | None = field(default=None, repr=False)  # makes `trace`: keys, never a trace
     base_run: Callable[[], Trace] | None = field(default=None, repr=False)  # makes base_trace when heads are removed
-    _base_trace: Trace | None = field(default=None, repr=False)  # base_run's result, once a page asked for it
+    holding: bool = field(default=True, repr=False)  # True while the script runs: traces made are kept till let_go
+    _trace: Trace | None = field(default=None, repr=False)
+    _base_trace: Trace | None = field(default=None, repr=False)
+
+    def show(self, run: Callable[[], Trace], base_run: Callable[[], Trace] | None = None) -> None:
+        """Run `run` now (its ConfigError leaves the state without a trace) and show its trace; `base_run` makes the
+        same model and text with every head, when heads are removed."""
+        self._trace = run()
+        self.run, self.base_run = run, base_run
+
+    def let_go(self) -> None:
+        """The page is drawn: hold no trace from now on (views/state.py's docstring)."""
+        self.holding = False
+        self._trace = self._base_trace = None
+
+    @property
+    def trace(self) -> Trace | None:
+        """explorer.Trace of the typed tokens, or None when there is an error; with `ablated` heads removed, the trace
+        of the model without them (every page shows that model)."""
+        if self._trace is not None or self.run is None:
+            return self._trace
+        trace = self.run()
+        if self.holding:
+            self._trace = trace
+        return trace
 
     @property
     def base_trace(self) -> Trace | None:
         """The same model and text with every head: `trace` itself when none is removed. Run (or read from its cache)
         only when a page asks, so a page that shows only the model without the heads never holds both traces."""
-        if self._base_trace is None and self.base_run is not None:
-            self._base_trace = self.base_run()
-        return self._base_trace if self.base_run is not None else self.trace
+        if self.base_run is None:
+            return self.trace
+        if self._base_trace is not None:
+            return self._base_trace
+        trace = self.base_run()
+        if self.holding:
+            self._base_trace = trace
+        return trace
 
     @property
     def source(self) -> ModelSource:
@@ -118,6 +150,30 @@ def sidebar_run(missing: str) -> tuple[ModelConfig, Trace] | None:
         st.info(missing)
         return None
     return state.config, state.trace
+
+
+def shown_run() -> tuple[ModelConfig, Trace]:
+    """The config and trace of the page drawn, for a fragment (which reruns without dashboard.py): read from the
+    shared cache, or made again, once the page has let go of it (AppState.let_go). Never keep what it returns in a
+    fragment's arguments or a download's callable: they would hold the trace (trace_maker instead)."""
+    state = app_state()
+    trace = state.trace
+    assert state.config is not None and trace is not None, "a fragment runs only on a page that has a trace"
+    return state.config, trace
+
+
+def trace_maker() -> Callable[[], Trace]:
+    """What makes the shown trace again, for a download's callable (which runs outside the script run, after the page
+    is drawn): a cached run and its keys, never the trace itself."""
+    run = app_state().run
+    assert run is not None, "a download is offered only on a page that has a trace"
+    return run
+
+
+def base_trace_maker() -> Callable[[], Trace]:
+    """trace_maker of AppState.base_trace: the same model and text with every head."""
+    state = app_state()
+    return state.base_run or trace_maker()
 
 
 def current_source() -> ModelSource:
