@@ -5,6 +5,7 @@ parameter, act_open_<section>=true, opens it in a link: views/lazy_sections.py).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from functools import partial
 
 import numpy as np
@@ -55,7 +56,7 @@ from views.caches import cached_gradients, from_model
 from views.lazy_sections import lazy_section
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, warn_junk_url
-from views.state import session_model, sidebar_run, trained_label, weights_note
+from views.state import session_model, shown_run, sidebar_run, trace_maker, trained_label, weights_note
 from views.trace_caches import norm_attention_of
 from views.widgets import (
     ENTROPY_COLUMNS,
@@ -101,6 +102,11 @@ def pick_stack(trace: Trace) -> StackTrace:
     return trace.stacks[names.index(name)]
 
 
+def shown_stack(name: str) -> StackTrace:
+    """The shown trace's stack `name`, read when a section draws (views/state.shown_run)."""
+    return next(stack for stack in shown_run()[1].stacks if stack.name == name)
+
+
 def energy_choice() -> str:
     """How the per-token heatmap measures each token's residual vector: "norm" or "max" (URL key act_energy)."""
     return st.radio(
@@ -136,10 +142,11 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
             height=min(420, 38 + 35 * len(named)),
         )
     csv_button("Statistics (CSV)", named, f"activations_{stack.name}_statistics.csv", "act_csv_stats")
+    name = stack.name  # not the stack: a fragment's arguments must not hold the trace (views/state.py)
     lazy_section(
         "**What each norm receives and returns**, block by block",  # one label for every model (lazy_sections)
         "act_open_norms",
-        lambda: plotly_chart(norm_figure(stats, stack.name, cfg.norm, norm_name(cfg)), "act_norms"),
+        lambda: plotly_chart(norm_figure(stats, name, cfg.norm, norm_name(cfg)), "act_norms"),
     )
 
 
@@ -315,9 +322,11 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         csv_button("Block totals (CSV)", totals, "gradients_blocks.csv", "act_csv_grad_totals")
 
 
-def activation_figures(trace: Trace, model: Transformer, measure: str) -> list:
-    """The view as Plotly figures: statistics over depth, each token's norm or max |x| and the shares on the token
-    with the massive (or largest) activation, and the gradient norms when there are tokens to predict."""
+def activation_figures(make_trace: Callable[[], Trace], model: Transformer, measure: str) -> list:
+    """The view as Plotly figures, made on the click from the trace's maker: statistics over depth, each token's
+    norm or max |x| and the shares on the token with the massive (or largest) activation, and the gradient norms
+    when there are tokens to predict."""
+    trace = make_trace()
     figures = []
     for i in range(len(trace.stacks)):
         figures += [
@@ -363,20 +372,27 @@ def main() -> None:
     view_download(
         "Activations",
         [plain(summary(cfg, trace))],
-        partial(activation_figures, trace, session_model(), measure or MEASURES[0]),
+        partial(activation_figures, trace_maker(), session_model(), measure or MEASURES[0]),
         "activations",
         download_slot,
     )
+    name = stack.name  # each section finds its stack when it draws (views/state.py: fragments hold no trace)
     sections = {
-        "act_open_histogram": ("**Distribution of values at one point**: a histogram", partial(histogram, cfg, stack)),
+        "act_open_histogram": (
+            "**Distribution of values at one point**: a histogram",
+            lambda: histogram(cfg, shown_stack(name)),
+        ),
         "act_open_zeros": (
             "**Feed-forward units that are exactly zero**, block by block",
-            partial(relu_zeros, cfg, stack),
+            lambda: relu_zeros(cfg, shown_stack(name)),
         ),
-        "act_open_heads": ("**Per head**: entropy, mean distance and sparsity of every head", partial(per_head, stack)),
+        "act_open_heads": (
+            "**Per head**: entropy, mean distance and sparsity of every head",
+            lambda: per_head(shown_stack(name)),
+        ),
         "act_open_gradients": (
             "**Gradient norms per layer**: how much each block's weights would change",
-            partial(gradients, cfg, trace, stack),
+            lambda: gradients(cfg, shown_run()[1], shown_stack(name)),
         ),
     }
     for key, (label, draw) in sections.items():

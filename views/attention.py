@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 import numpy as np
@@ -26,8 +27,8 @@ from pictures.norm_figures import norm_maps_figure
 from views.ablation_controls import toggle_head
 from views.matrix_view import picked_value, show_board
 from views.query_params import URL_BOOLEAN, screen_view_params, show_url_notes, warn_junk_url
-from views.state import session_model, sidebar_run
-from views.trace_caches import entropy_of, grid_of, norm_attention_of, roles_of
+from views.state import session_model, shown_run, sidebar_run, trace_maker
+from views.trace_caches import entropy_of, grid_of, norm_attention_later, norm_attention_of, roles_of
 from views.widgets import (
     ENTROPY_COLUMNS,
     MEASURES,
@@ -96,12 +97,15 @@ def view_options(maps: AttentionMaps) -> tuple[list[int], list]:
 
 
 @st.fragment
-def map_viewer(
-    maps: AttentionMaps, cfg: ModelConfig, entropy: pd.DataFrame, trace: Trace, norms: np.ndarray | None
-) -> None:
+def map_viewer(kind: str, with_norms: bool) -> None:
     """Layer and head selectors with the downloads of the map they pick, then one board: that map large, each head's
-    entropy (head_entropy of maps), and every layer x head small; with `norms` ([L, H, Tq, Tk] ‖α·f(x)‖ of maps)
-    the map and the grid show those. Reruns alone when a selector changes or a small map is clicked."""
+    entropy (head_entropy of the maps), and every layer x head small; `with_norms`: the map and the grid show
+    ‖α·f(x)‖ (norm_attention_of the maps). Reruns alone when a selector changes or a small map is clicked, reading
+    the trace from the shared cache (its arguments must not hold it: views/state.py)."""
+    cfg, trace = shown_run()
+    maps = trace.maps(kind)
+    norms = norm_attention_of(trace, kind) if with_norms else None  # [L, H, Tq, Tk]
+    entropy = entropy_of(trace, kind)
     layers, heads = view_options(maps)
     carry_view(PAGE, "layer", layers)
     carry_view(PAGE, "head", heads)
@@ -133,16 +137,12 @@ def map_viewer(
             "sum of values before the output projection, is set to zero or to its mean (sidebar).",
         )
     stretch = stretch_toggle(controls)
-    downloads(controls, maps, cfg, layer, head_index, norms)
-    with_grid = grid_cells(maps) <= GRID_MAX_CELLS
+    downloads(controls, kind, cfg, layer, head_index, with_norms)
+    make_norms = norm_attention_later(kind) if with_norms else None
     view_download(
         "Attention",
-        [plain(summary(cfg, trace))] + ([] if norms is None else [NORMS_LINE]),
-        lambda: (
-            [notebook_figures.maps_figure(maps, layer, head_index)]
-            + ([] if norms is None else [norm_maps_figure(maps, norms, layer, head_index)])
-            + ([notebook_figures.attention_grid_figure(trace, maps.kind)] if with_grid else [])
-        ),
+        [plain(summary(cfg, trace))] + ([NORMS_LINE] if with_norms else []),
+        partial(attention_figures, trace_maker(), kind, layer, head_index, make_norms),
         "attention",
         controls,
     )
@@ -159,6 +159,25 @@ def map_viewer(
     grid = mark_removed(grid_of(trace, maps.kind, stretch, norms, picked), removed, maps.n_heads)
     show_board(board(top, [grid]), key="maps", on_pick=pick_from_grid)
     empty_rows_warning(maps)
+
+
+def attention_figures(
+    make_trace: Callable[[], Trace],
+    kind: str,
+    layer: int,
+    head: int | None,
+    make_norms: Callable[[], np.ndarray] | None,
+) -> list:
+    """The figures of "Download this view": the map shown, what the head adds beside it (with `make_norms`), and
+    the grid of every map when it is small enough to draw; made on the click from the trace's maker."""
+    trace = make_trace()
+    maps = trace.maps(kind)
+    figures = [notebook_figures.maps_figure(maps, layer, head)]
+    if make_norms is not None:
+        figures.append(norm_maps_figure(maps, make_norms(), layer, head))
+    if grid_cells(maps) <= GRID_MAX_CELLS:
+        figures.append(notebook_figures.attention_grid_figure(trace, kind))
+    return figures
 
 
 def removal_caption(trace: Trace, removed: tuple[Head, ...], layer: int, head: int | None, norms: bool) -> None:
@@ -196,30 +215,37 @@ def mark_removed(grid: dict, removed: tuple[Head, ...], n_heads: int) -> dict:
 
 
 def downloads(
-    where: DeltaGenerator,
-    maps: AttentionMaps,
-    cfg: ModelConfig,
+    where: DeltaGenerator, kind: str, cfg: ModelConfig, layer: int, head: int | None, with_norms: bool = False
+) -> None:
+    """The weights of the map shown, as CSV and as JSON (with the model's settings); `with_norms`: what the head adds
+    beside them (a norm column, a norms field). Each file is made on the click, from the trace's maker."""
+    make_trace = trace_maker()
+    make_norms = norm_attention_later(kind) if with_norms else None
+    for file, mime in (("csv", "text/csv"), ("json", "application/json")):
+        name = export_name(kind, layer, head, file)
+        if with_norms:
+            name = name.removesuffix(f".{file}") + f"_with-norms.{file}"
+        data = partial(map_file, file, make_trace, kind, layer, head, cfg, make_norms)
+        download(f"Download {file.upper()}", data, name, mime, f"download_{file}", where)
+
+
+def map_file(
+    file: str,
+    make_trace: Callable[[], Trace],
+    kind: str,
     layer: int,
     head: int | None,
-    norms: np.ndarray | None = None,
-) -> None:
-    """The weights of the map shown, as CSV and as JSON (with the model's settings); with `norms`, what the head
-    adds beside them (a norm column, a norms field)."""
-    if norms is None:
-        files = (
-            ("csv", "text/csv", partial(attention_csv, maps, layer, head)),
-            ("json", "application/json", partial(attention_json, maps, layer, head, cfg)),
-        )
-    else:
-        files = (
-            ("csv", "text/csv", partial(norm_attention_csv, maps, norms, layer, head)),
-            ("json", "application/json", partial(norm_attention_json, maps, norms, layer, head, cfg)),
-        )
-    for kind, mime, data in files:
-        name = export_name(maps.kind, layer, head, kind)
-        if norms is not None:
-            name = name.removesuffix(f".{kind}") + f"_with-norms.{kind}"
-        download(f"Download {kind.upper()}", data, name, mime, f"download_{kind}", where)
+    cfg: ModelConfig,
+    make_norms: Callable[[], np.ndarray] | None,
+) -> str:
+    """One map's CSV or JSON ("csv" or "json" `file`), with what the head adds when `make_norms` is given."""
+    maps = make_trace().maps(kind)
+    if make_norms is None:
+        return attention_csv(maps, layer, head) if file == "csv" else attention_json(maps, layer, head, cfg)
+    norms = make_norms()
+    if file == "csv":
+        return norm_attention_csv(maps, norms, layer, head)
+    return norm_attention_json(maps, norms, layer, head, cfg)
 
 
 def empty_rows_warning(maps: AttentionMaps) -> None:
@@ -347,11 +373,10 @@ def main() -> None:
     norms = norm_attention_of(trace, kind) if measure_choice() == "norms" else None  # [L, H, Tq, Tk]
     if norms is not None:
         st.caption(NORMS_LINE)
-    entropy = entropy_of(trace, kind)  # once a trace: the board beside the map and the table below both show it
     next_token_section(trace)
     head_roles_section(trace, maps, cfg, norms)  # above the maps: a head clicked here opens just below
-    map_viewer(maps, cfg, entropy, trace, norms)
-    entropy_table(entropy)
+    map_viewer(kind, norms is not None)
+    entropy_table(entropy_of(trace, kind))  # the same table the board beside the map shows, made once a trace
     with notes:
         show_url_notes(VIEW_NOTES_KEY)
 

@@ -9,8 +9,6 @@ from A, and from B too when B is A's own model.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -61,16 +59,15 @@ from views.caches import ranking_of, stack_tables, trace_of
 from views.compare_controls import B_ABLATE, B_ABLATE_WITH, HEADS, top_controls
 from views.compare_lines import GRADIENTS_KEY, gradients_or_none, gradients_wanted, per_layer_section, shown_axes
 from views.compare_lines import KEY as AXES_KEY
-from views.compare_measure import norm_pairs
 from views.compare_placements import KEY as PLACEMENTS_KEY
 from views.compare_placements import placements_section
 from views.compare_ranking import pick_head, ranking_section
+from views.compare_runs import ComparedRuns
 from views.compare_share import share_box
 from views.compare_words import heads_message, removed_words, say_what_differs
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, note_view_param, show_url_notes, warn_junk_url
-from views.state import app_state, model_key, session_model, sidebar_run
-from views.trace_caches import norm_attention_of
+from views.state import app_state, model_key, session_model, sidebar_run, trace_maker
 from views.widgets import (
     MEASURES,
     carry_view,
@@ -96,18 +93,18 @@ DIFFERENT_WEIGHTS = (
 
 @st.fragment
 def attention_section(
-    pairs: list[MapPair],
+    runs: ComparedRuns,
     key: tuple,
     caveat: str | None = None,
     b_drawn: bool = True,
-    measured: Callable[[], list[MapPair]] | None = None,
     measure: str = "weights",
 ) -> None:
-    """`key` (the configurations, texts, alignment and model_key()) decides `pairs`: it keys the cached head
-    ranking. `caveat` is said under the maps (e.g. that A and B do not share weights). Without `b_drawn` (B is
-    impossible) A's maps are shown alone, and said to be. `measured()`: the same pairs carrying ‖α·f(x)‖ as their
-    weights (views.compare_measure.norm_pairs), drawn instead when `measure` is norms (picked outside the fragment,
-    so that the view's download follows it); the head ranking stays on the weights."""
+    """The maps of `runs` (their pairs, read again on each rerun: the fragment's arguments hold no trace). `key`
+    (the configurations, texts, alignment and model_key()) decides the pairs: it keys the cached head ranking.
+    `caveat` is said under the maps (e.g. that A and B do not share weights). Without `b_drawn` (B is impossible)
+    A's maps are shown alone, and said to be. With `measure` norms (picked outside the fragment, so that the view's
+    download follows it) the maps show ‖α·f(x)‖ (runs.measured()); the head ranking stays on the weights."""
+    pairs = runs.pairs()
     labels = [p.label for p in pairs]
     if len(pairs) > 1:
         note_view_param(VIEW_NOTES_KEY, "kind", labels)
@@ -122,8 +119,8 @@ def attention_section(
         pair = pairs[labels.index(label)]
         layers, heads = layers_and_heads(pair)
     ranking = ranking_of(pair, (*key, pair.label)) if pair.same_shape else None
-    if measure == "norms" and measured is not None:
-        pair = measured()[labels.index(pair.label)]  # the same maps, carrying ‖α·f(x)‖
+    if measure == "norms":
+        pair = runs.measured()[labels.index(pair.label)]  # the same maps, carrying ‖α·f(x)‖
     left, middle, right, last = st.columns([1, 1, 2, 2], vertical_alignment="bottom")
     carry_view(PAGE, "layer", layers)
     carry_view(PAGE, "head", heads)
@@ -201,12 +198,14 @@ def downloads(
     b: ModelConfig,
     inputs: dict[str, Any],
     sharing: str,
-    pairs,
+    runs: ComparedRuns,
+    pairs: list[MapPair],
     tables,
     aligned,
     lines: pd.DataFrame,
-    measured: Callable[[], list[MapPair]],
 ) -> None:
+    """The JSON and CSV files and the view's HTML, each made on the click from `runs` (`pairs`: its pairs as drawn,
+    read here, not kept)."""
     st.subheader("Download the comparison")
     st.caption(
         "JSON: both configurations, the inputs, the per-layer figures and every A − B map with the head ranking. "
@@ -214,7 +213,7 @@ def downloads(
     )
     c1, c2, c3, c4, _ = st.columns([1, 1, 1, 1.6, 0.4])
     objective = objective_text(session_model())  # A's, and B's: B carries A's read-out, trained or not
-    everything = partial(comparison_json, a, b, inputs, sharing, pairs, tables, objective, aligned)
+    everything = partial(comparison_file, runs, a, b, inputs, sharing, tables, objective, aligned)
     download("Download JSON", everything, "comparison.json", "application/json", "compare_json", c1)
     download(
         "Per-layer CSV", partial(layers_csv, tables), "comparison_per_layer.csv", "text/csv", "compare_layers_csv", c2
@@ -222,7 +221,7 @@ def downloads(
     can_subtract = any(p.common_layers for p in pairs)
     download(
         "Maps CSV",
-        partial(maps_csv, pairs),
+        partial(maps_file, runs),
         "comparison_maps.csv",
         "text/csv",
         "compare_maps_csv",
@@ -230,9 +229,9 @@ def downloads(
         disabled=not can_subtract,
         help=None if can_subtract else "A and B have no layer with the same heads and tokens to subtract.",
     )
-    view_download("Compare A and B", [f"A: {plain(describe(a, a))}", f"B: {plain(describe(b, a))}"],
-                  partial(compare_figures, pairs[0], *shown_head(), lines, shown_norms(pairs, measured)), "compare",
-                  c4)  # fmt: skip
+    described = [f"A: {plain(describe(a, a))}", f"B: {plain(describe(b, a))}"]
+    figures = partial(compare_figures, runs, *shown_head(), lines, st.session_state.get("measure") == "norms")
+    view_download("Compare A and B", described, figures, "compare", c4)
 
 
 def shown_head() -> tuple[int, int]:
@@ -240,26 +239,42 @@ def shown_head() -> tuple[int, int]:
     return int(st.session_state.get("layer") or 0), int(st.session_state.get("head") or 0)
 
 
-def shown_norms(pairs: list[MapPair], measured: Callable[[], list[MapPair]]) -> MapPair | None:
-    """The first pair carrying ‖α·f(x)‖ when the maps show norms (what compare_figures draws then), else None."""
-    return measured()[0] if st.session_state.get("measure") == "norms" else None
+def comparison_file(
+    runs: ComparedRuns,
+    a: ModelConfig,
+    b: ModelConfig,
+    inputs: dict[str, Any],
+    sharing: str,
+    tables: dict[str, pd.DataFrame],
+    objective: str,
+    aligned: bool,
+) -> str:
+    """comparison_json of the pairs of `runs`, made on the click."""
+    return comparison_json(a, b, inputs, sharing, runs.pairs(), tables, objective, aligned)
 
 
-def compare_figures(pair: MapPair, layer: int, head: int, lines: pd.DataFrame, norms: MapPair | None = None) -> list:
-    """A's and B's map of `layer` and `head`, A − B when they have the same shape, and the per-layer lines drawn;
-    with `norms` (the same pair carrying ‖α·f(x)‖), the maps and A − B of what the heads add."""
+def maps_file(runs: ComparedRuns) -> str:
+    """maps_csv of the pairs of `runs`, made on the click."""
+    return maps_csv(runs.pairs())
+
+
+def compare_figures(runs: ComparedRuns, layer: int, head: int, lines: pd.DataFrame, norms: bool = False) -> list:
+    """A's and B's map of `layer` and `head` (the first pair of `runs`), A − B when they have the same shape, and
+    the per-layer lines drawn; with `norms`, the maps and A − B of what the heads add (runs.measured())."""
+    pair = runs.pairs()[0]
     sides = [(m, side) for m, side in ((pair.a, "A"), (pair.b, "B")) if m is not None]
     shown = [(m, side) for m, side in sides if layer < m.n_layers and head < m.n_heads]
     same = len(shown) == 2 and pair.a.weights.shape == pair.b.weights.shape
-    if norms is None:
+    if not norms:
         figures = [notebook_figures.maps_figure(m, layer, head, f"{side} · ") for m, side in shown]
         if same:
             figures.append(notebook_figures.maps_difference_figure(pair.a, pair.b, layer, head))
     else:
-        measured = {"A": norms.a, "B": norms.b}
+        added = runs.measured()[0]  # the same pair carrying ‖α·f(x)‖
+        measured = {"A": added.a, "B": added.b}
         figures = [norm_maps_figure(m, measured[side].weights, layer, head, f"{side} · ") for m, side in shown]
         if same:
-            figures.append(norm_difference_figure(norms.a, norms.b, layer, head))
+            figures.append(norm_difference_figure(added.a, added.b, layer, head))
     lines_figure = layer_lines(lines, axes=shown_axes())  # on the click, outside the script run: not from a cache
     return [*figures, lines_figure]
 
@@ -335,15 +350,17 @@ def main() -> None:
         )
 
     pairs = paired_attention(trace_a, trace_b)
-    raw_pairs, order = pairs, None
+    order = None
     if mode == INPUT and trace_b is not None:
         pairs, order = lined_up(pairs, trace_a, trace_b)
     aligned = order is not None
-    if b_run.heads and trace_b is not None:  # B is A's own model run without heads: its norms are the session's
-        measured = partial(same_model_norm_pairs, raw_pairs, trace_a, trace_b, order)
-    else:
-        b_args = None if b is None or trace_b is None else (a, b, text_b, target_b)
-        measured = partial(norm_pairs, raw_pairs, trace_a, b_args, order)
+    make_b = None
+    if trace_b is not None:
+        make_b = partial(trace_of, a, b, text_b, target_b, model_key(), b_run.heads, b_run.mode)
+    # B run without heads is A's own model: its norms are the session model's; another B's are its own model's
+    b_norms = None if b_run.heads or b is None else (a, b, text_b, target_b)
+    order_kept = None if order is None else tuple(order)
+    runs = ComparedRuns(trace_maker(), make_b, order_kept, model_key(), session_model(), b_norms)
     caveat = DIFFERENT_WEIGHTS if b is not None and mode == CONFIGURATION and not can_share_weights(a, b)[0] else None
     own = tuple(h for h in b_run.heads if h not in state.ablated)
     if mode == HEADS and own:
@@ -355,7 +372,7 @@ def main() -> None:
     key = (a, b, text_a, text_b, target_a, target_b, aligned, model_key(), removals)
     st.subheader("Attention in A and B" if trace_b is not None else "Attention in A (B is not drawn)")
     measure = measure_choice()
-    attention_section(pairs, key, caveat, b_drawn=trace_b is not None, measured=measured, measure=measure)
+    attention_section(runs, key, caveat, b_drawn=trace_b is not None, measure=measure)
 
     notes: list[str] = []
     longest = max(len(trace_a.tokens), len(trace_b.tokens) if trace_b is not None else 0)
@@ -382,7 +399,7 @@ def main() -> None:
     inputs |= {"a_target": target_a, "b_target": target_b}
     inputs |= {"a_removed": heads_text(trace_a.ablated), "b_removed": heads_text(trace_b.ablated)}
     inputs |= {"a_removed_with": trace_a.ablate_with, "b_removed_with": trace_b.ablate_with}
-    downloads(a, b, inputs, sharing, pairs, tables, aligned, lines, measured)
+    downloads(a, b, inputs, sharing, runs, pairs, tables, aligned, lines)
     share_box(link_query(a, b, text_a, target_a, mode, text_b, b_heads), [p.label for p in pairs])
 
 
@@ -414,21 +431,6 @@ def app_removal_query() -> dict[str, str]:
     """The sidebar's removed heads as the URL holds them."""
     state = app_state()
     return Removal(state.ablated, state.ablate_with).query
-
-
-def same_model_norm_pairs(pairs: list[MapPair], trace_a: Trace, trace_b: Trace, order) -> list[MapPair]:
-    """norm_pairs when B is A's own model run without some heads (or on another text): each side's ‖α·f(x)‖ is
-    the session's model on its own trace (norm_attention_of), where a removed head adds nothing or its mean."""
-    measured = [
-        MapPair(
-            pair.label,
-            pair.stack,
-            None if pair.a is None else replace(pair.a, weights=norm_attention_of(trace_a, pair.a.kind)),
-            None if pair.b is None else replace(pair.b, weights=norm_attention_of(trace_b, pair.b.kind)),
-        )
-        for pair in pairs
-    ]
-    return measured if order is None else [align_pair(pair, order) for pair in measured]
 
 
 main()

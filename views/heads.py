@@ -44,7 +44,7 @@ from views.ablation_controls import MODE_WORDS, toggle_head
 from views.heads_caches import ablation_effects_of, attribution_of, lens_of, top_pieces_of
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, url_int, warn_junk_url
-from views.state import app_state, session_model, sidebar_run, weights_note
+from views.state import app_state, base_trace_maker, session_model, sidebar_run, trace_maker, weights_note
 from views.widgets import PLOTLY_CONFIG, clamp_view, code_text, download, model_line, plain, plotly_chart, view_download
 
 LAYER_PX, HEAD_PX = 110, 110  # the selectors hold numbers only
@@ -147,10 +147,16 @@ def attention_change(before: AttentionMaps, after: AttentionMaps, removed: tuple
         "average); pick another above."
     )
     show_board(board([after_before_panel(before, after, layer, head)]), key="heads_diff")
-    return [
-        partial(attention_change_figure, per_layer, removed),
-        partial(after_before_figure, before, after, layer, head),
-    ]
+    return [partial(attention_change_figure, per_layer, removed), head_change_later(layer, head)]
+
+
+def head_change_later(layer: int, head: int) -> Callable[[], go.Figure]:
+    """What makes after_before_figure of one head on the click: the traces' makers, not the maps (the download
+    would hold both traces: views/state.py)."""
+    make_before, make_after = base_trace_maker(), trace_maker()
+    return lambda: after_before_figure(
+        make_before().first.self_attention, make_after().first.self_attention, layer, head
+    )
 
 
 # --- 2. Which heads make this prediction

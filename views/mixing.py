@@ -3,6 +3,7 @@ block and block by block, and which input tokens reach one position."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 import numpy as np
@@ -35,8 +36,8 @@ from pictures.mixing_charts import (
 )
 from views.matrix_view import picked_value, show_board
 from views.query_params import warn_junk_url
-from views.state import sidebar_run, weights_note
-from views.trace_caches import flow_of, rollout_of
+from views.state import sidebar_run, trace_maker, weights_note
+from views.trace_caches import flow_of, rollout_later, rollout_of
 from views.widgets import clamp_view, code_text, download, model_line, plain, plotly_chart, view_download
 
 RESIDUALS = [round(0.1 * i, 1) for i in range(11)]  # the residual share's steps, 0 to 1
@@ -72,8 +73,10 @@ def pick_query() -> None:
 
 
 def csv_download(label: str, maps: AttentionMaps, queries: list[int], columns: dict, name: str, key: str, where=None):
-    """A CSV of mixing_table, built only when clicked."""
-    table = partial(mixing_table, list(maps.key_tokens), queries, columns)
+    """A CSV of mixing_table, built only when clicked: on copies of the `columns` ([T, T] each at most), since a
+    view would keep the rollout it reads alive for as long as the button (views/state.py)."""
+    kept = {name: None if values is None else np.array(values) for name, values in columns.items()}
+    table = partial(mixing_table, list(maps.key_tokens), queries, kept)
     download(label, lambda: table().to_csv(index=False), name, "text/csv", key, where)
 
 
@@ -155,8 +158,18 @@ def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float) ->
     return layer
 
 
-def mixing_figures(maps: AttentionMaps, rollout, flow, layer: int, query: int, row, residual: float) -> list:
-    """The view as Plotly figures (pictures.mixing_charts' notebook builders, on the numbers already computed)."""
+def mixing_figures(
+    make_trace: Callable[[], Trace],
+    make_rollout: Callable[[], np.ndarray],
+    flow: np.ndarray | None,
+    layer: int,
+    query: int,
+    row: np.ndarray | None,
+    residual: float,
+) -> list:
+    """The view as Plotly figures (pictures.mixing_charts' notebook builders), made on the click: the maps and the
+    rollout from their makers, `flow` ([T, T], this session's copy) and its `row` ([T]) as computed."""
+    maps, rollout = make_trace().first.self_attention, make_rollout()
     figures = [rollout_maps_figure(maps, rollout, None, residual)]
     if flow is not None:
         figures.append(flow_maps_figure(maps, rollout, flow, residual))
@@ -200,7 +213,7 @@ def main() -> None:
     view_download(
         "Mixing",
         [plain(summary(cfg, trace)), f"Residual share {residual:g}."],
-        partial(mixing_figures, maps, rollout, flow, layer, query, row, residual),
+        partial(mixing_figures, trace_maker(), rollout_later(residual), flow, layer, query, row, residual),
         "mixing",
         controls,
     )

@@ -301,9 +301,10 @@ def layer_head(cfg: ModelConfig, prefix: str) -> tuple[int, int]:
     return int(layer), int(head)
 
 
-def offset_demo(cfg: ModelConfig, trace: Trace) -> None:
-    """The scores of one head when the same token fills every position: only position can make them differ."""
-    token = next((t for t in trace.tokens if t != "[PAD]"), "a")
+def offset_demo(cfg: ModelConfig, typed: tuple[str, ...]) -> None:
+    """The scores of one head when the same token fills every position (the first `typed` token that is not
+    padding): only position can make them differ."""
+    token = next((t for t in typed if t != "[PAD]"), "a")
     layer, head = layer_head(cfg, "pos_offset")
     n = min(OFFSET_POSITIONS, cfg.max_tokens)
     result = offset_scores(cfg, token, n, layer, head, scores=from_model(cached_repeated_scores, cfg, token, n))
@@ -328,10 +329,10 @@ def offset_demo(cfg: ModelConfig, trace: Trace) -> None:
     )
 
 
-def order_demo(cfg: ModelConfig, trace: Trace) -> None:
-    """Run the typed tokens and a reordering of them: with no position anywhere, the maps only move."""
-    tokens = list(trace.tokens)
-    target = tuple(trace.last.tokens) if cfg.arch == "encoder-decoder" else None
+def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...] | None) -> None:
+    """Run the `typed` tokens (with an encoder-decoder's `target`) and a reordering of them: with no position
+    anywhere, the maps only move."""
+    tokens = list(typed)
     how = st.radio(
         "Reordering",
         REORDERINGS,
@@ -428,16 +429,17 @@ def main() -> None:
         elif cfg.positional == "rope":
             rotary(cfg, trace, n_positions)
     st.divider()
+    target = tuple(trace.last.tokens) if cfg.arch == "encoder-decoder" else None
     lazy_section(
         "**Does a score depend only on the offset?** One head's scores when one token fills every position",
         "pos_open_offset",
-        partial(offset_demo, cfg, trace),
+        partial(offset_demo, cfg, tuple(trace.tokens)),  # the tokens, not the trace: views/state.py
         SECTIONS["pos_open_offset"],
     )
     lazy_section(
         "**Why position matters: reorder the tokens**, and see whether the maps only move",
         "pos_open_order",
-        partial(order_demo, cfg, trace),
+        partial(order_demo, cfg, tuple(trace.tokens), target),
         SECTIONS["pos_open_order"],
         expanded=cfg.positional == "none",  # with no encoding, this is what the page has to show (lazy_sections)
     )

@@ -5,6 +5,8 @@ config and tokens (trace_key), never on the trace itself.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -17,7 +19,7 @@ from explorer.config import ModelConfig
 from explorer.trace import Trace
 from pictures.attention_panels import grid_panel
 from views.shared_cache import shared
-from views.state import model_key, session_model
+from views.state import model_key, session_model, trace_maker
 
 # --- What a head adds and how tokens mix (explorer.analysis): from a shown trace, keyed on its config and tokens.
 # A trace is decided by its config and the tokens of each stack, so that pair keys these caches instead of the trace.
@@ -38,12 +40,36 @@ def _norm_attention(cfg: ModelConfig | None, tokens: tuple, kind: str, who: str 
 def norm_attention_of(trace: Trace, kind: str) -> np.ndarray:
     """[L, H, Tq, Tk] read-only: norm_attention of the session's shown model on `trace` (the shown trace) for the
     attention `kind`; a trained model's are keyed on its own model_key(), so no other session gets them."""
-    return _norm_attention(trace.config, trace_key(trace), kind, model_key(), _model=session_model(), _trace=trace)
+    return norm_attention_with(trace, kind, model_key(), session_model())
+
+
+def norm_attention_with(trace: Trace, kind: str, who: str | None, model) -> np.ndarray:
+    """norm_attention_of with the session's model_key() and model given (`who`, `model`): it reads nothing from the
+    session, so it runs outside the script run too (a download's callable)."""
+    return _norm_attention(trace.config, trace_key(trace), kind, who, _model=model, _trace=trace)
+
+
+def norm_attention_later(kind: str) -> Callable[[], np.ndarray]:
+    """What makes norm_attention_of the shown trace when called, even outside the script run (a download's
+    callable): the trace's maker and the model, never the trace or the maps themselves (views/state.py)."""
+    run, who, model = trace_maker(), model_key(), session_model()
+    return lambda: norm_attention_with(run(), kind, who, model)
 
 
 @shared()
 def _rollout(cfg: ModelConfig | None, tokens: tuple, residual: float, who: str | None, _trace: Trace) -> np.ndarray:
     return attention_rollout(_trace, residual)
+
+
+def rollout_later(residual: float) -> Callable[[], np.ndarray]:
+    """What makes rollout_of the shown trace when called, even outside the script run (as norm_attention_later)."""
+    run, who = trace_maker(), model_key()
+
+    def later() -> np.ndarray:
+        trace = run()
+        return _rollout(trace.config, trace_key(trace), residual, who, _trace=trace)
+
+    return later
 
 
 def rollout_of(trace: Trace, residual: float) -> np.ndarray:
