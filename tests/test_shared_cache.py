@@ -37,6 +37,41 @@ def test_a_result_larger_than_the_whole_budget_is_still_kept_alone():
     assert cache.get("big", lambda: pytest.fail("big is cached")) is big
 
 
+def test_room_for_a_result_is_made_before_it_is_made_so_old_entries_are_not_held_beside_it():
+    """A new 512-piece SmolLM2 trace (628 MB) made beside the old ones it then pushes out had taken a server's peak
+    past 2.6 GB; made after them, the peak holds one less trace."""
+    cache = ByteBudgetCache(budget=lambda: 10 * MB)
+    for name in "abc":
+        cache.get(name, lambda: block(3))
+    held_while_made = []
+
+    def make() -> np.ndarray:
+        held_while_made.append(cache.keys())
+        return block(5)
+
+    cache.get("d", make, room=lambda: 5 * MB)  # 9 + 5 > 10: a and b go first, c (3 MB) fits beside 5
+    assert held_while_made == [["c"]]
+    assert cache.keys() == ["c", "d"]
+    cache.get("e", lambda: held_while_made.append(cache.keys()) or block(1), room=lambda: 50 * MB)
+    assert held_while_made[-1] == [] and cache.keys() == ["e"]  # larger than the budget: everything goes first
+    cache.get("e", lambda: pytest.fail("e is cached"), room=lambda: pytest.fail("a hit makes no room"))
+
+
+def test_the_decorator_asks_its_room_with_the_calls_arguments_only_on_a_miss():
+    cache = ByteBudgetCache(budget=lambda: 10 * MB)
+    cache.get("old", lambda: block(8))
+    asked = []
+
+    @shared(cache=cache, room=lambda megabytes, _tag=None: asked.append((megabytes, _tag)) or int(megabytes * MB))
+    def made(megabytes: float, _tag: str | None = None) -> np.ndarray:
+        return block(megabytes)
+
+    made(4, _tag="x")
+    made(4, _tag="y")  # a hit
+    held = cache.keys()
+    assert asked == [(4, "x")] and [args for _, args, _ in held] == [(4,)]  # 8 + 4 > 10: the old one went first
+
+
 def test_what_is_cached_is_shared_not_copied_and_read_only():
     cache = ByteBudgetCache(budget=lambda: 100 * MB)
     trace = cache.get("t", lambda: explorer.run(explorer.ModelConfig(n_layers=1, d_model=16, d_ff=32), "a b c"))

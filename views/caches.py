@@ -40,6 +40,7 @@ from explorer.compare import (
     same_parameters,
 )
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
+from explorer.limits import trace_bytes
 from explorer.model import Transformer
 from explorer.positional import sinusoidal
 from explorer.pretrained import INSTALLED, load_pretrained
@@ -117,8 +118,17 @@ def cached_model(cfg: ModelConfig) -> Transformer:
 NO_REMOVAL: tuple[tuple[Head, ...], str] = ((), "zero")
 
 
+def trace_room(cfg: ModelConfig, text: str, target: str | None = None) -> int:
+    """explorer.limits.trace_bytes of the trace a config makes of a text (an upper estimate: 873 MB for SmolLM2's
+    628 on 512 pieces): what the shared cache makes room for before the run, so a new long trace is not made beside
+    the old ones it will push out (views.shared_cache.ByteBudgetCache.get)."""
+    if isinstance(cfg, CheckpointConfig):
+        return trace_bytes(cfg, len(pretrained_model(cfg.checkpoint).tokenizer.encode(text).ids))
+    return trace_bytes(cfg, len(text.split()), None if target is None else len(target.split()))
+
+
 # The app's traces keep no pre-softmax scores (no page shows them): 283 of SmolLM2's 910 MB on 512 pieces.
-@shared("Running the model…")
+@shared("Running the model…", room=lambda cfg, tokens, target, *_: trace_room(cfg, tokens, target))
 def cached_run(
     cfg: ModelConfig, tokens: str, target: str | None, ablate: tuple[Head, ...], ablate_with: str
 ) -> explorer.Trace:
@@ -129,7 +139,7 @@ def cached_run(
 
 
 # A real checkpoint's trace reaches 626 MB (512 pieces through SmolLM2's 270 heads): the shared budget keeps few.
-@shared("Running the real model…")
+@shared("Running the real model…", room=lambda cfg, text, *_: trace_room(cfg, text))
 def cached_checkpoint_run(
     cfg: CheckpointConfig, text: str, ablate: tuple[Head, ...], ablate_with: str
 ) -> explorer.Trace:
@@ -162,7 +172,7 @@ def model_of(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transf
     return cached_model(b) if isinstance(b, CheckpointConfig) else _model_b(a, b, who)
 
 
-@shared("Running B…")
+@shared("Running B…", room=lambda a, b, text, target, *_: trace_room(b, text, target))
 def trace_of(
     a: ModelConfig,
     b: ModelConfig,

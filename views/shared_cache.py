@@ -6,7 +6,9 @@ st.cache_resource alone: it bounds the number of entries, and one entry can be a
 
 Here one budget holds them all, least recently used first out: ATTENTION_EXPLORER_MEMORY_MB megabytes (default
 DEFAULT_BUDGET_MB), counted as the bytes of the numpy arrays each entry holds. The entry just made is kept even when
-it alone is over the budget, since the page that asked for it reads it again on every rerun. Every array cached is
+it alone is over the budget, since the page that asked for it reads it again on every rerun. Room for a trace is
+made before it is run (its expected bytes, `room`), so the server does not hold the old traces beside the new one
+they make way for. Every array cached is
 made read-only first: sessions share it. Thirty students opening one link compute it once: the others wait for it.
 """
 
@@ -79,8 +81,10 @@ class ByteBudgetCache:
         self._lock = threading.Lock()  # guards _entries and _making
         self._making: dict[Hashable, threading.Lock] = {}  # one lock per key being computed
 
-    def get(self, key: Hashable, make: Callable[[], Result]) -> Result:
-        """The cached result for key, or make() once (callers of the same key meanwhile wait for it)."""
+    def get(self, key: Hashable, make: Callable[[], Result], room: Callable[[], int] | None = None) -> Result:
+        """The cached result for key, or make() once (callers of the same key meanwhile wait for it). `room()`: the
+        bytes the result is expected to take, made room for before make() runs, so that the old entries it would
+        push out are not held beside it while it is made (a 512-piece SmolLM2 trace: 626 MB)."""
         with self._lock:
             if key in self._entries:
                 self._entries.move_to_end(key)
@@ -91,21 +95,24 @@ class ByteBudgetCache:
                 if key in self._entries:  # made while this caller waited
                     self._entries.move_to_end(key)
                     return self._entries[key][0]
+            if room is not None:
+                with self._lock:
+                    self._evict(self._budget() - room())
             try:
                 value = make()  # an error (a ConfigError the page shows) is not cached: the next caller tries again
                 for array in arrays_in(value):
                     array.setflags(write=False)
                 with self._lock:
                     self._entries[key] = (value, size_of(value))
-                    self._evict(keep=key)
+                    self._evict(self._budget(), keep=key)
             finally:
                 with self._lock:
                     self._making.pop(key, None)
         return value
 
-    def _evict(self, keep: Hashable) -> None:
-        budget = self._budget()
-        while self._held() > budget and len(self._entries) > 1:
+    def _evict(self, limit: int, keep: Hashable | None = None) -> None:
+        """Drop the least recently used entries until they hold at most `limit` bytes, except `keep`."""
+        while self._held() > limit and self._entries:
             oldest = next(iter(self._entries))
             if oldest == keep:
                 break
@@ -140,11 +147,14 @@ class ByteBudgetCache:
 SHARED = ByteBudgetCache()  # one budget for every large result of the app
 
 
-def shared(spinner: str | None = None, cache: ByteBudgetCache = SHARED) -> Callable[[Callable[..., Result]], Any]:
+def shared(
+    spinner: str | None = None, cache: ByteBudgetCache = SHARED, room: Callable[..., int] | None = None
+) -> Callable[[Callable[..., Result]], Any]:
     """Cache a function's results in `cache`, keyed on its name and arguments; keyword arguments named with a
     leading underscore are not part of the key (as with st.cache_*: something else in the key decides them).
-    `spinner` is shown while a result is made (in a script run: a download's callable has no page). The plain
-    function stays reachable as `__wrapped__`."""
+    `spinner` is shown while a result is made (in a script run: a download's callable has no page). `room(*args,
+    **kwargs)`: the bytes a result is expected to take (ByteBudgetCache.get). The plain function stays reachable
+    as `__wrapped__`."""
 
     def wrap(function: Callable[..., Result]) -> Any:
         name = function.__qualname__
@@ -159,7 +169,8 @@ def shared(spinner: str | None = None, cache: ByteBudgetCache = SHARED) -> Calla
                 with st.spinner(spinner):
                     return function(*args, **kwargs)
 
-            return cache.get((name, args, keyed), make)
+            expected = None if room is None else functools.partial(room, *args, **kwargs)
+            return cache.get((name, args, keyed), make, expected)
 
         cached.clear = lambda: cache.clear(name)  # type: ignore[attr-defined]
         return cached
