@@ -19,9 +19,13 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
+from explorer.config import ModelConfig
+from explorer.tasks import make_task
 from explorer.trace import Trace
+from explorer.training import train
 from tests.drawn import app_boards
 from views.shared_cache import SHARED, arrays_in
+from views.state import STATE_KEY, AppState, TrainedModel
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 TOKENS = "the cat sat on the mat"
@@ -78,8 +82,10 @@ def still_alive(arrays: list[weakref.ref]) -> list[tuple[int, ...]]:
     return [array.shape for ref in arrays if isinstance(array := ref(), np.ndarray)]
 
 
-def opened(page: str, query: dict[str, str]) -> AppTest:
+def opened(page: str, query: dict[str, str], state: AppState | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=180)
+    if state is not None:
+        at.session_state[STATE_KEY] = state
     at.query_params.update({"tokens": TOKENS, **query})
     at.run()
     if page != "attention":
@@ -97,6 +103,26 @@ def test_an_open_session_holds_no_trace_once_the_cache_lets_it_go(page, query, d
     assert at.session_state is not None  # the session is still open: it is what must not hold them
     files = [make() for make in downloads]  # on the click, outside the script run, with every cache empty
     assert files and all(len(file) > 0 for file in files)
+
+
+@pytest.fixture(scope="module")
+def trained() -> TrainedModel:
+    task = make_task("reverse", 8)
+    return TrainedModel(train(ModelConfig(positional="learned"), task, steps=5).model, task, "reverse, 5 steps")
+
+
+@pytest.mark.parametrize("page", ["attention", "compare"])
+def test_a_trained_models_session_holds_no_trace_and_its_downloads_make_them_again(page, trained, downloads):
+    """A trained model's traces are this session's own, and its downloads find the model by its key, without the
+    session (views.state.trained_model)."""
+    query = {"tokens": "A B C D E F G H", "measure": "norms"}
+    if page == "compare":  # B: the trained model itself on another input
+        query |= {"compare": "input", "b_tokens": "H G F E D C B A"}
+    at = opened(page, query, AppState(trained=trained))
+    assert still_alive(made_arrays()) == []
+    files = [make() for make in downloads]  # Compare: B's trace is made again, by the model found from its key
+    assert files and all(len(file) > 0 for file in files)
+    assert at.session_state[STATE_KEY].trained is trained
 
 
 def test_a_fragment_makes_the_trace_again_after_the_cache_let_it_go(downloads):

@@ -48,7 +48,7 @@ from explorer.trace import Trace
 from pictures.positional_charts import every_nth
 from views.malloc import give_back
 from views.shared_cache import shared
-from views.state import current_source, session_model
+from views.state import current_source, session_model, trained_model
 
 Result = TypeVar("Result")
 LOG = get_logger(__name__)  # "building model" lines: bench/bench_load.py counts them
@@ -154,8 +154,9 @@ def cached_checkpoint_run(
 
 
 def model_a(cfg: ModelConfig, who: str | None) -> explorer.Transformer:
-    """A's model: the sidebar's shared random model, or (who = model_key()) this session's trained model."""
-    return cached_model(cfg) if who is None else session_model()
+    """A's model: the sidebar's shared random model, or (who = model_key()) this session's trained model, found by
+    its key, so that B's run can be made again outside the script run (a download's callable)."""
+    return cached_model(cfg) if who is None else trained_model(who)
 
 
 @st.cache_resource(max_entries=3, show_spinner="Building B on A's weights…")

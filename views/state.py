@@ -9,6 +9,7 @@ model is this session's own (views/caches.py keeps its results out of the shared
 from __future__ import annotations
 
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,6 +34,19 @@ class TrainedModel:
     task: Task | None  # what it was trained on (None when unknown)
     label: str  # what it is, for captions: "reverse (length 8) · post-norm · 300 steps"
     key: str = field(default_factory=lambda: uuid.uuid4().hex)  # unique to this model: keys this session's caches
+
+    def __post_init__(self) -> None:
+        _TRAINED[self.key] = self.model
+
+
+# Every trained model a session holds, by its key (model_key()): while the session keeps it, code that runs outside
+# the script run (a download's callable) finds it by the key it was given, as it cannot read the session.
+_TRAINED: weakref.WeakValueDictionary[str, Transformer] = weakref.WeakValueDictionary()
+
+
+def trained_model(who: str) -> Transformer:
+    """The trained model whose model_key() is `who` (KeyError once no session holds it)."""
+    return _TRAINED[who]
 
 
 @dataclass(frozen=True)
