@@ -37,6 +37,22 @@ def test_a_result_larger_than_the_whole_budget_is_still_kept_alone():
     assert cache.get("big", lambda: pytest.fail("big is cached")) is big
 
 
+def test_a_result_a_caller_still_holds_is_not_dropped_since_that_would_free_nothing():
+    """Compare holds A's and B's traces while it runs: dropping A to make B, when the page still holds A, freed no
+    memory, and the page made A again at once (and then B, and so on: 10 s for SmolLM2 on 512 pieces)."""
+    cache = ByteBudgetCache(budget=lambda: 10 * MB)
+    held = cache.get("a", lambda: block(6))
+    cache.get("b", lambda: block(6), room=lambda: 6 * MB)  # a is held: it stays, over the budget
+    assert cache.keys() == ["a", "b"] and cache.bytes == 12 * MB
+    view = held[:10]  # a view of an array holds it too
+    del held
+    cache.get("c", lambda: block(1))  # 13 MB: b, held by nobody, goes; a, seen through the view, stays
+    assert cache.keys() == ["a", "c"]
+    del view
+    cache.get("d", lambda: block(4))  # 11 MB: now a goes, the least recently used
+    assert cache.keys() == ["c", "d"]
+
+
 def test_room_for_a_result_is_made_before_it_is_made_so_old_entries_are_not_held_beside_it():
     """A new 512-piece SmolLM2 trace (628 MB) made beside the old ones it then pushes out had taken a server's peak
     past 2.6 GB; made after them, the peak holds one less trace."""

@@ -6,9 +6,10 @@ st.cache_resource alone: it bounds the number of entries, and one entry can be a
 
 Here one budget holds them all, least recently used first out: ATTENTION_EXPLORER_MEMORY_MB megabytes (default
 DEFAULT_BUDGET_MB), counted as the bytes of the numpy arrays each entry holds. The entry just made is kept even when
-it alone is over the budget, since the page that asked for it reads it again on every rerun. Room for a trace is
-made before it is run (its expected bytes, `room`), so the server does not hold the old traces beside the new one
-they make way for. Every array cached is
+it alone is over the budget, since the page that asked for it reads it again on every rerun, and so are entries a
+running page still holds (Compare's two 628 MB SmolLM2 traces on 512 pieces): dropping them would free no memory,
+and the page would make them again at once. Room for a trace is made before it is run (its expected bytes, `room`),
+so the server does not hold the old traces beside the new one they make way for. Every array cached is
 made read-only first: sessions share it. Thirty students opening one link compute it once: the others wait for it.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 import threading
 import warnings
 from collections import OrderedDict
@@ -111,12 +113,18 @@ class ByteBudgetCache:
         return value
 
     def _evict(self, limit: int, keep: Hashable | None = None) -> None:
-        """Drop the least recently used entries until they hold at most `limit` bytes, except `keep`."""
-        while self._held() > limit and self._entries:
-            oldest = next(iter(self._entries))
-            if oldest == keep:
-                break
-            del self._entries[oldest]
+        """Drop the least recently used entries until they hold at most `limit` bytes, except `keep` and those a
+        caller still holds (in_use): dropping those would free no memory, only the chance to read them again."""
+        for key in list(self._entries):
+            if self._held() <= limit:
+                return
+            if key != keep and not self._in_use(key):
+                del self._entries[key]
+
+    def _in_use(self, key: Hashable) -> bool:
+        """Whether anything besides this cache holds the entry's result (a page running on it, a view of one of its
+        arrays): CPython counts the references, and the cache's own entry and the count's argument make two."""
+        return sys.getrefcount(self._entries[key][0]) > 2
 
     def _held(self) -> int:
         return sum(size for _, size in self._entries.values())
