@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from explorer.analysis.placements import rms_over_depth
 from explorer.compare import head_ranking
@@ -29,9 +30,11 @@ class FlipEffect:
     rms_b: np.ndarray  # [L + 1] the same, with the norm flipped
 
 
-def flip_effect(trace_a: Trace, trace_b: Trace) -> FlipEffect:
-    """Compare two runs of one checkpoint on one text: as trained (A) and with its norm placement flipped (B)."""
-    ranking = head_ranking(trace_a.first.self_attention, trace_b.first.self_attention)
+def flip_effect(trace_a: Trace, trace_b: Trace, ranking: pd.DataFrame | None = None) -> FlipEffect:
+    """Compare two runs of one checkpoint on one text: as trained (A) and with its norm placement flipped (B).
+    `ranking`: head_ranking of their first stack's self-attention, when the caller has it already."""
+    if ranking is None:
+        ranking = head_ranking(trace_a.first.self_attention, trace_b.first.self_attention)
     changed = ranking[ranking["js_divergence"] >= CHANGED_BITS]
     top = ranking.iloc[0]
     return FlipEffect(

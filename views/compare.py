@@ -55,7 +55,7 @@ from pictures.compare_charts import (
 from pictures.log_axes import AXES
 from pictures.norm_figures import norm_maps_figure
 from views.ablation_controls import Removal
-from views.caches import ranking_of, stack_tables, trace_of
+from views.caches import ranking_key, ranking_of, stack_tables, trace_of
 from views.compare_controls import B_ABLATE, B_ABLATE_WITH, HEADS, top_controls
 from views.compare_lines import GRADIENTS_KEY, gradients_or_none, gradients_wanted, per_layer_section, shown_axes
 from views.compare_lines import KEY as AXES_KEY
@@ -94,16 +94,15 @@ DIFFERENT_WEIGHTS = (
 @st.fragment
 def attention_section(
     runs: ComparedRuns,
-    key: tuple,
     caveat: str | None = None,
     b_drawn: bool = True,
     measure: str = "weights",
 ) -> None:
-    """The maps of `runs` (their pairs, read again on each rerun: the fragment's arguments hold no trace). `key`
-    (the configurations, texts, alignment and model_key()) decides the pairs: it keys the cached head ranking.
-    `caveat` is said under the maps (e.g. that A and B do not share weights). Without `b_drawn` (B is impossible)
-    A's maps are shown alone, and said to be. With `measure` norms (picked outside the fragment, so that the view's
-    download follows it) the maps show ‖α·f(x)‖ (runs.measured()); the head ranking stays on the weights."""
+    """The maps of `runs` (their pairs, read again on each rerun: the fragment's arguments hold no trace), with the
+    head ranking of the pair shown. `caveat` is said under the maps (e.g. that A and B do not share weights).
+    Without `b_drawn` (B is impossible) A's maps are shown alone, and said to be. With `measure` norms (picked
+    outside the fragment, so that the view's download follows it) the maps show ‖α·f(x)‖ (runs.measured()); the
+    head ranking stays on the weights."""
     pairs = runs.pairs()
     labels = [p.label for p in pairs]
     if len(pairs) > 1:
@@ -118,7 +117,11 @@ def attention_section(
         label = kind_choice(labels, by_role)
         pair = pairs[labels.index(label)]
         layers, heads = layers_and_heads(pair)
-    ranking = ranking_of(pair, (*key, pair.label)) if pair.same_shape else None
+    ranking = None
+    if pair.same_shape:
+        trace_a, trace_b = runs.traces()
+        assert trace_b is not None  # both sides are drawn: the pair has their maps
+        ranking = ranking_of(pair, ranking_key(trace_a, trace_b, runs.order, pair.label))
     if measure == "norms":
         pair = runs.measured()[labels.index(pair.label)]  # the same maps, carrying ‖α·f(x)‖
     left, middle, right, last = st.columns([1, 1, 2, 2], vertical_alignment="bottom")
@@ -369,10 +372,9 @@ def main() -> None:
             "which heads attend differently downstream of them."
         )
     removals = (state.ablated, state.ablate_with, b_run.heads, b_run.mode)
-    key = (a, b, text_a, text_b, target_a, target_b, aligned, model_key(), removals)
     st.subheader("Attention in A and B" if trace_b is not None else "Attention in A (B is not drawn)")
     measure = measure_choice()
-    attention_section(runs, key, caveat, b_drawn=trace_b is not None, measure=measure)
+    attention_section(runs, caveat, b_drawn=trace_b is not None, measure=measure)
 
     notes: list[str] = []
     longest = max(len(trace_a.tokens), len(trace_b.tokens) if trace_b is not None else 0)

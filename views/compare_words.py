@@ -6,13 +6,13 @@ from __future__ import annotations
 import streamlit as st
 
 from explorer.ablation import Head, head_name
-from explorer.compare import DEFAULT_TARGET, INPUT, can_share_weights
+from explorer.compare import DEFAULT_TARGET, INPUT, can_share_weights, paired_attention
 from explorer.compare_text import describe, shared_weights_text, trained_by
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.flip_story import flip_effect, flip_words
 from explorer.pretrained import pretrained_title
 from views.ablation_controls import Removal, downstream_words
-from views.caches import NO_REMOVAL, trace_of, weight_facts
+from views.caches import NO_REMOVAL, ranking_key, ranking_of, trace_of, weight_facts
 from views.state import app_state, model_key
 from views.widgets import code_text
 
@@ -83,7 +83,10 @@ def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: s
     weights_message(a, b)
     if isinstance(a, CheckpointConfig) and isinstance(b, CheckpointConfig) and a.checkpoint == b.checkpoint:
         trace_b = trace_of(a, b, text_b, None, model_key(), *NO_REMOVAL)
-        effect = flip_effect(app_state().base_trace, trace_b)  # the flip alone: A with every head, as B runs
+        base = app_state().base_trace  # the flip alone: A with every head, as B runs
+        pair = paired_attention(base, trace_b)[0]  # the first stack's self-attention, as the maps below
+        ranking = ranking_of(pair, ranking_key(base, trace_b, None, pair.label))  # the maps' own, when none is removed
+        effect = flip_effect(base, trace_b, ranking)
         st.info(flip_words(effect, a, b, pretrained_title(a.checkpoint)), icon=":material/insights:")
     if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
         st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")
