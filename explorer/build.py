@@ -48,15 +48,18 @@ def init_weights(model: Transformer, seed: int) -> Transformer:
     return model
 
 
-def copy_shared_weights(source: nn.Module, target: nn.Module) -> list[str]:
+def copy_shared_weights(source: nn.Module, target: nn.Module, share: bool = False) -> list[str]:
     """Copy every parameter and buffer whose name and shape the two models share; returns the names copied. What the
-    source has (or carried) and the target has no place for, the target carries, so a flip back loses nothing."""
+    source has (or carried) and the target has no place for, the target carries, so a flip back loses nothing.
+    `share`: the target takes the source's very tensors instead of copies (no memory for them), for two models that
+    are only run, never trained: a write to one would change the other."""
     wanted = target.state_dict()
     offered = getattr(source, "carried", {}) | source.state_dict()
-    shared = {k: v.clone() for k, v in offered.items() if k in wanted and wanted[k].shape == v.shape}
-    target.load_state_dict(shared, strict=False)
+    kept = (lambda v: v) if share else (lambda v: v.clone())
+    shared = {k: kept(v) for k, v in offered.items() if k in wanted and wanted[k].shape == v.shape}
+    target.load_state_dict(shared, strict=False, assign=share)
     if isinstance(target, Transformer):
-        target.carried = {k: v.clone() for k, v in offered.items() if k not in wanted}
+        target.carried = {k: kept(v) for k, v in offered.items() if k not in wanted}
     return sorted(shared)
 
 

@@ -69,14 +69,15 @@ def _article(arch: str) -> str:
     return f"an {arch}" if arch[0] in "aeiou" else f"a {arch}"
 
 
-def model_for_b(model_a: Transformer, b: ModelConfig) -> Transformer:
+def model_for_b(model_a: Transformer, b: ModelConfig, share: bool = False) -> Transformer:
     """B's model: a fresh build (with A's vocabulary, for a trained A), carrying A's parameters wherever B has a
-    parameter of the same name and shape."""
+    parameter of the same name and shape: copies, or with `share` A's very tensors, for models that are only run
+    (the app's, whose cached models are never written: SmolLM2's B then costs its new norms, not 540 MB)."""
     model_b = build_model(b, model_a.vocabulary)
     a = model_a.config
     if a is None or not can_share_weights(a, b)[0]:
         return model_b
-    copy_shared_weights(model_a, model_b)
+    copy_shared_weights(model_a, model_b, share=share)
     model_b.tie_read_out()  # load_state_dict copied into the read-out's own tensor: tie it to the embedding again
     model_b.tokenizer = model_a.tokenizer  # a checkpoint's B reads text the way A does
     return model_b

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import explorer
+from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.compare import (
     MapPair,
     attention_difference,
@@ -27,6 +28,22 @@ def traces(a, b):
     model_a = explorer.build_model(a)
     model_b = model_for_b(model_a, b)
     return model_a, model_b, explorer.run(model_a, TOKENS), explorer.run(model_b, TOKENS)
+
+
+@pytest.mark.parametrize("b", [default_b(A.replace(norm="pre")), A.replace(norm="peri", n_layers=4)])
+def test_a_b_that_shares_a_s_tensors_runs_as_its_copy_does_and_holds_no_copy(b):
+    """The app's B (model_for_b(..., share=True)) holds A's very tensors, not copies: SmolLM2's flipped B had been
+    540 MB. It runs and takes gradients exactly as the copy does; a B made without `share` owns its tensors."""
+    model_a = explorer.build_model(A.replace(norm="pre"))
+    shared, copied = model_for_b(model_a, b, share=True), model_for_b(model_a, b)
+    storage = {p.data_ptr() for p in model_a.parameters()}
+    in_both = [name for name, _ in shared.named_parameters() if name in dict(model_a.named_parameters())]
+    assert in_both and all(dict(shared.named_parameters())[n].data_ptr() in storage for n in in_both)
+    assert not any(p.data_ptr() in storage for p in copied.parameters())
+    np.testing.assert_array_equal(explorer.run(shared, TOKENS).attention, explorer.run(copied, TOKENS).attention)
+    grads = [layer_gradient_totals(gradient_norms(m, TOKENS))["norm"] for m in (shared, copied)]
+    np.testing.assert_array_equal(*grads)
+    assert all(p.grad is None for p in model_a.parameters())  # A is only read
 
 
 def test_b_equal_to_a_gives_exactly_zero_difference():

@@ -93,11 +93,12 @@ def _built_model(cfg: ModelConfig) -> Transformer:
     return build_model(cfg)
 
 
-# A copy of a checkpoint is as large as it (540 MB for SmolLM2): two at most, e.g. two norm flips compared at once.
-@st.cache_resource(max_entries=2, show_spinner="Copying the checkpoint's weights into the changed model…")
+# A changed checkpoint (a norm flip) runs on the checkpoint's own tensors: it holds only what it changes (its norms),
+# not a 540 MB copy of SmolLM2. Two at most, e.g. two norm flips compared at once.
+@st.cache_resource(max_entries=2, show_spinner="Building the changed model on the checkpoint's weights…")
 def _checkpoint_copy(cfg: CheckpointConfig) -> Transformer:
     LOG.info("building model %s", cfg)
-    return model_for_b(pretrained_model(cfg.checkpoint), cfg)
+    return model_for_b(pretrained_model(cfg.checkpoint), cfg, share=True)  # only run: the checkpoint's own tensors
 
 
 def cached_model(cfg: ModelConfig) -> Transformer:
@@ -162,7 +163,7 @@ def model_a(cfg: ModelConfig, who: str | None) -> explorer.Transformer:
 
 @st.cache_resource(max_entries=3, show_spinner="Building B on A's weights…")
 def _model_b(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transformer:
-    return model_for_b(model_a(a, who), b)
+    return model_for_b(model_a(a, who), b, share=True)  # only run: A's own tensors, never written
 
 
 def model_of(a: ModelConfig, b: ModelConfig, who: str | None) -> explorer.Transformer:

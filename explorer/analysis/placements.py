@@ -114,10 +114,10 @@ def placement_run(
     built: Mapping[str, Transformer] | None = None,
     known: Mapping[str, tuple[Trace, pd.DataFrame | None]] | None = None,
 ) -> PlacementRun:
-    """Run `model` with each of the four norm placements on its very weights (model_for_b; norms it lacks start at
-    identity), one placement at a time so at most one copy of the weights is alive beside it: a forward for the
-    residual stream and the attention, a forward and a backward for the gradient norms (layer_gradient_totals of
-    gradient_norms, whose objective is objective_text(model)). `progress(share, what)` is told before each step.
+    """Run `model` with each of the four norm placements on its very weights (model_for_b, sharing the model's
+    tensors; norms it lacks start at identity), one placement at a time: a forward for the residual stream and the
+    attention, a forward and a backward for the gradient norms (layer_gradient_totals of gradient_norms, whose
+    objective is objective_text(model)). `progress(share, what)` is told before each step.
     `built`: models already made by model_for_b(model, config with that placement) (Compare's B, say), used instead
     of building them again; `known`: for some placements, the trace of `source` (and `target`) and its
     layer_gradient_totals (None: not computed) already made by such a model (Compare's A and B), used instead of
@@ -137,7 +137,7 @@ def placement_run(
             progress(i / len(NORMS), f"{placement}-norm ({i + 1} of {len(NORMS)}): forward and backward")
         flipped = model if placement == cfg.norm else (built or {}).get(placement)
         if flipped is None:
-            flipped = model_for_b(model, cfg.replace(norm=placement))
+            flipped = model_for_b(model, cfg.replace(norm=placement), share=True)  # only run: A's very tensors
         new_norms[placement] = () if flipped is model else new_norm_names(model, flipped)
         identity[placement] = all(at_identity(norm) for norm in placement_norms(flipped))
         trace, gradients = (known or {}).get(placement, (None, None))
