@@ -66,20 +66,20 @@ def _rollout(cfg: ModelConfig | None, tokens: tuple, residual: float, who: str |
     return attention_rollout(_trace, residual)
 
 
+def rollout_of(trace: Trace, residual: float) -> np.ndarray:
+    """[L, T, T] attention_rollout of the shown trace."""
+    return rollout_with(trace, residual, model_key())
+
+
+def rollout_with(trace: Trace, residual: float, who: str | None) -> np.ndarray:
+    """rollout_of with the session's model_key() given (`who`): it runs outside the script run too."""
+    return _rollout(trace.config, trace_key(trace), residual, who, _trace=trace)
+
+
 def rollout_later(residual: float) -> Callable[[], np.ndarray]:
     """What makes rollout_of the shown trace when called, even outside the script run (as norm_attention_later)."""
     run, who = trace_maker(), model_key()
-
-    def later() -> np.ndarray:
-        trace = run()
-        return _rollout(trace.config, trace_key(trace), residual, who, _trace=trace)
-
-    return later
-
-
-def rollout_of(trace: Trace, residual: float) -> np.ndarray:
-    """[L, T, T] attention_rollout of the shown trace."""
-    return _rollout(trace.config, trace_key(trace), residual, model_key(), _trace=trace)
+    return lambda: rollout_with(run(), residual, who)
 
 
 @st.cache_data(max_entries=32, show_spinner="Solving attention flow (a max-flow problem per token)…")
