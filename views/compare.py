@@ -21,7 +21,6 @@ from explorer.compare import (
     CONFIGURATION,
     INPUT,
     MapPair,
-    align_pair,
     can_share_weights,
     layer_difference,
     layers_and_heads,
@@ -207,8 +206,8 @@ def downloads(
     aligned,
     lines: pd.DataFrame,
 ) -> None:
-    """The JSON and CSV files and the view's HTML, each made on the click from `runs` (`pairs`: its pairs as drawn,
-    read here, not kept)."""
+    """The JSON and CSV files and the view's HTML, each made on the click from `runs` (`pairs`: its pairs, whose
+    shapes say whether A − B can be subtracted; read here, not kept)."""
     st.subheader("Download the comparison")
     st.caption(
         "JSON: both configurations, the inputs, the per-layer figures and every A − B map with the head ranking. "
@@ -285,12 +284,12 @@ def compare_figures(runs: ComparedRuns, layer: int, head: int, lines: pd.DataFra
 # --- The page.
 
 
-def lined_up(pairs: list[MapPair], trace_a: Trace, trace_b: Trace) -> tuple[list[MapPair], list[int] | None]:
-    """Two inputs with the same words in another order: offer to reorder B's maps to A's tokens; the order used
-    (token_order), or None when B's maps keep their own."""
+def lined_up(trace_a: Trace, trace_b: Trace) -> tuple[int, ...] | None:
+    """Two inputs with the same words in another order: offer to reorder B's maps to A's tokens; the order to use
+    (token_order, which ComparedRuns applies to the maps it draws), or None when B's maps keep their own."""
     order = token_order(trace_a.tokens, trace_b.tokens)
     if order is None or order == list(range(len(order))):
-        return pairs, None
+        return None
     aligned = st.toggle(
         "Line up B's tokens with A's",
         value=True,
@@ -301,9 +300,9 @@ def lined_up(pairs: list[MapPair], trace_a: Trace, trace_b: Trace) -> tuple[list
         "encoding and no mask it is 0, up to float rounding). Off: position by position.",
     )
     if not aligned:
-        return pairs, None
+        return None
     st.caption("B's maps are shown in A's token order (a repeated word is matched by its occurrence).")
-    return [align_pair(p, order) for p in pairs], order
+    return tuple(order)
 
 
 def main() -> None:
@@ -352,18 +351,15 @@ def main() -> None:
             "configuration, run with every head."
         )
 
-    pairs = paired_attention(trace_a, trace_b)
-    order = None
-    if mode == INPUT and trace_b is not None:
-        pairs, order = lined_up(pairs, trace_a, trace_b)
+    pairs = paired_attention(trace_a, trace_b)  # their kinds and shapes: lining B's tokens up changes neither
+    order = lined_up(trace_a, trace_b) if mode == INPUT and trace_b is not None else None
     aligned = order is not None
     make_b = None
     if trace_b is not None:
         make_b = partial(trace_of, a, b, text_b, target_b, model_key(), b_run.heads, b_run.mode)
     # B run without heads is A's own model: its norms are the session model's; another B's are its own model's
     b_norms = None if b_run.heads or b is None else (a, b, text_b, target_b)
-    order_kept = None if order is None else tuple(order)
-    runs = ComparedRuns(trace_maker(), make_b, order_kept, model_key(), session_model(), b_norms)
+    runs = ComparedRuns(trace_maker(), make_b, order, model_key(), session_model(), b_norms)
     caveat = DIFFERENT_WEIGHTS if b is not None and mode == CONFIGURATION and not can_share_weights(a, b)[0] else None
     own = tuple(h for h in b_run.heads if h not in state.ablated)
     if mode == HEADS and own:

@@ -33,8 +33,7 @@ class ComparedRuns:
 
     def pairs(self) -> list[MapPair]:
         """paired_attention of the two runs, B's maps lined up to A's tokens when `order` is given."""
-        pairs = paired_attention(*self.traces())
-        return pairs if self.order is None else [align_pair(pair, list(self.order)) for pair in pairs]
+        return self._lined_up(paired_attention(*self.traces()))
 
     def measured(self) -> list[MapPair]:
         """The same pairs carrying ‖α·f(x)‖ as their weights, B's from B's own model (lined up as `pairs`)."""
@@ -49,7 +48,10 @@ class ComparedRuns:
             )
             for pair in paired_attention(trace_a, trace_b)
         ]
-        return measured if self.order is None else [align_pair(pair, list(self.order)) for pair in measured]
+        return self._lined_up(measured)
+
+    def _lined_up(self, pairs: list[MapPair]) -> list[MapPair]:
+        return pairs if self.order is None else [align_pair(pair, list(self.order)) for pair in pairs]
 
     def _norms(self, trace: Trace, kind: str):
         return norm_attention_with(trace, kind, self.who, self.model_a)
