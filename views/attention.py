@@ -137,12 +137,12 @@ def map_viewer(kind: str, with_norms: bool) -> None:
             "sum of values before the output projection, is set to zero or to its mean (sidebar).",
         )
     stretch = stretch_toggle(controls)
-    downloads(controls, kind, cfg, layer, head_index, with_norms)
-    make_norms = norm_attention_later(kind) if with_norms else None
+    make_trace, make_norms = trace_maker(), norm_attention_later(kind) if with_norms else None  # for the downloads
+    downloads(controls, make_trace, kind, cfg, layer, head_index, make_norms)
     view_download(
         "Attention",
         [plain(summary(cfg, trace))] + ([NORMS_LINE] if with_norms else []),
-        partial(attention_figures, trace_maker(), kind, layer, head_index, make_norms),
+        partial(attention_figures, make_trace, kind, layer, head_index, make_norms),
         "attention",
         controls,
     )
@@ -215,15 +215,19 @@ def mark_removed(grid: dict, removed: tuple[Head, ...], n_heads: int) -> dict:
 
 
 def downloads(
-    where: DeltaGenerator, kind: str, cfg: ModelConfig, layer: int, head: int | None, with_norms: bool = False
+    where: DeltaGenerator,
+    make_trace: Callable[[], Trace],
+    kind: str,
+    cfg: ModelConfig,
+    layer: int,
+    head: int | None,
+    make_norms: Callable[[], np.ndarray] | None = None,
 ) -> None:
-    """The weights of the map shown, as CSV and as JSON (with the model's settings); `with_norms`: what the head adds
-    beside them (a norm column, a norms field). Each file is made on the click, from the trace's maker."""
-    make_trace = trace_maker()
-    make_norms = norm_attention_later(kind) if with_norms else None
+    """The weights of the map shown, as CSV and as JSON (with the model's settings); with `make_norms`, what the head
+    adds beside them (a norm column, a norms field). Each file is made on the click, from the makers."""
     for file, mime in (("csv", "text/csv"), ("json", "application/json")):
         name = export_name(kind, layer, head, file)
-        if with_norms:
+        if make_norms is not None:
             name = name.removesuffix(f".{file}") + f"_with-norms.{file}"
         data = partial(map_file, file, make_trace, kind, layer, head, cfg, make_norms)
         download(f"Download {file.upper()}", data, name, mime, f"download_{file}", where)
