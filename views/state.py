@@ -91,43 +91,39 @@ class AppState:
     run: Callable[[], Trace] | None = field(default=None, repr=False)  # makes `trace`: keys, never a trace
     base_run: Callable[[], Trace] | None = field(default=None, repr=False)  # makes base_trace when heads are removed
     holding: bool = field(default=True, repr=False)  # True while the script runs: traces made are kept till let_go
-    _trace: Trace | None = field(default=None, repr=False)
-    _base_trace: Trace | None = field(default=None, repr=False)
+    _held: dict[Callable[[], Trace], Trace] = field(default_factory=dict, repr=False)  # made while holding, by run
 
     def show(self, run: Callable[[], Trace], base_run: Callable[[], Trace] | None = None) -> None:
         """Run `run` now (its ConfigError leaves the state without a trace) and show its trace; `base_run` makes the
         same model and text with every head, when heads are removed."""
-        self._trace = run()
+        self._held[run] = run()
         self.run, self.base_run = run, base_run
 
     def let_go(self) -> None:
         """The page is drawn: hold no trace from now on (views/state.py's docstring)."""
         self.holding = False
-        self._trace = self._base_trace = None
+        self._held.clear()
+
+    def _made(self, run: Callable[[], Trace]) -> Trace:
+        """run()'s trace: the one held while the script runs, else made (or read from its cache) now."""
+        if run in self._held:
+            return self._held[run]
+        trace = run()
+        if self.holding:
+            self._held[run] = trace
+        return trace
 
     @property
     def trace(self) -> Trace | None:
         """explorer.Trace of the typed tokens, or None when there is an error; with `ablated` heads removed, the trace
         of the model without them (every page shows that model)."""
-        if self._trace is not None or self.run is None:
-            return self._trace
-        trace = self.run()
-        if self.holding:
-            self._trace = trace
-        return trace
+        return None if self.run is None else self._made(self.run)
 
     @property
     def base_trace(self) -> Trace | None:
         """The same model and text with every head: `trace` itself when none is removed. Run (or read from its cache)
         only when a page asks, so a page that shows only the model without the heads never holds both traces."""
-        if self.base_run is None:
-            return self.trace
-        if self._base_trace is not None:
-            return self._base_trace
-        trace = self.base_run()
-        if self.holding:
-            self._base_trace = trace
-        return trace
+        return self.trace if self.base_run is None else self._made(self.base_run)
 
     @property
     def source(self) -> ModelSource:
