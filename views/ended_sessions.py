@@ -1,12 +1,12 @@
 """Let go of what the download buttons of ended sessions hold: release_ended_sessions() after each page.
 
 A download button built on click (views/widgets.py: download) leaves Streamlit's media file manager a callable,
-and the callable holds what it will write: a page's trace, say, 628 MB for SmolLM2 at 512 pieces. Streamlit
-drops a session's callables when the session shuts down. A session whose browser went away is kept for
+and the callable holds what it needs to write its file: the tables of a CSV, and makers and keys for a trace
+(views/state.py; before those, a page's trace itself, 628 MB for SmolLM2 at 512 pieces). Streamlit drops a
+session's callables when the session shuts down. A session whose browser went away is kept for
 server.disconnectedSessionTTL seconds, for a reconnect, and then forgotten without being shut down (streamlit
-1.5x: runtime/memory_session_storage.py), so its callables, and the traces in them, stayed for the server's
-life: six 512-piece pages in new browser tabs left a server at 3.4 GB where its caches hold 0.8 GB. This asks
-Streamlit to forget the file references of every session it no longer knows, as its own shutdown would.
+1.5x: runtime/memory_session_storage.py), so its callables, and what they hold, stayed for the server's life. This
+asks Streamlit to forget the file references of every session it no longer knows, as its own shutdown would.
 """
 
 from __future__ import annotations
