@@ -91,7 +91,9 @@ def url(base: str, model: str | None, text: str) -> str:
     return f"{base}/?{query}"
 
 
-def fresh_server_loads(browser, texts: dict[str, str], problems: list[str], number: int, started: float, base: str):
+def fresh_server_loads(
+    browser, texts: dict[str, str], problems: list[str], number: int, started: float, base: str
+) -> float:
     """The first loads of SmolLM2 and then MiniLM in a server just started (at perf_counter `started`); SmolLM2's
     seconds."""
     rss, _ = server_memory(base)
@@ -247,8 +249,8 @@ def main() -> None:
             rows.append((peak_row, first_peak, PEAK_MB, "MB", False))
 
             print(f"\n5. {args.tabs} tabs left open, each on a {LONG}-piece SmolLM2 text of its own")
-            starts = range(args.rounds, args.rounds + args.tabs)  # texts no earlier step opened
-            long_texts = [text_of(tokenize["smollm2-135m"], LONG, start=i) for i in starts]
+            offsets = range(args.rounds, args.rounds + args.tabs)  # texts from words no earlier step started at
+            long_texts = [text_of(tokenize["smollm2-135m"], LONG, start=i) for i in offsets]
             tabs = open_tabs(browser, base, long_texts, problems)
             time.sleep(2)  # the last page's script run ends after it is drawn
             rss, peak = server_memory(base)
