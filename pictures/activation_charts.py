@@ -19,6 +19,7 @@ from explorer.positional import ADDED_TO_INPUT, input_text
 from explorer.trace import Trace
 from pictures.attention_panels import token_labels
 from pictures.boards import board, matrix_panel
+from pictures.one_pass import axis_name, merged, panel_axes, subplot_grid
 from pictures.style import (
     CATEGORY10,
     HOVER_NUMBERS,
@@ -60,20 +61,21 @@ TWO_COLUMNS = {"entrywidth": 0.5, "entrywidthmode": "fraction"}
 NORM_POINT = "LayerNorm"  # how layer_statistics names a norm's points ("attn LayerNorm in"), whatever the norm
 
 
-def _line(rows: pd.DataFrame, column: str, name: str, value_title: str, **style: object) -> go.Scatter:
-    """One line of `rows`' `column` over their blocks, a point at each; hover names the line, the block and the
-    value. `style`: line, marker, showlegend ..."""
+def _line(rows: pd.DataFrame, column: str, name: str, value_title: str, **style: object) -> dict:
+    """One line of `rows`' `column` over their blocks, a point at each, as a Plotly scatter trace; hover names the
+    line, the block and the value. `style`: line, marker, showlegend, the panel's axes ..."""
     layers = rows["layer"].to_numpy(dtype=np.int32)  # [n]
-    return go.Scatter(
-        x=layers,
-        y=rows[column].to_numpy(dtype=np.float64),
-        name=name,
-        legendgroup=name,
-        mode="lines+markers",
-        customdata=[block_label(int(layer)) for layer in layers],
-        hovertemplate=f"{name}<br>block %{{customdata}}<br>{value_title} %{{y:{HOVER_NUMBERS}}}<extra></extra>",
+    return {
+        "type": "scatter",
+        "x": layers,
+        "y": rows[column].to_numpy(dtype=np.float64),
+        "name": name,
+        "legendgroup": name,
+        "mode": "lines+markers",
+        "customdata": [block_label(int(layer)) for layer in layers],
+        "hovertemplate": f"{name}<br>block %{{customdata}}<br>{value_title} %{{y:{HOVER_NUMBERS}}}<extra></extra>",
         **style,
-    )
+    }
 
 
 def _panel_titles(figure: go.Figure) -> go.Figure:
@@ -83,37 +85,32 @@ def _panel_titles(figure: go.Figure) -> go.Figure:
 
 def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
     """Mean, std, RMS and max |x| over depth (2 x 2), one line per point: the residual stream (after each block,
-    and the input) and each sub-layer's output before it is added to the stream."""
+    and the input) and each sub-layer's output before it is added to the stream. Made in one pass
+    (pictures/one_pass.py): it is the Activations page's first chart, made on every load."""
     points = [p for p in stats["point"].unique() if NORM_POINT not in p]
+    by_point = {point: stats[stats["point"] == point].sort_values("layer") for point in points}
     layers = list(range(-1, int(stats["layer"].max()) + 1))
-    figure = make_subplots(
-        rows=2, cols=2, subplot_titles=list(STAT_TITLES.values()), shared_xaxes=True, vertical_spacing=0.12
-    )
+    traces = []
     for i, (stat, title) in enumerate(STAT_TITLES.items()):
         for j, point in enumerate(points):
             colour = POINT_COLOURS.get(point, CATEGORY10[j % len(CATEGORY10)])
             width = 3 if point == "residual" else 2
-            line = _line(
-                stats[stats["point"] == point].sort_values("layer"),
-                stat,
-                point,
-                title,
-                line={"color": colour, "width": width},
-                marker={"size": 6},
-                showlegend=i == 0,
-            )
-            figure.add_trace(line, row=i // 2 + 1, col=i % 2 + 1)
+            style = {"line": {"color": colour, "width": width}, "marker": {"size": 6}, "showlegend": i == 0}
+            traces.append(_line(by_point[point], stat, point, title, **style, **panel_axes(i // 2 + 1, i % 2 + 1, 2)))
     subtitle = (
         f"residual: the stream after each block (input = {input_text(positional)}); sub-layer outputs: what each "
         "sub-layer adds, before the residual sum; over all tokens and units"
     )
     layout = figure_layout(f"Activation statistics over depth ({stack} stack)", subtitle, 480)
     legend_below(layout, 1, title={"text": "point"}, **IN_ORDER)
-    figure.update_layout(layout)
-    figure.update_xaxes(block_axis(None, layers, PANEL_LAYER_TICKS, 0.3))
-    figure.update_xaxes(title={"text": "block"}, row=2)
-    figure.update_yaxes(axis(None))
-    return _panel_titles(figure)
+    grid = subplot_grid(2, 2, list(STAT_TITLES.values()), shared_xaxes=True, vertical_spacing=0.12)
+    x_axis = block_axis(None, layers, PANEL_LAYER_TICKS, 0.3)
+    for n in range(1, 5):
+        x, y = (axis_name(ref) for ref in panel_axes((n - 1) // 2 + 1, (n - 1) % 2 + 1, 2).values())
+        grid[x] = merged(grid[x], merged(x_axis, {"title": {"text": "block"}}) if n > 2 else x_axis)
+        grid[y] = merged(grid[y], axis(None))
+    grid["annotations"] = [merged(title, {"font": PANEL_TITLE_FONT}) for title in grid["annotations"]]
+    return go.Figure({"data": traces, "layout": merged(grid, layout)})
 
 
 def norm_figure(stats: pd.DataFrame, stack: str, norm: str, norm_name: str = "LayerNorm") -> go.Figure:

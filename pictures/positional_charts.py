@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 
 from pictures.attention_panels import FAINT, top_of
 from pictures.boards import board, matrix_panel
+from pictures.one_pass import merged
 from pictures.style import (
     CATEGORY10,
     MAX_CELL_PX,
@@ -159,15 +160,14 @@ def encoding_curves(
     what = "Sinusoidal encoding" if kind == "sinusoidal" else f"Learned position embedding ({_state(trained)})"
     shade = {"type": "rect", "xref": "x", "yref": "paper", "x0": -0.5, "x1": typed - 0.5, "y0": 0, "y1": 1,
              "fillcolor": TYPED_COLOUR, "opacity": 0.07, "line": {"width": 0}, "layer": "below"}  # fmt: skip
-    figure = go.Figure(traces)
-    figure.update_layout(
-        figure_layout(f"{what}: value against position", note, max(330, LEGEND_ENTRY_PX * (len(traces) + 1) + 80)),
-        xaxis=whole_numbers(-0.5 if typed else 0, max(1, n_positions - 1), "position"),
-        yaxis=axis("value added to that dimension"),
-        legend={"title": {"text": "dimension"}},
-        shapes=[shade] if typed else [],
-    )
-    return figure
+    layout = figure_layout(f"{what}: value against position", note, max(330, LEGEND_ENTRY_PX * (len(traces) + 1) + 80))
+    more = {
+        "xaxis": whole_numbers(-0.5 if typed else 0, max(1, n_positions - 1), "position"),
+        "yaxis": axis("value added to that dimension"),
+        "legend": {"title": {"text": "dimension"}},
+        "shapes": [shade] if typed else [],
+    }
+    return go.Figure(traces, layout=merged(layout, more))  # one pass (pictures/one_pass.py): the page's first chart
 
 
 def _diverging(values: np.ndarray) -> Ramp:
