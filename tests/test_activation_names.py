@@ -64,6 +64,21 @@ def test_peri_norm_stream_is_the_input_plus_every_sub_layer_output_norm(trace):
         np.testing.assert_array_equal(decoder[f"blocks.{layer}.ffn.out_ln_in"], decoder[f"blocks.{layer}.ffn.out"])
 
 
+@pytest.mark.parametrize(("norm", "shared"), [("pre", True), ("peri", True), ("post", False), ("res-post", None)])
+def test_what_the_first_norm_reads_is_the_residual_stream_itself_not_a_copy(norm, shared):
+    """Pre- and peri-norm blocks normalise the stream entering them: attn.ln_in is that row of `residual`, held once.
+    Post-norm's first norm reads x + attn(x), its own array; res-post has no norm on the input side."""
+    stack = explorer.run(explorer.ModelConfig(n_layers=3, n_heads=2, d_model=16, d_ff=24, norm=norm), SOURCE).first
+    for layer in range(stack.n_layers):
+        name = f"blocks.{layer}.attn.ln_in"
+        if shared is None:
+            assert name not in stack.activations
+            continue
+        assert np.shares_memory(stack.activations[name], stack.residual) == shared
+        if shared:
+            np.testing.assert_array_equal(stack[name], stack[f"blocks.{layer}.resid_pre"])
+
+
 @pytest.mark.parametrize("name", ["blocks.2.attn.pattern", "blocks.0.cross.out", "attn.pattern", "blocks.x.ffn.out"])
 def test_a_wrong_name_says_what_the_names_are(trace, name):
     with pytest.raises(KeyError, match="names are blocks.<layer>.<kind>, layer 0 to 1"):

@@ -113,6 +113,17 @@ def test_size_counts_every_array_of_a_trace_once():
     assert size_of(trace) == sum(a.nbytes for a in arrays)
 
 
+def test_size_counts_a_view_of_another_array_of_the_result_once():
+    trace = explorer.run(explorer.ModelConfig(n_layers=2, d_model=16, d_ff=32, norm="pre"), "a b c d")
+    stack = trace.first
+    views = [a for a in stack.activations.values() if a.base is stack.residual]  # each block's attn.ln_in
+    assert len(views) == 2
+    arrays = [stack.self_attention.weights, stack.self_attention.scores, stack.self_attention.allowed]
+    arrays += [stack.residual, stack.output, *(a for a in stack.activations.values() if a.base is not stack.residual)]
+    assert size_of(trace) == sum(a.nbytes for a in arrays)
+    assert size_of([stack.residual[1:], stack.residual[0]]) == stack.residual.nbytes  # what is held: the whole base
+
+
 def test_an_error_is_not_cached_and_the_next_caller_tries_again():
     cache = ByteBudgetCache(budget=lambda: MB)
     with pytest.raises(ValueError):

@@ -70,8 +70,15 @@ def arrays_in(value: Any, seen: set[int] | None = None) -> list[np.ndarray]:
 
 
 def size_of(value: Any) -> int:
-    """The bytes of the arrays a result holds (a view counts as its own size: it cannot outlive its base here)."""
-    return sum(array.nbytes for array in arrays_in(value))
+    """The bytes of the arrays a result holds, each buffer once: a view of another of its arrays (a pre-norm
+    trace's attn.ln_in is a view of its residual stream) adds nothing, and a view of anything else (a buffer from
+    torch) counts as its own size, since nothing else here holds that buffer."""
+    owners: dict[int, int] = {}
+    for array in arrays_in(value):
+        while isinstance(array.base, np.ndarray):
+            array = array.base
+        owners[id(array)] = array.nbytes
+    return sum(owners.values())
 
 
 class ByteBudgetCache:
