@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from explorer.analysis import stats
 from explorer.analysis.stats import attention_frame, attention_matrix, head_average, head_entropy, row_entropy
 from explorer.config import ModelConfig
 from explorer.export import (
@@ -93,6 +94,18 @@ def test_entropy_all_rows_empty_is_nan_not_error():
 def test_row_entropy_zero_weights_contribute_nothing():
     assert row_entropy(np.array([0.5, 0.5, 0.0])) == pytest.approx(np.log(2))
     assert row_entropy(np.zeros(4)) == 0.0
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 24, 1 << 20])  # a row at a time, chunks that split rows' groups, all
+def test_row_entropy_is_the_same_however_the_rows_are_chunked(monkeypatch, chunk):
+    monkeypatch.setattr(stats, "CHUNK_FLOATS", chunk)
+    rng = np.random.default_rng(3)
+    p = rng.random((2, 3, 5, 6)) ** 4  # [L, H, Tq, Tk], a few near-zero weights
+    p[..., 4:] = 0.0  # masked keys
+    p /= p.sum(axis=-1, keepdims=True)
+    expected = -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=-1)  # float64, 0 log 0 = 0
+    np.testing.assert_allclose(row_entropy(p.astype(np.float32)), expected, rtol=1e-6, atol=1e-7)
+    assert row_entropy(np.zeros((2, 0, 6), np.float32)).shape == (2, 0)
 
 
 def test_head_average_is_numpy_mean(make_maps):
