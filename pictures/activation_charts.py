@@ -105,9 +105,10 @@ def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
     legend_below(layout, 1, title={"text": "point"}, **IN_ORDER)
     grid = subplot_grid(2, 2, list(STAT_TITLES.values()), shared_xaxes=True, vertical_spacing=0.12)
     x_axis = block_axis(None, layers, PANEL_LAYER_TICKS, 0.3)
-    for n in range(1, 5):
-        x, y = (axis_name(ref) for ref in panel_axes((n - 1) // 2 + 1, (n - 1) % 2 + 1, 2).values())
-        grid[x] = merged(grid[x], merged(x_axis, {"title": {"text": "block"}}) if n > 2 else x_axis)
+    for i in range(len(STAT_TITLES)):
+        x, y = (axis_name(ref) for ref in panel_axes(i // 2 + 1, i % 2 + 1, 2).values())
+        bottom_row = {"title": {"text": "block"}} if i >= 2 else {}
+        grid[x] = merged(grid[x], merged(x_axis, bottom_row))
         grid[y] = merged(grid[y], axis(None))
     grid["annotations"] = [merged(title, {"font": PANEL_TITLE_FONT}) for title in grid["annotations"]]
     return go.Figure({"data": traces, "layout": merged(grid, layout)})
