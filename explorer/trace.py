@@ -332,8 +332,7 @@ def _stack_trace(
             tokens,
             memory_tokens,
         )
-    streams = [embedded] + [record["resid_post"][0] for record in records]  # [T, D] entering each block, then out
-    residual = torch.stack(streams).numpy()  # [L + 1, T, D]
+    residual = torch.stack([embedded] + [record["resid_post"][0] for record in records]).numpy()  # [L + 1, T, D]
 
     def entering(i: int, value: torch.Tensor) -> bool:
         """Whether block i's record entry `value` [1, T, D] is the stream entering the block (a pre- or peri-norm

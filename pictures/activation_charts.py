@@ -110,7 +110,6 @@ def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
         bottom_row = {"title": {"text": "block"}} if i >= 2 else {}
         grid[x] = merged(grid[x], merged(x_axis, bottom_row))
         grid[y] = merged(grid[y], axis(None))
-    grid["annotations"] = [merged(title, {"font": PANEL_TITLE_FONT}) for title in grid["annotations"]]
     return go.Figure({"data": traces, "layout": merged(grid, layout)})
 
 

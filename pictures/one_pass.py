@@ -14,6 +14,8 @@ from collections.abc import Sequence
 
 from plotly.subplots import make_subplots
 
+from pictures.style import PANEL_TITLE_FONT
+
 
 def merged(base: dict, extra: dict) -> dict:
     """`base` with `extra` written over it, nested dicts merged key by key as Plotly's update_layout merges them, and
@@ -30,13 +32,15 @@ def _grid(rows: int, cols: int, titles: tuple[str, ...], spacing: tuple[tuple[st
     figure = make_subplots(rows=rows, cols=cols, subplot_titles=list(titles) or None, **dict(spacing))
     entries = figure.layout.to_plotly_json()
     entries.pop("template", None)  # figure_layout names the template
+    if "annotations" in entries:  # the panels' titles
+        entries["annotations"] = [merged(title, {"font": PANEL_TITLE_FONT}) for title in entries["annotations"]]
     return entries
 
 
 def subplot_grid(rows: int, cols: int, titles: Sequence[str] = (), **options: object) -> dict:
     """The layout entries make_subplots writes for a grid of panels: each panel's axes (domain, anchor, shared axes)
-    and its title as an annotation. `options`: make_subplots' (shared_xaxes, vertical_spacing ...). A new copy each
-    call, so a figure may change it."""
+    and its title as an annotation, in the pages' panel-title font (PANEL_TITLE_FONT, as every grid here).
+    `options`: make_subplots' (shared_xaxes, vertical_spacing ...). A new copy each call, so a figure may change it."""
     return copy.deepcopy(_grid(rows, cols, tuple(titles), tuple(sorted(options.items()))))
 
 

@@ -7,6 +7,7 @@ import pytest
 from plotly.subplots import make_subplots
 
 from pictures.one_pass import axis_name, merged, panel_axes, subplot_grid
+from pictures.style import PANEL_TITLE_FONT
 
 
 @pytest.mark.parametrize(
@@ -15,7 +16,8 @@ from pictures.one_pass import axis_name, merged, panel_axes, subplot_grid
 )
 def test_the_grid_is_the_one_make_subplots_lays_out(rows, cols, options):
     titles = [f"panel {n}" for n in range(rows * cols)]
-    made = make_subplots(rows=rows, cols=cols, subplot_titles=titles, **options).layout.to_plotly_json()
+    figure = make_subplots(rows=rows, cols=cols, subplot_titles=titles, **options)
+    made = figure.update_annotations(font=PANEL_TITLE_FONT).layout.to_plotly_json()  # as every grid here titles them
     made.pop("template")
     assert subplot_grid(rows, cols, titles, **options) == made
 
