@@ -43,6 +43,8 @@ from serve import (
     CHROMIUM,
     CHROMIUM_ARGS,
     keepalive_ms,
+    machine_cpu,
+    machine_cpu_since,
     renderer_cpu,
     renderer_cpu_since,
     serving_all,
@@ -289,12 +291,15 @@ def main() -> int:
         with serving_all(apps) as bases:
             urls = {page: f"{bases[args.app]}/{PAGES[page]}?{args.query}" for page in pages}
             urls |= {name: f"{bases[name]}/?{args.query}" for name in list(apps)[1:]}
+            cpu_before = machine_cpu()
             results = measure(urls, args.loads, timeout_ms)
+            cpu_used = machine_cpu_since(cpu_before)
             keepalive = keepalive_ms(bases[args.app])
     print("page load in Chromium, seconds from goto (medians): to the script run finished and the title shown (idle),")
     print("  to the first chart drawn (1st map), to every chart drawn with no skeleton left (done); and the CPU")
     print("  seconds the page's renderer used until done, on its main thread (main) and in all its threads (all)")
     print(f"  {os.cpu_count()} cpus, load average {load} at the start; {args.app}/<page>?{args.query}")
+    print(f"  the machine's CPU time while the pages loaded: {cpu_used}")
     times = f"{'idle':>6} {'1st map':>8} {'done':>6} {'done range':>11} {'main':>5} {'all':>5}"
     print(f"{'load':60} {'loads':>5} {times}  {'target':12} what")
     ok = True

@@ -49,7 +49,16 @@ from urllib.parse import quote
 # bench/ is on sys.path when a script here runs
 from bench_page_load import READY, load_once
 from sentences import SENTENCE
-from serve import CHROMIUM, CHROMIUM_ARGS, LAUNCHED, server_memory, serving, turns
+from serve import (
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    LAUNCHED,
+    machine_cpu,
+    machine_cpu_since,
+    server_memory,
+    serving,
+    turns,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -199,6 +208,7 @@ def main() -> None:
                 ("SmolLM2 first load in a fresh server (weights cache present; median)", first, FIRST_S, "s", True)
             )
 
+            cpu_before = machine_cpu()
             print(f"\n2. warm Attention page, {PIECES} pieces, new session each load, {args.rounds} rounds in turn")
             times: dict[str, list[float]] = {name: [] for name in ("configured", *TARGETS)}
             for order in turns(list(times), args.rounds + 1):
@@ -235,6 +245,7 @@ def main() -> None:
                     )
                 if round_ == 0:  # the figure: the peak read after one 512-piece page of each checkpoint
                     first_peak = peak
+            print(f"   the machine's CPU time in 2 and 3: {machine_cpu_since(cpu_before)}")
             for name, times_of in long_times.items():
                 title = "SmolLM2" if name == "smollm2-135m" else "MiniLM"
                 median = statistics.median(times_of)

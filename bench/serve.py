@@ -81,6 +81,32 @@ def renderer_cpu_since(before: dict[tuple[int, int], float]) -> tuple[float, flo
     return sum(v for (pid, tid), v in used.items() if pid == tid), sum(used.values())
 
 
+# /proc/stat's first line, in order: user nice system idle iowait irq softirq steal (then guest time, inside user)
+CPU_KINDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def machine_cpu() -> list[int]:
+    """The whole machine's CPU time so far, in ticks, by CPU_KINDS; empty where there is no /proc/stat."""
+    try:
+        return [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1 : 1 + len(CPU_KINDS)]]
+    except OSError:
+        return []
+
+
+def machine_cpu_since(before: list[int]) -> str:
+    """How the machine's CPU time went since `before` (machine_cpu()): busy, idle, waiting on the disk and stolen
+    (the hypervisor ran another guest on this VM's cores). A run whose steal or idle differs from another's ran on
+    a different machine, in effect: its ratios are not comparable."""
+    after = machine_cpu()
+    if not before or len(after) != len(before):
+        return "the machine's CPU time is not readable here"
+    used = dict(zip(CPU_KINDS, (a - b for a, b in zip(after, before, strict=True)), strict=True))
+    total = sum(used.values()) or 1
+    busy = used["user"] + used["nice"] + used["system"] + used["irq"] + used["softirq"]
+    shares = {"busy": busy, "idle": used["idle"], "waiting on the disk": used["iowait"], "stolen": used["steal"]}
+    return ", ".join(f"{kind} {100 * ticks / total:.0f} %" for kind, ticks in shares.items())
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
