@@ -95,8 +95,8 @@ def machine_cpu() -> list[int]:
 
 def machine_cpu_since(before: list[int]) -> str:
     """How the machine's CPU time went since `before` (machine_cpu()): busy, idle, waiting on the disk and stolen
-    (the hypervisor ran another guest on this VM's cores). A run whose steal or idle differs from another's ran on
-    a different machine, in effect: its ratios are not comparable."""
+    (the hypervisor ran another guest on this VM's cores): a reader can tell a run the host slowed from a slow
+    page."""
     after = machine_cpu()
     if not before or len(after) != len(before):
         return "the machine's CPU time is not readable here"
