@@ -8,6 +8,9 @@ installed real checkpoint, whose CheckpointConfig then is the config and whose t
 
 from __future__ import annotations
 
+import views.idle_threads  # noqa: F401  first: before torch loads, its threads must learn to sleep (the module says why)
+
+# isort: split
 from functools import partial
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit

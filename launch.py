@@ -93,6 +93,7 @@ def main() -> None:
     parser.add_argument("--preload", default="all", help="checkpoints to load at start: all (default), none, or names")
     args, streamlit_options = parser.parse_known_args()
     started = time.perf_counter()
+    importlib.import_module("views.idle_threads")  # before warm_up loads torch (views/idle_threads.py)
     warm_up()
     print(f"Attention Explorer: imports done in {time.perf_counter() - started:.1f} s", flush=True)
     names = checkpoints(args.preload)
