@@ -46,6 +46,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from anywhere: `import explorer`
 
 from sentences import SENTENCE  # noqa: E402  (bench/ is on sys.path when a script here runs)
+from serve import status_kb  # noqa: E402
 
 import explorer  # noqa: E402
 from explorer.ablation import HeadAblation, parse_heads  # noqa: E402
@@ -138,13 +139,6 @@ def time_tables(rounds: int) -> bool:
     row("one run (explorer.run)", m["run"], 1.0, None)
     row("every head's ablation effect, 72 heads (head_ablation_effects)", m["board"], m["board"] / m["run"], None)
     return ok
-
-
-def status_kb(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
 
 
 def measure(step: str, pieces: int) -> dict:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 from sentences import SENTENCE, words
+from serve import status_kb
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -92,10 +93,7 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 def resident_bytes() -> int:
     """This process's resident memory now (VmRSS)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    return status_kb("VmRSS") * 1024
 
 
 def peak_during(work: Callable[[], object]) -> tuple[object, float, int, int]:

@@ -195,6 +195,14 @@ def keepalive_ms(base: str, requests: int = 10) -> float:
     return 1000 * statistics.median(times[1:])
 
 
+def status_kb(field: str, proc: Path = Path("/proc/self")) -> int:
+    """A memory field of a process's /proc status (VmRSS, VmHWM, RssAnon, ...), in kB; this process's by default."""
+    for line in (proc / "status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(f"{field} is not in {proc / 'status'}")
+
+
 def server_memory(base: str) -> tuple[float, float]:
     """(resident MB now, peak resident MB) of the streamlit server listening on base's port, from /proc."""
     port = urlsplit(base).port
@@ -205,8 +213,7 @@ def server_memory(base: str) -> tuple[float, float]:
             command = (proc / "cmdline").read_bytes().decode(errors="replace")
             if f"--server.port={port}" not in command:
                 continue
-            status = dict(line.split(":", 1) for line in (proc / "status").read_text().splitlines() if ":" in line)
+            return status_kb("VmRSS", proc) / 1024, status_kb("VmHWM", proc) / 1024
         except OSError:
             continue
-        return int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
     raise RuntimeError(f"no server on port {port}")
