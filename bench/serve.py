@@ -116,16 +116,17 @@ def free_port() -> int:
 LAUNCHED = "launch.py"  # serving(LAUNCHED): the dashboard as `make run` and `make serve` start it, warm (launch.py)
 
 
-def start_server(app: str, port: int, log) -> subprocess.Popen:
-    """The app, headless on 127.0.0.1:port; its output goes to the file `log` (a pipe nobody reads would fill). `app`
-    LAUNCHED starts the dashboard through launch.py (imports done and checkpoints loading before the first page)."""
+def start_server(app: str, port: int, log, root: Path = ROOT) -> subprocess.Popen:
+    """The app, headless on 127.0.0.1:port, run in the folder `root` (another checkout of the project, say); its
+    output goes to the file `log` (a pipe nobody reads would fill). `app` LAUNCHED starts the dashboard through
+    launch.py (imports done and checkpoints loading before the first page)."""
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     start = [sys.executable, LAUNCHED] if app == LAUNCHED else [sys.executable, "-m", "streamlit", "run", app]
     command = [
         *start, "--server.headless=true", f"--server.port={port}", "--server.address=127.0.0.1",
         "--server.fileWatcherType=none",
     ]  # fmt: skip
-    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
 def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60) -> None:
@@ -145,11 +146,11 @@ def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60) -
 
 
 @contextlib.contextmanager
-def serving(app: str = "dashboard.py") -> Iterator[str]:
-    """`streamlit run app` on a free port for the duration of the block: yields its base URL."""
+def serving(app: str = "dashboard.py", root: Path = ROOT) -> Iterator[str]:
+    """`streamlit run app` in the folder `root` on a free port for the duration of the block: yields its base URL."""
     port = free_port()
     with tempfile.TemporaryFile() as log:  # a file, not a pipe: a pipe nobody reads would block the server
-        server = start_server(app, port, log)
+        server = start_server(app, port, log, root)
         try:
             wait_health(port, server, log)
             yield f"http://127.0.0.1:{port}"
