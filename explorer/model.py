@@ -165,15 +165,16 @@ class Block(nn.Module):
         removed: torch.Tensor | None = None,
         removed_with: str = "zero",
         into: Record | None = None,
+        need_weights: bool = True,
     ) -> tuple[torch.Tensor, Record]:
         """x [B, T, D] -> x [B, T, D] and everything computed on the way; `removed` [B or 1, H] self-attention heads
         are removed (MultiHeadAttention.forward). `into`: tensors to write some record entries into (its keys, e.g.
-        "attn.pattern"), outside autograd."""
+        "attn.pattern"), outside autograd. Without `need_weights` the record has no attention weights or scores."""
         record: Record = {"resid_pre": x}
         into = into or {}
 
         def self_attention(h: torch.Tensor) -> torch.Tensor:
-            out, record["attn.pattern"], record["attn.scores"] = self.self_attn(
+            out, pattern, scores = self.self_attn(
                 h,
                 h,
                 allowed,
@@ -182,18 +183,24 @@ class Block(nn.Module):
                 removed_with,
                 weights_out=into.get("attn.pattern"),
                 scores_out=into.get("attn.scores"),
+                need_weights=need_weights,
             )
+            if pattern is not None:
+                record["attn.pattern"], record["attn.scores"] = pattern, scores
             return out
 
         def cross_attention(h: torch.Tensor) -> torch.Tensor:
-            out, record["cross.pattern"], record["cross.scores"] = self.multihead_attn(
+            out, pattern, scores = self.multihead_attn(
                 h,
                 memory,
                 memory_allowed,
                 train,
                 weights_out=into.get("cross.pattern"),
                 scores_out=into.get("cross.scores"),
+                need_weights=need_weights,
             )
+            if pattern is not None:
+                record["cross.pattern"], record["cross.scores"] = pattern, scores
             return out
 
         def feed_forward(h: torch.Tensor) -> torch.Tensor:
@@ -231,22 +238,30 @@ class Stack(nn.Module):
         ablation: HeadAblation | None = None,
         first_layer: int = 0,
         keep_scores: bool = True,
+        record: bool = True,
     ) -> StackRun:
         """x [B, T, D] -> output [B, T, D] and one record per block run. `ablation` removes self-attention heads;
         `first_layer` > 0 starts from that block, x then being the stream entering it (the blocks below are reused).
         Without `keep_scores` the records drop each block's pre-softmax scores as soon as it has run. Outside
-        autograd the blocks write their attention weights (and scores) into one buffer each: Records.stacked."""
+        autograd the blocks write their attention weights (and scores) into one buffer each: Records.stacked.
+        Without `record`, only the output: no records, and no attention weights computed (MultiHeadAttention's
+        need_weights), for a caller that runs the stack many times and reads only where it ends."""
         n_run = len(self.layers) - first_layer
-        stacked = {} if torch.is_grad_enabled() or n_run <= 0 else self._buffers_for(x, memory, n_run, keep_scores)
+        buffered = record and not torch.is_grad_enabled() and n_run > 0
+        stacked = self._buffers_for(x, memory, n_run, keep_scores) if buffered else {}
         records = Records(stacked=stacked)
         for index in range(first_layer, len(self.layers)):
             removed = None if ablation is None else ablation.layer(index)  # [B or 1, H] or None
             mode = "zero" if ablation is None else ablation.mode
             into = {key: buffer[len(records)] for key, buffer in stacked.items()}
-            x, record = self.layers[index](x, allowed, memory, memory_allowed, train, removed, mode, into)
+            x, block_record = self.layers[index](
+                x, allowed, memory, memory_allowed, train, removed, mode, into, need_weights=record
+            )
+            if not record:
+                continue
             if not keep_scores:
-                record = {key: value for key, value in record.items() if not key.endswith(".scores")}
-            records.append(record)
+                block_record = {key: value for key, value in block_record.items() if not key.endswith(".scores")}
+            records.append(block_record)
         return (x if self.norm is None else self.norm(x)), records
 
     def _buffers_for(

@@ -23,7 +23,7 @@ from explorer.prediction import can_predict, last_logits, piece_name, piece_text
 from explorer.trace import StackTrace, Trace, run
 
 Progress = Callable[[float, str], None]  # (share done 0..1, what comes next)
-BATCH_BYTES = 256 * 2**20  # what one batch of ablated rows may hold (its records of every block run), about
+BATCH_BYTES = 256 * 2**20  # what one batch of ablated rows may hold at once while a block runs (_row_bytes)
 PREDICTION_COLUMNS = ["rank", "rank_after", "piece", "text", "probability_before", "probability_after", "change"]
 
 
@@ -84,7 +84,7 @@ def head_ablation_effects(
                 removed = torch.zeros(len(heads), L, H)  # [B, L, H]: row b removes head heads[b] of this layer
                 removed[torch.arange(len(heads)), layer, heads] = 1.0
                 x = stream.expand(len(heads), -1, -1)  # [B, T, D]
-                out, _ = first(x, allowed, ablation=HeadAblation(removed, mode), first_layer=layer)  # [B, T, D]
+                out, _ = first(x, allowed, ablation=HeadAblation(removed, mode), first_layer=layer, record=False)
                 if base.last is not base.first:
                     out = _decoder_output(model.decoder, base.last, out)
                 embeddings = _pooled(out.numpy(), real)  # [B, D]
@@ -157,23 +157,23 @@ def _decoder_output(decoder: Stack, stack: StackTrace, memory: torch.Tensor) -> 
     y = torch.from_numpy(stack.residual[0]).expand(B, -1, -1)  # [B, T, D]
     cross = torch.from_numpy(stack.cross_attention.allowed)  # [T, S]
     cross_allowed = None if bool(cross.all()) else cross[None]
-    out, _ = decoder(y, _allowed(stack), memory, cross_allowed)
+    out, _ = decoder(y, _allowed(stack), memory, cross_allowed, record=False)
     return out
 
 
 def _row_bytes(model: Transformer, base: Trace, layer: int) -> int:
-    """About what one batch row holds when blocks `layer`.. of the first stack (and an encoder-decoder's whole decoder)
-    run: each block keeps its records, chiefly scores and weights [H, T, S], the feed-forward hidden units [T, F] and
-    about ten [T, D] streams."""
+    """About what one batch row holds at once while the stacks run without records (Stack.forward's record=False):
+    one block's temporaries, about ten [T, D] streams, the feed-forward hidden units [T, F] and the query, key and
+    value heads; no [H, T, S] map, which the fused attention never makes. The largest block of the first stack and of
+    an encoder-decoder's decoder (whose keys are the source's S positions) decides."""
 
     def block(stack: Stack, T: int, S: int) -> int:
         spec = stack.spec
-        cross = 2 * spec.n_heads * T * S + 4 * T * spec.d_model if spec.cross_attention else 0
-        return 4 * (10 * T * spec.d_model + 2 * spec.n_heads * T * T + 2 * T * spec.d_ff + cross)
+        return 4 * (10 * T * spec.d_model + 2 * T * spec.d_ff + 3 * max(T, S) * spec.d_model)
 
-    first = model.encoder if model.encoder is not None else model.decoder
     S = len(base.first.tokens)
-    total = (len(first.layers) - layer) * block(first, S, S)
+    first = model.encoder if model.encoder is not None else model.decoder
+    sizes = [block(first, S, S)]
     if base.last is not base.first:
-        total += len(model.decoder.layers) * block(model.decoder, len(base.last.tokens), S)
-    return total
+        sizes.append(block(model.decoder, len(base.last.tokens), S))
+    return max(sizes)
