@@ -6,8 +6,8 @@ Time (median of --rounds, the steps interleaved in each round, after a warm-up r
    the first removed head's layer (Stack.forward(first_layer=...), the blocks below reused, no Trace built).
 2. SmolLM2, 32 pieces: the attribution board (explorer.head_logit_attribution on the run's trace) / one run, target
    <= 1.2x; and the logit lens (explorer.logit_lens, k=5), its extra time as a ratio to one run.
-3. MiniLM, 32 pieces: every head's ablation effect on the sentence embedding (explorer.head_ablation_effects, 72
-   heads in one batch per layer) / one run, printed as a ratio.
+3. MiniLM, 32 and 512 pieces: every head's ablation effect on the sentence embedding (explorer.head_ablation_effects,
+   72 heads in one batch per layer, attention without weights) / one run, printed as a ratio.
 
 Memory: each step in a fresh subprocess (which loads SmolLM2 and runs the trace first), measured as the peak resident
 set size during the step (VmHWM of /proc/self/status, reset through /proc/self/clear_refs just before it) minus the
@@ -39,6 +39,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -129,15 +130,19 @@ def time_tables(rounds: int) -> bool:
     row("logit lens, k=5, every layer and position (extra time)", m["lens"], m["lens"] / one, None)
 
     minilm = explorer.load_pretrained("minilm-l6")
-    text = text_of(minilm, PIECES)
-    T = len(explorer.run(minilm, text).tokens)
-    m = medians(
-        {"run": lambda: explorer.run(minilm, text), "board": lambda: explorer.head_ablation_effects(minilm, text)},
-        rounds,
-    )
-    print(f"\nMiniLM-L6, {T} pieces, median of {rounds} rounds")
-    row("one run (explorer.run)", m["run"], 1.0, None)
-    row("every head's ablation effect, 72 heads (head_ablation_effects)", m["board"], m["board"] / m["run"], None)
+    for pieces in (PIECES, LONG):  # the long text: the What heads do page's wait on a pasted paragraph
+        text = text_of(minilm, pieces)
+        T = len(explorer.run(minilm, text).tokens)
+        m = medians(
+            {
+                "run": partial(explorer.run, minilm, text),
+                "board": partial(explorer.head_ablation_effects, minilm, text),
+            },
+            rounds,
+        )
+        print(f"\nMiniLM-L6, {T} pieces, median of {rounds} rounds")
+        row("one run (explorer.run)", m["run"], 1.0, None)
+        row("every head's ablation effect, 72 heads (head_ablation_effects)", m["board"], m["board"] / m["run"], None)
     return ok
 
 
