@@ -28,7 +28,7 @@ from urllib.parse import urlencode
 
 # bench/ is on sys.path when a script here runs
 from bench_page_load import PAGES, SMALL, interleaved_loads
-from serve import CHROMIUM, CHROMIUM_ARGS, ROOT, serving
+from serve import APP, CHROMIUM, CHROMIUM_ARGS, ROOT, serving
 
 TIMEOUT_MS = 120_000
 WORKING_TREE = "."
@@ -68,7 +68,9 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         bases = {}
         for revision in args.revisions:
-            bases[revision] = stack.enter_context(serving(root=stack.enter_context(checked_out(revision))))
+            tree = stack.enter_context(checked_out(revision))
+            app = APP if (tree / APP).is_file() else "dashboard.py"  # a revision from before app.py
+            bases[revision] = stack.enter_context(serving(app, root=tree))
         links = {
             (revision, page): f"{base}/{PAGES[page]}?{args.query}" for revision, base in bases.items() for page in pages
         }

@@ -34,7 +34,7 @@ from urllib.parse import quote, urlencode
 
 # bench/ is on sys.path when a script here runs
 from sentences import words
-from serve import BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving_all, turns
+from serve import APP, BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving_all, turns
 
 TARGET = 3.0  # seconds from navigation to the fully drawn Compare page, warm
 EXPECTED_CHARTS = 4  # matrix-view boards: A | B maps, A - B map, ranking heatmap; Plotly: per-layer lines
@@ -150,7 +150,7 @@ def main() -> int:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     timeout_ms = int(args.timeout * 1000)
     with tempfile.TemporaryDirectory() as folder:
-        apps = {"compare": ("dashboard.py", f"/compare?{query}")}
+        apps = {"compare": (APP, f"/compare?{query}")}
         if args.baseline:
             baseline = Path(folder) / "baseline.py"
             baseline.write_text(BASELINE_APP)

@@ -41,7 +41,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 import websockets
-from serve import free_port, server_memory, start_server, wait_health
+from serve import APP, free_port, server_memory, start_server, wait_health
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
@@ -117,10 +117,11 @@ async def at_once(base: str, queries: list[str]) -> list[Session]:
 
 @contextlib.contextmanager
 def fresh_server() -> Iterator[tuple[str, Path]]:
-    """A fresh `streamlit run dashboard.py` (empty caches); yields its base URL and its log file."""
+    """A fresh `streamlit run app.py`, the dashboard as `make serve` serves it (empty caches); yields its base URL and
+    its log file."""
     port = free_port()
     with tempfile.NamedTemporaryFile(suffix=".log") as log:
-        server = start_server("dashboard.py", port, log)
+        server = start_server(APP, port, log)
         try:
             wait_health(port, server, log)
             yield f"http://127.0.0.1:{port}", Path(log.name)

@@ -1,4 +1,5 @@
-"""How long until a person sees a page drawn? Real Chromium against `streamlit run dashboard.py`.
+"""How long until a person sees a page drawn? Real Chromium against `streamlit run app.py` (dashboard.py as `make run`
+serves it; --app dashboard.py for Streamlit's own server).
 
 Starts the dashboard headless on a free port, then loads each page (--pages: Attention, Positional, Activations and
 Train by default) for the small configuration from its URL again and again, each time in a new browser context (no
@@ -38,6 +39,7 @@ from urllib.parse import urlencode
 # bench/ is on sys.path when a script here runs
 from sentences import words
 from serve import (
+    APP,
     BASELINE_PRELUDE,
     CHARTS_DRAWN,
     CHROMIUM,
@@ -267,7 +269,7 @@ def plotly_note(r: Loads, loads: int) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--app", default="dashboard.py")
+    ap.add_argument("--app", default=APP, help="the script streamlit runs (dashboard.py: without app.py's middleware)")
     ap.add_argument("--loads", type=int, default=5, help="warm loads of each kind after the cold one")
     ap.add_argument("--pages", default=",".join(PAGES), help=f"pages of the app to load, of {', '.join(PAGES)}")
     ap.add_argument("--query", default=urlencode(SMALL), help="query string with the configuration")

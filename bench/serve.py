@@ -114,22 +114,26 @@ def free_port() -> int:
 
 
 LAUNCHED = "launch.py"  # serving(LAUNCHED): the dashboard as `make run` and `make serve` start it, warm (launch.py)
+APP = "app.py"  # the dashboard as launch.py serves it (dashboard.py as an st.App, with its middleware), not warmed up
 
 
-def start_server(app: str, port: int, log, root: Path = ROOT) -> subprocess.Popen:
-    """The app, headless on 127.0.0.1:port, run in the folder `root` (another checkout of the project, say); its
-    output goes to the file `log` (a pipe nobody reads would fill). `app` LAUNCHED starts the dashboard through
-    launch.py (imports done and checkpoints loading before the first page)."""
+def start_server(app: str, port: int, log, root: Path = ROOT, options: tuple[str, ...] = ()) -> subprocess.Popen:
+    """The app, headless on 127.0.0.1:port, run in the folder `root` (another checkout of the project, say), with
+    more streamlit `options` ("--server.baseUrlPath=explorer", say); its output goes to the file `log` (a pipe nobody
+    reads would fill). `app` LAUNCHED starts the dashboard through launch.py (imports done and checkpoints loading
+    before the first page)."""
     env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     start = [sys.executable, LAUNCHED] if app == LAUNCHED else [sys.executable, "-m", "streamlit", "run", app]
     command = [
         *start, "--server.headless=true", f"--server.port={port}", "--server.address=127.0.0.1",
-        "--server.fileWatcherType=none",
+        "--server.fileWatcherType=none", *options,
     ]  # fmt: skip
     return subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60) -> None:
+def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60, base_path: str = "") -> None:
+    """Wait until the server on `port` answers its health check (under `base_path`, its server.baseUrlPath)."""
+    health = f"http://127.0.0.1:{port}/{base_path.strip('/') + '/' if base_path.strip('/') else ''}_stcore/health"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.poll() is not None:
@@ -137,7 +141,7 @@ def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60) -
             output = log.read().decode(errors="replace")
             raise RuntimeError(f"streamlit exited early with code {server.returncode}:\n{output}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as answer:
+            with urllib.request.urlopen(health, timeout=1) as answer:
                 if answer.read() == b"ok":
                     return
         except OSError:
@@ -146,14 +150,17 @@ def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60) -
 
 
 @contextlib.contextmanager
-def serving(app: str = "dashboard.py", root: Path = ROOT) -> Iterator[str]:
-    """`streamlit run app` in the folder `root` on a free port for the duration of the block: yields its base URL."""
+def serving(app: str = APP, root: Path = ROOT, base_path: str = "") -> Iterator[str]:
+    """`streamlit run app` in the folder `root` on a free port for the duration of the block, under `base_path` (its
+    server.baseUrlPath; "" for the root): yields its base URL (with the base path, without a final slash)."""
     port = free_port()
+    base_path = base_path.strip("/")
+    options = (f"--server.baseUrlPath={base_path}",) if base_path else ()
     with tempfile.TemporaryFile() as log:  # a file, not a pipe: a pipe nobody reads would block the server
-        server = start_server(app, port, log, root)
+        server = start_server(app, port, log, root, options)
         try:
-            wait_health(port, server, log)
-            yield f"http://127.0.0.1:{port}"
+            wait_health(port, server, log, base_path=base_path)
+            yield f"http://127.0.0.1:{port}" + (f"/{base_path}" if base_path else "")
         finally:
             server.terminate()
             try:

@@ -103,9 +103,10 @@ def smollm_model():
 
 @pytest.fixture(scope="session")
 def app_url() -> Iterator[str]:
-    """Base URL of `streamlit run dashboard.py`, one server per test session. Each browser test opens its own
-    context (a new Streamlit session); what they share is the server's caches, as thirty students do."""
-    with serving("dashboard.py") as url:
+    """Base URL of `streamlit run app.py` (dashboard.py as `make run` and `make serve` serve it), one server per test
+    session. Each browser test opens its own context (a new Streamlit session); what they share is the server's
+    caches, as thirty students do. tests/test_browser_page_base_url.py also opens `streamlit run dashboard.py`."""
+    with serving("app.py") as url:
         yield url
 
 
