@@ -28,9 +28,8 @@ def test_a_link_removes_heads_and_the_attention_page_removes_one_more(page, app_
     settled(page, wait_idle)
     main = page.locator("[data-testid='stMain']")
     assert main.get_by_text("Head L1H3 (output set to zero) removed").count() == 1
-    assert page.locator(".st-key-ablate").is_hidden()  # the bound text: the multiselect shows the heads instead
     sidebar = page.locator("[data-testid='stSidebar']")
-    assert sidebar.get_by_text("L1H3", exact=True).count() == 1  # the multiselect's chip
+    assert sidebar.get_by_role("textbox", name="Heads removed").input_value() == "L1H3"  # the URL's text, as typed
     titles = {tip_at(page, *centre)[""] for centre in sheet_centres(panels(page, "grid")[0]).values()}
     assert "L1 H3, removed: click to show it large above" in titles and "L0 H2: click to show it large above" in titles
 
@@ -43,4 +42,24 @@ def test_a_link_removes_heads_and_the_attention_page_removes_one_more(page, app_
     main.get_by_role("button", name="Put them all back").click()
     settled(page, wait_idle)
     assert removed_in_url(page.url) == [] and main.get_by_role("button", name="Remove this head").count() == 1
+    assert page.locator("[data-testid='stException']").count() == 0 and not page.errors, page.errors
+
+
+def test_the_list_in_the_sidebars_popover_removes_a_head_and_shows_the_typed_ones(page, app_url, wait_idle):
+    page.goto(f"{app_url}/?ablate=L1H3")
+    settled(page, wait_idle)
+    sidebar = page.locator("[data-testid='stSidebar']")
+    assert sidebar.locator("[data-testid='stMultiSelect']").count() == 0  # sent only when the popover opens
+    sidebar.get_by_role("button", name="Pick heads from a list").click()
+    picker = page.locator("[data-testid='stPopoverBody'] [data-testid='stMultiSelect']")
+    picker.wait_for(timeout=30_000)
+    assert picker.get_by_text("L1H3", exact=True).count() == 1  # the typed head, as a chip
+    picker.locator("input").fill("L0H2")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => new URL(location.href).searchParams.get('ablate') === 'L0H2,L1H3'", timeout=30_000)
+    page.keyboard.press("Escape")
+    settled(page, wait_idle)
+    assert sidebar.get_by_role("textbox", name="Heads removed").input_value() == "L0H2,L1H3"
+    main = page.locator("[data-testid='stMain']")
+    assert main.get_by_text("Heads L0H2, L1H3 (output set to zero) removed").count() == 1
     assert page.locator("[data-testid='stException']").count() == 0 and not page.errors, page.errors

@@ -22,6 +22,8 @@ from views.widgets import code_text
 
 ABLATE_KEY = "ablate"  # the URL's text of the heads every page removes
 ABLATE_WITH_KEY = "ablate_with"  # what their output becomes: zero or mean
+PICKER_BUTTON = "Pick heads from a list"
+PICKER_PLACEHOLDER = "none, or e.g. L0H1, L2H3"
 PICK_KEY = "_ablate_pick"  # the sidebar's multiselect (not bound: ABLATE_KEY holds the URL's text)
 NEXT_KEY = "_ablate_next"  # toggle_head's new text, written to ABLATE_KEY before the next run draws it
 MODE_WORDS = {"zero": "output set to zero", "mean": "output set to its mean over the positions"}
@@ -102,28 +104,25 @@ def heads_picker(
     n_heads: int,
     help_text: str,
 ) -> tuple[tuple[Head, ...], tuple[str, ...]]:
-    """A multiselect of the model's heads kept in step with the hidden text input `text_key`, bound to the URL
-    parameter of that name; (heads removed, what the text held that was left out)."""
+    """The heads as text (L1H3, L2H5), bound to the URL parameter `text_key`, and below it a popover with a
+    multiselect of the model's heads kept in step with it; (heads removed, what the text held that was left out).
+    The multiselect sits in a popover because Streamlit sends it to the browser only when the popover is opened:
+    on every page load it cost the Attention page about 4 %."""
     pick_key = f"_{text_key}_pick"
-    text = where.text_input(label, value="", key=text_key, bind="query-params", label_visibility="collapsed")
+    text = where.text_input(
+        label, value="", key=text_key, bind="query-params", placeholder=PICKER_PLACEHOLDER, help=help_text
+    )
     heads, ignored = read_heads(text, n_layers, n_heads)
     st.session_state[pick_key] = [head_name(h) for h in heads]  # before the multiselect exists: it shows the text
-    where.multiselect(
-        label,
+    where.popover(PICKER_BUTTON, icon=":material/checklist:", width="stretch").multiselect(
+        f"{label} (Lℓ Hh: layer ℓ, head h)",
         head_options(n_layers, n_heads),
         key=pick_key,
         on_change=_sync_text,
         args=(text_key, pick_key),
         placeholder="none",
-        help=help_text,
     )
     return heads, ignored
-
-
-def hide_text_inputs(*keys: str) -> None:
-    """Hide the bound text inputs that only carry a list of heads to the URL (the multiselect beside shows it)."""
-    rules = "".join(f".st-key-{key}{{display:none}}" for key in keys)
-    st.html(f"<style>{rules}</style>")
 
 
 def ablation_sidebar(shape: tuple[int, int] | None, notes_key: str) -> Removal:
@@ -133,7 +132,6 @@ def ablation_sidebar(shape: tuple[int, int] | None, notes_key: str) -> Removal:
     if NEXT_KEY in st.session_state:  # toggle_head's change, before the bound text is drawn
         st.session_state[ABLATE_KEY] = st.session_state.pop(NEXT_KEY)
     notes: dict = st.session_state.setdefault(notes_key, {})
-    hide_text_inputs(ABLATE_KEY)
     if shape is None:
         return Removal()
     sb = st.sidebar

@@ -18,7 +18,7 @@ from explorer.compare_text import identity_values
 from explorer.config import NORMS, CheckpointConfig, ConfigError, ModelConfig
 from explorer.norm_words import placement_help
 from explorer.pretrained import list_pretrained, pretrained_title
-from views.ablation_controls import MODE_HELP, Removal, heads_picker, hide_text_inputs, ignored_note
+from views.ablation_controls import MODE_HELP, Removal, heads_picker, ignored_note
 from views.caches import pretrained_model
 from views.fields import FIELD, field_control
 from views.query_params import b_url_value, screen_b_params, show_url_notes
@@ -122,7 +122,6 @@ def b_tokens_control(text_a: str) -> str:
 def b_heads_control(a: ModelConfig, removed_in_a: tuple) -> Removal:
     """The heads B removes from A's very model (its own list: b_ablate=L1H3,L2H5 in the URL), on top of any the
     sidebar removes from A, and what their output becomes (b_ablate_with)."""
-    hide_text_inputs(B_ABLATE)
     also = (
         f" The sidebar already removes {', '.join(map(head_name, removed_in_a))} from A and B." if removed_in_a else ""
     )
