@@ -14,14 +14,9 @@ place for a middleware, so app.py runs the dashboard as an st.App with this one.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 # First path segments of Streamlit's own routes: never a page.
 SERVER_ROUTES = ("_stcore", "static", "media", "component", "app", "auth", "oauth2callback")
