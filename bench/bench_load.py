@@ -41,7 +41,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 import websockets
-from serve import APP, free_port, server_memory, start_server, wait_health
+from serve import APP, base_url, free_port, server_memory, start_server, wait_health
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
@@ -124,7 +124,7 @@ def fresh_server() -> Iterator[tuple[str, Path]]:
         server = start_server(APP, port, log)
         try:
             wait_health(port, server, log)
-            yield f"http://127.0.0.1:{port}", Path(log.name)
+            yield base_url(port), Path(log.name)
         finally:
             server.terminate()
             try:

@@ -131,9 +131,15 @@ def start_server(app: str, port: int, log, root: Path = ROOT, options: tuple[str
     return subprocess.Popen(command, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
+def base_url(port: int, base_path: str = "") -> str:
+    """The app's URL on 127.0.0.1:port under `base_path` (its server.baseUrlPath), without a final slash."""
+    base_path = base_path.strip("/")
+    return f"http://127.0.0.1:{port}" + (f"/{base_path}" if base_path else "")
+
+
 def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60, base_path: str = "") -> None:
     """Wait until the server on `port` answers its health check (under `base_path`, its server.baseUrlPath)."""
-    health = f"http://127.0.0.1:{port}/{base_path.strip('/') + '/' if base_path.strip('/') else ''}_stcore/health"
+    health = f"{base_url(port, base_path)}/_stcore/health"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if server.poll() is not None:
@@ -154,13 +160,12 @@ def serving(app: str = APP, root: Path = ROOT, base_path: str = "") -> Iterator[
     """`streamlit run app` in the folder `root` on a free port for the duration of the block, under `base_path` (its
     server.baseUrlPath; "" for the root): yields its base URL (with the base path, without a final slash)."""
     port = free_port()
-    base_path = base_path.strip("/")
-    options = (f"--server.baseUrlPath={base_path}",) if base_path else ()
+    options = (f"--server.baseUrlPath={base_path}",) if base_path.strip("/") else ()
     with tempfile.TemporaryFile() as log:  # a file, not a pipe: a pipe nobody reads would block the server
         server = start_server(app, port, log, root, options)
         try:
             wait_health(port, server, log, base_path=base_path)
-            yield f"http://127.0.0.1:{port}" + (f"/{base_path}" if base_path else "")
+            yield base_url(port, base_path)
         finally:
             server.terminate()
             try:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.serve import free_port, wait_health
+from bench.serve import base_url, free_port, wait_health
 
 pytestmark = pytest.mark.browser
 
@@ -30,7 +30,7 @@ def make_serve() -> Iterator[str]:
         server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             wait_health(port, server, log, timeout=120)
-            yield f"http://127.0.0.1:{port}"
+            yield base_url(port)
         finally:
             os.killpg(server.pid, signal.SIGTERM)  # make and the streamlit it started
             server.wait(timeout=20)
