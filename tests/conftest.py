@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.serve import CHROMIUM, CHROMIUM_ARGS, serving
+from bench.serve import APP, CHROMIUM, CHROMIUM_ARGS, serving
 from explorer.trace import AttentionMaps
 
 # The GGUF weights cache (explorer.weights_cache) of the test runs: in the project's artifacts, not the user's home
@@ -106,7 +106,7 @@ def app_url() -> Iterator[str]:
     """Base URL of `streamlit run app.py` (dashboard.py as `make run` and `make serve` serve it), one server per test
     session. Each browser test opens its own context (a new Streamlit session); what they share is the server's
     caches, as thirty students do. tests/test_browser_page_base_url.py also opens `streamlit run dashboard.py`."""
-    with serving("app.py") as url:
+    with serving(APP) as url:
         yield url
 
 

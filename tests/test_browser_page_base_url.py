@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from bench.serve import serving
+from bench.serve import APP, serving
 
 pytestmark = pytest.mark.browser
 
@@ -38,7 +38,7 @@ def test_a_page_link_connects_at_the_root_without_probing_its_own_path(page, app
 
 
 def test_under_a_base_path_pages_connect_under_it(page, wait_idle):
-    with serving("app.py", base_path="explorer") as base:
+    with serving(APP, base_path="explorer") as base:
         assert urlsplit(base).path == "/explorer"
         asked = open_recording(page, f"{base}/positional{QUERY}", wait_idle)
         assert page.get_by_role("heading", name="Positional encodings").is_visible()

@@ -24,7 +24,6 @@ ABLATE_KEY = "ablate"  # the URL's text of the heads every page removes
 ABLATE_WITH_KEY = "ablate_with"  # what their output becomes: zero or mean
 PICKER_BUTTON = "Pick heads from a list"
 PICKER_PLACEHOLDER = "none, or e.g. L0H1, L2H3"
-PICK_KEY = "_ablate_pick"  # the sidebar's multiselect (not bound: ABLATE_KEY holds the URL's text)
 NEXT_KEY = "_ablate_next"  # toggle_head's new text, written to ABLATE_KEY before the next run draws it
 MODE_WORDS = {"zero": "output set to zero", "mean": "output set to its mean over the positions"}
 MODE_HELP = (
