@@ -22,7 +22,14 @@ from explorer.config import FIELDS, PAD_TOKEN, CheckpointConfig, ConfigError, Mo
 from explorer.limits import MAX_PIECES, check_app_size
 from explorer.pretrained import pretrained_title
 from views.ablation_controls import Removal, ablation_sidebar, removal_banner
-from views.caches import NO_REMOVAL, cached_checkpoint_run, cached_model, cached_run, pretrained_model
+from views.caches import (
+    NO_REMOVAL,
+    cached_checkpoint_run,
+    cached_model,
+    cached_run,
+    installed_checkpoints,
+    pretrained_model,
+)
 from views.ended_sessions import release_ended_sessions
 from views.fields import FIELD, MODEL_FIELDS, field_control
 from views.malloc import give_back
@@ -56,7 +63,7 @@ FIXED_FIELDS = [f for f in MODEL_FIELDS if f.name != "seed"]  # what a checkpoin
 
 
 def model_options() -> list[str]:
-    return [CONFIGURED, *explorer.list_pretrained()]
+    return [CONFIGURED, *installed_checkpoints()]
 
 
 def sidebar() -> dict[str, Any]:

@@ -17,9 +17,9 @@ from explorer.compare import B_FIELDS, B_PREFIX, CONFIGURATION, INPUT, default_b
 from explorer.compare_text import identity_values
 from explorer.config import NORMS, CheckpointConfig, ConfigError, ModelConfig
 from explorer.norm_words import placement_help
-from explorer.pretrained import list_pretrained, pretrained_title
+from explorer.pretrained import pretrained_title
 from views.ablation_controls import MODE_HELP, Removal, heads_picker, ignored_note
-from views.caches import pretrained_model
+from views.caches import installed_checkpoints, pretrained_model
 from views.fields import FIELD, field_control
 from views.query_params import b_url_value, screen_b_params, show_url_notes
 
@@ -88,7 +88,7 @@ def checkpoint_b_control(a: CheckpointConfig) -> CheckpointConfig:
     another checkpoint."""
     usual = default_b(a).norm
     flips = {FLIPPED.format(norm=norm): norm for norm in (usual, *NORMS) if norm != a.norm}
-    others = [name for name in list_pretrained() if name != a.checkpoint]
+    others = [name for name in installed_checkpoints() if name != a.checkpoint]
     choice = st.radio(
         "B is",
         [*flips, *others],
