@@ -126,16 +126,16 @@ def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
     along with the reordered tokens; and the map of a run on the reordered tokens. The last two agree when order
     is invisible. One weight scale, 0 to 1, so only the last map draws its legend; masked cells are grey."""
     typed, shuffled = token_labels(demo.tokens), token_labels(demo.shuffled)
-    maps = (  # every map has a subtitle, so the three line up
-        ("perm_typed", demo.attention, demo.allowed, typed, "① typed order", "a run on the typed tokens"),
-        ("perm_moved", demo.permuted_attention, demo.permuted_allowed, shuffled, "② map ①, moved",
+    maps = (  # every map has a subtitle, so the three line up; each [T, T]
+        ("perm_typed", demo.attention[layer, head], demo.allowed, typed, "① typed order", "a run on the typed tokens"),
+        ("perm_moved", demo.permuted_map(layer, head), demo.permuted_allowed, shuffled, "② map ①, moved",
          "rows and columns follow the tokens"),
-        ("perm_rerun", demo.shuffled_attention, demo.shuffled_allowed, shuffled, "③ reordered run",
+        ("perm_rerun", demo.shuffled_attention[layer, head], demo.shuffled_allowed, shuffled, "③ reordered run",
          "a run on the reordered tokens"),
     )  # fmt: skip
     panels = [
         matrix_panel(
-            weights[layer, head].astype(np.float32),  # [T, T]
+            weights.astype(np.float32),  # [T, T]
             allowed,
             WEIGHTS,
             name=name,
@@ -156,7 +156,7 @@ def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
 
 def permutation_verdict(demo: PermutationDemo, layer: int, head: int) -> str:
     """What the three maps of permutation_figure show, in one sentence."""
-    difference = float(np.abs(demo.permuted_attention[layer, head] - demo.shuffled_attention[layer, head]).max())
+    difference = float(np.abs(demo.permuted_map(layer, head) - demo.shuffled_attention[layer, head]).max())
     same = "② and ③ agree" if difference < 1e-5 else "② and ③ differ"
     return (
         f"Layer {layer}, head {head}: does reordering the tokens only move the map? {same}: largest |② − ③| in "

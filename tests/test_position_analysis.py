@@ -54,6 +54,22 @@ def test_with_positions_reordering_changes_the_attention(positional):
     assert permutation_demo(explorer.ModelConfig(positional=positional), "I love AI").max_difference > 1e-3
 
 
+def test_the_typed_run_a_caller_has_gives_the_demo_its_own_run_would():
+    cfg = explorer.ModelConfig(positional="rope", mask="causal", n_layers=3)
+    model = explorer.build_model(cfg)
+    text = "the cat sat on the mat"
+    order = [5, 0, 4, 1, 3, 2]
+    typed = explorer.run(model, text, keep_scores=False).first.self_attention
+    given, ran = permutation_demo(model, text, order, typed=typed), permutation_demo(model, text, order)
+    np.testing.assert_array_equal(given.attention, ran.attention)
+    np.testing.assert_array_equal(given.shuffled_attention, ran.shuffled_attention)
+    assert given.max_difference == ran.max_difference > 1e-3
+    for layer, head in [(0, 0), (2, 3)]:  # one head's moved map is that head of every head's moved maps
+        np.testing.assert_array_equal(given.permuted_map(layer, head), ran.permuted_attention[layer, head])
+    with pytest.raises(explorer.ConfigError, match="other tokens"):
+        permutation_demo(model, "the dog sat on the mat", order, typed=typed)
+
+
 def test_ranges_are_explained():
     with pytest.raises(explorer.ConfigError, match="Max position 10,000,000 is out of range"):
         check_range(10**7, [0], 64)

@@ -29,7 +29,13 @@ from explorer.ablation import Head
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.placements import PlacementRun, placement_run
-from explorer.analysis.position_analysis import encoding_table, permutation_demo, repeated_token_scores, similarity
+from explorer.analysis.position_analysis import (
+    PermutationDemo,
+    encoding_table,
+    permutation_demo,
+    repeated_token_scores,
+    similarity,
+)
 from explorer.anatomy import parameter_counts
 from explorer.build import build_model
 from explorer.compare import (
@@ -45,7 +51,7 @@ from explorer.limits import trace_bytes
 from explorer.model import Transformer
 from explorer.positional import sinusoidal
 from explorer.pretrained import INSTALLED, load_pretrained
-from explorer.trace import Trace
+from explorer.trace import AttentionMaps, Trace
 from pictures.positional_charts import every_nth
 from views.malloc import give_back
 from views.shared_cache import shared
@@ -56,12 +62,14 @@ Result = TypeVar("Result")
 LOG = get_logger(__name__)  # "building model" lines: bench/bench_load.py counts them
 
 
-def from_model(cached: Callable[..., Result], *args: object) -> Result:
-    """cached(*args, _model=the session's model). A trained model's results skip the cache: they would be
-    stored under a config that a random model of the same shape shares, and belong to this session only."""
+def from_model(cached: Callable[..., Result], *args: object, **unkeyed: object) -> Result:
+    """cached(*args, _model=the session's model, **unkeyed): `unkeyed` are more arguments named with a leading
+    underscore, which the cache key leaves out (the other arguments decide them). A trained model's results skip the
+    cache: they would be stored under a config that a random model of the same shape shares, and belong to this
+    session only."""
     if current_source().shared:
-        return cached(*args, _model=session_model())
-    return cached.__wrapped__(*args, _model=session_model())
+        return cached(*args, _model=session_model(), **unkeyed)
+    return cached.__wrapped__(*args, _model=session_model(), **unkeyed)
 
 
 # --- Models: each config names one model, built or loaded once per server.
@@ -280,11 +288,18 @@ def cached_similarity(
     return positions, similarity(table[positions], metric)
 
 
-@st.cache_data(max_entries=16, show_spinner="Running the model on the reordered tokens…")
+@shared("Running the model on the reordered tokens…")  # two [L, H, T, T] maps: 566 MB for SmolLM2 on 512 pieces
 def cached_permutation(
-    cfg: ModelConfig, tokens: tuple[str, ...], order: tuple[int, ...], target: tuple | None, _model: Transformer
-):
-    return permutation_demo(_model, list(tokens), list(order), None if target is None else list(target))
+    cfg: ModelConfig,
+    tokens: tuple[str, ...],
+    order: tuple[int, ...],
+    target: tuple | None,
+    _model: Transformer,
+    _typed: AttentionMaps | None = None,
+) -> PermutationDemo:
+    """permutation_demo of the tokens in `order`; `_typed`: the page's own maps of the tokens in their typed order
+    (its trace with every head), so that only the reordered tokens are run."""
+    return permutation_demo(_model, list(tokens), list(order), None if target is None else list(target), _typed)
 
 
 @st.cache_data(max_entries=16, show_spinner="Running the model on a repeated token…")

@@ -49,7 +49,7 @@ from views.caches import cached_permutation, cached_repeated_scores, cached_simi
 from views.lazy_sections import lazy_section
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, warn_junk_url
-from views.state import session_model, sidebar_run, trained_label
+from views.state import app_state, session_model, sidebar_run, trained_label
 from views.widgets import (
     clamp_view,
     csv_button,
@@ -345,7 +345,11 @@ def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...]
         st.info("Type at least two tokens to reorder them.")
         return
     order = reorder(len(tokens), how, cfg.seed)
-    demo = from_model(cached_permutation, cfg, tuple(tokens), tuple(order), target)
+    # The page's own run, when it has every head: then only the reordered tokens are run here. With heads removed
+    # the demo runs the typed tokens itself (its model has every head), rather than holding a second trace.
+    state = app_state()
+    typed_maps = state.trace.first.self_attention if state.base_run is None and state.trace is not None else None
+    demo = from_model(cached_permutation, cfg, tuple(tokens), tuple(order), target, _typed=typed_maps)
     st.markdown(
         f"Typed: `{' '.join(tokens)[:200].replace('`', '')}`  →  reordered: "
         f"`{' '.join(demo.shuffled)[:200].replace('`', '')}`"
