@@ -36,10 +36,15 @@ class Inputs:
     memory_allowed: torch.Tensor | None  # [T_target, T_source] cross-attention mask
 
     def forward(
-        self, model: Transformer, train: bool = False, ablation: HeadAblation | None = None, keep_scores: bool = True
+        self,
+        model: Transformer,
+        train: bool = False,
+        ablation: HeadAblation | None = None,
+        keep_scores: bool = True,
+        record: bool = True,
     ) -> tuple[StackRun, ...]:
         """The model's forward on a batch of one (`ablation` removes heads of the first stack; without `keep_scores`
-        the records keep no pre-softmax scores)."""
+        the records keep no pre-softmax scores; without `record` there are none: Transformer.forward)."""
         if self.target is None:
             return model(
                 self.source.x.unsqueeze(0),
@@ -47,6 +52,7 @@ class Inputs:
                 train=train,
                 ablation=ablation,
                 keep_scores=keep_scores,
+                record=record,
             )
         return model(
             self.source.x.unsqueeze(0),
@@ -57,6 +63,7 @@ class Inputs:
             train=train,
             ablation=ablation,
             keep_scores=keep_scores,
+            record=record,
         )
 
 

@@ -1,11 +1,15 @@
 """Gradient norms: one per parameter tensor, finite, true to finite differences, and the model left untouched."""
 
+import unittest.mock
+
 import numpy as np
 import pytest
 import torch
 
 import explorer
+import explorer.model
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals, objective
+from explorer.inputs import prepare_inputs
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
 
@@ -59,3 +63,57 @@ def test_gradients_need_tokens_that_are_not_padding():
         gradient_norms(encoder_decoder, "the cat sat on the mat", "x")
     with pytest.raises(explorer.ConfigError, match="typed tokens"):
         gradient_norms(model, torch.randn(3, 64))
+
+
+def saved_activation_bytes(model: explorer.Transformer, tokens: list[str]) -> int:
+    """Bytes of the tensors the objective's forward keeps for the backward pass, the model's parameters left out."""
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    kept: dict[int, int] = {}
+
+    def pack(tensor: torch.Tensor) -> torch.Tensor:
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in parameters:
+            kept[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    with torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        objective(model, tokens)
+    return sum(kept.values())
+
+
+def test_the_backward_pass_keeps_each_blocks_input_and_runs_the_block_again():
+    cfg = explorer.ModelConfig(d_model=64, n_heads=4, n_layers=6, d_ff=256, mask="causal")
+    model = explorer.build_model(cfg)
+    tokens = (TOKENS * 11)[:64]
+    stream = 64 * 64 * 4  # bytes of one [T, D] float32 block input
+    # Six block inputs, the last stack's output and its read-out's few [T, D]-sized tensors: a dozen streams at most,
+    # where keeping every block's activations (attention maps [H, T, T] = 4 streams each, the [T, d_ff] hidden
+    # units, the norms' inputs) is several dozen
+    assert saved_activation_bytes(model, tokens) <= 12 * stream
+    recomputed = gradient_norms(model, tokens)
+    with unittest.mock.patch.object(explorer.model, "checkpoint", lambda block, *args, use_reentrant: block(*args)):
+        kept = gradient_norms(model, tokens)
+    np.testing.assert_array_equal(recomputed["norm"], kept["norm"])  # the same arithmetic, run twice
+
+
+def test_padding_that_leaves_a_query_no_key_gives_finite_gradients():
+    model = explorer.build_model(
+        explorer.ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, mask="causal+padding")
+    )
+    tokens = ["[PAD]", "the", "cat", "sat"]
+    assert not prepare_inputs(model, tokens).source.allowed[0].any()  # the first query may attend to no key
+    norms = gradient_norms(model, tokens)  # through torch's fused attention, whose backward must not turn it to NaN
+    assert np.isfinite(norms["norm"]).all() and (norms["norm"] > 0).any()
+
+
+def test_once_the_norms_are_taken_the_model_trains_as_before():
+    """The norms are taken by hooks on the parameters, which hand the backward pass a stand-in: once gone, a plain
+    backward pass fills .grad with the very gradients whose norms were reported."""
+    model = explorer.build_model(explorer.ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, norm="pre"))
+    norms = gradient_norms(model, TOKENS)
+    with torch.enable_grad():
+        objective(model, TOKENS).backward()
+    names = [name for name, _ in model.named_parameters()]
+    assert all(p.grad is not None for p in model.parameters())
+    plain = [float(p.grad.norm()) for p in model.parameters()]
+    assert norms["norm"].tolist() == pytest.approx(plain, rel=1e-6, abs=0), names
