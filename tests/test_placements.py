@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import tracemalloc
 
 import numpy as np
 import pytest
 import torch
 
 import explorer
+from explorer.analysis.placements import rms_over_depth
 from explorer.build import build_model
 from explorer.compare import model_for_b
 from explorer.config import NORMS, ConfigError, ModelConfig, parse_config
@@ -130,3 +132,18 @@ def test_an_unknown_placement_in_a_url_or_json_gets_a_sentence_listing_the_four(
     message = str(caught.value)
     assert all(f'"{name}"' in message for name in NORMS)
     assert "Norm(x + f(x))" in message and "Norm(f(x))" in message
+
+
+def test_residual_rms_over_depth_is_the_whole_streams_rms_taken_a_layer_at_a_time():
+    stack = explorer.run(ModelConfig(n_layers=4, d_model=64, d_ff=128), " ".join(["the cat sat on the mat"] * 16)).first
+    stream = stack.residual.astype(np.float64)  # [L + 1, T, D]
+    np.testing.assert_array_equal(rms_over_depth(stack), np.sqrt((stream**2).mean(axis=(1, 2))))
+    tracemalloc.start()
+    try:
+        rms_over_depth(stack)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # One layer's stream squared in float64 (a fifth of the stream: 5 positions of depth) is held at a time; the
+    # whole-stream version held two float64 copies of all of it
+    assert peak < stream.nbytes / 2, f"{peak:,} bytes at the peak for a {stream.nbytes:,}-byte stream"
