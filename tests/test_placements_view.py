@@ -5,6 +5,7 @@ fails), the figure's panels and lines, the CSV, and the flip story's words for e
 from __future__ import annotations
 
 import itertools
+import weakref
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 import explorer
+from explorer.analysis import placements
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.placements import (
     COLUMNS,
@@ -194,6 +196,31 @@ def test_progress_is_told_before_each_placement_and_at_the_end(encoder):
     placement_run(model, TEXT, progress=lambda share, what: told.append((share, what)))
     assert [share for share, _ in told] == [0.0, 0.25, 0.5, 0.75, 1.0]
     assert all(f"{p}-norm" in what for p, (_, what) in zip(NORMS, told, strict=False))
+
+
+def test_one_placements_trace_at_a_time_and_none_during_a_backward_pass(encoder, monkeypatch):
+    """Each placement's trace is gone before the next placement starts, and before a backward pass runs: for SmolLM2
+    on 512 pieces a trace is 0.6 GB and a backward pass 0.8 GB, and the page already holds A's and B's traces."""
+    model, _ = encoder
+    made: list[weakref.ref] = []
+    alive_at_backward: list[int] = []
+    original_run, original_norms = placements.run, placements.gradient_norms
+
+    def run(*args, **kwargs):
+        trace = original_run(*args, **kwargs)
+        assert kwargs.get("keep_scores") is False  # the table needs no pre-softmax scores
+        made.extend(weakref.ref(part) for part in (trace, *trace.stacks))  # a stack alone holds its arrays
+        return trace
+
+    def norms(*args, **kwargs):
+        alive_at_backward.append(sum(ref() is not None for ref in made))
+        return original_norms(*args, **kwargs)
+
+    alive_at_step = []
+    monkeypatch.setattr(placements, "run", run)
+    monkeypatch.setattr(placements, "gradient_norms", norms)
+    placement_run(model, TEXT, progress=lambda *_: alive_at_step.append(sum(ref() is not None for ref in made)))
+    assert len(made) == 2 * len(NORMS) and alive_at_backward == [0] * len(NORMS) and alive_at_step == [0] * 5
 
 
 def test_the_csv_reads_back_as_the_table(encoder):
