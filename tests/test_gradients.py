@@ -1,5 +1,6 @@
 """Gradient norms: one per parameter tensor, finite, true to finite differences, and the model left untouched."""
 
+import threading
 import unittest.mock
 
 import numpy as np
@@ -117,3 +118,16 @@ def test_once_the_norms_are_taken_the_model_trains_as_before():
     assert all(p.grad is not None for p in model.parameters())
     plain = [float(p.grad.norm()) for p in model.parameters()]
     assert norms["norm"].tolist() == pytest.approx(plain, rel=1e-6, abs=0), names
+
+
+def test_norms_taken_in_another_thread_are_the_same():
+    """The app takes gradient norms in a script thread, not the main one: the hooks keep what that thread's backward
+    pass hands them (a CPU backward pass runs in the thread that asks for it)."""
+    model = explorer.build_model(explorer.ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64))
+    here = gradient_norms(model, TOKENS)
+    there: list = []
+    worker = threading.Thread(target=lambda: there.append(gradient_norms(model, TOKENS)))
+    worker.start()
+    worker.join()
+    assert (here["norm"] > 0).all()
+    np.testing.assert_array_equal(there[0]["norm"], here["norm"])
