@@ -148,8 +148,8 @@ def permutation_demo(
     # Each layer's maps with rows and columns moved with their tokens, against the shuffled run's: a layer at a time,
     # since a moved copy of every map is 283 MB for SmolLM2 on 512 pieces
     difference = max(
-        float(np.abs(typed[:, order][:, :, order] - moved).max())  # [H, T, T]
-        for typed, moved in zip(attention, shuffled_attention, strict=True)
+        float(np.abs(maps[:, order][:, :, order] - shuffled_maps).max())  # [H, T, T]
+        for maps, shuffled_maps in zip(attention, shuffled_attention, strict=True)
     )
     return PermutationDemo(
         tokens, shuffled, order, attention, shuffled_attention, difference, allowed, shuffled_allowed
