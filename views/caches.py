@@ -78,8 +78,7 @@ def from_model(cached: Callable[..., Result], *args: object, **unkeyed: object) 
 @functools.cache
 def installed_checkpoints() -> tuple[str, ...]:
     """explorer.list_pretrained(), asked once per server: it looks for each checkpoint's package along sys.path, 40
-    file checks that took 18 ms of every page load on the 2-core VM. A package installed while the server runs is
-    offered after a restart."""
+    file checks on every page load. A package installed while the server runs is offered after a restart."""
     return tuple(explorer.list_pretrained())
 
 
