@@ -1,0 +1,129 @@
+"""The Positional encodings page's two demonstrations below its first screen, each drawn in its own section: one
+head's scores when a token fills every position (does a score depend on the offset alone?), and a reordering of the
+typed tokens (does the model see order, or do its maps only move?)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from explorer.analysis.position_analysis import REORDERINGS, offset_scores, reorder
+from explorer.config import ModelConfig
+from explorer.numbers import readable
+from pictures.position_demo_charts import (
+    offset_profile_figure,
+    offset_scores_panel,
+    offset_verdict,
+    permutation_figure,
+    permutation_verdict,
+)
+from views.caches import cached_permutation, cached_repeated_scores, from_model
+from views.matrix_view import show_board
+from views.state import app_state, trained_label
+from views.widgets import clamp_view, plotly_chart
+
+OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
+
+
+def layer_head(cfg: ModelConfig, prefix: str) -> tuple[int, int]:
+    left, right, _ = st.columns([1, 1, 2])
+    layers, heads = list(range(cfg.n_layers)), list(range(cfg.n_heads))
+    clamp_view(f"{prefix}_layer", layers, "layer")
+    clamp_view(f"{prefix}_head", heads, "head")
+    layer = left.selectbox("Layer", layers, key=f"{prefix}_layer", bind="query-params")
+    head = right.selectbox("Head", heads, key=f"{prefix}_head", bind="query-params")
+    return int(layer), int(head)
+
+
+def offset_demo(cfg: ModelConfig, typed: tuple[str, ...]) -> None:
+    """The scores of one head when the same token fills every position (the first `typed` token that is not
+    padding): only position can make them differ."""
+    token = next((t for t in typed if t != "[PAD]"), "a")
+    layer, head = layer_head(cfg, "pos_offset")
+    n = min(OFFSET_POSITIONS, cfg.max_tokens)
+    result = offset_scores(cfg, token, n, layer, head, scores=from_model(cached_repeated_scores, cfg, token, n))
+    st.markdown(f"**{offset_verdict(result, cfg.positional)}**")
+    left, right = st.columns(2)
+    with left:
+        show_board(offset_scores_panel(result), key="pos_offset_scores")
+    with right:
+        plotly_chart(offset_profile_figure(result), "pos_offset_profile")
+    explanation = {
+        "rope": "With rope every diagonal (a fixed offset between query and key) holds one value, up to float32 "
+        "rounding: shifting both tokens by the same number of positions leaves their score alone.",
+        "sinusoidal": "With added sinusoids the score mixes content and absolute position (q·k expands into "
+        "token·token, token·position and position·position terms), so the diagonals are not constant.",
+        "learned": f"With learned (here: {'random' if trained_label() is None else 'trained'}) rows added, the score "
+        "depends on the exact positions of both tokens, so the diagonals are not constant.",
+        "none": "Without positions every query and key is the same vector: all scores are equal, whatever the offset.",
+    }[cfg.positional]
+    st.caption(
+        f"The typed token `{token.replace('`', '')[:30]}` repeated {n} times, so the content is identical. "
+        + explanation
+    )
+
+
+def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...] | None) -> None:
+    """Run the `typed` tokens (with an encoder-decoder's `target`) and a reordering of them: with no position
+    anywhere, the maps only move."""
+    tokens = list(typed)
+    how = st.radio(
+        "Reordering",
+        REORDERINGS,
+        key="pos_order",
+        bind="query-params",
+        horizontal=True,
+        help="shuffled uses the sidebar's seed.",
+    )
+    if len(tokens) < 2:
+        st.info("Type at least two tokens to reorder them.")
+        return
+    order = reorder(len(tokens), how, cfg.seed)
+    # The page's own run, when it has every head: then only the reordered tokens are run here. With heads removed
+    # the demo runs the typed tokens itself (its model has every head), rather than holding a second trace.
+    state = app_state()
+    typed_maps = state.trace.first.self_attention if state.base_run is None and state.trace is not None else None
+    demo = from_model(cached_permutation, cfg, tuple(tokens), tuple(order), target, _typed=typed_maps)
+    st.markdown(
+        f"Typed: `{' '.join(tokens)[:200].replace('`', '')}`  →  reordered: "
+        f"`{' '.join(demo.shuffled)[:200].replace('`', '')}`"
+        + (" (the encoder's input; the decoder keeps its target)" if target else "")
+    )
+    layer, head = layer_head(cfg, "pos_perm")
+    st.markdown(f"**{permutation_verdict(demo, layer, head)}**")
+    show_board(permutation_figure(demo, layer, head), key="pos_permutation")
+    causal = cfg.arch == "decoder" or "causal" in cfg.mask
+    metric_col, text_col = st.columns([1.2, 3])
+    metric_col.metric(
+        "Largest |② − ③|, all heads",
+        readable(demo.max_difference),
+        help="The maximum absolute difference between the map of the reordered run (③) and the original map "
+        "moved along with its tokens (②), over every layer, head, query and key.",
+    )
+    if demo.order_invisible:
+        text_col.success(
+            f"**Reordering only moved the maps.** The difference is 0 up to float32 rounding "
+            f"({readable(demo.max_difference, 2)}: the same numbers summed in another order; float32 resolves "
+            "about 10⁻⁷ "
+            "near 1). Mathematically it is exactly 0: with no positional encoding and no causal mask, attention "
+            "sees a set of tokens, not a sequence. Each token's output is the same, wherever it stands.",
+            icon=":material/check_circle:",
+        )
+    else:
+        reasons = []
+        if cfg.positional != "none":
+            reasons.append(
+                f"the {cfg.positional} encoding gives each token a position"
+                + (" (rotating queries and keys)" if cfg.positional == "rope" else " (added to its embedding)")
+            )
+        if causal:
+            reasons.append(
+                "a causal mask also carries position: token i may only look at tokens 0 to i, so moving a token "
+                "changes which tokens it and the others can see"
+                + (" (a decoder is always causal)" if cfg.arch == "decoder" else "")
+            )
+        text_col.warning(
+            f"**Order is visible to the model:** {'; and '.join(reasons)}. The reordered run is not just the "
+            "original map moved. Set the positional encoding to none (and the mask to none or padding, with an "
+            "encoder) to see the maps only move.",
+            icon=":material/swap_horiz:",
+        )
