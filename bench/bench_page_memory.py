@@ -47,9 +47,11 @@ CASES = {  # name: (page, URL parameters beyond the model and the text, what a u
 }
 
 
-def _ours(filename: str) -> bool:
-    """A file of the project's own (not of its virtual environment)."""
-    return filename.startswith(str(ROOT)) and f"{os.sep}.venv{os.sep}" not in filename
+def _page_code(filename: str) -> bool:
+    """A file of the project's app or engine: not of its virtual environment, and not this bench (whose main thread
+    waits in AppTest while the page's script runs in a thread of its own)."""
+    inside = filename.startswith(str(ROOT)) and not filename.startswith(str(ROOT / "bench"))
+    return inside and f"{os.sep}.venv{os.sep}" not in filename
 
 
 def resident_mb() -> float:
@@ -58,7 +60,7 @@ def resident_mb() -> float:
 
 class PeakWatcher:
     """Samples this process's resident memory every 2 ms; at each new high, where the page's script is (its frames
-    in the project's own files)."""
+    in the app's and engine's files)."""
 
     def __init__(self) -> None:
         self.peak, self.where, self.running = 0.0, [], True
@@ -76,7 +78,7 @@ class PeakWatcher:
     @staticmethod
     def _script_frames(me: int) -> list[str]:
         for thread, frame in sys._current_frames().items():
-            frames = [f for f in traceback.extract_stack(frame) if _ours(f.filename)]
+            frames = [f for f in traceback.extract_stack(frame) if _page_code(f.filename)]
             if thread != me and frames:
                 return [f"{Path(f.filename).relative_to(ROOT)}:{f.lineno} {f.name}" for f in frames]
         return []
@@ -88,7 +90,6 @@ class PeakWatcher:
 
 def one_case(page: str, query: str, model: str, pieces: int) -> dict:
     """Run the case in this process: its peak and resident memory in MB, and where the script was at the peak."""
-    sys.path.insert(0, str(ROOT))
     from streamlit.testing.v1 import AppTest
 
     text = text_of(tokenizers()[model], pieces)
@@ -100,7 +101,7 @@ def one_case(page: str, query: str, model: str, pieces: int) -> dict:
         app.switch_page(page).run()
     watcher.stop()
     problems = [e.value[:300] for e in app.exception]
-    where = next((line for line in reversed(watcher.where) if not line.startswith("bench/")), "")
+    where = watcher.where[-1] if watcher.where else ""
     return {"peak": status_kb("VmHWM") / 1024, "resident": resident_mb(), "where": where, "problems": problems}
 
 
@@ -124,7 +125,7 @@ def main() -> int:
     met = True
     for name in cases:
         command = [sys.executable, __file__, "--one", name, "--model", args.model, "--pieces", str(args.pieces)]
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=dict(os.environ), check=False)
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode != 0 or not lines:
             print(f"| {name} | failed: {done.stderr.strip().splitlines()[-1:]} | | | NO | | |")
