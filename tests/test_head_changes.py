@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import dataclasses
-import tracemalloc
 
 import numpy as np
 
@@ -13,6 +12,7 @@ import explorer
 from bench.sentences import words
 from explorer.config import ModelConfig
 from explorer.heads_text import head_changes
+from tests.traced import TracedPeak
 
 CAUSAL = ModelConfig(n_layers=4, n_heads=4, d_model=64, d_ff=128, mask="causal")
 
@@ -46,12 +46,8 @@ def test_no_allowed_cell_means_no_change():
 def test_the_change_is_computed_without_a_float64_copy_of_every_map():
     before, after = maps_before_and_after(words(96), "L0H1")
     every_map_in_float64 = before.weights.size * 8  # bytes: what the whole-array version copied three times over
-    tracemalloc.start()
-    try:
+    with TracedPeak() as traced:
         head_changes(before, after)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
     # A layer at a time holds one layer's maps in float64 (a quarter of them: 4 layers), two while the next layer's
     # difference replaces the last one's: half, where the whole-array version held 2.5 times all of them
-    assert peak < every_map_in_float64 * 0.75, f"{peak:,} bytes at the peak for {every_map_in_float64:,} of maps"
+    assert traced.peak < every_map_in_float64 * 0.75, f"{traced.peak:,} bytes at peak, {every_map_in_float64:,} of maps"

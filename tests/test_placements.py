@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from explorer.build import build_model
 from explorer.compare import model_for_b
 from explorer.config import NORMS, ConfigError, ModelConfig, parse_config
 from tests.tiny_checkpoints import perturbed_norms
+from tests.traced import TracedPeak
 
 SOURCE, TARGET = "the cat sat on the mat", "le chat dort"
 
@@ -138,12 +138,8 @@ def test_residual_rms_over_depth_is_the_whole_streams_rms_taken_a_layer_at_a_tim
     stack = explorer.run(ModelConfig(n_layers=4, d_model=64, d_ff=128), " ".join(["the cat sat on the mat"] * 16)).first
     stream = stack.residual.astype(np.float64)  # [L + 1, T, D]
     np.testing.assert_array_equal(rms_over_depth(stack), np.sqrt((stream**2).mean(axis=(1, 2))))
-    tracemalloc.start()
-    try:
+    with TracedPeak() as traced:
         rms_over_depth(stack)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
     # One layer's stream squared in float64 (a fifth of the stream: 5 positions of depth) is held at a time; the
     # whole-stream version held two float64 copies of all of it
-    assert peak < stream.nbytes / 2, f"{peak:,} bytes at the peak for a {stream.nbytes:,}-byte stream"
+    assert traced.peak < stream.nbytes / 2, f"{traced.peak:,} bytes at the peak for a {stream.nbytes:,}-byte stream"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import struct
-import tracemalloc
 import zipfile
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from explorer import checkpoints
 from explorer.config import ConfigError
 from explorer.tasks import make_task
 from explorer.training import train
+from tests.traced import TracedPeak
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 MEMORY_BOUND = 8 * 2**20  # bytes Python may allocate to refuse one upload: a few times the largest file here (1 MB)
@@ -93,14 +93,9 @@ def test_a_hostile_upload_is_refused_with_a_sentence_and_costs_no_memory(saved, 
     break_weights, break_meta, message = CASES[case]
     weights = break_weights(saved[0]) if break_weights else saved[0]
     meta = break_meta(saved[1]) if break_meta else saved[1]
-    tracemalloc.start()
-    try:
-        with pytest.raises(ConfigError, match=message):
-            checkpoints.load_trained(weights, meta)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert peak < MEMORY_BOUND, f"{case}: {peak / 2**20:.1f} MiB to refuse it"
+    with TracedPeak() as traced, pytest.raises(ConfigError, match=message):
+        checkpoints.load_trained(weights, meta)
+    assert traced.peak < MEMORY_BOUND, f"{case}: {traced.peak / 2**20:.1f} MiB to refuse it"
 
 
 @pytest.mark.parametrize("case", ["a zip renamed .safetensors", "a JSON bomb under the cap", "truncated weights"])
