@@ -7,7 +7,8 @@ browser context each time (empty browser cache, new session), --rounds times aft
 from goto to every chart drawn (bench_page_load.READY). Loaded in turn, the versions feel a machine that speeds up
 or slows down alike, so their ratio holds where each one's seconds drift (on the 2-core VM the same page took
 1.5 s in one run and 2.1 s in another). Printed: each page's median and spread per version, and its ratio to the
-first version. A ratio within about 5 % of 1 is within the run-to-run spread of one version against itself here.
+first version, with the interval it could move within by chance (bench/spread.py, rounds resampled): a version whose
+interval holds 1 cannot be told from the first with these rounds.
 
 Usage: python bench/bench_ab.py REV [REV ...] [--pages positional,attention] [--rounds 8] [--query "n_layers=6"]
   e.g. python bench/bench_ab.py HEAD~1 .      (the last commit's parent against this working tree)
@@ -29,6 +30,7 @@ from urllib.parse import urlencode
 # bench/ is on sys.path when a script here runs
 from bench_page_load import PAGES, SMALL, interleaved_loads
 from serve import APP, CHROMIUM, CHROMIUM_ARGS, ROOT, serving
+from spread import LEVEL, ratio_interval
 
 TIMEOUT_MS = 120_000
 WORKING_TREE = "."
@@ -79,14 +81,16 @@ def main() -> int:
             times, problems = interleaved_loads(browser, links, args.rounds + 1, TIMEOUT_MS)
             browser.close()
     print(f"URL -> every chart drawn, new browser context each, median of {args.rounds} loads in turn; ?{args.query}")
-    print(f"{'page':12} {'version':16} {'median':>7} {'range':>11} {'ratio':>6}")
+    print(f"{'page':12} {'version':16} {'median':>7} {'range':>11} {'ratio':>6} {f'{LEVEL:.0%} interval':>13}")
     for page in pages:
-        base = statistics.median(times[(args.revisions[0], page)][1:])  # round 0 warms the server's caches
+        first = times[(args.revisions[0], page)][1:]  # round 0 warms the server's caches
         for revision in args.revisions:
             seconds = times[(revision, page)][1:]
             median = statistics.median(seconds)
             spread = f"{min(seconds):.2f}-{max(seconds):.2f}"
-            print(f"{page:12} {revision[:16]:16} {median:6.2f}s {spread:>11} {median / base:5.2f}x")
+            low, high = ratio_interval(seconds, first)
+            ratio = f"{median / statistics.median(first):5.2f}x {low:6.2f}-{high:.2f}x"
+            print(f"{page:12} {revision[:16]:16} {median:6.2f}s {spread:>11} {ratio}")
     for problem in dict.fromkeys(problems):
         print("problem:", problem)
     return 1 if problems else 0

@@ -52,6 +52,7 @@ from serve import (
     serving_all,
     turns,
 )
+from spread import LEVEL, ratio_interval
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.5  # seconds from navigation to a drawn heatmap, warm, on the Attention page
@@ -204,6 +205,10 @@ class Loads:
         """The median of one of Times (default: done) over the new-context ("fresh") or "cached" loads."""
         return statistics.median(times[which] for times, _ in getattr(self, loads))
 
+    def done(self, loads: str) -> list[float]:
+        """Seconds to done of each new-context ("fresh") or "cached" load, round by round."""
+        return [times[2] for times, _ in getattr(self, loads)]
+
 
 def report(name: str, loads: list[tuple[Times, list[str]]], note: str, target: float | None = None) -> bool:
     """One table row: median seconds to idle, to the first chart and to done, and the renderer's median CPU
@@ -340,14 +345,21 @@ def print_ratios(results: dict[str, Loads]) -> bool:
         print(f"  {name} / {base}: {', '.join(parts)}")
         if name in RATIO_TARGETS:
             ratio = results[name].median("fresh") / results[base].median("fresh")
-            rows.append((f"{name.capitalize()} page / {base}, new browser context", ratio, RATIO_TARGETS[name]))
+            spread = ratio_interval(results[name].done("fresh"), results[base].done("fresh"))
+            rows.append((f"{name.capitalize()} page / {base}, new browser context", ratio, spread, RATIO_TARGETS[name]))
     for name in [n for n in ("positional", "activations") if n in results]:
         ratio = results[name].median("fresh") / results[SIDEBAR_PLOTLY].median("fresh")
         print(f"  {name} / {SIDEBAR_PLOTLY} (no target: the same sidebar as the page): new context {ratio:.2f}")
-    print("\n| figure | measured | target | met |\n|---|---|---|---|")
-    for what, ratio, target in rows:
-        print(f"| {what} | {ratio:.2f}x | <= {target}x | {'yes' if ratio <= target else 'NO'} |")
-    return all(ratio <= target for _, ratio, target in rows)
+    print(f"\n| figure | measured | {LEVEL:.0%} interval | target | met |\n|---|---|---|---|---|")
+    for what, ratio, (low, high), target in rows:
+        met = "yes" if ratio <= target else "NO"
+        print(f"| {what} | {ratio:.2f}x | {low:.2f}-{high:.2f}x | <= {target}x | {met} |")
+    if any(low <= target <= high for _, _, (low, high), target in rows):
+        print(
+            "  The interval resamples the rounds (bench/spread.py). Where it holds the target, these loads cannot tell"
+            " the page from its target: more --loads narrow it."
+        )
+    return all(ratio <= target for _, ratio, _, target in rows)
 
 
 if __name__ == "__main__":
