@@ -20,6 +20,7 @@ import streamlit as st
 import explorer
 from explorer.config import FIELDS, PAD_TOKEN, CheckpointConfig, ConfigError, ModelConfig
 from explorer.limits import MAX_PIECES, check_app_size
+from explorer.malloc import give_back
 from explorer.pretrained import pretrained_title
 from views.ablation_controls import Removal, ablation_sidebar, removal_banner
 from views.caches import (
@@ -32,7 +33,6 @@ from views.caches import (
 )
 from views.ended_sessions import release_ended_sessions
 from views.fields import FIELD, MODEL_FIELDS, field_control
-from views.malloc import give_back
 from views.nodelay import disable_nagle_once
 from views.query_params import NOTES_KEY, guard_number_urls_once, screen_sidebar_params, show_url_notes
 from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
@@ -267,4 +267,4 @@ try:
 finally:
     app_state().let_go()  # the page is drawn: the shared cache alone holds its trace (views/state.py)
 release_ended_sessions()  # closed tabs' download buttons let go of their traces (views/ended_sessions.py)
-give_back()  # what the page freed leaves the process (views/malloc.py)
+give_back()  # what the page freed leaves the process (explorer/malloc.py)

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import launch
+from explorer.malloc import give_back
 from explorer.pretrained import list_pretrained
 from views import caches
-from views.malloc import give_back
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,7 +35,7 @@ def test_preload_puts_a_checkpoint_where_the_pages_look_for_it_and_loads_it_once
 
 
 def test_give_back_returns_the_pages_of_arrays_freed_between_arrays_that_stay():
-    """views.malloc.give_back, which the app calls after each run and page. glibc, having freed a 16 MB block, serves
+    """explorer.malloc.give_back, which the app calls after each run and page. glibc, having freed a 16 MB block, serves
     8 MB arrays from its heap, and freeing them between arrays that stay leaves holes the process keeps: measured 0
     of 210 MB given back without it."""
     freed = np.ones(4 * 1024 * 1024, dtype=np.float32)  # 16 MB: glibc's threshold grows to it

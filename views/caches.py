@@ -48,12 +48,12 @@ from explorer.compare import (
 )
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.limits import trace_bytes
+from explorer.malloc import give_back
 from explorer.model import Transformer
 from explorer.positional import sinusoidal
 from explorer.pretrained import INSTALLED, load_pretrained
 from explorer.trace import AttentionMaps, Trace
 from pictures.positional_charts import every_nth
-from views.malloc import give_back
 from views.shared_cache import shared
 from views.state import current_source, model_key, session_model, trained_model
 from views.trace_caches import trace_key
@@ -153,7 +153,7 @@ def cached_run(
 ) -> explorer.Trace:
     """The trace for a config and input text, with the heads `ablate` removed (deterministic, so safe to cache)."""
     trace = explorer.run(cached_model(cfg), tokens, target, ablate=ablate, ablate_with=ablate_with, keep_scores=False)
-    give_back()  # the forward's freed temporaries (views/malloc.py)
+    give_back()  # the forward's freed temporaries (explorer/malloc.py)
     return trace
 
 
@@ -165,7 +165,7 @@ def cached_checkpoint_run(
     """The trace of a shipped checkpoint on a text, with the heads `ablate` removed (deterministic, so safe to
     cache)."""
     trace = explorer.run(cached_model(cfg), text, ablate=ablate, ablate_with=ablate_with, keep_scores=False)
-    give_back()  # the forward's freed temporaries: hundreds of MB for SmolLM2 on 512 pieces (views/malloc.py)
+    give_back()  # the forward's freed temporaries: hundreds of MB for SmolLM2 on 512 pieces (explorer/malloc.py)
     return trace
 
 

@@ -1,4 +1,5 @@
-"""Give the memory of freed arrays back to the system: give_back() after a run and after each page.
+"""Give the memory of freed arrays back to the system: give_back() after a run, after each page, and within a
+gradient pass (explorer.analysis.gradients).
 
 glibc serves an allocation from its heap unless it is larger than a threshold that grows, up to 32 MB, each time a
 large block is freed. A run and a page make many arrays of a few megabytes (one layer's [heads, T, T] maps is 9 MB
