@@ -6,10 +6,13 @@ import unittest.mock
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 import explorer
 import explorer.model
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals, objective
+from explorer.analysis.read_out_loss import CHUNK
 from explorer.inputs import prepare_inputs
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat"]
@@ -131,3 +134,38 @@ def test_norms_taken_in_another_thread_are_the_same():
     worker.join()
     assert (here["norm"] > 0).all()
     np.testing.assert_array_equal(there[0]["norm"], here["norm"])
+
+
+LONG_TEXT = "the cat sat on the mat while a small dog ran after it " * 20  # more pieces than one read-out chunk
+
+
+def test_a_checkpoints_norms_equal_those_of_the_whole_read_out(minilm_model):
+    """The checkpoint's objective reads out CHUNK positions at a time (read_out_loss); with the logits of every
+    position at once the norms are the same. The margin: float32 sums over 30,522 logits in another order move the
+    norms by about 1e-6 of themselves; a chunk left out or counted twice moves them by far more than 1e-4."""
+    chunked = gradient_norms(minilm_model, LONG_TEXT)
+    whole = unittest.mock.patch(
+        "explorer.analysis.gradients.read_out_loss", lambda x, table, labels: F.cross_entropy(x @ table.T, labels)
+    )
+    with whole:
+        expected = gradient_norms(minilm_model, LONG_TEXT)
+    assert chunked["norm"].tolist() == pytest.approx(expected["norm"].tolist(), rel=1e-4)
+
+
+def test_a_checkpoints_logits_are_never_whole(minilm_model):
+    """For SmolLM2 on 512 pieces the whole logits are 96 MB, and the read-out's backward pass held four such."""
+    pieces = len(prepare_inputs(minilm_model, LONG_TEXT).source.tokens)
+    assert pieces > CHUNK
+    vocabulary = minilm_model.embedding.weight.shape[0]
+    shapes: set[tuple[int, ...]] = set()
+
+    class Shapes(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            shapes.update(tuple(t.shape) for t in (out if isinstance(out, tuple) else (out,)) if torch.is_tensor(t))
+            return out
+
+    with Shapes():
+        gradient_norms(minilm_model, LONG_TEXT)
+    assert (CHUNK, vocabulary) in shapes  # the read-out seen: a chunk's logits
+    assert (pieces - 1, vocabulary) not in shapes
