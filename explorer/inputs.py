@@ -6,6 +6,7 @@ import contextlib
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import torch
 
 from explorer.ablation import HeadAblation
 from explorer.config import ConfigError, ModelConfig
-from explorer.model import StackRun, Transformer
+from explorer.model import Record, StackRun, Transformer
 from explorer.tokens import embed_tokens, padding_keys, split_tokens
 
 PACKAGE = str(Path(__file__).parent) + os.sep  # explorer's own files, skipped when a warning names the user's line
@@ -42,9 +43,11 @@ class Inputs:
         ablation: HeadAblation | None = None,
         keep_scores: bool = True,
         record: bool = True,
+        on_block: Callable[[str, int, Record], None] | None = None,
     ) -> tuple[StackRun, ...]:
         """The model's forward on a batch of one (`ablation` removes heads of the first stack; without `keep_scores`
-        the records keep no pre-softmax scores; without `record` there are none: Transformer.forward)."""
+        the records keep no pre-softmax scores; without `record` there are none; `on_block` is handed each block's
+        record instead: Transformer.forward)."""
         if self.target is None:
             return model(
                 self.source.x.unsqueeze(0),
@@ -53,6 +56,7 @@ class Inputs:
                 ablation=ablation,
                 keep_scores=keep_scores,
                 record=record,
+                on_block=on_block,
             )
         return model(
             self.source.x.unsqueeze(0),
@@ -64,6 +68,7 @@ class Inputs:
             ablation=ablation,
             keep_scores=keep_scores,
             record=record,
+            on_block=on_block,
         )
 
 

@@ -41,6 +41,7 @@ class Records(list[Record]):
 
 
 StackRun = tuple[torch.Tensor, Records]  # a stack's output [B, T, D] and one record per block
+OnBlock = Callable[[int, Record], None]  # (layer, its record) as each block has run, for a caller that keeps none
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,7 @@ class Stack(nn.Module):
         first_layer: int = 0,
         keep_scores: bool = True,
         record: bool = True,
+        on_block: OnBlock | None = None,
     ) -> StackRun:
         """x [B, T, D] -> output [B, T, D] and one record per block run. `ablation` removes self-attention heads;
         `first_layer` > 0 starts from that block, x then being the stream entering it (the blocks below are reused).
@@ -248,10 +250,12 @@ class Stack(nn.Module):
         Without `record`, only the output: no records, and no attention weights computed (MultiHeadAttention's
         need_weights), for a caller that runs the stack many times and reads only where it ends. Without `record`
         under autograd (gradient norms), each block keeps only its input for the backward pass and runs again there:
-        every block's activations at once were 0.9 GB for SmolLM2 on 512 pieces, one block's are 30 MB."""
+        every block's activations at once were 0.9 GB for SmolLM2 on 512 pieces, one block's are 30 MB. With
+        `on_block`, each block's record goes to on_block(layer, record) as the block has run, and is not kept (the
+        records come back empty): for a caller that reduces every block to a few numbers."""
         n_run = len(self.layers) - first_layer
         recompute = not record and torch.is_grad_enabled() and not train  # train: dropout would draw other masks
-        buffered = record and not torch.is_grad_enabled() and n_run > 0
+        buffered = record and not torch.is_grad_enabled() and n_run > 0 and on_block is None
         stacked = self._buffers_for(x, memory, n_run, keep_scores) if buffered else {}
         records = Records(stacked=stacked)
         for index in range(first_layer, len(self.layers)):
@@ -266,6 +270,9 @@ class Stack(nn.Module):
                 x, allowed, memory, memory_allowed, train, removed, mode, into, need_weights=record
             )
             if not record:
+                continue
+            if on_block is not None:
+                on_block(index, block_record)
                 continue
             if not keep_scores:
                 block_record = {key: value for key, value in block_record.items() if not key.endswith(".scores")}
@@ -366,22 +373,31 @@ class Transformer(nn.Module):
         ablation: HeadAblation | None = None,
         keep_scores: bool = True,
         record: bool = True,
+        on_block: Callable[[str, int, Record], None] | None = None,
     ) -> tuple[StackRun, ...]:
         """x [B, T, D] (and target [B, T_target, D] for an encoder-decoder): embeddings with positions
         already added. Masks are [B or 1, Tq, Tk] bool, True = may attend, or None for all. `ablation` removes
         self-attention heads of the first stack (explorer.ablation); without `keep_scores` no record keeps scores;
-        without `record` no record at all, and attention through torch's fused kernel (Stack.forward).
+        without `record` no record at all, and attention through torch's fused kernel (Stack.forward); with
+        `on_block`, each block's record goes to on_block(stack name, layer, record) instead of into the records.
         -> (output [B, T, D], one record per block) for each stack, in the order they ran."""
         first = self.encoder if self.encoder is not None else self.decoder
-        runs = (first(x, allowed, train=train, ablation=ablation, keep_scores=keep_scores, record=record),)
+        first_name = "encoder" if self.encoder is not None else "decoder"
+        kept = {"keep_scores": keep_scores, "record": record}
+        runs = (first(x, allowed, train=train, ablation=ablation, on_block=_named(on_block, first_name), **kept),)
         if self.encoder is not None and self.decoder is not None:
             memory = runs[0][0]  # [B, S, D]
             runs += (
                 self.decoder(
-                    target, target_allowed, memory, memory_allowed, train, keep_scores=keep_scores, record=record
+                    target, target_allowed, memory, memory_allowed, train, on_block=_named(on_block, "decoder"), **kept
                 ),
             )
         return runs
+
+
+def _named(on_block: Callable[[str, int, Record], None] | None, stack: str) -> OnBlock | None:
+    """Transformer.forward's on_block for one of its stacks."""
+    return None if on_block is None else lambda layer, record: on_block(stack, layer, record)
 
 
 @contextmanager

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import explorer
+import explorer.model
 from explorer.analysis import placements
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.placements import (
@@ -198,29 +199,64 @@ def test_progress_is_told_before_each_placement_and_at_the_end(encoder):
     assert all(f"{p}-norm" in what for p, (_, what) in zip(NORMS, told, strict=False))
 
 
-def test_one_placements_trace_at_a_time_and_none_during_a_backward_pass(encoder, monkeypatch):
-    """Each placement's trace is gone before the next placement starts, and before a backward pass runs: for SmolLM2
-    on 512 pieces a trace is 0.6 GB and a backward pass 0.8 GB, and the page already holds A's and B's traces."""
-    model, _ = encoder
+def test_placements_are_measured_a_block_at_a_time_and_none_during_a_backward_pass(encoder, monkeypatch):
+    """No trace is made: each block's attention maps are gone once the block after it has run, and none is alive
+    during a backward pass. For SmolLM2 on 512 pieces a trace is 0.6 GB and a backward pass 0.8 GB, and the Compare
+    page already holds A's and B's traces."""
+    model, result = encoder
     made: list[weakref.ref] = []
+    alive_at_block: list[int] = []
     alive_at_backward: list[int] = []
-    original_run, original_norms = placements.run, placements.gradient_norms
+    original_block, original_norms = explorer.model.Block.forward, placements.gradient_norms
 
-    def run(*args, **kwargs):
-        trace = original_run(*args, **kwargs)
-        assert kwargs.get("keep_scores") is False  # the table needs no pre-softmax scores
-        made.extend(weakref.ref(part) for part in (trace, *trace.stacks))  # a stack alone holds its arrays
-        return trace
+    def block(self, *args, **kwargs):
+        alive_at_block.append(sum(ref() is not None for ref in made))
+        out, record = original_block(self, *args, **kwargs)
+        if "attn.pattern" in record:
+            made.append(weakref.ref(record["attn.pattern"]))
+        return out, record
 
     def norms(*args, **kwargs):
         alive_at_backward.append(sum(ref() is not None for ref in made))
         return original_norms(*args, **kwargs)
 
-    alive_at_step = []
-    monkeypatch.setattr(placements, "run", run)
+    monkeypatch.setattr(explorer.model.Block, "forward", block)
     monkeypatch.setattr(placements, "gradient_norms", norms)
-    placement_run(model, TEXT, progress=lambda *_: alive_at_step.append(sum(ref() is not None for ref in made)))
-    assert len(made) == 2 * len(NORMS) and alive_at_backward == [0] * len(NORMS) and alive_at_step == [0] * 5
+    again = placement_run(model, TEXT)
+    pd.testing.assert_frame_equal(again.table, result.table)
+    assert len(made) == len(NORMS) * SMALL["n_layers"]  # every block of every placement's forward seen
+    assert max(alive_at_block) <= 1  # the loop's last record, while the next block runs
+    assert alive_at_backward == [0] * len(NORMS)
+    assert sum(ref() is not None for ref in made) == 0
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(arch="decoder", mask="causal+padding", norm="pre"),
+        dict(arch="encoder", positional="rope", norm="peri"),
+        dict(arch="encoder-decoder", mask="padding"),
+    ],
+)
+def test_measured_as_it_runs_equals_the_traces_measures(settings):
+    cfg = ModelConfig(**SMALL, **settings)
+    model = build_model(cfg)
+    text = "[PAD] the cat sat on the mat [PAD]"
+    expected = [placements.trace_measures(stack) for stack in explorer.run(model, text, target_of(cfg)).stacks]
+    got = placements.measured_run(model, text, target_of(cfg))
+    assert [m.name for m in got] == [m.name for m in expected] and len(got) == (2 if target_of(cfg) else 1)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g.rms, e.rms)
+        np.testing.assert_array_equal(g.entropy, e.entropy)
+        assert (g.uniform_entropy, g.sublayers) == (e.uniform_entropy, e.sublayers)
+
+
+def test_a_checkpoint_measured_as_it_runs_equals_its_traces_measures(minilm_model):
+    (expected,) = [placements.trace_measures(s) for s in explorer.run(minilm_model, TEXT).stacks]
+    (got,) = placements.measured_run(minilm_model, TEXT)
+    np.testing.assert_array_equal(got.rms, expected.rms)
+    np.testing.assert_array_equal(got.entropy, expected.entropy)
+    assert got.uniform_entropy == expected.uniform_entropy
 
 
 def test_the_csv_reads_back_as_the_table(encoder):

@@ -15,9 +15,9 @@ from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.stats import head_entropy
 from explorer.compare import model_for_b
 from explorer.config import NORMS, ConfigError
-from explorer.inputs import Source
-from explorer.model import Transformer
-from explorer.trace import StackTrace, Trace, run
+from explorer.inputs import Source, prepare_inputs
+from explorer.model import Record, Transformer, float32_default
+from explorer.trace import AttentionMaps, StackTrace, Trace
 
 RMS, GRADIENT, ENTROPY = "residual RMS", "gradient norm", "attention entropy"
 MEASURES = (RMS, GRADIENT, ENTROPY)
@@ -52,32 +52,83 @@ class PlacementRun:
         return list(dict.fromkeys(self.table["stack"]))
 
 
+@dataclass(frozen=True)
+class StackMeasures:
+    """What the table reads of one stack's run with one placement."""
+
+    name: str  # "encoder" or "decoder"
+    rms: np.ndarray  # [L + 1] the residual stream's RMS: the input, then after each block (rms_over_depth)
+    entropy: np.ndarray  # [L] mean self-attention entropy of each layer (layer_entropy)
+    uniform_entropy: float  # uniform attention over the allowed keys, over the same queries (nats)
+    sublayers: int  # per block: 3 in a decoder with cross-attention, else 2
+
+
+def stream_rms(stream: np.ndarray) -> float:
+    """The RMS of one layer's stream [T, D] over tokens and units, summed in float64."""
+    return float(np.sqrt(np.square(stream, dtype=np.float64).mean()))
+
+
 def rms_over_depth(stack: StackTrace) -> np.ndarray:
     """[L + 1] the residual stream's RMS over tokens and units: index 0 the input, then after each block (before any
     final norm)."""
     # A layer at a time: the whole stream squared in float64 is 147 MB for SmolLM2 on 512 pieces
-    return np.array([np.sqrt(np.square(layer, dtype=np.float64).mean()) for layer in stack.residual])  # [L + 1]
+    return np.array([stream_rms(layer) for layer in stack.residual])  # [L + 1]
 
 
-def layer_entropy(stack: StackTrace) -> np.ndarray:
-    """[L] mean self-attention entropy (nats) of each layer: over its heads, and over the queries that may attend to
-    at least one key (head_entropy leaves the others out, the same queries for every head)."""
-    per_head = head_entropy(stack.self_attention)  # rows (layer, head)
+def layer_entropy(per_head: pd.DataFrame) -> np.ndarray:
+    """[L] mean self-attention entropy (nats) of each layer of head_entropy's rows: over its heads, and over the
+    queries that may attend to at least one key (head_entropy leaves the others out, the same queries for every
+    head)."""
     return per_head.groupby("layer", sort=True)["entropy"].mean().to_numpy(dtype=np.float64)  # [L]
 
 
-def stack_rows(placement: str, stack: StackTrace, gradients: pd.DataFrame | None) -> list[pd.DataFrame]:
+def trace_measures(stack: StackTrace) -> StackMeasures:
+    """The table's measures of a stack of a trace."""
+    per_head = head_entropy(stack.self_attention)  # rows (layer, head)
+    uniform = float(per_head["max_entropy"].iloc[0])
+    sublayers = 2 if stack.cross_attention is None else 3
+    return StackMeasures(stack.name, rms_over_depth(stack), layer_entropy(per_head), uniform, sublayers)
+
+
+@float32_default()
+def measured_run(model: Transformer, source: Source, target: Source | None = None) -> list[StackMeasures]:
+    """trace_measures of every stack of run(model, source, target), taken as each block runs: no trace is kept
+    (for SmolLM2 on 512 pieces it would be 0.6 GB, beside the Compare page's two)."""
+    with torch.inference_mode():
+        inputs = prepare_inputs(model, source, target)
+        names = [name for name, stack in (("encoder", model.encoder), ("decoder", model.decoder)) if stack is not None]
+        stacks = dict(zip(names, [s for s in (inputs.source, inputs.target) if s is not None], strict=True))
+        rms = {name: [stream_rms(stack.x.numpy())] for name, stack in stacks.items()}  # the input: the embeddings
+        heads: dict[str, list[pd.DataFrame]] = {name: [] for name in stacks}
+
+        def measure(name: str, layer: int, record: Record) -> None:
+            rms[name].append(stream_rms(record["resid_post"][0].numpy()))
+            stack = stacks[name]
+            weights = record["attn.pattern"][0][None].numpy()  # [1, H, T, T]
+            maps = AttentionMaps(name, weights, None, stack.allowed.numpy(), stack.tokens, stack.tokens)
+            heads[name].append(head_entropy(maps).assign(layer=layer))
+
+        inputs.forward(model, keep_scores=False, on_block=measure)
+    measures = []
+    for name in stacks:
+        per_head = pd.concat(heads[name], ignore_index=True)
+        uniform = float(per_head["max_entropy"].iloc[0])
+        sublayers = 3 if name == "decoder" and len(stacks) == 2 else 2  # an encoder-decoder's decoder: cross-attention
+        measures.append(StackMeasures(name, np.array(rms[name]), layer_entropy(per_head), uniform, sublayers))
+    return measures
+
+
+def stack_rows(placement: str, measures: StackMeasures, gradients: pd.DataFrame | None) -> list[pd.DataFrame]:
     """One stack's rows of the table for one placement."""
-    rms = rms_over_depth(stack)  # [L + 1]
-    entropy = layer_entropy(stack)  # [L]
+    rms, entropy = measures.rms, measures.entropy  # [L + 1], [L]
     frames = [
         pd.DataFrame({"layer": np.arange(-1, len(rms) - 1), "measure": RMS, "value": rms}),
         pd.DataFrame({"layer": np.arange(len(entropy)), "measure": ENTROPY, "value": entropy}),
     ]
     if gradients is not None:
-        mine = gradients[gradients["stack"] == stack.name].sort_values("layer")
+        mine = gradients[gradients["stack"] == measures.name].sort_values("layer")
         frames.append(pd.DataFrame({"layer": mine["layer"].to_numpy(int), "measure": GRADIENT, "value": mine["norm"]}))
-    return [frame.assign(placement=placement, stack=stack.name) for frame in frames]
+    return [frame.assign(placement=placement, stack=measures.name) for frame in frames]
 
 
 def new_norm_names(model: Transformer, flipped: Transformer) -> tuple[str, ...]:
@@ -141,20 +192,20 @@ def placement_run(
         new_norms[placement] = () if flipped is model else new_norm_names(model, flipped)
         identity[placement] = all(at_identity(norm) for norm in placement_norms(flipped))
         trace, gradients = (known or {}).get(placement, (None, None))
-        # The backward pass before the trace, so that the two are never held at once (SmolLM2 on 512 pieces: 0.8 GB
-        # for the pass, 0.6 GB for a trace); the tables need no scores (283 MB more)
+        # The backward pass before the forward, so that the forward's records and the pass are never held at once
         if gradients is None and no_gradients is None:
             try:
                 gradients = layer_gradient_totals(gradient_norms(flipped, source, target))
             except ConfigError as e:  # e.g. one token: nothing to predict. The same for every placement.
                 no_gradients = str(e)
         if trace is None:
-            trace = run(flipped, source, target, keep_scores=False)
-        # In a comprehension, so that no loop variable keeps a stack of the trace once it is deleted below
-        frames += [frame for stack in trace.stacks for frame in stack_rows(placement, stack, gradients)]
-        sublayers = {s.name: 2 if s.cross_attention is None else 3 for s in trace.stacks}
-        uniform = {s.name: float(head_entropy(s.self_attention)["max_entropy"].iloc[0]) for s in trace.stacks}
-        del flipped, trace  # a checkpoint's copy and trace can be a GB each: one placement's at a time
+            measures = measured_run(flipped, source, target)
+        else:  # in a comprehension, so that no loop variable keeps a stack of the trace once it is deleted below
+            measures = [trace_measures(stack) for stack in trace.stacks]
+        frames += [frame for m in measures for frame in stack_rows(placement, m, gradients)]
+        sublayers = {m.name: m.sublayers for m in measures}
+        uniform = {m.name: m.uniform_entropy for m in measures}
+        del flipped, trace  # a checkpoint's copy can be a GB: one placement's at a time
     if progress is not None:
         progress(1.0, "done")
     table = pd.concat(frames, ignore_index=True)[list(COLUMNS)].astype({"layer": int, "value": float})
