@@ -136,10 +136,36 @@ def parameter_total(cfg: ModelConfig, vocabulary: tuple[str, ...] | None = None)
 
 
 @float32_default()
-def build_model(cfg: ModelConfig, vocabulary: tuple[str, ...] | None = None) -> Transformer:
-    """A fresh model for the config, identical for the same config in any process; in eval mode.
-    With a vocabulary it gets a learned embedding and a read-out to logits, ready to train."""
+def empty_model(cfg: ModelConfig, vocabulary: tuple[str, ...] | None = None) -> Transformer:
+    """build_model's model before its weights are drawn: every parameter allocated but not filled (torch.empty: no
+    page of memory is touched until written), the positional buffers made; in eval mode. For a caller that fills
+    every parameter itself (compare.model_for_b, from A's tensors)."""
     model = model_skeleton(cfg, vocabulary).to_empty(device="cpu")
     model.tie_read_out()  # to_empty gives each module a tensor of its own
     model.positional.reset_buffers()
-    return init_weights(model, cfg.seed).eval()
+    return model.eval()
+
+
+@float32_default()
+def build_model(cfg: ModelConfig, vocabulary: tuple[str, ...] | None = None) -> Transformer:
+    """A fresh model for the config, identical for the same config in any process; in eval mode.
+    With a vocabulary it gets a learned embedding and a read-out to logits, ready to train."""
+    return init_weights(empty_model(cfg, vocabulary), cfg.seed).eval()
+
+
+def fill_new_norms(model: Transformer, filled: set[str]) -> bool:
+    """Set every norm parameter of `model` whose name is not in `filled` to the identity (weight 1, bias 0), as
+    init_weights does; False, leaving the model as it is, when a parameter other than a norm's is not in `filled`."""
+    norms = {
+        f"{name}.{kind}": parameter
+        for name, module in model.named_modules()
+        if isinstance(module, (nn.LayerNorm, nn.RMSNorm))
+        for kind, parameter in module.named_parameters(recurse=False)
+    }
+    missing = [name for name, _ in model.named_parameters() if name not in filled]
+    if any(name not in norms for name in missing):
+        return False
+    with torch.no_grad():
+        for name in missing:
+            (nn.init.ones_ if name.endswith("weight") else nn.init.zeros_)(norms[name])
+    return True

@@ -11,7 +11,7 @@ import torch
 
 from explorer.analysis.activations import layer_statistics
 from explorer.analysis.stats import head_entropy
-from explorer.build import build_model, copy_shared_weights
+from explorer.build import build_model, copy_shared_weights, empty_model, fill_new_norms
 from explorer.config import ConfigError, ModelConfig
 from explorer.model import Transformer
 from explorer.trace import AttentionMaps, StackTrace, Trace
@@ -73,11 +73,15 @@ def model_for_b(model_a: Transformer, b: ModelConfig, share: bool = False) -> Tr
     """B's model: a fresh build (with A's vocabulary, for a trained A), carrying A's parameters wherever B has a
     parameter of the same name and shape: copies, or with `share` A's very tensors, for models that are only run
     (the app's, whose cached models are never written: SmolLM2's B then costs its new norms, not 540 MB)."""
-    model_b = build_model(b, model_a.vocabulary)
     a = model_a.config
     if a is None or not can_share_weights(a, b)[0]:
-        return model_b
-    copy_shared_weights(model_a, model_b, share=share)
+        return build_model(b, model_a.vocabulary)
+    # Sharing, B's own weights would only be drawn to be dropped: SmolLM2's are 540 MB, at the top of Compare's peak
+    model_b = empty_model(b, model_a.vocabulary) if share else build_model(b, model_a.vocabulary)
+    copied = set(copy_shared_weights(model_a, model_b, share=share))
+    if share and not fill_new_norms(model_b, copied):  # more than norms left to fill: drawn, as a fresh build's
+        model_b = build_model(b, model_a.vocabulary)
+        copy_shared_weights(model_a, model_b, share=True)
     model_b.tie_read_out()  # load_state_dict copied into the read-out's own tensor: tie it to the embedding again
     model_b.tokenizer = model_a.tokenizer  # a checkpoint's B reads text the way A does
     return model_b
