@@ -292,9 +292,16 @@ def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> go.Figure:
             280,
         ),
         xaxis=block_axis("block", layers, MAX_LAYER_TICKS, 0.3),
-        yaxis=axis("gradient norm (log scale)", type="log"),
+        yaxis=axis("gradient norm (log scale)", type="log", **_log_ticks(totals["norm"])),
     )
     return figure
+
+
+def _log_ticks(values: pd.Series) -> dict:
+    """A log axis's labels for `values`: within two decades Plotly labels every digit (0.1, 0.2, ..., 0.9, 1), whose
+    labels run into each other below each power of ten; there, only 1, 2 and 5 of each decade ("D2")."""
+    positive = values[values > 0]
+    return {"dtick": "D2"} if len(positive) and positive.max() < 100 * positive.min() else {}
 
 
 # --- Notebook builders: a trace (and its model) in, the page's figure out.

@@ -253,6 +253,14 @@ def test_gradient_heatmap_survives_a_zero_gradient():
     assert drawn.values[1, 0] == pytest.approx(math.log10(0.5))
 
 
+@pytest.mark.parametrize(("norms", "dtick"), [([0.12, 0.5, 1.3, 0.0], "D2"), ([0.001, 0.5, 60.0, 0.0], None)])
+def test_the_log_axis_labels_1_2_5_of_each_decade_only_within_two_decades(norms, dtick):
+    """SmolLM2's blocks (0.12 to 1.3) had every digit from 0.1 to 1 labelled, the top ones running into each other;
+    across more decades Plotly labels the powers of ten, which stay apart."""
+    totals = pd.DataFrame({"stack": "decoder", "layer": [0, 1, 2, 3], "norm": norms})
+    assert figure_json(gradient_totals_figure(totals, "pre"))["layout"]["yaxis"].get("dtick") == dtick
+
+
 def test_a_zero_gradient_norm_is_left_out_of_the_log_axis():
     totals = pd.DataFrame({"stack": "encoder", "layer": [0, 1, 2], "norm": [0.5, 0.0, 2.0]})
     (line,) = figure_json(gradient_totals_figure(totals, "pre"))["data"]
