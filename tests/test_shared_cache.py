@@ -28,6 +28,18 @@ def test_the_least_recently_used_results_go_first_once_the_bytes_pass_the_budget
     assert cache.bytes == 9 * MB
 
 
+def test_an_array_two_results_hold_counts_once_while_either_holds_it():
+    """Positional's reordering demo holds the page trace's attention weights (283 MB for SmolLM2 on 512 pieces):
+    counted in both entries, the cache had let other results go for memory it did not hold."""
+    cache = ByteBudgetCache(budget=lambda: 10 * MB)
+    trace = cache.get(("trace",), lambda: (block(6), block(1)))
+    demo = (trace[0], block(2))
+    cache.get(("demo",), lambda: demo)  # 9 MB held, not 15: nothing goes
+    assert cache.keys() == [("trace",), ("demo",)] and cache.bytes == 9 * MB
+    cache.clear("trace")
+    assert cache.bytes == 8 * MB  # the demo still holds the shared 6 MB
+
+
 def test_a_result_larger_than_the_whole_budget_is_still_kept_alone():
     """The page that asked for it reads it again on every rerun; dropping it at once would rerun the model each time."""
     cache = ByteBudgetCache(budget=lambda: 10 * MB)

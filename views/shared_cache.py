@@ -69,16 +69,21 @@ def arrays_in(value: Any, seen: set[int] | None = None) -> list[np.ndarray]:
     return [array for part in parts for array in arrays_in(part, seen)]
 
 
-def size_of(value: Any) -> int:
-    """The bytes of the arrays a result holds, each buffer once: a view of another of its arrays (a pre-norm
-    trace's attn.ln_in is a view of its residual stream) adds nothing, and a view of anything else (a buffer from
+def buffers_of(value: Any) -> dict[int, int]:
+    """The arrays that own the memory a result holds, by id, with their bytes: a view of another array (a pre-norm
+    trace's attn.ln_in is a view of its residual stream) is its base's, and a view of anything else (a buffer from
     torch) counts as its own size, since nothing else here holds that buffer."""
     owners: dict[int, int] = {}
     for array in arrays_in(value):
         while isinstance(array.base, np.ndarray):
             array = array.base
         owners[id(array)] = array.nbytes
-    return sum(owners.values())
+    return owners
+
+
+def size_of(value: Any) -> int:
+    """The bytes of the arrays a result holds, each buffer once (buffers_of)."""
+    return sum(buffers_of(value).values())
 
 
 class ByteBudgetCache:
@@ -86,7 +91,9 @@ class ByteBudgetCache:
 
     def __init__(self, budget: Callable[[], int] = budget_bytes):
         self._budget = budget
-        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()  # oldest use first
+        # oldest use first; each result with buffers_of(result): an array two results share (the positional demo
+        # holds the page trace's attention weights) is counted once while both are held
+        self._entries: OrderedDict[Hashable, tuple[Any, dict[int, int]]] = OrderedDict()
         self._lock = threading.Lock()  # guards _entries and _making
         self._making: dict[Hashable, threading.Lock] = {}  # one lock per key being computed
 
@@ -112,7 +119,7 @@ class ByteBudgetCache:
                 for array in arrays_in(value):
                     array.setflags(write=False)
                 with self._lock:
-                    self._entries[key] = (value, size_of(value))
+                    self._entries[key] = (value, buffers_of(value))
                     self._evict(self._budget(), keep=key)
             finally:
                 with self._lock:
@@ -134,7 +141,11 @@ class ByteBudgetCache:
         return sys.getrefcount(self._entries[key][0]) > 2
 
     def _held(self) -> int:
-        return sum(size for _, size in self._entries.values())
+        """The bytes of every buffer the entries hold, each once however many entries hold it."""
+        held: dict[int, int] = {}
+        for _, buffers in self._entries.values():
+            held.update(buffers)
+        return sum(held.values())
 
     @property
     def bytes(self) -> int:
