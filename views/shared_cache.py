@@ -5,12 +5,13 @@ SmolLM2 on 512 pieces got its own copy of a 626 MB trace (and waited half a seco
 st.cache_resource alone: it bounds the number of entries, and one entry can be a few kilobytes or a gigabyte.
 
 Here one budget holds them all, least recently used first out: ATTENTION_EXPLORER_MEMORY_MB megabytes (default
-DEFAULT_BUDGET_MB), counted as the bytes of the numpy arrays each entry holds. The entry just made is kept even when
-it alone is over the budget, since the page that asked for it reads it again on every rerun, and so are entries a
-running page still holds (Compare's two 628 MB SmolLM2 traces on 512 pieces): dropping them would free no memory,
-and the page would make them again at once. Room for a trace is made before it is run (its expected bytes, `room`),
-so the server does not hold the old traces beside the new one they make way for. Every array cached is
-made read-only first: sessions share it. Thirty students opening one link compute it once: the others wait for it.
+DEFAULT_BUDGET_MB), counted as the bytes of the numpy arrays the entries hold, an array two entries hold once. The
+entry just made is kept even when it alone is over the budget, since the page that asked for it reads it again on
+every rerun, and so are entries a running page still holds (Compare's two 628 MB SmolLM2 traces on 512 pieces):
+dropping them would free no memory, and the page would make them again at once. Room for a trace is made before it
+is run (its expected bytes, `room`), so the server does not hold the old traces beside the new one they make way for.
+Every array cached is made read-only first: sessions share it. Thirty students opening one link compute it once: the
+others wait for it.
 """
 
 from __future__ import annotations
