@@ -252,7 +252,7 @@ def run(
         first, second = inputs.source, inputs.target
         out, records = runs[0]
         kind = "self-attention" if second is None else "encoder self-attention"
-        name = "encoder" if model.encoder is not None else "decoder"
+        name = model.stack_names[0]
         stacks = [_stack_trace(name, kind, first.tokens, first.x, out[0], records, first.allowed, keep_scores)]
         if second is not None:
             out_y, records_y = runs[1]

@@ -368,7 +368,7 @@ def _placements(
     bar = st.progress(0.0)  # made here, so a cache hit replays it (as an empty element) instead of failing
 
     def progress(share: float, what: str) -> None:
-        give_back()  # the last placement's trace and backward pass, freed: 0.6 GB for SmolLM2 on 512 pieces
+        give_back()  # what the last placement's forward and backward pass freed
         bar.progress(share, text=f"Running A's weights with every placement: {what}…")
 
     try:

@@ -96,8 +96,7 @@ def measured_run(model: Transformer, source: Source, target: Source | None = Non
     (for SmolLM2 on 512 pieces it would be 0.6 GB, beside the Compare page's two)."""
     with torch.inference_mode():
         inputs = prepare_inputs(model, source, target)
-        names = [name for name, stack in (("encoder", model.encoder), ("decoder", model.decoder)) if stack is not None]
-        stacks = dict(zip(names, [s for s in (inputs.source, inputs.target) if s is not None], strict=True))
+        stacks = dict(zip(model.stack_names, [s for s in (inputs.source, inputs.target) if s is not None], strict=True))
         rms = {name: [stream_rms(stack.x.numpy())] for name, stack in stacks.items()}  # the input: the embeddings
         heads: dict[str, list[pd.DataFrame]] = {name: [] for name in stacks}
 
@@ -113,7 +112,7 @@ def measured_run(model: Transformer, source: Source, target: Source | None = Non
     for name in stacks:
         per_head = pd.concat(heads[name], ignore_index=True)
         uniform = float(per_head["max_entropy"].iloc[0])
-        sublayers = 3 if name == "decoder" and len(stacks) == 2 else 2  # an encoder-decoder's decoder: cross-attention
+        sublayers = 3 if getattr(model, name).spec.cross_attention else 2
         measures.append(StackMeasures(name, np.array(rms[name]), layer_entropy(per_head), uniform, sublayers))
     return measures
 
@@ -192,7 +191,6 @@ def placement_run(
         new_norms[placement] = () if flipped is model else new_norm_names(model, flipped)
         identity[placement] = all(at_identity(norm) for norm in placement_norms(flipped))
         trace, gradients = (known or {}).get(placement, (None, None))
-        # The backward pass before the forward, so that the forward's records and the pass are never held at once
         if gradients is None and no_gradients is None:
             try:
                 gradients = layer_gradient_totals(gradient_norms(flipped, source, target))
