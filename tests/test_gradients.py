@@ -11,7 +11,7 @@ from torch.overrides import TorchFunctionMode
 
 import explorer
 import explorer.model
-from explorer.analysis.gradients import gradient_norms, layer_gradient_totals, objective
+from explorer.analysis.gradients import _objective, gradient_norms, layer_gradient_totals, objective
 from explorer.analysis.read_out_loss import CHUNK
 from explorer.inputs import prepare_inputs
 
@@ -100,6 +100,24 @@ def test_the_backward_pass_keeps_each_blocks_input_and_runs_the_block_again():
     np.testing.assert_array_equal(recomputed["norm"], kept["norm"])  # the same arithmetic, run twice
 
 
+def test_a_forward_that_keeps_nothing_hands_memory_back_as_it_goes_and_a_trace_does_not():
+    """glibc keeps what each block frees (explorer.malloc): a forward that keeps nothing of its blocks hands it back
+    every BLOCKS_PER_GIVE_BACK blocks; one that builds a trace, which a page waits for, does not pay for it."""
+    cfg = explorer.ModelConfig(d_model=32, n_heads=2, n_layers=2 * explorer.model.BLOCKS_PER_GIVE_BACK, d_ff=64)
+    model = explorer.build_model(cfg)
+    inputs = prepare_inputs(model, TOKENS)
+    calls = []
+    with unittest.mock.patch.object(explorer.model, "give_back", lambda: calls.append("give back")):
+        with torch.enable_grad():
+            inputs.forward(model, record=False)  # gradient norms' forward: each block runs again in the backward
+        assert len(calls) == 2
+        with torch.inference_mode():
+            inputs.forward(model, on_block=lambda stack, layer, record: None)  # a placement's measured run
+        assert len(calls) == 4
+        explorer.run(model, TOKENS)
+    assert len(calls) == 4
+
+
 def test_padding_that_leaves_a_query_no_key_gives_finite_gradients():
     model = explorer.build_model(
         explorer.ModelConfig(d_model=32, n_heads=4, n_layers=2, d_ff=64, mask="causal+padding")
@@ -140,16 +158,30 @@ LONG_TEXT = "the cat sat on the mat while a small dog ran after it " * 20  # mor
 
 
 def test_a_checkpoints_norms_equal_those_of_the_whole_read_out(minilm_model):
-    """The checkpoint's objective reads out CHUNK positions at a time (read_out_loss); with the logits of every
-    position at once the norms are the same. The margin: float32 sums over 30,522 logits in another order move the
-    norms by about 1e-6 of themselves; a chunk left out or counted twice moves them by far more than 1e-4."""
+    """The checkpoint's objective reads out CHUNK positions at a time, and its table's gradient is taken apart from
+    the read-out (read_out_loss_and_table_gradient); plain autograd through the logits of every position at once,
+    with every gradient whole, gives the same norms. The margin: float32 sums over 30,522 logits in another order
+    move the norms by about 1e-6 of themselves; a chunk left out or counted twice moves them by far more than 1e-4."""
     chunked = gradient_norms(minilm_model, LONG_TEXT)
+    parameters = [p for p in minilm_model.parameters() if p.requires_grad]
     whole = unittest.mock.patch(
         "explorer.analysis.gradients.read_out_loss", lambda x, table, labels: F.cross_entropy(x @ table.T, labels)
     )
-    with whole:
-        expected = gradient_norms(minilm_model, LONG_TEXT)
-    assert chunked["norm"].tolist() == pytest.approx(expected["norm"].tolist(), rel=1e-4)
+    with whole, torch.enable_grad():
+        grads = torch.autograd.grad(objective(minilm_model, LONG_TEXT), parameters, allow_unused=True)
+    expected = [0.0 if g is None else float(g.norm()) for g in grads]
+    assert chunked["norm"].tolist() == pytest.approx(expected, rel=1e-4)
+
+
+@pytest.mark.parametrize("text", [LONG_TEXT, "one two two one [SEP] three"])
+def test_the_table_rows_taken_apart_hold_every_row_the_lookup_reaches(minilm_model, text):
+    """TableGradient.norm_with is exact only when the lookup's gradient is zero outside the rows it was made for."""
+    table = minilm_model.embedding.weight
+    with torch.enable_grad():
+        loss, part = _objective(minilm_model, text, None, table_apart=True)
+        (lookup,) = torch.autograd.grad(loss, [table])  # [V, D]: the read-out's share is not in it
+    reached = set(lookup.abs().sum(dim=1).nonzero()[:, 0].tolist())
+    assert reached and reached <= set(part.rows.tolist())
 
 
 def test_a_checkpoints_logits_are_never_whole(minilm_model):

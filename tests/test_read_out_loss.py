@@ -6,7 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.analysis.read_out_loss import CHUNK, read_out_loss
+import explorer.analysis.read_out_loss as read_out
+from explorer.analysis.read_out_loss import CHUNK, read_out_loss, read_out_loss_and_table_gradient
 
 
 def whole(x: torch.Tensor, table: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -67,3 +68,39 @@ def test_no_positions_is_refused():
     x, table, labels = leaves(0)
     with pytest.raises(ValueError, match="at least one position"):
         read_out_loss(x, table, labels)
+
+
+def whole_table_gradient(x, table, labels):
+    return torch.autograd.grad(whole(x, table, labels), [table])[0]  # [V, D]
+
+
+@pytest.mark.parametrize("vocabulary_chunk", [64, 100, 300, 512])  # 300 rows: 5 blocks with a short one, 3, 1, 1
+def test_the_table_gradient_taken_apart_is_the_whole_ones(monkeypatch, vocabulary_chunk):
+    monkeypatch.setattr(read_out, "VOCABULARY_CHUNK", vocabulary_chunk)
+    x, table, labels = leaves(CHUNK + 7)
+    rows = torch.tensor([0, 5, 63, 64, 150, 299])  # each side of the blocks' edges
+    loss, part = read_out_loss_and_table_gradient(x, table, labels, rows)
+    torch.testing.assert_close(loss, whole(x, table, labels), **CLOSE)
+    expected = whole_table_gradient(x, table, labels)
+    assert part.squared_norm == pytest.approx(float(expected.double().square().sum()), rel=1e-5)
+    torch.testing.assert_close(part.values, expected[rows], **CLOSE)
+    (grad_x,) = torch.autograd.grad(loss, [x])
+    torch.testing.assert_close(grad_x, torch.autograd.grad(whole(x, table, labels), [x])[0], **CLOSE)
+
+
+def test_the_loss_taken_apart_gives_the_table_no_gradient():
+    x, table, labels = leaves(10)
+    loss, _ = read_out_loss_and_table_gradient(x, table, labels, torch.tensor([1, 2]))
+    assert torch.autograd.grad(loss, [table], allow_unused=True) == (None,)
+
+
+def test_a_norm_with_another_gradient_on_the_rows_is_the_norm_of_the_sum():
+    """The lookup's gradient, zero outside the looked-up rows, added to the read-out's: the table's whole gradient."""
+    x, table, labels = leaves(40)
+    rows = torch.tensor([3, 17, 42, 250])
+    _, part = read_out_loss_and_table_gradient(x, table, labels, rows)
+    other = torch.zeros_like(table)  # [V, D]
+    other[rows] = torch.randn(len(rows), table.shape[1], generator=torch.Generator().manual_seed(1))
+    want = float((whole_table_gradient(x, table, labels) + other).norm())
+    assert part.norm_with(other) == pytest.approx(want, rel=1e-5)
+    assert part.norm_with(torch.zeros_like(table)) == pytest.approx(part.squared_norm**0.5, rel=1e-12)

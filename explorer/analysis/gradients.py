@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from explorer.analysis.read_out_loss import read_out_loss
+from explorer.analysis.read_out_loss import TableGradient, read_out_loss, read_out_loss_and_table_gradient
 from explorer.config import PAD_TOKEN, ConfigError
 from explorer.inputs import Source, prepare_inputs
 from explorer.malloc import give_back
@@ -54,6 +54,10 @@ def gradient_norms(model: Transformer, source: Source, target: Source | None = N
     backward pass runs in the thread that asked for it)."""
     names, parameters = zip(*[(n, p) for n, p in model.named_parameters() if p.requires_grad], strict=True)
     norms: dict[int, float] = {}  # parameter index -> the L2 norm of its gradient (none: it has no gradient)
+    # A checkpoint's read-out's share of its token table's gradient, taken apart (_loss_and_table_gradient)
+    table_part: TableGradient | None = None
+    table = model.embedding.weight if model.tokenizer is not None else None
+    table_index = next((i for i, parameter in enumerate(parameters) if parameter is table), None)
     caller = threading.get_ident()
     # The pass frees many arrays of a few MB, which glibc keeps (explorer.malloc): handed back after the forward and
     # each eighth of the parameters, SmolLM2 on 512 pieces took the Activations page to 2.2 GB instead of 2.5
@@ -63,7 +67,8 @@ def gradient_norms(model: Transformer, source: Source, target: Source | None = N
         def take(grad: torch.Tensor) -> torch.Tensor | None:
             if threading.get_ident() != caller:
                 return None
-            norms[index] = float(grad.norm())
+            apart = table_part is not None and index == table_index
+            norms[index] = table_part.norm_with(grad) if apart else float(grad.norm())
             if len(norms) % every == 0:
                 give_back()
             return grad.new_zeros(()).expand_as(grad)
@@ -73,12 +78,14 @@ def gradient_norms(model: Transformer, source: Source, target: Source | None = N
     hooks = [parameter.register_hook(norm_taker(i)) for i, parameter in enumerate(parameters)]
     try:
         with torch.enable_grad():
-            loss = objective(model, source, target)
+            loss, table_part = _objective(model, source, target, table_apart=table_index is not None)
             give_back()
             torch.autograd.grad(loss, parameters, allow_unused=True)
     finally:
         for hook in hooks:
             hook.remove()
+    if table_part is not None and table_index is not None:  # the lookup gave the table no gradient: the read-out's
+        norms.setdefault(table_index, table_part.squared_norm**0.5)
     rows = []
     for i, name in enumerate(names):
         match = _BLOCK_PARAMETER.match(name)
@@ -96,6 +103,15 @@ def objective_text(model: Transformer) -> str:
 
 def objective(model: Transformer, source: Source, target: Source | None = None) -> torch.Tensor:
     """The scalar loss of objective_text(model) (differentiable when grad mode is on)."""
+    return _objective(model, source, target, table_apart=False)[0]
+
+
+def _objective(
+    model: Transformer, source: Source, target: Source | None, table_apart: bool
+) -> tuple[torch.Tensor, TableGradient | None]:
+    """objective(...) and, with `table_apart` for a checkpoint, the read-out's share of the gradient of its token
+    table taken apart: the loss's gradient then reaches the table through the lookup alone, and no gradient as large
+    as the table is made for the read-out (108 MB for SmolLM2, held from the read-out to the end of the pass)."""
     if isinstance(source, torch.Tensor) or isinstance(target, torch.Tensor):
         raise ConfigError("Gradient norms need typed tokens: the objective predicts each token from the output.")
     inputs = prepare_inputs(model, source, target)
@@ -109,14 +125,20 @@ def objective(model: Transformer, source: Source, target: Source | None = None) 
         if len(tokens) < 2:
             raise ConfigError(_too_few(what))
         labels = torch.tensor([model.tokenizer.token_id(t) for t in tokens[1:]])  # [T - 1]
-        return read_out_loss(output[:-1], model.embedding.weight, labels)  # logits [T - 1, V], a few rows at a time
+        table = model.embedding.weight  # [V, D]; logits [T - 1, V] are made a few rows at a time
+        if not table_apart:
+            return read_out_loss(output[:-1], table, labels), None
+        looked_up = [
+            model.tokenizer.token_id(t) for stack in (inputs.source, inputs.target) if stack for t in stack.tokens
+        ]
+        return read_out_loss_and_table_gradient(output[:-1], table, labels, torch.tensor(sorted(set(looked_up))))
     if model.head is not None:  # a trained model: its own read-out, over its own vocabulary
         if len(tokens) < 2:
             raise ConfigError(_too_few(what))
         labels = torch.tensor([model.vocabulary.index(t) for t in tokens[1:]])  # [T - 1]
-        return F.cross_entropy(model.head(output[:-1]), labels)  # logits [T - 1, V]
+        return F.cross_entropy(model.head(output[:-1]), labels), None  # logits [T - 1, V]
     seed = model.config.seed if model.config is not None else 0
-    return _next_token_loss(output, tokens, model.d_model, seed, what)
+    return _next_token_loss(output, tokens, model.d_model, seed, what), None
 
 
 def _too_few(what: str) -> str:
