@@ -106,7 +106,11 @@ def head_ranking(a: AttentionMaps, b: AttentionMaps) -> pd.DataFrame:
     _check_same_shape(a, b)
     rows_used = ~(a.empty_rows | b.empty_rows)  # [Tq]
     pairs = list(zip(a.weights, b.weights, strict=True))  # a layer at a time: SmolLM2's float64 [L, H, T, T] is 566 MB
-    divergence = np.stack([js_divergence(la[:, rows_used], lb[:, rows_used]) for la, lb in pairs])  # [L, H, Tq']
+    # and a head at a time for the divergence, whose five float64 temporaries were 100 MB a layer of SmolLM2 on 512
+    # pieces, the top of the Compare page
+    divergence = np.array(
+        [[js_divergence(ha[rows_used], hb[rows_used]) for ha, hb in zip(la, lb, strict=True)] for la, lb in pairs]
+    )  # [L, H, Tq']
     mean_divergence = divergence.mean(axis=-1) if rows_used.any() else np.zeros(a.weights.shape[:2])
     max_abs = np.stack([np.abs(la - lb).max(axis=(-2, -1)) for la, lb in pairs])  # [L, H]
     layers, heads = np.indices(mean_divergence.shape)
