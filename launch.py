@@ -48,7 +48,7 @@ def preload(names: list[str]) -> None:
 
     for name in names:
         started = time.perf_counter()
-        with caches._CHECKPOINT_LOCK:  # a page asking meanwhile waits here, behind its progress bar
+        with caches.checkpoint_lock(name):  # a page asking for it meanwhile waits here, behind its progress bar
             if name not in caches._CHECKPOINTS:
                 model = explorer.load_pretrained(name)
                 explorer.run(model, "Hello, class.")  # the mapped weights paged in, as the first page would

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,20 @@ def test_preload_puts_a_checkpoint_where_the_pages_look_for_it_and_loads_it_once
     launch.preload(["minilm-l6"])
     assert caches.pretrained_model("minilm-l6") is minilm_model
     assert "minilm-l6 loaded" in capsys.readouterr().out
+
+
+def test_a_page_asking_for_one_checkpoint_does_not_wait_for_anothers_load(monkeypatch):
+    """launch.py preloads MiniLM, then SmolLM2: a first visitor asking for SmolLM2 meanwhile had waited for both."""
+    loaded = object()
+    monkeypatch.setattr(caches, "_CHECKPOINTS", {})
+    monkeypatch.setattr(caches, "load_pretrained", lambda name, progress: loaded)
+    got = []
+    with caches.checkpoint_lock("minilm-l6"):  # the preload, busy loading MiniLM
+        page = threading.Thread(target=lambda: got.append(caches.pretrained_model("smollm2-135m")), daemon=True)
+        page.start()
+        page.join(timeout=30)  # a stub load takes microseconds; 30 s is any machine's scheduling
+    assert got == [loaded]
+    assert caches.pretrained_model("smollm2-135m") is loaded  # and only once
 
 
 def test_give_back_returns_the_pages_of_arrays_freed_between_arrays_that_stay():

@@ -83,7 +83,15 @@ def installed_checkpoints() -> tuple[str, ...]:
 
 
 _CHECKPOINTS: dict[str, Transformer] = {}  # every shipped checkpoint this server has loaded: read, never mutated
-_CHECKPOINT_LOCK = threading.Lock()  # thirty students opening one link load a checkpoint once, not thirty times
+_LOCKS_LOCK = threading.Lock()
+_CHECKPOINT_LOCKS: dict[str, threading.Lock] = {}
+
+
+def checkpoint_lock(name: str) -> threading.Lock:
+    """The lock a checkpoint's loading holds: thirty students opening one link load it once, not thirty times; a
+    page asking for SmolLM2 does not wait for MiniLM's load (launch.py preloads one after the other)."""
+    with _LOCKS_LOCK:
+        return _CHECKPOINT_LOCKS.setdefault(name, threading.Lock())
 
 
 def pretrained_model(name: str) -> Transformer:
@@ -93,7 +101,7 @@ def pretrained_model(name: str) -> Transformer:
     title = INSTALLED[name].title if name in INSTALLED else name
     bar = st.progress(0.0, text=f"Loading {title}: the first visitor of this server waits a few seconds…")
     try:
-        with _CHECKPOINT_LOCK:  # a second session waits here while the first loads it
+        with checkpoint_lock(name):  # a second session waits here while the first loads it
             if name not in _CHECKPOINTS:
                 LOG.info("building model %s", name)
                 _CHECKPOINTS[name] = load_pretrained(
