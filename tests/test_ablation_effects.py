@@ -142,3 +142,16 @@ def test_prediction_change_says_why_not(minilm_model):
     model = explorer.build_model(ModelConfig(arch="decoder"), vocabulary=VOCABULARY)
     with pytest.raises(ConfigError, match="different texts"):
         prediction_change(model, explorer.run(model, "a b"), explorer.run(model, "a c"))
+
+
+def test_a_lent_run_gives_the_same_board_and_a_wrong_one_is_refused(minilm_model):
+    """The What heads do page lends its own run of the text instead of running it again (0.6 GB for SmolLM2 on 512
+    pieces, beside the page's)."""
+    base = explorer.run(minilm_model, SENTENCE)
+    np.testing.assert_array_equal(
+        head_ablation_effects(minilm_model, SENTENCE, base=base), head_ablation_effects(minilm_model, SENTENCE)
+    )
+    with pytest.raises(ConfigError, match="heads removed"):
+        head_ablation_effects(minilm_model, SENTENCE, base=explorer.run(minilm_model, SENTENCE, ablate="L0H1"))
+    with pytest.raises(ConfigError, match="another text"):
+        head_ablation_effects(minilm_model, "A dog ran.", base=base)

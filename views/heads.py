@@ -273,7 +273,7 @@ def ablation_section(cfg: ModelConfig, before: Trace, after: Trace, removed: tup
     )
     text = str(st.session_state.get("tokens") or " ".join(before.first.tokens))
     target = st.session_state.get("target") if cfg.arch == "encoder-decoder" else None
-    effects = ablation_effects_of(cfg, text, target, mode)  # [L, H]
+    effects = ablation_effects_of(cfg, text, target, mode, before)  # [L, H]
     show_head_board(ablation_board_figure(effects, removed), effects, "1 − cosine")
     say(top_effects_sentence(effects))
     if removed:

@@ -71,7 +71,9 @@ def top_pieces_of(trace: Trace, k: int = 10) -> pd.DataFrame:
 
 
 @st.cache_data(max_entries=8, show_spinner=False)
-def _effects(cfg: ModelConfig, text: str, target: str | None, mode: str, _model: Transformer) -> np.ndarray:
+def _effects(
+    cfg: ModelConfig, text: str, target: str | None, mode: str, _model: Transformer, _base: Trace
+) -> np.ndarray:
     from explorer import head_ablation_effects
 
     n_heads = _model.config.n_layers * _model.config.n_heads if _model.config is not None else None
@@ -82,12 +84,13 @@ def _effects(cfg: ModelConfig, text: str, target: str | None, mode: str, _model:
         bar.progress(min(1.0, float(share)), text=f"Removing each of the {what} in turn: {share:.0%}")
 
     try:
-        return head_ablation_effects(_model, text, target, mode, progress)
+        return head_ablation_effects(_model, text, target, mode, progress, base=_base)
     finally:
         bar.empty()
 
 
-def ablation_effects_of(cfg: ModelConfig, text: str, target: str | None, mode: str) -> np.ndarray:
-    """[L, H] head_ablation_effects of the session's model on the typed text: 1 − cosine of the sentence embedding
-    with each head removed alone, a progress bar while it runs."""
-    return cached(_effects, cfg, text, target, mode, _model=session_model())
+def ablation_effects_of(cfg: ModelConfig, text: str, target: str | None, mode: str, before: Trace) -> np.ndarray:
+    """[L, H] head_ablation_effects of the session's model on the typed text, whose run with every head is
+    `before` (lent to it): 1 − cosine of the sentence embedding with each head removed alone, a progress bar while it
+    runs."""
+    return cached(_effects, cfg, text, target, mode, _model=session_model(), _base=before)

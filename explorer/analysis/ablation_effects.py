@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from explorer.ablation import HeadAblation, checked_mode
+from explorer.ablation import HeadAblation, checked_mode, heads_text
 from explorer.build import build_model
 from explorer.config import PAD_TOKEN, ConfigError, ModelConfig
-from explorer.inputs import Source
+from explorer.inputs import Source, prepare_inputs
 from explorer.model import Stack, Transformer, float32_default
 from explorer.prediction import can_predict, last_logits, piece_name, piece_text
 from explorer.trace import StackTrace, Trace, run
@@ -57,16 +57,21 @@ def head_ablation_effects(
     target: Source | None = None,
     mode: str = "zero",
     progress: Progress | None = None,
+    base: Trace | None = None,
 ) -> np.ndarray:
     """[L, H]: 1 - cosine of the sentence embedding with each self-attention head of the first stack removed alone
     (its output set to zero, or with mode="mean" to its mean over the positions) against none removed; 0 means no
     change, 2 the opposite direction. One batch of heads per layer, starting from the unablated run's stream at that
     layer (the blocks below are the same and are not run again), in chunks of at most BATCH_BYTES. For an
     encoder-decoder the embedding is the decoder's output, so the encoder's heads act through the decoder's
-    cross-attention. `progress(share, what)` is told before each layer."""
+    cross-attention. `progress(share, what)` is told before each layer. `base`: the model's run of this text with no
+    head removed, when the caller has it (a page's trace), instead of running it again."""
     checked_mode(mode)
     model = build_model(model) if isinstance(model, ModelConfig) else model
-    base = run(model, source, target, keep_scores=False)  # scores unread: 283 MB of SmolLM2 on 512 pieces
+    if base is None:
+        base = run(model, source, target, keep_scores=False)  # scores unread: 283 MB of SmolLM2 on 512 pieces
+    else:
+        _check_base(model, source, target, base)
     first = model.encoder if model.encoder is not None else model.decoder
     L, H = len(first.layers), first.layers[0].self_attn.n_heads
     real = real_positions(base.last.tokens)
@@ -92,6 +97,19 @@ def head_ablation_effects(
     if progress is not None:
         progress(1.0, "done")
     return effects
+
+
+def _check_base(model: Transformer, source: Source, target: Source | None, base: Trace) -> None:
+    """Refuse a lent run that is not the model's plain run of this text: the board would measure another one."""
+    if base.ablated:
+        raise ConfigError(
+            f"The run lent to head_ablation_effects has heads removed ({heads_text(base.ablated)}): lend the run "
+            "with every head, against which each head's removal is measured."
+        )
+    inputs = prepare_inputs(model, source, target)
+    stacks = [s for s in (inputs.source, inputs.target) if s is not None]
+    if [s.tokens for s in stacks] != [s.tokens for s in base.stacks] or base.config != model.config:
+        raise ConfigError("The run lent to head_ablation_effects is of another text or model than the one given.")
 
 
 def prediction_change(model: Transformer, before: Trace, after: Trace, k: int = 10) -> pd.DataFrame:
