@@ -54,7 +54,7 @@ def gradient_norms(model: Transformer, source: Source, target: Source | None = N
     backward pass runs in the thread that asked for it)."""
     names, parameters = zip(*[(n, p) for n, p in model.named_parameters() if p.requires_grad], strict=True)
     norms: dict[int, float] = {}  # parameter index -> the L2 norm of its gradient (none: it has no gradient)
-    # A checkpoint's read-out's share of its token table's gradient, taken apart (_loss_and_table_gradient)
+    # A checkpoint's read-out's share of its token table's gradient, taken apart (_objective's table_apart)
     table_part: TableGradient | None = None
     table = model.embedding.weight if model.tokenizer is not None else None
     table_index = next((i for i, parameter in enumerate(parameters) if parameter is table), None)
