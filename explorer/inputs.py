@@ -6,7 +6,6 @@ import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import torch
 
 from explorer.ablation import HeadAblation
 from explorer.config import ConfigError, ModelConfig
-from explorer.model import Record, StackRun, Transformer
+from explorer.model import StackOnBlock, StackRun, Transformer
 from explorer.tokens import embed_tokens, padding_keys, split_tokens
 
 PACKAGE = str(Path(__file__).parent) + os.sep  # explorer's own files, skipped when a warning names the user's line
@@ -43,7 +42,7 @@ class Inputs:
         ablation: HeadAblation | None = None,
         keep_scores: bool = True,
         record: bool = True,
-        on_block: Callable[[str, int, Record], None] | None = None,
+        on_block: StackOnBlock | None = None,
     ) -> tuple[StackRun, ...]:
         """The model's forward on a batch of one (`ablation` removes heads of the first stack; without `keep_scores`
         the records keep no pre-softmax scores; without `record` there are none; `on_block` is handed each block's

@@ -48,6 +48,7 @@ class Records(list[Record]):
 
 StackRun = tuple[torch.Tensor, Records]  # a stack's output [B, T, D] and one record per block
 OnBlock = Callable[[int, Record], None]  # (layer, its record) as each block has run, for a caller that keeps none
+StackOnBlock = Callable[[str, int, Record], None]  # the same for a whole model: (stack name, layer, record)
 
 
 @dataclass(frozen=True)
@@ -385,7 +386,7 @@ class Transformer(nn.Module):
         ablation: HeadAblation | None = None,
         keep_scores: bool = True,
         record: bool = True,
-        on_block: Callable[[str, int, Record], None] | None = None,
+        on_block: StackOnBlock | None = None,
     ) -> tuple[StackRun, ...]:
         """x [B, T, D] (and target [B, T_target, D] for an encoder-decoder): embeddings with positions
         already added. Masks are [B or 1, Tq, Tk] bool, True = may attend, or None for all. `ablation` removes
@@ -407,7 +408,7 @@ class Transformer(nn.Module):
         return runs
 
 
-def _named(on_block: Callable[[str, int, Record], None] | None, stack: str) -> OnBlock | None:
+def _named(on_block: StackOnBlock | None, stack: str) -> OnBlock | None:
     """Transformer.forward's on_block for one of its stacks."""
     return None if on_block is None else lambda layer, record: on_block(stack, layer, record)
 

@@ -62,6 +62,11 @@ class StackMeasures:
     uniform_entropy: float  # uniform attention over the allowed keys, over the same queries (nats)
     sublayers: int  # per block: 3 in a decoder with cross-attention, else 2
 
+    @classmethod
+    def of(cls, name: str, rms: np.ndarray, per_head: pd.DataFrame, sublayers: int) -> StackMeasures:
+        """A stack's measures from its residual RMS [L + 1] and head_entropy's rows (layer, head) of its maps."""
+        return cls(name, rms, layer_entropy(per_head), float(per_head["max_entropy"].iloc[0]), sublayers)
+
 
 def stream_rms(stream: np.ndarray) -> float:
     """The RMS of one layer's stream [T, D] over tokens and units, summed in float64."""
@@ -84,10 +89,8 @@ def layer_entropy(per_head: pd.DataFrame) -> np.ndarray:
 
 def trace_measures(stack: StackTrace) -> StackMeasures:
     """The table's measures of a stack of a trace."""
-    per_head = head_entropy(stack.self_attention)  # rows (layer, head)
-    uniform = float(per_head["max_entropy"].iloc[0])
     sublayers = 2 if stack.cross_attention is None else 3
-    return StackMeasures(stack.name, rms_over_depth(stack), layer_entropy(per_head), uniform, sublayers)
+    return StackMeasures.of(stack.name, rms_over_depth(stack), head_entropy(stack.self_attention), sublayers)
 
 
 @float32_default()
@@ -108,13 +111,15 @@ def measured_run(model: Transformer, source: Source, target: Source | None = Non
             heads[name].append(head_entropy(maps).assign(layer=layer))
 
         inputs.forward(model, keep_scores=False, on_block=measure)
-    measures = []
-    for name in stacks:
-        per_head = pd.concat(heads[name], ignore_index=True)
-        uniform = float(per_head["max_entropy"].iloc[0])
-        sublayers = 3 if getattr(model, name).spec.cross_attention else 2
-        measures.append(StackMeasures(name, np.array(rms[name]), layer_entropy(per_head), uniform, sublayers))
-    return measures
+    return [
+        StackMeasures.of(
+            name,
+            np.array(rms[name]),
+            pd.concat(heads[name], ignore_index=True),
+            3 if getattr(model, name).spec.cross_attention else 2,
+        )
+        for name in stacks
+    ]
 
 
 def stack_rows(placement: str, measures: StackMeasures, gradients: pd.DataFrame | None) -> list[pd.DataFrame]:

@@ -46,8 +46,7 @@ class TableGradient:
 def read_out_loss(x: torch.Tensor, table: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """x [N, D], table [V, D], labels [N] (ints below V) -> the mean over positions of -log softmax(x @ table.T)[label],
     equal to F.cross_entropy(x @ table.T, labels), differentiable (once) in x and table."""
-    if x.shape[0] == 0:
-        raise ValueError("read_out_loss needs at least one position")
+    _check_positions(x)
     return _ChunkedReadOut.apply(x, table, labels, None)
 
 
@@ -57,13 +56,17 @@ def read_out_loss_and_table_gradient(
     """read_out_loss(x, table, labels), differentiable in x alone, and the TableGradient of the loss for `rows`
     [R] (distinct): the table's gradient through the logits, reduced to what its norm needs, as the loss is (not
     scaled by what a backward pass brings)."""
-    if x.shape[0] == 0:
-        raise ValueError("read_out_loss needs at least one position")
+    _check_positions(x)
     log_totals: list[torch.Tensor] = []
     loss = _ChunkedReadOut.apply(x, table.detach(), labels, log_totals)
     give_back()  # the position chunks' logits, freed, before the vocabulary's chunks of another size
     with torch.no_grad():
         return loss, _table_gradient(x.detach(), table.detach(), labels, torch.cat(log_totals), rows)
+
+
+def _check_positions(x: torch.Tensor) -> None:
+    if x.shape[0] == 0:
+        raise ValueError("read_out_loss needs at least one position")
 
 
 def _table_gradient(
