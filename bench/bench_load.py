@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import statistics
 import sys
@@ -52,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 import explorer  # noqa: E402
 from explorer.config import ModelConfig  # noqa: E402
 from pictures.boards import decode_floats  # noqa: E402
+from views.matrix_view import unpacked  # noqa: E402
 
 P95_TARGET = 5.0  # seconds for 30 students on one link (issue 16)
 TIMEOUT = 120.0  # a session that has not finished by then has failed
@@ -92,7 +92,7 @@ async def run_page(ws, query: str, page: str = "") -> Session:
                 seen.errors.append(f"exception: {element.exception.message[:200]}")
             elif what == "bidi_component" and element.bidi_component.component_name == "matrix_view":
                 key = element.bidi_component.id.split("-", 2)[-1]
-                seen.boards[key] = json.loads(element.bidi_component.json)
+                seen.boards[key] = unpacked(element.bidi_component.bytes)
         elif kind == "script_finished":
             if forward.script_finished != 0:  # 0: FINISHED_SUCCESSFULLY
                 seen.errors.append(f"script finished with status {forward.script_finished}")

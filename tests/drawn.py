@@ -98,8 +98,31 @@ def app_boards(at) -> dict[str, dict]:
     found = {}
     for element in at.get("bidi_component"):
         if element.proto.component_name == "matrix_view":
-            found[element.proto.id.split("-", 2)[-1]] = json.loads(element.proto.json)
+            found[element.proto.id.split("-", 2)[-1]] = board_as_sent(element.proto.bytes)
     return found
+
+
+def board_as_sent(data: bytes) -> dict:
+    """A board as the component receives it (views/matrix_view.py sends packed bytes: uint32 n, n bytes of JSON, then
+    the blobs its panels point to as {"blob": i}), read here by hand with its blobs back in base64 (a PNG as a data
+    URI), the form the readers below take, rather than with the code under test."""
+    length = int.from_bytes(data[:4], "little")
+    board = json.loads(data[4 : 4 + length].decode("utf-8"))
+    blobs = [data[4 + length + offset : 4 + length + offset + size] for offset, size in board.pop("blobs")]
+
+    def text(node):
+        if isinstance(node, dict) and set(node) == {"blob"}:
+            return base64.b64encode(blobs[node["blob"]]).decode("ascii")
+        return node
+
+    for panel in board["panels"]:
+        for name in ("values", "masked"):
+            if name in panel:
+                panel[name] = text(panel[name])
+        panel["png"] = "data:image/png;base64," + text(panel["png"])
+        for more in panel.get("extra") or []:
+            more["values"] = text(more["values"])
+    return board
 
 
 def panel_matrix(panel: dict) -> DrawnMatrix:

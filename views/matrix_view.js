@@ -28,13 +28,6 @@ function numberText(value, digits) {
   return digits === null ? String(Number(value.toPrecision(4))) : fixed(value, digits);
 }
 
-function bytesOf(base64) {
-  const text = atob(base64);
-  const bytes = new Uint8Array(text.length);
-  for (let i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
-  return bytes;
-}
-
 function element(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
@@ -258,13 +251,12 @@ function pointer(canvas, event) {
 }
 
 // The panel's picture: `draw(image)` once it has loaded, then the canvas is marked drawn.
+// Draw once the panel's PNG (a Blob) is decoded, which the browser does off the main thread.
 function whenLoaded(png, canvas, draw) {
-  const image = new Image();
-  image.onload = () => {
+  createImageBitmap(png).then((image) => {
     draw(image);
     canvas.dataset.drawn = "true";
-  };
-  image.src = png;
+  });
 }
 
 // The tooltip holding `lines` next to the pointer, or hidden when there are none.
@@ -289,9 +281,9 @@ function drawMatrix(p, setTriggerValue) {
   canvas.dataset.plot = JSON.stringify({
     left: box.left, top: box.top, cell: p.cell_px, cell_h: p.cell_h, rows: p.rows, cols: p.cols,
   });
-  const values = new Float32Array(bytesOf(p.values).buffer);
-  const masked = p.masked ? bytesOf(p.masked) : null;
-  for (const more of p.extra) more.decoded = new Float32Array(bytesOf(more.values).buffer);
+  const values = new Float32Array(p.values.buffer);
+  const masked = p.masked || null;
+  for (const more of p.extra) more.decoded = new Float32Array(more.values.buffer);
   whenLoaded(p.png, canvas, (image) => {
     const g = canvas.getContext("2d");
     drawCells(g, p, box, image, values, masked);
@@ -381,8 +373,27 @@ function drawSheet(p, setTriggerValue) {
   return shell.panel;
 }
 
+// The board from views/matrix_view.py's packed() bytes: uint32 n, n bytes of JSON, then the blobs its panels point
+// to ({blob: i}), each copied out (so that float32 values start aligned) and a PNG wrapped as a Blob.
+function unpack(data) {
+  const n = new DataView(data.buffer, data.byteOffset, 4).getUint32(0, true);
+  const board = JSON.parse(new TextDecoder().decode(data.subarray(4, 4 + n)));
+  const blob = (ref) => {
+    const [offset, length] = board.blobs[ref.blob];
+    return data.slice(4 + n + offset, 4 + n + offset + length);
+  };
+  for (const p of board.panels) {
+    p.png = new Blob([blob(p.png)], { type: "image/png" });
+    if (p.values) p.values = blob(p.values);
+    if (p.masked) p.masked = blob(p.masked);
+    for (const more of p.extra || []) more.values = blob(more.values);
+  }
+  return board;
+}
+
 export default function (component) {
-  const { data, parentElement, setTriggerValue } = component;
+  const { parentElement, setTriggerValue } = component;
+  const data = unpack(component.data);
   let root = parentElement.querySelector(".mv-board");
   if (!root) {
     root = element("div", "mv-board");
