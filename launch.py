@@ -23,6 +23,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 PROJECT_PACKAGES = ("explorer", "pictures", "views")
+# Modules the libraries import only when a page first uses them, each paid by a fresh server's first visitor:
+# Streamlit's emoji list (every page's set_page_config checks its icon against a regex of every emoji: 0.05 s alone,
+# 0.3 s of the first page while the browser shares the CPU), its material icon names (st.error's icon), its
+# components' manifest scanner (the first st.components.v2 component drawn), pandas' Styler with jinja2 (a styled
+# table, SmolLM2's next pieces: 0.07 s) and pyarrow's pandas bridge (the first table sent).
+LAZY_IMPORTS = (
+    "streamlit.emojis",
+    "streamlit.material_icon_names",
+    "streamlit.components.v2.manifest_scanner",
+    "pandas.io.formats.style",
+    "pyarrow.pandas_compat",
+    "pyarrow.vendored.version",
+)
 
 
 def page_imports() -> list[str]:
@@ -66,10 +79,12 @@ def warm_up() -> None:
     for name in page_imports():  # 40-odd modules a fresh server's first page would otherwise import (and compile)
         importlib.import_module(name)
     explorer.run(explorer.ModelConfig(), "the cat sat on the mat")
-    # Every page's set_page_config checks its emoji icon against Streamlit's emoji list, whose first import compiles
-    # a regex of every emoji: 0.05 s alone, 0.3 s of the first page in a fresh server while the browser shares the CPU.
-    with contextlib.suppress(ImportError):
-        importlib.import_module("streamlit.emojis")
+    for name in LAZY_IMPORTS:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    from PIL import Image
+
+    Image.init()  # the first PNG a page encodes loads every image plugin PIL has
 
 
 def checkpoints(choice: str) -> list[str]:

@@ -87,6 +87,29 @@ def test_warm_up_leaves_what_the_first_page_would_import_imported():
     assert shown.stdout.split("\n")[-4:] == ["['explorer', 'streamlit.emojis', 'torch']", "[]", "[]", ""]
 
 
+FIRST_PAGES = """
+import sys, launch
+launch.warm_up()
+launch.preload(launch.checkpoints("all"))
+from streamlit.testing.v1 import AppTest
+before = set(sys.modules)
+for model in ["configured", *launch.checkpoints("all")]:
+    page = AppTest.from_file("dashboard.py", default_timeout=120)
+    page.query_params["model"] = model
+    page.run()
+    assert not page.exception, [e.value for e in page.exception]
+print(sorted(n for n in set(sys.modules) - before if not n.startswith("streamlit.testing")))
+"""
+
+
+def test_after_warm_up_the_attention_page_of_each_model_imports_nothing_more():
+    # A module a page imports for the first time is paid by a fresh server's first visitor (pandas' Styler with
+    # jinja2 took 0.07 s of SmolLM2's first page): launch.LAZY_IMPORTS lists them, and this finds any it misses.
+    shown = subprocess.run([sys.executable, "-c", FIRST_PAGES], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip().split("\n")[-1] == "[]"
+
+
 def test_page_imports_reads_the_project_modules_the_pages_import_and_not_the_pages():
     names = launch.page_imports()
     assert {"views.query_params", "views.lazy_sections", "explorer.positional_text"} <= set(names)  # page imports
