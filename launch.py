@@ -72,8 +72,11 @@ def preload(names: list[str]) -> None:
 def warm_up() -> None:
     """Import what every page needs (torch, the explorer, the figure builders, the pages' shared code) and run the
     default model once: the first visitor's page then finds it all done."""
-    # The caches' decorators run before Streamlit's runtime exists: they say so once each, and work the same.
-    logging.getLogger("streamlit.runtime.caching.cache_data_api").setLevel(logging.ERROR)
+    # The caches' decorators run before Streamlit's runtime exists: they say so once each, and work the same. Set on
+    # Streamlit's own logger: its get_logger sets a logger's level when it first makes it, after any setting here.
+    from streamlit.logger import get_logger
+
+    get_logger("streamlit.runtime.caching.cache_data_api").setLevel(logging.ERROR)
     import explorer
 
     for name in page_imports():  # 40-odd modules a fresh server's first page would otherwise import (and compile)
