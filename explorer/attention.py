@@ -64,10 +64,11 @@ class MultiHeadAttention(nn.Module):
         """query [B, T, D], memory [B, S, D], allowed [B or 1, T, S] (True = may attend) ->
         output [B, T, D], weights [B, H, T, S] (post-softmax, pre-dropout), scores [B, H, T, S] (-inf masked).
         `removed` [B or 1, H] (1 = removed) replaces those heads' weighted sums of values before the output projection
-        (explorer.ablation.remove_heads); their weights are still computed and returned. `weights_out` and
-        `scores_out` [B, H, T, S], when given (outside autograd), receive the weights and scores, which are then
-        returned: Stack.forward passes slices of one buffer per stack, so a trace keeps them without a copy.
-        Without `need_weights` (and not training) weights and scores are None: the heads' sums come from torch's
+        (explorer.ablation.remove_heads); their weights are still computed and returned. With B = 1 and R rows of
+        `removed`, the heads attend once and the output has R rows, one per removal (head_ablation_effects' batches).
+        `weights_out` and `scores_out` [B, H, T, S], when given (outside autograd), receive the weights and scores,
+        which are then returned: Stack.forward passes slices of one buffer per stack, so a trace keeps them without a
+        copy. Without `need_weights` (and not training) weights and scores are None: the heads' sums come from torch's
         fused attention, which never holds a [T, S] map (4x faster at 512 pieces), equal to float32 rounding."""
         B, T, D = query.shape
         S = memory.shape[1]
@@ -95,7 +96,7 @@ class MultiHeadAttention(nn.Module):
             attended = F.dropout(weights, self.dropout, train) @ v  # [B, H, T, K]
         if removed is not None:
             attended = remove_heads(attended, removed, removed_with)  # [B, H, T, K]
-        merged = attended.transpose(1, 2).reshape(B, T, D)  # [B, T, D]
+        merged = attended.transpose(1, 2).reshape(-1, T, D)  # [B, T, D], or [R, T, D] (see `removed`)
         return self.out_proj(merged), weights, scores
 
 

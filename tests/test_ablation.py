@@ -205,6 +205,27 @@ def test_a_batch_removes_other_heads_in_each_row_as_single_runs_do():
                 np.testing.assert_allclose(record["attn.pattern"][b].numpy(), single.attention[layer], atol=1e-6)
 
 
+def test_one_row_with_many_removals_attends_once_and_gives_each_removals_run():
+    # head_ablation_effects' batches: one stream in, R rows of removed heads, R outputs (without records); the first
+    # block's attention is computed once for all of them
+    model = biased_model(arch="decoder", norm="pre", n_layers=2, n_heads=4, d_model=32)
+    text = "the cat sat on the mat"
+    rows = [[(0, 1)], [(0, 2)], [(0, 1), (1, 3)]]
+    removed = torch.zeros(len(rows), 2, 4)  # [R, L, H]
+    for r, heads in enumerate(rows):
+        for layer, head in heads:
+            removed[r, layer, head] = 1.0
+    inputs = prepare_inputs(model, text)
+    for mode in ("zero", "mean"):
+        with torch.inference_mode():
+            x = inputs.source.x[None]  # [1, T, D]
+            ((out, _),) = model(x, inputs.source.allowed[None], ablation=HeadAblation(removed, mode), record=False)
+        assert out.shape[0] == len(rows)
+        for r, heads in enumerate(rows):
+            single = explorer.run(model, text, ablate=heads, ablate_with=mode)
+            np.testing.assert_allclose(out[r].numpy(), single.output, atol=BATCH_TOLERANCE)
+
+
 def test_a_stack_started_at_a_layer_from_the_traced_stream_is_the_full_run():
     cfg = ModelConfig(arch="decoder", norm="pre", n_layers=3, n_heads=4, d_model=32)
     model = explorer.build_model(cfg)

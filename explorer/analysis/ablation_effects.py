@@ -62,10 +62,11 @@ def head_ablation_effects(
     """[L, H]: 1 - cosine of the sentence embedding with each self-attention head of the first stack removed alone
     (its output set to zero, or with mode="mean" to its mean over the positions) against none removed; 0 means no
     change, 2 the opposite direction. One batch of heads per layer, starting from the unablated run's stream at that
-    layer (the blocks below are the same and are not run again), in chunks of at most BATCH_BYTES. For an
-    encoder-decoder the embedding is the decoder's output, so the encoder's heads act through the decoder's
-    cross-attention. `progress(share, what)` is told before each layer. `base`: the model's run of this text with no
-    head removed, when the caller has it (a page's trace), instead of running it again."""
+    layer (the blocks below are the same and are not run again, and that layer's heads attend once for the whole batch),
+    in chunks of at most BATCH_BYTES. For an encoder-decoder the embedding is the decoder's output, so the encoder's
+    heads act through the decoder's cross-attention. `progress(share, what)` is told before each layer. `base`: the
+    model's run of this text with no head removed, when the caller has it (a page's trace), instead of running it
+    again."""
     checked_mode(mode)
     model = build_model(model) if isinstance(model, ModelConfig) else model
     if base is None:
@@ -88,7 +89,7 @@ def head_ablation_effects(
                 heads = torch.arange(start, min(H, start + rows))  # [B]
                 removed = torch.zeros(len(heads), L, H)  # [B, L, H]: row b removes head heads[b] of this layer
                 removed[torch.arange(len(heads)), layer, heads] = 1.0
-                x = stream.expand(len(heads), -1, -1)  # [B, T, D]
+                x = stream[None]  # [1, T, D]: block `layer` attends once; removing a head per row makes [B, T, D]
                 out, _ = first(x, allowed, ablation=HeadAblation(removed, mode), first_layer=layer, record=False)
                 if base.last is not base.first:
                     out = _decoder_output(model.decoder, base.last, out)
