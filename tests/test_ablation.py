@@ -184,14 +184,20 @@ def test_mean_ablation_is_each_heads_mean_output_through_the_output_projection()
     np.testing.assert_allclose(trace.first.activations[f"blocks.{layer}.attn.out"], expected, atol=1e-5)  # float32
 
 
+def removal_rows(rows: list[list[tuple[int, int]]], n_layers: int, n_heads: int) -> torch.Tensor:
+    """[R, L, H]: 1 at each row's (layer, head) pairs, as HeadAblation takes them."""
+    removed = torch.zeros(len(rows), n_layers, n_heads)
+    for r, heads in enumerate(rows):
+        for layer, head in heads:
+            removed[r, layer, head] = 1.0
+    return removed
+
+
 def test_a_batch_removes_other_heads_in_each_row_as_single_runs_do():
     model = biased_model(arch="decoder", norm="pre", n_layers=2, n_heads=4, d_model=32)
     text = "the cat sat on the mat"
     rows = [[], [(0, 1)], [(1, 0), (1, 3)], [(0, 0), (0, 1), (0, 2), (0, 3), (1, 2)]]
-    removed = torch.zeros(len(rows), 2, 4)  # [B, L, H]
-    for b, heads in enumerate(rows):
-        for layer, head in heads:
-            removed[b, layer, head] = 1.0
+    removed = removal_rows(rows, 2, 4)  # [B, L, H]
     inputs = prepare_inputs(model, text)
     for mode in ("zero", "mean"):
         with torch.inference_mode():
@@ -211,10 +217,7 @@ def test_one_row_with_many_removals_attends_once_and_gives_each_removals_run():
     model = biased_model(arch="decoder", norm="pre", n_layers=2, n_heads=4, d_model=32)
     text = "the cat sat on the mat"
     rows = [[(0, 1)], [(0, 2)], [(0, 1), (1, 3)]]
-    removed = torch.zeros(len(rows), 2, 4)  # [R, L, H]
-    for r, heads in enumerate(rows):
-        for layer, head in heads:
-            removed[r, layer, head] = 1.0
+    removed = removal_rows(rows, 2, 4)  # [R, L, H]
     inputs = prepare_inputs(model, text)
     for mode in ("zero", "mean"):
         with torch.inference_mode():
