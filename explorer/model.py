@@ -362,6 +362,11 @@ class Transformer(nn.Module):
         """The stacks it has, in the order they run: ("encoder",), ("decoder",) or ("encoder", "decoder")."""
         return tuple(name for name in ("encoder", "decoder") if getattr(self, name) is not None)
 
+    @property
+    def first_stack(self) -> Stack:
+        """The stack that reads the input: the encoder, or a decoder-only model's decoder."""
+        return getattr(self, self.stack_names[0])
+
     def tie_read_out(self) -> None:
         """A checkpoint with tied embeddings reads logits out through its token embedding table: one tensor."""
         if isinstance(self.config, CheckpointConfig) and self.config.tie_embeddings and self.head is not None:
@@ -394,9 +399,8 @@ class Transformer(nn.Module):
         without `record` no record at all, and attention through torch's fused kernel (Stack.forward); with
         `on_block`, each block's record goes to on_block(stack name, layer, record) instead of into the records.
         -> (output [B, T, D], one record per block) for each stack, in the order they ran."""
-        first_name = self.stack_names[0]
         kept = {"keep_scores": keep_scores, "record": record}
-        first = getattr(self, first_name)
+        first, first_name = self.first_stack, self.stack_names[0]
         runs = (first(x, allowed, train=train, ablation=ablation, on_block=_named(on_block, first_name), **kept),)
         if self.encoder is not None and self.decoder is not None:
             memory = runs[0][0]  # [B, S, D]

@@ -281,7 +281,7 @@ def _ablation(
     checked_mode(mode)
     if ablate is None:
         return (), None
-    first = model.encoder if model.encoder is not None else model.decoder
+    first = model.first_stack
     attention = first.layers[0].self_attn
     heads = checked_heads(
         parse_heads(ablate) if isinstance(ablate, str) else ablate, len(first.layers), attention.n_heads

@@ -198,7 +198,7 @@ def gradient_figure(model: Transformer, source: Source, target: Source | None = 
     """The gradient norm of each block's parameters, for the objective explorer.analysis.gradients.objective_text names
     (the Activations page's chart)."""
     totals = layer_gradient_totals(gradient_norms(model, source, target))
-    first = model.encoder or model.decoder
+    first = model.first_stack
     return activation_charts.gradient_totals_figure(totals, first.spec.placement)
 
 

@@ -73,7 +73,7 @@ def head_ablation_effects(
         base = run(model, source, target, keep_scores=False)  # scores unread: 283 MB of SmolLM2 on 512 pieces
     else:
         _check_base(model, source, target, base)
-    first = model.encoder if model.encoder is not None else model.decoder
+    first = model.first_stack
     L, H = len(first.layers), first.layers[0].self_attn.n_heads
     real = real_positions(base.last.tokens)
     unablated = sentence_embedding(base)  # [D]
@@ -191,7 +191,7 @@ def _row_bytes(model: Transformer, base: Trace, layer: int) -> int:
         return 4 * (10 * T * spec.d_model + 2 * T * spec.d_ff + 3 * max(T, S) * spec.d_model)
 
     S = len(base.first.tokens)
-    first = model.encoder if model.encoder is not None else model.decoder
+    first = model.first_stack
     sizes = [block(first, S, S)]
     if base.last is not base.first:
         sizes.append(block(model.decoder, len(base.last.tokens), S))

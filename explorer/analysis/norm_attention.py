@@ -127,7 +127,7 @@ def _attention_inputs(model: Transformer, trace: Trace, kind: str | None):
     cross = maps.kind == "cross-attention"
     index = len(trace.stacks) - 1 if cross or maps.kind == "decoder self-attention" else 0
     stack_trace: StackTrace = trace.stacks[index]
-    stack: Stack | None = (model.encoder or model.decoder) if index == 0 else model.decoder
+    stack: Stack | None = model.first_stack if index == 0 else model.decoder
     if stack is None or len(stack.layers) != maps.n_layers:
         raise ConfigError("This trace was not made by this model: run the model again and pass both.")
     if cross:
