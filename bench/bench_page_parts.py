@@ -29,7 +29,7 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 # bench/ is on sys.path when a script here runs
-from bench_page_load import BASELINE_APPS, IDLE, SIDEBAR_ONLY, SMALL
+from bench_page_load import BASELINE_APPS, EMPTY_COMPONENT, IDLE, SIDEBAR_ONLY, SMALL
 from serve import APP, BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving_all, turns
 from spread import LEVEL, ratio_interval
 
@@ -46,16 +46,6 @@ others = ("Mixing", "What heads do", "Compare", "Positional encodings", "Activat
 pages = [st.Page(attention, title="Attention", default=True)]
 pages += [st.Page(lambda: None, title=title, url_path=title.lower().replace(" ", "-")) for title in others]
 st.navigation(pages).run()
-"""
-COMPONENT_V2 = """
-empty = st.components.v2.component("empty_canvas", js='''export default function (component) {
-  const canvas = document.createElement("canvas");
-  canvas.width = 800;
-  canvas.height = 400;
-  canvas.dataset.drawn = "true";
-  component.parentElement.replaceChildren(canvas);
-}''')
-empty(data=b"board", key="maps")
 """
 IFRAME_HTML = """<!doctype html><html><body style="margin: 0">
 <script>
@@ -96,8 +86,6 @@ SHOW_BOARD = 'show_board(attention_board(st.session_state["tokens"]), key="maps"
 BUTTON = 'st.button("Remove this head")\n'
 
 BOARD_DRAWN = f"() => {CHARTS_DRAWN}.length > 0 && {CHARTS_DRAWN}.every(Boolean)"
-CANVAS_DRAWN = """() => [...document.querySelectorAll("[data-testid^='stBidiComponent']")]
-    .some((host) => !!(host.shadowRoot || host).querySelector("canvas[data-drawn]"))"""
 IFRAME_DRAWN = """() => [...document.querySelectorAll("iframe")].some((frame) => {
     try { return !!frame.contentDocument.querySelector("canvas[data-drawn]"); } catch (e) { return false; }
 })"""
@@ -121,7 +109,7 @@ def parts(iframe_folder: Path) -> dict[str, tuple[str, str]]:
     return {
         "sidebar-only page (the baseline)": (SIDEBAR + TITLE, NOTHING_MORE),
         "+ navigation": (SIDEBAR + NAVIGATION.replace("PAGE_BODY", "pass"), NOTHING_MORE),
-        "+ components v2, one empty canvas": (SIDEBAR + TITLE + COMPONENT_V2, CANVAS_DRAWN),
+        "+ components v2, one empty canvas": (SIDEBAR + TITLE + EMPTY_COMPONENT, BOARD_DRAWN),
         "+ components v1 iframe, one empty canvas": (
             SIDEBAR + TITLE + COMPONENT_V1.replace("IFRAME_FOLDER", repr(str(iframe_folder))),
             IFRAME_DRAWN,
