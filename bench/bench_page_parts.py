@@ -29,12 +29,12 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 # bench/ is on sys.path when a script here runs
-from bench_page_load import BASELINE_APPS, EMPTY_COMPONENT, IDLE, SIDEBAR_ONLY, SMALL
+from bench_page_load import EMPTY_COMPONENT, IDLE, SIDEBAR, SMALL
 from serve import APP, BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving_all, turns
 from spread import LEVEL, ratio_interval
 
 TIMEOUT_MS = 60_000
-SIDEBAR = BASELINE_APPS[SIDEBAR_ONLY].replace('st.title("Attention")\n', "")  # the baseline's sidebar, no title
+BASELINE = "sidebar-only page (the baseline)"
 TITLE = 'st.title("Attention")\n'
 NAVIGATION = """
 def attention():
@@ -78,7 +78,7 @@ from views.matrix_view import show_board
 
 @st.cache_resource
 def attention_board(tokens: str) -> dict:
-    cfg = ModelConfig(d_model=D_MODEL, n_heads=N_HEADS, n_layers=N_LAYERS, d_ff=D_FF)
+    cfg = ModelConfig(**SIZES)
     maps = explorer.run(explorer.build_model(cfg), tokens).maps("self-attention")
     return board([attention_map_panel(maps, 0, 0), entropy_panel(head_entropy(maps))], [grid_panel(maps)])
 """
@@ -96,18 +96,15 @@ DASHBOARD = "the dashboard's Attention page"
 
 def board_source() -> str:
     """BOARD for the configured model bench_page_load measures (SMALL)."""
-    sizes = {"D_MODEL": SMALL["d_model"], "N_HEADS": SMALL["n_heads"], "N_LAYERS": SMALL["n_layers"]}
-    source = BOARD.replace("D_FF", str(SMALL["d_ff"]))
-    for name, value in sizes.items():
-        source = source.replace(name, str(value))
-    return source
+    sizes = {name: value for name, value in SMALL.items() if name != "tokens"}
+    return f"\nSIZES = {sizes!r}\n" + BOARD
 
 
 def parts(iframe_folder: Path) -> dict[str, tuple[str, str]]:
     """Each variant's name: its app's source and what must be drawn, besides the title, for it to count as loaded."""
     board = board_source()
     return {
-        "sidebar-only page (the baseline)": (SIDEBAR + TITLE, NOTHING_MORE),
+        BASELINE: (SIDEBAR + TITLE, NOTHING_MORE),
         "+ navigation": (SIDEBAR + NAVIGATION.replace("PAGE_BODY", "pass"), NOTHING_MORE),
         "+ components v2, one empty canvas": (SIDEBAR + TITLE + EMPTY_COMPONENT, BOARD_DRAWN),
         "+ components v1 iframe, one empty canvas": (
@@ -167,10 +164,10 @@ def main() -> int:
                     if round_:  # the first round warms the servers' caches
                         times[name].append(seconds)
             browser.close()
-    base = times.pop(next(iter(variants)))
+    base = times.pop(BASELINE)
     print(f"URL -> drawn, new browser context each, median of {args.rounds} loads in turn; ?{query}")
     print(f"{'page':45} {'median':>7} {'ratio':>6}  {LEVEL:.0%} interval")
-    print(f"{'sidebar-only page (the baseline)':45} {statistics.median(base):6.2f}s {1:6.2f}x")
+    print(f"{BASELINE:45} {statistics.median(base):6.2f}s {1:6.2f}x")
     for name, seconds in times.items():
         low, high = ratio_interval(seconds, base)
         ratio = statistics.median(seconds) / statistics.median(base)

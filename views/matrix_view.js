@@ -250,8 +250,8 @@ function pointer(canvas, event) {
   return [event.offsetX / scale, event.offsetY / scale];
 }
 
-// The panel's picture: `draw(image)` once it has loaded, then the canvas is marked drawn.
-// Draw once the panel's PNG (a Blob) is decoded, which the browser does off the main thread.
+// The panel's picture: `draw(image)` once its PNG (a Blob) is decoded, which the browser does off the main thread;
+// then the canvas is marked drawn.
 function whenLoaded(png, canvas, draw) {
   createImageBitmap(png).then((image) => {
     draw(image);
