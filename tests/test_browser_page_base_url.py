@@ -47,14 +47,14 @@ def test_under_a_base_path_pages_connect_under_it(page, wait_idle):
         page.goto(f"{base}/{QUERY}")  # the first page: Streamlit's own guess, left alone
         wait_idle(page)
         assert page.get_by_role("heading", name="Attention", exact=True).is_visible()
-    assert not page.errors
+        assert not page.errors  # inside: once the server stops, the open page logs that it cannot reach it
 
 
 def test_streamlits_own_server_serves_the_pages_too(page, wait_idle):
     """`streamlit run dashboard.py`, as a learner starts it: the same page, after the probe app.py spares."""
     with serving("dashboard.py") as base:
         asked = open_recording(page, f"{base}/positional{QUERY}", wait_idle)
+        assert page.get_by_role("heading", name="Positional encodings").is_visible()
+        assert not page.errors  # inside: once the server stops, the open page logs that it cannot reach it
     assert "/positional/_stcore/health" in asked  # Streamlit issue #7074: why app.py exists
     assert "/_stcore/stream" in asked
-    assert page.get_by_role("heading", name="Positional encodings").is_visible()
-    assert not page.errors
