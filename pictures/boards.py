@@ -8,19 +8,19 @@ hover values from the float32 array the panel carries, so hover works for every 
 
 A board is {"panels": [...], "breaks": [...]}: each panel is one matrix with axes and a legend ("kind": "matrix"), or
 a sheet of small maps of one shape ("kind": "sheet"), such as every layer x head of a model. Panels sit in a row
-that wraps; the panels whose index is in "breaks" start a new row.
+that wraps; the panels whose index is in "breaks" start a new row. A panel holds its picture ("png") and the arrays
+hover reads ("values", "masked") as raw bytes, which views/matrix_view.py sends to the browser as they are.
 """
 
 from __future__ import annotations
 
-import base64
 import math
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pictures.style import MAX_CELL_PX, MAX_CELL_TEXT, MAX_TICKS, Ramp, png_uri, ticks
+from pictures.style import MAX_CELL_PX, MAX_CELL_TEXT, MAX_TICKS, Ramp, png_bytes, ticks
 
 GRID_LINES_UP_TO = 40  # thin white lines between cells while neither side has more cells than this
 LEGEND_TICKS = 4  # at most this many round values marked between the two ends of a colour legend
@@ -30,14 +30,14 @@ LEGEND_TICKS = 4  # at most this many round values marked between the two ends o
 POOL_CHUNK_BYTES = 8 * 2**20
 
 
-def encode_floats(values: np.ndarray) -> str:
-    """Values as base64 of little-endian float32, row by row (what the component decodes)."""
-    return base64.b64encode(np.ascontiguousarray(values, dtype="<f4").tobytes()).decode("ascii")
+def encode_floats(values: np.ndarray) -> bytes:
+    """Values as little-endian float32 bytes, row by row (what the component reads)."""
+    return np.ascontiguousarray(values, dtype="<f4").tobytes()
 
 
-def decode_floats(text: str, shape: tuple[int, ...]) -> np.ndarray:
+def decode_floats(data: bytes, shape: tuple[int, ...]) -> np.ndarray:
     """The inverse of encode_floats."""
-    return np.frombuffer(base64.b64decode(text), dtype="<f4").reshape(shape)
+    return np.frombuffer(data, dtype="<f4").reshape(shape)
 
 
 def matrix_panel(
@@ -105,9 +105,9 @@ def matrix_panel(
         "cols": tk,
         "cell_px": cell,
         "cell_h": cell_h,
-        "png": png_uri(ramp.rgb(shown)),  # one pixel per cell; the browser scales it up unsmoothed
+        "png": png_bytes(ramp.rgb(shown)),  # one pixel per cell; the browser scales it up unsmoothed
         "values": encode_floats(values),
-        "masked": base64.b64encode(masked.astype(np.uint8).tobytes()).decode("ascii") if masked.any() else None,
+        "masked": masked.astype(np.uint8).tobytes() if masked.any() else None,  # [Tq, Tk] row by row, 1 = masked
         "x_labels": list(x_labels),
         "y_labels": list(y_labels),
         "x_ticks": _tick_cells(tk, cell, tick_px),
@@ -234,7 +234,7 @@ def sheet_panel(
         "rows": sq,
         "cols": sk,
         "cell_px": cell,  # square cells
-        "png": png_uri(picture),  # map i's cells at row i // columns, column i % columns of maps
+        "png": png_bytes(picture),  # map i's cells at row i // columns, column i % columns of maps
         "titles": list(titles),
         "hovers": list(hovers),
         "picks": picks,

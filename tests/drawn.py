@@ -89,8 +89,8 @@ class DrawnMatrix:
     image: np.ndarray  # [rows, cols, 3] uint8: the picture the panel paints, one pixel per cell
 
 
-def _decode_png(uri: str) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(base64.b64decode(uri.split(",", 1)[1]))).convert("RGB"))
+def _decode_png(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
 
 
 def app_boards(at) -> dict[str, dict]:
@@ -104,24 +104,23 @@ def app_boards(at) -> dict[str, dict]:
 
 def board_as_sent(data: bytes) -> dict:
     """A board as the component receives it (views/matrix_view.py sends packed bytes: uint32 n, n bytes of JSON, then
-    the blobs its panels point to as {"blob": i}), read here by hand with its blobs back in base64 (a PNG as a data
-    URI), the form the readers below take, rather than with the code under test."""
+    the blobs its panels point to as {"blob": i}), read here by hand with its blobs back in place, the form
+    pictures.boards makes and the readers below take, rather than with the code under test."""
     length = int.from_bytes(data[:4], "little")
     board = json.loads(data[4 : 4 + length].decode("utf-8"))
     blobs = [data[4 + length + offset : 4 + length + offset + size] for offset, size in board.pop("blobs")]
 
-    def text(node):
+    def raw(node):
         if isinstance(node, dict) and set(node) == {"blob"}:
-            return base64.b64encode(blobs[node["blob"]]).decode("ascii")
+            return blobs[node["blob"]]
         return node
 
     for panel in board["panels"]:
-        for name in ("values", "masked"):
+        for name in ("png", "values", "masked"):
             if name in panel:
-                panel[name] = text(panel[name])
-        panel["png"] = "data:image/png;base64," + text(panel["png"])
+                panel[name] = raw(panel[name])
         for more in panel.get("extra") or []:
-            more["values"] = text(more["values"])
+            more["values"] = raw(more["values"])
     return board
 
 
@@ -131,7 +130,7 @@ def panel_matrix(panel: dict) -> DrawnMatrix:
     values = decode_floats(panel["values"], shape).astype(np.float64)
     masked = np.zeros(shape, dtype=bool)
     if panel["masked"]:
-        masked = np.frombuffer(base64.b64decode(panel["masked"]), dtype=np.uint8).reshape(shape).astype(bool)
+        masked = np.frombuffer(panel["masked"], dtype=np.uint8).reshape(shape).astype(bool)
     values[masked] = np.nan
     title = " ".join(t for t in (panel["title"], panel["subtitle"]) if t)
     return DrawnMatrix(panel["name"], values, masked, panel["x_labels"], panel["y_labels"], panel["x_title"],

@@ -15,7 +15,7 @@ from views.matrix_view import packed, unpacked
 
 
 def a_board() -> dict:
-    """A matrix with a mask and two extra hover rows, and a sheet of three maps: every kind of base64 field."""
+    """A matrix with a mask and two extra hover rows, and a sheet of three maps: every kind of bytes field."""
     rng = np.random.default_rng(4)
     values = rng.random((5, 6)).astype(np.float32)
     allowed = rng.random((5, 6)) > 0.3
@@ -42,14 +42,14 @@ def test_the_bytes_hold_each_blob_raw_and_the_json_none_of_them():
     length = int.from_bytes(data[:4], "little")
     header = json.loads(data[4 : 4 + length])
     matrix = original["panels"][0]
-    raw = [base64.b64decode(matrix["png"].split(",", 1)[1]), base64.b64decode(matrix["values"])]
-    spans = [header["blobs"][header["panels"][0][name]["blob"]] for name in ("png", "values")]
-    for (offset, size), expected in zip(spans, raw, strict=True):
-        assert data[4 + length + offset : 4 + length + offset + size] == expected
-    assert "base64" not in data[4 : 4 + length].decode()  # no picture left inside the JSON
-    fields = [matrix["png"].split(",", 1)[1], matrix["values"], matrix["masked"]]
-    fields += [more["values"] for more in matrix["extra"]] + [original["panels"][1]["png"].split(",", 1)[1]]
-    assert len(data) == 4 + length + sum(len(base64.b64decode(text)) for text in fields)  # each once, nothing more
+    spans = [header["blobs"][header["panels"][0][name]["blob"]] for name in ("png", "values", "masked")]
+    for (offset, size), name in zip(spans, ("png", "values", "masked"), strict=True):
+        assert data[4 + length + offset : 4 + length + offset + size] == matrix[name]
+    assert len(matrix["values"]) == 5 * 6 * 4 and len(matrix["masked"]) == 5 * 6  # float32 and one byte a cell
+    fields = [matrix["png"], matrix["values"], matrix["masked"], original["panels"][1]["png"]]
+    fields += [more["values"] for more in matrix["extra"]]
+    assert len(data) == 4 + length + sum(map(len, fields))  # each once, nothing more
+    assert b"PNG" not in data[4 : 4 + length]  # no picture left inside the JSON
 
 
 def test_what_a_panel_draws_survives_the_packing():
@@ -63,8 +63,15 @@ def test_what_a_panel_draws_survives_the_packing():
         np.testing.assert_array_equal(sheet_maps(sent["panels"][1])[title], picture)
 
 
-def test_a_picture_that_is_not_a_png_data_uri_is_refused():
+def test_a_picture_that_is_not_a_png_is_refused():
     broken = a_board()
-    broken["panels"][0]["png"] = "data:image/jpeg;base64,AAAA"
-    with pytest.raises(ValueError, match="image/png"):
+    broken["panels"][0]["png"] = b"\xff\xd8\xff\xe0 a JPEG"
+    with pytest.raises(ValueError, match="PNG"):
+        packed(broken)
+
+
+def test_a_field_left_as_text_is_refused():
+    broken = a_board()
+    broken["panels"][0]["values"] = base64.b64encode(broken["panels"][0]["values"]).decode("ascii")
+    with pytest.raises(TypeError, match="bytes"):
         packed(broken)

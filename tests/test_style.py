@@ -13,7 +13,7 @@ from pictures.style import (
     figure_layout,
     label_text,
     plotly_scale,
-    png_uri,
+    png_bytes,
     subtitle_lines,
     ticks,
 )
@@ -29,9 +29,9 @@ def test_ramp_hits_each_stop_and_interpolates_linearly_between():
     assert ramp.rgb(np.array([np.nan]))[0].tolist() == [0x9A, 0x9A, 0x9A] and MASKED_COLOUR == "#9a9a9a"
 
 
-def test_png_uri_holds_one_pixel_per_cell():
+def test_png_bytes_hold_one_pixel_per_cell():
     rgb = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3) * 10  # [2, 3, 3]
-    np.testing.assert_array_equal(_decode_png(png_uri(rgb)), rgb)
+    np.testing.assert_array_equal(_decode_png(png_bytes(rgb)), rgb)
 
 
 def test_ticks_label_every_cell_while_they_fit():

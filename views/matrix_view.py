@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import struct
 from collections.abc import Callable
@@ -11,8 +10,8 @@ from pathlib import Path
 import streamlit as st
 
 HERE = Path(__file__).parent
-# A panel's base64 fields (pictures/boards.py), sent as bytes by packed(), each with what comes before its base64.
-BLOB_FIELDS = {"png": "data:image/png;base64,", "values": "", "masked": ""}
+BLOB_FIELDS = ("png", "values", "masked")  # a panel's raw bytes (pictures/boards.py), sent as blobs by packed()
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"  # the first eight bytes of every PNG
 _matrix_view = st.components.v2.component(
     "matrix_view", js=(HERE / "matrix_view.js").read_text(), css=(HERE / "matrix_view.css").read_text()
 )
@@ -25,31 +24,29 @@ def show_board(board: dict, key: str, on_pick: Callable[[], None] | None = None)
 
 
 def packed(board: dict) -> bytes:
-    """The board as the component receives it: its pictures and arrays as raw bytes, not base64 inside JSON.
+    """The board as the component receives it: its pictures and arrays as raw bytes beside JSON for the rest.
 
-    A 512-piece board is mostly a PNG and float32 hover values (SmolLM2's: 3.4 MB of JSON, 2.9 MB of it base64). Sent
-    as JSON, the browser holds it as one long string, then decodes each base64 string into bytes on its main thread;
-    sent as bytes (Streamlit passes a component's bytes through as a Uint8Array), it is a quarter smaller on the wire
-    and each array is one copy. Layout: a little-endian uint32 n, then n bytes of JSON (the board, with each base64
-    field of a panel, "png", "values", "masked" and each extra row's "values", replaced by {"blob": i}, and "blobs":
-    [[offset, length], ...] counted from the end of the JSON), then the blobs one after another. views/matrix_view.js
-    unpacks it."""
+    A 512-piece board is mostly a PNG and float32 hover values (SmolLM2's: 2.2 MB of them). JSON cannot hold bytes,
+    and as base64 they would be a third larger on the wire and decoded on the browser's main thread; Streamlit
+    passes a component's bytes through as a Uint8Array. Layout: a little-endian uint32 n, then n bytes of JSON (the
+    board, with each bytes field of a panel, "png", "values", "masked" and each extra row's "values", replaced by
+    {"blob": i}, and "blobs": [[offset, length], ...] counted from the end of the JSON), then the blobs one after
+    another. views/matrix_view.js unpacks it."""
     blobs: list[bytes] = []
 
-    def blob(text: str, prefix: str = "") -> dict:
-        if not text.startswith(prefix):
-            raise ValueError(f"expected {prefix!r}, got {text[:40]!r}")
-        blobs.append(base64.b64decode(text[len(prefix) :]))
+    def blob(data: bytes, name: str) -> dict:
+        if not isinstance(data, bytes):
+            raise TypeError(f"a panel's {name} must be bytes, not {type(data).__name__}")
+        blobs.append(data)
         return {"blob": len(blobs) - 1}
 
     panels = []
     for panel in board["panels"]:
-        panel = {
-            **panel,
-            **{name: blob(panel[name], prefix) for name, prefix in BLOB_FIELDS.items() if panel.get(name)},
-        }
+        if not panel["png"].startswith(PNG_SIGNATURE):
+            raise ValueError(f"panel {panel.get('name')!r}: its picture is not a PNG")
+        panel = {**panel, **{name: blob(panel[name], name) for name in BLOB_FIELDS if panel.get(name)}}
         if panel.get("extra"):
-            panel["extra"] = [{**more, "values": blob(more["values"])} for more in panel["extra"]]
+            panel["extra"] = [{**more, "values": blob(more["values"], "values")} for more in panel["extra"]]
         panels.append(panel)
     spans, offset = [], 0
     for raw in blobs:
@@ -60,22 +57,22 @@ def packed(board: dict) -> bytes:
 
 
 def unpacked(data: bytes) -> dict:
-    """The inverse of packed: the board with its base64 fields back."""
+    """The inverse of packed."""
     (length,) = struct.unpack_from("<I", data)
     board = json.loads(data[4 : 4 + length])
     start = 4 + length
     spans = board.pop("blobs")
 
-    def text(ref: dict, prefix: str = "") -> str:
+    def raw(ref: dict) -> bytes:
         offset, size = spans[ref["blob"]]
-        return prefix + base64.b64encode(data[start + offset : start + offset + size]).decode("ascii")
+        return data[start + offset : start + offset + size]
 
     for panel in board["panels"]:
-        for name, prefix in BLOB_FIELDS.items():
+        for name in BLOB_FIELDS:
             if isinstance(panel.get(name), dict):
-                panel[name] = text(panel[name], prefix)
+                panel[name] = raw(panel[name])
         for more in panel.get("extra") or []:
-            more["values"] = text(more["values"])
+            more["values"] = raw(more["values"])
     return board
 
 
