@@ -34,7 +34,7 @@ from urllib.parse import quote, urlencode
 
 # bench/ is on sys.path when a script here runs
 from sentences import words
-from serve import APP, BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving_all, turns
+from serve import APP, BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving_all, turns, wait_ready
 
 TARGET = 3.0  # seconds from navigation to the fully drawn Compare page, warm
 EXPECTED_CHARTS = 4  # matrix-view boards: A | B maps, A - B map, ranking heatmap; Plotly: per-layer lines
@@ -105,7 +105,7 @@ def load_once(browser, url: str, timeout_ms: int) -> tuple[float, int, list[str]
     try:
         t0 = time.perf_counter()
         page.goto(url)
-        page.wait_for_function(READY, timeout=timeout_ms, polling=50)
+        wait_ready(page, READY, timeout_ms)
         took = time.perf_counter() - t0
         charts = page.locator(CHARTS).count()
         problems += [f"exception: {e.inner_text()[:200]}" for e in page.locator("[data-testid='stException']").all()]

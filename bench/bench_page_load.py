@@ -52,6 +52,7 @@ from serve import (
     renderer_cpu_since,
     serving_all,
     turns,
+    wait_ready,
 )
 from spread import LEVEL, ratio_interval
 
@@ -189,13 +190,13 @@ def load_once(
     try:
         t0 = time.perf_counter()
         page.goto(url)
-        page.wait_for_function(IDLE, timeout=timeout_ms, polling=50)
+        wait_ready(page, IDLE, timeout_ms)
         idle = time.perf_counter() - t0
         first = None
         if chart:
-            page.wait_for_function(FIRST_CHART, timeout=timeout_ms, polling=50)
+            wait_ready(page, FIRST_CHART, timeout_ms)
             first = time.perf_counter() - t0
-        page.wait_for_function(READY, timeout=timeout_ms, polling=50)
+        wait_ready(page, READY, timeout_ms)
         done = time.perf_counter() - t0
         main_cpu, all_cpu = renderer_cpu_since(cpu_before)
         problems += [f"exception: {e.inner_text()[:200]}" for e in page.locator("[data-testid='stException']").all()]
@@ -246,7 +247,7 @@ def count_charts(browser, url: str, timeout_ms: int) -> int:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     page.goto(url)
-    page.wait_for_function(READY, timeout=timeout_ms, polling=50)
+    wait_ready(page, READY, timeout_ms)
     found = page.evaluate(f"() => {CHARTS_DRAWN}.length")
     context.close()
     return int(found)

@@ -30,7 +30,7 @@ from urllib.parse import urlencode
 
 # bench/ is on sys.path when a script here runs
 from bench_page_load import EMPTY_COMPONENT, IDLE, SIDEBAR, SMALL
-from serve import APP, BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving_all, turns
+from serve import APP, BASELINE_PRELUDE, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving_all, turns, wait_ready
 from spread import LEVEL, ratio_interval
 
 TIMEOUT_MS = 60_000
@@ -128,7 +128,7 @@ def load(browser, url: str, drawn: str) -> float:
         start = time.perf_counter()
         page.goto(url)
         for ready in (IDLE, drawn, "() => !document.querySelector(\"[data-testid='stSkeleton']\")"):
-            page.wait_for_function(ready, timeout=TIMEOUT_MS, polling=50)
+            wait_ready(page, ready, TIMEOUT_MS)
         seconds = time.perf_counter() - start
     finally:
         context.close()

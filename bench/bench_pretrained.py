@@ -60,6 +60,7 @@ from serve import (
     server_memory,
     serving,
     turns,
+    wait_ready,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,7 +139,7 @@ def open_tabs(browser, base: str, texts: list[str], problems: list[str]) -> list
         page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
         started = time.perf_counter()
         page.goto(url(base, "smollm2-135m", text))
-        page.wait_for_function(READY, timeout=FIRST_LOAD_MS, polling=50)
+        wait_ready(page, READY, FIRST_LOAD_MS)
         rss, peak = server_memory(base)
         print(f"   tab {len(contexts)}: drawn in {time.perf_counter() - started:5.2f} s   server {rss:,.0f} MB, "
               f"peak {peak:,.0f} MB")  # fmt: skip

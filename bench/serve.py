@@ -43,6 +43,19 @@ CHARTS_DRAWN = """(() => {
     return [...plotly, ...boards];
 })()"""
 
+RAISED = "[data-testid='stException']"  # a traceback shown on the page
+
+
+def wait_ready(page, ready: str, timeout_ms: float) -> None:
+    """Wait until the JavaScript function `ready` (source text) holds on the page, or raise at once with the
+    exception the page shows: a page that raised is never drawn, and held a bench for its whole timeout (ten minutes
+    for a first load) before. Its timing would mean nothing either."""
+    page.wait_for_function(f"() => !!document.querySelector({RAISED!r}) || ({ready})()", timeout=timeout_ms, polling=50)
+    shown = page.locator(RAISED)
+    if shown.count():
+        raise RuntimeError(f"{page.url[:120]} raised: {shown.first.inner_text()[:300]}")
+
+
 # The first lines of every baseline app: the project on sys.path, and the same server fix the dashboard applies
 # (views/nodelay.py), so a baseline measures what Streamlit costs, not a Nagle delay the dashboard does not pay.
 BASELINE_PRELUDE = f"""import sys
