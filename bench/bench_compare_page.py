@@ -108,7 +108,6 @@ def load_once(browser, url: str, timeout_ms: int) -> tuple[float, int, list[str]
         wait_ready(page, READY, timeout_ms)
         took = time.perf_counter() - t0
         charts = page.locator(CHARTS).count()
-        problems += [f"exception: {e.inner_text()[:200]}" for e in page.locator("[data-testid='stException']").all()]
         problems += [
             f"error: {e.inner_text()[:200]}" for e in page.locator("[data-testid='stAlertContentError']").all()
         ]

@@ -44,16 +44,27 @@ CHARTS_DRAWN = """(() => {
 })()"""
 
 RAISED = "[data-testid='stException']"  # a traceback shown on the page
+RAISED_MARK = "the page raised: "
 
 
 def wait_ready(page, ready: str, timeout_ms: float) -> None:
-    """Wait until the JavaScript function `ready` (source text) holds on the page, or raise at once with the
-    exception the page shows: a page that raised is never drawn, and held a bench for its whole timeout (ten minutes
-    for a first load) before. Its timing would mean nothing either."""
-    page.wait_for_function(f"() => !!document.querySelector({RAISED!r}) || ({ready})()", timeout=timeout_ms, polling=50)
-    shown = page.locator(RAISED)
-    if shown.count():
-        raise RuntimeError(f"{page.url[:120]} raised: {shown.first.inner_text()[:300]}")
+    """Wait until the JavaScript function `ready` (source text) holds on the page, or raise a RuntimeError at once
+    with the exception the page shows: a page that raised is never drawn, and held a bench for its whole timeout (ten
+    minutes for a first load) before. Its timing would mean nothing either. The check throws inside the page's own
+    wait, so a load's timing pays no extra round trip to the browser for it."""
+    from playwright.sync_api import Error
+
+    check = (
+        f"() => {{ const shown = document.querySelector({RAISED!r}); "
+        f"if (shown) throw new Error({RAISED_MARK!r} + shown.innerText.slice(0, 300)); return ({ready})(); }}"
+    )
+    try:
+        page.wait_for_function(check, timeout=timeout_ms, polling=50)
+    except Error as error:
+        if RAISED_MARK not in str(error):
+            raise  # a timeout, or the page went away
+        shown = str(error).split(RAISED_MARK, 1)[1].split("\n    at ", 1)[0]  # without the page's JavaScript stack
+        raise RuntimeError(f"{page.url[:120]} raised: {shown}") from None
 
 
 # The first lines of every baseline app: the project on sys.path, and the same server fix the dashboard applies
