@@ -16,7 +16,8 @@ the first server finds it empty on every run of the bench, as a new machine does
    MiniLM <= 1.3x, SmolLM2 (270 heads) <= 2x.
 3. 512 pieces through every head of both models, URL to drawn (SmolLM2 <= 5 s, MiniLM <= 1.5 s): --rounds loads of
    each, each on a text of 512 pieces the server has not seen (the bench sentence from another word on), so every
-   load runs the model and draws anew; the median is the figure (one load moved by 0.3x from run to run). The
+   load runs the model and draws anew; the median is the figure (one load moved by 0.3x from run to run). Each text
+   is then loaded once more, its run cached (no target): how long the page takes without the model's run. The
    configured model's warm page of step 2 is loaded in turn with them, and these two rows are read against its
    median here: a ratio whose two sides were timed minutes apart took the machine's drift between them too.
 4. The server's peak memory (VmHWM) with both checkpoints loaded, after the first 512-piece page of each (<= 2.5 GB),
@@ -237,6 +238,7 @@ def main() -> None:
                   f"{args.rounds} rounds, in turn with the configured model's warm page of step 2")  # fmt: skip
             long_times: dict[str, list[float]] = {"configured": [], "smollm2-135m": [], "minilm-l6": []}
             first_peak = None
+            same_again: dict[str, list[float]] = {"smollm2-135m": [], "minilm-l6": []}  # each text loaded twice
             for round_, order in enumerate(turns(list(long_times), args.rounds)):
                 for name in order:
                     if name == "configured":
@@ -259,12 +261,20 @@ def main() -> None:
                     )
                     if first_peak is None and all(long_times[m] for m in ("smollm2-135m", "minilm-l6")):
                         first_peak = peak  # the figure: the peak after one 512-piece page of each checkpoint
+                    (_, _, again, _, _), found = load_once(browser, None, url(base, name, text), FIRST_LOAD_MS, True)
+                    problems += found
+                    same_again[name].append(again)
+                    print(f"   {name:14} the same text again (its run cached)  {again:6.2f} s")
             long_floor = statistics.median(long_times.pop("configured"))
             print(f"   configured     {long_floor:6.2f} s median in this step ({base_time:.2f} s in step 2)")
             print(f"   the machine's CPU time in 2 and 3: {machine_cpu_since(cpu_before)}")
             for name, times_of in long_times.items():
                 title = "SmolLM2" if name == "smollm2-135m" else "MiniLM"
                 median = statistics.median(times_of)
+                cached = statistics.median(same_again[name])
+                print(f"   {title}: a new text {median:.2f} s median ({median / long_floor:.2f}x the configured page), "
+                      f"the same text again {cached:.2f} s ({cached / long_floor:.2f}x, no target): the page without "
+                      "the model's run and its measures")  # fmt: skip
                 what = f"{title}, {LONG} pieces, every head, URL to drawn (median)"
                 rows.append((what, median, LONG_S[name], "s", long_floor))
 
