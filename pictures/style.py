@@ -21,6 +21,7 @@ MASKED_COLOUR = "#9a9a9a"
 MAX_CELL_TEXT = 16 * 16  # write the value in each cell up to this many cells
 MAX_CELL_PX = 56.0  # a cell is at most this wide, so a 3-token map is not a wall of colour
 MAX_TICKS = 45  # token labels along one axis; above this only every n-th is labelled
+RGB_CHUNK = 1 << 16  # values Ramp.rgb colours at a time
 FONT = "Source Sans, sans-serif"  # the font Streamlit ships and uses for the page text
 
 
@@ -37,14 +38,24 @@ class Ramp:
         return np.linspace(self.low, self.high, len(self.colours)).tolist()
 
     def rgb(self, values: np.ndarray) -> np.ndarray:
-        """[...] values -> [..., 3] uint8 colours; NaN becomes the masked grey."""
-        v = np.asarray(values, dtype=np.float64)
+        """[...] values -> [..., 3] uint8 colours; NaN becomes the masked grey.
+
+        RGB_CHUNK values at a time, each chunk's float64 work in a few hundred kB that stay in cache: over the whole
+        array at once, SmolLM2's grid of 270 small maps (1.1 million pixels) made about 100 MB of float64 arrays,
+        whose first writes cost this VM more than the interpolation (0.2 s in a fresh process, 0.06 s in chunks)."""
+        flat = np.asarray(values).reshape(-1)  # [N]
         channels = np.array([_hex_rgb(c) for c in self.colours], dtype=np.float64)  # [n_colours, 3]
-        filled = np.where(np.isnan(v), self.low, v)
-        out = np.stack([np.interp(filled, self.stops, channels[:, i]) for i in range(3)], axis=-1)  # [..., 3]
-        out = np.rint(out).astype(np.uint8)
-        out[np.isnan(v)] = _hex_rgb(MASKED_COLOUR)
-        return out
+        out = np.empty((flat.size, 3), dtype=np.uint8)  # [N, 3]
+        for start in range(0, flat.size, RGB_CHUNK):
+            v = flat[start : start + RGB_CHUNK].astype(np.float64)  # [n], a copy
+            masked = np.isnan(v)
+            v[masked] = self.low
+            part = out[start : start + RGB_CHUNK]  # [n, 3], a view
+            for i in range(3):
+                channel = np.interp(v, self.stops, channels[:, i])  # [n]
+                part[:, i] = np.rint(channel, out=channel)
+            part[masked] = _hex_rgb(MASKED_COLOUR)
+        return out.reshape(*np.shape(values), 3)  # [..., 3]
 
 
 def _hex_rgb(colour: str) -> tuple[int, int, int]:

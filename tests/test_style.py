@@ -4,7 +4,9 @@ as typed and make room for their titles."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
+from pictures import style
 from pictures.style import (
     MASKED_COLOUR,
     SUBTITLE_CHARS,
@@ -27,6 +29,27 @@ def test_ramp_hits_each_stop_and_interpolates_linearly_between():
     assert got.tolist() == [[0, 0, 0], [255, 128, 0], [255, 255, 255], [128, 64, 0], [255, 192, 128]]
     assert ramp.rgb(np.array([-5.0, 9.0])).tolist() == [[0, 0, 0], [255, 255, 255]]  # clamped, like the scale
     assert ramp.rgb(np.array([np.nan]))[0].tolist() == [0x9A, 0x9A, 0x9A] and MASKED_COLOUR == "#9a9a9a"
+
+
+@pytest.mark.parametrize("chunk", [7, style.RGB_CHUNK])
+def test_ramp_colours_every_chunk_as_the_whole_array(monkeypatch, chunk):
+    """Ramp.rgb works in chunks: each value, masked or not, on either side of a chunk's edge, gets the colour a
+    linear interpolation over the whole array gives it, and the shape comes back [..., 3]."""
+    monkeypatch.setattr(style, "RGB_CHUNK", chunk)
+    ramp = Ramp(("#000000", "#ff8000", "#3366ff", "#ffffff"), -1.0, 2.0)
+    values = np.random.default_rng(0).uniform(-1.5, 2.5, size=(3, 5, 7001)).astype(np.float32)  # clamped at both ends
+    values.reshape(-1)[::chunk] = np.nan  # the first value of every chunk is masked
+    whole = values.astype(np.float64)
+    expected = np.stack(
+        [np.interp(np.nan_to_num(whole, nan=-1.0), ramp.stops, [c[i] for c in ((0, 0, 0), (255, 128, 0),
+         (51, 102, 255), (255, 255, 255))]) for i in range(3)],
+        axis=-1,
+    )  # fmt: skip
+    expected = np.rint(expected).astype(np.uint8)
+    expected[np.isnan(whole)] = (0x9A, 0x9A, 0x9A)
+    got = ramp.rgb(values)
+    assert got.shape == (3, 5, 7001, 3) and got.dtype == np.uint8
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_png_bytes_hold_one_pixel_per_cell():
