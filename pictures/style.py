@@ -9,15 +9,16 @@ are drawn by the matrix view (pictures/boards.py says why), coloured with the sa
 from __future__ import annotations
 
 import html
-import io
 import math
+import struct
 import textwrap
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
 
 MASKED_COLOUR = "#9a9a9a"
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"  # the first eight bytes of every PNG
 MAX_CELL_TEXT = 16 * 16  # write the value in each cell up to this many cells
 MAX_CELL_PX = 56.0  # a cell is at most this wide, so a 3-token map is not a wall of colour
 MAX_TICKS = 45  # token labels along one axis; above this only every n-th is labelled
@@ -68,11 +69,25 @@ VIRIDIS = ("#440154", "#482878", "#3e4989", "#31688e", "#26828e", "#1f9e89", "#3
 
 
 def png_bytes(rgb: np.ndarray) -> bytes:
-    """[H, W, 3] uint8 -> a PNG, one pixel per cell (the matrix view scales it up unsmoothed)."""
-    buffer = io.BytesIO()
-    # compress_level 1: SmolLM2's 512-piece grid encodes 0.27 s faster than at the default 6, for 27 % more bytes
-    Image.fromarray(rgb, mode="RGB").save(buffer, format="PNG", optimize=False, compress_level=1)
-    return buffer.getvalue()
+    """[H, W, 3] uint8 -> a PNG, one pixel per cell (the matrix view scales it up unsmoothed).
+
+    Written here, not by Pillow: Pillow tries all five PNG row filters on every row and lets no caller choose, and on
+    these pictures of colour ramps plain rows (filter 0) compress smaller. SmolLM2's 512-piece pictures took 84 ms
+    and 1.56 MB through Pillow (at its compress_level 1), and take 34 ms and 1.29 MB here. zlib's level 1: at the
+    default 6 SmolLM2's grid took 0.27 s more for a fifth fewer bytes."""
+    if rgb.ndim != 3 or rgb.shape[2] != 3 or rgb.dtype != np.uint8 or 0 in rgb.shape:
+        raise ValueError(f"a PNG is drawn from a non-empty [H, W, 3] uint8 array, not {rgb.dtype} {rgb.shape}")
+    height, width, _ = rgb.shape
+    rows = np.zeros((height, 1 + 3 * width), dtype=np.uint8)  # [H, 1 + 3W]: filter type 0, then the row's pixels
+    rows[:, 1:] = rgb.reshape(height, 3 * width)
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8 bits a channel, RGB, no interlacing
+    pixels = zlib.compress(rows, 1)
+    return PNG_SIGNATURE + _png_chunk(b"IHDR", header) + _png_chunk(b"IDAT", pixels) + _png_chunk(b"IEND", b"")
+
+
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    """One PNG chunk: its length, its type, its data and the CRC-32 of type and data."""
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
 def ticks(n: int, most: int = MAX_TICKS) -> list[float]:

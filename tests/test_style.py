@@ -3,12 +3,16 @@ as typed and make room for their titles."""
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
+from PIL import Image
 
 from pictures import style
 from pictures.style import (
     MASKED_COLOUR,
+    PNG_SIGNATURE,
     SUBTITLE_CHARS,
     Ramp,
     axis,
@@ -55,6 +59,28 @@ def test_ramp_colours_every_chunk_as_the_whole_array(monkeypatch, chunk):
 def test_png_bytes_hold_one_pixel_per_cell():
     rgb = np.arange(2 * 3 * 3, dtype=np.uint8).reshape(2, 3, 3) * 10  # [2, 3, 3]
     np.testing.assert_array_equal(_decode_png(png_bytes(rgb)), rgb)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 3), (257, 131, 3), (3, 600, 3)])
+def test_png_bytes_are_a_png_pillow_reads_back_exactly(shape):
+    """png_bytes writes the PNG itself: Pillow, another encoder's reader, finds a valid 8-bit RGB PNG with every
+    pixel of a random picture (odd sizes: each row's filter byte must sit in the right place)."""
+    rgb = np.random.default_rng(1).integers(0, 256, size=shape, dtype=np.uint8)
+    png = png_bytes(rgb)
+    assert png.startswith(PNG_SIGNATURE)
+    image = Image.open(io.BytesIO(png))
+    image.verify()  # checks every chunk's CRC
+    image = Image.open(io.BytesIO(png))
+    assert image.mode == "RGB" and image.size == (shape[1], shape[0])
+    np.testing.assert_array_equal(np.asarray(image), rgb)
+
+
+@pytest.mark.parametrize(
+    "bad", [np.zeros((0, 4, 3), np.uint8), np.zeros((2, 2, 4), np.uint8), np.zeros((2, 2, 3), np.float32)]
+)
+def test_png_bytes_refuse_what_is_not_a_picture(bad):
+    with pytest.raises(ValueError, match="non-empty"):
+        png_bytes(bad)
 
 
 def test_ticks_label_every_cell_while_they_fit():

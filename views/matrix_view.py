@@ -9,9 +9,10 @@ from pathlib import Path
 
 import streamlit as st
 
+from pictures.style import PNG_SIGNATURE
+
 HERE = Path(__file__).parent
 BLOB_FIELDS = ("png", "values", "masked")  # a panel's raw bytes (pictures/boards.py), sent as blobs by packed()
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"  # the first eight bytes of every PNG
 _matrix_view = st.components.v2.component(
     "matrix_view", js=(HERE / "matrix_view.js").read_text(), css=(HERE / "matrix_view.css").read_text()
 )
