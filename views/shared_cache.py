@@ -82,11 +82,6 @@ def buffers_of(value: Any) -> dict[int, int]:
     return owners
 
 
-def size_of(value: Any) -> int:
-    """The bytes of the arrays a result holds, each buffer once (buffers_of)."""
-    return sum(buffers_of(value).values())
-
-
 class ByteBudgetCache:
     """Results by key, least recently used out first once their bytes pass the budget."""
 
