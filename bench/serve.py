@@ -179,12 +179,31 @@ def wait_health(port: int, server: subprocess.Popen, log, timeout: float = 60, b
     raise RuntimeError("streamlit did not answer /_stcore/health in time")
 
 
+SERVED_FOLDERS = ("explorer", "pictures", "views", ".streamlit")  # with root's own .py files: what a server runs
+
+
+def served_code(root: Path) -> dict[str, tuple[int, int]]:
+    """The files a server started in `root` imports or reads, by path from root, with their modification times and
+    sizes (a file system that keeps mtimes to the second could miss an edit by its time alone)."""
+    files = [*root.glob("*.py"), *(f for folder in SERVED_FOLDERS for f in (root / folder).rglob("*") if f.is_file())]
+    stats = {str(f.relative_to(root)): f.stat() for f in files if "__pycache__" not in f.parts}
+    return {path: (stat.st_mtime_ns, stat.st_size) for path, stat in stats.items()}
+
+
+def changed_code(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> list[str]:
+    """The files of served_code that were changed, added or removed between two looks, in order."""
+    return sorted(path for path in before.keys() | after.keys() if before.get(path) != after.get(path))
+
+
 @contextlib.contextmanager
 def serving(app: str = APP, root: Path = ROOT, base_path: str = "") -> Iterator[str]:
     """`streamlit run app` in the folder `root` on a free port for the duration of the block, under `base_path` (its
-    server.baseUrlPath; "" for the root): yields its base URL (with the base path, without a final slash)."""
+    server.baseUrlPath; "" for the root): yields its base URL (with the base path, without a final slash). Says so on
+    stderr when the code it serves changed meanwhile: the server may have imported some modules before the change
+    and some after, and what was measured is neither version."""
     port = free_port()
     options = (f"--server.baseUrlPath={base_path}",) if base_path.strip("/") else ()
+    code = served_code(root)
     with tempfile.TemporaryFile() as log:  # a file, not a pipe: a pipe nobody reads would block the server
         server = start_server(app, port, log, root, options)
         try:
@@ -196,6 +215,10 @@ def serving(app: str = APP, root: Path = ROOT, base_path: str = "") -> Iterator[
                 server.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 server.kill()
+            if changed := changed_code(code, served_code(root)):
+                print(f"WARNING: {', '.join(changed)} changed in {root} while its server ran: what it served mixed "
+                      "two versions of the code. Run benches from a git worktree while editing (README, Benchmarks).",
+                      file=sys.stderr)  # fmt: skip
 
 
 @contextlib.contextmanager
