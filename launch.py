@@ -85,9 +85,6 @@ def warm_up() -> None:
     for name in LAZY_IMPORTS:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
-    from PIL import Image
-
-    Image.init()  # the first PNG a page encodes loads every image plugin PIL has
 
 
 def checkpoints(choice: str) -> list[str]:
