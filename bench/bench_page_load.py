@@ -348,6 +348,12 @@ def main() -> int:
     return 1 if args.strict and (not ok or problems) else 0
 
 
+def fresh_ratio(results: dict[str, Loads], page: str, base: str) -> tuple[float, tuple[float, float]]:
+    """`page`'s median over `base`'s in new-context loads, and the interval it could move within by chance."""
+    ratio = results[page].median("fresh") / results[base].median("fresh")
+    return ratio, ratio_interval(results[page].done("fresh"), results[base].done("fresh"))
+
+
 def print_ratios(results: dict[str, Loads]) -> bool:
     """Each page against its baseline, in new-context and in cached loads, then RATIO_TARGETS as a table (figure,
     measured, target, met); True when every page loaded is within its target."""
@@ -362,15 +368,13 @@ def print_ratios(results: dict[str, Loads]) -> bool:
             parts.append(f"{'new context' if loads == 'fresh' else 'cached'} {ratio:.2f} ({cpu:+.2f} s)")
         print(f"  {name} / {base}: {', '.join(parts)}")
         if name in RATIO_TARGETS:
-            ratio = results[name].median("fresh") / results[base].median("fresh")
-            spread = ratio_interval(results[name].done("fresh"), results[base].done("fresh"))
+            ratio, spread = fresh_ratio(results, name, base)
             rows.append((f"{name.capitalize()} page / {base}, new browser context", ratio, spread, RATIO_TARGETS[name]))
     for name in [n for n in ("positional", "activations") if n in results]:
         ratio = results[name].median("fresh") / results[SIDEBAR_PLOTLY].median("fresh")
         print(f"  {name} / {SIDEBAR_PLOTLY} (no target: the same sidebar as the page): new context {ratio:.2f}")
     if "attention" in results:
-        low, high = ratio_interval(results["attention"].done("fresh"), results[SIDEBAR_COMPONENT].done("fresh"))
-        ratio = results["attention"].median("fresh") / results[SIDEBAR_COMPONENT].median("fresh")
+        ratio, (low, high) = fresh_ratio(results, "attention", SIDEBAR_COMPONENT)
         print(
             f"  attention / {SIDEBAR_COMPONENT} (no target: what a page with a matrix view pays before its maps): "
             f"new context {ratio:.2f} ({low:.2f}-{high:.2f}x)"

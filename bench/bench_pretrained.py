@@ -116,10 +116,17 @@ def fresh_server_loads(
     return first
 
 
+def drawn_in(browser, link: str, timeout_ms: int, problems: list[str]) -> tuple[float, list[str]]:
+    """Seconds from goto to every chart drawn, in a new browser context, and the problems the page showed (added to
+    `problems` too)."""
+    (_, _, done, _, _), found = load_once(browser, None, link, timeout_ms, True)
+    problems += found
+    return done, found
+
+
 def first_load(browser, base: str, name: str, text: str, problems: list[str]) -> float:
     """Seconds from goto to drawn for a checkpoint's first page in this server; prints it with the server's memory."""
-    (_, _, done, _, _), found = load_once(browser, None, url(base, name, text), FIRST_LOAD_MS, True)
-    problems += found
+    done, _ = drawn_in(browser, url(base, name, text), FIRST_LOAD_MS, problems)
     rss, peak = server_memory(base)
     print(f"   {name:14} {done:6.2f} s   server {rss:,.0f} MB resident, peak {peak:,.0f} MB")
     return done
@@ -217,8 +224,7 @@ def main() -> None:
             for order in turns(list(times), args.rounds + 1):
                 for name in order:
                     model = None if name == "configured" else name
-                    (_, _, done, _, _), found = load_once(browser, None, url(base, model, texts[name]), 120_000, True)
-                    problems += found
+                    done, _ = drawn_in(browser, url(base, model, texts[name]), 120_000, problems)
                     times[name].append(done)
             base_time = statistics.median(times["configured"][1:])  # the first round warms the caches: left out
             print(f"   configured     {base_time:6.2f} s median")
@@ -242,16 +248,13 @@ def main() -> None:
             for round_, order in enumerate(turns(list(long_times), args.rounds)):
                 for name in order:
                     if name == "configured":
-                        warm = url(base, None, texts[name])
-                        (_, _, done, _, _), found = load_once(browser, None, warm, 120_000, True)
-                        problems += found
+                        done, _ = drawn_in(browser, url(base, None, texts[name]), 120_000, problems)
                         long_times[name].append(done)
                         print(f"   {name:14} {PIECES} tokens  {done:6.2f} s")
                         continue
                     text = text_of(tokenize[name], LONG, start=round_)
                     n = len(tokenize[name].encode(text).ids)
-                    (_, _, done, _, _), found = load_once(browser, None, url(base, name, text), FIRST_LOAD_MS, True)
-                    problems += found
+                    done, found = drawn_in(browser, url(base, name, text), FIRST_LOAD_MS, problems)
                     long_times[name].append(done)
                     rss, peak = server_memory(base)
                     verdict = "renders" if not found else "PROBLEM"
@@ -261,8 +264,7 @@ def main() -> None:
                     )
                     if first_peak is None and all(long_times[m] for m in ("smollm2-135m", "minilm-l6")):
                         first_peak = peak  # the issue's figure: the peak after one 512-piece page of each checkpoint
-                    (_, _, again, _, _), found = load_once(browser, None, url(base, name, text), FIRST_LOAD_MS, True)
-                    problems += found
+                    again, _ = drawn_in(browser, url(base, name, text), FIRST_LOAD_MS, problems)
                     same_again[name].append(again)
                     print(f"   {name:14} the same text again (its run cached)  {again:6.2f} s")
             long_floor = statistics.median(long_times.pop("configured"))
