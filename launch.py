@@ -69,9 +69,13 @@ def preload(names: list[str]) -> None:
         print(f"  {name} loaded in {time.perf_counter() - started:.1f} s", flush=True)
 
 
-def warm_up() -> None:
+def warm_up(preloading: list[str] | None = None) -> None:
     """Import what every page needs (torch, the explorer, the figure builders, the pages' shared code) and run the
-    default model once: the first visitor's page then finds it all done."""
+    default model once: the first visitor's page then finds it all done. The checkpoints in `preloading` start loading
+    in a background thread once the project's modules are imported (one thread importing a module while another
+    imports its importer can deadlock), alongside the default run, the last imports and Streamlit's start: on the
+    2-core VM they were loaded 1 s later when the thread started after warm_up, and the first SmolLM2 page of a server
+    just answering waited for them."""
     # The caches' decorators run before Streamlit's runtime exists: they say so once each, and work the same. Set on
     # Streamlit's own logger: its get_logger sets a logger's level when it first makes it, after any setting here.
     from streamlit.logger import get_logger
@@ -81,6 +85,8 @@ def warm_up() -> None:
 
     for name in page_imports():  # 40-odd modules a fresh server's first page would otherwise import (and compile)
         importlib.import_module(name)
+    if preloading:
+        threading.Thread(target=preload, args=(preloading,), name="preload", daemon=True).start()
     explorer.run(explorer.ModelConfig(), "the cat sat on the mat")
     for name in LAZY_IMPORTS:
         with contextlib.suppress(ImportError):
@@ -110,11 +116,8 @@ def main() -> None:
     args, streamlit_options = parser.parse_known_args()
     started = time.perf_counter()
     importlib.import_module("views.idle_threads")  # before warm_up loads torch (views/idle_threads.py)
-    warm_up()
+    warm_up(checkpoints(args.preload))
     print(f"Attention Explorer: imports done in {time.perf_counter() - started:.1f} s", flush=True)
-    names = checkpoints(args.preload)
-    if names:
-        threading.Thread(target=preload, args=(names,), name="preload", daemon=True).start()
     from streamlit.web import cli
 
     sys.argv = ["streamlit", "run", str(ROOT / "app.py"), *streamlit_options]  # dashboard.py, with app.py's middleware

@@ -88,6 +88,28 @@ def test_warm_up_leaves_what_the_first_page_would_import_imported():
     assert "No runtime found" not in shown.stderr  # the caches' warnings before the runtime exists are quieted
 
 
+PRELOAD_DURING_WARM_UP = """
+import sys, threading, launch
+seen = []
+launch.preload = lambda names: seen.append((names, [n for n in launch.page_imports() if n not in sys.modules]))
+launch.warm_up(["minilm-l6"])
+for thread in threading.enumerate():
+    if thread.name == "preload":
+        thread.join(60)
+print(seen)
+"""
+
+
+def test_warm_up_starts_the_preload_once_the_project_modules_are_imported():
+    # Started in warm_up, it loads while the default model runs and Streamlit starts, not after; started before the
+    # project's modules are imported, its imports could deadlock with the main thread's.
+    shown = subprocess.run(
+        [sys.executable, "-c", PRELOAD_DURING_WARM_UP], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.strip().split("\n")[-1] == "[(['minilm-l6'], [])]"
+
+
 FIRST_PAGES = """
 import sys, launch
 launch.warm_up()
