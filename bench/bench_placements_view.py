@@ -11,7 +11,7 @@ case; MiniLM; with --smollm SmolLM2), two measurements, each the median of --rou
 2. Page (streamlit.testing.v1.AppTest, in this process, every st.cache_* cleared before each run, a checkpoint kept
    loaded as a server keeps it): the Compare page with the expander closed, then opened (?placements=true). The
    view's share is the difference. Drawing one more Plotly figure in the browser is not in it (about 0.3 s per
-   chart here: README, Page load).
+   chart here: docs/performance.md, Page load).
 
 Printed: the seconds of each and the ratio view / two-model Compare (target <= 2x).
 
