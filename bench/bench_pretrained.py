@@ -34,13 +34,20 @@ texts weigh more on this VM than its page floor says: it hands freed memory back
 later first write to such pages cost 0.7-0.85 s per 256 MB against 0.04 s right after the free (not every time: it
 depends on which pages the kernel hands out), and a 512-piece SmolLM2 run writes about 550 MB of fresh pages.
 
-Usage: python bench/bench_pretrained.py [--rounds N] [--starts N] [--tabs N] [--strict]
+With --reference REV (a git revision, e.g. 58c499e, the code when issue 25 was filed), step 3 also loads the
+configured page as that revision draws it, served beside it from a git worktree, in turn with the others, and the
+table gives the two 512-piece rows against it as well (no verdict of its own): the configured page of this code is
+not a fixed yardstick, since every change that speeds up the dashboard's frame makes it faster, and a ratio against
+it then grows when the page it divides did not change; the reference revision's page is the same work on every run.
+
+Usage: python bench/bench_pretrained.py [--rounds N] [--starts N] [--tabs N] [--reference REV] [--strict]
 Needs Chromium at /usr/bin/chromium (apt-get install -y chromium) or at $CHROMIUM.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -50,9 +57,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 # bench/ is on sys.path when a script here runs
+from bench_ab import checked_out
 from bench_page_load import READY, load_once
 from sentences import SENTENCE
 from serve import (
+    APP,
     CHROMIUM,
     CHROMIUM_ARGS,
     LAUNCHED,
@@ -132,8 +141,9 @@ def first_load(browser, base: str, name: str, text: str, problems: list[str]) ->
     return done
 
 
-# what, measured, target, unit, and for a time the configured page's median it is read against (None: not a time)
-Row = tuple[str, float, float, str, float | None]
+# what, measured, target, unit, for a time the configured page's median it is read against (None: not a time), and
+# the reference revision's configured page in the same step (None: not loaded, --reference)
+Row = tuple[str, float, float, str, float | None, float | None]
 
 
 def open_tabs(browser, base: str, texts: list[str], problems: list[str]) -> list:
@@ -154,15 +164,19 @@ def open_tabs(browser, base: str, texts: list[str], problems: list[str]) -> list
     return contexts
 
 
-def table(rows: list[Row]) -> bool:
+def table(rows: list[Row], reference: str | None = None) -> bool:
     """Print issue 25's table; a time is also given as a multiple of its row's floor (the configured model's warm
-    page in this run) and is met when that is within its target over TARGETS_SET_ON_S. True when every row is met."""
-    floors = sorted({floor for *_, floor in rows if floor is not None})
+    page in this run) and is met when that is within its target over TARGETS_SET_ON_S. With `reference` (a revision),
+    the rows timed beside its configured page are also given against that page, with no verdict of their own. True
+    when every row is met."""
+    floors = sorted({row[4] for row in rows if row[4] is not None})
     print(f"\nthe configured model's warm Attention page, this run: {' and '.join(f'{f:.2f} s' for f in floors)} "
           f"(when the targets were set: {TARGETS_SET_ON_S} s)")  # fmt: skip
-    print("\n| figure | measured | issue's target | × configured page | target | met |\n|---|---|---|---|---|---|")
+    extra = f" × {reference}'s page |" if reference else ""
+    print(f"\n| figure | measured | issue's target | × configured page | target |{extra} met |")
+    print("|---" * (7 if reference else 6) + "|")
     met = []
-    for what, value, target, unit, floor in rows:
+    for what, value, target, unit, floor, reference_floor in rows:
         if floor is not None:
             ratio, ratio_target = value / floor, target / TARGETS_SET_ON_S
             ok = ratio <= ratio_target
@@ -170,6 +184,8 @@ def table(rows: list[Row]) -> bool:
         else:
             ok = value <= target
             shown = "| "
+        if reference:
+            shown += f" | {value / reference_floor:.2f}×" if reference_floor else " | "
         met.append(ok)
         print(f"| {what} | {value:,.2f} {unit} | <= {target:,.2f} {unit} | {shown} | {'yes' if ok else 'NO'} |")
     return all(met)
@@ -180,6 +196,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="warm loads of each page (default 5)")
     parser.add_argument("--starts", type=int, default=3, help="fresh servers to time a first load in (default 3)")
     parser.add_argument("--tabs", type=int, default=4, help="tabs left open on long texts of their own (default 4)")
+    parser.add_argument("--reference", metavar="REV", help="also time the configured page as REV draws it (step 3)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
     args = parser.parse_args()
     if min(args.starts, args.rounds) < 1:
@@ -195,7 +212,12 @@ def main() -> None:
     problems: list[str] = []
     ok = True
     rows: list[Row] = []
-    with tempfile.TemporaryDirectory() as cache, sync_playwright() as pw:
+    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as cache, sync_playwright() as pw:
+        reference_base = None
+        if args.reference:  # served for the whole run, idle until step 3
+            tree = stack.enter_context(checked_out(args.reference))
+            app = APP if (tree / APP).is_file() else "dashboard.py"  # a revision from before app.py
+            reference_base = stack.enter_context(serving(app, root=tree))
         os.environ[CACHE_ENV] = cache  # both servers inherit it: the first fills it, the second reads it
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         print(f"\n0. server 1, weights cache empty ({cache}): SmolLM2 the very first time (parse, dequantize, "
@@ -228,10 +250,9 @@ def main() -> None:
                     times[name].append(done)
             base_time = statistics.median(times["configured"][1:])  # the first round warms the caches: left out
             print(f"   configured     {base_time:6.2f} s median")
-            rows.append((*very_first_row, base_time))
-            rows.append(
-                ("SmolLM2 first load in a fresh server (weights cache present; median)", first, FIRST_S, "s", base_time)
-            )
+            rows.append((*very_first_row, base_time, None))
+            first_row = "SmolLM2 first load in a fresh server (weights cache present; median)"
+            rows.append((first_row, first, FIRST_S, "s", base_time, None))
             for name, target in TARGETS.items():
                 median = statistics.median(times[name][1:])
                 ratio = median / base_time
@@ -243,6 +264,9 @@ def main() -> None:
             print(f"\n3. {LONG} pieces through every head, URL to drawn: a text the server has not seen in each of "
                   f"{args.rounds} rounds, in turn with the configured model's warm page of step 2")  # fmt: skip
             long_times: dict[str, list[float]] = {"configured": [], "smollm2-135m": [], "minilm-l6": []}
+            if reference_base:
+                long_times["reference"] = []
+                drawn_in(browser, url(reference_base, None, texts["configured"]), 120_000, problems)  # warms it
             first_peak = None
             same_again: dict[str, list[float]] = {"smollm2-135m": [], "minilm-l6": []}  # each text loaded twice
             for round_, order in enumerate(turns(list(long_times), args.rounds)):
@@ -251,6 +275,11 @@ def main() -> None:
                         done, _ = drawn_in(browser, url(base, None, texts[name]), 120_000, problems)
                         long_times[name].append(done)
                         print(f"   {name:14} {PIECES} tokens  {done:6.2f} s")
+                        continue
+                    if name == "reference":
+                        done, _ = drawn_in(browser, url(reference_base, None, texts["configured"]), 120_000, problems)
+                        long_times[name].append(done)
+                        print(f"   {'configured':14} {PIECES} tokens  {done:6.2f} s   as {args.reference} draws it")
                         continue
                     text = text_of(tokenize[name], LONG, start=round_)
                     n = len(tokenize[name].encode(text).ids)
@@ -269,6 +298,10 @@ def main() -> None:
                     print(f"   {name:14} the same text again (its run cached)  {again:6.2f} s")
             long_floor = statistics.median(long_times.pop("configured"))
             print(f"   configured     {long_floor:6.2f} s median in this step ({base_time:.2f} s in step 2)")
+            reference_floor = statistics.median(long_times.pop("reference")) if reference_base else None
+            if reference_floor:
+                print(f"   configured     {reference_floor:6.2f} s median as {args.reference} draws it "
+                      f"({long_floor / reference_floor:.2f}x)")  # fmt: skip
             print(f"   the machine's CPU time in 2 and 3: {machine_cpu_since(cpu_before)}")
             for name, times_of in long_times.items():
                 title = "SmolLM2" if name == "smollm2-135m" else "MiniLM"
@@ -278,13 +311,13 @@ def main() -> None:
                       f"the same text again {cached:.2f} s ({cached / long_floor:.2f}x, no target): the page without "
                       "the model's run and its measures")  # fmt: skip
                 what = f"{title}, {LONG} pieces, every head, URL to drawn (median)"
-                rows.append((what, median, LONG_S[name], "s", long_floor))
+                rows.append((what, median, LONG_S[name], "s", long_floor, reference_floor))
 
             rss, peak = server_memory(base)
             print(f"\n4. server memory with both checkpoints loaded: {rss:,.0f} MB resident; peak {first_peak:,.0f} MB "
                   f"after one 512-piece page of each, {peak:,.0f} MB after all {2 * args.rounds}")  # fmt: skip
             peak_row = "server peak memory, both checkpoints, after both 512-piece pages"
-            rows.append((peak_row, first_peak, PEAK_MB, "MB", None))
+            rows.append((peak_row, first_peak, PEAK_MB, "MB", None, None))
 
             print(f"\n5. {args.tabs} tabs left open, each on a {LONG}-piece SmolLM2 text of its own")
             offsets = range(args.rounds, args.rounds + args.tabs)  # texts from words no earlier step started at
@@ -296,11 +329,11 @@ def main() -> None:
             for context in tabs:
                 context.close()
             tabs_row = f"server peak memory, with {args.tabs} more tabs open on long texts of their own"
-            rows.append((tabs_row, peak, PEAK_MB, "MB", None))
+            rows.append((tabs_row, peak, PEAK_MB, "MB", None, None))
         browser.close()
     for problem in problems:
         print("   problem:", problem)
-    ok &= table(rows)
+    ok &= table(rows, args.reference)
     if args.strict and (not ok or problems):
         sys.exit(1)
 
