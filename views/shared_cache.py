@@ -132,8 +132,12 @@ class ByteBudgetCache:
                 del self._entries[key]
 
     def _in_use(self, key: Hashable) -> bool:
-        """Whether anything besides this cache holds the entry's result (a page running on it, a view of one of its
-        arrays): CPython counts the references, and the cache's own entry and the count's argument make two."""
+        """Whether anything besides this cache holds the entry's result (a page running on it; a view of it, when the
+        result is an array): CPython counts the references, and the cache's own entry and the count's argument make
+        two. A caller holding one array out of a larger result (a trace's weights, not the trace) is not seen: the
+        entry can go, freeing less than it counted, which lets the server hold more than the budget until that caller
+        lets go. Counting such arrays' references instead would mistake one a torch tensor shares (torch.from_numpy)
+        for a caller, and then keep the entry for good."""
         return sys.getrefcount(self._entries[key][0]) > 2
 
     def _held(self) -> int:
