@@ -301,7 +301,7 @@ def main() -> None:
             reference_floor = statistics.median(long_times.pop("reference")) if reference_base else None
             if reference_floor:
                 print(f"   configured     {reference_floor:6.2f} s median as {args.reference} draws it "
-                      f"({long_floor / reference_floor:.2f}x)")  # fmt: skip
+                      f"(this code's page {long_floor / reference_floor:.2f}x it)")  # fmt: skip
             print(f"   the machine's CPU time in 2 and 3: {machine_cpu_since(cpu_before)}")
             for name, times_of in long_times.items():
                 title = "SmolLM2" if name == "smollm2-135m" else "MiniLM"
