@@ -50,6 +50,7 @@ import argparse
 import contextlib
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -106,6 +107,14 @@ def text_of(tokenizer, pieces: int, start: int = 0) -> str:
         if len(tokenizer.encode(text).ids) <= pieces:
             return text
     raise ValueError("no text short enough")
+
+
+def is_commit(revision: str) -> bool:
+    """Whether git knows `revision` as a commit of this project (a hash, a tag, HEAD~2...)."""
+    found = subprocess.run(
+        ["git", "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], cwd=ROOT, capture_output=True
+    )
+    return found.returncode == 0
 
 
 def url(base: str, model: str | None, text: str) -> str:
@@ -201,6 +210,8 @@ def main() -> None:
     args = parser.parse_args()
     if min(args.starts, args.rounds) < 1:
         parser.error("--starts and --rounds take 1 or more")
+    if args.reference and not is_commit(args.reference):
+        parser.error(f"--reference {args.reference}: no such commit in {ROOT}")
     from playwright.sync_api import sync_playwright
 
     tokenize = tokenizers()
