@@ -51,6 +51,15 @@ def checked_out(revision: str) -> Iterator[Path]:
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
 
 
+@contextlib.contextmanager
+def serving_revision(revision: str) -> Iterator[str]:
+    """The dashboard as `revision` serves it (checked_out, served), for the duration of the block: its base URL."""
+    with checked_out(revision) as tree:
+        app = APP if (tree / APP).is_file() else "dashboard.py"  # a revision from before app.py
+        with serving(app, root=tree) as base:
+            yield base
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("revisions", nargs="+", help="git revisions, or . for this working tree; the first is the base")
@@ -70,9 +79,7 @@ def main() -> int:
     with contextlib.ExitStack() as stack:
         bases = {}
         for revision in args.revisions:
-            tree = stack.enter_context(checked_out(revision))
-            app = APP if (tree / APP).is_file() else "dashboard.py"  # a revision from before app.py
-            bases[revision] = stack.enter_context(serving(app, root=tree))
+            bases[revision] = stack.enter_context(serving_revision(revision))
         links = {
             (revision, page): f"{base}/{PAGES[page]}?{args.query}" for revision, base in bases.items() for page in pages
         }

@@ -58,11 +58,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 # bench/ is on sys.path when a script here runs
-from bench_ab import checked_out
+from bench_ab import serving_revision
 from bench_page_load import READY, load_once
 from sentences import SENTENCE
 from serve import (
-    APP,
     CHROMIUM,
     CHROMIUM_ARGS,
     LAUNCHED,
@@ -223,12 +222,9 @@ def main() -> None:
     problems: list[str] = []
     ok = True
     rows: list[Row] = []
-    with contextlib.ExitStack() as stack, tempfile.TemporaryDirectory() as cache, sync_playwright() as pw:
-        reference_base = None
-        if args.reference:  # served for the whole run, idle until step 3
-            tree = stack.enter_context(checked_out(args.reference))
-            app = APP if (tree / APP).is_file() else "dashboard.py"  # a revision from before app.py
-            reference_base = stack.enter_context(serving(app, root=tree))
+    reference = serving_revision(args.reference) if args.reference else contextlib.nullcontext()
+    with reference as reference_base, tempfile.TemporaryDirectory() as cache, sync_playwright() as pw:
+        # the reference revision's server, when asked for, runs for the whole bench and is idle until step 3
         os.environ[CACHE_ENV] = cache  # both servers inherit it: the first fills it, the second reads it
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         print(f"\n0. server 1, weights cache empty ({cache}): SmolLM2 the very first time (parse, dequantize, "
@@ -275,22 +271,20 @@ def main() -> None:
             print(f"\n3. {LONG} pieces through every head, URL to drawn: a text the server has not seen in each of "
                   f"{args.rounds} rounds, in turn with the configured model's warm page of step 2")  # fmt: skip
             long_times: dict[str, list[float]] = {"configured": [], "smollm2-135m": [], "minilm-l6": []}
+            warm_pages = {"configured": base}  # the configured page, by the servers that draw it in turn here
             if reference_base:
+                warm_pages["reference"] = reference_base
                 long_times["reference"] = []
                 drawn_in(browser, url(reference_base, None, texts["configured"]), 120_000, problems)  # warms it
             first_peak = None
             same_again: dict[str, list[float]] = {"smollm2-135m": [], "minilm-l6": []}  # each text loaded twice
             for round_, order in enumerate(turns(list(long_times), args.rounds)):
                 for name in order:
-                    if name == "configured":
-                        done, _ = drawn_in(browser, url(base, None, texts[name]), 120_000, problems)
+                    if name in warm_pages:
+                        done, _ = drawn_in(browser, url(warm_pages[name], None, texts["configured"]), 120_000, problems)
                         long_times[name].append(done)
-                        print(f"   {name:14} {PIECES} tokens  {done:6.2f} s")
-                        continue
-                    if name == "reference":
-                        done, _ = drawn_in(browser, url(reference_base, None, texts["configured"]), 120_000, problems)
-                        long_times[name].append(done)
-                        print(f"   {'configured':14} {PIECES} tokens  {done:6.2f} s   as {args.reference} draws it")
+                        drawn_by = f"   as {args.reference} draws it" if name == "reference" else ""
+                        print(f"   {'configured':14} {PIECES} tokens  {done:6.2f} s{drawn_by}")
                         continue
                     text = text_of(tokenize[name], LONG, start=round_)
                     n = len(tokenize[name].encode(text).ids)
