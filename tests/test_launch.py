@@ -16,6 +16,13 @@ from views import caches
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def in_a_new_process(code: str, timeout: float) -> subprocess.CompletedProcess:
+    """`code` run by a new interpreter in the project's folder, as `make run` starts one; it must succeed."""
+    shown = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    assert shown.returncode == 0, shown.stderr
+    return shown
+
+
 def test_preload_names_all_none_or_installed_checkpoints_and_refuses_others():
     assert launch.checkpoints("all") == list_pretrained()
     assert launch.checkpoints("none") == []
@@ -75,8 +82,7 @@ def test_give_back_returns_the_pages_of_arrays_freed_between_arrays_that_stay():
     8 MB arrays from its heap, and freeing them between arrays that stay leaves holes the process keeps: measured 0
     of 210 MB given back without it. In a new process: in pytest's, the heap may already hold free pages that earlier
     tests left resident, which the 8 MB arrays then reuse without growing the process (118 of 210 MB, once, in CI)."""
-    shown = subprocess.run([sys.executable, "-c", GIVE_BACK], cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert shown.returncode == 0, shown.stderr
+    shown = in_a_new_process(GIVE_BACK, timeout=60)
     made, kept_after_free, given, returned, kept = shown.stdout.split()
     assert float(made) > 150  # 210 MB made resident
     assert float(kept_after_free) < 50  # freeing them alone gives back little: holes between the kept 64 KB arrays
@@ -94,8 +100,7 @@ def test_warm_up_leaves_what_the_first_page_would_import_imported():
         "print([n for n in launch.page_imports() if n not in sys.modules]); "
         "print(sorted(n for n in sys.modules if n in ('views.attention', 'views.positional', 'dashboard')))"
     )
-    shown = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert shown.returncode == 0, shown.stderr
+    shown = in_a_new_process(code, timeout=120)
     assert shown.stdout.split("\n")[-4:] == ["['explorer', 'streamlit.emojis', 'torch']", "[]", "[]", ""]
     assert "No runtime found" not in shown.stderr  # the caches' warnings before the runtime exists are quieted
 
@@ -115,10 +120,7 @@ print(seen)
 def test_warm_up_starts_the_preload_once_the_project_modules_are_imported():
     # Started in warm_up, it loads while the default model runs and Streamlit starts, not after; started before the
     # project's modules are imported, its imports could deadlock with the main thread's.
-    shown = subprocess.run(
-        [sys.executable, "-c", PRELOAD_DURING_WARM_UP], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert shown.returncode == 0, shown.stderr
+    shown = in_a_new_process(PRELOAD_DURING_WARM_UP, timeout=120)
     assert shown.stdout.strip().split("\n")[-1] == "[(['minilm-l6'], [])]"
 
 
@@ -140,8 +142,7 @@ print(sorted(n for n in set(sys.modules) - before if not n.startswith("streamlit
 def test_after_warm_up_the_attention_page_of_each_model_imports_nothing_more():
     # A module a page imports for the first time is paid by a fresh server's first visitor (pandas' Styler with
     # jinja2 took 0.07 s of SmolLM2's first page): launch.LAZY_IMPORTS lists them, and this finds any it misses.
-    shown = subprocess.run([sys.executable, "-c", FIRST_PAGES], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert shown.returncode == 0, shown.stderr
+    shown = in_a_new_process(FIRST_PAGES, timeout=300)
     assert shown.stdout.strip().split("\n")[-1] == "[]"
 
 
