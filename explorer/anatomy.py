@@ -214,24 +214,26 @@ def block_diagram(cfg: ModelConfig, length: str = "T") -> str:
     return "\n".join(lines)
 
 
+NORM_GROUP = "norms"  # PARAMETER_GROUPS' name for the norms, shown as the model's kind (parameter_groups)
 PARAMETER_GROUPS = (
     ("self-attention", r"\.self_attn(\.|$)"),
     ("cross-attention", r"\.multihead_attn(\.|$)"),
     ("feed-forward", r"\.(linear[12]|gate)$"),
-    ("LayerNorm", r"(\.(out_)?norm\d*|^norm|^embed_norm|\.[qk]_norm)$"),
+    (NORM_GROUP, r"(\.(out_)?norm\d*|^norm|^embed_norm|\.[qk]_norm)$"),
     ("positions (learned)", r"^positional$"),
     ("token embeddings", r"^(embedding|token_type)$"),
     ("read-out", r"^head$"),
 )
 
 
-def parameter_groups(counts: pd.DataFrame) -> pd.DataFrame:
+def parameter_groups(counts: pd.DataFrame, norm: str = "LayerNorm") -> pd.DataFrame:
     """group, parameters, share: parameter_counts summed by what the modules do (self-attention, feed-forward,
-    LayerNorm ...), largest first; share is the fraction of the total. Unknown modules fall under "other"."""
+    the norms ...), largest first; share is the fraction of the total. Unknown modules fall under "other". `norm`
+    names the norms' group as the model's kind of norm (norm_name: "RMSNorm" for a Llama checkpoint)."""
     groups = []
     for module in counts["module"]:
         group = next((name for name, pattern in PARAMETER_GROUPS if re.search(pattern, module)), "other")
-        groups.append(group)
+        groups.append(norm if group == NORM_GROUP else group)
     total = counts.assign(group=groups).groupby("group", sort=False)["parameters"].sum()
     frame = total.sort_values(ascending=False, kind="stable").reset_index()
     frame["share"] = frame["parameters"] / max(int(frame["parameters"].sum()), 1)

@@ -25,7 +25,7 @@ from explorer.analysis.position_analysis import (
     similarity,
 )
 from explorer.analysis.stats import head_average
-from explorer.anatomy import parameter_counts, parameter_groups
+from explorer.anatomy import norm_name, parameter_counts, parameter_groups
 from explorer.build import build_model
 from explorer.compare import paired_attention
 from explorer.config import CheckpointConfig
@@ -238,8 +238,8 @@ def rope_angle_figure(n_positions: int, d_head: int, base: float = 10000.0) -> g
 
 
 def parameters_figure(model: Transformer) -> go.Figure:
-    """The model's parameters by kind of module (self-attention, feed-forward, LayerNorm ...), largest first."""
-    groups = parameter_groups(parameter_counts(model))
+    """The model's parameters by kind of module (self-attention, feed-forward, its norms ...), largest first."""
+    groups = parameter_groups(parameter_counts(model), norm_name(model.config))
     figure = go.Figure(
         go.Bar(x=groups["group"], y=groups["parameters"], hovertemplate="%{x}: %{y:,} parameters<extra></extra>")
     )

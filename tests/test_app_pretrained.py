@@ -135,6 +135,18 @@ def test_anatomy_counts_minilms_parameters_from_the_file():
     assert 22.5e6 < loaded < 22.8e6  # the model card's 22.7 M, with the pooler
 
 
+@pytest.mark.parametrize(("name", "kind"), [("smollm2-135m", torch.nn.RMSNorm), ("minilm-l6", torch.nn.LayerNorm)])
+def test_anatomy_names_the_norms_the_checkpoint_has_in_its_parameter_table(name, kind, request):
+    model = request.getfixturevalue("smollm" if name.startswith("smollm") else "minilm")
+    in_model = sum(p.numel() for m in model.modules() if isinstance(m, kind) for p in m.parameters())
+    at = opened({"model": name}, page="views/anatomy.py")
+    table = at.dataframe[0].value.set_index("group")["parameters"]
+    assert table[kind.__name__] == in_model > 0  # SmolLM2's 61 RMSNorms of 576 weights, MiniLM's LayerNorms
+    assert not ({"LayerNorm", "RMSNorm"} - {kind.__name__}) & set(table.index)  # no row names the other kind
+    [estimate] = [c.value for c in at.caption if "counts the matrix products only" in c.value]
+    assert f"{kind.__name__}, softmax" in estimate  # what the multiply-adds leave out is the norm the model has
+
+
 def test_the_train_page_asks_for_the_configured_model():
     at = opened({"model": "smollm2-135m"}, page="views/train.py")
     assert any("configured" in e.value for e in at.error)

@@ -10,7 +10,7 @@ import torch
 
 import explorer
 from explorer.analysis.head_roles import HeadRoles
-from explorer.anatomy import multiply_adds, parameter_counts, parameter_groups
+from explorer.anatomy import multiply_adds, norm_name, parameter_counts, parameter_groups
 from explorer.build import build_model
 from explorer.compare import can_share_weights, model_for_b, same_parameters
 from explorer.config import ConfigError, ModelConfig
@@ -112,8 +112,10 @@ def test_clear_roles_lists_each_labelled_head_most_common_role_first():
 def test_anatomy_counts_gated_feed_forwards_and_grouped_key_values():
     cfg = tiny()
     model = build_model(cfg)
-    groups = parameter_groups(parameter_counts(model)).set_index("group")["parameters"]
+    groups = parameter_groups(parameter_counts(model), norm_name(cfg)).set_index("group")["parameters"]
     assert "other" not in groups.index  # the gate is feed-forward, the RMSNorms are norms
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.RMSNorm)]
+    assert groups["RMSNorm"] == sum(m.weight.numel() for m in norms) > 0 and "LayerNorm" not in groups.index
     assert groups["feed-forward"] == cfg.n_layers * 3 * cfg.d_model * cfg.d_ff  # gate, up, down: no biases
     table = multiply_adds(cfg, 5, vocabulary_size=cfg.vocab_size)
     [qkv] = table[table["component"].str.contains("Q, K, V")]["multiply_adds"]

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 import explorer
 from explorer.analysis.activations import layer_statistics
+from explorer.build import build_model
 from explorer.tasks import make_task
 from pictures.training_charts import curves_figure, training_title
 from tests.drawn import figure_json
+from tests.tiny_checkpoints import tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKENS = "the cat sat on the mat"
@@ -87,6 +90,16 @@ def test_depth_statistics_gradients_and_training_curves(causal):
     result = explorer.train(explorer.ModelConfig(), make_task("copy", 6), steps=3)
     loss, accuracy = explorer.training_figure(result).data
     assert list(loss.y) == list(result.history["loss"]) and list(accuracy.x) == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("config", "kind"), [(tiny(), torch.nn.RMSNorm), (explorer.ModelConfig(), torch.nn.LayerNorm)])
+def test_the_parameters_figure_names_the_norms_the_model_has(config, kind):
+    model = build_model(config)
+    [bars] = explorer.parameters_figure(model).data
+    drawn = dict(zip(bars.x, bars.y, strict=True))
+    in_model = sum(p.numel() for m in model.modules() if isinstance(m, kind) for p in m.parameters())
+    assert drawn[kind.__name__] == in_model > 0
+    assert not ({"LayerNorm", "RMSNorm"} - {kind.__name__}) & set(drawn)  # a Llama's norms are not called LayerNorm
 
 
 def test_training_curves_are_the_train_pages_own():

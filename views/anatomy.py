@@ -6,7 +6,7 @@ from functools import partial
 
 import streamlit as st
 
-from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_groups
+from explorer.anatomy import block_diagram, forward_steps, multiply_adds, norm_name, parameter_groups
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.model import Transformer
 from explorer.norm_words import placement_sentence
@@ -82,7 +82,7 @@ def parameter_summary(cfg: ModelConfig) -> None:
     """Totals and the parameters by kind of module."""
     st.subheader("Parameters")
     counts = from_model(cached_parameter_counts, cfg)
-    groups = parameter_groups(counts)
+    groups = parameter_groups(counts, norm_name(cfg))
     stacks = ["encoder", "decoder"] if cfg.arch == "encoder-decoder" else [cfg.arch]
     metrics = [("Total parameters", int(counts["parameters"].sum()), "Every trainable number in the model.")]
     for stack in stacks:
@@ -128,7 +128,7 @@ def compute(cfg: ModelConfig, trace: Trace) -> None:
     c1, c2 = st.columns([1, 3])
     c1.metric("Multiply-adds, one forward pass", f"{total:,}", help="About 2 × this many floating-point operations.")
     c2.caption(
-        "An estimate that counts the matrix products only (all layers included); LayerNorm, softmax, the "
+        f"An estimate that counts the matrix products only (all layers included); {norm_name(cfg)}, softmax, the "
         "activation function and the additions are left out. Attention's own products grow with the square of "
         "the length; the projections and the feed-forward grow linearly."
     )
