@@ -15,9 +15,10 @@ from plotly.subplots import make_subplots
 from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.stream_energy import focus_token, token_energy, token_shares
 from explorer.model import Transformer
+from explorer.numbers import readable
 from explorer.positional import ADDED_TO_INPUT, input_text
 from explorer.trace import Trace
-from pictures.attention_panels import token_labels
+from pictures.attention_panels import FAINT, token_labels, top_of
 from pictures.boards import board, matrix_panel
 from pictures.one_pass import axis_name, merged, panel_axes, subplot_grid
 from pictures.style import (
@@ -168,18 +169,41 @@ def _energy_subtitle(measure: str, positional: str) -> str:
     )
 
 
+def energy_colours(values: np.ndarray, stretch: bool) -> tuple[Ramp, str | None]:
+    """The per-token heatmap's colours and what its subtitle says of them. Off: the lowest to the largest value.
+    Stretched: the lowest to the 99th percentile (top_of, as the attention maps and the encoding table stretch), so
+    a massive activation cannot leave every other cell dark (SmolLM2 on 512 pieces: one token's norm reaches 26,900
+    where 99 % are below 60). Values are >= 0 (norms and max |x|)."""
+    if not values.size:
+        return Ramp(VIRIDIS, 0.0, 1.0), None
+    low, full = float(values.min()), float(values.max())
+    robust = top_of(values)  # [L + 1, T] -> the 99th percentile
+    if stretch:
+        note = f"colours stretched: brightest = {readable(robust)} or more (the top 1 % of values)"
+        return Ramp(VIRIDIS, low, max(robust, low + 1e-6)), note
+    note = None
+    if robust - low < FAINT * (full - low):
+        note = (
+            f"99 % of the values are below {robust:,.3g}, dark next to the largest ({full:,.3g}): try Stretch colours"
+        )
+    return Ramp(VIRIDIS, low, max(full, low + 1e-6)), note
+
+
 def token_norm_heatmap(
-    norms: np.ndarray, tokens: list[str], stack: str, positional: str, measure: str = "norm"
+    norms: np.ndarray, tokens: list[str], stack: str, positional: str, measure: str = "norm", stretch: bool = False
 ) -> dict:
     """[L + 1, T] each token's residual vector measured by `measure` (ENERGY_TITLES: its L2 norm, or its largest
-    |x|), input on top, then after each block: a matrix-view board whose rows are tall enough for their labels."""
+    |x|), input on top, then after each block: a matrix-view board whose rows are tall enough for their labels.
+    `stretch`: colours up to the 99th percentile of the values (energy_colours)."""
     n_rows, n_tokens = norms.shape
     cell = min(MAX_CELL_PX, LINE_WIDTH / max(n_rows, n_tokens))
     value_title, title, _ = ENERGY_TITLES[measure]
+    ramp, scale = energy_colours(norms, stretch)
+    subtitle = _energy_subtitle(measure, positional) + (f" · {scale}" if scale else "")
     panel = matrix_panel(
         norms.astype(np.float32),
         None,
-        Ramp(VIRIDIS, float(norms.min()), float(max(norms.max(), norms.min() + 1e-6))),
+        ramp,
         name="act_token_norms",
         x_labels=token_labels(tokens),
         y_labels=_layer_labels(n_rows),
@@ -187,7 +211,7 @@ def token_norm_heatmap(
         y_title="layer",
         value_title=value_title,
         title=f"{title}, layer by layer ({stack} stack)",
-        subtitle=_energy_subtitle(measure, positional),
+        subtitle=subtitle,
         text_digits=1,
         plot_px=(max(320.0, n_tokens * cell), max(n_rows * cell, min(24.0 * n_rows, 600.0))),
     )

@@ -24,7 +24,7 @@ from pictures.activation_charts import (
 )
 from pictures.activation_histograms import ZERO_COLOUR, histogram_figure, zero_fraction_figure
 from pictures.boards import decode_floats
-from pictures.style import Ramp
+from pictures.style import VIRIDIS, Ramp
 from tests.drawn import figure_json, figure_title, figure_trace, panel_matrix
 
 TOKENS = "the cat sat on the mat".split()
@@ -143,6 +143,27 @@ def test_token_norms_heatmap(trace):
     assert drawn.y_labels == ["input", "after block 0", "after block 1", "after block 2"]
     assert drawn.x_labels == ["the", "cat", "sat", "on", "the·4", "mat"]
     assert (drawn.x_title, drawn.y_title) == ("token", "layer")
+
+
+def test_stretched_token_norms_leave_a_massive_token_out_of_the_colour_range():
+    rng = np.random.default_rng(0)
+    norms = rng.uniform(2.0, 60.0, size=(31, 512))  # [L + 1, T]: SmolLM2's 30 blocks on 512 pieces
+    norms[12:, 0] = 26_900.0  # one massive token after block 11, as SmolLM2's first piece: 19 of 15,872 values
+    tokens = [f"t{i}" for i in range(512)]
+    plain, stretched = (
+        panel_matrix(token_norm_heatmap(norms, tokens, "decoder", "rope", stretch=on)["panels"][0]) for on in (0, 1)
+    )
+    top = float(np.quantile(norms, 0.99))  # the massive cells are 0.12 % of the values: the top 1 % is ordinary
+    assert top < 60.0
+    assert plain.view["legend"]["high"] == pytest.approx(26_900.0) and "try Stretch colours" in plain.title
+    assert stretched.view["legend"]["high"] == pytest.approx(top) and "colours stretched" in stretched.title
+    for drawn in (plain, stretched):  # hover keeps the true values either way
+        np.testing.assert_array_equal(drawn.values, norms.astype(np.float32))
+    ordinary = np.s_[:12]  # [rows before the massive token appears, every token]
+    shades = [len(np.unique(d.image[ordinary].reshape(-1, 3), axis=0)) for d in (plain, stretched)]
+    assert shades[0] <= 4 and shades[1] > 100  # all one dark colour on the full range; the whole ramp stretched
+    brightest = Ramp(VIRIDIS, 0.0, 1.0).rgb(np.array([1.0]))[0]  # the ramp's last colour
+    assert (stretched.image[12:, 0] == brightest).all()  # the massive cells: brightest, as anything over the top
 
 
 def test_histogram_counts_every_value_and_calls_out_zeros(trace):

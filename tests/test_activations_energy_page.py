@@ -63,6 +63,18 @@ def test_minilm_says_post_norm_leaves_no_massive_activation(minilm_model):
     figure_titled(at, "How much the heads look at “[CLS]”")  # the token with the largest |x|, for the contrast
 
 
+def test_a_link_with_stretch_tops_smollms_token_heatmap_at_the_99th_percentile_and_the_switch_undoes_it(smollm_model):
+    at = opened({"model": "smollm2-135m", "tokens": SENTENCE, "act_open_tokens": "true", "stretch": "true"})
+    norms = token_energy(explorer.run(smollm_model, SENTENCE).first, "norm")  # [31, T]
+    stretched = app_matrices(at)["act_token_norms"]
+    assert stretched.view["legend"]["high"] == pytest.approx(np.quantile(norms, 0.99), rel=1e-5)
+    assert "colours stretched" in stretched.title
+    at.toggle(key="stretch").set_value(False).run()
+    full = app_matrices(at)["act_token_norms"]
+    assert full.view["legend"]["high"] == pytest.approx(norms.max(), rel=1e-5)  # the massive token's norm
+    np.testing.assert_allclose(full.values, norms, rtol=1e-6)
+
+
 def shown_strings(at: AppTest) -> list[str]:
     """Every sentence, label and figure string the page shows (Plotly's and the tables' too)."""
     texts = [e.value for kind in ("markdown", "caption", "info", "warning", "subheader") for e in at.get(kind)]

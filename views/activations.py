@@ -72,6 +72,10 @@ from views.widgets import (
 NUMBER = st.column_config.NumberColumn(format="%.5g")
 # The sections below the first screen: each one's URL parameter (=true opens it in a link) and the URL parameters of
 # its own controls, any of which opens it too (views/lazy_sections.py).
+STRETCH_HELP = (
+    "Off: the brightest colour = the largest value of the table. On: brightest = the top 1 % of values, so a massive "
+    "activation (one token far larger than the rest, as in SmolLM2) does not leave every other cell dark."
+)
 SECTIONS = {
     "act_open_norms": (),
     "act_open_tokens": ("act_energy",),
@@ -153,9 +157,11 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
 def per_token(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> str:
     """The per-token heatmap (returns the measure picked for it), then the massive activation section."""
     measure = energy_choice()
+    stretch = st.toggle("Stretch colours", key="stretch", bind="query-params", help=STRETCH_HELP)
     norms, peaks = token_energy(stack, "norm"), token_energy(stack, "max")  # [L + 1, T] each
     shown = norms if measure == "norm" else peaks
-    show_board(token_norm_heatmap(shown, stack.tokens, stack.name, cfg.positional, measure), key="act_token_norms")
+    heatmap = token_norm_heatmap(shown, stack.tokens, stack.name, cfg.positional, measure, stretch)
+    show_board(heatmap, key="act_token_norms")
     frame = pd.DataFrame(
         {
             "layer": np.repeat(np.arange(-1, norms.shape[0] - 1), norms.shape[1]),
@@ -352,6 +358,7 @@ def main() -> None:
         "act_point": list(points(trace.last)),  # the decoder's points include the encoder's
         "act_log": ["true", "false"],
         "act_energy": list(MEASURES),
+        "stretch": URL_BOOLEAN,
         **dict.fromkeys(SECTIONS, URL_BOOLEAN),
     }
     if len(trace.stacks) > 1:
