@@ -11,12 +11,13 @@ import pandas as pd
 
 from pictures.activation_charts import LINE_WIDTH
 from pictures.boards import board, matrix_panel
-from pictures.style import VIRIDIS, Ramp, layer_head_axes
+from pictures.style import MAX_CELL_PX, TICK_PX, VIRIDIS, Ramp, layer_head_axes
 
 CIVIDIS = ("#00224e", "#123570", "#3b496c", "#575d6d", "#707173", "#8a8678", "#a59c74", "#c3b369", "#e1cc55",
            "#fee838")  # fmt: skip
 MAX_TEXT_HEADS = 6  # a per-head grid (a third of the page wide) writes its values up to this many heads
-HEAD_GRID_PX = 150  # px along the longer side of a per-head grid: three fit in a row
+HEAD_GRID_PX = 150  # px across a per-head grid at most: three fit in a row
+HEAD_GRID_TALL_PX = 300  # px down at most: a deep model's cells stay big enough to read (SmolLM2's 30 layers: 10 px)
 
 
 def head_grid_panel(
@@ -30,8 +31,11 @@ def head_grid_panel(
     name: str = "heads",
 ) -> dict:
     """A [layer, head] grid of one per-head statistic as a matrix-view panel, the value written in each cell (up to
-    MAX_TEXT_HEADS heads); a head with no value (no query had an allowed key) is grey."""
+    MAX_TEXT_HEADS heads); a head with no value (no query had an allowed key) is grey. Square cells, the grid at
+    most HEAD_GRID_PX wide and HEAD_GRID_TALL_PX high; a label on every layer and head while they are TICK_PX apart,
+    on every n-th beyond."""
     n_layers, n_heads = grid.shape
+    cell = min(MAX_CELL_PX, HEAD_GRID_PX / max(n_heads, 1), HEAD_GRID_TALL_PX / max(n_layers, 1))
     finite = np.isfinite(grid)  # [L, H]
     return matrix_panel(
         np.where(finite, grid, 0.0).astype(np.float32),
@@ -44,7 +48,8 @@ def head_grid_panel(
         subtitle=subtitle,
         text_digits=2 if n_heads <= MAX_TEXT_HEADS and n_layers <= 16 else None,
         masked_text="no value: no query had an allowed key",
-        max_px=HEAD_GRID_PX,
+        plot_px=(cell * n_heads, cell * n_layers),
+        tick_px=TICK_PX,
     )
 
 

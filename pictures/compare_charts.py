@@ -23,6 +23,7 @@ from pictures.style import (
     HOVER_NUMBERS,
     PANEL_TITLE_FONT,
     PANEL_TITLE_PX,
+    TICK_PX,
     Ramp,
     axis,
     block_axis,
@@ -51,7 +52,6 @@ RIGHT_PX = 22  # gaps around the legend
 LABEL_CHAR_PX = 6.0  # px per character of a 14 px label, about
 TITLE_CHAR_PX = 7.5  # the same for the bold legend title
 LEGEND_LABEL_PX = 48  # the legend's bar and its end labels ("-0.53")
-TICK_PX = 18  # px between two labelled ticks at least (labels are 14 px), so that they never overlap
 WEIGHT_TEXT_PX, DIFFERENCE_TEXT_PX = 22, 26  # the values written in cells ("0.25", "-0.25") need cells this wide
 RANKING_TEXT_PX = 28  # the same for the ranking's "0.123"
 ROUNDING = 1e-5  # |A - B| below this is float32 rounding (e.g. the same words in another order, no positions)

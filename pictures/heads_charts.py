@@ -13,8 +13,8 @@ from explorer.ablation import Head, head_name
 from explorer.trace import AttentionMaps
 from pictures.attention_panels import token_labels
 from pictures.boards import matrix_panel
-from pictures.compare_charts import A_COLOUR, B_COLOUR, DIFFERENCE_TEXT_PX, TICK_PX, difference_range
-from pictures.style import HOVER_NUMBERS, Ramp, axis, block_axis, figure_layout, label_text, plotly_scale
+from pictures.compare_charts import A_COLOUR, B_COLOUR, DIFFERENCE_TEXT_PX, difference_range
+from pictures.style import HOVER_NUMBERS, TICK_PX, Ramp, axis, block_axis, figure_layout, label_text, plotly_scale
 
 CHANGED_COLOUR = "#1f5fa8"
 REMOVED_COLOUR = "#c2410c"

@@ -22,6 +22,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"  # the first eight bytes of every PNG
 MAX_CELL_TEXT = 16 * 16  # write the value in each cell up to this many cells
 MAX_CELL_PX = 56.0  # a cell is at most this wide, so a 3-token map is not a wall of colour
 MAX_TICKS = 45  # token labels along one axis; above this only every n-th is labelled
+TICK_PX = 18  # px between two labelled ticks at least (labels are 14 px), so that they never overlap
 RGB_CHUNK = 1 << 16  # values Ramp.rgb colours at a time
 FONT = "Source Sans, sans-serif"  # the font Streamlit ships and uses for the page text
 

@@ -232,6 +232,18 @@ def test_zero_fraction_and_head_grids(trace):
     assert drawn.masked[1, 2] and drawn.masked.sum() == 1
 
 
+@pytest.mark.parametrize(("n_layers", "n_heads"), [(30, 9), (6, 12), (2, 4)])  # SmolLM2, MiniLM, the default
+def test_a_head_grid_labels_only_what_it_has_room_for_and_a_deep_one_grows_down(n_layers, n_heads):
+    grid = np.arange(n_layers * n_heads, dtype=np.float64).reshape(n_layers, n_heads) / (n_layers * n_heads)
+    panel = head_grid_panel(grid, "Entropy", "sub", "nats", 0.0, 1.0)
+    width, height = panel["cols"] * panel["cell_px"], panel["rows"] * panel["cell_h"]
+    assert panel["cell_px"] == panel["cell_h"] and width <= 150  # square cells, three grids to a row
+    assert panel["cell_px"] >= 10  # SmolLM2's 30 layers: cells of 10 px, where 150 px down gave 5
+    for ticks, cell in ((panel["y_ticks"], panel["cell_h"]), (panel["x_ticks"], panel["cell_px"])):
+        assert ticks[0] == 0 and min(np.diff(ticks)) * cell >= 14  # labels 14 px high never overlap
+    assert height <= 300
+
+
 def test_gradient_figures():
     cfg = explorer.ModelConfig(arch="encoder-decoder", n_layers=2, d_model=16, n_heads=2, d_ff=32)
     norms = gradient_norms(explorer.build_model(cfg), "a b c", "x y z")
