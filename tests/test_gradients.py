@@ -2,6 +2,8 @@
 
 import threading
 import unittest.mock
+from dataclasses import replace
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ from torch.overrides import TorchFunctionMode
 
 import explorer
 import explorer.model
-from explorer.analysis.gradients import _objective, gradient_norms, layer_gradient_totals, objective
+from explorer.analysis.gradients import _objective, gradient_norms, layer_gradient_totals, objective, objective_text
 from explorer.analysis.read_out_loss import CHUNK
 from explorer.inputs import prepare_inputs
 
@@ -201,3 +203,14 @@ def test_a_checkpoints_logits_are_never_whole(minilm_model):
         gradient_norms(minilm_model, LONG_TEXT)
     assert (CHUNK, vocabulary) in shapes  # the read-out seen: a chunk's logits
     assert (pieces - 1, vocabulary) not in shapes
+
+
+def test_the_objective_says_what_the_token_table_is_to_each_checkpoint(smollm_model, minilm_model):
+    smollm, minilm = objective_text(smollm_model), objective_text(minilm_model)
+    assert smollm_model.head.weight is smollm_model.embedding.weight  # SmolLM2's read-out is its token table
+    assert "one tensor" in smollm and "BERT" not in smollm
+    assert minilm_model.head is None and "BERT" in minilm and "no next-piece head" in minilm
+    own_head = replace(smollm_model.config, tie_embeddings=False)
+    untied = SimpleNamespace(tokenizer=smollm_model.tokenizer, config=own_head)
+    said = objective_text(untied)  # a Llama folder with its own lm_head: the objective still reads the token table
+    assert "not its own read-out head" in said and "BERT" not in said

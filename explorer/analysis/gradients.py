@@ -34,12 +34,16 @@ TRAINED_OBJECTIVE = (
 )
 CHECKPOINT_OBJECTIVE = (
     "Objective: every piece predicts the next piece of the text, as a language model does: the logits are the "
-    "model's output times its token embedding table (its tied read-out; BERT, which was pre-trained to fill in "
-    "masked words rather than to continue text, has no next-piece head, so this reads its output the same way), "
-    "and the loss is their cross-entropy averaged over positions (the last one is left out). These are real "
-    "pretrained weights, so the gradients show how a trained model passes a language-modelling signal back "
-    "through its layers."
+    "model's output times its token embedding table ({read_out}), and the loss is their cross-entropy averaged over "
+    "positions (the last one is left out). These are real pretrained weights, so the gradients show how a trained "
+    "model passes a language-modelling signal back through its layers."
 )
+READ_OUTS = {  # what the token table is to a checkpoint, by whether it has a read-out head tied to it
+    "tied": "its read-out to next-piece logits: the two are one tensor",
+    "bert": "BERT, which was pre-trained to fill in masked words rather than to continue text, has no next-piece "
+    "head, so this reads its output the way a tied read-out would",
+    "untied": "not its own read-out head, which is a separate tensor: the same objective as for every checkpoint",
+}
 TRIMS_PER_PASS = 8  # give_back calls as the backward pass goes (5-50 ms each)
 _BLOCK_PARAMETER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(.+)$")
 
@@ -97,7 +101,12 @@ def gradient_norms(model: Transformer, source: Source, target: Source | None = N
 def objective_text(model: Transformer) -> str:
     """The objective `objective` uses for this model, in words: a trained model reads out through its own head."""
     if model.tokenizer is not None:
-        return CHECKPOINT_OBJECTIVE
+        cfg = model.config
+        if getattr(cfg, "family", None) == "bert":
+            kind = "bert"
+        else:
+            kind = "tied" if getattr(cfg, "tie_embeddings", False) else "untied"
+        return CHECKPOINT_OBJECTIVE.format(read_out=READ_OUTS[kind])
     return GRADIENT_OBJECTIVE if model.head is None else TRAINED_OBJECTIVE
 
 
