@@ -69,3 +69,17 @@ def table_frame(table: np.ndarray, tokens: list[str] | None = None) -> pd.DataFr
         frame.insert(0, "token", tokens)
     frame.insert(0, "position", np.arange(table.shape[0]))
     return frame
+
+
+def token_line(tokens: list[str], most_chars: int = 200) -> str:
+    """The tokens joined by spaces, as many whole tokens as fit in `most_chars`, then "… (N tokens in all)" when some
+    are left out: a long text is never cut inside a token, which would show a token the text does not have."""
+    line = " ".join(tokens)
+    if len(line) <= most_chars:
+        return line
+    shown = []
+    for token in tokens:
+        if len(" ".join([*shown, token])) > most_chars:
+            break
+        shown.append(token)
+    return " ".join(shown) + f" … ({len(tokens):,} tokens in all)"

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from explorer.config import ModelConfig
-from explorer.positional_text import NO_VECTORS, explanation, formula, rope_base, table_frame
+from explorer.positional_text import NO_VECTORS, explanation, formula, rope_base, table_frame, token_line
 
 
 def test_the_sinusoid_explanation_names_the_slowest_wavelength_of_this_width():
@@ -39,3 +39,13 @@ def test_a_table_becomes_one_csv_row_per_position():
     assert list(frame.columns) == ["position", "token", "dim_0", "dim_1"]
     assert frame["position"].tolist() == [0, 1, 2] and frame["dim_1"].tolist() == [1.0, 3.0, 5.0]
     assert list(table_frame(table).columns) == ["position", "dim_0", "dim_1"]
+
+
+def test_a_long_token_line_is_cut_between_tokens_and_says_how_many_there_are():
+    tokens = [f"Ġword{i}" for i in range(512)]
+    line = token_line(tokens, 60)
+    shown, _, rest = line.partition(" … ")
+    assert rest == "(512 tokens in all)" and len(shown) <= 60
+    assert shown.split(" ") == tokens[: len(shown.split(" "))]  # whole tokens only, in order
+    assert len(" ".join(tokens[: len(shown.split(" ")) + 1])) > 60  # as many as fit
+    assert token_line(tokens[:3], 60) == "Ġword0 Ġword1 Ġword2"  # a short text whole, with no count

@@ -9,6 +9,7 @@ import streamlit as st
 from explorer.analysis.position_analysis import REORDERINGS, offset_scores, reorder
 from explorer.config import ModelConfig
 from explorer.numbers import readable
+from explorer.positional_text import token_line
 from pictures.position_demo_charts import (
     offset_profile_figure,
     offset_scores_panel,
@@ -84,8 +85,8 @@ def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...]
     typed_maps = state.trace.first.self_attention if state.base_run is None and state.trace is not None else None
     demo = from_model(cached_permutation, cfg, tuple(tokens), tuple(order), target, _typed=typed_maps)
     st.markdown(
-        f"Typed: `{' '.join(tokens)[:200].replace('`', '')}`  →  reordered: "
-        f"`{' '.join(demo.shuffled)[:200].replace('`', '')}`"
+        f"Typed: `{token_line(tokens).replace('`', '')}`  →  reordered: "
+        f"`{token_line(list(demo.shuffled)).replace('`', '')}`"
         + (" (the encoder's input; the decoder keeps its target)" if target else "")
     )
     layer, head = layer_head(cfg, "pos_perm")
