@@ -11,8 +11,9 @@ from plotly.subplots import make_subplots
 from explorer.analysis.mixing import DEFAULT_RESIDUAL, attention_flow_rows, attention_rollout
 from explorer.analysis.stats import head_average
 from explorer.mixing_text import is_causal, reach_title
+from explorer.numbers import readable
 from explorer.trace import AttentionMaps, Trace
-from pictures.attention_panels import token_labels
+from pictures.attention_panels import FAINT, token_labels, top_of
 from pictures.boards import board, matrix_panel
 from pictures.style import (
     BLUES,
@@ -55,17 +56,18 @@ def _mixing_panel(
     queries: list[int] | None = None,
     legend: bool = True,
     masked_text: str = "masked: no path from this token (0)",
+    ramp: Ramp = MIX,
     **parts: object,
 ) -> dict:
     """A [Q, T] map over the first stack's tokens, input tokens across and the positions `queries` (None: all) down,
-    white = 0 to darkest blue = 1 (MIX); grey where `allowed` ([Q, T]) is False: masked, no path reaches. Without
-    `legend`, a neighbour on the same scale draws it."""
+    white = 0 to darkest blue = 1 (MIX, or the board's stretched `ramp`: mix_colours); grey where `allowed` ([Q, T])
+    is False: masked, no path reaches. Without `legend`, a neighbour on the same scale draws it."""
     labels = token_labels(maps.key_tokens)
     y_labels = labels if queries is None else [labels[q] for q in queries]
     return matrix_panel(
         np.asarray(values, dtype=np.float32),
         allowed,
-        MIX,
+        ramp,
         x_labels=labels,
         y_labels=y_labels,
         x_title="input token",
@@ -86,6 +88,7 @@ def average_panel(
     max_px: float = PANEL_PX,
     legend: bool = False,
     pick: str | None = None,
+    ramp: Ramp = MIX,
 ) -> dict:
     """The raw average of one layer's heads ([T, T]): where that layer looks, not which input tokens. `pick`:
     matrix_panel's ("cell": a click sends back the cell)."""
@@ -96,6 +99,7 @@ def average_panel(
         legend=legend,
         masked_text="masked: may not attend (weight 0)",
         pick=pick,
+        ramp=ramp,
         name=name,
         value_title="mean weight",
         title=f"Raw: layer {layer}, mean of {maps.n_heads} heads",
@@ -113,6 +117,7 @@ def rollout_panel(
     max_px: float = PANEL_PX,
     legend: bool = False,
     pick: str | None = None,
+    ramp: Ramp = MIX,
 ) -> dict:
     """Rollout after block `layer` ([T, T], explorer.analysis.mixing.attention_rollout's entry `layer`)."""
     return _mixing_panel(
@@ -121,6 +126,7 @@ def rollout_panel(
         reachable(maps.allowed),
         legend=legend,
         pick=pick,
+        ramp=ramp,
         name=name,
         value_title="rollout",
         title=f"Rollout after block {layer}",
@@ -138,6 +144,7 @@ def flow_panel(
     max_px: float = PANEL_PX,
     legend: bool = True,
     pick: str | None = None,
+    ramp: Ramp = MIX,
 ) -> dict:
     """Flow after the last block, one row per query in `queries` ([len(queries), T])."""
     return _mixing_panel(
@@ -147,6 +154,7 @@ def flow_panel(
         queries=queries,
         legend=legend,
         pick=pick,
+        ramp=ramp,
         name=name,
         value_title="max flow",
         title=f"Flow after block {maps.n_layers - 1}",
@@ -155,28 +163,60 @@ def flow_panel(
     )
 
 
-def last_block_board(maps: AttentionMaps, rollout: np.ndarray, flow: np.ndarray | None, residual: float) -> dict:
-    """One board on one colour scale: the last layer's raw average of heads, rollout after the last block ([L, T, T]:
-    its last entry) and flow of every position ([T, T]; None: not computed); the last map draws the legend. A click
-    on a cell sends back its {"row", "col"}."""
-    last = maps.n_layers - 1
-    side = PANEL_PX if flow is not None else LAYER_PX  # two maps have room to be larger
-    panels = [
-        average_panel(maps, last, "mix_raw", side, pick="cell"),
-        rollout_panel(rollout[last], maps, last, residual, "mix_rollout", side, legend=flow is None, pick="cell"),
-    ]
-    if flow is not None:
-        panels.append(flow_panel(flow, list(range(flow.shape[0])), maps, residual, "mix_flow", pick="cell"))
+def mix_colours(maps: list[np.ndarray], allowed: list[np.ndarray], stretch: bool) -> tuple[Ramp, str | None]:
+    """A board's one colour scale and what its first map's subtitle says of it: MIX (white = 0, darkest blue = 1),
+    or stretched, darkest blue from the 99th percentile of the board's unmasked values up (top_of, as the attention
+    maps stretch): a long text spreads each row over hundreds of tokens (about 1/T each), white on the 0-to-1 scale."""
+    shown = np.concatenate([np.asarray(m)[a] for m, a in zip(maps, allowed, strict=True)])  # every unmasked value
+    top = top_of(shown)
+    if stretch:
+        return Ramp(BLUES, 0.0, top), f"colours stretched: darkest blue = {readable(top)} or more (the top 1 %)"
+    if top < FAINT:
+        return MIX, f"99 % of the values are below {readable(top)}, so cells are pale: turn on Stretch colours"
+    return MIX, None
+
+
+def _noted(panels: list[dict], note: str | None) -> dict:
+    """The board of `panels`, the first one's subtitle ending in the colour scale's `note` (mix_colours)."""
+    if note:
+        panels[0]["subtitle"] = f"{panels[0]['subtitle']} · {note}"
     return board(panels)
 
 
-def layer_board(maps: AttentionMaps, rollout: np.ndarray, layer: int, residual: float) -> dict:
-    """One board: that layer's raw average of heads beside rollout after block `layer`, on one colour scale."""
-    return board(
+def last_block_board(
+    maps: AttentionMaps, rollout: np.ndarray, flow: np.ndarray | None, residual: float, stretch: bool = False
+) -> dict:
+    """One board on one colour scale: the last layer's raw average of heads, rollout after the last block ([L, T, T]:
+    its last entry) and flow of every position ([T, T]; None: not computed); the last map draws the legend. A click
+    on a cell sends back its {"row", "col"}. `stretch`: mix_colours."""
+    last = maps.n_layers - 1
+    side = PANEL_PX if flow is not None else LAYER_PX  # two maps have room to be larger
+    drawn = [head_average(maps, last), rollout[last]] + ([flow] if flow is not None else [])
+    reach = reachable(maps.allowed)
+    ramp, note = mix_colours(drawn, [maps.allowed, reach, reach][: len(drawn)], stretch)
+    panels = [
+        average_panel(maps, last, "mix_raw", side, pick="cell", ramp=ramp),
+        rollout_panel(
+            rollout[last], maps, last, residual, "mix_rollout", side, legend=flow is None, pick="cell", ramp=ramp
+        ),
+    ]
+    if flow is not None:
+        panels.append(flow_panel(flow, list(range(flow.shape[0])), maps, residual, "mix_flow", pick="cell", ramp=ramp))
+    return _noted(panels, note)
+
+
+def layer_board(maps: AttentionMaps, rollout: np.ndarray, layer: int, residual: float, stretch: bool = False) -> dict:
+    """One board: that layer's raw average of heads beside rollout after block `layer`, on one colour scale
+    (`stretch`: mix_colours)."""
+    ramp, note = mix_colours(
+        [head_average(maps, layer), rollout[layer]], [maps.allowed, reachable(maps.allowed)], stretch
+    )
+    return _noted(
         [
-            average_panel(maps, layer, "mix_layer_raw", LAYER_PX),
-            rollout_panel(rollout[layer], maps, layer, residual, "mix_layer_rollout", LAYER_PX, legend=True),
-        ]
+            average_panel(maps, layer, "mix_layer_raw", LAYER_PX, ramp=ramp),
+            rollout_panel(rollout[layer], maps, layer, residual, "mix_layer_rollout", LAYER_PX, legend=True, ramp=ramp),
+        ],
+        note,
     )
 
 

@@ -51,6 +51,26 @@ def test_the_last_block_board_draws_raw_rollout_and_flow_on_one_scale(trace):
     assert [p["name"] for p in without_flow] == ["mix_raw", "mix_rollout"] and without_flow[1]["legend"]
 
 
+def test_a_long_texts_maps_are_pale_until_stretched_and_then_share_one_stretched_scale():
+    words = " ".join(f"w{i % 40}" for i in range(160))  # rollout rows spread over 160 tokens: about 1/160 each
+    long = explorer.run(ModelConfig(n_layers=2), words)
+    maps, rollout = long.first.self_attention, attention_rollout(long)
+    plain = last_block_board(maps, rollout, None, 0.5)["panels"]
+    stretched = last_block_board(maps, rollout, None, 0.5, stretch=True)["panels"]
+    unmasked = np.concatenate([head_average(maps, 1)[maps.allowed], rollout[1][reachable(maps.allowed)]])
+    top = float(np.quantile(unmasked, 0.99))
+    assert top < 0.2  # pale on the 0-to-1 scale, which the first map's subtitle says
+    assert plain[1]["legend"]["high"] == 1.0 and "turn on Stretch colours" in plain[0]["subtitle"]
+    assert stretched[1]["legend"]["high"] == pytest.approx(top) and "colours stretched" in stretched[0]["subtitle"]
+    for before, after in zip(plain, stretched, strict=True):  # the same values, hover included; more shades drawn
+        np.testing.assert_array_equal(panel_matrix(after).values, panel_matrix(before).values)
+        shades = [len(np.unique(panel_matrix(p).image.reshape(-1, 3), axis=0)) for p in (before, after)]
+        assert shades[1] > 2 * shades[0]
+    short = explorer.run(ModelConfig(n_layers=2), TOKENS)
+    first = last_block_board(short.first.self_attention, attention_rollout(short), None, 0.5)["panels"][0]
+    assert "Stretch colours" not in first["subtitle"]  # six tokens: dark enough on the 0-to-1 scale, no hint
+
+
 def test_the_layer_board_draws_rollout_after_that_block(trace):
     rollout = attention_rollout(trace)
     raw, rolled = (panel_matrix(p) for p in layer_board(trace.first.self_attention, rollout, 1, 0.5)["panels"])

@@ -115,6 +115,20 @@ def test_the_residual_share_is_in_the_url():
     assert "0.2·I + 0.8·A" in " ".join(m.value for m in at.markdown)
 
 
+def test_stretch_colours_in_the_link_stretches_both_boards_and_the_switch_undoes_it():
+    at = opened(stretch="true", mix_layer="0")
+    trace = explorer.run(ModelConfig(), TOKENS)
+    maps, rollout = trace.first.self_attention, attention_rollout(trace)
+    shown = [head_average(maps, 0)[maps.allowed], rollout[0][maps.allowed | np.eye(len(rollout[0]), dtype=bool)]]
+    drawn = app_matrices(at)
+    layer_top = drawn["mix_layer_rollout"].view["legend"]["high"]  # the board's one legend
+    assert layer_top == pytest.approx(np.quantile(np.concatenate(shown), 0.99), rel=1e-5) and layer_top < 1
+    assert drawn["mix_flow"].view["legend"]["high"] < 1 and "colours stretched" in drawn["mix_raw"].title
+    at.toggle(key="stretch").set_value(False).run()
+    assert_ok(at)
+    assert [app_matrices(at)[k].view["legend"]["high"] for k in ("mix_flow", "mix_layer_rollout")] == [1.0, 1.0]
+
+
 def test_junk_in_the_url_is_said_not_silently_dropped():
     at = opened(mix_residual="lots", mix_layer="x")
     warnings = " ".join(w.value for w in at.warning)

@@ -35,10 +35,19 @@ from pictures.mixing_charts import (
     rollout_maps_figure,
 )
 from views.matrix_view import picked_value, show_board
-from views.query_params import warn_junk_url
+from views.query_params import URL_BOOLEAN, warn_junk_url
 from views.state import sidebar_run, trace_maker, weights_note
 from views.trace_caches import flow_of, rollout_later, rollout_of
-from views.widgets import clamp_view, code_text, download, model_line, plain, plotly_chart, view_download
+from views.widgets import (
+    clamp_view,
+    code_text,
+    download,
+    model_line,
+    plain,
+    plotly_chart,
+    stretch_toggle,
+    view_download,
+)
 
 RESIDUALS = [round(0.1 * i, 1) for i in range(11)]  # the residual share's steps, 0 to 1
 POSITION_PX = 160  # the position selector holds numbers only
@@ -80,9 +89,11 @@ def csv_download(label: str, maps: AttentionMaps, queries: list[int], columns: d
     download(label, lambda: table().to_csv(index=False), name, "text/csv", key, where)
 
 
-def last_block(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, residual: float, unit: str) -> np.ndarray | None:
-    """The last block's raw average, rollout and (when cheap enough) flow of every position, as one board; returns
-    that flow ([T, T]) or None."""
+def last_block(
+    maps: AttentionMaps, trace: Trace, rollout: np.ndarray, residual: float, unit: str, stretch: bool
+) -> np.ndarray | None:
+    """The last block's raw average, rollout and (when cheap enough) flow of every position, as one board (colours
+    stretched or not); returns that flow ([T, T]) or None."""
     n_layers, n_tokens = maps.n_layers, len(maps.key_tokens)
     st.subheader("After the last block")
     flow = None
@@ -92,7 +103,7 @@ def last_block(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, residual:
         "Left, where the last layer's heads look (their average); middle and right, which input tokens (across) each "
         "position (down) is made of after every block. Click a cell to see its position's row below."
     )
-    show_board(last_block_board(maps, rollout, flow, residual), key="mix_last", on_pick=pick_query)
+    show_board(last_block_board(maps, rollout, flow, residual, stretch), key="mix_last", on_pick=pick_query)
     piled = piled_up_note([code_text(t) for t in token_labels(maps.key_tokens)], rollout[-1], n_layers)
     if piled:
         st.caption(piled)
@@ -132,7 +143,7 @@ def reach(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, flow: np.ndarr
     return query, row
 
 
-def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float) -> int:
+def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float, stretch: bool) -> int:
     """A block slider (mix_layer in the URL) and rollout after that block beside its raw average; returns the block."""
     st.subheader("Block by block")
     blocks = list(range(maps.n_layers))
@@ -145,7 +156,7 @@ def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float) ->
         f"Rollout after block {layer} multiplies the mixing of blocks 0 to {layer}: how the input tokens spread "
         "through the positions as the blocks stack up. Beside it, the raw average of that block's heads alone."
     )
-    show_board(layer_board(maps, rollout, layer, residual), key="mix_layer_board")
+    show_board(layer_board(maps, rollout, layer, residual, stretch), key="mix_layer_board")
     everyone = list(range(len(maps.key_tokens)))
     csv_download(
         f"Rollout after block {layer} (CSV)",
@@ -186,19 +197,26 @@ def main() -> None:
         return
     cfg, trace = run
     st.caption(summary(cfg, trace))
-    warn_junk_url({"mix_residual": [str(r) for r in RESIDUALS], "mix_layer": None, "mix_query": None})
+    allowed = {
+        "mix_residual": [str(r) for r in RESIDUALS],
+        "mix_layer": None,
+        "mix_query": None,
+        "stretch": URL_BOOLEAN,
+    }
+    warn_junk_url(allowed)
     maps = trace.first.self_attention
     unit = "piece" if isinstance(cfg, CheckpointConfig) else "token"
     controls = st.container(horizontal=True, vertical_alignment="bottom")
     residual = residual_choice(controls)
+    stretch = stretch_toggle(controls)
     st.markdown(explanation(residual))
     note = first_stack_note([s.name for s in trace.stacks])
     if note:
         st.info(note, icon=":material/layers:")
     rollout = rollout_of(trace, residual)  # [L, T, T]
-    flow = last_block(maps, trace, rollout, residual, unit)
+    flow = last_block(maps, trace, rollout, residual, unit, stretch)
     query, row = reach(maps, trace, rollout, flow, residual, unit)
-    layer = block_by_block(maps, rollout, residual)
+    layer = block_by_block(maps, rollout, residual, stretch)
     last = maps.n_layers - 1
     everyone = list(range(len(maps.key_tokens)))
     csv_download(
