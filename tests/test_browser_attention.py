@@ -121,6 +121,15 @@ def test_long_tokens_are_cut_short_on_the_axes_and_whole_in_the_hover(page, app_
     assert_clean(page)
 
 
+def test_a_cut_label_keeps_the_position_that_tells_a_repeated_token_apart(page, app_url, wait_idle):
+    long_word = "supercalifragilisticexpialidocious"  # 34 characters; the map cuts labels to 14
+    open_page(page, f"{app_url}/?tokens={long_word}%20and%20{long_word}", wait_idle)
+    plot = json.loads(main_map(page).locator("canvas").get_attribute("data-plot"))
+    assert plot["y_labels"] == [long_word[:13] + "…", "and", long_word[:11] + "…·2"]  # 14 characters each at most
+    assert plot["x_labels"] == plot["y_labels"]
+    assert_clean(page)
+
+
 def test_a_one_token_map_has_room_for_its_axis_title(page, app_url, wait_idle):
     open_page(page, f"{app_url}/?arch=encoder-decoder&tokens=alone&target=x", wait_idle)
     image = pixels(main_map(page))  # cross-attention: 1 x 1 cells, shorter than "query (target)" is long

@@ -14,7 +14,13 @@ const MEASURE = document.createElement("canvas").getContext("2d");  // measures 
 // word must not squeeze the matrix into a corner of its panel.
 function axisLabel(text, most) {
   const chars = [...String(text)];  // by code point: never split an emoji or accented letter in two
-  return chars.length > most ? chars.slice(0, most - 1).join("") + "…" : String(text);
+  if (chars.length <= most) return String(text);
+  // A repeated token's position ("the·26", pictures/attention_panels.token_labels) is what tells it from the
+  // token's other places: cut the word, keep the position, while a letter of the word is left.
+  const position = String(text).match(/·\d+$/);
+  const room = most - 1 - (position ? position[0].length : 0);
+  if (position && room >= 1) return chars.slice(0, room).join("") + "…" + position[0];
+  return chars.slice(0, most - 1).join("") + "…";
 }
 
 // `digits` decimals, with no sign on a value that rounds to zero: a difference of -0.0004 reads 0.00, not -0.00.
@@ -62,7 +68,7 @@ function layout(g, p) {
     right = LEGEND_BAR.gap + Math.max(LEGEND_BAR.width + 6 + widest(g, legendTexts.slice(1)), widest(g, legendTexts));
   }
   return {
-    left, top, plotW, plotH, rotate, xLabelsHeight,
+    left, top, plotW, plotH, rotate, xLabelsHeight, xLabels, yLabels,
     width: Math.ceil(left + plotW + right + 4), height: Math.ceil(top + plotH + bottom),
   };
 }
@@ -84,10 +90,8 @@ function drawAxes(g, p, box) {
   g.font = FONT;
   g.textBaseline = "middle";
   g.textAlign = "right";
-  for (const i of p.y_ticks) {
-    g.fillText(axisLabel(p.y_labels[i], p.label_chars), left - 6, top + (i + 0.5) * p.cell_h);
-  }
-  for (const i of p.x_ticks) {
+  p.y_ticks.forEach((i, n) => g.fillText(box.yLabels[n], left - 6, top + (i + 0.5) * p.cell_h));
+  p.x_ticks.forEach((i, n) => {
     const x = left + (i + 0.5) * p.cell_px;
     const y = top + plotH + 6;
     if (box.rotate) {
@@ -95,15 +99,15 @@ function drawAxes(g, p, box) {
       g.translate(x, y);
       g.rotate(-Math.PI / 4);
       g.textAlign = "right";
-      g.fillText(axisLabel(p.x_labels[i], p.label_chars), 0, 0);
+      g.fillText(box.xLabels[n], 0, 0);
       g.restore();
     } else {
       g.textAlign = "center";
       g.textBaseline = "top";
-      g.fillText(axisLabel(p.x_labels[i], p.label_chars), x, y);
+      g.fillText(box.xLabels[n], x, y);
       g.textBaseline = "middle";
     }
-  }
+  });
   g.font = `600 ${FONT}`;
   g.textAlign = "center";
   g.textBaseline = "bottom";
@@ -280,6 +284,7 @@ function drawMatrix(p, setTriggerValue) {
   const { canvas } = shell;
   canvas.dataset.plot = JSON.stringify({
     left: box.left, top: box.top, cell: p.cell_px, cell_h: p.cell_h, rows: p.rows, cols: p.cols,
+    x_labels: box.xLabels, y_labels: box.yLabels,  // as the axes write them
   });
   const values = new Float32Array(p.values.buffer);
   const masked = p.masked || null;
