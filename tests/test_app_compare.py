@@ -385,7 +385,7 @@ def test_different_layer_counts_compare_the_common_layers(at):
 
 
 def test_impossible_b_is_an_error_not_a_traceback(at):
-    open_compare(at, b_d_model="30")
+    open_compare(at, b_d_model="30", stretch="true")
     assert any(e.value.startswith("B: ") and "divisible" in e.value for e in at.error)
     maps_a = explorer.run(ModelConfig(), TOKENS).attention_maps()["self-attention"]
     np.testing.assert_array_equal(sides(at)["A"].values, shown(maps_a))
@@ -394,9 +394,12 @@ def test_impossible_b_is_an_error_not_a_traceback(at):
     assert any(t.startswith("**A** ·") and "**B** · not drawn" in t for t in text)
     assert not any("B has no" in t or "only A has" in t for t in text)
     assert "Attention in A (B is not drawn)" in text and "Per layer: A alone (B is not drawn)" in text
+    scale = [c.value for c in at.caption if "colours stretched" in c.value]
+    assert len(scale) == 1 and scale[0].startswith("A: ")  # the colour scale is A's alone, not "A and B"
     at.number_input(key="b_d_model").set_value(64).run()
     assert_ok(at)
     assert not at.error and difference_panel(at) is not None
+    assert any(c.value.startswith("A and B: colours stretched") for c in at.caption)  # both drawn: one scale for both
 
 
 @pytest.mark.parametrize(("raw", "message"), [("abc", "not a whole number"), ("999", "outside 1 to 64")])

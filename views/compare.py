@@ -145,7 +145,8 @@ def attention_section(
     missing_b = missing_side("B", pair.b, pair.label, layer, head) if b_drawn else "not drawn until fixed"
     missing = (missing_side("A", pair.a, pair.label, layer, head), missing_b)
     stretch = stretch_toggle(last)
-    sides = [m for m in (pair.a, pair.b if b_drawn else None) if m is not None]
+    drawn = {name: m for name, m in (("A", pair.a), ("B", pair.b if b_drawn else None)) if m is not None}
+    sides = list(drawn.values())
     top = pair_top(sides, layer, head)
     if measure == "norms":
         top = top if stretch else pair_norm_top(sides, layer, head)
@@ -153,7 +154,7 @@ def attention_section(
     else:
         note = scale_note(top, stretch)
     if note is not None:
-        st.caption(f"A and B: {note}.")
+        st.caption(f"{' and '.join(drawn)}: {note}.")  # the maps drawn: with B not drawn, the scale is A's alone
     maps_column, difference_column = st.columns([5, 3])
     panels, left_out = pair_panels(
         pair.a,
