@@ -100,6 +100,15 @@ def test_head_roles_board_shows_each_heads_share_for_the_sentence(minilm):
     assert set(roles.labels.ravel()) - {""} <= {*ROLES, "broad"}
 
 
+def test_smollms_head_roles_offer_no_separator_role_it_has_no_separator_for():
+    at = opened({"model": "smollm2-135m", "tokens": PROMPT, "role": "sep"})
+    radio = at.radio(key="role")
+    assert "sep" not in radio.options and radio.value == "previous"  # the link's role is not one it has ...
+    assert any("role=sep" in w.value for w in at.warning)  # ... and the page says it dropped it
+    [caption] = [c.value for c in at.caption if c.value.startswith("For this sentence, each head's")]
+    assert "[SEP]" not in caption and "on punctuation" in caption
+
+
 def test_compare_flips_minilms_norm_on_its_very_weights_and_says_what_changed():
     at = opened({"model": "minilm-l6", "tokens": SENTENCE}, page="views/compare.py")
     assert any("very weights" in s.value and "identical" in s.value for s in at.success)

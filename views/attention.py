@@ -324,13 +324,16 @@ def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norm
     where = ", where causal models park attention they do not need" if cfg.family != "bert" else ""
     share = "attention" if norms is None else "what it adds (‖α·f(x)‖, each query's row divided by its sum)"
     whole = "its attention" if norms is None else "what it adds"
+    with_sep = cfg.family == "bert"  # a Llama has no separator token: its "sep" share is 0 for every head
+    sep = "on [SEP], " if with_sep else ""
     st.caption(
-        f"For this sentence, each head's mean share of {share} on the first token (`{first}`{where}), on "
-        f"[SEP], on punctuation, on the previous, the next or the same token, and how broad {whole} is — "
+        f"For this sentence, each head's mean share of {share} on the first token (`{first}`{where}), {sep}"
+        f"on punctuation, on the previous, the next or the same token, and how broad {whole} is — "
         "as Clark et al. (2019, “What Does BERT Look At?”, Fig. 1–2) chart BERT. A head clearly has a role when "
         f"at least half of {whole} goes there, 0.2 more than to any other; broad = within about 10 % of uniform."
     )
-    options = [*ROLES, BREADTH]
+    options = [r for r in (*ROLES, BREADTH) if with_sep or r != "sep"]
+    warn_junk_url({"role": options})
     role = st.radio(
         "Colour the heads by",
         options,
@@ -338,9 +341,9 @@ def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norm
         key="role",
         bind="query-params",
         horizontal=True,
-        help="first: the first token; sep: [SEP]; punct: punctuation; previous, next, self: the token just before, "
-        "just after, the query itself; breadth: 1 when attention is uniform. (No labels on the options: a "
-        "link holds the role as it is written here.)",
+        help=f"first: the first token; {'sep: [SEP]; ' if with_sep else ''}punct: punctuation; previous, next, self: "
+        "the token just before, just after, the query itself; breadth: 1 when attention is uniform. (No labels on "
+        "the options: a link holds the role as it is written here.)",
     )
     layer, head = st.session_state.get("layer"), st.session_state.get("head")
     picked = (int(layer), int(head)) if isinstance(layer, int) and isinstance(head, int) else None
