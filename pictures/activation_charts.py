@@ -218,11 +218,15 @@ def token_norm_heatmap(
     return board([panel])
 
 
-def token_energy_figure(values: np.ndarray, tokens: list[str], stack: str, positional: str, measure: str) -> go.Figure:
+def token_energy_figure(
+    values: np.ndarray, tokens: list[str], stack: str, positional: str, measure: str, stretch: bool = False
+) -> go.Figure:
     """The same [L + 1, T] table as token_norm_heatmap, as a Plotly heatmap (for a notebook and the HTML download):
-    tokens across, the input on top and each block below it; hover gives the token, the layer and the value."""
+    tokens across, the input on top and each block below it; hover gives the token, the layer and the value. Its
+    colours as the page's (energy_colours: `stretch`ed to the 99th percentile, or the full range)."""
     n_rows, n_tokens = values.shape
     value_title, title, _ = ENERGY_TITLES[measure]
+    ramp, scale = energy_colours(values, stretch)
     labels = [label_text(t) for t in token_labels(tokens)]
     figure = go.Figure(
         go.Heatmap(
@@ -231,6 +235,8 @@ def token_energy_figure(values: np.ndarray, tokens: list[str], stack: str, posit
             y=list(range(n_rows)),
             customdata=np.array([[(labels[t], row) for t, _ in enumerate(labels)] for row in _layer_labels(n_rows)]),
             colorscale=plotly_scale(VIRIDIS),
+            zmin=ramp.low,
+            zmax=ramp.high,
             colorbar={"title": {"text": value_title}},
             hovertemplate=f"token %{{customdata[0]}}<br>%{{customdata[1]}}<br>{value_title} "
             f"%{{z:{HOVER_NUMBERS}}}<extra></extra>",
@@ -240,7 +246,7 @@ def token_energy_figure(values: np.ndarray, tokens: list[str], stack: str, posit
     figure.update_layout(
         figure_layout(
             f"{title}, layer by layer ({stack} stack)",
-            _energy_subtitle(measure, positional),
+            _energy_subtitle(measure, positional) + (f" · {scale}" if scale else ""),
             max(260, min(18 * n_rows, 640)),
         ),
         xaxis=axis("token", tickmode="array", tickvals=list(range(n_tokens)), ticktext=labels, showgrid=False),
@@ -331,12 +337,12 @@ def _log_ticks(values: pd.Series) -> dict:
 # --- Notebook builders: a trace (and its model) in, the page's figure out.
 
 
-def token_norm_figure(trace: Trace, measure: str = "norm", stack: int = 0) -> go.Figure:
+def token_norm_figure(trace: Trace, measure: str = "norm", stack: int = 0, stretch: bool = False) -> go.Figure:
     """Each token's residual vector over depth, layers × tokens: its L2 norm ("norm") or largest |x| ("max") (the
-    Activations page's per-token heatmap)."""
+    Activations page's per-token heatmap; `stretch`: colours up to the 99th percentile, as its Stretch colours)."""
     part = trace.stacks[stack]
     positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
-    return token_energy_figure(token_energy(part, measure), part.tokens, part.name, positional, measure)
+    return token_energy_figure(token_energy(part, measure), part.tokens, part.name, positional, measure, stretch)
 
 
 def massive_share_figure(model: Transformer, trace: Trace, stack: int = 0) -> go.Figure:

@@ -32,6 +32,16 @@ def test_token_norm_figure_is_the_engines_table(run, measure):
     assert ("Largest |x|" if measure == "max" else "Norm of each token") in figure_title(figure)
 
 
+def test_token_norm_figure_stretches_its_colours_as_the_page_does(run):
+    _, trace = run
+    table = token_energy(trace.first, "norm")  # [L + 1, T]
+    full, stretched = ((figure_json(token_norm_figure(trace, "norm", stretch=on))) for on in (False, True))
+    assert (full["data"][0]["zmin"], full["data"][0]["zmax"]) == pytest.approx((table.min(), table.max()))
+    top = float(np.quantile(table, 0.99))
+    assert stretched["data"][0]["zmax"] == pytest.approx(top) and top < table.max()
+    assert "colours stretched" in figure_title(stretched) and "colours stretched" not in figure_title(full)
+
+
 def test_massive_share_figure_draws_both_shares_of_the_largest_token(run):
     model, trace = run
     figure = figure_json(massive_share_figure(model, trace))

@@ -111,6 +111,11 @@ def shown_stack(name: str) -> StackTrace:
     return next(stack for stack in shown_run()[1].stacks if stack.name == name)
 
 
+def stretch_shown() -> bool:
+    """Whether the per-token heatmap's Stretch colours is on (its section open, the switch set), for the download."""
+    return bool(st.session_state.get("stretch"))
+
+
 def energy_choice() -> str:
     """How the per-token heatmap measures each token's residual vector: "norm" or "max" (URL key act_energy)."""
     return st.radio(
@@ -328,16 +333,16 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         csv_button("Block totals (CSV)", totals, "gradients_blocks.csv", "act_csv_grad_totals")
 
 
-def activation_figures(make_trace: Callable[[], Trace], model: Transformer, measure: str) -> list:
+def activation_figures(make_trace: Callable[[], Trace], model: Transformer, measure: str, stretch: bool) -> list:
     """The view as Plotly figures, made on the click from the trace's maker: statistics over depth, each token's
-    norm or max |x| and the shares on the token with the massive (or largest) activation, and the gradient norms
-    when there are tokens to predict."""
+    norm or max |x| (colours stretched as on the page) and the shares on the token with the massive (or largest)
+    activation, and the gradient norms when there are tokens to predict."""
     trace = make_trace()
     figures = []
     for i in range(len(trace.stacks)):
         figures += [
             notebook_figures.depth_figure(trace, i),
-            token_norm_figure(trace, measure, i),
+            token_norm_figure(trace, measure, i, stretch),
             massive_share_figure(model, trace, i),
         ]
     target = list(trace.last.tokens) if len(trace.stacks) > 1 else None
@@ -379,7 +384,7 @@ def main() -> None:
     view_download(
         "Activations",
         [plain(summary(cfg, trace))],
-        partial(activation_figures, trace_maker(), session_model(), measure or MEASURES[0]),
+        partial(activation_figures, trace_maker(), session_model(), measure or MEASURES[0], stretch_shown()),
         "activations",
         download_slot,
     )
