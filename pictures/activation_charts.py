@@ -183,9 +183,8 @@ def energy_colours(values: np.ndarray, stretch: bool) -> tuple[Ramp, str | None]
         return Ramp(VIRIDIS, low, max(robust, low + 1e-6)), note
     note = None
     if robust - low < FAINT * (full - low):
-        note = (
-            f"99 % of the values are below {robust:,.3g}, dark next to the largest ({full:,.3g}): try Stretch colours"
-        )
+        note = f"99 % of the values are below {readable(robust)}, dark next to the largest ({readable(full)}): "
+        note += "try Stretch colours"
     return Ramp(VIRIDIS, low, max(full, low + 1e-6)), note
 
 

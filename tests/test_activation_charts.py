@@ -156,6 +156,7 @@ def test_stretched_token_norms_leave_a_massive_token_out_of_the_colour_range():
     top = float(np.quantile(norms, 0.99))  # the massive cells are 0.12 % of the values: the top 1 % is ordinary
     assert top < 60.0
     assert plain.view["legend"]["high"] == pytest.approx(26_900.0) and "try Stretch colours" in plain.title
+    assert "the largest (26,900)" in plain.title  # a number as a student reads it, never 2.69e+04
     assert stretched.view["legend"]["high"] == pytest.approx(top) and "colours stretched" in stretched.title
     for drawn in (plain, stretched):  # hover keeps the true values either way
         np.testing.assert_array_equal(drawn.values, norms.astype(np.float32))
