@@ -52,13 +52,13 @@ def weight_ramp(top: float | None) -> Ramp:
     return WEIGHTS if top is None else Ramp(BLUES, 0.0, top)
 
 
-def scale_note(top: float, stretch: bool) -> str | None:
-    """What a subtitle says of the colour scale (`top`: stretch_top), on a page with a Stretch colours control:
-    that it is stretched, or how to see a faint map."""
+def scale_note(top: float, stretch: bool, what: str = "weights") -> str | None:
+    """What a subtitle says of the 0-to-1 blue scale (`top`: stretch_top), on a page with a Stretch colours control:
+    that it is stretched, or how to see a faint map. `what` the cells hold: "weights", or "values" (Mixing's)."""
     if stretch:
-        return f"colours stretched: darkest blue = {top:.2g} or more (the top 1 % of weights)"
+        return f"colours stretched: darkest blue = {top:.2g} or more (the top 1 % of {what})"
     if top < FAINT:
-        return f"99 % of the weights are below {top:.2g}, so cells are pale: turn on Stretch colours to see the pattern"
+        return f"99 % of the {what} are below {top:.2g}, so cells are pale: turn on Stretch colours to see the pattern"
     return None
 
 

@@ -11,9 +11,8 @@ from plotly.subplots import make_subplots
 from explorer.analysis.mixing import DEFAULT_RESIDUAL, attention_flow_rows, attention_rollout
 from explorer.analysis.stats import head_average
 from explorer.mixing_text import is_causal, reach_title
-from explorer.numbers import readable
 from explorer.trace import AttentionMaps, Trace
-from pictures.attention_panels import FAINT, token_labels, top_of
+from pictures.attention_panels import scale_note, token_labels, top_of, weight_ramp
 from pictures.boards import board, matrix_panel
 from pictures.style import (
     BLUES,
@@ -164,16 +163,12 @@ def flow_panel(
 
 
 def mix_colours(maps: list[np.ndarray], allowed: list[np.ndarray], stretch: bool) -> tuple[Ramp, str | None]:
-    """A board's one colour scale and what its first map's subtitle says of it: MIX (white = 0, darkest blue = 1),
-    or stretched, darkest blue from the 99th percentile of the board's unmasked values up (top_of, as the attention
-    maps stretch): a long text spreads each row over hundreds of tokens (about 1/T each), white on the 0-to-1 scale."""
+    """A board's one colour scale and what its first map's subtitle says of it, as the attention maps' (weight_ramp,
+    scale_note): white = 0 to darkest blue = 1, or stretched, darkest blue from the 99th percentile of the board's
+    unmasked values up: a long text spreads each row over hundreds of tokens (about 1/T each), white on 0-to-1."""
     shown = np.concatenate([np.asarray(m)[a] for m, a in zip(maps, allowed, strict=True)])  # every unmasked value
     top = top_of(shown)
-    if stretch:
-        return Ramp(BLUES, 0.0, top), f"colours stretched: darkest blue = {readable(top)} or more (the top 1 %)"
-    if top < FAINT:
-        return MIX, f"99 % of the values are below {readable(top)}, so cells are pale: turn on Stretch colours"
-    return MIX, None
+    return weight_ramp(top if stretch else None), scale_note(top, stretch, "values")
 
 
 def _noted(panels: list[dict], note: str | None) -> dict:
