@@ -66,6 +66,7 @@ from views.widgets import (
     plain,
     plotly_chart,
     settle_choice,
+    stretch_toggle,
     view_download,
 )
 
@@ -162,7 +163,7 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
 def per_token(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> str:
     """The per-token heatmap (returns the measure picked for it), then the massive activation section."""
     measure = energy_choice()
-    stretch = st.toggle("Stretch colours", key="stretch", bind="query-params", help=STRETCH_HELP)
+    stretch = stretch_toggle(st, STRETCH_HELP)
     norms, peaks = token_energy(stack, "norm"), token_energy(stack, "max")  # [L + 1, T] each
     shown = norms if measure == "norm" else peaks
     heatmap = token_norm_heatmap(shown, stack.tokens, stack.name, cfg.positional, measure, stretch)

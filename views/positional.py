@@ -47,6 +47,7 @@ from views.widgets import (
     plain,
     plotly_chart,
     positions_text,
+    stretch_toggle,
     view_download,
 )
 
@@ -222,7 +223,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
 
 def whole_table(shown: np.ndarray, tokens: list[str], kind: str, trained: bool) -> None:
     """The [position, dimension] table as one map, with the Stretch colours switch of the attention maps."""
-    stretch = st.toggle("Stretch colours", key="stretch", bind="query-params", help=STRETCH_HELP)
+    stretch = stretch_toggle(st, STRETCH_HELP)
     show_board(encoding_heatmap(shown, tokens, kind, trained, stretch), key="pos_heatmap")
 
 

@@ -42,15 +42,16 @@ def model_line(cfg: ModelConfig, trace: Trace, bold: tuple[str, ...] = ()) -> st
     return " · ".join(shown)
 
 
-def stretch_toggle(where: DeltaGenerator) -> bool:
-    """The Stretch colours switch of the attention maps: one URL parameter, stretch, on every page that has it."""
-    return where.toggle(
-        "Stretch colours",
-        key="stretch",
-        bind="query-params",
-        help="Off: white = 0, darkest blue = 1, the same on every map. On: darkest blue = the top 1 % of the weights "
-        "shown, for long inputs whose weights are all small (about 1/T when attention is spread evenly).",
-    )
+WEIGHTS_STRETCH_HELP = (
+    "Off: white = 0, darkest blue = 1, the same on every map. On: darkest blue = the top 1 % of the weights shown, "
+    "for long inputs whose weights are all small (about 1/T when attention is spread evenly)."
+)
+
+
+def stretch_toggle(where: DeltaGenerator, help_text: str = WEIGHTS_STRETCH_HELP) -> bool:
+    """The Stretch colours switch: one URL parameter, stretch, on every page that has it; `help_text` says what it
+    does to that page's maps (the attention maps' by default)."""
+    return where.toggle("Stretch colours", key="stretch", bind="query-params", help=help_text)
 
 
 MEASURES = ("weights", "norms")  # the values of the measure URL parameter, shown as they are written (see below)
