@@ -112,11 +112,6 @@ def shown_stack(name: str) -> StackTrace:
     return next(stack for stack in shown_run()[1].stacks if stack.name == name)
 
 
-def stretch_shown() -> bool:
-    """Whether the per-token heatmap's Stretch colours is on (its section open, the switch set), for the download."""
-    return bool(st.session_state.get("stretch"))
-
-
 def energy_choice() -> str:
     """How the per-token heatmap measures each token's residual vector: "norm" or "max" (URL key act_energy)."""
     return st.radio(
@@ -160,8 +155,9 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     )
 
 
-def per_token(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> str:
-    """The per-token heatmap (returns the measure picked for it), then the massive activation section."""
+def per_token(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> tuple[str, bool]:
+    """The per-token heatmap (returns the measure picked for it and whether its colours are stretched), then the
+    massive activation section."""
     measure = energy_choice()
     stretch = stretch_toggle(st, STRETCH_HELP)
     norms, peaks = token_energy(stack, "norm"), token_energy(stack, "max")  # [L + 1, T] each
@@ -179,7 +175,7 @@ def per_token(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> str:
     )
     csv_button("Token norms and max |x| (CSV)", frame, f"activations_{stack.name}_token_norms.csv", "act_csv_norms")
     massive_section(cfg, trace, stack)
-    return measure
+    return measure, stretch
 
 
 def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
@@ -375,17 +371,17 @@ def main() -> None:
         st.caption(f"Every chart below shows the **{stack.name}** stack ({len(stack.tokens)} tokens).")
     download_slot = st.container()  # at the top, filled once the per-token measure is known
     depth(cfg, stack)
-    measure = lazy_section(
+    picked = lazy_section(
         "**Per token: where the stream's energy sits**, and the heads' share of the token with the largest value",
         "act_open_tokens",
         partial(per_token, cfg, trace, stack),
         SECTIONS["act_open_tokens"],
-        fragment=False,  # the download above takes the measure picked in it
+        fragment=False,  # the download above takes the measure and the colours picked in it
     )
     view_download(
         "Activations",
         [plain(summary(cfg, trace))],
-        partial(activation_figures, trace_maker(), session_model(), measure or MEASURES[0], stretch_shown()),
+        partial(activation_figures, trace_maker(), session_model(), *(picked or (MEASURES[0], False))),
         "activations",
         download_slot,
     )
