@@ -254,13 +254,13 @@ def reach_figure(
     return figure.update_annotations(font=PANEL_TITLE_FONT)
 
 
-def _heatmap(values: np.ndarray, x: list[str], y: list[str], title: str, last: bool) -> go.Heatmap:
+def _heatmap(values: np.ndarray, x: list[str], y: list[str], title: str, last: bool, top: float) -> go.Heatmap:
     return go.Heatmap(
         z=values,
         x=x,
         y=y,
         zmin=0.0,
-        zmax=1.0,
+        zmax=top,
         colorscale=plotly_scale(BLUES),
         showscale=last,
         colorbar={"title": {"text": "share"}},
@@ -270,30 +270,44 @@ def _heatmap(values: np.ndarray, x: list[str], y: list[str], title: str, last: b
 
 
 def maps_figure(
-    maps: AttentionMaps, panels: list[tuple[str, np.ndarray, list[int]]], title: str, subtitle: str
+    maps: AttentionMaps,
+    panels: list[tuple[str, np.ndarray, list[int]]],
+    title: str,
+    subtitle: str,
+    stretch: bool = False,
 ) -> go.Figure:
     """Tokens x tokens maps side by side, each (its title, [Q, T] values, its query positions); grey gaps where no
-    path reaches (masked)."""
+    path reaches (masked). One colour scale for all, as the page's board (mix_colours: `stretch`ed or 0 to 1), with
+    its note in the subtitle."""
     labels = [label_text(t) for t in token_labels(maps.key_tokens)]
     reach = reachable(maps.allowed)  # [T, T]
+    ramp, note = mix_colours([values for _, values, _ in panels], [reach[queries] for *_, queries in panels], stretch)
     figure = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels], horizontal_spacing=0.08)
     for i, (name, values, queries) in enumerate(panels, start=1):
         shown = np.where(reach[queries], np.asarray(values, dtype=np.float64), np.nan)  # [Q, T]
-        figure.add_trace(_heatmap(shown, labels, [labels[q] for q in queries], name, i == len(panels)), row=1, col=i)
+        heatmap = _heatmap(shown, labels, [labels[q] for q in queries], name, i == len(panels), ramp.high)
+        figure.add_trace(heatmap, row=1, col=i)
     side = 360
+    subtitle = f"{subtitle} · {note}" if note else subtitle
     figure.update_layout(figure_layout(title, subtitle, side + 60, width=side * len(panels) + 160))
     figure.update_yaxes(autorange="reversed", type="category")  # the first position on top, as on the pages
     figure.update_xaxes(tickangle=-45, type="category")
     return figure.update_annotations(font=PANEL_TITLE_FONT)
 
 
-def rollout_figure(trace: Trace, layer: int | None = None, residual: float = DEFAULT_RESIDUAL) -> go.Figure:
+def rollout_figure(
+    trace: Trace, layer: int | None = None, residual: float = DEFAULT_RESIDUAL, stretch: bool = False
+) -> go.Figure:
     """Attention rollout (Abnar & Zuidema 2020) after block `layer` (None: the last) beside that layer's raw average
-    of heads, for the first stack's self-attention: which input tokens (across) each position (down) is made of."""
-    return rollout_maps_figure(trace.first.self_attention, attention_rollout(trace, residual), layer, residual)
+    of heads, for the first stack's self-attention: which input tokens (across) each position (down) is made of
+    (`stretch`: colours up to the 99th percentile, as the Mixing page's Stretch colours)."""
+    rollout = attention_rollout(trace, residual)  # [L, T, T]
+    return rollout_maps_figure(trace.first.self_attention, rollout, layer, residual, stretch)
 
 
-def rollout_maps_figure(maps: AttentionMaps, rollout: np.ndarray, layer: int | None, residual: float) -> go.Figure:
+def rollout_maps_figure(
+    maps: AttentionMaps, rollout: np.ndarray, layer: int | None, residual: float, stretch: bool = False
+) -> go.Figure:
     """rollout_figure from rollout already computed ([L, T, T])."""
     layer = maps.n_layers - 1 if layer is None else int(layer)
     if not 0 <= layer < maps.n_layers:
@@ -308,24 +322,29 @@ def rollout_maps_figure(maps: AttentionMaps, rollout: np.ndarray, layer: int | N
         f"Attention rollout after block {layer} ({maps.kind})",
         f"residual share {residual:g}: Ã = {residual:g}·I + {1 - residual:g}·(average of heads), multiplied from "
         "block 0 up",
+        stretch,
     )
 
 
-def flow_figure(trace: Trace, query: int | None = None, residual: float = DEFAULT_RESIDUAL) -> go.Figure:
+def flow_figure(
+    trace: Trace, query: int | None = None, residual: float = DEFAULT_RESIDUAL, stretch: bool = False
+) -> go.Figure:
     """Attention flow (Abnar & Zuidema 2020) after the last block, first stack's self-attention: with `query` (a
     position; -1 the last), that position's row as bars beside its rollout and raw rows; None: every position's row
-    as a map beside rollout (T x T max-flow problems: slow past a few dozen tokens)."""
+    as a map beside rollout (T x T max-flow problems: slow past a few dozen tokens; `stretch`: as rollout_figure)."""
     maps = trace.first.self_attention
     rollout = attention_rollout(trace, residual)  # [L, T, T]
     n_tokens = len(maps.key_tokens)
     if query is None:
-        return flow_maps_figure(maps, rollout, attention_flow_rows(trace, None, residual), residual)
+        return flow_maps_figure(maps, rollout, attention_flow_rows(trace, None, residual), residual, stretch)
     query = int(query) + n_tokens if int(query) < 0 else int(query)  # -1: the last position
     flow = attention_flow_rows(trace, [query], residual)[0]  # [T]; a query out of range raises a ConfigError
     return flow_row_figure(maps, rollout, flow, query, residual)
 
 
-def flow_maps_figure(maps: AttentionMaps, rollout: np.ndarray, flow: np.ndarray, residual: float) -> go.Figure:
+def flow_maps_figure(
+    maps: AttentionMaps, rollout: np.ndarray, flow: np.ndarray, residual: float, stretch: bool = False
+) -> go.Figure:
     """flow_figure of every row, from rollout ([L, T, T]) and flow ([T, T]) already computed."""
     everyone = list(range(len(maps.key_tokens)))
     return maps_figure(
@@ -333,6 +352,7 @@ def flow_maps_figure(maps: AttentionMaps, rollout: np.ndarray, flow: np.ndarray,
         [("rollout after the last block", rollout[-1], everyone), ("flow after the last block", flow, everyone)],
         f"Attention rollout and flow after block {maps.n_layers - 1} ({maps.kind})",
         f"residual share {residual:g} · rollout rows sum to 1; each flow value is its own max flow, at most 1",
+        stretch,
     )
 
 

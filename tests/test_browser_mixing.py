@@ -1,6 +1,6 @@
 """The Mixing page in a real Chromium: on MiniLM the rollout hovered is explorer's, a click on a cell shows that
 position's flow below and puts it in the address bar, the block slider writes the URL, and nothing throws; its
-"Download this view (HTML)" holds the same rollout and flow."""
+"Download this view (HTML)" holds the same rollout and flow, in the page's colours."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 import explorer
 from explorer.analysis.mixing import attention_flow, attention_flow_rows, attention_rollout
+from explorer.analysis.stats import head_average
 from explorer.config import ModelConfig
 from pictures.mixing_charts import MIX
 from tests.browser_boards import cell_centre, panels, read_panel, wait_panels_drawn
@@ -67,11 +68,14 @@ def test_minilm_mixing_page_draws_rollout_and_flow_and_a_click_picks_the_row(pag
 
 
 def test_the_mixing_view_downloads_with_the_pages_rollout_and_flow(page, app_url, wait_idle, browser):
-    html = downloaded_view(page, f"{app_url}/mixing?n_layers=3&mix_layer=0&mix_query=2", wait_idle)
+    html = downloaded_view(page, f"{app_url}/mixing?n_layers=3&mix_layer=0&mix_query=2&stretch=true", wait_idle)
     assert "Link to this view:" in html and "mix_layer=0" in html and "Residual share 0.5." in html
     last, flows, row, first = figures_in(browser, html)
     trace = explorer.run(ModelConfig(n_layers=3), "the cat sat on the mat")
     rollout = attention_rollout(trace)  # [L, T, T]
+    both = np.concatenate([head_average(trace.first.self_attention, 2).ravel(), rollout[-1].ravel()])
+    top = float(np.quantile(both, 0.99))  # no mask: every cell of both maps is shown
+    assert [m["zmax"] for m in last["data"]] == pytest.approx([top, top]) and "colours stretched" in last["subtitle"]
     np.testing.assert_allclose(numbers(last["data"][1]["z"]), rollout[-1], atol=1e-6)
     np.testing.assert_allclose(numbers(first["data"][1]["z"]), rollout[0], atol=1e-6)  # the block picked
     np.testing.assert_allclose(numbers(flows["data"][1]["z"]), attention_flow_rows(trace), atol=1e-6)

@@ -49,7 +49,8 @@ def figures_in(browser, html: str) -> list[dict]:
         page.wait_for_function("document.querySelectorAll('.js-plotly-plot .main-svg').length > 0")
         figures = page.evaluate(
             "() => [...document.querySelectorAll('.js-plotly-plot')].map(g => "
-            "({data: g.data.map(t => ({z: t.z, y: t.y, name: t.name})), title: g.layout.title.text}))"
+            "({data: g.data.map(t => ({z: t.z, y: t.y, name: t.name, zmax: t.zmax})), title: g.layout.title.text, "
+            "subtitle: g.layout.title.subtitle?.text}))"
         )
     finally:
         context.close()

@@ -71,6 +71,22 @@ def test_a_long_texts_maps_are_pale_until_stretched_and_then_share_one_stretched
     assert "Stretch colours" not in first["subtitle"]  # six tokens: dark enough on the 0-to-1 scale, no hint
 
 
+def test_the_notebook_maps_stretch_their_colours_as_the_pages_board_does():
+    words = " ".join(f"w{i % 40}" for i in range(160))  # 160 tokens: pale on 0 to 1, as on the board above
+    long = explorer.run(ModelConfig(n_layers=2), words)
+    maps, rollout = long.first.self_attention, attention_rollout(long)
+    board = last_block_board(maps, rollout, None, 0.5, stretch=True)["panels"]
+    plain, stretched = (figure_json(rollout_figure(long, stretch=on)) for on in (False, True))
+    assert [h["zmax"] for h in plain["data"]] == [1.0, 1.0] and "turn on Stretch colours" in figure_title(plain)
+    top = board[1]["legend"]["high"]  # the page's stretched scale for the same two maps
+    assert top < 0.2 and [h["zmax"] for h in stretched["data"]] == pytest.approx([top, top])
+    assert "colours stretched" in figure_title(stretched)
+    for before, after in zip(plain["data"], stretched["data"], strict=True):  # the values drawn are the same
+        np.testing.assert_array_equal(np.asarray(after["z"], dtype=float), np.asarray(before["z"], dtype=float))
+    flows = figure_json(flow_figure(explorer.run(ModelConfig(n_layers=2), TOKENS), stretch=True))
+    assert flows["data"][0]["zmax"] == flows["data"][1]["zmax"] < 1  # rollout and flow on one stretched scale
+
+
 def test_the_layer_board_draws_rollout_after_that_block(trace):
     rollout = attention_rollout(trace)
     raw, rolled = (panel_matrix(p) for p in layer_board(trace.first.self_attention, rollout, 1, 0.5)["panels"])

@@ -177,16 +177,18 @@ def mixing_figures(
     query: int,
     row: np.ndarray | None,
     residual: float,
+    stretch: bool,
 ) -> list:
     """The view as Plotly figures (pictures.mixing_charts' notebook builders), made on the click: the maps and the
-    rollout from their makers, `flow` ([T, T], this session's copy) and its `row` ([T]) as computed."""
+    rollout from their makers, `flow` ([T, T], this session's copy) and its `row` ([T]) as computed, the maps'
+    colours `stretch`ed as the page's."""
     maps, rollout = make_trace().first.self_attention, make_rollout()
-    figures = [rollout_maps_figure(maps, rollout, None, residual)]
+    figures = [rollout_maps_figure(maps, rollout, None, residual, stretch)]
     if flow is not None:
-        figures.append(flow_maps_figure(maps, rollout, flow, residual))
+        figures.append(flow_maps_figure(maps, rollout, flow, residual, stretch))
     figures.append(flow_row_figure(maps, rollout, row, query, residual))
     if layer != maps.n_layers - 1:
-        figures.append(rollout_maps_figure(maps, rollout, layer, residual))
+        figures.append(rollout_maps_figure(maps, rollout, layer, residual, stretch))
     return figures
 
 
@@ -231,7 +233,7 @@ def main() -> None:
     view_download(
         "Mixing",
         [plain(summary(cfg, trace)), f"Residual share {residual:g}."],
-        partial(mixing_figures, trace_maker(), rollout_later(residual), flow, layer, query, row, residual),
+        partial(mixing_figures, trace_maker(), rollout_later(residual), flow, layer, query, row, residual, stretch),
         "mixing",
         controls,
     )
