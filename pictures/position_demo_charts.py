@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.analysis.position_analysis import OffsetScores, PermutationDemo
 from explorer.numbers import readable
-from pictures.attention_panels import WEIGHTS, token_labels
+from pictures.attention_panels import scale_note, token_labels, top_of, weight_ramp
 from pictures.boards import board, matrix_panel
 from pictures.positional_charts import LINE_COLOUR, TABLE_TICK_PX, TYPED_COLOUR, mode, whole_numbers
 from pictures.style import VIRIDIS, Ramp, axis, figure_layout
@@ -121,10 +121,12 @@ def offset_verdict(result: OffsetScores, positional: str) -> str:
     )
 
 
-def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
+def permutation_figure(demo: PermutationDemo, layer: int, head: int, stretch: bool = False) -> dict:
     """Three maps of one head as a matrix-view board: on the typed tokens; the same map with rows and columns moved
     along with the reordered tokens; and the map of a run on the reordered tokens. The last two agree when order
-    is invisible. One weight scale, 0 to 1, so only the last map draws its legend; masked cells are grey."""
+    is invisible. One weight scale, so only the last map draws its legend; masked cells are grey. The scale is 0 to
+    1, or `stretch`ed to the top 1 % of the three maps' weights (weight_ramp), as the attention maps: a long text
+    spreads each row over hundreds of keys, white on 0 to 1. The first map's subtitle says which (scale_note)."""
     typed, shuffled = token_labels(demo.tokens), token_labels(demo.shuffled)
     maps = (  # every map has a subtitle, so the three line up; each [T, T]
         ("perm_typed", demo.attention[layer, head], demo.allowed, typed, "① typed order", "a run on the typed tokens"),
@@ -133,11 +135,16 @@ def permutation_figure(demo: PermutationDemo, layer: int, head: int) -> dict:
         ("perm_rerun", demo.shuffled_attention[layer, head], demo.shuffled_allowed, shuffled, "③ reordered run",
          "a run on the reordered tokens"),
     )  # fmt: skip
+    top = top_of(np.concatenate([weights[allowed] for _, weights, allowed, *_ in maps]))
+    ramp, note = weight_ramp(top if stretch else None), scale_note(top, stretch)
+    if note:
+        name, weights, allowed, labels, title, subtitle = maps[0]
+        maps = ((name, weights, allowed, labels, title, f"{subtitle} · {note}"), *maps[1:])
     panels = [
         matrix_panel(
             weights.astype(np.float32),  # [T, T]
             allowed,
-            WEIGHTS,
+            ramp,
             name=name,
             x_labels=labels,
             y_labels=labels,

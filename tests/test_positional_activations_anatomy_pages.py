@@ -279,6 +279,20 @@ def test_the_reordering_runs_only_the_reordered_tokens_when_the_page_has_every_h
     assert at.metric[0].value == readable(demo.max_difference)
 
 
+def test_the_reordering_maps_stretch_by_their_own_switch_and_link():
+    at = open_page(POSITIONAL, n_layers="1", pos_order_stretch="true")  # the parameter opens its section
+    demo = permutation_demo(ModelConfig(n_layers=1), TOKENS, reorder(6, "reversed"))
+    drawn = app_matrices(at)
+    weights = [demo.attention[0, 0], demo.permuted_map(0, 0), demo.shuffled_attention[0, 0]]
+    top = float(np.quantile(np.concatenate([w.ravel() for w in weights]), 0.99))
+    assert drawn["perm_rerun"].view["legend"]["high"] == pytest.approx(top, rel=1e-5) and top < 1
+    assert "colours stretched" in drawn["perm_typed"].title
+    assert at.toggle(key="pos_order_stretch").value
+    at.toggle(key="pos_order_stretch").set_value(False).run()
+    assert_ok(at)
+    assert app_matrices(at)["perm_rerun"].view["legend"]["high"] == 1.0
+
+
 def test_reordering_control_and_encoder_decoder():
     at = open_page(POSITIONAL, arch="encoder-decoder", positional="none")
     at.radio(key="pos_order").set_value("rotated by one").run()

@@ -358,6 +358,20 @@ def test_permutation_figure_panels():
     assert "② and ③ differ" in permutation_verdict(moved, 0, 0)
 
 
+def test_a_long_texts_reordering_maps_are_pale_until_stretched_onto_one_scale():
+    words = " ".join(f"w{i % 40}" for i in range(160))  # 160 tokens: each row spread over about 1/160 per key
+    demo = permutation_demo(explorer.ModelConfig(positional="none", n_layers=1), words)
+    plain, stretched = (permutation_figure(demo, 0, 0, stretch=on)["panels"] for on in (False, True))
+    weights = [demo.attention[0, 0], demo.permuted_map(0, 0), demo.shuffled_attention[0, 0]]  # no mask: all shown
+    top = float(np.quantile(np.concatenate([w.ravel() for w in weights]), 0.99))
+    assert top < 0.2 and plain[2]["legend"]["high"] == 1.0 and "turn on Stretch colours" in plain[0]["subtitle"]
+    assert stretched[2]["legend"]["high"] == pytest.approx(top) and "colours stretched" in stretched[0]["subtitle"]
+    for before, after in zip(plain, stretched, strict=True):  # the same weights, hover included; more shades drawn
+        np.testing.assert_array_equal(panel_matrix(after).values, panel_matrix(before).values)
+        shades = [len(np.unique(panel_matrix(p).image.reshape(-1, 3), axis=0)) for p in (before, after)]
+        assert shades[1] > 2 * shades[0]
+
+
 def test_long_rope_tables_are_thinned_and_still_hover_every_cell_drawn():
     angles = rope_angle_table(4096, 128)  # [4096, 64]: thinned to 512 rows
     [panel] = rope_angle_heatmap(angles, 6)["panels"]

@@ -20,7 +20,7 @@ from pictures.position_demo_charts import (
 from views.caches import cached_permutation, cached_repeated_scores, from_model
 from views.matrix_view import show_board
 from views.state import app_state, trained_label
-from views.widgets import clamp_view, plotly_chart
+from views.widgets import clamp_view, plotly_chart, stretch_toggle
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
 
@@ -67,7 +67,8 @@ def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...]
     """Run the `typed` tokens (with an encoder-decoder's `target`) and a reordering of them: with no position
     anywhere, the maps only move."""
     tokens = list(typed)
-    how = st.radio(
+    controls = st.container(horizontal=True, vertical_alignment="bottom")
+    how = controls.radio(
         "Reordering",
         REORDERINGS,
         key="pos_order",
@@ -75,6 +76,7 @@ def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...]
         horizontal=True,
         help="shuffled uses the sidebar's seed.",
     )
+    stretch = stretch_toggle(controls, key="pos_order_stretch")  # the table's switch is in another section
     if len(tokens) < 2:
         st.info("Type at least two tokens to reorder them.")
         return
@@ -91,7 +93,7 @@ def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...]
     )
     layer, head = layer_head(cfg, "pos_perm")
     st.markdown(f"**{permutation_verdict(demo, layer, head)}**")
-    show_board(permutation_figure(demo, layer, head), key="pos_permutation")
+    show_board(permutation_figure(demo, layer, head, stretch), key="pos_permutation")
     causal = cfg.arch == "decoder" or "causal" in cfg.mask
     metric_col, text_col = st.columns([1.2, 3])
     metric_col.metric(

@@ -59,7 +59,7 @@ SECTIONS = {
     "pos_open_wavelengths": (),
     "pos_open_similarity": ("pos_metric",),
     "pos_open_offset": ("pos_offset_layer", "pos_offset_head"),
-    "pos_open_order": ("pos_order", "pos_perm_layer", "pos_perm_head"),
+    "pos_open_order": ("pos_order", "pos_order_stretch", "pos_perm_layer", "pos_perm_head"),
 }
 STRETCH_HELP = (
     "Off: darkest = the largest |value| of the table (±1 for sinusoids). On: darkest = the top 1 % of |values|, so "
@@ -302,6 +302,7 @@ def main() -> None:
             "pos_perm_layer": None,
             "pos_perm_head": None,
             "stretch": URL_BOOLEAN,
+            "pos_order_stretch": URL_BOOLEAN,
             **dict.fromkeys(SECTIONS, URL_BOOLEAN),
         }
     )

@@ -48,10 +48,10 @@ WEIGHTS_STRETCH_HELP = (
 )
 
 
-def stretch_toggle(where: DeltaGenerator, help_text: str = WEIGHTS_STRETCH_HELP) -> bool:
-    """The Stretch colours switch: one URL parameter, stretch, on every page that has it; `help_text` says what it
-    does to that page's maps (the attention maps' by default)."""
-    return where.toggle("Stretch colours", key="stretch", bind="query-params", help=help_text)
+def stretch_toggle(where: DeltaGenerator, help_text: str = WEIGHTS_STRETCH_HELP, key: str = "stretch") -> bool:
+    """The Stretch colours switch: one URL parameter, stretch, on every page that has it (`key`: another, for a
+    second switch on one page); `help_text` says what it does to that page's maps (the attention maps' by default)."""
+    return where.toggle("Stretch colours", key=key, bind="query-params", help=help_text)
 
 
 MEASURES = ("weights", "norms")  # the values of the measure URL parameter, shown as they are written (see below)
