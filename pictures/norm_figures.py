@@ -11,20 +11,32 @@ from explorer.analysis.stats import attention_matrix
 from explorer.model import Transformer
 from explorer.norm_export import norm_matrix
 from explorer.trace import AttentionMaps, Trace
-from pictures.attention_panels import NORM, key_value_norms, norm_top, token_labels
+from pictures.attention_panels import NORM, key_value_norms, norm_scale_note, norm_top, stretch_top, token_labels
 from pictures.style import BLUES, plotly_scale
 
 
 def norm_maps_figure(
-    maps: AttentionMaps, norms: np.ndarray, layer: int = 0, head: int | None = 0, prefix: str = ""
+    maps: AttentionMaps,
+    norms: np.ndarray,
+    layer: int = 0,
+    head: int | None = 0,
+    prefix: str = "",
+    stretch: bool = False,
+    scale: tuple[float, str] | None = None,
 ) -> go.Figure:
     """One map of norms ([L, H, Tq, Tk] ‖α·f(x)‖ of `maps`): head `head`, or the mean of the layer's heads (None),
-    from white = 0 to dark blue = the largest of any layer and head; hover gives the weight α too, and for one head
-    the key's ‖f(x)‖. Grey gaps are masked keys; `prefix` opens the title."""
+    from white = 0 to dark blue = the largest of any layer and head, or with `stretch` this map's top 1 %, as the
+    Attention page draws it; `scale` = (darkest value, what the subtitle says of it) draws another page's scale
+    (Compare's, shared by A and B). Hover gives the weight α too, and for one head the key's ‖f(x)‖. Grey gaps are
+    masked keys; `prefix` opens the title."""
     weights = attention_matrix(maps, layer, head)  # [Tq, Tk]
     values = norm_matrix(norms, layer, head)  # [Tq, Tk]
     allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
-    top = norm_top(norms)
+    if scale is None:
+        own = stretch_top(values, allowed)  # this map's top 1 %
+        top = own if stretch else norm_top(norms)
+        scale = (top, norm_scale_note(top, stretch, own))
+    top, note = scale
     hover = f"query %{{y}}<br>key %{{x}}<br>{NORM} %{{z:.4f}}<br>weight α %{{customdata[0]:.4f}}"
     sizes = np.full(values.shape, np.nan)  # [Tq, Tk]: ‖f(x)‖ of each cell's key, for one head
     if head is not None:
@@ -47,7 +59,7 @@ def norm_maps_figure(
     figure.update_layout(
         title={
             "text": f"{prefix}{maps.kind} · layer {layer} · {which} · what it adds ({NORM})",
-            "subtitle": {"text": f"white = 0, darkest blue = {top:.3g}, the largest of any layer and head"},
+            "subtitle": {"text": note},
         },
         xaxis_title="key",
         yaxis_title="query",
@@ -60,9 +72,15 @@ def norm_maps_figure(
 
 
 def norm_attention_figure(
-    model: Transformer, trace: Trace, layer: int = 0, head: int | None = 0, kind: str = "self-attention"
+    model: Transformer,
+    trace: Trace,
+    layer: int = 0,
+    head: int | None = 0,
+    kind: str = "self-attention",
+    stretch: bool = False,
 ) -> go.Figure:
     """What head `head` of `layer` adds from each key, ‖α·f(x)‖ (Kobayashi et al. 2020, "Attention is Not Only a
     Weight"), for the attention `kind` of `trace`, run by `model` (the order explorer.norm_attention takes them in);
-    head=None: the mean of the layer's heads."""
-    return norm_maps_figure(trace.maps(kind), norm_attention(model, trace, kind), layer, head)
+    head=None: the mean of the layer's heads. `stretch`: colours up to this map's top 1 %, not the largest of any
+    layer and head (the Attention page's Stretch colours)."""
+    return norm_maps_figure(trace.maps(kind), norm_attention(model, trace, kind), layer, head, stretch=stretch)

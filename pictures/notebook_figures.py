@@ -38,7 +38,7 @@ from pictures import activation_charts
 # Made beside the pages that draw them, offered here with the rest (explorer.FIGURES): re-exported by name.
 from pictures.activation_charts import massive_share_figure as massive_share_figure
 from pictures.activation_charts import token_norm_figure as token_norm_figure
-from pictures.attention_panels import token_labels
+from pictures.attention_panels import scale_note, token_labels, top_of
 from pictures.mixing_charts import flow_figure as flow_figure
 from pictures.mixing_charts import rollout_figure as rollout_figure
 from pictures.norm_figures import norm_attention_figure as norm_attention_figure
@@ -57,13 +57,13 @@ def _weights(maps: AttentionMaps, layer: int, head: int | None) -> np.ndarray:
     return np.where(maps.allowed, shown, np.nan)
 
 
-def _heatmap(maps: AttentionMaps, values: np.ndarray, visible: bool = True) -> go.Heatmap:
+def _heatmap(maps: AttentionMaps, values: np.ndarray, visible: bool = True, top: float = 1.0) -> go.Heatmap:
     return go.Heatmap(
         z=values,
         x=token_labels(maps.key_tokens),
         y=token_labels(maps.query_tokens),
         zmin=0.0,
-        zmax=1.0,
+        zmax=top,
         colorscale=plotly_scale(BLUES),
         colorbar={"title": {"text": "weight"}},
         hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
@@ -71,23 +71,38 @@ def _heatmap(maps: AttentionMaps, values: np.ndarray, visible: bool = True) -> g
     )
 
 
-def _map_layout(figure: go.Figure, title: str) -> go.Figure:
-    figure.update_layout(title=title, xaxis_title="key", yaxis_title="query", template="plotly_white")
+def _map_layout(figure: go.Figure, title: str, subtitle: str | None = None) -> go.Figure:
+    heading = {"text": title, **({"subtitle": {"text": subtitle}} if subtitle else {})}
+    figure.update_layout(title=heading, xaxis_title="key", yaxis_title="query", template="plotly_white")
     figure.update_yaxes(autorange="reversed")  # the first query on top, as on the pages
     figure.update_xaxes(tickangle=-45)
     return figure
 
 
-def attention_figure(trace: Trace, layer: int = 0, head: int | None = 0, kind: str = "self-attention") -> go.Figure:
-    """One layer's attention: head `head`, or the average of its heads (head=None). Grey gaps are masked keys."""
-    return maps_figure(trace.maps(kind), layer, head)
+def attention_figure(
+    trace: Trace, layer: int = 0, head: int | None = 0, kind: str = "self-attention", stretch: bool = False
+) -> go.Figure:
+    """One layer's attention: head `head`, or the average of its heads (head=None). Grey gaps are masked keys.
+    Colours from 0 to 1, or with `stretch` to the map's top 1 % of weights (the pages' Stretch colours)."""
+    return maps_figure(trace.maps(kind), layer, head, stretch=stretch)
 
 
-def maps_figure(maps: AttentionMaps, layer: int = 0, head: int | None = 0, prefix: str = "") -> go.Figure:
-    """attention_figure of one kind of attention maps (a trace's, or Compare's A or B); `prefix` opens the title."""
+def maps_figure(
+    maps: AttentionMaps,
+    layer: int = 0,
+    head: int | None = 0,
+    prefix: str = "",
+    stretch: bool = False,
+    top: float | None = None,
+) -> go.Figure:
+    """attention_figure of one kind of attention maps (a trace's, or Compare's A or B); `prefix` opens the title.
+    Stretched, the darkest blue is `top` when given (a scale shared with another map: Compare's A and B), else this
+    map's stretch_top; the subtitle says so, or that an unstretched map is pale (scale_note)."""
+    values = _weights(maps, layer, head)  # [Tq, Tk], NaN where masked
+    own = top_of(values[np.isfinite(values)]) if top is None else top
     which = "average of heads" if head is None else f"head {head}"
-    figure = go.Figure(_heatmap(maps, _weights(maps, layer, head)))
-    return _map_layout(figure, f"{prefix}{maps.kind} · layer {layer} · {which}")
+    figure = go.Figure(_heatmap(maps, values, top=own if stretch else 1.0))
+    return _map_layout(figure, f"{prefix}{maps.kind} · layer {layer} · {which}", scale_note(own, stretch))
 
 
 def attention_grid_figure(trace: Trace, kind: str = "self-attention") -> go.Figure:

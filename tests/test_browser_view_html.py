@@ -59,7 +59,7 @@ def figures_in(browser, html: str) -> list[dict]:
 
 
 def test_the_attention_view_opens_offline_with_the_pages_numbers(page, app_url, wait_idle, browser):
-    html = downloaded_view(page, f"{app_url}/?mask=causal&layer=1&head=2", wait_idle)
+    html = downloaded_view(page, f"{app_url}/?mask=causal&layer=1&head=2&stretch=true", wait_idle)
     assert "Link to this view:" in html and "layer=1" in html
     shown, grid = figures_in(browser, html)
     expected = explorer.run(ModelConfig(mask="causal"), TOKENS).attention  # [L, H, T, T]
@@ -67,6 +67,8 @@ def test_the_attention_view_opens_offline_with_the_pages_numbers(page, app_url, 
     allowed = ~np.isnan(z)
     np.testing.assert_allclose(z[allowed], expected[1, 2][allowed], rtol=1e-6)
     assert allowed.sum() == 21  # 6 tokens, causal: 1 + 2 + ... + 6 cells
+    top = float(np.quantile(expected[1, 2][allowed], 0.99))  # the page's stretched scale, as Stretch colours draws
+    assert shown["data"][0]["zmax"] == pytest.approx(top, rel=1e-6) and "colours stretched" in shown["subtitle"]
     assert shown["title"] == "self-attention · layer 1 · head 2"
     assert len(grid["data"]) == 2 * 4  # every layer x head of the default model, behind the slider
 
@@ -104,6 +106,32 @@ def test_the_activations_anatomy_and_compare_views_open_offline_with_their_numbe
     np.testing.assert_allclose(numbers(b_map["data"][0]["z"]), b, rtol=1e-6)
     np.testing.assert_allclose(numbers(difference["data"][0]["z"]), a - b, atol=1e-6)
     assert "Per-layer statistics of A and B" in lines["title"]
+
+
+def test_the_compare_view_downloads_the_head_and_colours_picked_in_its_maps_section(page, app_url, wait_idle, browser):
+    """The maps section reruns alone when a head or Stretch colours is picked: the download must follow it."""
+    page.goto(f"{app_url}/compare")
+    wait_idle(page)
+    main = page.locator("[data-testid='stMain']")
+    main.get_by_role("combobox", name="Head").click()
+    page.get_by_role("option", name="2", exact=True).click()
+    wait_idle(page)
+    main.get_by_text("Stretch colours", exact=True).click()
+    wait_idle(page)
+    assert "head=2" in page.url and "stretch=true" in page.url
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download this view (HTML)").click()
+    html = Path(info.value.path()).read_text(encoding="utf-8")
+    a_map, b_map, difference, _ = figures_in(browser, html)
+    cfg = ModelConfig()
+    a = explorer.run(cfg, TOKENS).first.self_attention
+    b = explorer.run(model_for_b(explorer.build_model(cfg), default_b(cfg)), TOKENS).first.self_attention
+    np.testing.assert_allclose(numbers(a_map["data"][0]["z"]), a.weights[0, 2], rtol=1e-6)
+    assert "head 2" in a_map["title"] and "head 2" in difference["title"] and "head=2" in html
+    both = np.concatenate([a.weights[0, 2][a.allowed], b.weights[0, 2][b.allowed]])
+    top = float(np.quantile(both, 0.99))  # one stretched scale for A and B, as on the page
+    assert [m["data"][0]["zmax"] for m in (a_map, b_map)] == pytest.approx([top, top])
+    assert "colours stretched" in a_map["subtitle"] and "stretch=true" in html
 
 
 def test_the_compare_view_with_norms_downloads_what_the_heads_add(page, app_url, wait_idle, browser):

@@ -15,7 +15,7 @@ from pictures.attention_panels import attention_map_panel, grid_panel, key_value
 from pictures.boards import decode_floats
 from pictures.norm_figures import norm_attention_figure, norm_maps_figure
 from pictures.style import BLUES, Ramp
-from tests.drawn import figure_json, panel_matrix, sheet_maps
+from tests.drawn import figure_json, figure_title, panel_matrix, sheet_maps
 
 
 @pytest.fixture
@@ -95,6 +95,18 @@ def test_the_notebook_figure_is_the_norm_attention_of_the_model():
         norm_maps_figure(trace.attention_maps()["self-attention"], norm_attention(model, trace), 0, None)
     )
     assert "‖f(x)‖" not in mean["data"][0]["hovertemplate"]  # one head's size, not a mean's
+
+
+def test_the_notebook_norm_figure_stretches_to_its_own_top_one_percent():
+    model = explorer.build_model(explorer.ModelConfig(arch="decoder"))
+    trace = explorer.run(model, "the cat sat on the mat")
+    norms = norm_attention(model, trace)[1, 2]  # [T, T]
+    allowed = trace.attention_maps()["self-attention"].allowed
+    stretched = figure_json(norm_attention_figure(model, trace, 1, 2, stretch=True))
+    assert stretched["data"][0]["zmax"] == pytest.approx(float(np.quantile(norms[allowed], 0.99)), rel=1e-6)
+    assert "colours stretched" in figure_title(stretched)
+    plain = figure_json(norm_attention_figure(model, trace, 1, 2))
+    assert "colours stretched" not in figure_title(plain) and "largest of any layer and head" in figure_title(plain)
 
 
 def test_a_head_that_adds_little_is_pale_and_the_map_says_how_to_see_it(maps_and_norms):

@@ -16,7 +16,7 @@ from explorer.analysis.activations import layer_statistics
 from explorer.build import build_model
 from explorer.tasks import make_task
 from pictures.training_charts import curves_figure, training_title
-from tests.drawn import figure_json
+from tests.drawn import figure_json, figure_title
 from tests.tiny_checkpoints import tiny
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +44,20 @@ def test_the_head_average_is_the_mean_of_the_heads(causal):
     mean = causal.attention[0].astype(np.float64).mean(axis=0)  # [T, T]
     allowed = ~np.isnan(z)
     np.testing.assert_allclose(z[allowed], mean[allowed], rtol=1e-5)
+
+
+def test_a_long_texts_map_is_pale_until_stretched_to_its_top_one_percent():
+    long = explorer.run(explorer.ModelConfig(mask="causal"), " ".join(f"w{i % 40}" for i in range(160)))
+    plain, stretched = (figure_json(explorer.attention_figure(long, 1, 0, stretch=on)) for on in (False, True))
+    weights = long.attention[1, 0]  # [T, T]
+    top = float(np.quantile(weights[long.first.self_attention.allowed], 0.99))  # of the cells a query may see
+    assert plain["data"][0]["zmax"] == 1.0 and "turn on Stretch colours" in figure_title(plain)
+    assert stretched["data"][0]["zmax"] == pytest.approx(top, rel=1e-6) and top < 0.5
+    assert "colours stretched" in figure_title(stretched)
+    same = np.asarray(stretched["data"][0]["z"], dtype=float), np.asarray(plain["data"][0]["z"], dtype=float)
+    np.testing.assert_array_equal(*same)  # the weights drawn are the same; only the colours move
+    short = figure_json(explorer.attention_figure(explorer.run(explorer.ModelConfig(), TOKENS)))
+    assert "Stretch" not in figure_title(short)  # six tokens: dark enough on 0 to 1, no hint
 
 
 def test_the_grid_holds_every_layer_and_head_behind_a_slider(causal):

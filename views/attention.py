@@ -142,7 +142,7 @@ def map_viewer(kind: str, with_norms: bool) -> None:
     view_download(
         "Attention",
         [plain(summary(cfg, trace))] + ([NORMS_LINE] if with_norms else []),
-        partial(attention_figures, make_trace, kind, layer, head_index, make_norms),
+        partial(attention_figures, make_trace, kind, layer, head_index, make_norms, stretch),
         "attention",
         controls,
     )
@@ -167,14 +167,16 @@ def attention_figures(
     layer: int,
     head: int | None,
     make_norms: Callable[[], np.ndarray] | None,
+    stretch: bool,
 ) -> list:
     """The figures of "Download this view": the map shown, what the head adds beside it (with `make_norms`), and
-    the grid of every map when it is small enough to draw; made on the click from the trace's maker."""
+    the grid of every map when it is small enough to draw; made on the click from the trace's maker, the maps'
+    colours `stretch`ed as the page's."""
     trace = make_trace()
     maps = trace.maps(kind)
-    figures = [notebook_figures.maps_figure(maps, layer, head)]
+    figures = [notebook_figures.maps_figure(maps, layer, head, stretch=stretch)]
     if make_norms is not None:
-        figures.append(norm_maps_figure(maps, make_norms(), layer, head))
+        figures.append(norm_maps_figure(maps, make_norms(), layer, head, stretch=stretch))
     if grid_cells(maps) <= GRID_MAX_CELLS:
         figures.append(notebook_figures.attention_grid_figure(trace, kind))
     return figures

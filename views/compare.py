@@ -9,6 +9,7 @@ from A, and from B too when B is A's own model.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -90,18 +91,33 @@ DIFFERENT_WEIGHTS = (
 # --- The attention section: one fragment, so picking a head does not rerun the models.
 
 
+@dataclass
+class ShownMaps:
+    """What the attention section last drew: the attention kind (a pair's label; None: the first pair), layer, head,
+    whether its colours were stretched, and the URL's query then. The section reruns alone when one of them changes,
+    and the view's download, drawn outside it and made on the click, reads them here: one object per full run, which
+    the section gets again on each of its own reruns."""
+
+    kind: str | None = None
+    layer: int = 0
+    head: int = 0
+    stretch: bool = False
+    query: dict[str, str] = field(default_factory=dict)
+
+
 @st.fragment
 def attention_section(
     runs: ComparedRuns,
     caveat: str | None = None,
     b_drawn: bool = True,
     measure: str = "weights",
+    shown: ShownMaps | None = None,
 ) -> None:
     """The maps of `runs` (their pairs, read again on each rerun: the fragment's arguments hold no trace), with the
     head ranking of the pair shown. `caveat` is said under the maps (e.g. that A and B do not share weights).
     Without `b_drawn` (B is impossible) A's maps are shown alone, and said to be. With `measure` norms (picked
     outside the fragment, so that the view's download follows it) the maps show ‖α·f(x)‖ (runs.measured()); the
-    head ranking stays on the weights."""
+    head ranking stays on the weights. What it draws is written into `shown`, for the view's download."""
     pairs = runs.pairs()
     labels = [p.label for p in pairs]
     if len(pairs) > 1:
@@ -145,6 +161,9 @@ def attention_section(
     missing_b = missing_side("B", pair.b, pair.label, layer, head) if b_drawn else "not drawn until fixed"
     missing = (missing_side("A", pair.a, pair.label, layer, head), missing_b)
     stretch = stretch_toggle(last)
+    if shown is not None:
+        shown.kind, shown.layer, shown.head, shown.stretch = pair.label, layer, head, stretch
+        shown.query = st.query_params.to_dict()
     drawn = {name: m for name, m in (("A", pair.a), ("B", pair.b if b_drawn else None)) if m is not None}
     sides = list(drawn.values())
     top = pair_top(sides, layer, head)
@@ -206,9 +225,10 @@ def downloads(
     tables,
     aligned,
     lines: pd.DataFrame,
+    shown: ShownMaps,
 ) -> None:
     """The JSON and CSV files and the view's HTML, each made on the click from `runs` (`pairs`: its pairs, whose
-    shapes say whether A − B can be subtracted; read here, not kept)."""
+    shapes say whether A − B can be subtracted; read here, not kept), the view's of the maps `shown`."""
     st.subheader("Download the comparison")
     st.caption(
         "JSON: both configurations, the inputs, the per-layer figures and every A − B map with the head ranking. "
@@ -233,13 +253,8 @@ def downloads(
         help=None if can_subtract else "A and B have no layer with the same heads and tokens to subtract.",
     )
     described = [f"A: {plain(describe(a, a))}", f"B: {plain(describe(b, a))}"]
-    figures = partial(compare_figures, runs, *shown_head(), lines, st.session_state.get("measure") == "norms")
-    view_download("Compare A and B", described, figures, "compare", c4)
-
-
-def shown_head() -> tuple[int, int]:
-    """The layer and head the attention section shows."""
-    return int(st.session_state.get("layer") or 0), int(st.session_state.get("head") or 0)
+    figures = partial(compare_figures, runs, shown, lines, st.session_state.get("measure") == "norms")
+    view_download("Compare A and B", described, figures, "compare", c4, query=lambda: shown.query)
 
 
 def comparison_file(
@@ -261,21 +276,33 @@ def maps_file(runs: ComparedRuns) -> str:
     return maps_csv(runs.pairs())
 
 
-def compare_figures(runs: ComparedRuns, layer: int, head: int, lines: pd.DataFrame, norms: bool = False) -> list:
-    """A's and B's map of `layer` and `head` (the first pair of `runs`), A − B when they have the same shape, and
-    the per-layer lines drawn; with `norms`, the maps and A − B of what the heads add (runs.measured())."""
-    pair = runs.pairs()[0]
+def compare_figures(runs: ComparedRuns, shown: ShownMaps, lines: pd.DataFrame, norms: bool = False) -> list:
+    """A's and B's map of the layer and head the attention section shows (`shown`, read on the click), A − B when
+    they have the same shape, and the per-layer lines drawn; with `norms`, the maps and A − B of what the heads add
+    (runs.measured()). A's and B's maps share one colour scale, the page's (stretched or not)."""
+    pairs = runs.pairs()
+    labels = [p.label for p in pairs]
+    index = labels.index(shown.kind) if shown.kind in labels else 0
+    pair, layer, head, stretch = pairs[index], shown.layer, shown.head, shown.stretch
     sides = [(m, side) for m, side in ((pair.a, "A"), (pair.b, "B")) if m is not None]
     shown = [(m, side) for m, side in sides if layer < m.n_layers and head < m.n_heads]
     same = len(shown) == 2 and pair.a.weights.shape == pair.b.weights.shape
     if not norms:
-        figures = [notebook_figures.maps_figure(m, layer, head, f"{side} · ") for m, side in shown]
+        top = pair_top([m for m, _ in shown], layer, head)
+        figures = [
+            notebook_figures.maps_figure(m, layer, head, f"{side} · ", stretch=stretch, top=top) for m, side in shown
+        ]
         if same:
             figures.append(notebook_figures.maps_difference_figure(pair.a, pair.b, layer, head))
     else:
-        added = runs.measured()[0]  # the same pair carrying ‖α·f(x)‖
+        added = runs.measured()[index]  # the same pair carrying ‖α·f(x)‖
         measured = {"A": added.a, "B": added.b}
-        figures = [norm_maps_figure(m, measured[side].weights, layer, head, f"{side} · ") for m, side in shown]
+        carried = [measured[side] for _, side in shown]
+        top = (pair_top if stretch else pair_norm_top)(carried, layer, head)
+        scale = (top, pair_norm_note(top, stretch))
+        figures = [
+            norm_maps_figure(m, measured[side].weights, layer, head, f"{side} · ", scale=scale) for m, side in shown
+        ]
         if same:
             figures.append(norm_difference_figure(added.a, added.b, layer, head))
     lines_figure = layer_lines(lines, axes=shown_axes())  # on the click, outside the script run: not from a cache
@@ -371,7 +398,8 @@ def main() -> None:
     removals = (state.ablated, state.ablate_with, b_run.heads, b_run.mode)
     st.subheader("Attention in A and B" if trace_b is not None else "Attention in A (B is not drawn)")
     measure = measure_choice()
-    attention_section(runs, caveat, b_drawn=trace_b is not None, measure=measure)
+    shown = ShownMaps()
+    attention_section(runs, caveat, b_drawn=trace_b is not None, measure=measure, shown=shown)
 
     notes: list[str] = []
     longest = max(len(trace_a.tokens), len(trace_b.tokens) if trace_b is not None else 0)
@@ -398,7 +426,7 @@ def main() -> None:
     inputs |= {"a_target": target_a, "b_target": target_b}
     inputs |= {"a_removed": heads_text(trace_a.ablated), "b_removed": heads_text(trace_b.ablated)}
     inputs |= {"a_removed_with": trace_a.ablate_with, "b_removed_with": trace_b.ablate_with}
-    downloads(a, b, inputs, sharing, runs, pairs, tables, aligned, lines)
+    downloads(a, b, inputs, sharing, runs, pairs, tables, aligned, lines, shown)
     share_box(link_query(a, b, text_a, target_a, mode, text_b, b_heads), [p.label for p in pairs])
 
 

@@ -99,18 +99,25 @@ def plain(markdown: str) -> str:
 
 
 def view_download(
-    title: str, lines: list[str], figures: Callable[[], list], key: str, where: DeltaGenerator | None = None
+    title: str,
+    lines: list[str],
+    figures: Callable[[], list],
+    key: str,
+    where: DeltaGenerator | None = None,
+    query: Callable[[], dict[str, str]] | None = None,
 ) -> None:
     """ "Download this view (HTML)": the page's figures as Plotly, in one offline file, built only when clicked.
     `figures()` makes them (with pictures.notebook_figures, the page's own builders); it runs outside the script
     run, so it must get everything it needs from the session (the model, the layer shown) as arguments, not read it
-    then."""
+    then. The file links to the page with the URL's query of this run, or `query()`'s on the click (a fragment that
+    reruns alone may change the URL after this button was drawn)."""
 
-    link = (st.context.url or "").split("?")[0] + "?" + urlencode(st.query_params.to_dict(), quote_via=quote)
+    base, now = (st.context.url or "").split("?")[0], st.query_params.to_dict()
 
     def build() -> bytes:  # runs on the click, outside the script run: it may not read st.session_state
         from pictures.html_export import view_html
 
+        link = base + "?" + urlencode(now if query is None else query(), quote_via=quote)
         return view_html(title, [*lines, f"Link to this view: {link}"], figures())
 
     download(
