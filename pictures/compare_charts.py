@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 from explorer.compare import PER_LAYER
 from explorer.numbers import readable
 from explorer.trace import AttentionMaps
-from pictures.attention_panels import NORM, norm_scale_note, token_labels, top_of, weight_ramp
+from pictures.attention_panels import FAINT, NORM, norm_scale_note, token_labels, top_of, weight_ramp
 from pictures.boards import matrix_panel
 from pictures.log_axes import panel_scales
 from pictures.style import (
@@ -124,6 +124,18 @@ def map_px(most_px: float, panel_px: float, query_labels: list[list[str]], value
     return max(MIN_MAP_PX, min(most_px, (n * panel_px - lefts - right) / n))
 
 
+def difference_fits_beside(maps: AttentionMaps, measure: str = "weights") -> bool:
+    """Whether the A − B map of `maps`' tokens fits its column beside A and B (DIFFERENCE_PANEL_PX). A map's cells
+    are at least a pixel (matrix_panel), so past about 200 tokens its panel is wider than the column and the browser
+    would shrink it, labels and all, to half their size: such a map goes under A and B, at full width."""
+    labels = token_labels(maps.query_tokens)
+    value_title = f"A − B{MEASURE_WORDS[measure]['of']}"
+    size = map_px(DIFFERENCE_PX, DIFFERENCE_PANEL_PX, [labels], value_title)
+    left = LEFT_PX + LABEL_CHAR_PX * max((len(label) for label in labels), default=0)
+    right = RIGHT_PX + max(LEGEND_LABEL_PX, TITLE_CHAR_PX * len(value_title))
+    return left + max(size, len(maps.query_tokens), len(maps.key_tokens)) + right <= DIFFERENCE_PANEL_PX
+
+
 def _token_map(maps: AttentionMaps, values: np.ndarray, allowed: np.ndarray, ramp: Ramp, **parts: object) -> dict:
     """A [Tq, Tk] map over maps' tokens as a panel: keys across, queries down, grey where not `allowed`."""
     cross = maps.kind == "cross-attention"
@@ -213,6 +225,23 @@ def difference_range(difference: np.ndarray) -> float:
     return largest if largest > 0 else 1.0
 
 
+def difference_scale(shown: np.ndarray, stretch: bool) -> tuple[float, str | None]:
+    """The A − B colour range's half-width and what the subtitle says of it, from the differences drawn ([Tq, Tk],
+    NaN where masked): the largest |A − B| (difference_range), or stretched the top 1 % of |A − B| (top_of), as
+    the maps' Stretch colours; unstretched, a hint when 99 % of the differences are pale next to the largest (a
+    512-piece map whose few large differences leave every other cell white)."""
+    finite = np.abs(shown[np.isfinite(shown)])  # [cells drawn]
+    largest = difference_range(shown)
+    if not finite.size or float(finite.max()) < ROUNDING:  # nothing to see but float32 rounding, or exactly 0
+        return largest, None
+    robust = top_of(finite)
+    if stretch:
+        return robust, f"colours stretched: darkest = ±{robust:.2g} or more (the top 1 % of |A − B|)"
+    if robust < FAINT * largest:
+        return largest, f"99 % of |A − B| is below {robust:.2g}, pale next to the largest: turn on Stretch colours"
+    return largest, None
+
+
 def difference_verdict(largest: float, scale: float = 1.0) -> str:
     """What the largest |A - B| drawn means: exactly 0, float32 rounding (below ROUNDING x `scale`, the size of
     the values subtracted: 1 for weights), or a real difference."""
@@ -230,12 +259,13 @@ def difference_panel(
     layer: int,
     head: int,
     measure: str = "weights",
+    stretch: bool = False,
 ) -> dict:
     """A - B of one layer and head ([Tq, Tk], from attention_difference) on a diverging scale centred on 0, with
     its own legend titled "A − B". Blue: A attends more; orange-red: B attends more; white: equal. Hover gives A − B,
     A and B. Cells masked in both are grey; a cell masked in one only is drawn, since its weight went to or from 0.
     measure="norms": the maps carry ‖α·f(x)‖ as their weights, and the title, legend and hover say so (blue: A adds
-    more)."""
+    more). `stretch`: the scale ends at the top 1 % of |A − B| (difference_scale)."""
     words = MEASURE_WORDS[measure]
     either = np.asarray(maps_a.allowed, bool) | np.asarray(maps_b.allowed, bool)  # [Tq, Tk]
     values = np.asarray(difference, dtype=np.float32)  # [Tq, Tk]
@@ -244,16 +274,18 @@ def difference_panel(
     sides = (maps_a.weights[layer, head], maps_b.weights[layer, head])  # [Tq, Tk] each
     scale = 1.0 if measure == "weights" else max(1.0, *(float(np.abs(side).max()) for side in sides))
     value_title = f"A − B{words['of']}"
+    half, note = difference_scale(shown, stretch)
+    subtitle = f"{difference_verdict(largest, scale)} · blue: A {words['more']} · red: B {words['more']}"
     return _token_map(
         paired_tokens(maps_a, maps_b),
         values,
         either,
-        difference_ramp(difference_range(shown)),
+        difference_ramp(half),
         max_px=map_px(DIFFERENCE_PX, DIFFERENCE_PANEL_PX, [token_labels(maps_a.query_tokens)], value_title),
         text_px=DIFFERENCE_TEXT_PX,
         name="difference",
         title=f"A − B{words['of']} · layer {layer} · head {head}",
-        subtitle=f"{difference_verdict(largest, scale)} · blue: A {words['more']} · red: B {words['more']}",
+        subtitle=f"{subtitle} · {note}" if note else subtitle,
         value_title=value_title,
         masked_text="masked in A and B",
         extra={f"A{words['of']}": sides[0], f"B{words['of']}": sides[1]},
@@ -401,12 +433,16 @@ def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B"), axes: 
     return figure
 
 
-def norm_difference_figure(maps_a: AttentionMaps, maps_b: AttentionMaps, layer: int, head: int) -> go.Figure:
+def norm_difference_figure(
+    maps_a: AttentionMaps, maps_b: AttentionMaps, layer: int, head: int, stretch: bool = False
+) -> go.Figure:
     """A − B of what one head adds, ‖α·f(x)‖, as a Plotly heatmap (the view's HTML download): `maps_a` and `maps_b`
-    carry the norms as their weights; blue where A adds more, red where B does; hover gives A − B, A and B."""
+    carry the norms as their weights; blue where A adds more, red where B does; hover gives A − B, A and B. Its
+    colour range is the page's (difference_scale, `stretch`ed or not)."""
     a, b = maps_a.weights[layer, head].astype(np.float64), maps_b.weights[layer, head].astype(np.float64)  # [Tq, Tk]
     difference = a - b  # [Tq, Tk]
-    top = max(float(np.abs(difference).max()), 1e-9)
+    either = np.asarray(maps_a.allowed, bool) | np.asarray(maps_b.allowed, bool)  # [Tq, Tk]
+    top, note = difference_scale(np.where(either, difference, np.nan), stretch)
     labels = paired_tokens(maps_a, maps_b)
     figure = go.Figure(
         go.Heatmap(
@@ -423,7 +459,11 @@ def norm_difference_figure(maps_a: AttentionMaps, maps_b: AttentionMaps, layer: 
         )
     )
     figure.update_layout(
-        figure_layout(f"A − B of {NORM} · layer {layer} · head {head}", "blue: A adds more · red: B adds more", 420),
+        figure_layout(
+            f"A − B of {NORM} · layer {layer} · head {head}",
+            "blue: A adds more · red: B adds more" + (f" · {note}" if note else ""),
+            420,
+        ),
         xaxis=axis("key", tickangle=-45, showgrid=False),
         yaxis=axis("query", autorange="reversed", showgrid=False),
     )

@@ -39,6 +39,7 @@ from pictures import activation_charts
 from pictures.activation_charts import massive_share_figure as massive_share_figure
 from pictures.activation_charts import token_norm_figure as token_norm_figure
 from pictures.attention_panels import scale_note, token_labels, top_of
+from pictures.compare_charts import difference_scale
 from pictures.mixing_charts import flow_figure as flow_figure
 from pictures.mixing_charts import rollout_figure as rollout_figure
 from pictures.norm_figures import norm_attention_figure as norm_attention_figure
@@ -125,20 +126,24 @@ def attention_grid_figure(trace: Trace, kind: str = "self-attention") -> go.Figu
     return _map_layout(figure, f"{kind} · layer 0 · head 0")
 
 
-def difference_figure(trace_a: Trace, trace_b: Trace, layer: int = 0, head: int = 0) -> go.Figure:
-    """A − B for one layer and head of the first stack's self-attention (both runs on inputs of one length)."""
+def difference_figure(
+    trace_a: Trace, trace_b: Trace, layer: int = 0, head: int = 0, stretch: bool = False
+) -> go.Figure:
+    """A − B for one layer and head of the first stack's self-attention (both runs on inputs of one length), from
+    −largest to +largest |A − B|, or with `stretch` to the top 1 % of |A − B| (Compare's Stretch colours)."""
     pair = paired_attention(trace_a, trace_b)[0]
-    return maps_difference_figure(pair.a, pair.b, layer, head)
+    return maps_difference_figure(pair.a, pair.b, layer, head, stretch)
 
 
 def maps_difference_figure(
-    a: AttentionMaps | None, b: AttentionMaps | None, layer: int = 0, head: int = 0
+    a: AttentionMaps | None, b: AttentionMaps | None, layer: int = 0, head: int = 0, stretch: bool = False
 ) -> go.Figure:
     """difference_figure of two sets of maps of one shape."""
     if a is None or b is None or a.weights.shape != b.weights.shape:
         raise ValueError("A and B need maps of the same shape (the same number of layers, heads and tokens).")
     difference = a.weights[layer, head].astype(np.float64) - b.weights[layer, head]  # [Tq, Tk]
-    top = max(float(np.abs(difference).max()), 1e-9)
+    either = np.asarray(a.allowed, bool) | np.asarray(b.allowed, bool)  # [Tq, Tk]
+    top, note = difference_scale(np.where(either, difference, np.nan), stretch)
     figure = go.Figure(
         go.Heatmap(
             z=difference,
@@ -151,7 +156,7 @@ def maps_difference_figure(
             hovertemplate="query %{y}<br>key %{x}<br>A − B %{z:.4f}<extra></extra>",
         )
     )
-    return _map_layout(figure, f"A − B · layer {layer} · head {head} (blue: A attends more, red: B)")
+    return _map_layout(figure, f"A − B · layer {layer} · head {head} (blue: A attends more, red: B)", note)
 
 
 def positional_figure(

@@ -349,3 +349,15 @@ def test_maps_shrink_to_their_board_on_a_projector_and_hover_still_finds_each_ce
     open_compare(page, f"{app_url}/compare?tokens={tokens}", wait_idle)
     assert max(overflow()) <= 1, overflow()
     assert_clean(page)
+
+
+def test_a_long_texts_difference_map_goes_under_a_and_b_at_its_own_size(page, app_url, wait_idle):
+    """Beside A and B, the A − B column is 345 px: 240 tokens at one px a cell would be shrunk to it, labels too."""
+    words = " ".join(f"w{i % 40}" for i in range(240))
+    open_compare(page, f"{app_url}/compare?tokens={words.replace(' ', '+')}", wait_idle)
+    canvases = {name: panel(page, name).locator("canvas").first for name in ("A", "B", "difference")}
+    scales = {name: float(canvas.get_attribute("data-scale")) for name, canvas in canvases.items()}
+    assert scales == {"A": 1.0, "B": 1.0, "difference": 1.0}  # every map at the size it was laid out for
+    boxes = {name: canvas.bounding_box() for name, canvas in canvases.items()}
+    assert boxes["difference"]["y"] > boxes["A"]["y"] + boxes["A"]["height"]  # under A, not beside it
+    assert_clean(page)

@@ -132,6 +132,11 @@ def test_the_compare_view_downloads_the_head_and_colours_picked_in_its_maps_sect
     top = float(np.quantile(both, 0.99))  # one stretched scale for A and B, as on the page
     assert [m["data"][0]["zmax"] for m in (a_map, b_map)] == pytest.approx([top, top])
     assert "colours stretched" in a_map["subtitle"] and "stretch=true" in html
+    either = a.allowed | b.allowed
+    half = float(np.quantile(np.abs(a.weights[0, 2] - b.weights[0, 2])[either], 0.99))  # A − B stretched too
+    assert (
+        difference["data"][0]["zmax"] == pytest.approx(half, rel=1e-5) and "colours stretched" in difference["subtitle"]
+    )
 
 
 def test_the_compare_view_with_norms_downloads_what_the_heads_add(page, app_url, wait_idle, browser):

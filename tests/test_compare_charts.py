@@ -36,6 +36,7 @@ from pictures.compare_charts import (
     TICK_PX,
     difference_panel,
     difference_range,
+    difference_scale,
     difference_verdict,
     layer_lines,
     map_px,
@@ -142,6 +143,28 @@ def test_difference_panel_is_centred_on_zero_with_its_own_legend(post_pre):
     assert hover_rows(panel) == ["query", "key", "A − B", "A", "B"]
     assert panel["title"] == "A − B · layer 1 · head 2"
     assert panel["subtitle"] == f"largest |A − B| = {half:.4f} · blue: A attends more · red: B attends more"
+
+
+def test_a_difference_with_a_few_large_cells_is_pale_until_stretched(post_pre):
+    rng = np.random.default_rng(0)
+    shown = rng.uniform(-0.01, 0.01, (200, 200))  # [Tq, Tk]: most of A − B small ...
+    shown[0, :5] = 0.9  # ... and a few cells far larger, as a 512-piece map's [CLS] column
+    shown[1, 0] = np.nan  # masked in both: not a difference
+    robust = float(np.quantile(np.abs(shown[np.isfinite(shown)]), 0.99))
+    half, note = difference_scale(shown, stretch=False)
+    assert half == pytest.approx(0.9) and "turn on Stretch colours" in note
+    half, note = difference_scale(shown, stretch=True)
+    assert half == pytest.approx(robust) and robust < 0.011 and "colours stretched: darkest = ±" in note
+    assert difference_scale(np.full((3, 3), 2e-7), stretch=True) == (pytest.approx(2e-7), None)  # rounding: no note
+    maps_a, maps_b = self_attention(post_pre)
+    difference = attention_difference(maps_a, maps_b)[1, 2]
+    stretched = difference_panel(maps_a, maps_b, difference, 1, 2, stretch=True)
+    top = float(np.quantile(np.abs(difference[maps_a.allowed | maps_b.allowed]), 0.99))
+    assert (stretched["legend"]["low"], stretched["legend"]["high"]) == pytest.approx((-top, top))
+    assert "colours stretched" in stretched["subtitle"]
+    np.testing.assert_array_equal(
+        panel_matrix(stretched).values, panel_matrix(difference_panel(maps_a, maps_b, difference, 1, 2)).values
+    )
 
 
 def test_difference_of_identical_maps_is_exactly_zero():

@@ -44,6 +44,7 @@ from pictures import notebook_figures
 from pictures.attention_panels import scale_note
 from pictures.boards import board
 from pictures.compare_charts import (
+    difference_fits_beside,
     difference_panel,
     layer_lines,
     norm_difference_figure,
@@ -174,7 +175,10 @@ def attention_section(
         note = scale_note(top, stretch)
     if note is not None:
         st.caption(f"{' and '.join(drawn)}: {note}.")  # the maps drawn: with B not drawn, the scale is A's alone
-    maps_column, difference_column = st.columns([5, 3])
+    if pair.a is not None and difference_fits_beside(pair.a, measure):
+        maps_column, difference_column = st.columns([5, 3])
+    else:  # a long text's maps: A − B under A and B, not shrunk to its column
+        maps_column, difference_column = st.container(), st.container()
     panels, left_out = pair_panels(
         pair.a,
         pair.b,
@@ -197,7 +201,7 @@ def attention_section(
         elif (difference := layer_difference(pair, layer, head)) is None:  # [Tq, Tk]
             st.info(why_not_subtracted(pair))
         else:
-            panel = difference_panel(pair.a, pair.b, difference, layer, head, measure)
+            panel = difference_panel(pair.a, pair.b, difference, layer, head, measure, stretch)
             show_board(board([panel]), key="difference_map")
             if not pair.same_shape:
                 st.caption(why_not_subtracted(pair, ranked_only=True))
@@ -293,7 +297,7 @@ def compare_figures(runs: ComparedRuns, shown: ShownMaps, lines: pd.DataFrame, n
             notebook_figures.maps_figure(m, layer, head, f"{side} · ", stretch=stretch, top=top) for m, side in shown
         ]
         if same:
-            figures.append(notebook_figures.maps_difference_figure(pair.a, pair.b, layer, head))
+            figures.append(notebook_figures.maps_difference_figure(pair.a, pair.b, layer, head, stretch))
     else:
         added = runs.measured()[index]  # the same pair carrying ‖α·f(x)‖
         measured = {"A": added.a, "B": added.b}
@@ -304,7 +308,7 @@ def compare_figures(runs: ComparedRuns, shown: ShownMaps, lines: pd.DataFrame, n
             norm_maps_figure(m, measured[side].weights, layer, head, f"{side} · ", scale=scale) for m, side in shown
         ]
         if same:
-            figures.append(norm_difference_figure(added.a, added.b, layer, head))
+            figures.append(norm_difference_figure(added.a, added.b, layer, head, stretch))
     lines_figure = layer_lines(lines, axes=shown_axes())  # on the click, outside the script run: not from a cache
     return [*figures, lines_figure]
 
