@@ -13,7 +13,7 @@ import explorer
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.stream_energy import token_energy
-from explorer.compare import default_b, model_for_b
+from explorer.compare import DEFAULT_TARGET, default_b, model_for_b
 from explorer.config import ModelConfig
 
 pytestmark = pytest.mark.browser
@@ -137,6 +137,17 @@ def test_the_compare_view_downloads_the_head_and_colours_picked_in_its_maps_sect
     assert (
         difference["data"][0]["zmax"] == pytest.approx(half, rel=1e-5) and "colours stretched" in difference["subtitle"]
     )
+
+
+def test_the_compare_view_downloads_the_kind_of_attention_it_shows(page, app_url, wait_idle, browser):
+    """An encoder-decoder's Compare opens on cross-attention: the file must hold that, not the encoder's maps."""
+    html = downloaded_view(page, f"{app_url}/compare?arch=encoder-decoder", wait_idle)
+    assert page.get_by_role("radio", name="cross-attention").is_checked()
+    a_map, b_map, difference, _ = figures_in(browser, html)
+    assert a_map["title"].startswith("A · cross-attention") and b_map["title"].startswith("B · cross-attention")
+    cfg = ModelConfig(arch="encoder-decoder")
+    a = explorer.run(cfg, TOKENS, DEFAULT_TARGET).maps("cross-attention").weights[0, 0]  # [T, S]
+    np.testing.assert_allclose(numbers(a_map["data"][0]["z"]), a, rtol=1e-6)
 
 
 def test_the_compare_view_with_norms_downloads_what_the_heads_add(page, app_url, wait_idle, browser):
