@@ -50,7 +50,8 @@ def figures_in(browser, html: str) -> list[dict]:
         figures = page.evaluate(
             "() => [...document.querySelectorAll('.js-plotly-plot')].map(g => "
             "({data: g.data.map(t => ({z: t.z, y: t.y, name: t.name, zmax: t.zmax})), title: g.layout.title.text, "
-            "subtitle: g.layout.title.subtitle?.text}))"
+            "subtitle: g.layout.title.subtitle?.text, "
+            "y_types: Object.keys(g.layout).filter(k => k.startsWith('yaxis')).map(k => g.layout[k].type)}))"
         )
     finally:
         context.close()
@@ -109,8 +110,9 @@ def test_the_activations_anatomy_and_compare_views_open_offline_with_their_numbe
 
 
 def test_the_compare_view_downloads_the_head_and_colours_picked_in_its_maps_section(page, app_url, wait_idle, browser):
-    """The maps section reruns alone when a head or Stretch colours is picked: the download must follow it."""
-    page.goto(f"{app_url}/compare")
+    """The maps section reruns alone when a head or Stretch colours is picked: the download must follow it, and
+    the per-layer lines keep the page's axes (log here)."""
+    page.goto(f"{app_url}/compare?axes=log")
     wait_idle(page)
     main = page.locator("[data-testid='stMain']")
     main.get_by_role("combobox", name="Head").click()
@@ -122,7 +124,8 @@ def test_the_compare_view_downloads_the_head_and_colours_picked_in_its_maps_sect
     with page.expect_download() as info:
         page.get_by_role("button", name="Download this view (HTML)").click()
     html = Path(info.value.path()).read_text(encoding="utf-8")
-    a_map, b_map, difference, _ = figures_in(browser, html)
+    a_map, b_map, difference, lines = figures_in(browser, html)
+    assert set(lines["y_types"]) == {"log"}  # every panel's values are > 0, so each is drawn on a log axis
     cfg = ModelConfig()
     a = explorer.run(cfg, TOKENS).first.self_attention
     b = explorer.run(model_for_b(explorer.build_model(cfg), default_b(cfg)), TOKENS).first.self_attention

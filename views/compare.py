@@ -257,7 +257,8 @@ def downloads(
         help=None if can_subtract else "A and B have no layer with the same heads and tokens to subtract.",
     )
     described = [f"A: {plain(describe(a, a))}", f"B: {plain(describe(b, a))}"]
-    figures = partial(compare_figures, runs, shown, lines, st.session_state.get("measure") == "norms")
+    norms = st.session_state.get("measure") == "norms"
+    figures = partial(compare_figures, runs, shown, lines, norms, shown_axes())  # read here, in the script run
     view_download("Compare A and B", described, figures, "compare", c4, query=lambda: shown.query)
 
 
@@ -280,10 +281,12 @@ def maps_file(runs: ComparedRuns) -> str:
     return maps_csv(runs.pairs())
 
 
-def compare_figures(runs: ComparedRuns, shown: ShownMaps, lines: pd.DataFrame, norms: bool = False) -> list:
+def compare_figures(
+    runs: ComparedRuns, shown: ShownMaps, lines: pd.DataFrame, norms: bool = False, axes: str = "auto"
+) -> list:
     """A's and B's map of the layer and head the attention section shows (`shown`, read on the click), A − B when
-    they have the same shape, and the per-layer lines drawn; with `norms`, the maps and A − B of what the heads add
-    (runs.measured()). A's and B's maps share one colour scale, the page's (stretched or not)."""
+    they have the same shape, and the per-layer lines drawn on the page's `axes`; with `norms`, the maps and A − B of
+    what the heads add (runs.measured()). A's and B's maps share one colour scale, the page's (stretched or not)."""
     pairs = runs.pairs()
     labels = [p.label for p in pairs]
     index = labels.index(shown.kind) if shown.kind in labels else 0
@@ -309,7 +312,7 @@ def compare_figures(runs: ComparedRuns, shown: ShownMaps, lines: pd.DataFrame, n
         ]
         if same:
             figures.append(norm_difference_figure(added.a, added.b, layer, head, stretch))
-    lines_figure = layer_lines(lines, axes=shown_axes())  # on the click, outside the script run: not from a cache
+    lines_figure = layer_lines(lines, axes=axes)  # on the click, outside the script run: not from a cache
     return [*figures, lines_figure]
 
 
