@@ -225,20 +225,20 @@ def difference_range(difference: np.ndarray) -> float:
     return largest if largest > 0 else 1.0
 
 
-def difference_scale(shown: np.ndarray, stretch: bool) -> tuple[float, str | None]:
+def difference_scale(shown: np.ndarray, stretch: bool, what: str = "A − B") -> tuple[float, str | None]:
     """The A − B colour range's half-width and what the subtitle says of it, from the differences drawn ([Tq, Tk],
     NaN where masked): the largest |A − B| (difference_range), or stretched the top 1 % of |A − B| (top_of), as
     the maps' Stretch colours; unstretched, a hint when 99 % of the differences are pale next to the largest (a
-    512-piece map whose few large differences leave every other cell white)."""
+    512-piece map whose few large differences leave every other cell white). `what` names the difference."""
     finite = np.abs(shown[np.isfinite(shown)])  # [cells drawn]
     largest = difference_range(shown)
     if not finite.size or float(finite.max()) < ROUNDING:  # nothing to see but float32 rounding, or exactly 0
         return largest, None
     robust = top_of(finite)
     if stretch:
-        return robust, f"colours stretched: darkest = ±{robust:.2g} or more (the top 1 % of |A − B|)"
+        return robust, f"colours stretched: darkest = ±{robust:.2g} or more (the top 1 % of |{what}|)"
     if robust < FAINT * largest:
-        return largest, f"99 % of |A − B| is below {robust:.2g}, pale next to the largest: turn on Stretch colours"
+        return largest, f"99 % of |{what}| is below {robust:.2g}, pale next to the largest: turn on Stretch colours"
     return largest, None
 
 

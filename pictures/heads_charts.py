@@ -13,9 +13,10 @@ from explorer.ablation import Head, head_name
 from explorer.trace import AttentionMaps
 from pictures.attention_panels import token_labels
 from pictures.boards import matrix_panel
-from pictures.compare_charts import A_COLOUR, B_COLOUR, DIFFERENCE_TEXT_PX, difference_range
+from pictures.compare_charts import A_COLOUR, B_COLOUR, DIFFERENCE_TEXT_PX, difference_scale
 from pictures.style import HOVER_NUMBERS, TICK_PX, Ramp, axis, block_axis, figure_layout, label_text, plotly_scale
 
+CHANGE = "after − before"  # what the difference map holds, as its notes name it
 CHANGED_COLOUR = "#1f5fa8"
 REMOVED_COLOUR = "#c2410c"
 DIFFERENCE_PX = 320  # px along the longer side of the after − before map, at most
@@ -56,14 +57,19 @@ def difference_title(layer: int, head: int) -> str:
     return f"After − before · layer {layer} · head {head}"
 
 
-def after_before_panel(before: AttentionMaps, after: AttentionMaps, layer: int, head: int) -> dict:
+def after_before_panel(
+    before: AttentionMaps, after: AttentionMaps, layer: int, head: int, stretch: bool = False
+) -> dict:
     """after − before of one head's weights ([Tq, Tk]) on a diverging scale centred on 0: blue, it attends more with
-    the heads removed; orange-red, less. Hover gives the difference, before and after."""
+    the heads removed; orange-red, less. Hover gives the difference, before and after. The scale ends at the largest
+    |after − before|, or `stretch`ed at the top 1 % of them (difference_scale, as Compare's A − B)."""
     sides = (before.weights[layer, head].astype(np.float64), after.weights[layer, head].astype(np.float64))
     difference = sides[1] - sides[0]  # [Tq, Tk]
     allowed = np.asarray(before.allowed, dtype=bool)  # [Tq, Tk]
-    half = difference_range(np.where(allowed, difference, np.nan))
+    half, note = difference_scale(np.where(allowed, difference, np.nan), stretch, CHANGE)
     largest = float(np.abs(difference[allowed]).max()) if allowed.any() else 0.0
+    subtitle = "identical: every difference is 0" if largest == 0 else f"largest |after − before| = {largest:.4f}"
+    subtitle += " · blue: attends more with the heads removed · red: less" + (f" · {note}" if note else "")
     return matrix_panel(
         difference,
         allowed,
@@ -75,8 +81,7 @@ def after_before_panel(before: AttentionMaps, after: AttentionMaps, layer: int, 
         y_title="query",
         value_title="after − before",
         title=difference_title(layer, head),
-        subtitle=("identical: every difference is 0" if largest == 0 else f"largest |after − before| = {largest:.4f}")
-        + " · blue: attends more with the heads removed · red: less",
+        subtitle=subtitle,
         max_px=DIFFERENCE_PX,
         tick_px=TICK_PX,
         text_px=DIFFERENCE_TEXT_PX,
@@ -85,10 +90,13 @@ def after_before_panel(before: AttentionMaps, after: AttentionMaps, layer: int, 
     )
 
 
-def after_before_figure(before: AttentionMaps, after: AttentionMaps, layer: int, head: int) -> go.Figure:
-    """after_before_panel as a Plotly heatmap, for the HTML download."""
+def after_before_figure(
+    before: AttentionMaps, after: AttentionMaps, layer: int, head: int, stretch: bool = False
+) -> go.Figure:
+    """after_before_panel as a Plotly heatmap, for the HTML download (its colours too)."""
     difference = after.weights[layer, head].astype(np.float64) - before.weights[layer, head]  # [Tq, Tk]
-    top = max(float(np.abs(difference).max()), 1e-9)
+    allowed = np.asarray(before.allowed, dtype=bool)  # [Tq, Tk]
+    top, note = difference_scale(np.where(allowed, difference, np.nan), stretch, CHANGE)
     x = [label_text(t) for t in token_labels(before.key_tokens)]
     y = [label_text(t) for t in token_labels(before.query_tokens)]
     figure = go.Figure(
@@ -105,7 +113,11 @@ def after_before_figure(before: AttentionMaps, after: AttentionMaps, layer: int,
     )
     side = min(620, 60 + 28 * len(y))
     figure.update_layout(
-        figure_layout(difference_title(layer, head), "blue: attends more with the heads removed · red: less", side)
+        figure_layout(
+            difference_title(layer, head),
+            "blue: attends more with the heads removed · red: less" + (f" · {note}" if note else ""),
+            side,
+        )
     )
     figure.update_yaxes(autorange="reversed", title="query")
     figure.update_xaxes(title="key", tickangle=-45)

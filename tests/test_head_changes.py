@@ -7,11 +7,14 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+import pytest
 
 import explorer
 from bench.sentences import words
 from explorer.config import ModelConfig
 from explorer.heads_text import head_changes
+from pictures.heads_charts import after_before_figure, after_before_panel
+from tests.drawn import figure_json, figure_title
 from tests.traced import TracedPeak
 
 CAUSAL = ModelConfig(n_layers=4, n_heads=4, d_model=64, d_ff=128, mask="causal")
@@ -51,3 +54,16 @@ def test_the_change_is_computed_without_a_float64_copy_of_every_map():
     # A layer at a time holds one layer's maps in float64 (a quarter of them: 4 layers), two while the next layer's
     # difference replaces the last one's: half, where the whole-array version held 2.5 times all of them
     assert traced.peak < every_map_in_float64 * 0.75, f"{traced.peak:,} bytes at peak, {every_map_in_float64:,} of maps"
+
+
+def test_the_downloaded_difference_map_stretches_as_the_page_does_over_the_allowed_cells():
+    before, after = maps_before_and_after(words(40), "L0H1")
+    change = after.weights[2, 3].astype(np.float64) - before.weights[2, 3]  # [T, T]
+    allowed = np.asarray(before.allowed, dtype=bool)  # causal: the upper triangle is no difference
+    top = float(np.quantile(np.abs(change[allowed]), 0.99))
+    page = after_before_panel(before, after, 2, 3, stretch=True)
+    figure = figure_json(after_before_figure(before, after, 2, 3, stretch=True))
+    assert page["legend"]["high"] == figure["data"][0]["zmax"] == pytest.approx(top, rel=1e-6)
+    assert "colours stretched" in figure_title(figure) and "colours stretched" in page["subtitle"]
+    plain = figure_json(after_before_figure(before, after, 2, 3))
+    assert plain["data"][0]["zmax"] == pytest.approx(np.abs(change[allowed]).max(), rel=1e-6)

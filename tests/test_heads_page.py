@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
@@ -80,6 +81,18 @@ def test_removed_heads_show_the_embedding_cosine_the_attention_change_and_the_di
     board = figure_titled(at, "sentence embedding")
     crossed = [t for t in board["data"] if t.get("name") == "removed head"]
     assert crossed and list(crossed[0]["x"]) == ["H1"] and list(crossed[0]["y"]) == ["L0"]
+
+
+def test_stretch_colours_stretches_the_difference_map_from_the_link_and_the_switch_undoes_it():
+    at = opened(n_layers="3", ablate="L0H1", heads_layer="2", heads_head="3", stretch="true")
+    cfg = ModelConfig(n_layers=3)
+    before, after = explorer.run(cfg, TOKENS), explorer.run(cfg, TOKENS, ablate="L0H1")
+    change = np.abs(after.attention[2, 3].astype(np.float64) - before.attention[2, 3])  # [T, T], nothing masked
+    drawn = app_matrices(at)["heads_difference"]
+    assert drawn.view["legend"]["high"] == pytest.approx(np.quantile(change, 0.99), rel=1e-5)
+    assert "colours stretched" in drawn.title and "stretch=true" not in texts(at.warning)  # a parameter it knows
+    at.toggle(key="stretch").set_value(False).run()
+    assert app_matrices(at)["heads_difference"].view["legend"]["high"] == pytest.approx(change.max(), rel=1e-5)
 
 
 def test_a_head_of_the_last_layer_changes_no_attention_so_no_empty_chart_or_blank_map_is_drawn():

@@ -45,7 +45,17 @@ from views.heads_caches import ablation_effects_of, attribution_of, lens_of, top
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, url_int, warn_junk_url
 from views.state import app_state, base_trace_maker, session_model, sidebar_run, trace_maker, weights_note
-from views.widgets import PLOTLY_CONFIG, clamp_view, code_text, download, model_line, plain, plotly_chart, view_download
+from views.widgets import (
+    PLOTLY_CONFIG,
+    clamp_view,
+    code_text,
+    download,
+    model_line,
+    plain,
+    plotly_chart,
+    stretch_toggle,
+    view_download,
+)
 
 LAYER_PX, HEAD_PX = 110, 110  # the selectors hold numbers only
 PIECE_PX = 260
@@ -53,6 +63,10 @@ TOP_PIECES = 10  # the pieces the piece selector offers: the likeliest after the
 LENS_WINDOW = 32  # positions the lens reads of a longer text unless asked for all: the last ones
 ROUND_KEY = "_heads_board_round"  # counts the board's clicks: each round draws the board under a new key
 VIEW_FOR_KEY = "_heads_view_for"  # the heads removed when the after − before map's selectors were last drawn
+CHANGE_STRETCH_HELP = (
+    "Off: the darkest colours are the largest |after − before|. On: the top 1 % of |after − before|, so that a few "
+    "large changes (on a long text, often a column or the diagonal) do not leave every other cell white."
+)
 Figures = list[Callable[[], go.Figure]]  # the view's figures for the HTML download, each made only when asked for
 SAID: list[str] = []  # this run's sentences, for the HTML download too (the page's script runs afresh each time)
 
@@ -141,21 +155,22 @@ def attention_change(before: AttentionMaps, after: AttentionMaps, removed: tuple
     controls = st.container(horizontal=True, vertical_alignment="bottom")
     layer = controls.selectbox("Layer", layers, key="heads_layer", bind="query-params", width=LAYER_PX)
     head = controls.selectbox("Head", heads, key="heads_head", bind="query-params", width=HEAD_PX)
+    stretch = stretch_toggle(controls, CHANGE_STRETCH_HELP)
     st.caption(
         "One head's weights, after − before. It opens on the head whose weights moved most "
         f"({head_name((default_layer, default_head))}, by {changes[default_layer, default_head]:.4f} per cell on "
         "average); pick another above."
     )
-    show_board(board([after_before_panel(before, after, layer, head)]), key="heads_diff")
-    return [partial(attention_change_figure, per_layer, removed), head_change_later(layer, head)]
+    show_board(board([after_before_panel(before, after, layer, head, stretch)]), key="heads_diff")
+    return [partial(attention_change_figure, per_layer, removed), head_change_later(layer, head, stretch)]
 
 
-def head_change_later(layer: int, head: int) -> Callable[[], go.Figure]:
+def head_change_later(layer: int, head: int, stretch: bool) -> Callable[[], go.Figure]:
     """What makes after_before_figure of one head on the click: the traces' makers, not the maps (the download
     would hold both traces: views/state.py)."""
     make_before, make_after = base_trace_maker(), trace_maker()
     return lambda: after_before_figure(
-        make_before().first.self_attention, make_after().first.self_attention, layer, head
+        make_before().first.self_attention, make_after().first.self_attention, layer, head, stretch
     )
 
 
@@ -337,7 +352,7 @@ def main() -> None:
     st.caption(summary(cfg, trace))
     # a whole number out of range is clamp_view's to name (it shows the nearest); anything else is junk
     numbers = {k: None for k in ("heads_layer", "heads_head") if url_int(st.query_params.get(k, "0")) is None}
-    warn_junk_url({"heads_lens_all": URL_BOOLEAN, **numbers})
+    warn_junk_url({"heads_lens_all": URL_BOOLEAN, "stretch": URL_BOOLEAN, **numbers})
     top = st.container(horizontal=True, vertical_alignment="bottom")
     figures: Figures = []
     try:
