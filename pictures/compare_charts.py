@@ -375,11 +375,13 @@ def _model_line(rows: pd.DataFrame, column: str, name: str, statistic: str, firs
     )
 
 
-def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B"), axes: str = "auto") -> go.Figure:
+def layer_lines(
+    table: pd.DataFrame, names: tuple[str, str] = ("A", "B"), axes: str = "auto", missing: str = NOT_AVAILABLE
+) -> go.Figure:
     """A 2 x 2 grid, one panel per statistic of per_layer_comparison (each its own y scale, from 0, or logarithmic as
     pictures.log_axes picks for `axes`), A (solid blue, circles) and B (dashed orange, diamonds) as two lines on the
     same axes. Layer -1 is the input to the first block, labelled "input"; layers only one model has are shaded.
-    Without B's values, the legend names A alone."""
+    Without B's values, the legend names A alone; a panel with no values at all says `missing` (why, when known)."""
     has_b = bool(table["b"].notna().any())
     scales = panel_scales(table, axes)
     figure = make_subplots(
@@ -394,7 +396,7 @@ def layer_lines(table: pd.DataFrame, names: tuple[str, str] = ("A", "B"), axes: 
         rows = table[table["statistic"] == statistic].sort_values("layer")
         if rows[["a", "b"]].notna().to_numpy().sum() == 0:  # e.g. no gradient norms: say so rather than draw bare axes
             panel = figure.get_subplot(row, col)  # placed on the page: a hidden axis has no domain to refer to
-            figure.add_annotation(text=NOT_AVAILABLE, showarrow=False, font={"color": "#888888", "size": 13},
+            figure.add_annotation(text=missing, showarrow=False, font={"color": "#888888", "size": 13},
                                   x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2, xref="paper",
                                   yref="paper")  # fmt: skip
             figure.update_xaxes(visible=False, row=row, col=col)

@@ -594,9 +594,12 @@ def test_a_checkpoint_on_a_long_text_takes_gradient_norms_only_when_asked(at, mi
     drawn = lines_table(at).dropna(subset=["value"])
     assert "gradient norm" not in set(drawn["statistic"]) and "residual RMS" in set(drawn["statistic"])
     assert any("No gradient norms yet" in c.value for c in at.caption)
+    said = [note["text"] for note in lines_chart(at)["layout"]["annotations"]]
+    assert "not computed yet: turn on Gradient norms above" in said and "not available" not in said  # deferred
     assert not at.toggle(key=GRADIENTS_KEY).value
     at.toggle(key=GRADIENTS_KEY).set_value(True).run()
     assert_ok(at)
+    assert not [n for n in lines_chart(at)["layout"]["annotations"] if n["text"].startswith("not ")]  # all drawn
     asked = lines_table(at).query("statistic == 'gradient norm'").dropna(subset=["value"])
     assert set(asked["model"]) == {"A", "B"} and (asked["value"] > 0).all()
     linked = open_compare(AppTest.from_file(APP, default_timeout=120), model="minilm-l6", tokens=text, grads="true")

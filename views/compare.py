@@ -44,6 +44,7 @@ from pictures import notebook_figures
 from pictures.attention_panels import scale_note
 from pictures.boards import board
 from pictures.compare_charts import (
+    NOT_AVAILABLE,
     difference_fits_beside,
     difference_panel,
     layer_lines,
@@ -58,7 +59,14 @@ from pictures.norm_figures import norm_maps_figure
 from views.ablation_controls import Removal
 from views.caches import ranking_key, ranking_of, stack_tables, trace_of
 from views.compare_controls import B_ABLATE, B_ABLATE_WITH, HEADS, top_controls
-from views.compare_lines import GRADIENTS_KEY, gradients_or_none, gradients_wanted, per_layer_section, shown_axes
+from views.compare_lines import (
+    GRADIENTS_KEY,
+    NOT_YET,
+    gradients_or_none,
+    gradients_wanted,
+    per_layer_section,
+    shown_axes,
+)
 from views.compare_lines import KEY as AXES_KEY
 from views.compare_placements import KEY as PLACEMENTS_KEY
 from views.compare_placements import placements_section
@@ -230,6 +238,7 @@ def downloads(
     aligned,
     lines: pd.DataFrame,
     shown: ShownMaps,
+    missing: str,
 ) -> None:
     """The JSON and CSV files and the view's HTML, each made on the click from `runs` (`pairs`: its pairs, whose
     shapes say whether A − B can be subtracted; read here, not kept), the view's of the maps `shown`."""
@@ -258,7 +267,7 @@ def downloads(
     )
     described = [f"A: {plain(describe(a, a))}", f"B: {plain(describe(b, a))}"]
     norms = st.session_state.get("measure") == "norms"
-    figures = partial(compare_figures, runs, shown, lines, norms, shown_axes())  # read here, in the script run
+    figures = partial(compare_figures, runs, shown, lines, norms, shown_axes(), missing)  # axes: in the script run
     view_download("Compare A and B", described, figures, "compare", c4, query=lambda: shown.query)
 
 
@@ -282,7 +291,12 @@ def maps_file(runs: ComparedRuns) -> str:
 
 
 def compare_figures(
-    runs: ComparedRuns, shown: ShownMaps, lines: pd.DataFrame, norms: bool = False, axes: str = "auto"
+    runs: ComparedRuns,
+    shown: ShownMaps,
+    lines: pd.DataFrame,
+    norms: bool = False,
+    axes: str = "auto",
+    missing: str = NOT_AVAILABLE,
 ) -> list:
     """A's and B's map of the layer and head the attention section shows (`shown`, read on the click), A − B when
     they have the same shape, and the per-layer lines drawn on the page's `axes`; with `norms`, the maps and A − B of
@@ -312,7 +326,7 @@ def compare_figures(
         ]
         if same:
             figures.append(norm_difference_figure(added.a, added.b, layer, head, stretch))
-    lines_figure = layer_lines(lines, axes=axes)  # on the click, outside the script run: not from a cache
+    lines_figure = layer_lines(lines, axes=axes, missing=missing)  # on the click, outside the script run
     return [*figures, lines_figure]
 
 
@@ -422,7 +436,8 @@ def main() -> None:
         notes.append("The gradient norms are the model's with every head: they do not take removed heads.")
     tables_key = (a, b, text_a, text_b, target_a, target_b, model_key(), removals, mode, wanted)  # heads: B: none
     tables = stack_tables(trace_a, trace_b, grads_a, grads_b, tables_key)
-    lines = per_layer_section(tables, trace_a, trace_b, notes)
+    missing = NOT_AVAILABLE if wanted else NOT_YET  # what an empty gradient panel says
+    lines = per_layer_section(tables, trace_a, trace_b, notes, missing)
     # Every placement runs with every head: lend A's run with every head.
     placements_section(a, b if mode == CONFIGURATION else None, text_a, target_a, state.base_trace or trace_a)
 
@@ -433,7 +448,7 @@ def main() -> None:
     inputs |= {"a_target": target_a, "b_target": target_b}
     inputs |= {"a_removed": heads_text(trace_a.ablated), "b_removed": heads_text(trace_b.ablated)}
     inputs |= {"a_removed_with": trace_a.ablate_with, "b_removed_with": trace_b.ablate_with}
-    downloads(a, b, inputs, sharing, runs, pairs, tables, aligned, lines, shown)
+    downloads(a, b, inputs, sharing, runs, pairs, tables, aligned, lines, shown, missing)
     share_box(link_query(a, b, text_a, target_a, mode, text_b, b_heads), [p.label for p in pairs])
 
 

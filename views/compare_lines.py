@@ -12,7 +12,7 @@ from explorer.analysis.gradients import objective_text
 from explorer.compare_text import unequal_depth_note
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.trace import Trace
-from pictures.compare_charts import STATISTIC_TITLES, layer_lines
+from pictures.compare_charts import NOT_AVAILABLE, STATISTIC_TITLES, layer_lines
 from pictures.log_axes import AXES, panel_scales, scales_note
 from views.caches import gradient_totals
 from views.state import model_key, session_model
@@ -23,6 +23,7 @@ GRADIENTS_KEY = "grads"  # the toggle that asks for a long text's gradient norms
 # Above this many pieces a checkpoint's gradient norms wait to be asked for: the backward pass through SmolLM2 on 512
 # pieces holds 2.2 GB beyond the model for tens of seconds, once for A and once for B (bench: README, Size limits).
 GRADIENT_PIECES = 128
+NOT_YET = "not computed yet: turn on Gradient norms above"  # the gradient panel's text while the toggle is off
 AXES_HELP = (
     "auto: a panel whose values (A's and B's together) span more than ×100 is drawn on a log scale, where the "
     "smaller model would otherwise be a line at zero; the others from 0. linear: every panel from 0. log: every "
@@ -66,14 +67,19 @@ def shown_axes() -> str:
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def lines_chart(table: pd.DataFrame, axes: str) -> go.Figure:
-    return layer_lines(table, axes=axes)
+def lines_chart(table: pd.DataFrame, axes: str, missing: str) -> go.Figure:
+    return layer_lines(table, axes=axes, missing=missing)
 
 
 def per_layer_section(
-    tables: dict[str, pd.DataFrame], trace_a: Trace, trace_b: Trace | None, notes: list[str]
+    tables: dict[str, pd.DataFrame],
+    trace_a: Trace,
+    trace_b: Trace | None,
+    notes: list[str],
+    missing: str = NOT_AVAILABLE,
 ) -> pd.DataFrame:
-    """The per-layer lines of the stack picked (and the notes under them); returns the table they draw."""
+    """The per-layer lines of the stack picked (and the notes under them), a panel with no values saying `missing`;
+    returns the table they draw."""
     st.subheader(
         "Per layer: A and B on the same axes" if trace_b is not None else "Per layer: A alone (B is not drawn)"
     )
@@ -86,7 +92,7 @@ def per_layer_section(
     settle_choice(KEY, list(AXES))
     axes = axes_column.radio("Y axes", AXES, key=KEY, bind="query-params", horizontal=True, help=AXES_HELP)
     table = tables[name]
-    plotly_chart(lines_chart(table, axes), key="layer_lines")
+    plotly_chart(lines_chart(table, axes, missing), key="layer_lines")
     if (said := scales_note(panel_scales(table, axes), axes, STATISTIC_TITLES)) is not None:
         st.caption(said)
     if (depths := unequal_depth_note(trace_a, trace_b, names.index(name))) is not None:
