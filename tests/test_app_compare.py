@@ -595,7 +595,7 @@ def test_a_checkpoint_on_a_long_text_takes_gradient_norms_only_when_asked(at, mi
     assert "gradient norm" not in set(drawn["statistic"]) and "residual RMS" in set(drawn["statistic"])
     assert any("No gradient norms yet" in c.value for c in at.caption)
     said = [note["text"] for note in lines_chart(at)["layout"]["annotations"]]
-    assert "not computed yet: turn on Gradient norms above" in said and "not available" not in said  # deferred
+    assert "not computed yet:<br>turn on Gradient norms above" in said and "not available" not in said  # deferred
     assert not at.toggle(key=GRADIENTS_KEY).value
     at.toggle(key=GRADIENTS_KEY).set_value(True).run()
     assert_ok(at)

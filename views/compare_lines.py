@@ -23,7 +23,7 @@ GRADIENTS_KEY = "grads"  # the toggle that asks for a long text's gradient norms
 # Above this many pieces a checkpoint's gradient norms wait to be asked for: the backward pass through SmolLM2 on 512
 # pieces holds 2.2 GB beyond the model for tens of seconds, once for A and once for B (bench: README, Size limits).
 GRADIENT_PIECES = 128
-NOT_YET = "not computed yet: turn on Gradient norms above"  # the gradient panel's text while the toggle is off
+NOT_YET = "not computed yet:<br>turn on Gradient norms above"  # the gradient panel's text, toggle off
 AXES_HELP = (
     "auto: a panel whose values (A's and B's together) span more than ×100 is drawn on a log scale, where the "
     "smaller model would otherwise be a line at zero; the others from 0. linear: every panel from 0. log: every "
