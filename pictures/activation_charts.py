@@ -34,6 +34,7 @@ from pictures.style import (
     figure_layout,
     label_text,
     legend_below,
+    noted,
     plotly_scale,
     ticks,
 )
@@ -198,7 +199,7 @@ def token_norm_heatmap(
     cell = min(MAX_CELL_PX, LINE_WIDTH / max(n_rows, n_tokens))
     value_title, title, _ = ENERGY_TITLES[measure]
     ramp, scale = energy_colours(norms, stretch)
-    subtitle = _energy_subtitle(measure, positional) + (f" · {scale}" if scale else "")
+    subtitle = noted(_energy_subtitle(measure, positional), scale)
     panel = matrix_panel(
         norms.astype(np.float32),
         None,
@@ -245,7 +246,7 @@ def token_energy_figure(
     figure.update_layout(
         figure_layout(
             f"{title}, layer by layer ({stack} stack)",
-            _energy_subtitle(measure, positional) + (f" · {scale}" if scale else ""),
+            noted(_energy_subtitle(measure, positional), scale),
             max(260, min(18 * n_rows, 640)),
         ),
         xaxis=axis("token", tickmode="array", tickvals=list(range(n_tokens)), ticktext=labels, showgrid=False),

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pictures.style import MAX_CELL_PX, MAX_CELL_TEXT, MAX_TICKS, Ramp, png_bytes, ticks
+from pictures.style import MAX_CELL_PX, MAX_CELL_TEXT, MAX_TICKS, Ramp, noted, png_bytes, ticks
 
 GRID_LINES_UP_TO = 40  # thin white lines between cells while neither side has more cells than this
 LEGEND_TICKS = 4  # at most this many round values marked between the two ends of a colour legend
@@ -267,3 +267,11 @@ def board(*rows: list[dict]) -> dict:
     """What the component draws: each list of panels in a row of its own, which wraps when the page is narrow."""
     starts = np.cumsum([0, *(len(row) for row in rows)])[:-1]
     return {"panels": [panel for row in rows for panel in row], "breaks": [int(i) for i in starts[1:]]}
+
+
+def noted_board(panels: list[dict], note: str | None) -> dict:
+    """The board of `panels` in one row, the first one's subtitle ending in `note` (what one colour scale shared by
+    every panel shows: stretched, or pale)."""
+    if note:
+        panels[0]["subtitle"] = noted(panels[0]["subtitle"], note)
+    return board(panels)

@@ -31,6 +31,7 @@ from pictures.style import (
     label_text,
     layer_head_axes,
     legend_below,
+    noted,
     plotly_scale,
 )
 
@@ -285,7 +286,7 @@ def difference_panel(
         text_px=DIFFERENCE_TEXT_PX,
         name="difference",
         title=f"A − B{words['of']} · layer {layer} · head {head}",
-        subtitle=f"{subtitle} · {note}" if note else subtitle,
+        subtitle=noted(subtitle, note),
         value_title=value_title,
         masked_text="masked in A and B",
         extra={f"A{words['of']}": sides[0], f"B{words['of']}": sides[1]},
@@ -463,7 +464,7 @@ def norm_difference_figure(
     figure.update_layout(
         figure_layout(
             f"A − B of {NORM} · layer {layer} · head {head}",
-            "blue: A adds more · red: B adds more" + (f" · {note}" if note else ""),
+            noted("blue: A adds more · red: B adds more", note),
             420,
         ),
         xaxis=axis("key", tickangle=-45, showgrid=False),

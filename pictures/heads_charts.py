@@ -14,7 +14,17 @@ from explorer.trace import AttentionMaps
 from pictures.attention_panels import token_labels
 from pictures.boards import matrix_panel
 from pictures.compare_charts import A_COLOUR, B_COLOUR, DIFFERENCE_TEXT_PX, difference_scale
-from pictures.style import HOVER_NUMBERS, TICK_PX, Ramp, axis, block_axis, figure_layout, label_text, plotly_scale
+from pictures.style import (
+    HOVER_NUMBERS,
+    TICK_PX,
+    Ramp,
+    axis,
+    block_axis,
+    figure_layout,
+    label_text,
+    noted,
+    plotly_scale,
+)
 
 CHANGE = "after − before"  # what the difference map holds, as its notes name it
 CHANGED_COLOUR = "#1f5fa8"
@@ -69,7 +79,7 @@ def after_before_panel(
     half, note = difference_scale(np.where(allowed, difference, np.nan), stretch, CHANGE)
     largest = float(np.abs(difference[allowed]).max()) if allowed.any() else 0.0
     subtitle = "identical: every difference is 0" if largest == 0 else f"largest |after − before| = {largest:.4f}"
-    subtitle += " · blue: attends more with the heads removed · red: less" + (f" · {note}" if note else "")
+    subtitle = noted(f"{subtitle} · blue: attends more with the heads removed · red: less", note)
     return matrix_panel(
         difference,
         allowed,
@@ -115,7 +125,7 @@ def after_before_figure(
     figure.update_layout(
         figure_layout(
             difference_title(layer, head),
-            "blue: attends more with the heads removed · red: less" + (f" · {note}" if note else ""),
+            noted("blue: attends more with the heads removed · red: less", note),
             side,
         )
     )

@@ -13,7 +13,7 @@ from explorer.analysis.stats import head_average
 from explorer.mixing_text import is_causal, reach_title
 from explorer.trace import AttentionMaps, Trace
 from pictures.attention_panels import scale_note, token_labels, top_of, weight_ramp
-from pictures.boards import board, matrix_panel
+from pictures.boards import matrix_panel, noted_board
 from pictures.style import (
     BLUES,
     CATEGORY10,
@@ -23,6 +23,7 @@ from pictures.style import (
     axis,
     figure_layout,
     label_text,
+    noted,
     plotly_scale,
     tick_positions,
 )
@@ -171,13 +172,6 @@ def mix_colours(maps: list[np.ndarray], allowed: list[np.ndarray], stretch: bool
     return weight_ramp(top if stretch else None), scale_note(top, stretch, "values")
 
 
-def _noted(panels: list[dict], note: str | None) -> dict:
-    """The board of `panels`, the first one's subtitle ending in the colour scale's `note` (mix_colours)."""
-    if note:
-        panels[0]["subtitle"] = f"{panels[0]['subtitle']} · {note}"
-    return board(panels)
-
-
 def last_block_board(
     maps: AttentionMaps, rollout: np.ndarray, flow: np.ndarray | None, residual: float, stretch: bool = False
 ) -> dict:
@@ -197,7 +191,7 @@ def last_block_board(
     ]
     if flow is not None:
         panels.append(flow_panel(flow, list(range(flow.shape[0])), maps, residual, "mix_flow", pick="cell", ramp=ramp))
-    return _noted(panels, note)
+    return noted_board(panels, note)
 
 
 def layer_board(maps: AttentionMaps, rollout: np.ndarray, layer: int, residual: float, stretch: bool = False) -> dict:
@@ -206,7 +200,7 @@ def layer_board(maps: AttentionMaps, rollout: np.ndarray, layer: int, residual: 
     ramp, note = mix_colours(
         [head_average(maps, layer), rollout[layer]], [maps.allowed, reachable(maps.allowed)], stretch
     )
-    return _noted(
+    return noted_board(
         [
             average_panel(maps, layer, "mix_layer_raw", LAYER_PX, ramp=ramp),
             rollout_panel(rollout[layer], maps, layer, residual, "mix_layer_rollout", LAYER_PX, legend=True, ramp=ramp),
@@ -288,8 +282,7 @@ def maps_figure(
         heatmap = _heatmap(shown, labels, [labels[q] for q in queries], name, i == len(panels), ramp.high)
         figure.add_trace(heatmap, row=1, col=i)
     side = 360
-    subtitle = f"{subtitle} · {note}" if note else subtitle
-    figure.update_layout(figure_layout(title, subtitle, side + 60, width=side * len(panels) + 160))
+    figure.update_layout(figure_layout(title, noted(subtitle, note), side + 60, width=side * len(panels) + 160))
     figure.update_yaxes(autorange="reversed", type="category")  # the first position on top, as on the pages
     figure.update_xaxes(tickangle=-45, type="category")
     return figure.update_annotations(font=PANEL_TITLE_FONT)

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from explorer.analysis.position_analysis import OffsetScores, PermutationDemo
 from explorer.numbers import readable
 from pictures.attention_panels import scale_note, token_labels, top_of, weight_ramp
-from pictures.boards import board, matrix_panel
+from pictures.boards import board, matrix_panel, noted_board
 from pictures.positional_charts import LINE_COLOUR, TABLE_TICK_PX, TYPED_COLOUR, mode, whole_numbers
 from pictures.style import VIRIDIS, Ramp, axis, figure_layout
 
@@ -136,10 +136,7 @@ def permutation_figure(demo: PermutationDemo, layer: int, head: int, stretch: bo
          "a run on the reordered tokens"),
     )  # fmt: skip
     top = top_of(np.concatenate([weights[allowed] for _, weights, allowed, *_ in maps]))
-    ramp, note = weight_ramp(top if stretch else None), scale_note(top, stretch)
-    if note:
-        name, weights, allowed, labels, title, subtitle = maps[0]
-        maps = ((name, weights, allowed, labels, title, f"{subtitle} · {note}"), *maps[1:])
+    ramp = weight_ramp(top if stretch else None)
     panels = [
         matrix_panel(
             weights.astype(np.float32),  # [T, T]
@@ -158,7 +155,7 @@ def permutation_figure(demo: PermutationDemo, layer: int, head: int, stretch: bo
         )
         for name, weights, allowed, labels, title, subtitle in maps
     ]
-    return board(panels)
+    return noted_board(panels, scale_note(top, stretch))
 
 
 def permutation_verdict(demo: PermutationDemo, layer: int, head: int) -> str:

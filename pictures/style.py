@@ -162,6 +162,12 @@ def label_text(text: str) -> str:
     return html.escape(str(text), quote=False)
 
 
+def noted(subtitle: str, note: str | None) -> str:
+    """A subtitle with a note of its colour scale (or any other) after it, joined by " · " as a subtitle's parts are;
+    the subtitle alone when there is no note."""
+    return f"{subtitle} · {note}" if note else subtitle
+
+
 def subtitle_lines(subtitle: str, most: int = SUBTITLE_CHARS) -> list[str]:
     """A subtitle in lines of at most `most` characters, broken at its " · " separators where it can, so that no line
     starts with a separator."""
