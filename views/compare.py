@@ -103,14 +103,16 @@ DIFFERENT_WEIGHTS = (
 @dataclass
 class ShownMaps:
     """What the attention section last drew: the attention kind (a pair's label; None: the first pair), layer, head,
-    whether its colours were stretched, and the URL's query then. The section reruns alone when one of them changes,
-    and the view's download, drawn outside it and made on the click, reads them here: one object per full run, which
-    the section gets again on each of its own reruns."""
+    whether its colours were stretched, the value A's and B's maps are darkest at (pair_top, or pair_norm_top for
+    unstretched norms), and the URL's query then. The section reruns alone when one of them changes, and the view's
+    download, drawn outside it and made on the click, reads them here: one object per full run, which the section
+    gets again on each of its own reruns."""
 
     kind: str | None = None
     layer: int = 0
     head: int = 0
     stretch: bool = False
+    top: float = 1.0
     query: dict[str, str] = field(default_factory=dict)
 
 
@@ -170,9 +172,6 @@ def attention_section(
     missing_b = missing_side("B", pair.b, pair.label, layer, head) if b_drawn else "not drawn until fixed"
     missing = (missing_side("A", pair.a, pair.label, layer, head), missing_b)
     stretch = stretch_toggle(last)
-    if shown is not None:
-        shown.kind, shown.layer, shown.head, shown.stretch = pair.label, layer, head, stretch
-        shown.query = st.query_params.to_dict()
     drawn = {name: m for name, m in (("A", pair.a), ("B", pair.b if b_drawn else None)) if m is not None}
     sides = list(drawn.values())
     top = pair_top(sides, layer, head)
@@ -181,6 +180,9 @@ def attention_section(
         note = pair_norm_note(top, stretch)
     else:
         note = scale_note(top, stretch)
+    if shown is not None:
+        shown.kind, shown.layer, shown.head, shown.stretch, shown.top = pair.label, layer, head, stretch, top
+        shown.query = st.query_params.to_dict()
     if note is not None:
         st.caption(f"{' and '.join(drawn)}: {note}.")  # the maps drawn: with B not drawn, the scale is A's alone
     if pair.a is not None and difference_fits_beside(pair.a, measure):
@@ -306,23 +308,21 @@ def compare_figures(
     index = labels.index(shown.kind) if shown.kind in labels else 0
     pair, layer, head, stretch = pairs[index], shown.layer, shown.head, shown.stretch
     sides = [(m, side) for m, side in ((pair.a, "A"), (pair.b, "B")) if m is not None]
-    shown = [(m, side) for m, side in sides if layer < m.n_layers and head < m.n_heads]
-    same = len(shown) == 2 and pair.a.weights.shape == pair.b.weights.shape
+    drawn = [(m, side) for m, side in sides if layer < m.n_layers and head < m.n_heads]
+    same = len(drawn) == 2 and pair.a.weights.shape == pair.b.weights.shape
     if not norms:
-        top = pair_top([m for m, _ in shown], layer, head)
         figures = [
-            notebook_figures.maps_figure(m, layer, head, f"{side} · ", stretch=stretch, top=top) for m, side in shown
+            notebook_figures.maps_figure(m, layer, head, f"{side} · ", stretch=stretch, top=shown.top)
+            for m, side in drawn
         ]
         if same:
             figures.append(notebook_figures.maps_difference_figure(pair.a, pair.b, layer, head, stretch))
     else:
         added = runs.measured()[index]  # the same pair carrying ‖α·f(x)‖
         measured = {"A": added.a, "B": added.b}
-        carried = [measured[side] for _, side in shown]
-        top = (pair_top if stretch else pair_norm_top)(carried, layer, head)
-        scale = (top, pair_norm_note(top, stretch))
+        scale = (shown.top, pair_norm_note(shown.top, stretch))  # the page's scale, as the section drew it
         figures = [
-            norm_maps_figure(m, measured[side].weights, layer, head, f"{side} · ", scale=scale) for m, side in shown
+            norm_maps_figure(m, measured[side].weights, layer, head, f"{side} · ", scale=scale) for m, side in drawn
         ]
         if same:
             figures.append(norm_difference_figure(added.a, added.b, layer, head, stretch))
