@@ -1,0 +1,142 @@
+"""The Compare page's downloads: the comparison as JSON, its per-layer figures and maps as CSV, and the view as one
+HTML file holding the maps the attention section shows (ShownMaps, which that section fills: it reruns alone) and the
+per-layer lines, each made on the click."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from explorer.analysis.gradients import objective_text
+from explorer.compare import MapPair
+from explorer.compare_export import comparison_json, layers_csv, maps_csv
+from explorer.compare_text import describe
+from explorer.config import ModelConfig
+from pictures import notebook_figures
+from pictures.compare_charts import NOT_AVAILABLE, layer_lines, norm_difference_figure, pair_norm_note
+from pictures.norm_figures import norm_maps_figure
+from views.compare_lines import shown_axes
+from views.compare_runs import ComparedRuns
+from views.state import session_model
+from views.widgets import download, plain, view_download
+
+
+@dataclass
+class ShownMaps:
+    """What the attention section last drew: the attention kind (a pair's label; None: the first pair), layer, head,
+    whether its colours were stretched, the value A's and B's maps are darkest at (pair_top, or pair_norm_top for
+    unstretched norms), and the URL's query then. The section reruns alone when one of them changes, and the view's
+    download, drawn outside it and made on the click, reads them here: one object per full run, which the section
+    gets again on each of its own reruns."""
+
+    kind: str | None = None
+    layer: int = 0
+    head: int = 0
+    stretch: bool = False
+    top: float = 1.0
+    query: dict[str, str] = field(default_factory=dict)
+
+
+def downloads(
+    a: ModelConfig,
+    b: ModelConfig,
+    inputs: dict[str, Any],
+    sharing: str,
+    runs: ComparedRuns,
+    pairs: list[MapPair],
+    tables,
+    aligned,
+    lines: pd.DataFrame,
+    shown: ShownMaps,
+    missing: str,
+) -> None:
+    """The JSON and CSV files and the view's HTML, each made on the click from `runs` (`pairs`: its pairs, whose
+    shapes say whether A − B can be subtracted; read here, not kept), the view's of the maps `shown`."""
+    st.subheader("Download the comparison")
+    st.caption(
+        "JSON: both configurations, the inputs, the per-layer figures and every A − B map with the head ranking. "
+        "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell)."
+    )
+    c1, c2, c3, c4, _ = st.columns([1, 1, 1, 1.6, 0.4])
+    objective = objective_text(session_model())  # A's, and B's: B carries A's read-out, trained or not
+    everything = partial(comparison_file, runs, a, b, inputs, sharing, tables, objective, aligned)
+    download("Download JSON", everything, "comparison.json", "application/json", "compare_json", c1)
+    download(
+        "Per-layer CSV", partial(layers_csv, tables), "comparison_per_layer.csv", "text/csv", "compare_layers_csv", c2
+    )
+    can_subtract = any(p.common_layers for p in pairs)
+    download(
+        "Maps CSV",
+        partial(maps_file, runs),
+        "comparison_maps.csv",
+        "text/csv",
+        "compare_maps_csv",
+        c3,
+        disabled=not can_subtract,
+        help=None if can_subtract else "A and B have no layer with the same heads and tokens to subtract.",
+    )
+    described = [f"A: {plain(describe(a, a))}", f"B: {plain(describe(b, a))}"]
+    norms = st.session_state.get("measure") == "norms"
+    figures = partial(compare_figures, runs, shown, lines, norms, shown_axes(), missing)  # axes: in the script run
+    view_download("Compare A and B", described, figures, "compare", c4, query=lambda: shown.query)
+
+
+def comparison_file(
+    runs: ComparedRuns,
+    a: ModelConfig,
+    b: ModelConfig,
+    inputs: dict[str, Any],
+    sharing: str,
+    tables: dict[str, pd.DataFrame],
+    objective: str,
+    aligned: bool,
+) -> str:
+    """comparison_json of the pairs of `runs`, made on the click."""
+    return comparison_json(a, b, inputs, sharing, runs.pairs(), tables, objective, aligned)
+
+
+def maps_file(runs: ComparedRuns) -> str:
+    """maps_csv of the pairs of `runs`, made on the click."""
+    return maps_csv(runs.pairs())
+
+
+def compare_figures(
+    runs: ComparedRuns,
+    shown: ShownMaps,
+    lines: pd.DataFrame,
+    norms: bool = False,
+    axes: str = "auto",
+    missing: str = NOT_AVAILABLE,
+) -> list:
+    """A's and B's map of the layer and head the attention section shows (`shown`, read on the click), A − B when
+    they have the same shape, and the per-layer lines drawn on the page's `axes`; with `norms`, the maps and A − B of
+    what the heads add (runs.measured()). A's and B's maps share one colour scale, the page's (stretched or not)."""
+    pairs = runs.pairs()
+    labels = [p.label for p in pairs]
+    index = labels.index(shown.kind) if shown.kind in labels else 0
+    pair, layer, head, stretch = pairs[index], shown.layer, shown.head, shown.stretch
+    sides = [(m, side) for m, side in ((pair.a, "A"), (pair.b, "B")) if m is not None]
+    drawn = [(m, side) for m, side in sides if layer < m.n_layers and head < m.n_heads]
+    same = len(drawn) == 2 and pair.a.weights.shape == pair.b.weights.shape
+    if not norms:
+        figures = [
+            notebook_figures.maps_figure(m, layer, head, f"{side} · ", stretch=stretch, top=shown.top)
+            for m, side in drawn
+        ]
+        if same:
+            figures.append(notebook_figures.maps_difference_figure(pair.a, pair.b, layer, head, stretch))
+    else:
+        added = runs.measured()[index]  # the same pair carrying ‖α·f(x)‖
+        measured = {"A": added.a, "B": added.b}
+        scale = (shown.top, pair_norm_note(shown.top, stretch))  # the page's scale, as the section drew it
+        figures = [
+            norm_maps_figure(m, measured[side].weights, layer, head, f"{side} · ", scale=scale) for m, side in drawn
+        ]
+        if same:
+            figures.append(norm_difference_figure(added.a, added.b, layer, head, stretch))
+    lines_figure = layer_lines(lines, axes=axes, missing=missing)  # on the click, outside the script run
+    return [*figures, lines_figure]
