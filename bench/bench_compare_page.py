@@ -50,7 +50,7 @@ import streamlit as st
 
 from explorer.compare import PER_LAYER
 from pictures.boards import board, matrix_panel
-from pictures.compare_charts import layer_lines
+from pictures.compare_lines_chart import layer_lines
 from pictures.style import BLUES, Ramp
 from views.matrix_view import show_board
 from views.widgets import plotly_chart

@@ -29,7 +29,7 @@ from explorer.tasks import make_task
 from explorer.trace import AttentionMaps
 from explorer.training import train
 from pictures.boards import decode_floats
-from pictures.compare_charts import STATISTIC_TITLES
+from pictures.compare_lines_chart import STATISTIC_TITLES
 from pictures.style import BLUES
 from tests.drawn import DrawnMatrix, app_boards, app_figures, figure_titled, panel_matrix, rgb
 from tests.test_compare_charts import layer_panels

@@ -12,6 +12,7 @@ import pytest
 import explorer
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.compare import (
+    PER_LAYER,
     MapPair,
     attention_difference,
     default_b,
@@ -30,19 +31,17 @@ from pictures.compare_charts import (
     B_COLOUR,
     MIN_MAP_PX,
     PAIR_PANEL_PX,
-    PER_LAYER,
     RANK,
-    STATISTIC_TITLES,
     TICK_PX,
     difference_panel,
     difference_range,
     difference_scale,
     difference_verdict,
-    layer_lines,
     map_px,
     pair_panels,
     ranking_panel,
 )
+from pictures.compare_lines_chart import STATISTIC_TITLES, layer_lines
 from pictures.log_axes import panel_scales, scales_note
 from pictures.style import HOVER_NUMBERS, MASKED_COLOUR
 from tests.drawn import figure_json, figure_title, panel_matrix, rgb

@@ -36,7 +36,6 @@ from explorer.trace import Trace
 from pictures.attention_panels import scale_note
 from pictures.boards import board
 from pictures.compare_charts import (
-    NOT_AVAILABLE,
     difference_fits_beside,
     difference_panel,
     pair_norm_note,
@@ -44,6 +43,7 @@ from pictures.compare_charts import (
     pair_panels,
     pair_top,
 )
+from pictures.compare_lines_chart import NOT_AVAILABLE
 from pictures.log_axes import AXES
 from views.ablation_controls import Removal
 from views.caches import ranking_key, ranking_of, stack_tables, trace_of

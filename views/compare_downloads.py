@@ -17,7 +17,8 @@ from explorer.compare_export import comparison_json, layers_csv, maps_csv
 from explorer.compare_text import describe
 from explorer.config import ModelConfig
 from pictures import notebook_figures
-from pictures.compare_charts import NOT_AVAILABLE, layer_lines, norm_difference_figure, pair_norm_note
+from pictures.compare_charts import norm_difference_figure, pair_norm_note
+from pictures.compare_lines_chart import NOT_AVAILABLE, layer_lines
 from pictures.norm_figures import norm_maps_figure
 from views.compare_lines import shown_axes
 from views.compare_runs import ComparedRuns

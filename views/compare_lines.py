@@ -12,7 +12,7 @@ from explorer.analysis.gradients import objective_text
 from explorer.compare_text import unequal_depth_note
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.trace import Trace
-from pictures.compare_charts import NOT_AVAILABLE, STATISTIC_TITLES, layer_lines
+from pictures.compare_lines_chart import NOT_AVAILABLE, STATISTIC_TITLES, layer_lines
 from pictures.log_axes import AXES, panel_scales, scales_note
 from views.caches import gradient_totals
 from views.state import model_key, session_model

@@ -1,0 +1,122 @@
+"""The Compare page's per-layer chart: A's and B's statistics over depth (residual RMS and std, gradient norms,
+attention entropy) as lines on the same axes, one panel each, linear or logarithmic as pictures.log_axes picks. No
+Streamlit here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.compare import PER_LAYER
+from pictures.compare_charts import A_COLOUR, B_COLOUR
+from pictures.log_axes import panel_scales
+from pictures.style import (
+    HOVER_NUMBERS,
+    PANEL_TITLE_FONT,
+    PANEL_TITLE_PX,
+    axis,
+    block_axis,
+    figure_layout,
+    label_text,
+    legend_below,
+)
+
+STATISTIC_TITLES = {
+    "residual RMS": "Residual stream RMS",
+    "residual std": "Residual stream std",
+    "gradient norm": "Gradient norm of each block",
+    "attention entropy": "Self-attention entropy (nats, mean of heads)",
+}
+LINE_HEIGHT = 150  # px of each per-layer panel
+PANEL_GAP_PX = 90  # px between the two rows of panels: the upper row's axis title and the lower row's panel titles
+MAX_LAYER_TICKS = 13
+SHADE_COLOUR = "#eeeeee"  # behind the blocks only one model has
+NOT_AVAILABLE = "not available"  # written in a panel whose statistic has no values (no gradient norms)
+LOG_TITLE = "log scale"  # the y title of a logarithmic panel
+
+
+def _layer_title(statistic: str) -> str:
+    """What a panel's x axis counts: the residual stream is measured after each block, the others in each block."""
+    return "after block" if statistic.startswith("residual") else "block"
+
+
+def _model_line(rows: pd.DataFrame, column: str, name: str, statistic: str, first: bool) -> go.Scatter:
+    """One model's values of one statistic over its layers: A solid blue with circles, B dashed orange with diamonds;
+    hover names the model, the layer and the value. `first`: the panel that puts it in the legend."""
+    mine = rows[rows[column].notna()]
+    layers = mine["layer"].to_numpy(dtype=np.int32)  # [n]
+    a = column == "a"
+    return go.Scatter(
+        x=layers,
+        y=mine[column].to_numpy(dtype=np.float64),
+        name=name,
+        legendgroup=name,
+        showlegend=first,
+        mode="lines+markers",
+        line={"color": A_COLOUR if a else B_COLOUR, "width": 2, "dash": "solid" if a else "dash"},
+        marker={"size": 8, "symbol": "circle" if a else "diamond"},
+        customdata=["input" if layer == -1 else f"{_layer_title(statistic)} {layer}" for layer in layers],
+        hovertemplate=f"{label_text(name)}<br>%{{customdata}}<br>{statistic} %{{y:{HOVER_NUMBERS}}}<extra></extra>",
+    )
+
+
+def layer_lines(
+    table: pd.DataFrame, names: tuple[str, str] = ("A", "B"), axes: str = "auto", missing: str = NOT_AVAILABLE
+) -> go.Figure:
+    """A 2 x 2 grid, one panel per statistic of per_layer_comparison (each its own y scale, from 0, or logarithmic as
+    pictures.log_axes picks for `axes`), A (solid blue, circles) and B (dashed orange, diamonds) as two lines on the
+    same axes. Layer -1 is the input to the first block, labelled "input"; layers only one model has are shaded.
+    Without B's values, the legend names A alone; a panel with no values at all says `missing` (why, when known)."""
+    has_b = bool(table["b"].notna().any())
+    scales = panel_scales(table, axes)
+    figure = make_subplots(
+        rows=2, cols=2, subplot_titles=[STATISTIC_TITLES[s] for s in PER_LAYER], horizontal_spacing=0.1,
+        vertical_spacing=PANEL_GAP_PX / (2 * LINE_HEIGHT + PANEL_GAP_PX),  # of the plot area: exactly that gap
+    )  # fmt: skip
+    figure.update_annotations(font=PANEL_TITLE_FONT)
+    in_legend: set[str] = set()
+    shaded = False
+    for i, statistic in enumerate(PER_LAYER):
+        row, col = i // 2 + 1, i % 2 + 1
+        rows = table[table["statistic"] == statistic].sort_values("layer")
+        if rows[["a", "b"]].notna().to_numpy().sum() == 0:  # e.g. no gradient norms: say so rather than draw bare axes
+            panel = figure.get_subplot(row, col)  # placed on the page: a hidden axis has no domain to refer to
+            figure.add_annotation(text=missing, showarrow=False, font={"color": "#888888", "size": 13},
+                                  x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2, xref="paper",
+                                  yref="paper")  # fmt: skip
+            figure.update_xaxes(visible=False, row=row, col=col)
+            figure.update_yaxes(visible=False, row=row, col=col)
+            continue
+        for column, name in zip(("a", "b"), names, strict=True):
+            if rows[column].notna().any():
+                figure.add_trace(_model_line(rows, column, name, statistic, name not in in_legend), row=row, col=col)
+                in_legend.add(name)
+        only_one = rows[rows["a"].isna() != rows["b"].isna()]["layer"]
+        if has_b and len(only_one):
+            figure.add_vrect(x0=float(only_one.min()) - 0.5, x1=float(only_one.max()) + 0.5, fillcolor=SHADE_COLOUR,
+                             opacity=1.0, line_width=0, layer="below", row=row, col=col)  # fmt: skip
+            shaded = True
+        figure.update_xaxes(
+            block_axis(_layer_title(statistic), [int(v) for v in rows["layer"]], MAX_LAYER_TICKS), row=row, col=col
+        )
+        y_axis = axis(LOG_TITLE, type="log") if scales[statistic].log else axis(None, rangemode="tozero")
+        figure.update_yaxes(y_axis, row=row, col=col)
+    a_name, b_name = names
+    if has_b:
+        title = f"Per-layer statistics of {a_name} and {b_name}"
+        subtitle = (
+            f"{a_name}: solid blue, circles; {b_name}: dashed orange, diamonds; each panel its own scale, "
+            + ("from 0 or logarithmic (marked log scale)" if any(s.log for s in scales.values()) else "from 0")
+            + ("; shaded: blocks only one model has" if shaded else "")
+        )
+    else:
+        title, subtitle = f"Per-layer statistics of {a_name}", f"{b_name} has no values here: {a_name} alone"
+    panels_px = 2 * LINE_HEIGHT + PANEL_GAP_PX
+    layout = figure_layout(title, subtitle)
+    legend_below(layout)
+    layout["margin"]["t"] += PANEL_TITLE_PX
+    layout["height"] = panels_px + layout["margin"]["t"] + layout["margin"]["b"]  # each panel LINE_HEIGHT px tall
+    figure.update_layout(layout)
+    return figure
