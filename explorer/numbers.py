@@ -21,6 +21,16 @@ def readable(value: float, digits: int = 3) -> str:
     return _trimmed(f"{mantissa:.{digits - 1}f}") + f" × 10{str(exponent).translate(SUPERSCRIPTS)}"
 
 
+def readable_share(value: float, digits: int = 3) -> str:
+    """readable for a value between 0 and 1, never rounded up to "1" unless it is 1: 0.9996, not 1 (a difference
+    of attention weights that read "1" would say one weight moved all of a row)."""
+    text = readable(value, digits)
+    while value < 1.0 and text == "1" and digits < 9:
+        digits += 1
+        text = readable(value, digits)
+    return text
+
+
 def _trimmed(text: str) -> str:
     """Without the zeros that end a decimal fraction: 0.0120 -> 0.012, 2.0 -> 2 (1,250 keeps its zero)."""
     return text.rstrip("0").rstrip(".") if "." in text else text

@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.analysis.position_analysis import OffsetScores, PermutationDemo
-from explorer.numbers import readable
+from explorer.numbers import readable, readable_share
 from pictures.attention_panels import scale_note, token_labels, top_of, weight_ramp
 from pictures.boards import board, matrix_panel, noted_board
 from pictures.positional_charts import LINE_COLOUR, TABLE_TICK_PX, TYPED_COLOUR, mode, whole_numbers
@@ -164,5 +164,5 @@ def permutation_verdict(demo: PermutationDemo, layer: int, head: int) -> str:
     same = "② and ③ agree" if difference < 1e-5 else "② and ③ differ"
     return (
         f"Layer {layer}, head {head}: does reordering the tokens only move the map? {same}: largest |② − ③| in "
-        f"this head = {readable(difference)}"
+        f"this head = {readable_share(difference)}"
     )

@@ -1,8 +1,8 @@
-"""explorer.numbers.readable: numbers in captions as a student reads them, never in e-notation."""
+"""explorer.numbers.readable and readable_share: numbers in captions as a student reads them, never in e-notation."""
 
 import pytest
 
-from explorer.numbers import readable
+from explorer.numbers import readable, readable_share
 
 
 @pytest.mark.parametrize(
@@ -25,3 +25,18 @@ from explorer.numbers import readable
 def test_readable(value, digits, text):
     assert readable(value, digits) == text
     assert "e" not in readable(value, digits)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0.9996, "0.9996"),  # readable says "1": as if one weight had moved a whole row
+        (0.99999994, "0.9999999"),  # the float32 just below 1: as few digits as keep it under 1
+        (1.0, "1"),
+        (0.5, "0.5"),
+        (0.0123, "0.0123"),
+        (1.49e-07, "1.49 × 10⁻⁷"),
+    ],
+)
+def test_readable_share_never_rounds_up_to_one(value, text):
+    assert readable_share(value) == text

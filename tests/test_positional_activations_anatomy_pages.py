@@ -28,7 +28,7 @@ from explorer.analysis.position_analysis import (
 from explorer.analysis.stats import head_entropy, head_grid, head_mean_distance, head_sparsity
 from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_counts
 from explorer.config import ModelConfig
-from explorer.numbers import readable
+from explorer.numbers import readable_share
 from pictures.style import RDBU, Ramp
 from tests.drawn import (
     app_boards,
@@ -241,7 +241,7 @@ def test_no_positions_and_no_causal_mask_only_move_the_maps():
     cfg = ModelConfig(positional="none")
     demo = permutation_demo(cfg, TOKENS, reorder(6, "reversed"))
     assert demo.max_difference < 1e-6
-    assert at.metric[0].value == readable(demo.max_difference)  # e.g. "1.49 × 10⁻⁷", not "1.49e-07"
+    assert at.metric[0].value == readable_share(demo.max_difference)  # e.g. "1.49 × 10⁻⁷", not "1.49e-07"
     assert any("does reordering the tokens only move the map? ② and ③ agree" in m.value for m in at.markdown)
     drawn = app_matrices(at)
     np.testing.assert_array_equal(drawn["perm_typed"].values, demo.attention[0, 0])
@@ -276,7 +276,7 @@ def test_the_reordering_runs_only_the_reordered_tokens_when_the_page_has_every_h
     np.testing.assert_array_equal(drawn["perm_typed"].values, demo.attention[0, 0])
     np.testing.assert_array_equal(drawn["perm_moved"].values, demo.permuted_attention[0, 0])
     np.testing.assert_array_equal(drawn["perm_rerun"].values, demo.shuffled_attention[0, 0])
-    assert at.metric[0].value == readable(demo.max_difference)
+    assert at.metric[0].value == readable_share(demo.max_difference)
 
 
 def test_the_reordering_maps_stretch_by_their_own_switch_and_link():

@@ -8,7 +8,7 @@ import streamlit as st
 
 from explorer.analysis.position_analysis import REORDERINGS, offset_scores, reorder
 from explorer.config import ModelConfig
-from explorer.numbers import readable
+from explorer.numbers import readable, readable_share
 from explorer.positional_text import token_line
 from pictures.position_demo_charts import (
     offset_profile_figure,
@@ -98,7 +98,7 @@ def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...]
     metric_col, text_col = st.columns([1.2, 3])
     metric_col.metric(
         "Largest |② − ③|, all heads",
-        readable(demo.max_difference),
+        readable_share(demo.max_difference),
         help="The maximum absolute difference between the map of the reordered run (③) and the original map "
         "moved along with its tokens (②), over every layer, head, query and key.",
     )
