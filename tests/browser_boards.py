@@ -54,6 +54,18 @@ def tip_at(page, x: float, y: float) -> dict[str, str]:
     return {key.strip(): value.strip() for key, value in rows}
 
 
+def tip_placement(page, panel) -> dict:
+    """Where the panel's tooltip shows, against the window ("tip": left, top, right, bottom; "window": width,
+    height), and whether it made its board scroll ("board_overflow": scrollHeight - clientHeight, in px)."""
+    return panel.evaluate(
+        """(p) => {
+            const tip = p.querySelector(".mv-tip").getBoundingClientRect(), board = p.closest(".mv-board");
+            return {tip: [tip.left, tip.top, tip.right, tip.bottom], window: [innerWidth, innerHeight],
+                    board_overflow: board.scrollHeight - board.clientHeight};
+        }"""
+    )
+
+
 def geometry(panel) -> tuple[dict, dict]:
     """Where the panel's cells are: the canvas's page box, and its plot (left, top, cell width and cell_h height,
     rows, cols) in page pixels, so scaled as the canvas is when its board had less room than it."""

@@ -24,7 +24,17 @@ from explorer.compare import (
 from pictures.attention_panels import WEIGHTS
 from pictures.compare_charts import RANK, difference_ramp, difference_range
 from pictures.style import MASKED_COLOUR
-from tests.browser_boards import cell_centre, geometry, panels, pixels, read_panel, read_tips, tip_at, wait_panels_drawn
+from tests.browser_boards import (
+    cell_centre,
+    geometry,
+    panels,
+    pixels,
+    read_panel,
+    read_tips,
+    tip_at,
+    tip_placement,
+    wait_panels_drawn,
+)
 from tests.browser_controls import pick_in_sidebar
 from tests.browser_plots import PLOT, drawn_traces, hover_point, plot_titled, plots, wait_plotted
 from tests.drawn import rgb
@@ -234,6 +244,13 @@ def test_clicking_the_ranking_heatmap_shows_that_head(page, app_url, wait_idle):
     np.testing.assert_allclose(shown["A − B"], attention_difference(maps_a, maps_b)[layer, head], atol=5e-5)
     assert page.get_by_text(f"shown above: layer {layer}, head {head}").count() == 1
     assert framed(panel(page, "ranking")) == (layer, head)  # the shown head is framed in red, and only it
+    ranking_panel = in_view(panel(page, "ranking"))
+    assert tip_at(page, *cell_centre(ranking_panel, 2, 3))[RANK]  # the bottom row's tip reaches past the board ...
+    placed = tip_placement(page, ranking_panel)
+    left, top, right, bottom = placed["tip"]
+    width, height = placed["window"]
+    assert min(left, top) >= 0 and right <= width and bottom <= height, placed
+    assert placed["board_overflow"] == 0  # ... and is shown whole: the board neither cuts it off nor scrolls
     page.mouse.click(*cell_centre(in_view(panel(page, "ranking")), 1, 0))  # a click on another head works too
     page.wait_for_function("() => location.search.includes('layer=1') && !location.search.includes('head=')")
     drawn(page, wait_idle, "A − B · layer 1 · head 0")

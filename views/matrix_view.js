@@ -230,7 +230,9 @@ function panelShell(p, box) {
   canvas.dataset.naturalWidth = String(box.width);
   canvas.dataset.naturalHeight = String(box.height);
   canvas.getContext("2d").scale(ratio, ratio);
-  canvas.addEventListener("mouseleave", () => (tip.style.display = "none"));
+  const hide = () => (tip.style.display = "none");
+  canvas.addEventListener("mouseleave", hide);
+  canvas.addEventListener("wheel", hide, { passive: true });  // the page scrolls under a tip fixed in the window
   return { panel, frame, canvas, tip };
 }
 
@@ -263,18 +265,21 @@ function whenLoaded(png, canvas, draw) {
   });
 }
 
-// The tooltip holding `lines` next to the pointer, or hidden when there are none.
+// The tooltip holding `lines` next to the pointer, or hidden when there are none. It is placed in the window (CSS
+// position: fixed), so that near the board's edge it is neither cut off by the board nor makes it scroll; where the
+// window has no room right of or below the pointer, it goes left of or above it.
 function showTip(shell, event, lines) {
-  const { tip, frame } = shell;
+  const { tip } = shell;
   if (!lines) {
     tip.style.display = "none";
     return;
   }
   tip.replaceChildren(...lines);
   tip.style.display = "block";
-  const flip = event.offsetX + 16 + tip.offsetWidth > frame.clientWidth + 40;
-  tip.style.left = `${flip ? event.offsetX - 12 - tip.offsetWidth : event.offsetX + 16}px`;
-  tip.style.top = `${event.offsetY + 16}px`;
+  const right = event.clientX + 16 + tip.offsetWidth <= window.innerWidth;
+  const below = event.clientY + 16 + tip.offsetHeight <= window.innerHeight;
+  tip.style.left = `${Math.max(0, right ? event.clientX + 16 : event.clientX - 12 - tip.offsetWidth)}px`;
+  tip.style.top = `${Math.max(0, below ? event.clientY + 16 : event.clientY - 12 - tip.offsetHeight)}px`;
 }
 
 // A matrix with labelled axes and a legend; hover reads each cell's values.
