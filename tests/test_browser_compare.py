@@ -342,9 +342,13 @@ def test_no_chart_when_a_is_impossible(page, app_url, wait_idle):
     assert_clean(page)
 
 
-def test_maps_shrink_to_their_board_on_a_projector_and_hover_still_finds_each_cell(page, app_url, wait_idle):
-    """At 1024 px wide, and with 300 tokens, the A − B map (and other panels) used to run past the board's right
-    edge, its legend cut off. A panel with too little room is drawn smaller, and hover maps the pointer back."""
+def test_on_a_projector_a_minus_b_goes_under_a_and_b_unshrunk_and_on_a_phone_hover_finds_shrunk_cells(
+    page, app_url, wait_idle
+):
+    """At 1024 px wide, the A − B column beside A and B had been too narrow: its map was drawn smaller, labels and
+    all, and B went under A. Now A and B sit side by side and A − B goes under them at the size it was laid out for,
+    whatever the text. On a phone, where a panel has less room than itself, it is drawn smaller and hover maps the
+    pointer back to its cells."""
 
     def overflow() -> list[float]:
         return page.evaluate(
@@ -354,17 +358,35 @@ def test_maps_shrink_to_their_board_on_a_projector_and_hover_still_finds_each_ce
                     (c) => c.getBoundingClientRect().right - board.getBoundingClientRect().right))"""
         )
 
+    def canvases() -> dict:
+        return {name: panel(page, name).locator("canvas") for name in ("A", "B", "difference", "ranking")}
+
     page.set_viewport_size({"width": 1024, "height": 768})
     open_compare(page, app_url + "/compare", wait_idle)
     assert max(overflow()) <= 1, overflow()
+    drawn_maps = canvases()
+    boxes = {name: canvas.bounding_box() for name, canvas in drawn_maps.items()}
+    assert boxes["B"]["y"] == boxes["A"]["y"] and boxes["B"]["x"] > boxes["A"]["x"] + boxes["A"]["width"]
+    assert boxes["difference"]["y"] > boxes["A"]["y"] + boxes["A"]["height"]  # under A and B, not beside them
+    assert {name: float(c.get_attribute("data-scale")) for name, c in drawn_maps.items()} == dict.fromkeys(
+        drawn_maps, 1.0
+    )
     difference = panel(page, "difference")
-    assert float(difference.locator("canvas").get_attribute("data-scale")) < 1  # it did need shrinking
     for row, col in ((5, 2), (1, 1), (0, 0), (3, 5)):
         tip = tip_at(page, *cell_centre(difference, row, col))
         assert (tip["query"], tip["key"]) == (LABELS[row], LABELS[col])
     tokens = "%20".join(f"w{i}" for i in range(300))
     open_compare(page, f"{app_url}/compare?tokens={tokens}", wait_idle)
     assert max(overflow()) <= 1, overflow()
+    assert float(canvases()["difference"].get_attribute("data-scale")) == 1.0
+    page.set_viewport_size({"width": 360, "height": 740})
+    open_compare(page, app_url + "/compare", wait_idle)
+    assert max(overflow()) <= 1, overflow()
+    ranking = panel(page, "ranking")
+    assert float(ranking.locator("canvas").get_attribute("data-scale")) < 1  # it did need shrinking
+    for layer, head in ((0, 0), (1, 3), (0, 2)):
+        tip = tip_at(page, *cell_centre(ranking, layer, head))
+        assert (tip["layer"], tip["head"]) == (f"L{layer}", f"H{head}")
     assert_clean(page)
 
 

@@ -36,6 +36,7 @@ from explorer.trace import Trace
 from pictures.attention_panels import scale_note
 from pictures.boards import board
 from pictures.compare_charts import (
+    DIFFERENCE_PANEL_PX,
     difference_fits_beside,
     difference_panel,
     pair_norm_note,
@@ -156,7 +157,10 @@ def attention_section(
     if note is not None:
         st.caption(f"{' and '.join(drawn)}: {note}.")  # the maps drawn: with B not drawn, the scale is A's alone
     if pair.a is not None and difference_fits_beside(pair.a, measure):
-        maps_column, difference_column = st.columns([5, 3])
+        # A − B beside A and B where the window leaves it room (1400 px and wider, sidebar open), under them at its
+        # own size where not: columns would have shrunk it, labels and all, on a 1024 px projector
+        row = st.container(horizontal=True, gap="small")
+        maps_column, difference_column = row.container(width="content"), row.container(width=DIFFERENCE_PANEL_PX)
     else:  # a long text's maps: A − B under A and B, not shrunk to its column
         maps_column, difference_column = st.container(), st.container()
     panels, left_out = pair_panels(
@@ -172,7 +176,7 @@ def attention_section(
         for note in left_out:
             st.info(note)
         if panels:
-            show_board(board(panels), key="pair_maps")
+            show_board(board(panels), key="pair_maps", width="content")
     with difference_column:
         if not b_drawn:
             st.info("No A − B map while B is not drawn.")

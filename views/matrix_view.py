@@ -18,10 +18,10 @@ _matrix_view = st.components.v2.component(
 )
 
 
-def show_board(board: dict, key: str, on_pick: Callable[[], None] | None = None) -> None:
+def show_board(board: dict, key: str, on_pick: Callable[[], None] | None = None, width: int | str = "stretch") -> None:
     """Draw the board. When a pickable panel is clicked, `on_pick` runs as a callback before the rerun: read the
-    click there with `picked_value(key)`."""
-    _matrix_view(data=packed(board), key=key, on_pick_change=on_pick or (lambda: None))
+    click there with `picked_value(key)`. `width` "content": as wide as its panels (at most its parent's width)."""
+    _matrix_view(data=packed(board), key=key, on_pick_change=on_pick or (lambda: None), width=width)
 
 
 def packed(board: dict) -> bytes:
