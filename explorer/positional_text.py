@@ -46,20 +46,26 @@ def explanation(cfg: ModelConfig) -> str:
 
 
 def formula(cfg: ModelConfig) -> str | None:
-    """The encoding as a LaTeX formula, or None when it has none (a learned table, no positions)."""
+    """The encoding as a LaTeX formula, or None when it has none (a learned table, no positions): one equation a
+    line, since a display formula does not wrap (on one line, a Llama's was 830 px, cut off on a 1024 px projector)."""
     if cfg.positional == "sinusoidal":
-        return (
-            r"PE_{p,\,2i} = \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right),\qquad "
-            r"PE_{p,\,2i+1} = \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right)"
+        return gathered(
+            r"PE_{p,\,2i} = \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right)",
+            r"PE_{p,\,2i+1} = \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right)",
         )
     if cfg.positional == "rope":
-        llama = r"\quad\text{(pairs } (i,\ i + d_{head}/2) \text{ in Llama's layout)}"
-        return (
-            rf"\theta_{{p,\,i}} = \frac{{p}}{{{rope_base(cfg):g}^{{2i/d_{{head}}}}}},\qquad "
-            r"(q_{2i},\,q_{2i+1}) \mapsto R(\theta_{p,i})\,(q_{2i},\,q_{2i+1})"
-            + (llama if getattr(cfg, "family", None) in ("llama", "olmo2") else "")
+        llama = [r"\text{(pairs } (i,\ i + d_{head}/2) \text{ in Llama's layout)}"]
+        return gathered(
+            rf"\theta_{{p,\,i}} = \frac{{p}}{{{rope_base(cfg):g}^{{2i/d_{{head}}}}}}",
+            r"(q_{2i},\,q_{2i+1}) \mapsto R(\theta_{p,i})\,(q_{2i},\,q_{2i+1})",
+            *(llama if getattr(cfg, "family", None) in ("llama", "olmo2") else []),
         )
     return None
+
+
+def gathered(*lines: str) -> str:
+    """LaTeX lines, each centred under the one before."""
+    return r"\begin{gathered}" + r" \\ ".join(lines) + r"\end{gathered}"
 
 
 def table_frame(table: np.ndarray, tokens: list[str] | None = None) -> pd.DataFrame:

@@ -29,7 +29,8 @@ def test_a_pretrained_learned_table_is_said_to_be_trained_and_its_own_rope_base_
     assert "pretrained model the rows were learned" in explanation(minilm)
     assert "starts random" in explanation(ModelConfig(positional="learned"))
     smol = smollm_model.config
-    assert formula(smol).startswith(rf"\theta_{{p,\,i}} = \frac{{p}}{{{smol.rope_base:g}^") and "Llama" in formula(smol)
+    assert formula(smol).startswith(rf"\begin{{gathered}}\theta_{{p,\,i}} = \frac{{p}}{{{smol.rope_base:g}^")
+    assert "Llama" in formula(smol)
     assert set(NO_VECTORS) == {"rope", "none"}
 
 
