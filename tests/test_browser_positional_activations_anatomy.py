@@ -23,6 +23,7 @@ from pictures.positional_charts import TYPED_COLOUR
 from pictures.style import RDBU, Ramp
 from tests.browser_boards import cell_centre, geometry, panels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_boards import pixels as board_pixels
+from tests.browser_layout import PROJECTOR, cut_off
 from tests.browser_plots import (
     drawn_traces,
     hover_point,
@@ -170,7 +171,9 @@ def test_positional_page_opens_a_section_into_the_url_and_explains_bad_input(pag
     assert "colours stretched: darkest" in panels(page, "pos_table")[0].inner_text()
     assert_clean(page)
 
+    page.set_viewport_size(PROJECTOR)
     open_positional(page, app_url + "/positional", wait_idle, 1)
+    assert cut_off(page) == []  # the formula and the download buttons fit a projector's page
     dims = page.get_by_role("textbox", name="Dimensions to plot as curves")
     dims.fill("0, 999")
     dims.press("Enter")
@@ -188,6 +191,7 @@ def test_positional_page_opens_a_section_into_the_url_and_explains_bad_input(pag
     offsets = drawn_traces(found[0])  # the score against the offset: 48 positions, offsets -47 to 47
     assert [t["name"] for t in offsets] == ["lowest", "range over the diagonal", "mean score at this offset"]
     assert offsets[2]["x"] == list(range(-47, 48))
+    assert cut_off(page) == []  # the reordering's "Largest |② − ③|, all heads" too
     assert_clean(page)
 
 
@@ -328,8 +332,10 @@ def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_it
 
 
 def test_anatomy_page_draws_the_block_and_the_tables(page, app_url, wait_idle):
+    page.set_viewport_size(PROJECTOR)
     page.goto(app_url + "/anatomy?arch=encoder-decoder&norm=pre")
     wait_idle(page)
+    assert cut_off(page) == []  # "In one encoder block", "Multiply-adds, one forward pass" whole on a projector
     page.wait_for_selector("[data-testid='stGraphVizChart'] svg", timeout=30_000)
     diagrams = page.locator("[data-testid='stGraphVizChart'] svg")
     assert diagrams.count() == 2

@@ -9,6 +9,7 @@ import pytest
 import explorer
 from pictures.attention_panels import WEIGHTS
 from tests.browser_boards import cell_centre, panels, read_panel, tip_at, wait_panels_drawn
+from tests.browser_layout import PROJECTOR, cut_off
 
 pytestmark = pytest.mark.browser
 
@@ -56,8 +57,10 @@ def test_smollm_link_shows_its_next_token_and_every_page_opens(page, app_url, wa
     page.goto(f"{app_url}/?model=smollm2-135m&tokens=The%20capital%20of%20France%20is")
     wait_idle(page, FIRST_LOAD_MS)
     assert page.get_by_text("What comes next").count() == 1  # its table's rows are checked in test_app_pretrained
+    page.set_viewport_size(PROJECTOR)
     for path in ("compare", "positional", "activations", "anatomy"):
         page.goto(f"{app_url}/{path}?model=smollm2-135m&tokens=The%20capital%20of%20France%20is")
         wait_idle(page, FIRST_LOAD_MS)
         assert page.locator("[data-testid='stException']").count() == 0, path
+        assert cut_off(page) == [], path  # on a projector: Compare's buttons, Positional's rope formula, ...
     assert not page.errors, page.errors

@@ -88,8 +88,9 @@ def parameter_summary(cfg: ModelConfig) -> None:
     for stack in stacks:
         block = int(counts[counts["module"].str.startswith(f"{stack}.layers.0.")]["parameters"].sum())
         metrics.append((f"In one {stack} block", block, f"Each of the {cfg.n_layers} {stack} blocks has as many."))
-    for column, (label, value, help_text) in zip(st.columns(len(metrics)), metrics, strict=True):
-        column.metric(label, f"{value:,}", help=help_text)
+    row = st.container(horizontal=True, gap="large")  # each as wide as its label, which columns cut on a projector
+    for label, value, help_text in metrics:
+        row.metric(label, f"{value:,}", help=help_text, width="content")
     st.caption(embedding_note(cfg))
     st.dataframe(
         groups,
@@ -125,9 +126,8 @@ def compute(cfg: ModelConfig, trace: Trace) -> None:
         read_out = model.head.out_features
     table = multiply_adds(cfg, n_source, n_target, read_out)
     total = int(table["multiply_adds"].sum())
-    c1, c2 = st.columns([1, 3])
-    c1.metric("Multiply-adds, one forward pass", f"{total:,}", help="About 2 × this many floating-point operations.")
-    c2.caption(
+    st.metric("Multiply-adds, one forward pass", f"{total:,}", help="About 2 × this many floating-point operations.")
+    st.caption(
         f"An estimate that counts the matrix products only (all layers included); {norm_name(cfg)}, softmax, the "
         "activation function and the additions are left out. Attention's own products grow with the square of "
         "the length; the projections and the feed-forward grow linearly."

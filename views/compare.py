@@ -78,6 +78,7 @@ from views.widgets import (
 
 PAGE = "compare"  # for carry_view: the layer and head picked here go with the user to Attention
 VIEW_NOTES_KEY = "_compare_view_notes"
+SELECTOR_PX = 110  # the layer and head selectors hold numbers only
 DIFFERENT_WEIGHTS = (
     "A and B have different weights, so A − B mixes the settings you changed with the effect of other random "
     "weights, and head h of A has no special relation to head h of B."
@@ -121,18 +122,18 @@ def attention_section(
         ranking = ranking_of(pair, ranking_key(trace_a, trace_b, runs.order, pair.label))
     if measure == "norms":
         pair = runs.measured()[labels.index(pair.label)]  # the same maps, carrying ‖α·f(x)‖
-    left, middle, right, last = st.columns([1, 1, 2, 2], vertical_alignment="bottom")
+    controls = st.container(horizontal=True, vertical_alignment="bottom")  # wraps: no label is cut on a projector
     carry_view(PAGE, "layer", layers)
     carry_view(PAGE, "head", heads)
-    layer = left.selectbox("Layer", layers, key="layer", bind="query-params")
-    head = middle.selectbox("Head", heads, key="head", bind="query-params")
+    layer = controls.selectbox("Layer", layers, key="layer", bind="query-params", width=SELECTOR_PX)
+    head = controls.selectbox("Head", heads, key="head", bind="query-params", width=SELECTOR_PX)
     remember_view(PAGE, "layer", layer)
     remember_view(PAGE, "head", head)
     with notes:
         show_url_notes(VIEW_NOTES_KEY)
     if ranking is not None:
         top = ranking.iloc[0]
-        right.button(
+        controls.button(
             "Show the most changed head",
             on_click=pick_head,
             args=(int(top["layer"]), int(top["head"])),
@@ -142,7 +143,7 @@ def attention_section(
         )
     missing_b = missing_side("B", pair.b, pair.label, layer, head) if b_drawn else "not drawn until fixed"
     missing = (missing_side("A", pair.a, pair.label, layer, head), missing_b)
-    stretch = stretch_toggle(last)
+    stretch = stretch_toggle(controls)
     drawn = {name: m for name, m in (("A", pair.a), ("B", pair.b if b_drawn else None)) if m is not None}
     sides = list(drawn.values())
     top = pair_top(sides, layer, head)

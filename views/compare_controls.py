@@ -180,8 +180,8 @@ def top_controls(a: ModelConfig, text_a: str, removed_in_a: tuple = ()) -> tuple
     """The mode, B's controls (B's tokens, or the heads B removes), and the swap and reset buttons: (mode, B or None,
     B's text, the heads B removes besides the sidebar's `removed_in_a`)."""
     notes = st.container()
-    top = st.columns([3, 1, 1], vertical_alignment="bottom")
-    mode = top[0].radio(
+    top = st.container(horizontal=True, vertical_alignment="bottom")  # wraps: no label is cut on a 1024 px projector
+    mode = top.radio(
         "B differs from A in its",
         [CONFIGURATION, INPUT, HEADS],
         key="compare",
@@ -200,7 +200,7 @@ def top_controls(a: ModelConfig, text_a: str, removed_in_a: tuple = ()) -> tuple
         removal = b_heads_control(a, removed_in_a)
     else:
         b, text_b = a, b_tokens_control(text_a)
-    top[1].button(
+    top.button(
         "Swap A and B",
         on_click=swap,
         args=(a, b, text_a, text_b, mode),
@@ -209,7 +209,7 @@ def top_controls(a: ModelConfig, text_a: str, removed_in_a: tuple = ()) -> tuple
         key="swap",
         help="A takes B's settings (in the sidebar) and B takes A's.",
     )
-    top[2].button(
+    top.button(
         "Reset B",
         on_click=reset_b,
         args=(a, text_a, mode),

@@ -62,12 +62,12 @@ def downloads(
         "JSON: both configurations, the inputs, the per-layer figures and every A − B map with the head ranking. "
         "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell)."
     )
-    c1, c2, c3, c4, _ = st.columns([1, 1, 1, 1.6, 0.4])
+    row = st.container(horizontal=True)  # each button as wide as its label, which columns cut on a projector
     objective = objective_text(session_model())  # A's, and B's: B carries A's read-out, trained or not
     everything = partial(comparison_file, runs, a, b, inputs, sharing, tables, objective, aligned)
-    download("Download JSON", everything, "comparison.json", "application/json", "compare_json", c1)
+    download("Download JSON", everything, "comparison.json", "application/json", "compare_json", row)
     download(
-        "Per-layer CSV", partial(layers_csv, tables), "comparison_per_layer.csv", "text/csv", "compare_layers_csv", c2
+        "Per-layer CSV", partial(layers_csv, tables), "comparison_per_layer.csv", "text/csv", "compare_layers_csv", row
     )
     can_subtract = any(p.common_layers for p in pairs)
     download(
@@ -76,14 +76,14 @@ def downloads(
         "comparison_maps.csv",
         "text/csv",
         "compare_maps_csv",
-        c3,
+        row,
         disabled=not can_subtract,
         help=None if can_subtract else "A and B have no layer with the same heads and tokens to subtract.",
     )
     described = [f"A: {plain(describe(a, a))}", f"B: {plain(describe(b, a))}"]
     norms = st.session_state.get("measure") == "norms"
     figures = partial(compare_figures, runs, shown, lines, norms, shown_axes(), missing)  # axes: in the script run
-    view_download("Compare A and B", described, figures, "compare", c4, query=lambda: shown.query)
+    view_download("Compare A and B", described, figures, "compare", row, query=lambda: shown.query)
 
 
 def comparison_file(

@@ -95,15 +95,16 @@ def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...]
     st.markdown(f"**{permutation_verdict(demo, layer, head)}**")
     show_board(permutation_figure(demo, layer, head, stretch), key="pos_permutation")
     causal = cfg.arch == "decoder" or "causal" in cfg.mask
-    metric_col, text_col = st.columns([1.2, 3])
-    metric_col.metric(
+    row = st.container(horizontal=True)  # the metric as wide as its label, which a column cut on a projector
+    row.metric(
         "Largest |② − ③|, all heads",
         readable_share(demo.max_difference),
         help="The maximum absolute difference between the map of the reordered run (③) and the original map "
         "moved along with its tokens (②), over every layer, head, query and key.",
+        width="content",
     )
     if demo.order_invisible:
-        text_col.success(
+        row.success(
             f"**Reordering only moved the maps.** The difference is 0 up to float32 rounding "
             f"({readable(demo.max_difference, 2)}: the same numbers summed in another order; float32 resolves "
             "about 10⁻⁷ "
@@ -124,7 +125,7 @@ def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...]
                 "changes which tokens it and the others can see"
                 + (" (a decoder is always causal)" if cfg.arch == "decoder" else "")
             )
-        text_col.warning(
+        row.warning(
             f"**Order is visible to the model:** {'; and '.join(reasons)}. The reordered run is not just the "
             "original map moved. Set the positional encoding to none (and the mask to none or padding, with an "
             "encoder) to see the maps only move.",

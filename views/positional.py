@@ -194,10 +194,8 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
         help="The rows of the table for the typed tokens, one column per dimension (also in the CSV below).",
     ):
         st.dataframe(typed, hide_index=True, height=min(400, 38 + 35 * len(tokens)))
-    c1, c2, _ = st.columns([1, 1, 2])
-    with c1:
+    with st.container(horizontal=True):  # each button as wide as its label, which columns cut on a projector
         csv_button("Typed positions (CSV)", typed, f"positions_{kind}_typed.csv", "pos_csv_typed")
-    with c2:
         csv_button(f"Table, {n_positions} positions (CSV)", table_frame(shown), f"positions_{kind}.csv", "pos_csv")
     lazy_section(
         "**The whole table**: every position and dimension as one map",
