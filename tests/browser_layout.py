@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 PROJECTOR = {"width": 1024, "height": 768}  # a classroom projector's window: the sidebar leaves the page 564 px
+TABLET = {"width": 800, "height": 1024}  # the sidebar leaves the page 468 px
 
 # A label is cut when its text overflows a box that ends it with an ellipsis; a formula, when what KaTeX drew is wider
 # than the column holding it (its own box, sized to it, is a pixel or two over from rounding and is not compared).

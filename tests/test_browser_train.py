@@ -14,6 +14,7 @@ from explorer.tasks import make_task
 from explorer.training import single_thread, train
 from tests.browser_boards import panels, read_tips, wait_panels_drawn
 from tests.browser_boards import pixels as panel_pixels
+from tests.browser_layout import TABLET, cut_off
 from tests.browser_plots import PLOT, drawn_traces, hover_point, plot_titled, wait_plotted
 
 pytestmark = pytest.mark.browser
@@ -63,8 +64,10 @@ def in_view(locator):
 
 
 def test_the_address_bar_carries_the_training_settings(page, app_url, wait_idle):
+    page.set_viewport_size(TABLET)
     page.goto(app_url + "/train?train_task=copy&train_steps=60&train_lr=0.001")
     wait_idle(page)
+    assert cut_off(page) == []  # Train and Stop whole in a narrow window
     assert page.get_by_role("spinbutton", name="Steps", exact=True).input_value() == "60"
     assert page.get_by_role("combobox", name="Task", exact=True).input_value() == "copy"
     field = page.get_by_role("spinbutton", name="Sequence length", exact=True)

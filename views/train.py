@@ -261,9 +261,11 @@ def main() -> None:
         problem = too_big_to_train(cfg, task)
     if problem:
         st.error(problem, icon=":material/error:")
-    c1, c2, _ = st.columns([1, 1, 4])
-    start = c1.button("Train", type="primary", key="train_start", icon=":material/play_arrow:", disabled=bool(problem))
-    c2.button(
+    buttons = st.container(horizontal=True)  # each as wide as its label, which 1/6 columns cut on a narrow window
+    start = buttons.button(
+        "Train", type="primary", key="train_start", icon=":material/play_arrow:", disabled=bool(problem)
+    )
+    buttons.button(
         "Stop",
         key="train_stop",
         icon=":material/stop:",
