@@ -14,7 +14,7 @@ from explorer.tasks import make_task
 from explorer.training import single_thread, train
 from tests.browser_boards import panels, read_tips, wait_panels_drawn
 from tests.browser_boards import pixels as panel_pixels
-from tests.browser_layout import TABLET, cut_off
+from tests.browser_layout import PROJECTOR, TABLET, cut_off
 from tests.browser_plots import PLOT, drawn_traces, hover_point, plot_titled, wait_plotted
 
 pytestmark = pytest.mark.browser
@@ -121,6 +121,9 @@ def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_i
     wait_panels_drawn(page, 2)
     early = snapshot_weights(page)
     assert np.fliplr(early).diagonal().mean() < 0.5
+    page.set_viewport_size(PROJECTOR)
+    page.wait_for_timeout(500)  # the page lays itself out again
+    assert cut_off(page) == []  # the accuracy's "+N points above uniform guessing", the model's downloads
     assert_clean(page)
 
 

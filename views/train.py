@@ -29,7 +29,7 @@ from views.training_run import Training, collect_stopped_training, kept_training
 from views.widgets import count, plotly_chart, positions_text, view_download
 
 GOAL = 0.99  # "learned": this share of tokens right
-METRICS_PER_ROW = 2  # each placement's accuracy, two a row: four in one row cut their labels short
+PLACEMENT_PX = 340  # each placement's accuracy and caption: "+32.7 points above uniform guessing (10%)" fits
 
 
 def placement_names(norms: Sequence[str]) -> str:
@@ -72,8 +72,9 @@ def summary(training: Training) -> None:
         else:
             text = f"Training stopped after {NORM_NAMES[norm]} had finished: {missing}"
         st.warning(text, icon=":material/stop_circle:")
-    columns = [col for _ in range(0, len(training.results), METRICS_PER_ROW) for col in st.columns(METRICS_PER_ROW)]
-    for col, (norm, result) in zip(columns, training.results.items(), strict=False):
+    row = st.container(horizontal=True, gap="medium")  # as many a row as the window has room for
+    for norm, result in training.results.items():
+        col = row.container(width=PLACEMENT_PX)
         if norm not in training.fresh:
             training.fresh[norm] = evaluate(result.model, task)
         accuracy = training.fresh[norm]

@@ -21,14 +21,14 @@ def model_files(training: Training | None, norm: str | None) -> None:
     if training is not None and norm is not None:
         result, task = training.results[norm], training.task
         name = f"{task.name}{task.length}_{norm}-norm"
-        c1, c2, _ = st.columns([1, 1, 1])
+        row = st.container(horizontal=True)  # each button as wide as its label, which columns cut on a projector
         download(
             "Download weights (.safetensors)",
             lambda: checkpoints.save(result.model, task)[0],
             f"{name}.safetensors",
             "application/octet-stream",
             "train_download_weights",
-            c1,
+            row,
         )
         download(
             "Download settings (.json)",
@@ -36,7 +36,7 @@ def model_files(training: Training | None, norm: str | None) -> None:
             f"{name}.json",
             "application/json",
             "train_download_json",
-            c2,
+            row,
         )
     st.file_uploader(
         "Load a trained model: choose both of its files, the .safetensors and the .json",
