@@ -58,8 +58,9 @@ def test_smollm_link_shows_its_next_token_and_every_page_opens(page, app_url, wa
     wait_idle(page, FIRST_LOAD_MS)
     assert page.get_by_text("What comes next").count() == 1  # its table's rows are checked in test_app_pretrained
     page.set_viewport_size(PROJECTOR)
+    opened = {"activations": "&act_open_gradients=true"}  # a lazy section with a row of downloads
     for path in ("compare", "positional", "activations", "anatomy"):
-        page.goto(f"{app_url}/{path}?model=smollm2-135m&tokens=The%20capital%20of%20France%20is")
+        page.goto(f"{app_url}/{path}?model=smollm2-135m&tokens=The%20capital%20of%20France%20is{opened.get(path, '')}")
         wait_idle(page, FIRST_LOAD_MS)
         assert page.locator("[data-testid='stException']").count() == 0, path
         assert cut_off(page) == [], path  # on a projector: Compare's buttons, Positional's rope formula, ...

@@ -323,10 +323,8 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
         st.caption(f"Outside the blocks: {names}.")
     if st.toggle("Show the gradient table (every parameter tensor)", key="act_grads_table"):
         st.dataframe(norms, hide_index=True, column_config={"norm": NUMBER})
-    c1, c2, _ = st.columns([1, 1, 2])
-    with c1:
+    with st.container(horizontal=True):  # each button as wide as its label, which columns cut on a projector
         csv_button("Every parameter (CSV)", norms, "gradients_parameters.csv", "act_csv_grads")
-    with c2:
         csv_button("Block totals (CSV)", totals, "gradients_blocks.csv", "act_csv_grad_totals")
 
 
