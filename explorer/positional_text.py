@@ -50,8 +50,9 @@ def formula(cfg: ModelConfig) -> str | None:
     line, since a display formula does not wrap (on one line, a Llama's was 830 px, cut off on a 1024 px projector)."""
     if cfg.positional == "sinusoidal":
         return gathered(
-            r"PE_{p,\,2i} = \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right)",
-            r"PE_{p,\,2i+1} = \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right)",
+            r"PE_{p,\,2i} &= \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right)",
+            r"PE_{p,\,2i+1} &= \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right)",
+            align=True,
         )
     if cfg.positional == "rope":
         llama = [r"\text{(pairs } (i,\ i + d_{head}/2) \text{ in Llama's layout)}"]
@@ -63,9 +64,10 @@ def formula(cfg: ModelConfig) -> str | None:
     return None
 
 
-def gathered(*lines: str) -> str:
-    """LaTeX lines, each centred under the one before."""
-    return r"\begin{gathered}" + r" \\ ".join(lines) + r"\end{gathered}"
+def gathered(*lines: str, align: bool = False) -> str:
+    """LaTeX lines, each centred under the one before, or with `align` lined up at their & (their = signs)."""
+    block = "aligned" if align else "gathered"
+    return rf"\begin{{{block}}}" + r" \\ ".join(lines) + rf"\end{{{block}}}"
 
 
 def table_frame(table: np.ndarray, tokens: list[str] | None = None) -> pd.DataFrame:
