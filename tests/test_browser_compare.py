@@ -347,8 +347,8 @@ def test_on_a_projector_a_minus_b_goes_under_a_and_b_unshrunk_and_on_a_phone_hov
 ):
     """At 1024 px wide, the A − B column beside A and B had been too narrow: its map was drawn smaller, labels and
     all, and B went under A. Now A and B sit side by side and A − B goes under them at the size it was laid out for,
-    whatever the text. On a phone, where a panel has less room than itself, it is drawn smaller and hover maps the
-    pointer back to its cells."""
+    whatever the text, and beside them where the window has room (1366 px). On a phone, where a panel has less room
+    than itself, it is drawn smaller and hover maps the pointer back to its cells."""
 
     def overflow() -> list[float]:
         return page.evaluate(
@@ -378,6 +378,12 @@ def test_on_a_projector_a_minus_b_goes_under_a_and_b_unshrunk_and_on_a_phone_hov
     tokens = "%20".join(f"w{i}" for i in range(300))
     open_compare(page, f"{app_url}/compare?tokens={tokens}", wait_idle)
     assert max(overflow()) <= 1, overflow()
+    assert float(canvases()["difference"].get_attribute("data-scale")) == 1.0
+    page.set_viewport_size({"width": 1366, "height": 768})  # a common laptop: room for A − B beside them
+    open_compare(page, app_url + "/compare", wait_idle)
+    beside = {name: canvas.bounding_box() for name, canvas in canvases().items()}
+    assert beside["difference"]["y"] < beside["A"]["y"] + beside["A"]["height"]  # in A's row, not under it
+    assert beside["difference"]["x"] > beside["B"]["x"] + beside["B"]["width"]
     assert float(canvases()["difference"].get_attribute("data-scale")) == 1.0
     page.set_viewport_size({"width": 360, "height": 740})
     open_compare(page, app_url + "/compare", wait_idle)

@@ -36,7 +36,6 @@ from explorer.trace import Trace
 from pictures.attention_panels import scale_note
 from pictures.boards import board
 from pictures.compare_charts import (
-    DIFFERENCE_PANEL_PX,
     difference_fits_beside,
     difference_panel,
     pair_norm_note,
@@ -158,10 +157,11 @@ def attention_section(
     if note is not None:
         st.caption(f"{' and '.join(drawn)}: {note}.")  # the maps drawn: with B not drawn, the scale is A's alone
     if pair.a is not None and difference_fits_beside(pair.a, measure):
-        # A − B beside A and B where the window leaves it room (1400 px and wider, sidebar open), under them at its
-        # own size where not: columns would have shrunk it, labels and all, on a 1024 px projector
+        # A − B beside A and B where the window leaves it room (from about 1366 px wide with the sidebar open), under
+        # them at its own size where not: columns would have shrunk it, labels and all, on a 1024 px projector. Each
+        # box is as wide as its board's panels (A − B's subtitle wraps to its map: wrap_subtitle)
         row = st.container(horizontal=True, gap="small")
-        maps_column, difference_column = row.container(width="content"), row.container(width=DIFFERENCE_PANEL_PX)
+        maps_column, difference_column = row.container(width="content"), row.container(width="content")
     else:  # a long text's maps: A − B under A and B, not shrunk to its column
         maps_column, difference_column = st.container(), st.container()
     panels, left_out = pair_panels(
@@ -187,7 +187,7 @@ def attention_section(
             st.info(why_not_subtracted(pair))
         else:
             panel = difference_panel(pair.a, pair.b, difference, layer, head, measure, stretch)
-            show_board(board([panel]), key="difference_map")
+            show_board(board([panel]), key="difference_map", width="content")
             if not pair.same_shape:
                 st.caption(why_not_subtracted(pair, ranked_only=True))
     if caveat and pair.same_shape:

@@ -216,7 +216,7 @@ function panelShell(p, box) {
   const panel = element("div", "mv-panel");
   panel.dataset.name = p.name;
   if (p.title) panel.append(element("div", "mv-title", p.title));
-  if (p.subtitle) panel.append(element("div", "mv-subtitle", p.subtitle));
+  if (p.subtitle) panel.append(element("div", p.wrap_subtitle ? "mv-subtitle mv-wrap" : "mv-subtitle", p.subtitle));
   const frame = element("div", "mv-frame");
   const canvas = element("canvas");
   const tip = element("div", "mv-tip");
