@@ -32,7 +32,7 @@ A_COLOUR = "#1f5fa8"  # A is blue everywhere: its lines, and A - B > 0 (A attend
 B_COLOUR = "#c2410c"  # B is orange-red: its lines, and A - B < 0 (B attends more)
 ORANGES = ("#fff5eb", "#fee6ce", "#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d94801", "#a63603", "#7f2704")
 # Sizes that fit a 1400 px wide window with the sidebar open: A | B side by side (580 px, with 40 px between the
-# panels), A - B beside them in 345 px; a narrower window puts A - B under them at the same size (views/compare.py).
+# panels), A - B beside them in at most 345 px; a narrower window puts A - B under them at its size (views/compare.py).
 # A panel is its map plus LEFT_PX and the widest query label on the left, and RIGHT_PX and its legend on the right;
 # A and B share one scale, so only the last of them draws it.
 PAIR_PX = 200  # px along the longer side of A's and of B's map, at most
