@@ -68,6 +68,7 @@ def matrix_panel(
     legend_marks: list[float] | None = None,
     legend: bool = True,
     label_chars: int = 14,
+    wrap_subtitle: bool = False,
 ) -> dict:
     """A [Tq, Tk] matrix: keys across, queries down (first on top), masked cells grey.
 
@@ -79,7 +80,8 @@ def matrix_panel(
     side, unless `plot_px` = (width, height) gives the matrix its own size. Hover names a cell's row and column by
     the axis titles, or by `hover_titles` = (row name, column name) when both axes have the same title. The colour
     legend marks round values between its ends (legend_ticks), or the values `legend_marks`; without `legend` the
-    panel draws none (a neighbour on the same scale draws it).
+    panel draws none (a neighbour on the same scale draws it). With `wrap_subtitle` the subtitle wraps to the width
+    the rest of the panel takes instead of widening it (a board sized to its content keeps to its map).
 
     Labels: up to MAX_TICKS tokens an axis, or with `tick_px` as many as fit that far apart (every n-th token);
     the component cuts a label longer than `label_chars` characters short on the axis, and hover gives it whole.
@@ -101,6 +103,7 @@ def matrix_panel(
         "name": name,
         "title": title,
         "subtitle": subtitle,
+        "wrap_subtitle": wrap_subtitle,
         "rows": tq,
         "cols": tk,
         "cell_px": cell,

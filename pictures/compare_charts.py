@@ -259,7 +259,7 @@ def difference_panel(
     value_title = f"A − B{words['of']}"
     half, note = difference_scale(shown, stretch)
     subtitle = f"{difference_verdict(largest, scale)} · blue: A {words['more']} · red: B {words['more']}"
-    panel = _token_map(
+    return _token_map(
         paired_tokens(maps_a, maps_b),
         values,
         either,
@@ -272,9 +272,8 @@ def difference_panel(
         value_title=value_title,
         masked_text="masked in A and B",
         extra={f"A{words['of']}": sides[0], f"B{words['of']}": sides[1]},
+        wrap_subtitle=True,  # the page sizes A − B's box to the map, not to this long line (views/compare.py)
     )
-    panel["wrap_subtitle"] = True  # the page sizes A − B's box to the map, not to this long line (views/compare.py)
-    return panel
 
 
 def paired_tokens(maps_a: AttentionMaps, maps_b: AttentionMaps) -> AttentionMaps:
