@@ -32,6 +32,7 @@ from views.trace_caches import entropy_of, grid_of, norm_attention_later, norm_a
 from views.widgets import (
     ENTROPY_COLUMNS,
     MEASURES,
+    NUMBER_SELECT_PX,
     carry_view,
     clamp_view,
     code_text,
@@ -51,7 +52,6 @@ ZOOM_FROM = 128  # a map of more than ZOOM_FROM x ZOOM_FROM cells (a pixel or tw
 ZOOM_SIDE = 40  # tokens a side of that window: few enough for every one to be labelled (MAX_TICKS is 45)
 VIEW_NOTES_KEY = "_view_notes"
 SELECTOR_PX = 200  # the head selector: wide enough for "average of heads"
-LAYER_PX = 110  # the layer selector holds numbers only
 NORMS_LINE = (
     "Colours show what each head adds, ‖α·f(x)‖ (Kobayashi et al. 2020): the weight α times the size of the key's "
     "value vector as the head's output projection maps it. Hover gives both."
@@ -112,7 +112,7 @@ def map_viewer(kind: str, with_norms: bool) -> None:
     clamp_view("layer", layers, "layer")  # here, in the fragment: its sentence goes when another layer is picked
     clamp_view("head", heads, "head")
     controls = st.container(horizontal=True, vertical_alignment="bottom")  # one block: fewer elements to lay out
-    layer = controls.selectbox("Layer", layers, key="layer", bind="query-params", width=LAYER_PX)
+    layer = controls.selectbox("Layer", layers, key="layer", bind="query-params", width=NUMBER_SELECT_PX)
     head = controls.selectbox(
         "Head",
         heads,

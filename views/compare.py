@@ -68,6 +68,7 @@ from views.query_params import URL_BOOLEAN, note_view_param, show_url_notes, war
 from views.state import app_state, model_key, session_model, sidebar_run, trace_maker
 from views.widgets import (
     MEASURES,
+    NUMBER_SELECT_PX,
     carry_view,
     kind_choice,
     measure_choice,
@@ -77,7 +78,6 @@ from views.widgets import (
 
 PAGE = "compare"  # for carry_view: the layer and head picked here go with the user to Attention
 VIEW_NOTES_KEY = "_compare_view_notes"
-SELECTOR_PX = 110  # the layer and head selectors hold numbers only
 DIFFERENT_WEIGHTS = (
     "A and B have different weights, so A − B mixes the settings you changed with the effect of other random "
     "weights, and head h of A has no special relation to head h of B."
@@ -124,8 +124,8 @@ def attention_section(
     controls = st.container(horizontal=True, vertical_alignment="bottom")  # wraps: no label is cut on a projector
     carry_view(PAGE, "layer", layers)
     carry_view(PAGE, "head", heads)
-    layer = controls.selectbox("Layer", layers, key="layer", bind="query-params", width=SELECTOR_PX)
-    head = controls.selectbox("Head", heads, key="head", bind="query-params", width=SELECTOR_PX)
+    layer = controls.selectbox("Layer", layers, key="layer", bind="query-params", width=NUMBER_SELECT_PX)
+    head = controls.selectbox("Head", heads, key="head", bind="query-params", width=NUMBER_SELECT_PX)
     remember_view(PAGE, "layer", layer)
     remember_view(PAGE, "head", head)
     with notes:

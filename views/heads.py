@@ -46,6 +46,7 @@ from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, url_int, warn_junk_url
 from views.state import app_state, base_trace_maker, session_model, sidebar_run, trace_maker, weights_note
 from views.widgets import (
+    NUMBER_SELECT_PX,
     PLOTLY_CONFIG,
     clamp_view,
     code_text,
@@ -57,7 +58,6 @@ from views.widgets import (
     view_download,
 )
 
-LAYER_PX, HEAD_PX = 110, 110  # the selectors hold numbers only
 PIECE_PX = 260
 TOP_PIECES = 10  # the pieces the piece selector offers: the likeliest after the text
 LENS_WINDOW = 32  # positions the lens reads of a longer text unless asked for all: the last ones
@@ -153,8 +153,8 @@ def attention_change(before: AttentionMaps, after: AttentionMaps, removed: tuple
             st.session_state[key] = value  # open on the head that moved most, unless the link or a pick says
     st.session_state[VIEW_FOR_KEY] = removed
     controls = st.container(horizontal=True, vertical_alignment="bottom")
-    layer = controls.selectbox("Layer", layers, key="heads_layer", bind="query-params", width=LAYER_PX)
-    head = controls.selectbox("Head", heads, key="heads_head", bind="query-params", width=HEAD_PX)
+    layer = controls.selectbox("Layer", layers, key="heads_layer", bind="query-params", width=NUMBER_SELECT_PX)
+    head = controls.selectbox("Head", heads, key="heads_head", bind="query-params", width=NUMBER_SELECT_PX)
     stretch = stretch_toggle(controls, CHANGE_STRETCH_HELP)
     st.caption(
         "One head's weights, after − before. It opens on the head whose weights moved most "

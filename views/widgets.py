@@ -54,6 +54,7 @@ def stretch_toggle(where: DeltaGenerator, help_text: str = WEIGHTS_STRETCH_HELP,
     return where.toggle("Stretch colours", key=key, bind="query-params", help=help_text)
 
 
+NUMBER_SELECT_PX = 110  # a layer or head selector: its options are numbers only
 MEASURES = ("weights", "norms")  # the values of the measure URL parameter, shown as they are written (see below)
 MEASURE_HELP = (
     "weights: α_ij, how much query i looks at key j. norms: ‖α_ij·f_h(x_j)‖, how much head h actually adds to query "
