@@ -67,16 +67,25 @@ def difference_title(layer: int, head: int) -> str:
     return f"After − before · layer {layer} · head {head}"
 
 
+def head_change(
+    before: AttentionMaps, after: AttentionMaps, layer: int, head: int, stretch: bool
+) -> tuple[tuple[np.ndarray, np.ndarray], np.ndarray, float, str | None]:
+    """One head's weights before and after ([Tq, Tk] float64 each), after − before ([Tq, Tk]) and its colour scale:
+    the half-width, ending at the largest |after − before| of the cells it may attend to or `stretch`ed at the top
+    1 % of them (difference_scale, as Compare's A − B), and what the subtitle says of it."""
+    sides = (before.weights[layer, head].astype(np.float64), after.weights[layer, head].astype(np.float64))
+    difference = sides[1] - sides[0]  # [Tq, Tk]
+    half, note = difference_scale(np.where(before.allowed, difference, np.nan), stretch, CHANGE)
+    return sides, difference, half, note
+
+
 def after_before_panel(
     before: AttentionMaps, after: AttentionMaps, layer: int, head: int, stretch: bool = False
 ) -> dict:
-    """after − before of one head's weights ([Tq, Tk]) on a diverging scale centred on 0: blue, it attends more with
-    the heads removed; orange-red, less. Hover gives the difference, before and after. The scale ends at the largest
-    |after − before|, or `stretch`ed at the top 1 % of them (difference_scale, as Compare's A − B)."""
-    sides = (before.weights[layer, head].astype(np.float64), after.weights[layer, head].astype(np.float64))
-    difference = sides[1] - sides[0]  # [Tq, Tk]
+    """after − before of one head's weights ([Tq, Tk]) on a diverging scale centred on 0 (head_change): blue, it
+    attends more with the heads removed; orange-red, less. Hover gives the difference, before and after."""
+    sides, difference, half, note = head_change(before, after, layer, head, stretch)
     allowed = np.asarray(before.allowed, dtype=bool)  # [Tq, Tk]
-    half, note = difference_scale(np.where(allowed, difference, np.nan), stretch, CHANGE)
     largest = float(np.abs(difference[allowed]).max()) if allowed.any() else 0.0
     subtitle = "identical: every difference is 0" if largest == 0 else f"largest |after − before| = {largest:.4f}"
     subtitle = noted(f"{subtitle} · blue: attends more with the heads removed · red: less", note)
@@ -104,9 +113,7 @@ def after_before_figure(
     before: AttentionMaps, after: AttentionMaps, layer: int, head: int, stretch: bool = False
 ) -> go.Figure:
     """after_before_panel as a Plotly heatmap, for the HTML download (its colours too)."""
-    difference = after.weights[layer, head].astype(np.float64) - before.weights[layer, head]  # [Tq, Tk]
-    allowed = np.asarray(before.allowed, dtype=bool)  # [Tq, Tk]
-    top, note = difference_scale(np.where(allowed, difference, np.nan), stretch, CHANGE)
+    _, difference, top, note = head_change(before, after, layer, head, stretch)
     x = [label_text(t) for t in token_labels(before.key_tokens)]
     y = [label_text(t) for t in token_labels(before.query_tokens)]
     figure = go.Figure(
