@@ -49,14 +49,14 @@ def formula(cfg: ModelConfig) -> str | None:
     """The encoding as a LaTeX formula, or None when it has none (a learned table, no positions): one equation a
     line, since a display formula does not wrap (on one line, a Llama's was 830 px, cut off on a 1024 px projector)."""
     if cfg.positional == "sinusoidal":
-        return gathered(
+        return equations(
             r"PE_{p,\,2i} &= \sin\!\left(\frac{p}{10000^{2i/d_{model}}}\right)",
             r"PE_{p,\,2i+1} &= \cos\!\left(\frac{p}{10000^{2i/d_{model}}}\right)",
             align=True,
         )
     if cfg.positional == "rope":
         llama = [r"\text{(pairs } (i,\ i + d_{head}/2) \text{ in Llama's layout)}"]
-        return gathered(
+        return equations(
             rf"\theta_{{p,\,i}} = \frac{{p}}{{{rope_base(cfg):g}^{{2i/d_{{head}}}}}}",
             r"(q_{2i},\,q_{2i+1}) \mapsto R(\theta_{p,i})\,(q_{2i},\,q_{2i+1})",
             *(llama if getattr(cfg, "family", None) in ("llama", "olmo2") else []),
@@ -64,8 +64,8 @@ def formula(cfg: ModelConfig) -> str | None:
     return None
 
 
-def gathered(*lines: str, align: bool = False) -> str:
-    """LaTeX lines, each centred under the one before, or with `align` lined up at their & (their = signs)."""
+def equations(*lines: str, align: bool = False) -> str:
+    """LaTeX lines, one equation each: centred under one another, or with `align` lined up at their & (at "=")."""
     block = "aligned" if align else "gathered"
     return rf"\begin{{{block}}}" + r" \\ ".join(lines) + rf"\end{{{block}}}"
 
