@@ -19,8 +19,12 @@ A session fails when the page shows an exception, finishes other than successful
    core for itself, so the others cannot be as fast as alone; what must not happen is that training forces them
    onto one thread (explorer.training.single_thread). --process-wide starts the server with the old single_thread,
    which left torch's count at 1 for every thread starting while training ran, to measure what that cost.
+5. Long texts of their own: N sessions at once (6 by default), each opening SmolLM2 on a 512-piece text no other
+   session has, after one session has loaded the checkpoint. Each run makes a trace of 626 MB; made all at once they
+   had taken the server to 5.1 GB. Printed: each session's seconds, in the order they finished, and the server's
+   peak memory (target <= PEAK_MB, issue 25's 2.5 GB); views/memory_gate.py makes such runs take turns.
 
-Usage: python bench/bench_load.py [--soak N] [--only 1|2|3|4] [--rounds N] [--process-wide] [--strict]
+Usage: python bench/bench_load.py [--soak N] [--only 1|2|3|4|5] [--rounds N] [--process-wide] [--long N] [--strict]
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ from pictures.boards import decode_floats  # noqa: E402
 from views.matrix_view import unpacked  # noqa: E402
 
 P95_TARGET = 5.0  # seconds for 30 students on one link (issue 16)
+PEAK_MB = 2500.0  # the server's peak with long texts of their own at once (issue 25's 2.5 GB)
+LONG_SESSIONS = 6  # scenario 5's sessions: six at once had taken the server past twice the peak allowed
 TIMEOUT = 120.0  # a session that has not finished by then has failed
 PAGES = ["", "compare", "positional", "activations", "anatomy"]  # url paths; "" is Attention
 SOAK_LINKS = 40  # more than any of the app's caches holds (16 traces), so the soak run evicts
@@ -404,6 +410,29 @@ def training_load(rounds: int, process_wide: bool, n_sessions: int = LOAD_SESSIO
     return ok
 
 
+def long_texts(n: int) -> bool:
+    from bench_pretrained import LONG, text_of, tokenizers  # the checkpoints' own tokenizers: 512 pieces exactly
+
+    model = "smollm2-135m"
+    print(f"\n5. {n} sessions at once, each on a {LONG}-piece {model} text of its own (fresh server)")
+    tokenizer = tokenizers()[model]
+    queries = [urlencode({"model": model, "tokens": text_of(tokenizer, LONG, start=i + 1)}) for i in range(n)]
+    with fresh_server() as (base, log):
+        loaded = asyncio.run(open_link(base, urlencode({"model": model, "tokens": TOKENS})))
+        rss, _ = server_memory(base)
+        print(f"   checkpoint loaded by one session in {loaded.seconds:.2f} s: server {rss:,.0f} MB")
+        sessions = asyncio.run(at_once(base, queries))
+        _, errors = row(f"N = {n}, long texts", sessions, base, log)
+        _, peak = server_memory(base)
+    print(
+        "   each session's seconds, first done first: "
+        + ", ".join(f"{s.seconds:.1f}" for s in sorted(sessions, key=lambda s: s.seconds))
+    )
+    met = peak <= PEAK_MB and errors == 0 and not loaded.errors
+    print(f"   target: server peak <= {PEAK_MB:,.0f} MB, 0 errors: {'ok' if met else 'MISSED'}")
+    return met
+
+
 @contextlib.contextmanager
 def patched_env(name: str, value: str) -> Iterator[None]:
     """os.environ[name] = value for the block (the server started inside inherits it)."""
@@ -422,12 +451,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--soak", type=int, default=400, help="reruns in the soak run (default 400; 0: none)")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
-    parser.add_argument("--only", type=int, choices=(1, 2, 3, 4), help="run this scenario alone")
+    parser.add_argument("--only", type=int, choices=(1, 2, 3, 4, 5), help="run this scenario alone")
     parser.add_argument("--rounds", type=int, default=2, help="rounds of each kind in scenario 4 (default 2)")
     parser.add_argument("--process-wide", action="store_true", help="scenario 4 with the old single_thread")
     parser.add_argument("--sessions", type=int, default=LOAD_SESSIONS, help="sessions loading pages in scenario 4")
+    parser.add_argument("--long", type=int, default=LONG_SESSIONS, help="sessions at once in scenario 5")
     args = parser.parse_args()
-    wanted = {args.only} if args.only else {1, 2, 3, 4}
+    wanted = {args.only} if args.only else {1, 2, 3, 4, 5}
     ok = True
     if 1 in wanted:
         ok &= same_link(args.strict)
@@ -437,6 +467,8 @@ def main() -> None:
         ok &= soak(args.soak)
     if 4 in wanted:
         ok &= training_load(args.rounds, args.process_wide, args.sessions)
+    if 5 in wanted:
+        ok &= long_texts(args.long)
     if args.strict and not ok:
         sys.exit(1)
 

@@ -11,7 +11,8 @@ every rerun, and so are entries a running page still holds (Compare's two 628 MB
 dropping them would free no memory, and the page would make them again at once. Room for a trace is made before it
 is run (its expected bytes, `room`), so the server does not hold the old traces beside the new one they make way for.
 Every array cached is made read-only first: sessions share it. Thirty students opening one link compute it once: the
-others wait for it.
+others wait for it. Thirty students each on a long text of their own take turns at the gate (views/memory_gate.py)
+when their runs would not fit in the budget at once, and room is made for every run in flight.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from contextlib import AbstractContextManager
 from dataclasses import fields, is_dataclass
 from typing import Any, TypeVar
 
@@ -30,6 +32,8 @@ import numpy as np
 import streamlit as st
 from streamlit.logger import get_logger
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+from views.memory_gate import MemoryGate, Waiting
 
 BUDGET_ENV = "ATTENTION_EXPLORER_MEMORY_MB"
 DEFAULT_BUDGET_MB = 800  # SmolLM2's and MiniLM's traces on 512 pieces (626 + 150 MB) fit; a server stays under 2.5 GB
@@ -92,34 +96,52 @@ class ByteBudgetCache:
         self._entries: OrderedDict[Hashable, tuple[Any, dict[int, int]]] = OrderedDict()
         self._lock = threading.Lock()  # guards _entries and _making
         self._making: dict[Hashable, threading.Lock] = {}  # one lock per key being computed
+        self.gate = MemoryGate(budget, self._pinned)  # misses too large to run at once take turns
 
-    def get(self, key: Hashable, make: Callable[[], Result], room: Callable[[], int] | None = None) -> Result:
+    def get(
+        self,
+        key: Hashable,
+        make: Callable[[], Result],
+        room: Callable[[], int] | None = None,
+        waiting: Waiting | None = None,
+    ) -> Result:
         """The cached result for key, or make() once (callers of the same key meanwhile wait for it). `room()`: the
-        bytes the result is expected to take, made room for before make() runs, so that the old entries it would
-        push out are not held beside it while it is made (a 512-piece SmolLM2 trace: 626 MB)."""
+        bytes the result is expected to take. A miss waits its turn at the gate (views/memory_gate.py: runs too large
+        to make at once go one after another; `waiting(ahead)` is shown meanwhile), then room is made for every run
+        in flight before make() runs, so that the old entries it would push out are not held beside it while it is
+        made (a 512-piece SmolLM2 trace: 626 MB)."""
         with self._lock:
             if key in self._entries:
                 self._entries.move_to_end(key)
                 return self._entries[key][0]
-            making = self._making.setdefault(key, threading.Lock())
-        with making:
-            with self._lock:
-                if key in self._entries:  # made while this caller waited
-                    self._entries.move_to_end(key)
-                    return self._entries[key][0]
-            if room is not None:
-                with self._lock:
-                    self._evict(self._budget() - room())
-            try:
+            making = self._making.get(key)
+            if making is None:  # this caller makes it: the lock is taken now, so no later caller passes it
+                making = self._making[key] = threading.Lock()
+                making.acquire()
+                mine = True
+            else:
+                mine = False
+        if not mine:  # wait for its maker, and then read it (or, had the maker failed, make it)
+            with making:
+                pass
+            return self.get(key, make, room, waiting)
+        try:
+            expected = 0 if room is None else room()
+            with self.gate.admitted(expected, waiting):
+                if room is not None:
+                    limit = self._budget() - expected - self.gate.reserved_by_others()  # runs in flight too
+                    with self._lock:
+                        self._evict(limit)
                 value = make()  # an error (a ConfigError the page shows) is not cached: the next caller tries again
                 for array in arrays_in(value):
                     array.setflags(write=False)
                 with self._lock:
                     self._entries[key] = (value, buffers_of(value))
                     self._evict(self._budget(), keep=key)
-            finally:
-                with self._lock:
-                    self._making.pop(key, None)
+        finally:
+            with self._lock:
+                self._making.pop(key, None)
+            making.release()
         return value
 
     def _evict(self, limit: int, keep: Hashable | None = None) -> None:
@@ -139,6 +161,15 @@ class ByteBudgetCache:
         lets go. Counting such arrays' references instead would mistake one a torch tensor shares (torch.from_numpy)
         for a caller, and then keep the entry for good."""
         return sys.getrefcount(self._entries[key][0]) > 2
+
+    def _pinned(self) -> int:
+        """The bytes of the buffers of entries a caller still holds, each once: what no eviction can free."""
+        with self._lock:
+            held: dict[int, int] = {}
+            for key in self._entries:  # not .items(): a name bound to the result would count as a holder
+                if self._in_use(key):
+                    held.update(self._entries[key][1])
+            return sum(held.values())
 
     def _held(self) -> int:
         """The bytes of every buffer the entries hold, each once however many entries hold it."""
@@ -170,6 +201,15 @@ class ByteBudgetCache:
                 del self._entries[key]
 
 
+def waiting_spinner(ahead: int) -> AbstractContextManager:
+    """What a page shows while its run waits at the gate for the runs ahead of it."""
+    runs = "another run" if ahead == 1 else f"{ahead} other runs"
+    return st.spinner(
+        f"Waiting for {runs} on this server to finish first: at the same time they would not fit in its memory…",
+        show_time=True,
+    )
+
+
 SHARED = ByteBudgetCache()  # one budget for every large result of the app
 
 
@@ -196,7 +236,8 @@ def shared(
                     return function(*args, **kwargs)
 
             expected = None if room is None else functools.partial(room, *args, **kwargs)
-            return cache.get((name, args, keyed), make, expected)
+            waiting = waiting_spinner if get_script_run_ctx() is not None else None
+            return cache.get((name, args, keyed), make, expected, waiting)
 
         cached.clear = lambda: cache.clear(name)  # type: ignore[attr-defined]
         return cached

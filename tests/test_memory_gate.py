@@ -1,0 +1,197 @@
+"""views.memory_gate: large runs take turns when together they would not fit the budget; small ones never wait."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pytest
+
+from views.memory_gate import SMALL_BYTES, MemoryGate
+from views.shared_cache import ByteBudgetCache
+
+MB = 1_000_000
+BIG = 2 * SMALL_BYTES  # a run the gate weighs
+BUDGET = 3 * BIG  # two BIG runs fit at once, four do not
+WAIT_S = 10.0  # how long a test waits for a thread that should get there at once: only a hang takes that long
+
+
+class Run:
+    """A run on its own thread that holds the gate until released: started tells it got in, waiting that it
+    queued."""
+
+    def __init__(self, gate: MemoryGate, nbytes: int, log: list[str] | None = None, name: str = ""):
+        self.started, self.waiting, self.release, self.done = (threading.Event() for _ in range(4))
+        self.log, self.name = log, name
+        self.thread = threading.Thread(target=self._run, args=(gate, nbytes), daemon=True)
+        self.thread.start()
+
+    @contextlib.contextmanager
+    def _waiting(self, ahead: int) -> Iterator[None]:
+        self.waiting.set()
+        yield
+
+    def _run(self, gate: MemoryGate, nbytes: int) -> None:
+        try:
+            with gate.admitted(nbytes, self._waiting):
+                if self.log is not None:
+                    self.log.append(self.name)
+                self.started.set()
+                self.release.wait(WAIT_S)
+        finally:
+            self.done.set()
+
+    def finish(self) -> None:
+        self.release.set()
+        assert self.done.wait(WAIT_S)
+
+
+def gate(budget: int = BUDGET, pinned: Callable[[], int] = lambda: 0) -> MemoryGate:
+    return MemoryGate(lambda: budget, pinned)
+
+
+def test_a_run_that_would_not_fit_beside_those_in_flight_waits_for_them():
+    """Six students' 512-piece SmolLM2 texts at once took a server to 5.1 GB; one at a time it stays under 2.5."""
+    g = gate()
+    first, second = Run(g, 2 * BIG), Run(g, 2 * BIG)  # 4 BIG > the budget
+    assert first.started.wait(WAIT_S) or second.started.wait(WAIT_S)
+    running, queued = (first, second) if first.started.is_set() else (second, first)
+    assert queued.waiting.wait(WAIT_S) and not queued.started.is_set()
+    running.finish()
+    assert queued.started.wait(WAIT_S)
+    queued.finish()
+
+
+def test_runs_that_fit_together_run_at_once_and_small_ones_never_wait():
+    g = gate()
+    runs = [Run(g, BIG), Run(g, BIG), Run(g, SMALL_BYTES)]  # 2 BIG fit; the small one is not weighed at all
+    assert all(run.started.wait(WAIT_S) for run in runs)  # all three in flight together
+    assert not any(run.waiting.is_set() for run in runs)
+    for run in runs:
+        run.finish()
+
+
+def test_a_run_larger_than_the_whole_budget_still_runs_alone():
+    g = gate()
+    huge = Run(g, 10 * BUDGET)
+    assert huge.started.wait(WAIT_S)
+    later = Run(g, BIG)
+    assert later.waiting.wait(WAIT_S) and not later.started.is_set()
+    huge.finish()
+    assert later.started.wait(WAIT_S)
+    later.finish()
+
+
+def test_waiting_runs_go_first_come_first_served():
+    g, order = gate(), []
+    first = Run(g, 2 * BIG, order, "first")
+    assert first.started.wait(WAIT_S)
+    second = Run(g, 2 * BIG, order, "second")
+    assert second.waiting.wait(WAIT_S)
+    third = Run(g, BIG, order, "third")  # would fit beside first, but second is ahead of it in line
+    assert third.waiting.wait(WAIT_S) and not third.started.is_set()
+    first.finish()
+    assert second.started.wait(WAIT_S) and third.started.wait(WAIT_S)  # 2 BIG + BIG fit the budget together
+    second.finish()
+    third.finish()
+    assert order == ["first", "second", "third"]
+
+
+def test_memory_pinned_by_pages_counts_against_the_budget():
+    """Compare holds A's trace while B's runs: a third run beside them must see A's bytes too."""
+    pinned = [0]
+    g = gate(pinned=lambda: pinned[0])
+    first = Run(g, BIG)
+    assert first.started.wait(WAIT_S)
+    pinned[0] = 2 * BIG  # first's BIG + 2 BIG pinned + BIG > the budget
+    second = Run(g, BIG)
+    assert second.waiting.wait(WAIT_S) and not second.started.is_set()
+    first.finish()
+    assert second.started.wait(WAIT_S)  # alone, it runs whatever is pinned: the pages will let go of it
+    second.finish()
+
+
+def test_a_run_started_inside_another_on_the_same_thread_does_not_wait_for_itself():
+    g, inner = gate(), threading.Event()
+
+    def nested() -> None:
+        with g.admitted(2 * BIG), g.admitted(2 * BIG):
+            inner.set()
+
+    threading.Thread(target=nested, daemon=True).start()  # on its own thread, so that a broken gate fails, not hangs
+    assert inner.wait(WAIT_S)
+    other = Run(g, 2 * BIG)  # and the gate is free again afterwards
+    assert other.started.wait(WAIT_S)
+    other.finish()
+
+
+def test_a_caller_stopped_while_it_waits_leaves_the_line():
+    """A rerun stops a waiting script in its spinner: its place in line must not block everyone after it."""
+    g = gate()
+    first = Run(g, 2 * BIG)
+    assert first.started.wait(WAIT_S)
+
+    @contextlib.contextmanager
+    def stopped(ahead: int) -> Iterator[None]:
+        raise RuntimeError("stopped")
+        yield
+
+    with pytest.raises(RuntimeError), g.admitted(2 * BIG, stopped):
+        pytest.fail("a stopped caller never runs")
+    later = Run(g, 2 * BIG)
+    assert later.waiting.wait(WAIT_S)
+    first.finish()
+    assert later.started.wait(WAIT_S)
+    later.finish()
+
+
+def slow_make(nbytes: int) -> tuple[Callable[[], np.ndarray], threading.Event, threading.Event]:
+    """A make() that waits to be released: (make, in_make, release)."""
+    in_make, release = threading.Event(), threading.Event()
+
+    def make() -> np.ndarray:
+        in_make.set()
+        assert release.wait(WAIT_S)
+        return np.zeros(nbytes, dtype=np.uint8)
+
+    return make, in_make, release
+
+
+def test_the_shared_cache_makes_large_misses_take_turns():
+    cache = ByteBudgetCache(budget=lambda: BUDGET)
+    make, in_make, release = slow_make(2 * BIG)
+    waited, made = threading.Event(), []
+
+    def note_wait(ahead: int) -> contextlib.AbstractContextManager:
+        waited.set()
+        return contextlib.nullcontext()
+
+    first = threading.Thread(target=lambda: cache.get("a", make, room=lambda: 2 * BIG))
+    first.start()
+    assert in_make.wait(WAIT_S)
+    second = threading.Thread(
+        target=lambda: cache.get("b", lambda: made.append(1) or np.zeros(1), room=lambda: 2 * BIG, waiting=note_wait)
+    )
+    second.start()
+    assert waited.wait(WAIT_S) and not made  # 2 BIG in flight + 2 BIG > the budget: b waits for a
+    release.set()
+    first.join(WAIT_S)
+    second.join(WAIT_S)
+    assert made == [1] and set(cache.keys()) <= {"a", "b"}
+
+
+def test_the_shared_cache_makes_room_for_the_runs_in_flight_too():
+    """Room made for a new result alone left the old entries beside a run in flight, whose result then came on top."""
+    cache = ByteBudgetCache(budget=lambda: BUDGET)
+    cache.get("old", lambda: np.zeros(BIG, dtype=np.uint8))
+    make, in_make, release = slow_make(2 * BIG)
+    first = threading.Thread(target=lambda: cache.get("a", make, room=lambda: 2 * BIG))
+    first.start()
+    assert in_make.wait(WAIT_S) and cache.keys() == ["old"]  # BIG + 2 BIG in flight fit the budget
+    cache.get("small", lambda: np.zeros(1), room=lambda: SMALL_BYTES)  # never waits, but 2 BIG are in flight
+    assert cache.keys() == ["small"]  # old went: BIG + SMALL + 2 BIG in flight are over the budget
+    release.set()
+    first.join(WAIT_S)
+    assert cache.keys() == ["small", "a"]
