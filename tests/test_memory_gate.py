@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
 
+from explorer.build import build_model
+from explorer.config import ModelConfig
+from views.caches import cached_gradients, gradient_totals
 from views.memory_gate import SMALL_BYTES, MemoryGate
-from views.shared_cache import ByteBudgetCache
+from views.shared_cache import SHARED, ByteBudgetCache
 
 MB = 1_000_000
 BIG = 2 * SMALL_BYTES  # a run the gate weighs
@@ -195,3 +199,40 @@ def test_the_shared_cache_makes_room_for_the_runs_in_flight_too():
     release.set()
     first.join(WAIT_S)
     assert cache.keys() == ["small", "a"]
+
+
+def until(condition: Callable[[], bool]) -> bool:
+    """Whether condition() comes true within WAIT_S."""
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+LONG_CFG = ModelConfig(n_layers=4, n_heads=8, d_model=64, d_ff=256)  # 512 tokens: a 43 MB trace, > SMALL_BYTES
+LONG_TEXT = " ".join(f"w{i % 50}" for i in range(512))
+
+
+@pytest.mark.parametrize(
+    "backward_pass",
+    [
+        lambda: cached_gradients.__wrapped__(LONG_CFG, tuple(LONG_TEXT.split()), None, _model=build_model(LONG_CFG)),
+        lambda: gradient_totals.__wrapped__(LONG_CFG, LONG_CFG, LONG_TEXT, None, None),
+    ],
+    ids=["activations", "compare"],
+)
+def test_a_backward_pass_on_a_long_text_waits_at_the_same_gate_as_the_runs(backward_pass):
+    """A gradient pass holds about a trace's bytes at its peak: students asking for it at once take turns too."""
+    huge = Run(SHARED.gate, 10 * BUDGET)
+    assert huge.started.wait(WAIT_S)
+    result = []
+    worker = threading.Thread(target=lambda: result.append(backward_pass()), daemon=True)
+    worker.start()
+    try:
+        assert until(lambda: SHARED.gate.queued == 1) and not result
+    finally:
+        huge.finish()
+    worker.join(60)
+    assert len(result) == 1 and len(result[0]) > 0

@@ -54,7 +54,7 @@ from explorer.positional import sinusoidal
 from explorer.pretrained import INSTALLED, load_pretrained
 from explorer.trace import AttentionMaps, Trace
 from pictures.positional_charts import every_nth
-from views.shared_cache import shared
+from views.shared_cache import shared, taking_turns
 from views.state import current_source, model_key, session_model, trained_model
 from views.trace_caches import trace_key
 
@@ -216,7 +216,8 @@ def trace_of(
 
 @st.cache_data(max_entries=32, show_spinner="Computing gradient norms…")
 def gradient_totals(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None) -> pd.DataFrame:
-    return layer_gradient_totals(gradient_norms(model_of(a, b, who), text, target))
+    with taking_turns(trace_room(b, text, target)):  # a backward pass: about a trace's bytes at its peak
+        return layer_gradient_totals(gradient_norms(model_of(a, b, who), text, target))
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -295,7 +296,13 @@ def cached_similarity(
     return positions, similarity(table[positions], metric)
 
 
-@shared("Running the model on the reordered tokens…")  # two [L, H, T, T] maps: 566 MB for SmolLM2 on 512 pieces
+# two [L, H, T, T] maps: 566 MB for SmolLM2 on 512 pieces
+@shared(
+    "Running the model on the reordered tokens…",
+    room=lambda cfg, tokens, order, target, *_, **__: trace_bytes(
+        cfg, len(tokens), None if target is None else len(target)
+    ),
+)
 def cached_permutation(
     cfg: ModelConfig,
     tokens: tuple[str, ...],
@@ -324,7 +331,8 @@ def cached_gradients(
 ) -> pd.DataFrame:
     """Gradient norm of every parameter tensor for objective_text(_model) on the typed tokens; _model is the
     session's model for cfg (only read: gradient_norms writes no .grad)."""
-    return gradient_norms(_model, list(tokens), None if target is None else list(target))
+    with taking_turns(trace_bytes(cfg, len(tokens), None if target is None else len(target))):
+        return gradient_norms(_model, list(tokens), None if target is None else list(target))
 
 
 @st.cache_data(max_entries=16, show_spinner="Counting parameters…")
@@ -333,7 +341,7 @@ def cached_parameter_counts(cfg: ModelConfig, _model: Transformer) -> pd.DataFra
     return parameter_counts(_model)
 
 
-@shared("Measuring what each of B's heads adds…")
+@shared("Measuring what each of B's heads adds…", room=lambda a, b, text, target, *_: trace_room(b, text, target))
 def _compare_norms(
     a: ModelConfig,
     b: ModelConfig,
@@ -380,7 +388,8 @@ def _placements(
         bar.progress(share, text=f"Running A's weights with every placement: {what}…")
 
     try:
-        return placement_run(model_a(a, who), text, target, progress, _built, _known)
+        with taking_turns(trace_room(a, text, target)):  # each placement's run and backward pass, one at a time
+            return placement_run(model_a(a, who), text, target, progress, _built, _known)
     finally:
         bar.empty()
 

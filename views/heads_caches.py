@@ -18,6 +18,8 @@ from explorer.config import ModelConfig
 from explorer.model import Transformer
 from explorer.prediction import top_read_out
 from explorer.trace import Trace
+from views.caches import trace_room
+from views.shared_cache import taking_turns
 from views.state import current_source, session_model
 from views.trace_caches import trace_key
 
@@ -84,7 +86,8 @@ def _effects(
         bar.progress(min(1.0, float(share)), text=f"Removing each of the {what} in turn: {share:.0%}")
 
     try:
-        return head_ablation_effects(_model, text, target, mode, progress, base=_base)
+        with taking_turns(trace_room(cfg, text, target)):  # the heads of a layer removed in batches of up to 256 MB
+            return head_ablation_effects(_model, text, target, mode, progress, base=_base)
     finally:
         bar.empty()
 

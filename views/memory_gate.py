@@ -35,6 +35,12 @@ class MemoryGate:
         self._queue: deque[int] = deque()  # the tickets of the callers waiting, first come first
         self._tickets = itertools.count()
 
+    @property
+    def queued(self) -> int:
+        """How many callers wait now."""
+        with self._changed:
+            return len(self._queue)
+
     def reserved_by_others(self) -> int:
         """The expected bytes of the runs in flight on other threads (a cache makes room for them, too, before it
         starts a run)."""

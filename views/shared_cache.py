@@ -213,6 +213,12 @@ def waiting_spinner(ahead: int) -> AbstractContextManager:
 SHARED = ByteBudgetCache()  # one budget for every large result of the app
 
 
+def taking_turns(nbytes: int) -> AbstractContextManager:
+    """Run a large pass that SHARED does not keep (a backward pass, each head removed in turn) at the same gate as its
+    runs, expecting about `nbytes`: its own spinner or progress bar stands for the wait."""
+    return SHARED.gate.admitted(nbytes)
+
+
 def shared(
     spinner: str | None = None, cache: ByteBudgetCache = SHARED, room: Callable[..., int] | None = None
 ) -> Callable[[Callable[..., Result]], Any]:
