@@ -201,6 +201,33 @@ def test_the_shared_cache_makes_room_for_the_runs_in_flight_too():
     assert cache.keys() == ["small", "a"]
 
 
+def test_a_run_in_flight_that_asks_for_a_result_does_not_wait_for_a_caller_waiting_at_the_gate_for_it():
+    """B's norm maps, in flight, ask for B's trace, which another session's page, waiting its turn, is about to make:
+    had that session held the trace's key while it waited, each would wait for the other for good."""
+    cache = ByteBudgetCache(budget=lambda: BUDGET)
+    go, inner_made = threading.Event(), []
+
+    def outer() -> np.ndarray:
+        assert go.wait(WAIT_S)
+        cache.get("inner", lambda: inner_made.append("by the run in flight") or np.zeros(1), room=lambda: 2 * BIG)
+        return np.zeros(1)
+
+    def waiter() -> None:
+        cache.get("inner", lambda: inner_made.append("by the waiter") or np.zeros(1), room=lambda: 2 * BIG)
+
+    in_flight = threading.Thread(target=lambda: cache.get("outer", outer, room=lambda: 2 * BIG), daemon=True)
+    in_flight.start()
+    assert until(lambda: cache.gate.reserved_by_others() == 2 * BIG)  # outer is through the gate
+    waiting = threading.Thread(target=waiter, daemon=True)
+    waiting.start()
+    assert until(lambda: cache.gate.queued == 1)  # 2 BIG in flight + 2 BIG > the budget: the waiter waits
+    go.set()
+    in_flight.join(WAIT_S)
+    waiting.join(WAIT_S)
+    assert not in_flight.is_alive() and not waiting.is_alive()
+    assert inner_made == ["by the run in flight"]  # made once; the waiter then read it
+
+
 def until(condition: Callable[[], bool]) -> bool:
     """Whether condition() comes true within WAIT_S."""
     deadline = time.monotonic() + WAIT_S

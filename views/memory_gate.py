@@ -1,9 +1,9 @@
 """Lets a large computation start only when those already running leave room for it in the server's memory.
 
 Thirty students who each paste their own paragraph run thirty models at once, and each long run makes its result
-beside the others: six new 512-piece SmolLM2 texts at once took a server to a 5.1 GB peak (four traces of 626 MB
-and their temporaries), where one at a time fits in 2.5 GB. On two cores they gain nothing by running together: each
-forward uses both. So a run larger than SMALL_BYTES waits, first come first served, until no other such run is in
+beside the others: six new 512-piece SmolLM2 texts at once took a server to a 5.2 GB peak, where one at a time it
+peaked at 2.3 GB (bench/bench_load.py --only 5). On two cores they gain nothing by running together: each forward
+uses both. So a run larger than SMALL_BYTES waits, first come first served, until no other such run is in
 flight or the memory pinned by running pages, the runs in flight and its own fit the budget. The first in line
 always starts when nothing else runs, so a run larger than the whole budget still runs, alone. A run started inside
 another on the same thread (a cached result a run asks for) passes, or it would wait for itself.

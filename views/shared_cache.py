@@ -106,28 +106,30 @@ class ByteBudgetCache:
         waiting: Waiting | None = None,
     ) -> Result:
         """The cached result for key, or make() once (callers of the same key meanwhile wait for it). `room()`: the
-        bytes the result is expected to take. A miss waits its turn at the gate (views/memory_gate.py: runs too large
-        to make at once go one after another; `waiting(ahead)` is shown meanwhile), then room is made for every run
-        in flight before make() runs, so that the old entries it would push out are not held beside it while it is
-        made (a 512-piece SmolLM2 trace: 626 MB)."""
-        with self._lock:
-            if key in self._entries:
-                self._entries.move_to_end(key)
-                return self._entries[key][0]
-            making = self._making.get(key)
-            if making is None:  # this caller makes it: the lock is taken now, so no later caller passes it
-                making = self._making[key] = threading.Lock()
-                making.acquire()
-                mine = True
-            else:
-                mine = False
-        if not mine:  # wait for its maker, and then read it (or, had the maker failed, make it)
-            with making:
+        bytes the result is expected to take. A miss nobody is making waits its turn at the gate (views/memory_gate.py:
+        runs too large to make at once go one after another; `waiting(ahead)` is shown meanwhile), then room is made
+        for it and every run in flight before make() runs, so that the old entries it would push out are not held
+        beside it while it is made (a 512-piece SmolLM2 trace: 626 MB)."""
+        hit, maker = self._look_up(key)
+        if hit:
+            return maker
+        if maker is not None:  # being made: wait for its maker, then read it (or make it, had the maker failed)
+            with maker:
                 pass
             return self.get(key, make, room, waiting)
-        try:
-            expected = 0 if room is None else room()
-            with self.gate.admitted(expected, waiting):
+        expected = 0 if room is None else room()
+        # Through the gate first, then claim the key: a caller waiting at the gate holds no key, so a run in flight
+        # that asks for a key (B's norm maps ask for B's trace) never waits for a caller that waits for it.
+        with self.gate.admitted(expected, waiting):
+            hit, maker = self._look_up(key, claim=True)
+            if hit:
+                return maker
+            if maker is not None:  # claimed by a caller admitted meanwhile
+                with maker:
+                    pass
+                return self.get(key, make, room, waiting)
+            making = self._making[key]
+            try:
                 if room is not None:
                     limit = self._budget() - expected - self.gate.reserved_by_others()  # runs in flight too
                     with self._lock:
@@ -138,11 +140,24 @@ class ByteBudgetCache:
                 with self._lock:
                     self._entries[key] = (value, buffers_of(value))
                     self._evict(self._budget(), keep=key)
-        finally:
-            with self._lock:
-                self._making.pop(key, None)
-            making.release()
+            finally:
+                with self._lock:
+                    self._making.pop(key, None)
+                making.release()
         return value
+
+    def _look_up(self, key: Hashable, claim: bool = False) -> tuple[bool, Any]:
+        """(True, the result) on a hit; else (False, the lock of the caller making it), or (False, None) when nobody
+        is, after which, with `claim`, this caller makes it: its lock is in _making, taken."""
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return True, self._entries[key][0]
+            maker = self._making.get(key)
+            if maker is None and claim:
+                self._making[key] = threading.Lock()
+                self._making[key].acquire()
+            return False, maker
 
     def _evict(self, limit: int, keep: Hashable | None = None) -> None:
         """Drop the least recently used entries until they hold at most `limit` bytes, except `keep` and those a
