@@ -12,6 +12,7 @@ import pytest
 
 from explorer.build import build_model
 from explorer.config import ModelConfig
+from views import memory_gate
 from views.caches import cached_gradients, gradient_totals
 from views.memory_gate import SMALL_BYTES, MemoryGate
 from views.shared_cache import SHARED, ByteBudgetCache
@@ -26,9 +27,12 @@ class Run:
     """A run on its own thread that holds the gate until released: started tells it got in, waiting that it
     queued."""
 
-    def __init__(self, gate: MemoryGate, nbytes: int, log: list[str] | None = None, name: str = ""):
+    def __init__(
+        self, gate: MemoryGate, nbytes: int, log: list[str] | None = None, name: str = "", holds: bool = False
+    ):
+        """holds: the thread has read a cached result first, as Compare's page holds A's trace before it runs B."""
         self.started, self.waiting, self.release, self.done = (threading.Event() for _ in range(4))
-        self.log, self.name = log, name
+        self.log, self.name, self.holds = log, name, holds
         self.thread = threading.Thread(target=self._run, args=(gate, nbytes), daemon=True)
         self.thread.start()
 
@@ -38,6 +42,8 @@ class Run:
         yield
 
     def _run(self, gate: MemoryGate, nbytes: int) -> None:
+        if self.holds:
+            gate.holding()
         try:
             with gate.admitted(nbytes, self._waiting):
                 if self.log is not None:
@@ -115,6 +121,47 @@ def test_memory_pinned_by_pages_counts_against_the_budget():
     first.finish()
     assert second.started.wait(WAIT_S)  # alone, it runs whatever is pinned: the pages will let go of it
     second.finish()
+
+
+def test_a_page_that_holds_results_goes_before_a_page_that_holds_none():
+    """Six Compare pages at once, each letting the next page's A run before its own B, held six A traces: 5.8 GB."""
+    g, order = gate(), []
+    first = Run(g, 2 * BIG, order, "first")
+    assert first.started.wait(WAIT_S)
+    new = Run(g, 2 * BIG, order, "a new page")
+    assert new.waiting.wait(WAIT_S)
+    holder = Run(g, 2 * BIG, order, "a page holding its A", holds=True)
+    assert holder.waiting.wait(WAIT_S)
+    first.finish()
+    assert holder.started.wait(WAIT_S)
+    holder.finish()
+    assert new.started.wait(WAIT_S)
+    new.finish()
+    assert order == ["first", "a page holding its A", "a new page"]
+
+
+def test_a_new_page_waits_for_the_results_other_pages_hold_until_they_let_go():
+    """They let go once drawn, without a word to the gate: it looks again (POLL_S)."""
+    pinned = [2 * BIG]  # another page draws from its results: 2 BIG + 2 BIG > the budget
+    g = gate(pinned=lambda: pinned[0])
+    new = Run(g, 2 * BIG)
+    assert new.waiting.wait(WAIT_S) and not new.started.is_set()
+    pinned[0] = 0
+    assert new.started.wait(WAIT_S)
+    new.finish()
+    pinned[0] = 2 * BIG
+    holder = Run(g, 2 * BIG, holds=True)  # a page holding results of its own does not wait for them
+    assert holder.started.wait(WAIT_S) and not holder.waiting.is_set()
+    holder.finish()
+
+
+def test_a_new_page_stops_waiting_for_results_held_for_good(monkeypatch):
+    monkeypatch.setattr(memory_gate, "PINNED_WAIT_S", 0.3)
+    g = gate(pinned=lambda: 2 * BIG)  # never let go
+    new = Run(g, 2 * BIG)
+    assert new.waiting.wait(WAIT_S)
+    assert new.started.wait(WAIT_S)  # after 0.3 s first in line
+    new.finish()
 
 
 def test_a_run_started_inside_another_on_the_same_thread_does_not_wait_for_itself():

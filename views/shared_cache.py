@@ -110,6 +110,13 @@ class ByteBudgetCache:
         runs too large to make at once go one after another; `waiting(ahead)` is shown meanwhile), then room is made
         for it and every run in flight before make() runs, so that the old entries it would push out are not held
         beside it while it is made (a 512-piece SmolLM2 trace: 626 MB)."""
+        value = self._get(key, make, room, waiting)
+        self.gate.holding()  # this page now holds a result: its next run goes before new pages' (memory_gate.py)
+        return value
+
+    def _get(
+        self, key: Hashable, make: Callable[[], Result], room: Callable[[], int] | None, waiting: Waiting | None
+    ) -> Result:
         hit, maker = self._look_up(key)
         if hit:
             return maker
