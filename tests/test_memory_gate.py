@@ -119,7 +119,7 @@ def test_memory_pinned_by_pages_counts_against_the_budget():
     second = Run(g, BIG)
     assert second.waiting.wait(WAIT_S) and not second.started.is_set()
     first.finish()
-    assert second.started.wait(WAIT_S)  # alone, it runs whatever is pinned: the pages will let go of it
+    assert second.started.wait(WAIT_S)  # 2 BIG pinned + its BIG fit the budget once first is done
     second.finish()
 
 
