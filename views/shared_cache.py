@@ -224,10 +224,11 @@ class ByteBudgetCache:
 
 
 def waiting_spinner(ahead: int) -> AbstractContextManager:
-    """What a page shows while its run waits at the gate for the runs ahead of it."""
-    runs = "another run" if ahead == 1 else f"{ahead} other runs"
+    """What a page shows while its run waits at the gate for the runs ahead of it: how many were ahead when it came
+    (a spinner's text stays as first shown, so it does not count down) and, with the clock, how long it has waited."""
+    runs = "another run was" if ahead == 1 else f"{ahead} other runs were"
     return st.spinner(
-        f"Waiting for {runs} on this server to finish first: at the same time they would not fit in its memory…",
+        f"Waiting its turn on this server: {runs} ahead of it, and at the same time they would not fit in its memory…",
         show_time=True,
     )
 
