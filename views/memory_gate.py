@@ -14,7 +14,10 @@ for the pages that do to let go of their results, since they are about to draw a
 reached 2.9 GB without this wait, 2.4 GB with it). Pages let go without a word to the gate, so it looks again every
 POLL_S; once a caller has been first in line for PINNED_WAIT_S it stops waiting for them, in case something holds a
 result for good. Otherwise first come, first served. A run started inside another on the same thread (a cached
-result a run asks for) passes, or it would wait for itself.
+result a run asks for) passes, or it would wait for itself. One rule keeps the gate from a deadlock: a result made
+without a size (not weighed, so not "in flight" here) must not ask for one that has a size, since it would wait at
+the gate holding its own key, which a run in flight might ask for; none of the app's does (B's norm maps, which ask
+for B's trace, have a size).
 """
 
 from __future__ import annotations
