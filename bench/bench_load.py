@@ -22,7 +22,7 @@ A session fails when the page shows an exception, finishes other than successful
 5. Long texts of their own: N sessions at once (6 by default), each opening SmolLM2 on a 512-piece text no other
    session has, after one session has loaded the checkpoint: on the Attention page, then on Compare (A and B), each
    in a fresh server. Each run makes a trace of 626 MB; made all at once they had taken the server to 5.2 GB, and six
-   Compare pages to 5.8 GB. Printed: each session's seconds, in the order they finished, and the server's peak memory
+   Compare pages to 9.1 GB. Printed: each session's seconds, in the order they finished, and the server's peak memory
    (target <= PEAK_MB, issue 25's 2.5 GB); views/memory_gate.py makes such runs take turns.
 
 Usage: python bench/bench_load.py [--soak N] [--only 1|2|3|4|5] [--rounds N] [--process-wide] [--long N] [--strict]
