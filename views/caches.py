@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
@@ -152,6 +152,11 @@ def trace_room(cfg: ModelConfig, text: str, target: str | None = None) -> int:
     if isinstance(cfg, CheckpointConfig):
         return trace_bytes(cfg, len(pretrained_model(cfg.checkpoint).tokenizer.encode(text).ids))
     return trace_bytes(cfg, len(text.split()), None if target is None else len(target.split()))
+
+
+def pieces_room(cfg: ModelConfig, pieces: Sequence[str], target: Sequence[str] | None = None) -> int:
+    """trace_room of an input already split into its pieces (a trace's tokens)."""
+    return trace_bytes(cfg, len(pieces), None if target is None else len(target))
 
 
 # The app's traces keep no pre-softmax scores (no page shows them): 283 of SmolLM2's 910 MB on 512 pieces.
@@ -299,9 +304,7 @@ def cached_similarity(
 # two [L, H, T, T] maps: 566 MB for SmolLM2 on 512 pieces
 @shared(
     "Running the model on the reordered tokens…",
-    room=lambda cfg, tokens, order, target, *_, **__: trace_bytes(
-        cfg, len(tokens), None if target is None else len(target)
-    ),
+    room=lambda cfg, tokens, order, target, *_, **__: pieces_room(cfg, tokens, target),
 )
 def cached_permutation(
     cfg: ModelConfig,
@@ -331,7 +334,7 @@ def cached_gradients(
 ) -> pd.DataFrame:
     """Gradient norm of every parameter tensor for objective_text(_model) on the typed tokens; _model is the
     session's model for cfg (only read: gradient_norms writes no .grad)."""
-    with taking_turns(trace_bytes(cfg, len(tokens), None if target is None else len(target))):
+    with taking_turns(pieces_room(cfg, tokens, target)):
         return gradient_norms(_model, list(tokens), None if target is None else list(target))
 
 

@@ -23,7 +23,7 @@ import sys
 import threading
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import fields, is_dataclass
 from typing import Any, TypeVar
@@ -187,17 +187,15 @@ class ByteBudgetCache:
     def _pinned(self) -> int:
         """The bytes of the buffers of entries a caller still holds, each once: what no eviction can free."""
         with self._lock:
-            held: dict[int, int] = {}
-            for key in self._entries:  # not .items(): a name bound to the result would count as a holder
-                if self._in_use(key):
-                    held.update(self._entries[key][1])
-            return sum(held.values())
+            return self._held([key for key in self._entries if self._in_use(key)])
 
-    def _held(self) -> int:
-        """The bytes of every buffer the entries hold, each once however many entries hold it."""
+    def _held(self, keys: Iterable[Hashable] | None = None) -> int:
+        """The bytes of every buffer the entries (of `keys`, or all) hold, each once however many entries hold it."""
         held: dict[int, int] = {}
-        for _, buffers in self._entries.values():
-            held.update(buffers)
+        for key in (
+            self._entries if keys is None else keys
+        ):  # by key: a name bound to a result would count as holding it
+            held.update(self._entries[key][1])
         return sum(held.values())
 
     @property
