@@ -192,9 +192,8 @@ class ByteBudgetCache:
     def _held(self, keys: Iterable[Hashable] | None = None) -> int:
         """The bytes of every buffer the entries (of `keys`, or all) hold, each once however many entries hold it."""
         held: dict[int, int] = {}
-        for key in (
-            self._entries if keys is None else keys
-        ):  # by key: a name bound to a result would count as holding it
+        # by key, not .items(): a name bound to a result would count as holding it (_in_use)
+        for key in self._entries if keys is None else keys:
             held.update(self._entries[key][1])
         return sum(held.values())
 
