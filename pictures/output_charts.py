@@ -18,6 +18,7 @@ from pictures.style import (
     HOVER_NUMBERS,
     LEGEND_FIRST_ROW_PX,
     RDBU,
+    SUBTITLE_CHARS,
     axis,
     figure_layout,
     label_text,
@@ -34,6 +35,11 @@ COLOUR_BAR_LABEL_PX = 40  # px of a board's height per label of its colour bar (
 # Below a board's plot: figure_layout's bottom margin (the head axis) and legend_below's row, plus the 16 px that
 # figure_layout keeps between the title and the plot. A board's height adds these to its rows.
 BOARD_FRAME_PX = 56 + LEGEND_FIRST_ROW_PX + 16
+HEAD_CELL_MAX_PX = 96  # px a board's cell is at most wide: a 1-head model's board had been one bar across the page
+# Beside a board's cells: figure_layout's 64 + 24 px margins and the colour bar with its title ("effect on the logit")
+BOARD_SIDES_PX = 64 + 24 + 150
+# The least a board is wide: its subtitle's lines of SUBTITLE_CHARS characters, about 5.6 px each at 13 px, uncut
+BOARD_TEXT_PX = round(SUBTITLE_CHARS * 5.6) + 24
 REMOVED_MARK = {"symbol": "x-thin", "size": 12, "line": {"width": 2, "color": "#31333f"}}
 
 
@@ -212,6 +218,12 @@ def board_height(n_layers: int) -> int:
     """figure_layout's height for a layers x heads board whose plot area gives each layer CELL_PX (at least
     MIN_BOARD_ROWS rows' worth): a 2-layer board was once squeezed to 18 px by its axis and legend margins."""
     return _rows_px(n_layers) + BOARD_FRAME_PX
+
+
+def board_width(n_heads: int) -> int:
+    """The px a layers x heads board is at most wide: cells of HEAD_CELL_MAX_PX across and the colour bar beside
+    them, and never less than its subtitle needs. A narrower column draws it narrower."""
+    return max(BOARD_TEXT_PX, BOARD_SIDES_PX + HEAD_CELL_MAX_PX * n_heads)
 
 
 def _rows_px(n_layers: int) -> int:

@@ -9,6 +9,7 @@ import pytest
 
 from explorer.analysis.ablation_effects import head_ablation_effects
 from explorer.config import ModelConfig
+from pictures.output_charts import board_width
 from tests.browser_plots import colour_bar_label_overlap, drawn_traces, plot_titled, wait_plotted
 
 pytestmark = pytest.mark.browser
@@ -51,7 +52,17 @@ def test_a_click_on_a_head_removes_it_and_a_second_click_puts_it_back(page, app_
     wait_plotted(page, 1)
     effects = head_ablation_effects(ModelConfig(), "the cat sat on the mat")  # [L, H]
     # the default model's board is 2 layers (three rows' height): its colour bar has room for few labels
-    assert colour_bar_label_overlap(plot_titled(page, BOARD)) <= 0
+    board = plot_titled(page, BOARD)
+    assert colour_bar_label_overlap(board) <= 0
+    # Four heads do not stretch across the page's column as four bars, and the narrower board still shows its title
+    # and subtitle uncut: each line of them ends inside the chart.
+    drawn = board.evaluate(
+        """gd => ({width: gd.getBoundingClientRect().width, right: gd.getBoundingClientRect().right,
+            column: gd.closest("[data-testid='stMainBlockContainer']").getBoundingClientRect().width,
+            text: Math.max(...[...gd.querySelectorAll(".g-gtitle text")].map(t => t.getBoundingClientRect().right))})"""
+    )
+    assert drawn["width"] <= board_width(4) + 1 < drawn["column"], drawn
+    assert drawn["text"] <= drawn["right"], drawn
     # A head of layer 0, so layer 1's attention changes and the page adds its chart of that change to the board.
     label = click_cell(page, 0, 2)
     assert "L0H2" in label and f"{effects[0, 2]:.4g}" in label  # the hover names the head and its effect

@@ -39,7 +39,7 @@ from explorer.prediction import can_predict
 from explorer.trace import AttentionMaps, Trace
 from pictures.boards import board
 from pictures.heads_charts import after_before_figure, after_before_panel, attention_change_figure, clickable_board
-from pictures.output_charts import ablation_board_figure, attribution_board_figure, lens_grid_figure
+from pictures.output_charts import ablation_board_figure, attribution_board_figure, board_width, lens_grid_figure
 from views.ablation_controls import MODE_WORDS, toggle_head
 from views.heads_caches import ablation_effects_of, attribution_of, lens_of, top_pieces_of
 from views.matrix_view import show_board
@@ -203,7 +203,7 @@ def show_head_board(figure: go.Figure, values: np.ndarray, value_title: str) -> 
         on_select=partial(pick_from_board, key),
         selection_mode="points",
         theme=None,
-        width="stretch",
+        width=board_width(values.shape[1]),
         config=PLOTLY_CONFIG,
     )
 
