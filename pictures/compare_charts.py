@@ -31,14 +31,15 @@ from pictures.style import (
 A_COLOUR = "#1f5fa8"  # A is blue everywhere: its lines, and A - B > 0 (A attends more)
 B_COLOUR = "#c2410c"  # B is orange-red: its lines, and A - B < 0 (B attends more)
 ORANGES = ("#fff5eb", "#fee6ce", "#fdd0a2", "#fdae6b", "#fd8d3c", "#f16913", "#d94801", "#a63603", "#7f2704")
-# Sizes that fit a 1400 px wide window with the sidebar open: A | B side by side (580 px, with 40 px between the
-# panels), A - B beside them in at most 345 px; a narrower window puts A - B under them at its size (views/compare.py).
+# Sizes that fit a 1366 px wide window (a common laptop) with the sidebar open, whose main column is 906 px: A | B
+# side by side in at most 2 x 260 px and the board's 40 px between them, the row's 16 px gap, and A - B beside them in
+# at most 330 px (906 px in all); a narrower window puts A - B under them at its size (views/compare.py).
 # A panel is its map plus LEFT_PX and the widest query label on the left, and RIGHT_PX and its legend on the right;
 # A and B share one scale, so only the last of them draws it.
 PAIR_PX = 200  # px along the longer side of A's and of B's map, at most
 DIFFERENCE_PX = 180  # px along the longer side of the A - B map, at most
-PAIR_PANEL_PX = 270  # px one of A's and B's panels may take
-DIFFERENCE_PANEL_PX = 345  # px the A - B panel may take
+PAIR_PANEL_PX = 260  # px one of A's and B's panels may take
+DIFFERENCE_PANEL_PX = 330  # px the A - B panel may take
 RANK = "rank (1: changed most)"  # a hover row of the ranking heatmap
 RANKING_PX = 360  # px along the longer side of the ranking heatmap, at most
 MIN_MAP_PX = 100  # a map is never smaller than this for long labels: B's panel wraps under A's, A − B's scrolls

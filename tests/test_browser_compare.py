@@ -385,6 +385,11 @@ def test_on_a_projector_a_minus_b_goes_under_a_and_b_unshrunk_and_on_a_phone_hov
     assert beside["difference"]["y"] < beside["A"]["y"] + beside["A"]["height"]  # in A's row, not under it
     assert beside["difference"]["x"] > beside["B"]["x"] + beside["B"]["width"]
     assert float(canvases()["difference"].get_attribute("data-scale")) == 1.0
+    # Labels of six or seven letters, as a real model's pieces are ("Ġgarden"), widen every panel: A − B had gone
+    # under A and B by 6 px at this width.
+    open_compare(page, app_url + "/compare?tokens=those+people+walked+across+their+garden", wait_idle)
+    beside = {name: canvas.bounding_box() for name, canvas in canvases().items()}
+    assert beside["difference"]["y"] < beside["A"]["y"] + beside["A"]["height"]
     page.set_viewport_size({"width": 360, "height": 740})
     open_compare(page, app_url + "/compare", wait_idle)
     assert max(overflow()) <= 1, overflow()
@@ -397,7 +402,7 @@ def test_on_a_projector_a_minus_b_goes_under_a_and_b_unshrunk_and_on_a_phone_hov
 
 
 def test_a_long_texts_difference_map_goes_under_a_and_b_at_its_own_size(page, app_url, wait_idle):
-    """Beside A and B, the A − B column is 345 px: 240 tokens at one px a cell would be shrunk to it, labels too."""
+    """Beside A and B, the A − B column is 330 px: 240 tokens at one px a cell would be shrunk to it, labels too."""
     words = " ".join(f"w{i % 40}" for i in range(240))
     open_compare(page, f"{app_url}/compare?tokens={words.replace(' ', '+')}", wait_idle)
     canvases = {name: panel(page, name).locator("canvas").first for name in ("A", "B", "difference")}
