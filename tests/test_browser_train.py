@@ -123,7 +123,17 @@ def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_i
     assert np.fliplr(early).diagonal().mean() < 0.5
     page.set_viewport_size(PROJECTOR)
     page.wait_for_timeout(500)  # the page lays itself out again
-    assert cut_off(page) == []  # the accuracy's "+N points above uniform guessing", the model's downloads
+    assert cut_off(page) == []  # the accuracy's "+N points vs. guessing", the model's downloads
+    # two placements' accuracies side by side on a projector, not one a row
+    room = page.evaluate(
+        """() => {
+            const metric = document.querySelector("[data-testid='stMetric']");
+            const row = metric.closest("[data-testid='stHorizontalBlock']");
+            const box = [...row.children].find((child) => child.contains(metric));
+            return [box.getBoundingClientRect().width, row.getBoundingClientRect().width];
+        }"""
+    )
+    assert 2 * room[0] + 16 <= room[1], room
     assert_clean(page)
 
 

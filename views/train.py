@@ -29,7 +29,9 @@ from views.training_run import Training, collect_stopped_training, kept_training
 from views.widgets import count, plotly_chart, positions_text, view_download
 
 GOAL = 0.99  # "learned": this share of tokens right
-PLACEMENT_PX = 340  # each placement's accuracy and caption: "+32.7 points above uniform guessing (10%)" fits
+# Each placement's accuracy and caption: "res-post-norm: accuracy on fresh data" and "+32.7 points vs. guessing (10%)"
+# fit, and two side by side fit a 1024 px projector's 564 px column (2 x 268 + the row's 16 px gap).
+PLACEMENT_PX = 268
 
 
 def placement_names(norms: Sequence[str]) -> str:
@@ -72,7 +74,7 @@ def summary(training: Training) -> None:
         else:
             text = f"Training stopped after {NORM_NAMES[norm]} had finished: {missing}"
         st.warning(text, icon=":material/stop_circle:")
-    row = st.container(horizontal=True, gap="medium")  # as many a row as the window has room for
+    row = st.container(horizontal=True, gap="small")  # as many a row as the window has room for
     for norm, result in training.results.items():
         col = row.container(width=PLACEMENT_PX)
         if norm not in training.fresh:
@@ -81,11 +83,12 @@ def summary(training: Training) -> None:
         col.metric(
             f"{NORM_NAMES[norm]}: accuracy on fresh data",
             percent(accuracy),
-            delta=f"{100 * (accuracy - chance):+.1f} points above uniform guessing ({chance:.0%})",
+            delta=f"{100 * (accuracy - chance):+.1f} points vs. guessing ({chance:.0%})",
             delta_color="normal",
-            help="Share of tokens right on 512 new sequences the model never trained on (argmax of its logits). "
-            "Uniform guessing picks one of the tokens at random; a model can beat it without learning the task, "
-            "e.g. for sort by guessing the likeliest token for each position.",
+            help="Share of tokens right on 512 new sequences the model never trained on (argmax of its logits); "
+            "below it, how many percentage points that is above (or below) uniform guessing, which picks one of the "
+            "tokens at random. A model can beat it without learning the task, e.g. for sort by guessing the likeliest "
+            "token for each position.",
         )
         if len(result.history):
             reached = steps_to_accuracy(result.history, GOAL)
