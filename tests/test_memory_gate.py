@@ -33,13 +33,15 @@ class Run:
         """holds: the thread has read a cached result first, as Compare's page holds A's trace before it runs B."""
         self.started, self.waiting, self.release, self.done = (threading.Event() for _ in range(4))
         self.log, self.name, self.holds = log, name, holds
+        self.told: list[int] = []  # the runs ahead of it, each time the gate told it while it waited
         self.thread = threading.Thread(target=self._run, args=(gate, nbytes), daemon=True)
         self.thread.start()
 
     @contextlib.contextmanager
-    def _waiting(self, ahead: int) -> Iterator[None]:
+    def _waiting(self, ahead: int) -> Iterator[Callable[[int], None]]:
+        self.told.append(ahead)
         self.waiting.set()
-        yield
+        yield self.told.append
 
     def _run(self, gate: MemoryGate, nbytes: int) -> None:
         if self.holds:
@@ -107,6 +109,28 @@ def test_waiting_runs_go_first_come_first_served():
     second.finish()
     third.finish()
     assert order == ["first", "second", "third"]
+
+
+def test_a_waiting_caller_is_told_the_runs_ahead_of_it_as_they_finish():
+    """The page's notice counts down: two ahead (one in flight, one in line), then one, as the run in flight ends."""
+    g = gate()
+    first = Run(g, 2 * BIG)
+    assert first.started.wait(WAIT_S)
+    second = Run(g, 2 * BIG)
+    assert second.waiting.wait(WAIT_S)
+    third = Run(g, 2 * BIG)
+    assert third.waiting.wait(WAIT_S)
+    assert third.told == [2]
+    first.finish()
+    assert second.started.wait(WAIT_S)
+    deadline = time.monotonic() + WAIT_S
+    while third.told[-1] != 1 and time.monotonic() < deadline:  # told at the gate's next look, within POLL_S
+        time.sleep(0.01)
+    assert third.told[-1] == 1 and not third.started.is_set()
+    second.finish()
+    assert third.started.wait(WAIT_S)
+    assert set(third.told) == {2, 1}  # never more runs ahead than when it came, nor "0 ahead" as it goes
+    third.finish()
 
 
 def test_memory_pinned_by_pages_counts_against_the_budget():
@@ -178,16 +202,22 @@ def test_a_run_started_inside_another_on_the_same_thread_does_not_wait_for_itsel
     other.finish()
 
 
-def test_a_caller_stopped_while_it_waits_leaves_the_line():
-    """A rerun stops a waiting script in its spinner: its place in line must not block everyone after it."""
+@pytest.mark.parametrize("when", ["as it starts waiting", "when told again"])
+def test_a_caller_stopped_while_it_waits_leaves_the_line(when):
+    """A rerun stops a waiting script at the Streamlit call that tells it of its wait, the first or a later one: its
+    place in line must not block everyone after it."""
     g = gate()
     first = Run(g, 2 * BIG)
     assert first.started.wait(WAIT_S)
 
-    @contextlib.contextmanager
-    def stopped(ahead: int) -> Iterator[None]:
+    def stop(ahead: int) -> None:
         raise RuntimeError("stopped")
-        yield
+
+    @contextlib.contextmanager
+    def stopped(ahead: int) -> Iterator[Callable[[int], None]]:
+        if when == "as it starts waiting":
+            stop(ahead)
+        yield stop
 
     with pytest.raises(RuntimeError), g.admitted(2 * BIG, stopped):
         pytest.fail("a stopped caller never runs")
@@ -217,7 +247,7 @@ def test_the_shared_cache_makes_large_misses_take_turns():
 
     def note_wait(ahead: int) -> contextlib.AbstractContextManager:
         waited.set()
-        return contextlib.nullcontext()
+        return contextlib.nullcontext(lambda ahead: None)
 
     first = threading.Thread(target=lambda: cache.get("a", make, room=lambda: 2 * BIG))
     first.start()

@@ -33,7 +33,9 @@ SMALL_BYTES = 16 * 2**20  # runs this small never wait: a configured model's tra
 POLL_S = 0.2  # how often a waiting caller looks at the pinned bytes again (they drop without telling the gate)
 PINNED_WAIT_S = 15.0  # the longest a caller waits for other pages' results: a Compare page draws in a few seconds
 HOLDS, NEW = 0, 1  # the two places in line: a caller whose thread holds results already, and one whose thread does not
-Waiting = Callable[[int], AbstractContextManager]  # what a caller shows while it waits, given the runs ahead of it
+# What a caller shows while it waits: entered with the runs ahead of it when it comes, it gives back a callable that
+# the gate calls with the runs ahead again after each look (POLL_S), so that what it shows counts down.
+Waiting = Callable[[int], AbstractContextManager[Callable[[int], None]]]
 
 
 class MemoryGate:
@@ -102,13 +104,18 @@ class MemoryGate:
                 patient = ticket[0] == NEW and time.monotonic() - first_since[0] < PINNED_WAIT_S
                 return not (patient and pinned)  # a new page lets the others' results go first, for a while
 
+            def ahead() -> int:
+                return len(self._running) + sum(other < ticket for other in self._queue)
+
             try:
                 if not fits():
-                    ahead = len(self._running) + sum(other < ticket for other in self._queue)
-                    with waiting(ahead) if waiting is not None else contextlib.nullcontext():
-                        while not fits():
+                    with waiting(ahead()) if waiting is not None else contextlib.nullcontext(_unshown) as tell:
+                        while True:
                             self._changed.wait(POLL_S)
-            except BaseException:  # a rerun stops the script in the spinner: its ticket must not block the line
+                            if fits():
+                                break
+                            tell(ahead())
+            except BaseException:  # a rerun stops the script as it tells its wait: its ticket must not block the line
                 self._queue.remove(ticket)
                 self._changed.notify_all()
                 raise
@@ -116,3 +123,7 @@ class MemoryGate:
             self._running[me] = nbytes
             self._thread.holds = True
             self._changed.notify_all()  # the next in line may fit beside this one
+
+
+def _unshown(ahead: int) -> None:
+    """What a caller with nothing to show does when the runs ahead of it change."""

@@ -17,13 +17,15 @@ when their runs would not fit in the budget at once, and room is made for every 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
 import threading
+import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import fields, is_dataclass
 from typing import Any, TypeVar
@@ -220,14 +222,32 @@ class ByteBudgetCache:
                 del self._entries[key]
 
 
-def waiting_spinner(ahead: int) -> AbstractContextManager:
-    """What a page shows while its run waits at the gate for the runs ahead of it: how many were ahead when it came
-    (a spinner's text stays as first shown, so it does not count down) and, with the clock, how long it has waited."""
-    runs = "another run was" if ahead == 1 else f"{ahead} other runs were"
-    return st.spinner(
-        f"Waiting its turn on this server: {runs} ahead of it, and at the same time they would not fit in its memory…",
-        show_time=True,
-    )
+@contextlib.contextmanager
+def waiting_notice(ahead: int) -> Iterator[Callable[[int], None]]:
+    """What a page shows while its run waits at the gate: how many runs are ahead of it, counting down as they finish,
+    and how long it has waited, told again at each look of the gate (a spinner's text, once shown, cannot change).
+    Telling it is a Streamlit call: a script that a rerun left behind (a changed widget, Stop) stops there and leaves
+    the line, instead of keeping its place until its turn."""
+    notice = st.empty()
+    start = time.monotonic()
+    shown: list[tuple[int, int]] = []
+
+    def tell(ahead: int) -> None:
+        now = (ahead, int(time.monotonic() - start))
+        if shown != [now]:
+            shown[:] = [now]
+            if ahead == 0:  # first in line, waiting for other pages to draw and let go of their results
+                why = "the results other pages are drawing would not fit in its memory beside it"
+            else:
+                runs = "another run is" if ahead == 1 else f"{ahead} other runs are"
+                why = f"{runs} ahead of it, and all of them at once would not fit in its memory"
+            notice.info(f"Waiting its turn on this server: {why}. Waited {now[1]} s.", icon=":material/hourglass_top:")
+
+    tell(ahead)
+    try:
+        yield tell
+    finally:
+        notice.empty()
 
 
 SHARED = ByteBudgetCache()  # one budget for every large result of the app
@@ -262,7 +282,7 @@ def shared(
                     return function(*args, **kwargs)
 
             expected = None if room is None else functools.partial(room, *args, **kwargs)
-            waiting = waiting_spinner if get_script_run_ctx() is not None else None
+            waiting = waiting_notice if get_script_run_ctx() is not None else None
             return cache.get((name, args, keyed), make, expected, waiting)
 
         cached.clear = lambda: cache.clear(name)  # type: ignore[attr-defined]
