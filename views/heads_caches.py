@@ -41,9 +41,18 @@ def run_key(trace: Trace) -> tuple:
     return trace.config, trace_key(trace)
 
 
-@st.cache_data(max_entries=16, show_spinner="Reading every layer's guess (the logit lens)…")
+@st.cache_data(max_entries=16, show_spinner=False)
 def _lens(key: tuple, positions: tuple[int, ...] | None, _model: Transformer, _trace: Trace) -> pd.DataFrame:
-    return logit_lens(_model, _trace, k=LENS_K, positions=positions)
+    what = "Reading every layer's guess (the logit lens)"
+    bar = st.progress(0.0, text=f"{what}…")  # made here: a cache hit replays it empty
+
+    def progress(share: float) -> None:
+        bar.progress(min(1.0, share), text=f"{what}: {share:.0%}")
+
+    try:
+        return logit_lens(_model, _trace, k=LENS_K, positions=positions, progress=progress)
+    finally:
+        bar.empty()
 
 
 def lens_of(trace: Trace, positions: tuple[int, ...] | None = None) -> pd.DataFrame:

@@ -9,7 +9,7 @@ above show how early that guess forms. Only one layer's logits, a few positions 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -81,11 +81,18 @@ class ReadOut:
         return probabilities.div_(probabilities.sum(dim=-1, keepdim=True))
 
 
-def logit_lens(model: Transformer, trace: Trace, k: int = 5, positions: Sequence[int] | None = None) -> pd.DataFrame:
+def logit_lens(
+    model: Transformer,
+    trace: Trace,
+    k: int = 5,
+    positions: Sequence[int] | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> pd.DataFrame:
     """layer, position, rank, piece, text, probability: the k likeliest pieces at each position (all, or those in
     `positions`) after each block l = 0 .. L-1 of the stack that gives the output, read out through its final norm
     and the model's read-out. The last block's rows are next_token's. ConfigError (lens_refusal) for a model with no
-    read-out.
+    read-out. `progress(share)` is told the share of (block, position) pairs read after each product: every position
+    of a 512-piece SmolLM2 text takes about a minute on two cores.
 
     The (block, position) pairs are read out ROWS_AT_ONCE at a time, in block order: a short text's every block in a
     few products with the read-out matrix (which is read once per product), a long one's never more than that."""
@@ -127,4 +134,6 @@ def logit_lens(model: Transformer, trace: Trace, k: int = 5, positions: Sequence
                     }
                 )
             )
+            if progress is not None:
+                progress((start + len(layer)) / len(layers))
     return pd.concat(blocks, ignore_index=True) if blocks else pd.DataFrame(columns=LENS_COLUMNS)
