@@ -59,6 +59,17 @@ def test_a_configured_model_shows_every_heads_ablation_effect_and_says_why_there
     assert not [f for f in app_figures(at) if "logit lens" in str(f["layout"]["title"])]  # no empty chart
 
 
+def test_an_encoder_decoders_board_holds_the_encoders_heads_and_says_so():
+    at = opened(arch="encoder-decoder", n_layers="2", n_heads="4")
+    cfg = ModelConfig(arch="encoder-decoder", n_layers=2, n_heads=4)
+    target = at.session_state["target"]
+    effects = head_ablation_effects(cfg, TOKENS, target)  # [L, H] of the encoder's heads, through the decoder
+    np.testing.assert_allclose(board_values(at, "sentence embedding"), effects, atol=1e-12)
+    captions = texts(at.caption)
+    assert "encoder's self-attention heads" in captions and "decoder's cross-attention" in captions
+    assert "encoder's self-attention heads" not in texts(opened().caption)  # an encoder's caption has no need of it
+
+
 def test_removed_heads_show_the_embedding_cosine_the_attention_change_and_the_difference_map():
     at = opened(n_layers="3", ablate="L0H1", heads_layer="2", heads_head="3")
     cfg = ModelConfig(n_layers=3)

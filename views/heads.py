@@ -60,6 +60,11 @@ from views.widgets import (
 
 PIECE_PX = 260
 TOP_PIECES = 10  # the pieces the piece selector offers: the likeliest after the text
+# What an encoder-decoder's ablation board holds, which its caption would otherwise leave to guess
+ENCODER_DECODER_BOARD = (
+    " In this encoder-decoder the board's heads are the encoder's self-attention heads, and the embedding is the mean "
+    "of the decoder's outputs: an encoder head reaches it only through the decoder's cross-attention."
+)
 LENS_WINDOW = 32  # positions the lens reads of a longer text unless asked for all: the last ones
 ROUND_KEY = "_heads_board_round"  # counts the board's clicks: each round draws the board under a new key
 VIEW_FOR_KEY = "_heads_view_for"  # the heads removed when the after − before map's selectors were last drawn
@@ -285,6 +290,7 @@ def ablation_section(cfg: ModelConfig, before: Trace, after: Trace, removed: tup
         "embedding (the mean of the last layer's outputs, as sentence-transformers pools MiniLM). Each cell is 1 − "
         f"cosine between the embedding with that head removed alone (its {MODE_WORDS[mode]}) and the full "
         "model's: 0 = no change. **Click a head to remove it** (click it again to put it back)."
+        + (ENCODER_DECODER_BOARD if cfg.arch == "encoder-decoder" else "")
     )
     text = str(st.session_state.get("tokens") or " ".join(before.first.tokens))
     target = st.session_state.get("target") if cfg.arch == "encoder-decoder" else None
