@@ -45,7 +45,7 @@ from pictures.mixing_charts import rollout_figure as rollout_figure
 from pictures.norm_figures import norm_attention_figure as norm_attention_figure
 from pictures.output_charts import ablation_board_figure, attribution_board_figure, lens_grid_figure
 from pictures.placement_charts import placements_chart
-from pictures.positional_charts import encoding_curves
+from pictures.positional_charts import encoding_curves, pair_dimensions
 from pictures.style import BLUES, RDBU, plotly_scale
 from pictures.training_charts import curves_figure, training_title
 
@@ -238,8 +238,9 @@ def training_figure(result: TrainResult) -> go.Figure:
     return curves_figure(histories, len(task.vocabulary), len(result.history) or None, training_title(task))
 
 
-def rope_angle_figure(n_positions: int, d_head: int, base: float = 10000.0) -> go.Figure:
-    """The angle (degrees, modulo 360) rotary encoding turns each pair of a head by, at each position."""
+def rope_angle_figure(n_positions: int, d_head: int, base: float = 10000.0, layout: str = "interleaved") -> go.Figure:
+    """The angle (degrees, modulo 360) rotary encoding turns each pair of a head by, at each position; `layout`:
+    which dimensions make a pair (pictures.positional_charts.pair_dimensions)."""
     angles = np.degrees(np.mod(rope_angle_table(n_positions, d_head, base), 2 * np.pi))  # [P, K/2]
     figure = go.Figure(
         go.Heatmap(
@@ -252,7 +253,7 @@ def rope_angle_figure(n_positions: int, d_head: int, base: float = 10000.0) -> g
         )
     )
     figure.update_layout(title=f"Rotary angles (base {base:,.0f})", template="plotly_white")
-    figure.update_xaxes(title="pair i (dimensions 2i and 2i+1 of each head)")
+    figure.update_xaxes(title=f"pair i ({pair_dimensions(layout)} of each head)")
     figure.update_yaxes(title="position", autorange="reversed")
     return figure
 

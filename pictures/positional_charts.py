@@ -233,12 +233,27 @@ def encoding_heatmap(
     return board([panel])
 
 
+def pair_dimensions(layout: str = "interleaved") -> str:
+    """Which dimensions pair i turns together: (2i, 2i+1) in the paper's layout, (i, i + d_head/2) in Hugging Face
+    Llama's ("half"), as SmolLM2 and OLMo 2 have it."""
+    return "dimensions i and i + d_head/2" if layout == "half" else "dimensions 2i and 2i+1"
+
+
 def wavelength_figure(
-    lengths: np.ndarray, width: int, n_positions: int, what: str = "d_model", base: float = 10000.0
+    lengths: np.ndarray,
+    width: int,
+    n_positions: int,
+    what: str = "d_model",
+    base: float = 10000.0,
+    layout: str = "interleaved",
 ) -> go.Figure:
-    """Period in positions of each sin/cos pair (log scale), with the max position drawn for scale."""
+    """Period in positions of each sin/cos pair (log scale), with the max position drawn for scale; `layout`: which
+    dimensions make a pair (pair_dimensions)."""
     pairs = np.arange(len(lengths), dtype=np.int32)
-    dims = [f"{2 * i}, {2 * i + 1}" if 2 * i + 1 < width else f"{2 * i}" for i in pairs]
+    if layout == "half":
+        dims = [f"{i}, {i + width // 2}" for i in pairs]
+    else:
+        dims = [f"{2 * i}, {2 * i + 1}" if 2 * i + 1 < width else f"{2 * i}" for i in pairs]
     last = max(1, len(lengths) - 1)
     subtitle = (
         f"pair i repeats every 2π·{base:.0f}^(2i/{what}) positions: here from {lengths[0]:,.1f} (pair 0) up to "
@@ -270,7 +285,7 @@ def wavelength_figure(
     )
     figure.update_layout(
         figure_layout(f"Wavelength of each pair ({what} = {width})", subtitle, 300),
-        xaxis=whole_numbers(0, last, "pair i (dimensions 2i and 2i+1)"),
+        xaxis=whole_numbers(0, last, f"pair i ({pair_dimensions(layout)})"),
         yaxis=axis("wavelength (positions, log scale)", numbers="~s", type="log"),
         legend={"x": 1, "xanchor": "right", "y": 0, "yanchor": "bottom", "bgcolor": "rgba(255, 255, 255, 0.85)"},
     )
@@ -346,9 +361,10 @@ def similarity_profile(row: np.ndarray, reference: int, metric: str, which: str 
     return figure
 
 
-def rope_angle_heatmap(angles: np.ndarray, n_tokens: int, base: float = 10000.0) -> dict:
+def rope_angle_heatmap(angles: np.ndarray, n_tokens: int, base: float = 10000.0, layout: str = "interleaved") -> dict:
     """[P, K/2] rotation angle of each pair at each position, wrapped to 0–360° on a cyclic colour scale, as a
-    matrix-view board: every cell hovers with its angle in degrees and in radians, the typed positions framed."""
+    matrix-view board: every cell hovers with its angle in degrees and in radians, the typed positions framed;
+    `layout`: which dimensions make a pair (pair_dimensions)."""
     n_positions, n_pairs = angles.shape
     rows = every_nth(n_positions)
     raw = angles[rows].astype(np.float32)  # [P', K/2] radians
@@ -366,7 +382,7 @@ def rope_angle_heatmap(angles: np.ndarray, n_tokens: int, base: float = 10000.0)
         name="pos_rope",
         x_labels=[str(i) for i in range(n_pairs)],
         y_labels=[str(r) for r in rows],
-        x_title="pair i (dimensions 2i and 2i+1 of each head)",
+        x_title=f"pair i ({pair_dimensions(layout)} of each head)",
         y_title="position",
         hover_titles=("position", "pair"),
         value_title="angle mod 360 (°)",

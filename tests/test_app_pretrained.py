@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.analysis.head_roles import ROLES, head_roles
-from tests.drawn import app_matrices
+from tests.drawn import app_boards, app_matrices, figure_titled, figure_trace
 
 pytestmark = pytest.mark.slow
 
@@ -129,8 +129,15 @@ def test_positional_shows_minilms_trained_table_and_smollms_rotary_base(minilm):
     drawn = app_matrices(at)["pos_table"].values  # [P, D] the table as drawn, the first P positions
     table = minilm.positional.table.detach().numpy()  # [512, D]
     np.testing.assert_allclose(drawn, table[: drawn.shape[0]], atol=1e-6)
-    at = opened({"model": "smollm2-135m"}, page="views/positional.py")
+    at = opened({"model": "smollm2-135m", "pos_open_wavelengths": "true"}, page="views/positional.py")
     assert any("100,000" in c.value for c in at.caption)
+    # SmolLM2 pairs dimension i of a head with i + 32 (Hugging Face Llama's layout), not with i + 1: the angle board's
+    # axis and the wavelengths' hover say so, as the page's formula does
+    [board] = [b for key, b in app_boards(at).items() if "rope" in key]
+    assert board["panels"][0]["x_title"] == "pair i (dimensions i and i + d_head/2 of each head)"
+    wavelengths = figure_titled(at, "Wavelength of each pair")
+    assert wavelengths["layout"]["xaxis"]["title"]["text"] == "pair i (dimensions i and i + d_head/2)"
+    assert list(figure_trace(wavelengths, "wavelength of the pair")["customdata"][:2]) == ["0, 32", "1, 33"]
 
 
 def test_anatomy_counts_minilms_parameters_from_the_file():

@@ -234,6 +234,10 @@ def test_wavelengths_on_a_log_axis_with_the_max_position():
     assert "Wavelength of each pair (d_head = 16)" in figure_title(rope)
     assert "2π·100000^(2i/d_head)" in figure_title(rope)
     assert rope["layout"]["xaxis"]["dtick"] == 1  # 8 pairs: whole-number ticks, never a pair 0.5
+    assert figure_trace(rope, "wavelength of the pair")["customdata"][1] == "2, 3"  # the paper's pairs (2i, 2i+1)
+    half = figure_json(wavelength_figure(wavelengths(16), 16, 64, "d_head", layout="half"))
+    assert [figure_trace(half, "wavelength of the pair")["customdata"][i] for i in (0, 7)] == ["0, 8", "7, 15"]
+    assert half["layout"]["xaxis"]["title"]["text"] == "pair i (dimensions i and i + d_head/2)"
 
 
 @pytest.mark.parametrize("metric", ["cosine", "dot"])

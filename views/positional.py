@@ -82,9 +82,10 @@ def position_figures(
     """The view as Plotly figures: the added table's curves (the page's dimensions, the typed tokens marked),
     wavelengths and similarities, or rope's angles and wavelengths."""
     if cfg.positional == "rope":
+        layout = rope_layout(model)
         return [
-            notebook_figures.rope_angle_figure(n_positions, cfg.d_head, rope_base(cfg)),
-            rope_wavelengths(cfg, n_positions),
+            notebook_figures.rope_angle_figure(n_positions, cfg.d_head, rope_base(cfg), layout),
+            rope_wavelengths(cfg, n_positions, layout),
         ]
     if cfg.positional == "none":
         return []
@@ -98,10 +99,16 @@ def position_figures(
     return [*figures, notebook_figures.position_similarity_figure(model, n_positions, metric)]
 
 
-def rope_wavelengths(cfg: ModelConfig, n_positions: int) -> go.Figure:
-    """The wavelength of each rotary pair of one head, with this model's base."""
+def rope_layout(model: Transformer) -> str:
+    """Which dimensions of a head the model's rotary encoding pairs: "interleaved" (2i, 2i+1) or "half" (i, i +
+    d_head/2, Hugging Face Llama's, as SmolLM2 has it)."""
+    return model.first_stack.spec.rope_layout
+
+
+def rope_wavelengths(cfg: ModelConfig, n_positions: int, layout: str) -> go.Figure:
+    """The wavelength of each rotary pair of one head, with this model's base and pairing."""
     base = rope_base(cfg)
-    return wavelength_figure(wavelengths(cfg.d_head, base), cfg.d_head, n_positions, "d_head", base)
+    return wavelength_figure(wavelengths(cfg.d_head, base), cfg.d_head, n_positions, "d_head", base, layout)
 
 
 def controls(cfg: ModelConfig) -> tuple[int, str, str]:
@@ -267,15 +274,16 @@ def rotary(cfg: ModelConfig, trace: Trace, n_positions: int) -> None:
     base = rope_base(cfg)
     if base != ROPE_BASE:
         st.caption(f"This model's rotary base θ is {base:,.0f} (the original paper's is {ROPE_BASE:,.0f}).")
+    layout = rope_layout(session_model())
     angles = rope_angle_table(n_positions, cfg.d_head, base)  # [P, K/2]
-    show_board(rope_angle_heatmap(angles, len(trace.tokens), base), key="pos_rope_angles")
+    show_board(rope_angle_heatmap(angles, len(trace.tokens), base, layout), key="pos_rope_angles")
     frame = pd.DataFrame(angles, columns=[f"pair_{i}_radians" for i in range(angles.shape[1])])
     frame.insert(0, "position", np.arange(n_positions))
     csv_button("Angles (CSV)", frame, "positions_rope_angles.csv", "pos_csv_rope")
     lazy_section(
         "**Wavelength of each pair**: how fast each pair of a head turns",
         "pos_open_wavelengths",
-        lambda: plotly_chart(rope_wavelengths(cfg, n_positions), "pos_wavelengths"),
+        lambda: plotly_chart(rope_wavelengths(cfg, n_positions, layout), "pos_wavelengths"),
     )
 
 
