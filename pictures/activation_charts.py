@@ -20,6 +20,7 @@ from explorer.positional import ADDED_TO_INPUT, input_text
 from explorer.trace import Trace
 from pictures.attention_panels import FAINT, token_labels, top_of
 from pictures.boards import board, matrix_panel
+from pictures.log_axes import log_panels_note, panel_scale
 from pictures.one_pass import axis_name, merged, panel_axes, subplot_grid
 from pictures.style import (
     CATEGORY10,
@@ -99,19 +100,25 @@ def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
             width = 3 if point == "residual" else 2
             style = {"line": {"color": colour, "width": width}, "marker": {"size": 6}, "showlegend": i == 0}
             traces.append(_line(by_point[point], stat, point, title, **style, **panel_axes(i // 2 + 1, i % 2 + 1, 2)))
-    subtitle = (
+    # a panel whose values span more than LOG_SPAN goes logarithmic (the mean, which has values below 0, never does):
+    # SmolLM2's residual RMS runs from 0.1 to 340, and on a linear axis its first eleven blocks lay flat at zero
+    drawn = stats[stats["point"].isin(points)]
+    scales = {stat: panel_scale(drawn[stat].to_numpy(dtype=np.float64)) for stat in STAT_TITLES}
+    subtitle = noted(
         f"residual: the stream after each block (input = {input_text(positional)}); sub-layer outputs: what each "
-        "sub-layer adds, before the residual sum; over all tokens and units"
+        "sub-layer adds, before the residual sum; over all tokens and units",
+        log_panels_note(scales, STAT_TITLES),
     )
     layout = figure_layout(f"Activation statistics over depth ({stack} stack)", subtitle, 480)
     legend_below(layout, 1, title={"text": "point"}, **IN_ORDER)
     grid = subplot_grid(2, 2, list(STAT_TITLES.values()), shared_xaxes=True, vertical_spacing=0.12)
     x_axis = block_axis(None, layers, PANEL_LAYER_TICKS, 0.3)
-    for i in range(len(STAT_TITLES)):
+    for i, stat in enumerate(STAT_TITLES):
         x, y = (axis_name(ref) for ref in panel_axes(i // 2 + 1, i % 2 + 1, 2).values())
         bottom_row = {"title": {"text": "block"}} if i >= 2 else {}
         grid[x] = merged(grid[x], merged(x_axis, bottom_row))
-        grid[y] = merged(grid[y], axis(None))
+        log = {"type": "log", **_log_ticks(drawn[stat])} if scales[stat].log else {}
+        grid[y] = merged(grid[y], axis(None, **log))
     return go.Figure({"data": traces, "layout": merged(grid, layout)})
 
 

@@ -1,4 +1,5 @@
-"""Which per-layer panels of Compare get a logarithmic y axis, and the sentence that says so. A flipped checkpoint's
+"""Which per-layer panels of Compare (and of the Activations page's depth chart) get a logarithmic y axis, and the
+sentence that says so. A flipped checkpoint's
 numbers can differ by orders of magnitude (SmolLM2 run post-norm: gradient norms up to 11,000 against A's 3 to 19;
 A's residual RMS up to 300 against B's 0.1 to 0.4): on a linear axis from 0 the smaller model is a line at zero.
 No Streamlit here."""
@@ -62,6 +63,16 @@ def _listed(scales: dict[str, PanelScale], statistics: list[str], titles: dict[s
 
 def _names(names: list[str]) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def log_panels_note(scales: dict[str, PanelScale], titles: dict[str, str]) -> str | None:
+    """A subtitle's note of the panels drawn on a log scale, each with its span, for a chart with no axes choice; None
+    when every panel is linear."""
+    log = [s for s, scale in scales.items() if scale.log]
+    if not log:
+        return None
+    listed = _listed(scales, log, titles)
+    return f"log scale where the largest value is over {LOG_SPAN:.0f} times the smallest: {listed}"
 
 
 def scales_note(scales: dict[str, PanelScale], axes: str, titles: dict[str, str]) -> str | None:

@@ -13,6 +13,7 @@ import explorer
 from explorer.analysis.activations import ffn_zero_fraction, layer_statistics, token_norms, value_histogram
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.stats import head_grid, head_sparsity
+from explorer.numbers import readable
 from pictures import notebook_figures
 from pictures.activation_boards import CIVIDIS, gradient_heatmap, head_grid_panel
 from pictures.activation_charts import (
@@ -24,6 +25,7 @@ from pictures.activation_charts import (
 )
 from pictures.activation_histograms import ZERO_COLOUR, histogram_figure, zero_fraction_figure
 from pictures.boards import decode_floats
+from pictures.log_axes import LOG_SPAN
 from pictures.style import VIRIDIS, Ramp
 from tests.drawn import figure_json, figure_title, figure_trace, panel_matrix
 
@@ -331,3 +333,23 @@ def test_the_notebook_draws_the_pages_depth_and_gradient_figures():
     drawn = notebook_figures.gradient_figure(model, "a b c d", "x y z")
     assert drawn.to_json() == gradient_totals_figure(totals, "pre").to_json()
     assert [line.name for line in drawn.data] == ["encoder blocks", "decoder blocks"]
+
+
+def test_depth_figure_puts_a_panel_spanning_orders_of_magnitude_on_a_log_axis(trace):
+    """SmolLM2's residual RMS runs from 0.1 to 340: on a linear axis from 0 its first blocks lay flat at zero. A panel
+    whose values span more than LOG_SPAN goes logarithmic and the subtitle says which and by how much; the mean, with
+    values below 0, and panels within LOG_SPAN stay linear."""
+    stats = layer_statistics(trace.first)
+    linear = figure_json(depth_figure(stats, "encoder", "sinusoidal"))["layout"]
+    assert [linear[f"yaxis{n}"].get("type") for n in ("", "2", "3", "4")] == [None] * 4  # a random model's span
+    assert "log scale" not in figure_title({"layout": linear})
+    wide = stats.copy()
+    last = wide["layer"] == wide["layer"].max()
+    for stat in ("rms", "mean"):  # the last block's values 1,000 times the others', as a massive activation makes them
+        wide.loc[last, stat] *= 1000
+    drawn = figure_json(depth_figure(wide, "encoder", "sinusoidal"))["layout"]
+    assert drawn["yaxis3"]["type"] == "log"  # RMS
+    assert [drawn[f"yaxis{n}"].get("type") for n in ("", "2", "4")] == [None] * 3  # mean has values < 0; the rest fit
+    rms = wide.loc[~wide["point"].str.contains("LayerNorm"), "rms"]
+    title = figure_title({"layout": drawn})
+    assert f"over {LOG_SPAN:.0f} times the smallest: RMS (×{readable(rms.max() / rms.min())})" in title
