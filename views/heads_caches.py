@@ -5,7 +5,8 @@ so nothing of it is stored where another session could be handed it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import numpy as np
@@ -41,18 +42,26 @@ def run_key(trace: Trace) -> tuple:
     return trace.config, trace_key(trace)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def _lens(key: tuple, positions: tuple[int, ...] | None, _model: Transformer, _trace: Trace) -> pd.DataFrame:
-    what = "Reading every layer's guess (the logit lens)"
-    bar = st.progress(0.0, text=f"{what}…")  # made here: a cache hit replays it empty
+@contextlib.contextmanager
+def share_bar(what: str) -> Iterator[Callable[..., None]]:
+    """A progress bar saying `what`, then "`what`: 40%" as the work tells it the share done (its first argument; any
+    others are ignored); gone when the work ends. Made inside a cached function, so that a cache hit replays it
+    empty."""
+    bar = st.progress(0.0, text=f"{what}…")
 
-    def progress(share: float) -> None:
-        bar.progress(min(1.0, share), text=f"{what}: {share:.0%}")
+    def progress(share: float, *said: object) -> None:
+        bar.progress(min(1.0, float(share)), text=f"{what}: {share:.0%}")
 
     try:
-        return logit_lens(_model, _trace, k=LENS_K, positions=positions, progress=progress)
+        yield progress
     finally:
         bar.empty()
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def _lens(key: tuple, positions: tuple[int, ...] | None, _model: Transformer, _trace: Trace) -> pd.DataFrame:
+    with share_bar("Reading every layer's guess (the logit lens)") as progress:
+        return logit_lens(_model, _trace, k=LENS_K, positions=positions, progress=progress)
 
 
 def lens_of(trace: Trace, positions: tuple[int, ...] | None = None) -> pd.DataFrame:
@@ -89,16 +98,9 @@ def _effects(
 
     n_heads = _model.config.n_layers * _model.config.n_heads if _model.config is not None else None
     what = f"{n_heads} heads" if n_heads else "every head"
-    bar = st.progress(0.0, text=f"Removing each of the {what} in turn…")  # made here: a cache hit replays it empty
-
-    def progress(share: float, *said: object) -> None:
-        bar.progress(min(1.0, float(share)), text=f"Removing each of the {what} in turn: {share:.0%}")
-
-    try:
-        with taking_turns(trace_room(cfg, text, target)):  # the heads of a layer removed in batches of up to 256 MB
-            return head_ablation_effects(_model, text, target, mode, progress, base=_base)
-    finally:
-        bar.empty()
+    room = trace_room(cfg, text, target)  # the heads of a layer are removed in batches of up to 256 MB
+    with share_bar(f"Removing each of the {what} in turn") as progress, taking_turns(room):
+        return head_ablation_effects(_model, text, target, mode, progress, base=_base)
 
 
 def ablation_effects_of(cfg: ModelConfig, text: str, target: str | None, mode: str, before: Trace) -> np.ndarray:
