@@ -88,6 +88,7 @@ def offset_profile_figure(result: OffsetScores) -> go.Figure:
                 customdata=np.stack([low[present], high[present]], axis=1),  # [offsets, 2]
                 name="mean score at this offset",
                 mode=mode(len(offsets)),
+                cliponaxis=False,  # the axis ends on the first and last offsets: their markers are drawn whole
                 line={"color": LINE_COLOUR, "width": 2},
                 marker={"size": 5},
                 hovertemplate="offset %{x}<br>mean score: %{y:.4f}<br>lowest: %{customdata[0]:.4f}"

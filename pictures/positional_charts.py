@@ -117,6 +117,7 @@ def _typed_marks(table: np.ndarray, dims: list[int], names: list[str], tokens: l
         y=table[:typed, dims].T.ravel().astype(np.float32),  # [dims * typed]
         customdata=np.stack([name_of, token_of], axis=1),  # [dims * typed, 2]
         mode="markers",
+        cliponaxis=False,  # whole_numbers ends the axis on the last position: its marks are drawn whole
         name="typed tokens",
         marker={"color": TYPED_COLOUR, "size": TYPED_MARK_PX, "line": {"color": "white", "width": 1}},
         hovertemplate="%{customdata[0]}<br>position: %{x}<br>token: %{customdata[1]}<br>value: %{y:.4f}<extra></extra>",
@@ -268,6 +269,7 @@ def wavelength_figure(
                 customdata=dims,
                 name="wavelength of the pair",
                 mode="lines+markers",
+                cliponaxis=False,  # the axis ends on pair 0 and on the last pair: their markers are drawn whole
                 line={"color": LINE_COLOUR, "width": 2},
                 marker={"size": 6},
                 hovertemplate="pair %{x}<br>dimensions: %{customdata}<br>wavelength (positions): %{y:,.1f}"
@@ -344,6 +346,7 @@ def similarity_profile(row: np.ndarray, reference: int, metric: str, which: str 
             y=row.astype(np.float32),
             name=f"{metric} with position {reference}",
             mode=mode(len(row)),
+            cliponaxis=False,  # the axis ends on the first and last positions: their markers are drawn whole
             line={"color": LINE_COLOUR, "width": 2},
             marker={"size": 5},
             hovertemplate=f"position: %{{x}}<br>{metric} with position {reference}: %{{y:.4f}}<extra></extra>",

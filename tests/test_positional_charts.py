@@ -270,6 +270,33 @@ def test_similarity_heatmap_and_profile(metric):
     hovers_its_values(profile)
 
 
+def markers_cut_at_the_axis_ends(figure: dict) -> list[str]:
+    """The traces whose markers sit on an end of a fixed x range and would be drawn half (Plotly clips them there
+    unless the trace sets cliponaxis to false)."""
+    low, high = figure["layout"]["xaxis"]["range"]
+    cut = []
+    for trace in figure["data"]:
+        if "markers" in trace.get("mode", "") and trace.get("cliponaxis", True):
+            x = np.asarray(trace["x"], dtype=np.float64)
+            if np.isclose(x, low).any() or np.isclose(x, high).any():
+                cut.append(trace["name"])
+    return cut
+
+
+def test_markers_on_the_ends_of_a_whole_number_axis_are_drawn_whole():
+    table = sinusoidal(6, 8).numpy()
+    figures = {
+        "wavelengths": wavelength_figure(wavelengths(16), 16, 64, "d_head"),
+        "curves with every position typed": encoding_curves(table, [0, 1], list("abcdef"), "sinusoidal"),
+        "similarity profile": similarity_profile(similarity_to(table, 2, "cosine"), 2, "cosine"),
+        "offset profile": offset_profile_figure(offset_scores(explorer.ModelConfig(positional="rope"), "a", 8)),
+    }
+    for what, figure in figures.items():
+        drawn = figure_json(figure)
+        assert drawn["layout"]["xaxis"]["range"][1] == max(drawn["data"][-1]["x"]), what  # a marker on the end
+        assert markers_cut_at_the_axis_ends(drawn) == [], what
+
+
 def test_rope_angles_are_wrapped_to_degrees_with_radians_on_hover():
     angles = rope_angle_table(20, 8)  # [P, K/2]
     [panel] = rope_angle_heatmap(angles, 3)["panels"]
