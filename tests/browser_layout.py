@@ -6,16 +6,22 @@ PROJECTOR = {"width": 1024, "height": 768}  # a classroom projector's window: th
 TABLET = {"width": 800, "height": 1024}  # the sidebar leaves the page 468 px
 
 # A label is cut when its text overflows a box that ends it with an ellipsis; a formula, when what KaTeX drew is wider
-# than the column holding it (its own box, sized to it, is a pixel or two over from rounding and is not compared).
+# than the column holding it (its own box, sized to it, is a pixel or two over from rounding and is not compared); a
+# static table (st.table), when a cell's text is wider than the cell (a word too long for it scrolls inside the cell:
+# st.table wraps at spaces only), or when its columns are wider than its box, which then scrolls sideways.
 CUT_OFF = """() => [
     ...[...document.querySelectorAll("[data-testid='stMain'] *")].filter((e) =>
         getComputedStyle(e).textOverflow === "ellipsis" && e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1),
     ...[...document.querySelectorAll("[data-testid='stMain'] .katex-display")].filter((e) =>
         e.querySelector(".katex-html").getBoundingClientRect().width > e.parentElement.clientWidth + 1),
+    ...[...document.querySelectorAll("[data-testid='stMain'] [data-testid='stTable']")].filter((e) =>
+        e.querySelector("table").getBoundingClientRect().width > e.getBoundingClientRect().width + 1),
+    ...[...document.querySelectorAll("[data-testid='stMain'] [data-testid='stTable'] :is(td, th) *")].filter((e) =>
+        e.scrollWidth > e.clientWidth + 1),
 ].map((e) => e.textContent.trim().slice(0, 60))"""
 
 
 def cut_off(page) -> list[str]:
     """The start of each text in the page's main column that does not fit its box: a label that ends with "…" (a
-    button or a metric in too narrow a column), or a display formula that would need scrolling sideways."""
+    button or a metric in too narrow a column), or a display formula or a table that would need scrolling sideways."""
     return page.evaluate(CUT_OFF)

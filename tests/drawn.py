@@ -7,6 +7,7 @@ import base64
 import html
 import io
 import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -153,3 +154,10 @@ def app_matrices(at) -> dict[str, DrawnMatrix]:
     names = [m.name for m in drawn]
     assert len(set(names)) == len(names), f"two matrices share a name: {names}"
     return {m.name: m for m in drawn}
+
+
+def table_as_read(at, column: str):
+    """The st.table holding `column`, its text cells as a reader sees them: Markdown's backslash escapes undone by
+    CommonMark's rule (a backslash before an ASCII punctuation mark shows the mark), not by the code that wrote them."""
+    [frame] = [t.value for t in at.table if column in t.value.columns]
+    return frame.map(lambda cell: re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", cell) if isinstance(cell, str) else cell)

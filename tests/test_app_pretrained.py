@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.analysis.head_roles import ROLES, head_roles
-from tests.drawn import app_boards, app_matrices, figure_titled, figure_trace
+from tests.drawn import app_boards, app_matrices, figure_titled, figure_trace, table_as_read
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +78,7 @@ def test_text_longer_than_the_position_table_gets_a_sentence_not_a_traceback():
 
 def test_smollm_predicts_paris_next_to_its_attention(smollm):
     at = opened({"model": "smollm2-135m", "tokens": PROMPT})
-    [table] = [t.value for t in at.table if "probability" in t.value.columns]
+    table = table_as_read(at, "probability")
     assert table["next piece"].iloc[0] == "' Paris'" and table.iloc[0, 2] == "ĠParis"  # quoted: the space shows
     last = torch.from_numpy(np.ascontiguousarray(explorer.run(smollm, PROMPT).output[-1]))  # [D]
     with torch.inference_mode():
@@ -156,7 +156,7 @@ def test_anatomy_names_the_norms_the_checkpoint_has_in_its_parameter_table(name,
     model = request.getfixturevalue("smollm" if name.startswith("smollm") else "minilm")
     in_model = sum(p.numel() for m in model.modules() if isinstance(m, kind) for p in m.parameters())
     at = opened({"model": name}, page="views/anatomy.py")
-    table = at.dataframe[0].value.set_index("group")["parameters"]
+    table = table_as_read(at, "kind of module").set_index("kind of module")["parameters"]
     assert table[kind.__name__] == in_model > 0  # SmolLM2's 61 RMSNorms of 576 weights, MiniLM's LayerNorms
     assert not ({"LayerNorm", "RMSNorm"} - {kind.__name__}) & set(table.index)  # no row names the other kind
     [estimate] = [c.value for c in at.caption if "counts the matrix products only" in c.value]

@@ -17,6 +17,7 @@ from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.position_analysis import permutation_demo, reorder, wavelengths
 from explorer.analysis.stats import head_entropy, head_grid
 from explorer.analysis.stream_energy import focus_token, token_shares
+from explorer.anatomy import forward_steps
 from explorer.config import ModelConfig
 from explorer.positional import sinusoidal
 from pictures.positional_charts import TYPED_COLOUR
@@ -331,16 +332,23 @@ def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_it
     assert_clean(page)
 
 
+TABLE_ROWS = "(rows) => rows.map((row) => [...row.querySelectorAll('td')].map((cell) => cell.innerText))"
+
+
 def test_anatomy_page_draws_the_block_and_the_tables(page, app_url, wait_idle):
     page.set_viewport_size(PROJECTOR)
-    page.goto(app_url + "/anatomy?arch=encoder-decoder&norm=pre")
+    page.goto(app_url + "/anatomy?arch=encoder-decoder&norm=pre&target=x%20y%20z")
     wait_idle(page)
-    assert cut_off(page) == []  # "In one encoder block", "Multiply-adds, one forward pass" whole on a projector
+    assert cut_off(page) == []  # "In one encoder block", "Multiply-adds, one forward pass", every table's columns
+    steps = page.locator("[data-testid='stTable']").filter(has_text="size for this input")
+    rows = [[cell.strip() for cell in row] for row in steps.locator("tbody tr").evaluate_all(TABLE_ROWS)]
+    expected = forward_steps(ModelConfig(arch="encoder-decoder", norm="pre"), 6, 3)
+    assert rows == expected.to_numpy().tolist()  # as written: "+ sinusoidal positions", "d_model", "K^T"
     page.wait_for_selector("[data-testid='stGraphVizChart'] svg", timeout=30_000)
     diagrams = page.locator("[data-testid='stGraphVizChart'] svg")
     assert diagrams.count() == 2
     assert "cross-attention" in diagrams.nth(1).text_content()
-    assert page.locator("[data-testid='stDataFrame']").count() >= 3
+    assert page.locator("[data-testid='stTable']").count() == 3  # parameters by kind, steps, multiply-adds
     assert "Total parameters" in page.locator("[data-testid='stMetric']").first.inner_text()
     assert plots(page) == []  # no charts on this page, so no plotly.js to fetch
     assert_clean(page)

@@ -37,6 +37,7 @@ from tests.drawn import (
     figure_title,
     figure_titled,
     figure_trace,
+    table_as_read,
 )
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -457,10 +458,12 @@ def test_anatomy_default_numbers_are_the_engine_numbers():
     assert metrics["Total parameters"] == f"{sum(p.numel() for p in model.parameters()):,}"
     assert metrics["In one encoder block"] == f"{sum(p.numel() for p in model.encoder.layers[0].parameters()):,}"
     assert metrics["Multiply-adds, one forward pass"] == f"{int(multiply_adds(cfg, 6)['multiply_adds'].sum()):,}"
-    frames = [d.value for d in at.dataframe]
-    steps = next(f for f in frames if "step" in f.columns)
-    assert steps.equals(forward_steps(cfg, 6))
-    modules = next(f for f in frames if "module" in f.columns)
+    steps = table_as_read(at, "step")
+    assert steps.equals(forward_steps(cfg, 6).rename(columns={"size": "size for this input"}))
+    assert "+ sinusoidal positions" in set(steps["step"])  # as written, not a Markdown bullet
+    macs = table_as_read(at, "formula")
+    assert macs.equals(multiply_adds(cfg, 6).rename(columns={"multiply_adds": "multiply-adds"}))
+    modules = next(d.value for d in at.dataframe if "module" in d.value.columns)
     assert modules.equals(parameter_counts(model))
     (diagram,) = at.get("graphviz_chart")
     assert diagram.proto.spec == block_diagram(cfg)
@@ -473,8 +476,8 @@ def test_anatomy_follows_the_sidebar():
     cfg = ModelConfig(arch="encoder-decoder", norm="pre")
     assert diagrams == [block_diagram(cfg.replace(arch="encoder"), length="S"), block_diagram(cfg)]
     assert "[S, d_model]" in diagrams[0] and "[T, d_model]" in diagrams[1]  # the steps table's letters
-    steps = next(d.value for d in at.dataframe if "step" in d.value.columns)
-    assert "[4, 3, 6]" in set(steps[steps["shape"] == "[heads, T, S]"]["size"])
+    steps = table_as_read(at, "step")
+    assert "[4, 3, 6]" in set(steps[steps["shape"] == "[heads, T, S]"]["size for this input"])
     metrics = {m.label for m in at.metric}
     assert {"In one encoder block", "In one decoder block"} <= metrics
     at.number_input(key="n_layers").set_value(3).run()

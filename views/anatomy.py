@@ -15,7 +15,7 @@ from explorer.trace import Trace
 from pictures import notebook_figures
 from views.caches import cached_parameter_counts, from_model
 from views.state import session_model, sidebar_run
-from views.widgets import csv_button, model_line, plain, view_download
+from views.widgets import csv_button, model_line, plain, static_table, view_download
 
 
 def lengths(cfg: ModelConfig, trace: Trace) -> tuple[int, int | None]:
@@ -36,17 +36,7 @@ def steps(cfg: ModelConfig, trace: Trace) -> None:
         "once in each block."
     )
     table = forward_steps(cfg, n_source, n_target)
-    st.dataframe(
-        table,
-        hide_index=True,
-        width="stretch",
-        height=38 + 35 * len(table),
-        column_config={
-            "step": st.column_config.TextColumn("step", width="large"),
-            "shape": st.column_config.TextColumn("shape"),
-            "size": st.column_config.TextColumn("size for this input"),
-        },
-    )
+    static_table(table, labels={"size": "size for this input"})
     csv_button("Steps (CSV)", table, "anatomy_steps.csv", "ana_csv_steps")
 
 
@@ -92,15 +82,7 @@ def parameter_summary(cfg: ModelConfig) -> None:
     for label, value, help_text in metrics:
         row.metric(label, f"{value:,}", help=help_text, width="content")
     st.caption(embedding_note(cfg))
-    st.dataframe(
-        groups,
-        hide_index=True,
-        column_config={
-            "group": st.column_config.TextColumn("kind of module"),
-            "parameters": st.column_config.NumberColumn("parameters", format="localized"),
-            "share": st.column_config.ProgressColumn("share", format="percent", min_value=0.0, max_value=1.0),
-        },
-    )
+    static_table(groups, labels={"group": "kind of module"}, formats={"parameters": "{:,}", "share": "{:.1%}"})
     csv_button("By kind (CSV)", groups, "anatomy_parameter_groups.csv", "ana_csv_groups")
 
 
@@ -132,12 +114,7 @@ def compute(cfg: ModelConfig, trace: Trace) -> None:
         "activation function and the additions are left out. Attention's own products grow with the square of "
         "the length; the projections and the feed-forward grow linearly."
     )
-    st.dataframe(
-        table,
-        hide_index=True,
-        height=38 + 35 * len(table),  # every row in view: the total above is their sum
-        column_config={"multiply_adds": st.column_config.NumberColumn("multiply-adds", format="localized")},
-    )
+    static_table(table, labels={"multiply_adds": "multiply-adds"}, formats={"multiply_adds": "{:,}"})
     csv_button("Multiply-adds (CSV)", table, "anatomy_multiply_adds.csv", "ana_csv_macs")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -17,6 +18,28 @@ from explorer.config import CheckpointConfig, ModelConfig
 from explorer.config_words import count, mask_text, positions_text
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
+
+MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~^$])")  # what CommonMark (and $ for math) may read
+
+
+def markdown_literal(text: str) -> str:
+    """`text` as Markdown that shows it as written: every punctuation mark Markdown could read is escaped (a step
+    "+ sinusoidal positions" would otherwise be a bullet)."""
+    return MARKDOWN_PUNCTUATION.sub(r"\\\1", text)
+
+
+def static_table(
+    frame: pd.DataFrame, labels: dict[str, str] | None = None, formats: dict[str, str] | None = None
+) -> None:
+    """A small table whose every column stays in view on a 1024 px projector: its cells wrap (st.table), where
+    st.dataframe keeps each on one line and scrolls sideways past the numbers, and loads the data grid's heavy
+    script. Text cells read as written: st.table reads each as Markdown, where a vocabulary piece "-", "*" or "1."
+    is an empty list, "#" a heading and "---" a rule. `labels`: column headers by column name; `formats`:
+    str.format patterns by column name."""
+    text = frame.map(lambda value: markdown_literal(value) if isinstance(value, str) else value)
+    labels = labels or {}
+    shown = text.rename(columns=labels).style.format({labels.get(k, k): f for k, f in (formats or {}).items()})
+    st.table(shown, hide_index=True)
 
 
 def model_line(cfg: ModelConfig, trace: Trace, bold: tuple[str, ...] = ()) -> str:
