@@ -21,7 +21,7 @@ from explorer.config import ModelConfig
 from explorer.heads_text import change_sentence, effect_sentence, first_top_layer, head_changes, lens_sentence
 from explorer.tasks import make_task
 from explorer.training import train
-from tests.drawn import app_figures, app_matrices, figure_titled
+from tests.drawn import app_figures, app_matrices, figure_titled, table_as_read
 from views.state import STATE_KEY, AppState, TrainedModel
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -140,8 +140,8 @@ def test_smollm2_shows_the_next_pieces_before_and_after_its_attribution_and_its_
     at = opened(timeout=300, model="smollm2-135m", tokens=PROMPT, ablate="L29H1,L23H0")
     before, after = explorer.run(smollm_model, PROMPT), explorer.run(smollm_model, PROMPT, ablate="L23H0,L29H1")
     change = prediction_change(smollm_model, before, after, k=10)
-    (table,) = at.table
-    shown = table.value
+    assert len(at.table) == 1
+    shown = table_as_read(at, "next piece")
     assert [t.strip("'") for t in shown["next piece"]] == change["text"].tolist()
     np.testing.assert_allclose(shown["before"], change["probability_before"], atol=1e-12)  # drawn rounded to 0.001
     np.testing.assert_allclose(shown["change"], change["change"], atol=1e-12)

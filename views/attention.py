@@ -42,6 +42,7 @@ from views.widgets import (
     model_line,
     plain,
     remember_view,
+    static_table,
     stretch_toggle,
     view_download,
 )
@@ -294,8 +295,7 @@ def next_token_section(trace: Trace) -> None:
         columns={"text": "next piece", "piece": "vocabulary piece (Ġ = a space)"}
     )
     shown["next piece"] = shown["next piece"].map(repr)  # quoted, so a leading space shows: ' Paris'
-    # st.table, not st.dataframe: a static table, without the data grid's heavy script on every page load
-    st.table(shown.style.format({"probability": "{:.3f}", "logit": "{:.3f}"}).hide(axis="index"))
+    static_table(shown, formats={"probability": "{:.3f}", "logit": "{:.3f}"})  # a piece "-" or "#" as itself
 
 
 def few_heads(names: str, most: int = 16) -> str:

@@ -54,6 +54,7 @@ from views.widgets import (
     model_line,
     plain,
     plotly_chart,
+    static_table,
     stretch_toggle,
     view_download,
 )
@@ -135,7 +136,7 @@ def prediction_table(model: Transformer, before: Trace, after: Trace) -> None:
     )
     shown["next piece"] = shown["next piece"].map(repr)  # quoted, so a leading space shows: ' Paris'
     formats = {"before": "{:.3f}", "after": "{:.3f}", "change": "{:+.3f}"}
-    st.table(shown.style.format(formats).hide(axis="index"))  # a static table: no data grid script on the page
+    static_table(shown, formats=formats)  # a piece "-" or "#" as itself
     csv_download("Next pieces before and after (CSV)", table, "next_pieces_before_after.csv", "heads_csv_prediction")
 
 
