@@ -9,10 +9,11 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from explorer.build import build_model
 from explorer.config import ModelConfig
-from views import memory_gate
+from views import memory_gate, shared_cache
 from views.caches import cached_gradients, gradient_totals
 from views.memory_gate import SMALL_BYTES, MemoryGate
 from views.shared_cache import SHARED, ByteBudgetCache
@@ -340,3 +341,37 @@ def test_a_backward_pass_on_a_long_text_waits_at_the_same_gate_as_the_runs(backw
         huge.finish()
     worker.join(60)
     assert len(result) == 1 and len(result[0]) > 0
+
+
+def page_with_a_pass_taking_turns(nbytes: int) -> None:
+    """A page that runs a large pass the shared cache does not keep (AppTest runs this function's source)."""
+    import streamlit as st
+
+    from views.shared_cache import taking_turns
+
+    with taking_turns(nbytes):
+        st.write("the pass ran")
+
+
+def test_a_pass_taking_turns_in_a_page_shows_the_page_the_waiting_notice(monkeypatch):
+    """A backward pass or the ablation board waiting at the gate tells its page so, as the shared cache's runs do;
+    here a real script run waits behind one run in flight."""
+    told = []
+    notice = shared_cache.waiting_notice
+
+    @contextlib.contextmanager
+    def recorded(ahead: int) -> Iterator[Callable[[int], None]]:
+        told.append(ahead)
+        with notice(ahead) as tell:
+            yield lambda now: (told.append(now), tell(now))
+
+    monkeypatch.setattr(shared_cache, "waiting_notice", recorded)
+    in_flight = Run(SHARED.gate, 10 * BUDGET)  # alone over any budget: the page's pass waits until it ends
+    assert in_flight.started.wait(WAIT_S)
+    ender = threading.Thread(target=lambda: until(lambda: SHARED.gate.queued == 1) and in_flight.finish())
+    ender.start()
+    at = AppTest.from_function(page_with_a_pass_taking_turns, args=(BIG,), default_timeout=WAIT_S).run()
+    ender.join(WAIT_S)
+    assert not at.exception and [m.value for m in at.markdown] == ["the pass ran"]
+    assert told and told[0] == 1  # one run ahead of it: the one in flight
+    assert not [a for a in at.info if "Waiting its turn" in a.value]  # gone once the pass ran

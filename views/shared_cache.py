@@ -255,8 +255,10 @@ SHARED = ByteBudgetCache()  # one budget for every large result of the app
 
 def taking_turns(nbytes: int) -> AbstractContextManager:
     """Run a large pass that SHARED does not keep (a backward pass, each head removed in turn) at the same gate as its
-    runs, expecting about `nbytes`: its own spinner or progress bar stands for the wait."""
-    return SHARED.gate.admitted(nbytes)
+    runs, expecting about `nbytes`. In a script run the page shows the waiting notice while it waits, beside the pass's
+    own spinner or progress bar; inside st.cache_data, which replays the elements a function made, a cache hit
+    replays the notice as the empty element it ends as."""
+    return SHARED.gate.admitted(nbytes, waiting_notice if get_script_run_ctx() is not None else None)
 
 
 def shared(
