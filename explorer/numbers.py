@@ -37,10 +37,13 @@ def _trimmed(text: str) -> str:
 
 
 def percent(share: float) -> str:
-    """A share as a percentage with one decimal, never rounded up to "100.0%" unless it is exactly 1."""
+    """A share as a percentage with one decimal, never rounded up to "100.0%" unless it is exactly 1, nor down to
+    "0.0%" unless it is 0 (a model's norms hold 0.03% of its parameters, not none)."""
     text = f"{share:.1%}"
     decimals = 1
-    while share < 1.0 and text.startswith("100.") and decimals < 6:
+    while 0.0 < share < 1.0 and (text.startswith("100.") or not text.strip("0.%")) and decimals < 6:
         decimals += 1
         text = f"{share:.{decimals}%}"
+    if share > 0.0 and not text.strip("0.%"):  # below even six decimals
+        text = f"<{10.0 ** -(decimals + 2):.{decimals}%}"
     return text

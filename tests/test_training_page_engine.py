@@ -457,6 +457,8 @@ def test_percent_never_rounds_up_to_a_perfect_score():
     assert percent(1.0) == "100.0%" and percent(0.5) == "50.0%" and percent(0.9987) == "99.9%"
     assert percent(4095 / 4096) == "99.98%"
     assert percent(1 - 1e-5) == "99.999%"
+    assert percent(0.0) == "0.0%" and percent(0.00026) == "0.03%"  # a nonzero share never reads as none
+    assert percent(1e-9) == "<0.000001%"
 
 
 def test_an_encoder_without_positions_is_said_to_be_blind_to_order_and_is():

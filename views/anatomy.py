@@ -10,6 +10,7 @@ from explorer.anatomy import block_diagram, forward_steps, multiply_adds, norm_n
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.model import Transformer
 from explorer.norm_words import placement_sentence
+from explorer.numbers import percent
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures import notebook_figures
@@ -82,7 +83,7 @@ def parameter_summary(cfg: ModelConfig) -> None:
     for label, value, help_text in metrics:
         row.metric(label, f"{value:,}", help=help_text, width="content")
     st.caption(embedding_note(cfg))
-    static_table(groups, labels={"group": "kind of module"}, formats={"parameters": "{:,}", "share": "{:.1%}"})
+    static_table(groups, labels={"group": "kind of module"}, formats={"parameters": "{:,}", "share": percent})
     csv_button("By kind (CSV)", groups, "anatomy_parameter_groups.csv", "ana_csv_groups")
 
 

@@ -29,13 +29,15 @@ def markdown_literal(text: str) -> str:
 
 
 def static_table(
-    frame: pd.DataFrame, labels: dict[str, str] | None = None, formats: dict[str, str] | None = None
+    frame: pd.DataFrame,
+    labels: dict[str, str] | None = None,
+    formats: dict[str, str | Callable[[Any], str]] | None = None,
 ) -> None:
     """A small table whose every column stays in view on a 1024 px projector: its cells wrap (st.table), where
     st.dataframe keeps each on one line and scrolls sideways past the numbers, and loads the data grid's heavy
     script. Text cells read as written: st.table reads each as Markdown, where a vocabulary piece "-", "*" or "1."
     is an empty list, "#" a heading and "---" a rule. `labels`: column headers by column name; `formats`:
-    str.format patterns by column name."""
+    str.format patterns or functions by column name."""
     text = frame.map(lambda value: markdown_literal(value) if isinstance(value, str) else value)
     labels = labels or {}
     shown = text.rename(columns=labels).style.format({labels.get(k, k): f for k, f in (formats or {}).items()})
