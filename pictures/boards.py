@@ -67,6 +67,7 @@ def matrix_panel(
     hover_titles: tuple[str, str] | None = None,
     legend_marks: list[float] | None = None,
     legend: bool = True,
+    legend_title: str | None = None,
     label_chars: int = 14,
     wrap_subtitle: bool = False,
 ) -> dict:
@@ -74,14 +75,15 @@ def matrix_panel(
 
     The panel has labelled axes and a colour legend, and hover gives query, key and value, then one row per `extra`
     matrix ({title: [Tq, Tk] values}, e.g. the two maps a difference came from; {title: (values, decimals)} to show
-    that row with its own number of decimals, 0 for a rank, None for 4 significant digits). With `pick` = "cell",
-    a click sends back the cell clicked ({"row": q, "col": k}). `outline` = (row, col) draws a red frame round that
+    that row with its own number of decimals, 0 for a rank, None for 4 significant digits). With `pick` = "cell", a
+    click sends back the cell clicked ({"row": q, "col": k}). `outline` = (row, col) draws a red frame round that
     cell, `frame` = (rows, cols) one round the top-left block of that many cells. Cells are square, at most max_px a
     side, unless `plot_px` = (width, height) gives the matrix its own size. Hover names a cell's row and column by
     the axis titles, or by `hover_titles` = (row name, column name) when both axes have the same title. The colour
-    legend marks round values between its ends (legend_ticks), or the values `legend_marks`; without `legend` the
-    panel draws none (a neighbour on the same scale draws it). With `wrap_subtitle` the subtitle wraps to the width
-    the rest of the panel takes instead of widening it (a board sized to its content keeps to its map).
+    legend marks round values between its ends (legend_ticks), or the values `legend_marks`, under `legend_title`
+    (default: `value_title`; a board whose maps share one scale names them there); without `legend` the panel draws
+    none (a neighbour on the same scale draws it). With `wrap_subtitle` the subtitle wraps to the width the rest of
+    the panel takes instead of widening it (a board sized to its content keeps to its map).
 
     Labels: up to MAX_TICKS tokens an axis, or with `tick_px` as many as fit that far apart (every n-th token);
     the component cuts a label longer than `label_chars` characters short on the axis, and hover gives it whole.
@@ -125,6 +127,7 @@ def matrix_panel(
         "masked_text": masked_text,
         "label_chars": label_chars,
         "legend": {
+            "title": value_title if legend_title is None else legend_title,
             "colours": list(ramp.colours),
             "low": ramp.low,
             "high": ramp.high,

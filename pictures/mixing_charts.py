@@ -34,6 +34,7 @@ TICK_PX = 12.0  # token labels at least this far apart: every token up to 13 in 
 LABEL_CHARS = 8  # a longer token is cut short on the axes (hover gives it whole): narrower labels, wider maps
 LAYER_PX = 300  # two maps side by side
 TEXT_PX = 28.0  # values are written in cells at least this wide: "0.37" fits, and smaller would not read
+SHARED_SCALE = {2: "value, both maps", 3: "value, all 3 maps"}  # the legend of a board whose maps share its scale
 ROW_COLOURS = {"raw": CATEGORY10[7], "rollout": CATEGORY10[0], "flow": CATEGORY10[1]}
 ROW_NAMES = {
     "raw": "last layer, average of heads",
@@ -118,6 +119,7 @@ def rollout_panel(
     legend: bool = False,
     pick: str | None = None,
     ramp: Ramp = MIX,
+    legend_title: str | None = None,
 ) -> dict:
     """Rollout after block `layer` ([T, T], explorer.analysis.mixing.attention_rollout's entry `layer`)."""
     return _mixing_panel(
@@ -129,6 +131,7 @@ def rollout_panel(
         ramp=ramp,
         name=name,
         value_title="rollout",
+        legend_title=legend_title,
         title=f"Rollout after block {layer}",
         subtitle=f"residual share {residual:g} · rows sum to 1",
         max_px=max_px,
@@ -145,6 +148,7 @@ def flow_panel(
     legend: bool = True,
     pick: str | None = None,
     ramp: Ramp = MIX,
+    legend_title: str | None = None,
 ) -> dict:
     """Flow after the last block, one row per query in `queries` ([len(queries), T])."""
     return _mixing_panel(
@@ -157,6 +161,7 @@ def flow_panel(
         ramp=ramp,
         name=name,
         value_title="max flow",
+        legend_title=legend_title,
         title=f"Flow after block {maps.n_layers - 1}",
         subtitle=f"residual share {residual:g} · each cell its own max flow",
         max_px=max_px,
@@ -186,11 +191,23 @@ def last_block_board(
     panels = [
         average_panel(maps, last, "mix_raw", side, pick="cell", ramp=ramp),
         rollout_panel(
-            rollout[last], maps, last, residual, "mix_rollout", side, legend=flow is None, pick="cell", ramp=ramp
+            rollout[last],
+            maps,
+            last,
+            residual,
+            "mix_rollout",
+            side,
+            legend=flow is None,
+            pick="cell",
+            ramp=ramp,
+            legend_title=SHARED_SCALE[2],
         ),
     ]
     if flow is not None:
-        panels.append(flow_panel(flow, list(range(flow.shape[0])), maps, residual, "mix_flow", pick="cell", ramp=ramp))
+        rows = list(range(flow.shape[0]))
+        panels.append(
+            flow_panel(flow, rows, maps, residual, "mix_flow", pick="cell", ramp=ramp, legend_title=SHARED_SCALE[3])
+        )
     return noted_board(panels, note)
 
 
@@ -203,7 +220,17 @@ def layer_board(maps: AttentionMaps, rollout: np.ndarray, layer: int, residual: 
     return noted_board(
         [
             average_panel(maps, layer, "mix_layer_raw", LAYER_PX, ramp=ramp),
-            rollout_panel(rollout[layer], maps, layer, residual, "mix_layer_rollout", LAYER_PX, legend=True, ramp=ramp),
+            rollout_panel(
+                rollout[layer],
+                maps,
+                layer,
+                residual,
+                "mix_layer_rollout",
+                LAYER_PX,
+                True,
+                ramp=ramp,
+                legend_title=SHARED_SCALE[2],
+            ),
         ],
         note,
     )

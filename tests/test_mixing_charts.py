@@ -47,8 +47,11 @@ def test_the_last_block_board_draws_raw_rollout_and_flow_on_one_scale(trace):
     np.testing.assert_allclose(drawn[2].values, flow, atol=1e-7)
     assert [p["legend"] is not None for p in panels] == [False, False, True]  # one legend for the shared scale
     assert (panels[2]["legend"]["low"], panels[2]["legend"]["high"]) == (0.0, 1.0)
+    assert panels[2]["legend"]["title"] == "value, all 3 maps"  # not "max flow": the raw and rollout maps use it too
     without_flow = last_block_board(maps, rollout, None, 0.5)["panels"]
     assert [p["name"] for p in without_flow] == ["mix_raw", "mix_rollout"] and without_flow[1]["legend"]
+    assert without_flow[1]["legend"]["title"] == "value, both maps"
+    assert [p["value_title"] for p in panels] == ["mean weight", "rollout", "max flow"]  # each map's hover says its own
 
 
 def test_a_long_texts_maps_are_pale_until_stretched_and_then_share_one_stretched_scale():
@@ -93,6 +96,8 @@ def test_the_layer_board_draws_rollout_after_that_block(trace):
     np.testing.assert_allclose(rolled.values, rollout[1], atol=1e-7)
     np.testing.assert_allclose(raw.values, head_average(trace.first.self_attention, 1), atol=1e-7)
     assert "after block 1" in rolled.title and "layer 1" in raw.title
+    board = layer_board(trace.first.self_attention, rollout, 1, 0.5)["panels"]
+    assert board[0]["legend"] is None and board[1]["legend"]["title"] == "value, both maps"
 
 
 def test_rollout_figure_shows_the_raw_average_beside_rollout(trace):

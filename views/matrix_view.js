@@ -64,7 +64,7 @@ function layout(g, p) {
   let right = 0;
   if (p.legend) {
     const ends = [p.legend.low, p.legend.high].map((v) => legendText(v, endDigits(p.legend)));
-    const legendTexts = [p.value_title, ...ends, ...p.legend.ticks.map((v) => legendText(v))];
+    const legendTexts = [p.legend.title, ...ends, ...p.legend.ticks.map((v) => legendText(v))];
     right = LEGEND_BAR.gap + Math.max(LEGEND_BAR.width + 6 + widest(g, legendTexts.slice(1)), widest(g, legendTexts));
   }
   return {
@@ -128,7 +128,7 @@ function drawLegend(g, p, box) {
   g.fillStyle = TEXT;
   g.textAlign = "left";
   g.textBaseline = "top";
-  g.fillText(p.value_title, x, box.top);
+  g.fillText(p.legend.title, x, box.top);
   const ramp = g.createLinearGradient(0, barTop + barHeight, 0, barTop);  // low at the bottom, high on top
   p.legend.colours.forEach((colour, i) => ramp.addColorStop(i / (p.legend.colours.length - 1), colour));
   g.fillStyle = ramp;
