@@ -3,6 +3,7 @@ session (per xdist worker): a server's start and its checkpoint loads are paid o
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -159,3 +160,17 @@ def _wait_idle(page, timeout_ms: int = 60_000) -> None:
 def wait_idle() -> Callable[..., None]:
     """wait_idle(page): block until the app has finished its script run and drawn."""
     return _wait_idle
+
+
+@pytest.fixture
+def served_page(tmp_path) -> Callable[[str], contextlib.AbstractContextManager[str]]:
+    """with served_page(source) as base: a page of its own (Streamlit script `source`, written to a temporary
+    folder) served while the block runs, at URL `base`."""
+
+    @contextlib.contextmanager
+    def serve(source: str) -> Iterator[str]:
+        (tmp_path / "page.py").write_text(source)
+        with serving("page.py", root=tmp_path) as base:
+            yield base
+
+    return serve

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.serve import serving, wait_ready
+from bench.serve import wait_ready
 
 pytestmark = pytest.mark.browser
 
@@ -18,9 +18,8 @@ if st.query_params.get("fail"):
 TITLE_SHOWN = "() => !!document.querySelector('h1')"
 
 
-def test_a_drawn_page_is_waited_for_and_a_page_that_raised_is_refused_with_its_exception(page, tmp_path):
-    (tmp_path / "timed.py").write_text(APP)
-    with serving("timed.py", root=tmp_path) as base:
+def test_a_drawn_page_is_waited_for_and_a_page_that_raised_is_refused_with_its_exception(page, served_page):
+    with served_page(APP) as base:
         page.goto(base)
         wait_ready(page, TITLE_SHOWN, timeout_ms=60_000)
         assert page.get_by_role("heading", name="A page to time").is_visible()

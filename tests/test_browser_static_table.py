@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.serve import serving, wait_ready
+from bench.serve import wait_ready
 
 pytestmark = pytest.mark.browser
 
@@ -31,9 +31,8 @@ DRAWN = "() => !!document.querySelector(\"[data-testid='stTable'] td\")"
 CELLS = "(rows) => rows.map((row) => [...row.querySelectorAll('td')].map((cell) => cell.innerText.trim()))"
 
 
-def test_every_piece_reads_as_written(page, tmp_path):
-    (tmp_path / "pieces.py").write_text(APP)
-    with serving("pieces.py", root=tmp_path) as base:
+def test_every_piece_reads_as_written(page, served_page):
+    with served_page(APP) as base:
         page.goto(base)
         wait_ready(page, DRAWN, timeout_ms=60_000)
         table = page.locator("[data-testid='stTable']")
