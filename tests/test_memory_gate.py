@@ -16,7 +16,7 @@ from explorer.config import ModelConfig
 from views import memory_gate, shared_cache
 from views.caches import cached_gradients, gradient_totals
 from views.memory_gate import SMALL_BYTES, MemoryGate
-from views.shared_cache import SHARED, ByteBudgetCache
+from views.shared_cache import SHARED, ByteBudgetCache, budget_bytes
 
 MB = 1_000_000
 BIG = 2 * SMALL_BYTES  # a run the gate weighs
@@ -306,6 +306,12 @@ def test_a_run_in_flight_that_asks_for_a_result_does_not_wait_for_a_caller_waiti
     assert inner_made == ["by the run in flight"]  # made once; the waiter then read it
 
 
+def over_the_shared_budget() -> int:
+    """A run larger than the app's whole budget, whatever ATTENTION_EXPLORER_MEMORY_MB this machine sets: it runs
+    alone, and any other large run waits for it."""
+    return 2 * budget_bytes()
+
+
 def until(condition: Callable[[], bool]) -> bool:
     """Whether condition() comes true within WAIT_S."""
     deadline = time.monotonic() + WAIT_S
@@ -330,7 +336,7 @@ LONG_TEXT = " ".join(f"w{i % 50}" for i in range(512))
 )
 def test_a_backward_pass_on_a_long_text_waits_at_the_same_gate_as_the_runs(backward_pass):
     """A gradient pass holds about a trace's bytes at its peak: students asking for it at once take turns too."""
-    huge = Run(SHARED.gate, 10 * BUDGET)
+    huge = Run(SHARED.gate, over_the_shared_budget())
     assert huge.started.wait(WAIT_S)
     result = []
     worker = threading.Thread(target=lambda: result.append(backward_pass()), daemon=True)
@@ -366,7 +372,7 @@ def test_a_pass_taking_turns_in_a_page_shows_the_page_the_waiting_notice(monkeyp
             yield lambda now: (told.append(now), tell(now))
 
     monkeypatch.setattr(shared_cache, "waiting_notice", recorded)
-    in_flight = Run(SHARED.gate, 10 * BUDGET)  # alone over any budget: the page's pass waits until it ends
+    in_flight = Run(SHARED.gate, over_the_shared_budget())  # the page's pass waits until it ends
     assert in_flight.started.wait(WAIT_S)
     ender = threading.Thread(target=lambda: until(lambda: SHARED.gate.queued == 1) and in_flight.finish())
     ender.start()
