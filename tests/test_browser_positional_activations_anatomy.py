@@ -352,3 +352,21 @@ def test_anatomy_page_draws_the_block_and_the_tables(page, app_url, wait_idle):
     assert "Total parameters" in page.locator("[data-testid='stMetric']").first.inner_text()
     assert plots(page) == []  # no charts on this page, so no plotly.js to fetch
     assert_clean(page)
+
+
+GRID_SCROLLS_SIDEWAYS = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stDataFrame']")]
+    .map((grid) => grid.querySelector(".dvn-scroller")).map((e) => e.scrollWidth - e.clientWidth)"""
+
+
+def test_anatomy_lists_every_modules_count_in_view_on_a_projector(page, app_url, wait_idle):
+    """The per-module table (module names up to 36 characters here) is as wide as the page: in the right half of a
+    projector's page the names took it all and its counts were scrolled out of sight."""
+    page.set_viewport_size(PROJECTOR)
+    page.goto(app_url + "/anatomy?n_layers=12")  # "encoder.layers.11.self_attn.out_proj", one of 72 modules
+    wait_idle(page)
+    page.locator("[data-testid='stMain']").get_by_text("Parameters of each of the 72 modules").click()
+    page.wait_for_selector("[data-testid='stMain'] [data-testid='stDataFrame'] .dvn-scroller", timeout=30_000)
+    page.wait_for_timeout(500)
+    hidden = page.evaluate(GRID_SCROLLS_SIDEWAYS)  # px of each grid's columns beyond its box
+    assert len(hidden) == 1 and hidden[0] <= 1, hidden
+    assert_clean(page)

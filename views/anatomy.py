@@ -149,14 +149,13 @@ def main() -> None:
     if cfg.arch == "encoder-decoder":  # two diagrams side by side need the page's width to stay readable
         diagram(cfg)
         parameter_summary(cfg)
-        parameter_table(cfg)
     else:
         left, right = st.columns(2)
         with left:
             diagram(cfg)
         with right:
             parameter_summary(cfg)
-            parameter_table(cfg)
+    parameter_table(cfg)  # the page's width: in half of a projector's, a module's name left its count no room
     steps(cfg, trace)
     compute(cfg, trace)
 
