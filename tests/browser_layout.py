@@ -25,3 +25,14 @@ def cut_off(page) -> list[str]:
     """The start of each text in the page's main column that does not fit its box: a label that ends with "…" (a
     button or a metric in too narrow a column), or a display formula or a table that would need scrolling sideways."""
     return page.evaluate(CUT_OFF)
+
+
+# px of each data grid's (st.dataframe's) columns beyond its box, which it then scrolls sideways
+GRID_OVERFLOW = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stDataFrame']")]
+    .map((grid) => grid.querySelector(".dvn-scroller")).map((e) => e.scrollWidth - e.clientWidth)"""
+
+
+def grid_overflow(page) -> list[int]:
+    """For each data grid of the page's main column, how many px of its columns it scrolls out of sight: a wide
+    table may, but one of a few columns whose numbers sit out of sight reads wrong on a projector."""
+    return page.evaluate(GRID_OVERFLOW)

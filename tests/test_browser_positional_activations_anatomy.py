@@ -24,7 +24,7 @@ from pictures.positional_charts import TYPED_COLOUR
 from pictures.style import RDBU, Ramp
 from tests.browser_boards import cell_centre, geometry, panels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_boards import pixels as board_pixels
-from tests.browser_layout import PROJECTOR, cut_off
+from tests.browser_layout import PROJECTOR, cut_off, grid_overflow
 from tests.browser_plots import (
     drawn_traces,
     hover_point,
@@ -354,10 +354,6 @@ def test_anatomy_page_draws_the_block_and_the_tables(page, app_url, wait_idle):
     assert_clean(page)
 
 
-GRID_SCROLLS_SIDEWAYS = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stDataFrame']")]
-    .map((grid) => grid.querySelector(".dvn-scroller")).map((e) => e.scrollWidth - e.clientWidth)"""
-
-
 def test_anatomy_lists_every_modules_count_in_view_on_a_projector(page, app_url, wait_idle):
     """The per-module table (module names up to 36 characters here) is as wide as the page: in the right half of a
     projector's page the names took it all and its counts were scrolled out of sight."""
@@ -367,6 +363,6 @@ def test_anatomy_lists_every_modules_count_in_view_on_a_projector(page, app_url,
     page.locator("[data-testid='stMain']").get_by_text("Parameters of each of the 72 modules").click()
     page.wait_for_selector("[data-testid='stMain'] [data-testid='stDataFrame'] .dvn-scroller", timeout=30_000)
     page.wait_for_timeout(500)
-    hidden = page.evaluate(GRID_SCROLLS_SIDEWAYS)  # px of each grid's columns beyond its box
+    hidden = grid_overflow(page)
     assert len(hidden) == 1 and hidden[0] <= 1, hidden
     assert_clean(page)

@@ -13,7 +13,7 @@ from pictures.compare_charts import ranking_panel
 from views.matrix_view import picked_value, show_board
 
 ROUND_KEY = "_compare_table_round"
-RANKING_ALONE_PX, RANKING_BESIDE_TABLE_PX = 760, 440  # px the ranking heatmap's panel may take, at 1400 px
+RANKING_PX = 760  # px the ranking heatmap's panel may take, at 1400 px
 
 
 def pick_head(layer: int, head: int) -> None:
@@ -53,17 +53,14 @@ def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
         key="ranking_table",
         help="Every head, most changed first, with its largest |A − B|; select a row to show that head above.",
     )
-    map_column, table_column = st.columns([1, 1]) if show_table else (st.container(), None)
-    with map_column:
-        width = RANKING_BESIDE_TABLE_PX if show_table else RANKING_ALONE_PX
-        panel = ranking_panel(ranking, layer, head, panel_px=width)
-        show_board(board([panel]), key="ranking_map", on_pick=pick_from_map)
-    if table_column is None:
+    panel = ranking_panel(ranking, layer, head, panel_px=RANKING_PX)
+    show_board(board([panel]), key="ranking_map", on_pick=pick_from_map)
+    if not show_table:
         return
     shown = ranking.copy()
     shown.insert(0, "rank", range(1, len(shown) + 1))
     table_key = f"ranking_{st.session_state.get(ROUND_KEY, 0)}"
-    table_column.dataframe(
+    st.dataframe(  # under the map: beside it, half of a projector's page cut the divergences to "0"
         shown,
         hide_index=True,
         key=table_key,
