@@ -34,7 +34,7 @@ from explorer.analysis.task_patterns import pattern_history, task_pattern
 from explorer.numbers import percent
 from explorer.tasks import make_task
 from explorer.training import common_start, evaluate, single_thread, train
-from tests.drawn import app_matrices, figure_titled
+from tests.drawn import app_matrices, figure_titled, table_as_read
 from views.state import STATE_KEY
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -381,8 +381,9 @@ def test_typed_tokens_run_the_trained_model_and_bad_ones_are_explained(at):
     shown = drawn_map(at, "typed")
     np.testing.assert_array_equal(shown, explorer.run(model, "C A B J").attention[layer, head])
     assert any("trained on sequences of 8 tokens" in i.value for i in at.info)
-    answers = at.dataframe[0].value
-    assert list(answers["input"]) == list("CABJ") and list(answers["task's answer"]) == list("JBAC")
+    answers = table_as_read(at, "answer")
+    assert list(answers["input"]) == list("CABJ") and list(answers["answer"]) == list("JBAC")
+    assert set(answers["right?"]) <= {"✓", "✗"}
     for bad, message in (("A b C", "'b' is not in this model's vocabulary"), ("", "empty")):
         box = next(t for t in at.text_input if t.key.startswith("train_tokens"))
         box.input(bad).run()

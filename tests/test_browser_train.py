@@ -123,7 +123,9 @@ def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_i
     assert np.fliplr(early).diagonal().mean() < 0.5
     page.set_viewport_size(PROJECTOR)
     page.wait_for_timeout(500)  # the page lays itself out again
-    assert cut_off(page) == []  # the accuracy's "+N points vs. guessing", the model's downloads
+    assert cut_off(page) == []  # the accuracy's "+N points vs. guessing", the model's downloads, the answers
+    answers = page.locator("[data-testid='stTable']").filter(has_text="answer")  # beside the typed map
+    assert answers.locator("th").all_inner_texts() == ["input", "output", "answer", "right?"]
     # two placements' accuracies side by side on a projector, not one a row
     room = page.evaluate(
         """() => {

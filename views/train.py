@@ -26,7 +26,7 @@ from views.state import TrainedModel, app_state, use_trained
 from views.train_files import model_files
 from views.train_settings import Settings, settings_controls
 from views.training_run import Training, collect_stopped_training, kept_training, train_models
-from views.widgets import count, plotly_chart, positions_text, view_download
+from views.widgets import count, plotly_chart, positions_text, static_table, view_download
 
 GOAL = 0.99  # "learned": this share of tokens right
 # Each placement's accuracy and caption: "res-post-norm: accuracy on fresh data" and "+32.7 points vs. guessing (10%)"
@@ -153,12 +153,12 @@ def your_tokens(training: Training, norm: str, layer: int, head: int) -> None:
         shown = pd.DataFrame(
             {
                 "input": table["input"],
-                "model's output": table["output"],
-                "task's answer": table["expected"].fillna("–"),
+                "output": table["output"],  # short headers: four columns fit half of a projector's page
+                "answer": table["expected"].fillna("–"),
                 "right?": table["correct"].map({True: "✓", False: "✗"}).fillna("not scored"),
             }
         )
-        st.dataframe(shown, key="train_answers")
+        static_table(shown)  # every column in view in half of a projector's page, where a data grid hid "right?"
         scored = table["correct"].dropna()
         if len(scored):
             st.caption(f"{int(scored.sum())} of {len(scored)} scored positions right.")
