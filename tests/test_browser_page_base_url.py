@@ -37,6 +37,17 @@ def test_a_page_link_connects_at_the_root_without_probing_its_own_path(page, app
     assert not [path for path in asked if path.startswith(("/positional/", "/activations/"))]
 
 
+def test_a_link_to_the_first_page_by_its_name_opens_it_at_the_root_without_a_not_found_dialog(page, app_url, wait_idle):
+    """Every page but Attention lives at its name; a teacher who types /attention gets the page, not Streamlit's
+    "Page not found" dialog over it (views/first_page_redirect.py)."""
+    page.goto(f"{app_url}/attention{QUERY}")
+    wait_idle(page)
+    assert urlsplit(page.url).path == "/" and "n_heads=2" in page.url and "tokens=the%20cat%20sat" in page.url
+    assert page.get_by_role("heading", name="Attention", exact=True).is_visible()
+    assert page.locator("[data-testid='stDialog']").count() == 0
+    assert not page.errors
+
+
 def test_under_a_base_path_pages_connect_under_it(page, wait_idle):
     with serving(APP, base_path="explorer") as base:
         assert urlsplit(base).path == "/explorer"
