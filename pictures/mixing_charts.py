@@ -34,7 +34,8 @@ TICK_PX = 12.0  # token labels at least this far apart: every token up to 13 in 
 LABEL_CHARS = 8  # a longer token is cut short on the axes (hover gives it whole): narrower labels, wider maps
 LAYER_PX = 300  # two maps side by side
 TEXT_PX = 28.0  # values are written in cells at least this wide: "0.37" fits, and smaller would not read
-SHARED_SCALE = {2: "value, both maps", 3: "value, all 3 maps"}  # the legend of a board whose maps share its scale
+# The one legend of a board whose maps share its colour scale names them all, not the map that draws it
+BOTH_MAPS, ALL_THREE_MAPS = "value, both maps", "value, all 3 maps"
 ROW_COLOURS = {"raw": CATEGORY10[7], "rollout": CATEGORY10[0], "flow": CATEGORY10[1]}
 ROW_NAMES = {
     "raw": "last layer, average of heads",
@@ -200,13 +201,13 @@ def last_block_board(
             legend=flow is None,
             pick="cell",
             ramp=ramp,
-            legend_title=SHARED_SCALE[2],
+            legend_title=BOTH_MAPS,
         ),
     ]
     if flow is not None:
         rows = list(range(flow.shape[0]))
         panels.append(
-            flow_panel(flow, rows, maps, residual, "mix_flow", pick="cell", ramp=ramp, legend_title=SHARED_SCALE[3])
+            flow_panel(flow, rows, maps, residual, "mix_flow", pick="cell", ramp=ramp, legend_title=ALL_THREE_MAPS)
         )
     return noted_board(panels, note)
 
@@ -227,9 +228,9 @@ def layer_board(maps: AttentionMaps, rollout: np.ndarray, layer: int, residual: 
                 residual,
                 "mix_layer_rollout",
                 LAYER_PX,
-                True,
+                legend=True,
                 ramp=ramp,
-                legend_title=SHARED_SCALE[2],
+                legend_title=BOTH_MAPS,
             ),
         ],
         note,
