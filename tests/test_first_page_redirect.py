@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
+from tests.asgi_calls import call
 from views.first_page_redirect import FirstPageRedirectMiddleware
 
 
@@ -20,18 +18,8 @@ def answer(path: str, query: bytes = b"", method: str = "GET", base_path: str = 
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    sent: list[dict] = []
-
-    async def send(message):
-        sent.append(message)
-
-    async def receive():
-        return {"type": "http.request", "body": b"", "more_body": False}
-
     scope = {"type": "http", "method": method, "path": path, "query_string": query, "headers": []}
-    middleware = FirstPageRedirectMiddleware(app, first_page="attention", base_path=base_path)
-    with ThreadPoolExecutor(1) as thread:  # a loop of its own: Playwright's sync API may run one in this thread
-        thread.submit(asyncio.run, middleware(scope, receive, send)).result()
+    sent = call(FirstPageRedirectMiddleware(app, first_page="attention", base_path=base_path), scope)
     return sent[0]["status"], dict(sent[0]["headers"]), bool(asked)
 
 

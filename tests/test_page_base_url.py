@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
+from tests.asgi_calls import call
 from views.page_base_url import SCRIPT, PageBaseUrlMiddleware, page_name, with_base_url
 
 HTML = b'<!DOCTYPE html><html lang="en"><head><meta charset="UTF-8" /><title>Streamlit</title></head><body></body>'
@@ -32,24 +30,13 @@ def run(
         for i, part in enumerate(body_parts):
             await send({"type": "http.response.body", "body": part, "more_body": i < len(body_parts) - 1})
 
-    sent: list[dict] = []
-
-    async def send(message):
-        sent.append(message)
-
-    async def receive():
-        return {"type": "http.request", "body": b"", "more_body": False}
-
     scope = {
         "type": "http",
         "method": method,
         "path": path,
         "headers": [(b"host", b"127.0.0.1"), (b"accept-encoding", b"gzip, br")],
     }
-    middleware = PageBaseUrlMiddleware(app, base_path=base_path)
-    with ThreadPoolExecutor(1) as thread:  # a loop of its own: Playwright's sync API may run one in this thread
-        thread.submit(asyncio.run, middleware(scope, receive, send)).result()
-    return sent, seen_headers
+    return call(PageBaseUrlMiddleware(app, base_path=base_path), scope), seen_headers
 
 
 def body(sent: list[dict]) -> bytes:
