@@ -36,3 +36,11 @@ def grid_overflow(page) -> list[int]:
     """For each data grid of the page's main column, how many px of its columns it scrolls out of sight: a wide
     table may, but one of a few columns whose numbers sit out of sight reads wrong on a projector."""
     return page.evaluate(GRID_OVERFLOW)
+
+
+TABLE_CELLS = "(rows) => rows.map((row) => [...row.querySelectorAll('td')].map((cell) => cell.innerText.trim()))"
+
+
+def table_rows(table) -> list[list[str]]:
+    """A static table's (st.table's locator) body as the reader sees it: each row's cells, their drawn text."""
+    return table.locator("tbody tr").evaluate_all(TABLE_CELLS)

@@ -24,7 +24,7 @@ from pictures.positional_charts import TYPED_COLOUR
 from pictures.style import RDBU, Ramp
 from tests.browser_boards import cell_centre, geometry, panels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_boards import pixels as board_pixels
-from tests.browser_layout import PROJECTOR, cut_off, grid_overflow
+from tests.browser_layout import PROJECTOR, cut_off, grid_overflow, table_rows
 from tests.browser_plots import (
     drawn_traces,
     hover_point,
@@ -332,18 +332,14 @@ def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_it
     assert_clean(page)
 
 
-TABLE_ROWS = "(rows) => rows.map((row) => [...row.querySelectorAll('td')].map((cell) => cell.innerText))"
-
-
 def test_anatomy_page_draws_the_block_and_the_tables(page, app_url, wait_idle):
     page.set_viewport_size(PROJECTOR)
     page.goto(app_url + "/anatomy?arch=encoder-decoder&norm=pre&target=x%20y%20z")
     wait_idle(page)
     assert cut_off(page) == []  # "In one encoder block", "Multiply-adds, one forward pass", every table's columns
     steps = page.locator("[data-testid='stTable']").filter(has_text="size for this input")
-    rows = [[cell.strip() for cell in row] for row in steps.locator("tbody tr").evaluate_all(TABLE_ROWS)]
     expected = forward_steps(ModelConfig(arch="encoder-decoder", norm="pre"), 6, 3)
-    assert rows == expected.to_numpy().tolist()  # as written: "+ sinusoidal positions", "d_model", "K^T"
+    assert table_rows(steps) == expected.to_numpy().tolist()  # as written: "+ sinusoidal positions", "d_model", "K^T"
     page.wait_for_selector("[data-testid='stGraphVizChart'] svg", timeout=30_000)
     diagrams = page.locator("[data-testid='stGraphVizChart'] svg")
     assert diagrams.count() == 2

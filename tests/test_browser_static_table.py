@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.serve import wait_ready
+from tests.browser_layout import table_rows
 
 pytestmark = pytest.mark.browser
 
@@ -28,7 +29,6 @@ st.title("Pieces")
 static_table(pd.DataFrame({{"piece": {PIECES!r}, "n": range({len(PIECES)})}}), labels={{"piece": "piece (as written)"}})
 """
 DRAWN = "() => !!document.querySelector(\"[data-testid='stTable'] td\")"
-CELLS = "(rows) => rows.map((row) => [...row.querySelectorAll('td')].map((cell) => cell.innerText.trim()))"
 
 
 def test_every_piece_reads_as_written(page, served_page):
@@ -37,4 +37,4 @@ def test_every_piece_reads_as_written(page, served_page):
         wait_ready(page, DRAWN, timeout_ms=60_000)
         table = page.locator("[data-testid='stTable']")
         assert table.locator("th").all_inner_texts() == ["piece (as written)", "n"]
-        assert table.locator("tbody tr").evaluate_all(CELLS) == [[piece, str(n)] for n, piece in enumerate(PIECES)]
+        assert table_rows(table) == [[piece, str(n)] for n, piece in enumerate(PIECES)]
