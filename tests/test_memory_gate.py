@@ -124,10 +124,8 @@ def test_a_waiting_caller_is_told_the_runs_ahead_of_it_as_they_finish():
     assert third.told == [2]
     first.finish()
     assert second.started.wait(WAIT_S)
-    deadline = time.monotonic() + WAIT_S
-    while third.told[-1] != 1 and time.monotonic() < deadline:  # told at the gate's next look, within POLL_S
-        time.sleep(0.01)
-    assert third.told[-1] == 1 and not third.started.is_set()
+    assert until(lambda: third.told[-1] == 1)  # told at the gate's next look, within POLL_S
+    assert not third.started.is_set()
     second.finish()
     assert third.started.wait(WAIT_S)
     assert set(third.told) == {2, 1}  # never more runs ahead than when it came, nor "0 ahead" as it goes
