@@ -38,7 +38,7 @@ from views.query_params import NOTES_KEY, guard_number_urls_once, screen_sidebar
 from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
-    st.Page("views/attention.py", title="Attention", default=True),
+    st.Page("views/attention.py", title="Attention", default=True, url_path=""),  # "": /attention is free for the next
     st.Page("views/mixing.py", title="Mixing (rollout and flow)"),
     st.Page("views/heads.py", title="What heads do"),
     st.Page("views/compare.py", title="Compare"),
@@ -47,6 +47,16 @@ PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the
     st.Page("views/anatomy.py", title="Anatomy"),
     st.Page("views/train.py", title="Train"),
 ]
+
+
+def open_first_page() -> None:
+    """Switch to the first page at the root, its query kept."""
+    st.switch_page(PAGES[0], query_params=st.query_params.to_dict())
+
+
+# Every other page lives at its name, so a teacher may type /attention: Streamlit serves the default page at the root
+# alone, and showed its "Page not found" dialog over the page there. This hidden page sends that link to the root.
+FIRST_PAGE_BY_NAME = st.Page(open_first_page, title="Attention", url_path="attention", visibility="hidden")
 # Pages that never show the sidebar's tokens (Train has its own input): an error about the tokens is noise there.
 PAGES_WITHOUT_TOKENS = {"train"}
 
@@ -251,7 +261,9 @@ guard_number_urls_once()  # before any widget reads the URL: see views/query_par
 disable_nagle_once()  # before anything is sent: see views/nodelay.py (about 40 ms per script chunk otherwise)
 # An emoji favicon: a :material/: one makes the browser fetch the icon from the internet.
 st.set_page_config(page_title="Attention Explorer", page_icon="🔎", layout="wide")
-navigation = st.navigation(PAGES)
+navigation = st.navigation([*PAGES, FIRST_PAGE_BY_NAME])
+if navigation.url_path == FIRST_PAGE_BY_NAME.url_path:  # before any widget binds the query it keeps
+    open_first_page()
 screen_sidebar_params(model_options())
 trained_banner()
 controls = sidebar()

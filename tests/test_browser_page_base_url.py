@@ -3,7 +3,7 @@ a base path, and still works through `streamlit run dashboard.py`, which probes 
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -37,14 +37,21 @@ def test_a_page_link_connects_at_the_root_without_probing_its_own_path(page, app
     assert not [path for path in asked if path.startswith(("/positional/", "/activations/"))]
 
 
-def test_a_link_to_the_first_page_by_its_name_opens_it_at_the_root_without_a_not_found_dialog(page, app_url, wait_idle):
-    """Every page but Attention lives at its name; a teacher who types /attention gets the page, not Streamlit's
-    "Page not found" dialog over it (views/first_page_redirect.py)."""
-    page.goto(f"{app_url}/attention{QUERY}")
+def opens_the_first_page_at_the_root(page, base: str, wait_idle) -> None:
+    """Every page but Attention lives at its name; a teacher who types /attention gets the page at the root, the query
+    kept, not Streamlit's "Page not found" dialog over it (dashboard.py's FIRST_PAGE_BY_NAME)."""
+    page.goto(f"{base}/attention{QUERY}")
     wait_idle(page)
-    assert urlsplit(page.url).path == "/" and "n_heads=2" in page.url and "tokens=the%20cat%20sat" in page.url
+    assert urlsplit(page.url).path == urlsplit(f"{base}/").path
+    assert parse_qs(urlsplit(page.url).query) == parse_qs(QUERY[1:])
     assert page.get_by_role("heading", name="Attention", exact=True).is_visible()
     assert page.locator("[data-testid='stDialog']").count() == 0
+    assert page.locator("[data-testid='stSidebarNavLink'][aria-current='page']").inner_text() == "Attention"
+    assert page.get_by_role("spinbutton", name="Heads", exact=True).input_value() == "2"
+
+
+def test_a_link_to_the_first_page_by_its_name_opens_it_at_the_root(page, app_url, wait_idle):
+    opens_the_first_page_at_the_root(page, app_url, wait_idle)
     assert not page.errors
 
 
@@ -67,5 +74,7 @@ def test_streamlits_own_server_serves_the_pages_too(page, wait_idle):
         asked = open_recording(page, f"{base}/positional{QUERY}", wait_idle)
         assert page.get_by_role("heading", name="Positional encodings").is_visible()
         assert not page.errors  # inside: once the server stops, the open page logs that it cannot reach it
+        opens_the_first_page_at_the_root(page, base, wait_idle)
+        assert not page.errors
     assert "/positional/_stcore/health" in asked  # Streamlit issue #7074: why app.py exists
     assert "/_stcore/stream" in asked
