@@ -34,6 +34,7 @@ from views.caches import (
 from views.ended_sessions import release_ended_sessions
 from views.fields import FIELD, MODEL_FIELDS, field_control
 from views.nodelay import disable_nagle_once
+from views.padding_note import padding_note
 from views.query_params import NOTES_KEY, guard_number_urls_once, screen_sidebar_params, show_url_notes
 from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
 
@@ -112,6 +113,9 @@ def sidebar() -> dict[str, Any]:
     values["mask"] = control("mask")
     if values["arch"] == "decoder" and "causal" not in values["mask"]:
         sb.caption("A decoder is always causal: each token sees only itself and earlier tokens.")
+    texts = (values["tokens"], values.get("target", ""))
+    if (note := padding_note(values["mask"], *texts)) is not None:
+        sb.caption(note)
     values["activation"] = control("activation")
     values["seed"] = control("seed")
     return values
