@@ -34,9 +34,9 @@ from views.caches import (
 from views.ended_sessions import release_ended_sessions
 from views.fields import FIELD, MODEL_FIELDS, field_control
 from views.nodelay import disable_nagle_once
-from views.padding_note import padding_note
 from views.query_params import NOTES_KEY, guard_number_urls_once, screen_sidebar_params, show_url_notes
 from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
+from views.text_notes import byte_spelling_note, padding_note
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
     st.Page("views/attention.py", title="Attention", default=True, url_path=""),  # "": /attention is free for the next
@@ -94,7 +94,11 @@ def sidebar() -> dict[str, Any]:
         "with its own tokenizer.",
     )
     if values["model"] != CONFIGURED:
-        fixed_controls(pretrained_model(values["model"]).config)
+        model = pretrained_model(values["model"])
+        title = pretrained_title(values["model"])
+        if (note := byte_spelling_note(model.tokenizer, title, values["tokens"])) is not None:
+            sb.caption(note)
+        fixed_controls(model.config)
         return values
     values["arch"] = control("arch")
     if values["arch"] == "encoder-decoder":

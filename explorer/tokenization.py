@@ -20,6 +20,7 @@ from explorer.config import ConfigError
 
 WORDPIECE = "wordpiece"
 BYTE_LEVEL_BPE = "byte-level BPE"
+UNFINISHED = "\ufffd"  # what decoding writes for the bytes of a character that a piece leaves unfinished
 
 # llama.cpp's token types (tokenizer.ggml.token_type): 3 is CONTROL (special, e.g. <|im_end|>), 4 is USER_DEFINED.
 _CONTROL = 3
@@ -113,6 +114,25 @@ class PieceTokenizer:
         if not isinstance(piece, str):
             raise ConfigError(f"A vocabulary piece is a string such as '##ing'; got a {type(piece).__name__}.")
         return self._tokenizer.token_to_id(piece)
+
+    def byte_spellings(self, text: str) -> list[tuple[tuple[str, ...], str]]:
+        """Where byte-level BPE spells `text` byte by byte: (pieces, what they read) for each piece that holds a
+        character outside ASCII ("ĠcafÃ©" reads " café"), and for each run of pieces that share one character (an
+        emoji's four bytes over "ĠðŁ", "¦", "Ģ" read " 🦀"), in the text's order; [] for any other tokenizer."""
+        if self.kind != BYTE_LEVEL_BPE:
+            return []
+        ids = self.encode(text).ids
+        found: list[tuple[tuple[str, ...], str]] = []
+        run: list[int] = []  # ids of pieces that end inside a character, and the piece that completes it
+        for token_id in ids:
+            run.append(token_id)
+            read = self._tokenizer.decode(run, skip_special_tokens=False)
+            if read.endswith(UNFINISHED) and token_id != ids[-1]:
+                continue  # the character goes on in the next piece
+            if not read.isascii():
+                found.append((tuple(self.piece(i) for i in run), read))
+            run = []
+        return found
 
     def _checked_id(self, token_id: Any) -> int:
         try:

@@ -1,0 +1,98 @@
+"""views/text_notes.py: the sidebar says when the padding mask has no [PAD] to block, and names a pad spelled
+another way; dashboard.py shows the sentence under the mask and drops it once a [PAD] is typed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer.config import PAD_TOKEN, ModelConfig
+from views.text_notes import byte_spelling_note, padding_note
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
+
+
+def test_the_note_comes_only_when_a_padding_mask_has_nothing_to_block():
+    assert padding_note("none", "the cat") is None
+    assert padding_note("causal", "the cat") is None
+    assert padding_note("padding", f"the cat {PAD_TOKEN}") is None
+    assert padding_note("causal+padding", "le chat", f"the {PAD_TOKEN}") is None  # a [PAD] in the target counts
+    note = padding_note("causal+padding", "the cat sat")
+    assert note is not None and PAD_TOKEN in note and "changes nothing" in note
+    assert padding_note("padding", f"a{PAD_TOKEN}") is not None  # glued to a word, it is another token
+
+
+def test_the_note_names_the_pads_spelled_another_way_and_leaves_the_word_alone():
+    note = padding_note("padding", "the cat <pad> [pad] PAD <pad>")
+    assert note is not None
+    assert "`<pad>`, `PAD`, `[pad]` are ordinary tokens here" in note
+    assert "ordinary" not in padding_note("padding", "a launch pad")
+    assert "`{PAD}` is an ordinary token here" in padding_note("padding", "x {PAD}")
+
+
+def test_the_note_is_right_that_the_mask_changes_nothing_without_a_pad():
+    """What the sentence claims, checked on the engine: no [PAD], the same weights with and without the mask."""
+    text = "the cat <pad> <pad>"
+    with_mask = explorer.run(ModelConfig(mask="padding"), text).attention
+    np.testing.assert_array_equal(with_mask, explorer.run(ModelConfig(mask="none"), text).attention)
+    padded = explorer.run(ModelConfig(mask="padding"), f"the cat {PAD_TOKEN}").attention
+    assert (padded[..., -1] == 0).all()  # with one, its key is blocked for every query
+
+
+def test_the_sidebar_says_it_under_the_mask_until_a_pad_is_typed():
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update({"mask": "padding", "tokens": "the cat <pad>"})
+    at.run()
+    assert not at.exception
+    captions = [c.value for c in at.sidebar.caption]
+    assert any("changes nothing" in c and "`<pad>` is an ordinary token" in c for c in captions), captions
+    at.text_input(key="tokens").set_value(f"the cat {PAD_TOKEN}").run()
+    assert not at.exception
+    assert not [c.value for c in at.sidebar.caption if "changes nothing" in c.value]
+
+
+def byte_level_spelling(text: str) -> str:
+    """GPT-2's byte-level alphabet, written out here on its own: printable Latin-1 bytes stand for themselves, the
+    other 68 bytes take the characters from U+0100 on, in byte order ("é" = C3 A9 -> "Ã©", a space -> "Ġ")."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    moved = [b for b in range(256) if b not in kept]
+    alphabet = {b: chr(b) for b in kept} | {b: chr(256 + i) for i, b in enumerate(moved)}
+    return "".join(alphabet[b] for b in text.encode("utf-8"))
+
+
+def test_a_byte_level_tokenizer_says_what_its_non_ascii_pieces_read(smollm_model, minilm_model):
+    text = "un café, I ❤️ 東京 🦀 and the cat"
+    found = smollm_model.tokenizer.byte_spellings(text)
+    reads = [read for _, read in found]
+    assert "".join(reads).replace(" ", "") == "café❤️東京🦀"  # every character outside ASCII, each once, in order
+    for pieces, read in found:
+        assert "".join(pieces) == byte_level_spelling(read)  # the pieces are what they read, byte by byte
+        assert not read.isascii()
+    assert (("ĠðŁ", "¦", "Ģ"), " 🦀") in found  # the crab's four bytes over three pieces
+    assert smollm_model.tokenizer.byte_spellings("the cat sat") == []
+    assert minilm_model.tokenizer.byte_spellings(text) == []  # WordPiece reads characters, not bytes
+
+
+def test_the_sidebar_says_what_smollm2s_byte_pieces_read():
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.query_params.update({"model": "smollm2-135m", "tokens": "un café 🦀"})
+    at.run()
+    assert not at.exception
+    notes = [c.value for c in at.sidebar.caption if "byte by byte" in c.value]
+    assert len(notes) == 1, [c.value for c in at.sidebar.caption]
+    assert "`ĠcafÃ©` reads “ café”" in notes[0] and "`ĠðŁ` `¦` `Ģ` together read “ 🦀”" in notes[0]
+    at.text_input(key="tokens").set_value("the cat sat").run()
+    assert not [c.value for c in at.sidebar.caption if "byte by byte" in c.value]
+
+
+def test_the_byte_note_gives_the_examples_the_text_has(smollm_model, minilm_model):
+    tokenizer = smollm_model.tokenizer
+    only_whole = byte_spelling_note(tokenizer, "SmolLM2", "un café")
+    assert "`ĠcafÃ©` reads “ café”" in only_whole and "together" not in only_whole
+    only_split = byte_spelling_note(tokenizer, "SmolLM2", "🦀")
+    assert "`ðŁ` `¦` `Ģ` together read “🦀”" in only_split and " reads " not in only_split
+    assert byte_spelling_note(tokenizer, "SmolLM2", "   ") is None  # refused text: the page says why, not the note
+    assert byte_spelling_note(minilm_model.tokenizer, "MiniLM", "un café") is None

@@ -1,0 +1,65 @@
+"""The sidebar's sentences about how the typed text becomes tokens, where the maps alone would puzzle a learner.
+
+- The padding mask has nothing to block when the text holds no [PAD] token, so it changes no map. A token spelled
+  like a pad ("<pad>", "[pad]", "PAD") is an ordinary token to the configured model, which the sentence says too.
+- A byte-level checkpoint (SmolLM2) labels the pieces of "café" or "🦀" as its vocabulary spells them, byte by byte
+  ("ĠcafÃ©", "ĠðŁ" "¦" "Ģ"), which looks like a broken page unless someone says what they read.
+"""
+
+from __future__ import annotations
+
+import re
+
+from explorer.config import PAD_TOKEN, ConfigError
+from explorer.tokenization import PieceTokenizer
+from views.widgets import markdown_literal
+
+# "<pad>", "[pad]", "{PAD}", "PAD", "<PAD>": a pad by another spelling; the lower-case word "pad" is left alone
+LOOKS_LIKE_A_PAD = re.compile(r"^(?:[<\[{(]\s*(?i:pad)\s*[>\]})]|PAD)$")
+
+
+def padding_note(mask: str, *texts: str) -> str | None:
+    """What to tell someone whose mask blocks padding while the texts (the tokens, and a target) hold no pad token;
+    None when the mask has something to block, or blocks no padding at all."""
+    if "padding" not in mask:
+        return None
+    tokens = [token for text in texts for token in text.split()]
+    if PAD_TOKEN in tokens:
+        return None
+    look_alikes = sorted({token for token in tokens if LOOKS_LIKE_A_PAD.match(token)})
+    note = (
+        f"The padding mask blocks {PAD_TOKEN} keys, and the text holds none, so it changes nothing yet: add "
+        f"{PAD_TOKEN} tokens, e.g. `the cat sat {PAD_TOKEN} {PAD_TOKEN}`."
+    )
+    if look_alikes:
+        spelled = ", ".join(f"`{token}`" for token in look_alikes)
+        note += f" {spelled} {'is an ordinary token' if len(look_alikes) == 1 else 'are ordinary tokens'} here."
+    return note
+
+
+def byte_spelling_note(tokenizer: PieceTokenizer, model_title: str, text: str) -> str | None:
+    """What the pieces that spell a character outside ASCII byte by byte read: the first such piece, and the first
+    character spread over several pieces; None when no piece of the text does."""
+    try:
+        found = tokenizer.byte_spellings(text)
+    except ConfigError:  # text the tokenizer refuses: the page says why, once
+        return None
+    if not found:
+        return None
+    one_piece = next((f for f in found if len(f[0]) == 1), None)
+    several = next((f for f in found if len(f[0]) > 1), None)
+    examples = []
+    if one_piece is not None:
+        examples.append(f"{code(one_piece[0][0])} reads “{markdown_literal(one_piece[1])}”")
+    if several is not None:
+        pieces = " ".join(code(piece) for piece in several[0])
+        examples.append(f"{pieces} together read “{markdown_literal(several[1])}”")
+    return (
+        f"{model_title} spells a character outside ASCII byte by byte, as its vocabulary does, and the maps label "
+        f"each piece so: {' and '.join(examples)}."
+    )
+
+
+def code(piece: str) -> str:
+    """A piece as inline code, whatever backticks it holds."""
+    return f"`` {piece} ``" if "`" in piece else f"`{piece}`"
