@@ -39,7 +39,7 @@ from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
 from views.text_notes import byte_spelling_note, padding_note
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
-    st.Page("views/attention.py", title="Attention", default=True, url_path=""),  # "": /attention is free for the next
+    st.Page("views/attention.py", title="Attention", default=True, url_path=""),  # /attention: FIRST_PAGE_BY_NAME
     st.Page("views/mixing.py", title="Mixing (rollout and flow)"),
     st.Page("views/heads.py", title="What heads do"),
     st.Page("views/compare.py", title="Compare"),
