@@ -115,6 +115,17 @@ class PieceTokenizer:
             raise ConfigError(f"A vocabulary piece is a string such as '##ing'; got a {type(piece).__name__}.")
         return self._tokenizer.token_to_id(piece)
 
+    def unknown_words(self, text: str) -> list[str]:
+        """The parts of `text` that become the unknown piece ([UNK]), each once, in order: what the vocabulary cannot
+        spell (an emoji, for MiniLM); [] for a tokenizer without one, or a text that needs none."""
+        unknown = self.special_ids.get("unk")
+        if unknown is None:
+            return []
+        _check_text(text)
+        encoded = self._tokenizer.encode(text)
+        spans = [text[start:end] for i, (start, end) in zip(encoded.ids, encoded.offsets, strict=True) if i == unknown]
+        return list(dict.fromkeys(span for span in spans if span != self.piece(unknown)))  # a typed "[UNK]" is one
+
     def byte_spellings(self, text: str) -> list[tuple[tuple[str, ...], str]]:
         """Where byte-level BPE spells `text` byte by byte: (pieces, what they read) for each piece that holds a
         character outside ASCII ("ĠcafÃ©" reads " café"), and for each run of pieces that share one character (an

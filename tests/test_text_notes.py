@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.config import PAD_TOKEN, ModelConfig
-from views.text_notes import byte_spelling_note, padding_note
+from views.text_notes import MAX_NAMED, byte_spelling_note, padding_note, unknown_note
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 
@@ -96,3 +96,33 @@ def test_the_byte_note_gives_the_examples_the_text_has(smollm_model, minilm_mode
     assert "`ðŁ` `¦` `Ģ` together read “🦀”" in only_split and " reads " not in only_split
     assert byte_spelling_note(tokenizer, "SmolLM2", "   ") is None  # refused text: the page says why, not the note
     assert byte_spelling_note(minilm_model.tokenizer, "MiniLM", "un café") is None
+
+
+def test_minilm_says_which_words_it_has_no_piece_for(minilm_model, smollm_model):
+    tokenizer = minilm_model.tokenizer
+    text = "I ❤️ the 🦀 and the 🦀 [UNK]"
+    encoding = tokenizer.encode(text)
+    unknowns = encoding.labels.count("[UNK]")
+    assert unknowns == 4  # the heart, the crab twice, and the typed [UNK] itself
+    # each once, in order; the heart's variation selector (U+FE0F) goes with the accents, and a typed [UNK] is none
+    assert tokenizer.unknown_words(text) == ["❤", "🦀"]
+    assert tokenizer.unknown_words("the cat sat") == []
+    assert smollm_model.tokenizer.unknown_words(text) == []  # byte-level: every character has its bytes' pieces
+    note = unknown_note(tokenizer, "MiniLM", text)
+    expected = (
+        "The vocabulary of MiniLM has no piece for `❤`, `🦀`: each becomes `[UNK]`, which the maps show in its place."
+    )
+    assert note == expected
+    assert "it becomes" in unknown_note(tokenizer, "MiniLM", "a 🦀")
+    many = " ".join(chr(0x1F980 + i) for i in range(MAX_NAMED + 2))  # seven animals MiniLM cannot spell
+    assert "and 2 more" in unknown_note(tokenizer, "MiniLM", many)
+    assert unknown_note(tokenizer, "MiniLM", "the cat") is None and unknown_note(tokenizer, "MiniLM", " ") is None
+
+
+def test_the_sidebar_says_what_minilm_cannot_spell():
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.query_params.update({"model": "minilm-l6", "tokens": "the 🦀 sat"})
+    at.run()
+    assert not at.exception
+    notes = [c.value for c in at.sidebar.caption if "has no piece for" in c.value]
+    assert len(notes) == 1 and "`🦀`" in notes[0], [c.value for c in at.sidebar.caption]

@@ -2,6 +2,8 @@
 
 - The padding mask has nothing to block when the text holds no [PAD] token, so it changes no map. A token spelled
   like a pad ("<pad>", "[pad]", "PAD") is an ordinary token to the configured model, which the sentence says too.
+- A checkpoint's vocabulary may have no piece for a character (MiniLM and an emoji): the maps show [UNK] in its
+  place, and several such characters look like one token.
 - A byte-level checkpoint (SmolLM2) labels the pieces of "café" or "🦀" as its vocabulary spells them, byte by byte
   ("ĠcafÃ©", "ĠðŁ" "¦" "Ģ"), which looks like a broken page unless someone says what they read.
 """
@@ -15,6 +17,7 @@ from explorer.tokenization import PieceTokenizer
 from views.widgets import markdown_literal
 
 # "<pad>", "[pad]", "{PAD}", "PAD", "<PAD>": a pad by another spelling; the lower-case word "pad" is left alone
+MAX_NAMED = 5  # unknown words the sentence names; the rest it counts
 LOOKS_LIKE_A_PAD = re.compile(r"^(?:[<\[{(]\s*(?i:pad)\s*[>\]})]|PAD)$")
 
 
@@ -58,6 +61,23 @@ def byte_spelling_note(tokenizer: PieceTokenizer, model_title: str, text: str) -
         f"{model_title} spells a character outside ASCII byte by byte, as its vocabulary does, and the maps label "
         f"each piece so: {' and '.join(examples)}."
     )
+
+
+def unknown_note(tokenizer: PieceTokenizer, model_title: str, text: str) -> str | None:
+    """Which parts of the text the checkpoint's vocabulary cannot spell, and what the maps show instead; None when
+    it spells all of them."""
+    try:
+        unknown = tokenizer.unknown_words(text)
+    except ConfigError:  # text the tokenizer refuses: the page says why, once
+        return None
+    if not unknown:
+        return None
+    named = ", ".join(code(word) for word in unknown[:MAX_NAMED])
+    if len(unknown) > MAX_NAMED:
+        named += f" and {len(unknown) - MAX_NAMED} more"
+    unk = code(tokenizer.piece(tokenizer.special_ids["unk"]))
+    each = "it becomes" if len(unknown) == 1 else "each becomes"
+    return f"The vocabulary of {model_title} has no piece for {named}: {each} {unk}, which the maps show in its place."
 
 
 def code(piece: str) -> str:
