@@ -36,7 +36,7 @@ from views.fields import FIELD, MODEL_FIELDS, field_control
 from views.nodelay import disable_nagle_once
 from views.query_params import NOTES_KEY, guard_number_urls_once, screen_sidebar_params, show_url_notes
 from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
-from views.text_notes import byte_spelling_note, padding_note, unknown_note
+from views.text_notes import checkpoint_notes, padding_note
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
     st.Page("views/attention.py", title="Attention", default=True, url_path=""),  # /attention: FIRST_PAGE_BY_NAME
@@ -95,10 +95,8 @@ def sidebar() -> dict[str, Any]:
     )
     if values["model"] != CONFIGURED:
         model = pretrained_model(values["model"])
-        title = pretrained_title(values["model"])
-        for note in (f(model.tokenizer, title, values["tokens"]) for f in (unknown_note, byte_spelling_note)):
-            if note is not None:
-                sb.caption(note)
+        for note in checkpoint_notes(model.tokenizer, pretrained_title(values["model"]), values["tokens"]):
+            sb.caption(note)
         fixed_controls(model.config)
         return values
     values["arch"] = control("arch")

@@ -10,9 +10,22 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.config import PAD_TOKEN, ModelConfig
-from views.text_notes import MAX_NAMED, byte_spelling_note, padding_note, unknown_note
+from views.text_notes import MAX_NAMED, byte_spelling_note, checkpoint_notes, padding_note, unknown_note
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
+
+
+def sidebar_notes(at: AppTest, words: str) -> list[str]:
+    """The sidebar's captions holding `words`, after the run `at` just made."""
+    assert not at.exception
+    return [c.value for c in at.sidebar.caption if words in c.value]
+
+
+def opened(query: dict[str, str]) -> AppTest:
+    """dashboard.py opened at a link, run once."""
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.query_params.update(query)
+    return at.run()
 
 
 def test_the_note_comes_only_when_a_padding_mask_has_nothing_to_block():
@@ -43,15 +56,11 @@ def test_the_note_is_right_that_the_mask_changes_nothing_without_a_pad():
 
 
 def test_the_sidebar_says_it_under_the_mask_until_a_pad_is_typed():
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params.update({"mask": "padding", "tokens": "the cat <pad>"})
-    at.run()
-    assert not at.exception
-    captions = [c.value for c in at.sidebar.caption]
-    assert any("changes nothing" in c and "`<pad>` is an ordinary token" in c for c in captions), captions
+    at = opened({"mask": "padding", "tokens": "the cat <pad>"})
+    [note] = sidebar_notes(at, "changes nothing")
+    assert "`<pad>` is an ordinary token" in note
     at.text_input(key="tokens").set_value(f"the cat {PAD_TOKEN}").run()
-    assert not at.exception
-    assert not [c.value for c in at.sidebar.caption if "changes nothing" in c.value]
+    assert sidebar_notes(at, "changes nothing") == []
 
 
 def byte_level_spelling(text: str) -> str:
@@ -77,52 +86,40 @@ def test_a_byte_level_tokenizer_says_what_its_non_ascii_pieces_read(smollm_model
 
 
 def test_the_sidebar_says_what_smollm2s_byte_pieces_read():
-    at = AppTest.from_file(APP, default_timeout=300)
-    at.query_params.update({"model": "smollm2-135m", "tokens": "un café 🦀"})
-    at.run()
-    assert not at.exception
-    notes = [c.value for c in at.sidebar.caption if "byte by byte" in c.value]
-    assert len(notes) == 1, [c.value for c in at.sidebar.caption]
-    assert "`ĠcafÃ©` reads “ café”" in notes[0] and "`ĠðŁ` `¦` `Ģ` together read “ 🦀”" in notes[0]
+    at = opened({"model": "smollm2-135m", "tokens": "un café 🦀"})
+    [note] = sidebar_notes(at, "byte by byte")
+    assert "`ĠcafÃ©` reads “ café”" in note and "`ĠðŁ` `¦` `Ģ` together read “ 🦀”" in note
     at.text_input(key="tokens").set_value("the cat sat").run()
-    assert not [c.value for c in at.sidebar.caption if "byte by byte" in c.value]
+    assert sidebar_notes(at, "byte by byte") == []
+
+
+def test_the_sidebar_says_what_minilm_cannot_spell():
+    [note] = sidebar_notes(opened({"model": "minilm-l6", "tokens": "the 🦀 sat"}), "has no piece for")
+    assert "`🦀`" in note
 
 
 def test_the_byte_note_gives_the_examples_the_text_has(smollm_model, minilm_model):
     tokenizer = smollm_model.tokenizer
-    only_whole = byte_spelling_note(tokenizer, "SmolLM2", "un café")
+    [only_whole] = checkpoint_notes(tokenizer, "SmolLM2", "un café")
     assert "`ĠcafÃ©` reads “ café”" in only_whole and "together" not in only_whole
-    only_split = byte_spelling_note(tokenizer, "SmolLM2", "🦀")
+    [only_split] = checkpoint_notes(tokenizer, "SmolLM2", "🦀")
     assert "`ðŁ` `¦` `Ģ` together read “🦀”" in only_split and " reads " not in only_split
-    assert byte_spelling_note(tokenizer, "SmolLM2", "   ") is None  # refused text: the page says why, not the note
-    assert byte_spelling_note(minilm_model.tokenizer, "MiniLM", "un café") is None
+    assert checkpoint_notes(tokenizer, "SmolLM2", "   ") == []  # refused text: the page says why, not a note
+    assert checkpoint_notes(minilm_model.tokenizer, "MiniLM", "un café") == []
+    assert byte_spelling_note("SmolLM2", []) is None
 
 
 def test_minilm_says_which_words_it_has_no_piece_for(minilm_model, smollm_model):
     tokenizer = minilm_model.tokenizer
     text = "I ❤️ the 🦀 and the 🦀 [UNK]"
-    encoding = tokenizer.encode(text)
-    unknowns = encoding.labels.count("[UNK]")
-    assert unknowns == 4  # the heart, the crab twice, and the typed [UNK] itself
+    assert tokenizer.encode(text).labels.count("[UNK]") == 4  # the heart, the crab twice, and the typed [UNK] itself
     # each once, in order; the heart's variation selector (U+FE0F) goes with the accents, and a typed [UNK] is none
     assert tokenizer.unknown_words(text) == ["❤", "🦀"]
     assert tokenizer.unknown_words("the cat sat") == []
     assert smollm_model.tokenizer.unknown_words(text) == []  # byte-level: every character has its bytes' pieces
-    note = unknown_note(tokenizer, "MiniLM", text)
-    expected = (
-        "The vocabulary of MiniLM has no piece for `❤`, `🦀`: each becomes `[UNK]`, which the maps show in its place."
-    )
-    assert note == expected
-    assert "it becomes" in unknown_note(tokenizer, "MiniLM", "a 🦀")
-    many = " ".join(chr(0x1F980 + i) for i in range(MAX_NAMED + 2))  # seven animals MiniLM cannot spell
-    assert "and 2 more" in unknown_note(tokenizer, "MiniLM", many)
-    assert unknown_note(tokenizer, "MiniLM", "the cat") is None and unknown_note(tokenizer, "MiniLM", " ") is None
-
-
-def test_the_sidebar_says_what_minilm_cannot_spell():
-    at = AppTest.from_file(APP, default_timeout=300)
-    at.query_params.update({"model": "minilm-l6", "tokens": "the 🦀 sat"})
-    at.run()
-    assert not at.exception
-    notes = [c.value for c in at.sidebar.caption if "has no piece for" in c.value]
-    assert len(notes) == 1 and "`🦀`" in notes[0], [c.value for c in at.sidebar.caption]
+    expected = "The vocabulary of MiniLM has no piece for `❤`, `🦀`: each becomes `[UNK]`, which the maps show instead."
+    assert checkpoint_notes(tokenizer, "MiniLM", text) == [expected]
+    assert "it becomes" in unknown_note("MiniLM", ["🦀"], "[UNK]")
+    many = [chr(0x1F980 + i) for i in range(MAX_NAMED + 2)]  # seven animals
+    assert "and 2 more" in unknown_note("MiniLM", many, "[UNK]")
+    assert unknown_note("MiniLM", [], "[UNK]") is None

@@ -35,49 +35,51 @@ def padding_note(mask: str, *texts: str) -> str | None:
         f"{PAD_TOKEN} tokens, e.g. `the cat sat {PAD_TOKEN} {PAD_TOKEN}`."
     )
     if look_alikes:
-        spelled = ", ".join(f"`{token}`" for token in look_alikes)
+        spelled = ", ".join(code(token) for token in look_alikes)
         note += f" {spelled} {'is an ordinary token' if len(look_alikes) == 1 else 'are ordinary tokens'} here."
     return note
 
 
-def byte_spelling_note(tokenizer: PieceTokenizer, model_title: str, text: str) -> str | None:
-    """What the pieces that spell a character outside ASCII byte by byte read: the first such piece, and the first
-    character spread over several pieces; None when no piece of the text does."""
+def checkpoint_notes(tokenizer: PieceTokenizer, model_title: str, text: str) -> list[str]:
+    """The sentences about how a checkpoint's tokenizer reads the text: what it cannot spell, then what its
+    byte-by-byte pieces read; none for text the tokenizer refuses (the page says why, once)."""
     try:
-        found = tokenizer.byte_spellings(text)
-    except ConfigError:  # text the tokenizer refuses: the page says why, once
+        unknown, spelled = tokenizer.unknown_words(text), tokenizer.byte_spellings(text)
+    except ConfigError:
+        return []
+    unk = tokenizer.piece(tokenizer.special_ids["unk"]) if unknown else ""
+    notes = (unknown_note(model_title, unknown, unk), byte_spelling_note(model_title, spelled))
+    return [note for note in notes if note is not None]
+
+
+def unknown_note(model_title: str, unknown: list[str], unk: str) -> str | None:
+    """The parts of the text the vocabulary cannot spell, each of which becomes the piece `unk`; None for none."""
+    if not unknown:
         return None
-    if not found:
-        return None
-    one_piece = next((f for f in found if len(f[0]) == 1), None)
-    several = next((f for f in found if len(f[0]) > 1), None)
+    named = ", ".join(code(word) for word in unknown[:MAX_NAMED])
+    if len(unknown) > MAX_NAMED:
+        named += f" and {len(unknown) - MAX_NAMED} more"
+    each = "it becomes" if len(unknown) == 1 else "each becomes"
+    return f"The vocabulary of {model_title} has no piece for {named}: {each} {code(unk)}, which the maps show instead."
+
+
+def byte_spelling_note(model_title: str, spelled: list[tuple[tuple[str, ...], str]]) -> str | None:
+    """What pieces that spell characters outside ASCII byte by byte read (PieceTokenizer.byte_spellings): the first
+    such piece, and the first character spread over several pieces; None for none."""
+    one_piece = next((f for f in spelled if len(f[0]) == 1), None)
+    several = next((f for f in spelled if len(f[0]) > 1), None)
     examples = []
     if one_piece is not None:
         examples.append(f"{code(one_piece[0][0])} reads “{markdown_literal(one_piece[1])}”")
     if several is not None:
         pieces = " ".join(code(piece) for piece in several[0])
         examples.append(f"{pieces} together read “{markdown_literal(several[1])}”")
+    if not examples:
+        return None
     return (
         f"{model_title} spells a character outside ASCII byte by byte, as its vocabulary does, and the maps label "
         f"each piece so: {' and '.join(examples)}."
     )
-
-
-def unknown_note(tokenizer: PieceTokenizer, model_title: str, text: str) -> str | None:
-    """Which parts of the text the checkpoint's vocabulary cannot spell, and what the maps show instead; None when
-    it spells all of them."""
-    try:
-        unknown = tokenizer.unknown_words(text)
-    except ConfigError:  # text the tokenizer refuses: the page says why, once
-        return None
-    if not unknown:
-        return None
-    named = ", ".join(code(word) for word in unknown[:MAX_NAMED])
-    if len(unknown) > MAX_NAMED:
-        named += f" and {len(unknown) - MAX_NAMED} more"
-    unk = code(tokenizer.piece(tokenizer.special_ids["unk"]))
-    each = "it becomes" if len(unknown) == 1 else "each becomes"
-    return f"The vocabulary of {model_title} has no piece for {named}: {each} {unk}, which the maps show in its place."
 
 
 def code(piece: str) -> str:
