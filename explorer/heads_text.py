@@ -122,17 +122,14 @@ def lens_sentence(lens: pd.DataFrame, position: int, n_layers: int) -> str:
 def attribution_sentence(attribution: LogitAttribution) -> str:
     """How the logit shares out: heads, feed-forward, embeddings and the rest, adding up to the logit."""
     a = attribution
-    rest = float(a.attention_bias.sum()) + a.norm_bias + a.read_out_bias
-    if a.cross_attention is not None:
-        rest += float(a.cross_attention.sum())
     parts = [
         f"all {a.heads.size} heads {a.heads.sum():+.3f}",
         f"feed-forward blocks {a.feed_forward.sum():+.3f}",
         f"embeddings {a.embeddings:+.3f}",
     ]
-    if abs(rest) > 0:
+    if a.rest != 0:
         what = "cross-attention, biases" if a.cross_attention is not None else "biases"
-        parts.append(f"{what} {rest:+.3f}")
+        parts.append(f"{what} {a.rest:+.3f}")
     return (
         f"The logit of {a.text!r} at the last position is {a.logit:.3f}: {', '.join(parts)}, which add up to "
         f"{a.total:.3f}. Each head's cell is its direct share: what it writes into the stream, read out through the "

@@ -184,13 +184,14 @@ def attribution_board_figure(attribution: LogitAttribution, removed: Iterable[He
     heads = attribution.heads
     top = max(float(np.abs(heads).max()), 1e-9)
     figure = _head_board(heads, removed, -top, top, RDBU, "effect on the logit", ".2f")
-    rest = attribution.total - heads.sum() - attribution.feed_forward.sum() - attribution.embeddings
     parts = [
         f"heads {heads.sum():+.2f}",
         f"feed-forward {attribution.feed_forward.sum():+.2f}",
         f"embeddings {attribution.embeddings:+.2f}",
-        f"biases{' and cross-attention' if attribution.cross_attention is not None else ''} {rest:+.2f}",
     ]
+    if attribution.rest != 0:  # a model without biases has none to add (the sentence leaves them out too)
+        cross = " and cross-attention" if attribution.cross_attention is not None else ""
+        parts.append(f"biases{cross} {attribution.rest:+.2f}")
     subtitle = (
         f"logit {attribution.logit:.2f} = " + " ".join(parts) + " · each head's output at the last position through "
         "the final norm (its scale frozen at this run's) and the piece's read-out row · red raises the logit, blue "

@@ -81,9 +81,20 @@ def test_the_attribution_board_draws_each_heads_term_centred_at_zero_and_crosses
     assert f"heads {attribution.heads.sum():+.2f}" in words
     assert f"feed-forward {attribution.feed_forward.sum():+.2f}" in words
     assert f"embeddings {attribution.embeddings:+.2f}" in words
+    assert attribution.rest != 0 and f"biases {attribution.rest:+.2f}" in words  # its norms' biases moved off 0
     assert (
         figure["layout"]["xaxis"]["title"]["text"] == "head" and figure["layout"]["yaxis"]["title"]["text"] == "layer"
     )
+
+
+def test_the_attribution_board_names_no_biases_for_a_model_without_any(smollm_model):
+    """SmolLM2 has no bias anywhere: its board read "biases -0.00", a float residue of the total, as if it had."""
+    attribution = logit_attribution(smollm_model, explorer.run(smollm_model, "The capital of France is"))
+    assert attribution.rest == 0.0
+    words = figure_title(figure_json(attribution_board_figure(attribution)))
+    assert "biases" not in words and "embeddings" in words
+    parts = attribution.heads.sum() + attribution.feed_forward.sum() + attribution.embeddings
+    assert parts == pytest.approx(attribution.total, abs=1e-3)  # they add up to the logit, up to float32 sums
 
 
 def test_the_ablation_board_draws_one_minus_cosine_from_zero():

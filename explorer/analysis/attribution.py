@@ -52,6 +52,13 @@ class LogitAttribution:
     total: float  # the sum of all the parts above; equals `logit` up to float rounding
 
     @property
+    def rest(self) -> float:
+        """What the biases and an encoder-decoder's cross-attention add, the parts besides the heads, the feed-forward
+        blocks and the embeddings: exactly 0 for a model with neither (SmolLM2)."""
+        rest = float(self.attention_bias.sum()) + self.norm_bias + self.read_out_bias
+        return rest + (float(self.cross_attention.sum()) if self.cross_attention is not None else 0.0)
+
+    @property
     def n_layers(self) -> int:
         """L, the blocks of the stack read out."""
         return self.heads.shape[0]
