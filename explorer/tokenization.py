@@ -20,7 +20,17 @@ from explorer.config import ConfigError
 
 WORDPIECE = "wordpiece"
 BYTE_LEVEL_BPE = "byte-level BPE"
-UNFINISHED = "\ufffd"  # what decoding writes for the bytes of a character that a piece leaves unfinished
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """Byte-level BPE's alphabet (GPT-2's), character -> the byte it stands for: the printable Latin-1 bytes are
+    themselves, and the other 68 (controls, the space, 0x7F-0xA0, the soft hyphen) take U+0100 on in byte order."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    others = [byte for byte in range(256) if byte not in printable]
+    return {chr(byte): byte for byte in printable} | {chr(0x100 + i): byte for i, byte in enumerate(others)}
+
+
+BYTE_OF_CHAR = _byte_level_alphabet()
 
 # llama.cpp's token types (tokenizer.ggml.token_type): 3 is CONTROL (special, e.g. <|im_end|>), 4 is USER_DEFINED.
 _CONTROL = 3
@@ -132,17 +142,27 @@ class PieceTokenizer:
         emoji's four bytes over "ĠðŁ", "¦", "Ģ" read " 🦀"), in the text's order; [] for any other tokenizer."""
         if self.kind != BYTE_LEVEL_BPE:
             return []
-        ids = self.encode(text).ids
         found: list[tuple[tuple[str, ...], str]] = []
-        run: list[int] = []  # ids of pieces that end inside a character, and the piece that completes it
-        for token_id in ids:
-            run.append(token_id)
-            read = self._tokenizer.decode(run, skip_special_tokens=False)
-            if read.endswith(UNFINISHED) and token_id != ids[-1]:
-                continue  # the character goes on in the next piece
+        pieces: list[str] = []  # pieces that end inside a character, then the piece that completes it
+        spelled = b""  # their bytes
+        for token_id in self.encode(text).ids:
+            piece = self.piece(token_id)
+            if any(char not in BYTE_OF_CHAR for char in piece):  # an added token, spelled as itself: no bytes
+                pieces, spelled = [], b""
+                continue
+            pieces.append(piece)
+            spelled += bytes(BYTE_OF_CHAR[char] for char in piece)
+            try:
+                read = spelled.decode("utf-8")
+            except UnicodeDecodeError as error:
+                if error.reason == "unexpected end of data":
+                    continue  # the character goes on in the next piece
+                read = spelled.decode("utf-8", errors="replace")
             if not read.isascii():
-                found.append((tuple(self.piece(i) for i in run), read))
-            run = []
+                found.append((tuple(pieces), read))
+            pieces, spelled = [], b""
+        if pieces:  # the text's last character left unfinished (never from typed text)
+            found.append((tuple(pieces), spelled.decode("utf-8", errors="replace")))
         return found
 
     def _checked_id(self, token_id: Any) -> int:

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
+from tokenizers import pre_tokenizers
+from tokenizers.decoders import ByteLevel
 
 import explorer
 from explorer.config import PAD_TOKEN, ModelConfig
+from explorer.tokenization import BYTE_OF_CHAR
 from views.text_notes import MAX_NAMED, byte_spelling_note, checkpoint_notes, padding_note, unknown_note
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -63,26 +66,26 @@ def test_the_sidebar_says_it_under_the_mask_until_a_pad_is_typed():
     assert sidebar_notes(at, "changes nothing") == []
 
 
-def byte_level_spelling(text: str) -> str:
-    """GPT-2's byte-level alphabet, written out here on its own: printable Latin-1 bytes stand for themselves, the
-    other 68 bytes take the characters from U+0100 on, in byte order ("é" = C3 A9 -> "Ã©", a space -> "Ġ")."""
-    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    moved = [b for b in range(256) if b not in kept]
-    alphabet = {b: chr(b) for b in kept} | {b: chr(256 + i) for i, b in enumerate(moved)}
-    return "".join(alphabet[b] for b in text.encode("utf-8"))
-
-
 def test_a_byte_level_tokenizer_says_what_its_non_ascii_pieces_read(smollm_model, minilm_model):
     text = "un café, I ❤️ 東京 🦀 and the cat"
     found = smollm_model.tokenizer.byte_spellings(text)
     reads = [read for _, read in found]
     assert "".join(reads).replace(" ", "") == "café❤️東京🦀"  # every character outside ASCII, each once, in order
     for pieces, read in found:
-        assert "".join(pieces) == byte_level_spelling(read)  # the pieces are what they read, byte by byte
+        assert ByteLevel().decode(list(pieces)) == read  # what the tokenizers library reads the pieces as
         assert not read.isascii()
     assert (("ĠðŁ", "¦", "Ģ"), " 🦀") in found  # the crab's four bytes over three pieces
     assert smollm_model.tokenizer.byte_spellings("the cat sat") == []
     assert minilm_model.tokenizer.byte_spellings(text) == []  # WordPiece reads characters, not bytes
+    # A typed replacement character is a whole character of its own, not the start of the next piece's
+    assert [read for _, read in smollm_model.tokenizer.byte_spellings("a\ufffd\ufffd b")] == ["\ufffd", "\ufffd"]
+    assert smollm_model.tokenizer.byte_spellings("<|im_start|>user café") == [(("ĠcafÃ©",), " café")]
+
+
+def test_the_byte_level_alphabet_is_the_tokenizers_librarys():
+    assert sorted(BYTE_OF_CHAR.values()) == list(range(256))  # every byte, once
+    assert set(BYTE_OF_CHAR) == set(pre_tokenizers.ByteLevel.alphabet())
+    assert BYTE_OF_CHAR["Ġ"] == ord(" ") and BYTE_OF_CHAR["Ċ"] == ord("\n") and BYTE_OF_CHAR["Ã"] == 0xC3
 
 
 def test_the_sidebar_says_what_smollm2s_byte_pieces_read():
