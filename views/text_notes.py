@@ -16,8 +16,8 @@ from explorer.config import PAD_TOKEN, ConfigError
 from explorer.tokenization import PieceTokenizer
 from views.widgets import markdown_literal
 
-# "<pad>", "[pad]", "{PAD}", "PAD", "<PAD>": a pad by another spelling; the lower-case word "pad" is left alone
 MAX_NAMED = 5  # unknown words the sentence names; the rest it counts
+# "<pad>", "[pad]", "{PAD}", "PAD", "<PAD>": a pad by another spelling; the lower-case word "pad" is left alone
 LOOKS_LIKE_A_PAD = re.compile(r"^(?:[<\[{(]\s*(?i:pad)\s*[>\]})]|PAD)$")
 
 
