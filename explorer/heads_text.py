@@ -205,7 +205,8 @@ def top_heads_sentence(attribution: LogitAttribution, n: int = 3) -> str:
     """The heads that raise the piece's logit most, and the one that lowers it most."""
     up = [f"{head_name(h)} ({v:+.3f})" for h, v in ranked_heads(attribution.heads, n) if v > 0]
     (low, value), *_ = ranked_heads(attribution.heads, 1, lowest=True)
-    said = f"The heads that write {attribution.text!r} most directly: {', '.join(up)}." if up else ""
+    who = "The heads that write" if len(up) > 1 else "The head that writes"
+    said = f"{who} {attribution.text!r} most directly: {', '.join(up)}." if up else ""
     if value < 0:
         said += f" The one that holds it back most: {head_name(low)} ({value:+.3f})."
     return said.strip()
@@ -213,5 +214,7 @@ def top_heads_sentence(attribution: LogitAttribution, n: int = 3) -> str:
 
 def top_effects_sentence(effects: np.ndarray, n: int = 3) -> str:
     """The heads whose removal alone turns the sentence embedding most ([L, H] 1 − cosine)."""
+    if effects.size == 1:  # a model of one head: nothing to rank it against
+        return f"Removed, the model's only head turns the sentence embedding by 1 − cosine = {effects.flat[0]:.3g}."
     top = [f"{head_name(h)} ({v:.3g})" for h, v in ranked_heads(effects, n)]
     return f"Removed alone, these heads turn the sentence embedding most (1 − cosine): {', '.join(top)}."

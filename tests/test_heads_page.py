@@ -15,10 +15,18 @@ from streamlit.testing.v1 import AppTest
 import explorer
 import views.caches as caches
 from explorer.analysis.ablation_effects import embedding_cosine, head_ablation_effects, prediction_change
-from explorer.analysis.attribution import logit_attribution
+from explorer.analysis.attribution import LogitAttribution, logit_attribution
 from explorer.analysis.logit_lens import lens_refusal, logit_lens
 from explorer.config import ModelConfig
-from explorer.heads_text import change_sentence, effect_sentence, first_top_layer, head_changes, lens_sentence
+from explorer.heads_text import (
+    change_sentence,
+    effect_sentence,
+    first_top_layer,
+    head_changes,
+    lens_sentence,
+    top_effects_sentence,
+    top_heads_sentence,
+)
 from explorer.tasks import make_task
 from explorer.training import train
 from tests.drawn import app_figures, app_matrices, figure_titled, table_as_read
@@ -232,3 +240,27 @@ def test_the_effect_sentence_sets_the_real_change_beside_the_direct_share():
     assert "accounts for the whole change" in effect_sentence([(1, 0)], " a", (0.9, 11.0), (0.8, 10.8), 0.205)
     assert "moved the other way" in effect_sentence([(1, 0)], " a", (0.9, 11.0), (0.95, 11.5), 0.2)
     assert "the real change is smaller" in effect_sentence([(1, 0)], " a", (0.9, 11.0), (0.85, 10.5), 1.0)
+
+
+def attribution_of(heads: list[list[float]]) -> LogitAttribution:
+    """A logit of ' Paris' shared out over these heads alone."""
+    heads_array = np.array(heads)
+    zeros = np.zeros(heads_array.shape[0])
+    total = float(heads_array.sum())
+    return LogitAttribution("ĠParis", " Paris", 0, 0, total, 0.0, heads_array, zeros, None, zeros, 0.0, 0.0, total)
+
+
+def test_the_sentences_speak_of_one_head_as_one():
+    """A 1-head model's board read "these heads turn the sentence embedding most: L0H0"."""
+    one = top_effects_sentence(np.array([[0.0638]]))
+    assert one == "Removed, the model's only head turns the sentence embedding by 1 − cosine = 0.0638."
+    two = top_effects_sentence(np.array([[0.1, 0.3]]))
+    assert "these heads" in two and two.index("L0H1") < two.index("L0H0")
+    said = top_heads_sentence(attribution_of([[0.5, -0.2]]))
+    assert (
+        said
+        == "The head that writes ' Paris' most directly: L0H0 (+0.500). The one that holds it back most: L0H1 (-0.200)."
+    )
+    assert top_heads_sentence(attribution_of([[0.5, 0.7]])).startswith(
+        "The heads that write ' Paris' most directly: L0H1"
+    )
