@@ -21,17 +21,6 @@ from explorer.config import ConfigError
 WORDPIECE = "wordpiece"
 BYTE_LEVEL_BPE = "byte-level BPE"
 
-
-def _byte_level_alphabet() -> dict[str, int]:
-    """Byte-level BPE's alphabet (GPT-2's), character -> the byte it stands for: the printable Latin-1 bytes are
-    themselves, and the other 68 (controls, the space, 0x7F-0xA0, the soft hyphen) take U+0100 on in byte order."""
-    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-    others = [byte for byte in range(256) if byte not in printable]
-    return {chr(byte): byte for byte in printable} | {chr(0x100 + i): byte for i, byte in enumerate(others)}
-
-
-BYTE_OF_CHAR = _byte_level_alphabet()
-
 # llama.cpp's token types (tokenizer.ggml.token_type): 3 is CONTROL (special, e.g. <|im_end|>), 4 is USER_DEFINED.
 _CONTROL = 3
 _USER_DEFINED = 4
@@ -312,6 +301,9 @@ def byte_alphabet() -> dict[int, str]:
     printable = {*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)}
     stand_ins = iter(range(256, 512))
     return {byte: chr(byte) if byte in printable else chr(next(stand_ins)) for byte in range(256)}
+
+
+BYTE_OF_CHAR = {char: byte for byte, char in byte_alphabet().items()}  # a byte-level piece's letter -> its byte
 
 
 def _respell(token: str, letters: set[str], alphabet: dict[int, str]) -> str:
