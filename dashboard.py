@@ -93,10 +93,12 @@ def sidebar() -> dict[str, Any]:
         help=f"Words separated by spaces; {PAD_TOKEN} is the padding token. A real checkpoint reads any text "
         "with its own tokenizer.",
     )
+    says_how_text_reads = app_state().trained is None  # a trained model reads its own whole tokens, no mask
     if values["model"] != CONFIGURED:
         model = pretrained_model(values["model"])
-        for note in checkpoint_notes(model.tokenizer, pretrained_title(values["model"]), values["tokens"]):
-            sb.caption(note)
+        if says_how_text_reads:
+            for note in checkpoint_notes(model.tokenizer, pretrained_title(values["model"]), values["tokens"]):
+                sb.caption(note)
         fixed_controls(model.config)
         return values
     values["arch"] = control("arch")
@@ -117,7 +119,7 @@ def sidebar() -> dict[str, Any]:
     if values["arch"] == "decoder" and "causal" not in values["mask"]:
         sb.caption("A decoder is always causal: each token sees only itself and earlier tokens.")
     texts = (values["tokens"], values.get("target", ""))
-    if (note := padding_note(values["mask"], *texts)) is not None:
+    if says_how_text_reads and (note := padding_note(values["mask"], *texts)) is not None:
         sb.caption(note)
     values["activation"] = control("activation")
     values["seed"] = control("seed")

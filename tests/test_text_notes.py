@@ -12,7 +12,10 @@ from tokenizers.decoders import ByteLevel
 
 import explorer
 from explorer.config import PAD_TOKEN, ModelConfig
+from explorer.tasks import make_task
 from explorer.tokenization import BYTE_OF_CHAR
+from explorer.training import train
+from views.state import STATE_KEY, AppState, TrainedModel
 from views.text_notes import MAX_NAMED, byte_spelling_note, checkpoint_notes, padding_note, unknown_note
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -93,6 +96,20 @@ def test_the_byte_level_alphabet_is_the_tokenizers_librarys():
         assert bytes(BYTE_OF_CHAR[letter] for letter in letters) == char.encode("utf-8"), char
         written |= set(char.encode("utf-8"))
     assert written == set(range(256)) - {0xC0, 0xC1, *range(0xF5, 0x100)}
+
+
+def test_no_note_speaks_of_the_text_while_a_trained_model_reads_it():
+    """A model from the Train page reads its own whole tokens with no mask: the notes would give wrong advice there
+    ("add [PAD] tokens" to a model that knows only A-J), so the sidebar leaves them out until it is sent back."""
+    task = make_task("reverse", 8)
+    trained = TrainedModel(train(ModelConfig(positional="learned"), task, steps=2).model, task, "reverse, 2 steps")
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state[STATE_KEY] = AppState(trained=trained)
+    at.query_params.update({"mask": "padding", "tokens": "A B C"})
+    at.run()
+    assert sidebar_notes(at, "changes nothing") == []
+    at.button(key="back_to_random").click().run()
+    assert len(sidebar_notes(at, "changes nothing")) == 1
 
 
 def test_the_sidebar_says_what_smollm2s_byte_pieces_read():
