@@ -114,16 +114,27 @@ class PieceTokenizer:
             raise ConfigError(f"A vocabulary piece is a string such as '##ing'; got a {type(piece).__name__}.")
         return self._tokenizer.token_to_id(piece)
 
-    def unknown_words(self, text: str) -> list[str]:
-        """The parts of `text` that become the unknown piece ([UNK]), each once, in order: what the vocabulary cannot
-        spell (an emoji, for MiniLM); [] for a tokenizer without one, or a text that needs none."""
+    def unknown_words(self, text: str) -> list[tuple[str, str]]:
+        """The words of `text` that become the unknown piece ([UNK]) as a whole, each once, in order, with the
+        characters in each that the vocabulary has no piece for: ("cat🦀", "🦀") for MiniLM; "" when the word has
+        none and is only too long for the tokenizer. [] for a tokenizer without an unknown piece."""
         unknown = self.special_ids.get("unk")
         if unknown is None:
             return []
         _check_text(text)
         encoded = self._tokenizer.encode(text)
         spans = [text[start:end] for i, (start, end) in zip(encoded.ids, encoded.offsets, strict=True) if i == unknown]
-        return list(dict.fromkeys(span for span in spans if span != self.piece(unknown)))  # a typed "[UNK]" is one
+        words = dict.fromkeys(span for span in spans if span != self.piece(unknown))  # a typed "[UNK]" is none
+        return [(word, "".join(dict.fromkeys(c for c in word if self._is_unknown(c)))) for word in words]
+
+    def _is_unknown(self, char: str) -> bool:
+        """True when the tokenizer reads `char` alone as its unknown piece (one it drops, such as U+FE0F, is not)."""
+        return self._tokenizer.encode(char, add_special_tokens=False).ids == [self.special_ids["unk"]]
+
+    @property
+    def longest_word(self) -> int | None:
+        """The most characters a word may have before WordPiece reads it as [UNK] whole; None for other models."""
+        return getattr(self._tokenizer.model, "max_input_chars_per_word", None)
 
     def byte_spellings(self, text: str) -> list[tuple[tuple[str, ...], str]]:
         """Where byte-level BPE spells `text` byte by byte: (pieces, what they read) for each piece that holds a

@@ -16,7 +16,7 @@ from explorer.tasks import make_task
 from explorer.tokenization import BYTE_OF_CHAR
 from explorer.training import train
 from views.state import STATE_KEY, AppState, TrainedModel
-from views.text_notes import MAX_NAMED, byte_spelling_note, checkpoint_notes, padding_note, unknown_note
+from views.text_notes import MAX_NAMED, SHOWN_CHARS, byte_spelling_note, checkpoint_notes, padding_note, unknown_note
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 
@@ -141,12 +141,27 @@ def test_minilm_says_which_words_it_has_no_piece_for(minilm_model, smollm_model)
     text = "I ❤️ the 🦀 and the 🦀 [UNK]"
     assert tokenizer.encode(text).labels.count("[UNK]") == 4  # the heart, the crab twice, and the typed [UNK] itself
     # each once, in order; the heart's variation selector (U+FE0F) goes with the accents, and a typed [UNK] is none
-    assert tokenizer.unknown_words(text) == ["❤", "🦀"]
+    assert tokenizer.unknown_words(text) == [("❤", "❤"), ("🦀", "🦀")]
     assert tokenizer.unknown_words("the cat sat") == []
     assert smollm_model.tokenizer.unknown_words(text) == []  # byte-level: every character has its bytes' pieces
     expected = "The vocabulary of MiniLM has no piece for `❤`, `🦀`: each becomes `[UNK]`, which the maps show instead."
     assert checkpoint_notes(tokenizer, "MiniLM", text) == [expected]
-    assert "it becomes" in unknown_note("MiniLM", ["🦀"], "[UNK]")
-    many = [chr(0x1F980 + i) for i in range(MAX_NAMED + 2)]  # seven animals
-    assert "and 2 more" in unknown_note("MiniLM", many, "[UNK]")
-    assert unknown_note("MiniLM", [], "[UNK]") is None
+    assert "`🦀`: it becomes" in unknown_note("MiniLM", [("🦀", "🦀")], "[UNK]", 100)
+    many = [(chr(0x1F980 + i),) * 2 for i in range(MAX_NAMED + 2)]  # seven animals
+    assert "and 2 more" in unknown_note("MiniLM", many, "[UNK]", 100)
+    assert unknown_note("MiniLM", [], "[UNK]", 100) is None
+
+
+def test_minilm_says_when_a_whole_word_is_lost_and_why(minilm_model):
+    """The offsets of an [UNK] cover its whole word: "cat🦀" is lost for its crab alone (MiniLM has "cat"), and a
+    word of 101 letters for its length alone, WordPiece's limit per word."""
+    tokenizer = minilm_model.tokenizer
+    assert tokenizer.token_id("cat") is not None and tokenizer.longest_word == 100
+    long = "a" * 101
+    assert tokenizer.unknown_words(f"cat🦀 and {long}") == [("cat🦀", "🦀"), (long, "")]
+    [note] = checkpoint_notes(tokenizer, "MiniLM", f"cat🦀 and {long}")
+    assert "no piece for `🦀`: a word holding one becomes `[UNK]` as a whole (`cat🦀`)" in note
+    assert f"a word longer than 100 characters becomes `[UNK]` (`{'a' * SHOWN_CHARS}…`)" in note
+    assert long not in note  # cut, not the whole word in the sidebar
+    [note] = checkpoint_notes(tokenizer, "MiniLM", "a" * 100 + " " + long)  # 100 letters still have their pieces
+    assert note.startswith("In MiniLM, a word longer than 100 characters") and "no piece" not in note

@@ -17,6 +17,7 @@ from explorer.tokenization import PieceTokenizer
 from views.widgets import markdown_literal
 
 MAX_NAMED = 5  # unknown words the sentence names; the rest it counts
+SHOWN_CHARS = 20  # characters of a long unknown word the sentence shows
 # "<pad>", "[pad]", "{PAD}", "PAD", "<PAD>": a pad by another spelling; the lower-case word "pad" is left alone
 LOOKS_LIKE_A_PAD = re.compile(r"^(?:[<\[{(]\s*(?i:pad)\s*[>\]})]|PAD)$")
 
@@ -48,19 +49,39 @@ def checkpoint_notes(tokenizer: PieceTokenizer, model_title: str, text: str) -> 
     except ConfigError:
         return []
     unk = tokenizer.piece(tokenizer.special_ids["unk"]) if unknown else ""
-    notes = (unknown_note(model_title, unknown, unk), byte_spelling_note(model_title, spelled))
+    notes = (unknown_note(model_title, unknown, unk, tokenizer.longest_word), byte_spelling_note(model_title, spelled))
     return [note for note in notes if note is not None]
 
 
-def unknown_note(model_title: str, unknown: list[str], unk: str) -> str | None:
-    """The parts of the text the vocabulary cannot spell, each of which becomes the piece `unk`; None for none."""
+def unknown_note(model_title: str, unknown: list[tuple[str, str]], unk: str, longest: int | None) -> str | None:
+    """What becomes the piece `unk` (PieceTokenizer.unknown_words: each word with its characters the vocabulary has
+    no piece for), and why; None for nothing."""
     if not unknown:
         return None
-    named = ", ".join(code(word) for word in unknown[:MAX_NAMED])
-    if len(unknown) > MAX_NAMED:
-        named += f" and {len(unknown) - MAX_NAMED} more"
-    each = "it becomes" if len(unknown) == 1 else "each becomes"
-    return f"The vocabulary of {model_title} has no piece for {named}: {each} {code(unk)}, which the maps show instead."
+    chars = list(dict.fromkeys(char for _, missing in unknown for char in missing))
+    whole = [word for word, missing in unknown if missing and word != missing]  # "cat🦀": more than its emoji lost
+    long = [word for word, missing in unknown if not missing]  # nothing missing: too long for the tokenizer
+    said = []
+    if chars:
+        what = (
+            f"a word holding one becomes {code(unk)} as a whole ({named(whole)})"
+            if whole
+            else f"{'it' if len(chars) == 1 else 'each'} becomes {code(unk)}"
+        )
+        said.append(f"The vocabulary of {model_title} has no piece for {named(chars)}: {what}")
+    if long:
+        limit = f"longer than {longest} characters" if longest is not None else "too long for its tokenizer"
+        who = "a word" if said else f"In {model_title}, a word"
+        said.append(f"{who} {limit} becomes {code(unk)} ({named(long)})")
+    return "; ".join(said) + ", which the maps show instead."
+
+
+def named(words: list[str]) -> str:
+    """Words as inline code, each cut to SHOWN_CHARS, at most MAX_NAMED of them and a count of the rest."""
+    shown = ", ".join(
+        code(word if len(word) <= SHOWN_CHARS else word[:SHOWN_CHARS] + "…") for word in words[:MAX_NAMED]
+    )
+    return shown + (f" and {len(words) - MAX_NAMED} more" if len(words) > MAX_NAMED else "")
 
 
 def byte_spelling_note(model_title: str, spelled: list[tuple[tuple[str, ...], str]]) -> str | None:
