@@ -133,6 +133,11 @@ def test_the_byte_note_gives_the_examples_the_text_has(smollm_model, minilm_mode
     assert "`ðŁ` `¦` `Ģ` together read “🦀”" in only_split and " reads " not in only_split
     assert checkpoint_notes(tokenizer, "SmolLM2", "   ") == []  # refused text: the page says why, not a note
     assert checkpoint_notes(minilm_model.tokenizer, "MiniLM", "un café") == []
+    # A read that draws nothing is named, not shown as empty quotes; one that can be seen is the example if any is
+    [unseen] = checkpoint_notes(tokenizer, "SmolLM2", "a\u200bb")
+    assert "together read U+200B ZERO WIDTH SPACE." in unseen and "“”" not in unseen
+    [seen] = checkpoint_notes(tokenizer, "SmolLM2", "I ❤️ you café")  # ❤️'s selector is a piece of its own
+    assert "`ĠcafÃ©` reads “ café”" in seen and "VARIATION SELECTOR" not in seen
     assert byte_spelling_note("SmolLM2", []) is None
 
 

@@ -11,12 +11,15 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from explorer.config import PAD_TOKEN, ConfigError
 from explorer.tokenization import PieceTokenizer
 from views.widgets import markdown_literal
 
 MAX_NAMED = 5  # unknown words the sentence names; the rest it counts
+# Unicode categories of characters that draw nothing of their own: controls, format characters, separators, marks
+INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me"}
 SHOWN_CHARS = 20  # characters of a long unknown word the sentence shows
 # "<pad>", "[pad]", "{PAD}", "PAD", "<PAD>": a pad by another spelling; the lower-case word "pad" is left alone
 LOOKS_LIKE_A_PAD = re.compile(r"^(?:[<\[{(]\s*(?i:pad)\s*[>\]})]|PAD)$")
@@ -87,20 +90,37 @@ def named(words: list[str]) -> str:
 def byte_spelling_note(model_title: str, spelled: list[tuple[tuple[str, ...], str]]) -> str | None:
     """What pieces that spell characters outside ASCII byte by byte read (PieceTokenizer.byte_spellings): the first
     such piece, and the first character spread over several pieces; None for none."""
-    one_piece = next((f for f in spelled if len(f[0]) == 1), None)
-    several = next((f for f in spelled if len(f[0]) > 1), None)
+    in_view = sorted(spelled, key=lambda found: not visible(found[1]))  # a read one can see first, else in order
+    one_piece = next((f for f in in_view if len(f[0]) == 1), None)
+    several = next((f for f in in_view if len(f[0]) > 1), None)
     examples = []
     if one_piece is not None:
-        examples.append(f"{code(one_piece[0][0])} reads “{markdown_literal(one_piece[1])}”")
+        examples.append(f"{code(one_piece[0][0])} reads {shown_read(one_piece[1])}")
     if several is not None:
         pieces = " ".join(code(piece) for piece in several[0])
-        examples.append(f"{pieces} together read “{markdown_literal(several[1])}”")
+        examples.append(f"{pieces} together read {shown_read(several[1])}")
     if not examples:
         return None
     return (
         f"{model_title} spells a character outside ASCII byte by byte, as its vocabulary does, and the maps label "
         f"each piece so: {' and '.join(examples)}."
     )
+
+
+def shown_read(read: str) -> str:
+    """What pieces read, in quotes, with each character that draws nothing of its own named instead (a no-break
+    space, a zero-width space, a combining accent): “ café”, “U+200B ZERO WIDTH SPACE”."""
+    if visible(read):
+        return f"“{markdown_literal(read)}”"
+    return ", ".join(
+        f"“{markdown_literal(char)}”" if visible(char) else f"U+{ord(char):04X} {unicodedata.name(char, 'unnamed')}"
+        for char in read
+    )
+
+
+def visible(read: str) -> bool:
+    """True when every character of `read` draws something, or is the plain space a piece's Ġ stands for."""
+    return all(char == " " or unicodedata.category(char) not in INVISIBLE for char in read)
 
 
 def code(piece: str) -> str:
