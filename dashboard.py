@@ -97,7 +97,8 @@ def sidebar() -> dict[str, Any]:
     if values["model"] != CONFIGURED:
         model = pretrained_model(values["model"])
         if says_how_text_reads:
-            for note in checkpoint_notes(model.tokenizer, pretrained_title(values["model"]), values["tokens"]):
+            cap = min(MAX_PIECES, model.config.max_tokens)  # run_checkpoint's: a longer text gets its error alone
+            for note in checkpoint_notes(model.tokenizer, pretrained_title(values["model"]), values["tokens"], cap):
                 sb.caption(note)
         fixed_controls(model.config)
         return values

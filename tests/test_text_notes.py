@@ -127,16 +127,18 @@ def test_the_sidebar_says_what_minilm_cannot_spell():
 
 def test_the_byte_note_gives_the_examples_the_text_has(smollm_model, minilm_model):
     tokenizer = smollm_model.tokenizer
-    [only_whole] = checkpoint_notes(tokenizer, "SmolLM2", "un café")
+    [only_whole] = checkpoint_notes(tokenizer, "SmolLM2", "un café", 512)
     assert "`ĠcafÃ©` reads “ café”" in only_whole and "together" not in only_whole
-    [only_split] = checkpoint_notes(tokenizer, "SmolLM2", "🦀")
+    [only_split] = checkpoint_notes(tokenizer, "SmolLM2", "🦀", 512)
     assert "`ðŁ` `¦` `Ģ` together read “🦀”" in only_split and " reads " not in only_split
-    assert checkpoint_notes(tokenizer, "SmolLM2", "   ") == []  # refused text: the page says why, not a note
-    assert checkpoint_notes(minilm_model.tokenizer, "MiniLM", "un café") == []
+    assert checkpoint_notes(tokenizer, "SmolLM2", "   ", 512) == []  # refused text: the page says why, not a note
+    assert checkpoint_notes(tokenizer, "SmolLM2", "un café " * 3, 6) == []  # over the page's cap: refused too
+    assert checkpoint_notes(tokenizer, "SmolLM2", "un café " * 3, 7) != []  # its 7 pieces, the last a lone "Ġ"
+    assert checkpoint_notes(minilm_model.tokenizer, "MiniLM", "un café", 512) == []
     # A read that draws nothing is named, not shown as empty quotes; one that can be seen is the example if any is
-    [unseen] = checkpoint_notes(tokenizer, "SmolLM2", "a\u200bb")
+    [unseen] = checkpoint_notes(tokenizer, "SmolLM2", "a\u200bb", 512)
     assert "together read U+200B ZERO WIDTH SPACE." in unseen and "“”" not in unseen
-    [seen] = checkpoint_notes(tokenizer, "SmolLM2", "I ❤️ you café")  # ❤️'s selector is a piece of its own
+    [seen] = checkpoint_notes(tokenizer, "SmolLM2", "I ❤️ you café", 512)  # ❤️'s selector is a piece of its own
     assert "`ĠcafÃ©` reads “ café”" in seen and "VARIATION SELECTOR" not in seen
     assert byte_spelling_note("SmolLM2", []) is None
 
@@ -150,7 +152,7 @@ def test_minilm_says_which_words_it_has_no_piece_for(minilm_model, smollm_model)
     assert tokenizer.unknown_words("the cat sat") == []
     assert smollm_model.tokenizer.unknown_words(text) == []  # byte-level: every character has its bytes' pieces
     expected = "The vocabulary of MiniLM has no piece for `❤`, `🦀`: each becomes `[UNK]`, which the maps show instead."
-    assert checkpoint_notes(tokenizer, "MiniLM", text) == [expected]
+    assert checkpoint_notes(tokenizer, "MiniLM", text, 512) == [expected]
     assert "`🦀`: it becomes" in unknown_note("MiniLM", [("🦀", "🦀")], "[UNK]", 100)
     many = [(chr(0x1F980 + i),) * 2 for i in range(MAX_NAMED + 2)]  # seven animals
     assert "and 2 more" in unknown_note("MiniLM", many, "[UNK]", 100)
@@ -164,9 +166,9 @@ def test_minilm_says_when_a_whole_word_is_lost_and_why(minilm_model):
     assert tokenizer.token_id("cat") is not None and tokenizer.longest_word == 100
     long = "a" * 101
     assert tokenizer.unknown_words(f"cat🦀 and {long}") == [("cat🦀", "🦀"), (long, "")]
-    [note] = checkpoint_notes(tokenizer, "MiniLM", f"cat🦀 and {long}")
+    [note] = checkpoint_notes(tokenizer, "MiniLM", f"cat🦀 and {long}", 512)
     assert "no piece for `🦀`: a word holding one becomes `[UNK]` as a whole (`cat🦀`)" in note
     assert f"a word longer than 100 characters becomes `[UNK]` (`{'a' * SHOWN_CHARS}…`)" in note
     assert long not in note  # cut, not the whole word in the sidebar
-    [note] = checkpoint_notes(tokenizer, "MiniLM", "a" * 100 + " " + long)  # 100 letters still have their pieces
+    [note] = checkpoint_notes(tokenizer, "MiniLM", "a" * 100 + " " + long, 512)  # 100 letters still have their pieces
     assert note.startswith("In MiniLM, a word longer than 100 characters") and "no piece" not in note

@@ -44,10 +44,12 @@ def padding_note(mask: str, *texts: str) -> str | None:
     return note
 
 
-def checkpoint_notes(tokenizer: PieceTokenizer, model_title: str, text: str) -> list[str]:
+def checkpoint_notes(tokenizer: PieceTokenizer, model_title: str, text: str, max_pieces: int) -> list[str]:
     """The sentences about how a checkpoint's tokenizer reads the text: what it cannot spell, then what its
-    byte-by-byte pieces read; none for text the tokenizer refuses (the page says why, once)."""
+    byte-by-byte pieces read; none for text the page refuses, empty or over `max_pieces` (it says why, once)."""
     try:
+        if len(tokenizer.encode(text).ids) > max_pieces:
+            return []
         unknown, spelled = tokenizer.unknown_words(text), tokenizer.byte_spellings(text)
     except ConfigError:
         return []
