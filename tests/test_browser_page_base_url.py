@@ -37,10 +37,10 @@ def test_a_page_link_connects_at_the_root_without_probing_its_own_path(page, app
     assert not [path for path in asked if path.startswith(("/positional/", "/activations/"))]
 
 
-def opens_the_first_page_at_the_root(page, base: str, wait_idle) -> None:
+def opens_the_first_page_at_the_root(page, base: str, wait_idle, link: str = "attention") -> None:
     """Every page but Attention lives at its name; a teacher who types /attention gets the page at the root, the query
     kept, not Streamlit's "Page not found" dialog over it (dashboard.py's FIRST_PAGE_BY_NAME)."""
-    page.goto(f"{base}/attention{QUERY}")
+    page.goto(f"{base}/{link}{QUERY}")
     wait_idle(page)
     assert urlsplit(page.url).path == urlsplit(f"{base}/").path
     assert parse_qs(urlsplit(page.url).query) == parse_qs(QUERY[1:])
@@ -65,6 +65,7 @@ def test_under_a_base_path_pages_connect_under_it(page, wait_idle):
         page.goto(f"{base}/{QUERY}")  # the first page: Streamlit's own guess, left alone
         wait_idle(page)
         assert page.get_by_role("heading", name="Attention", exact=True).is_visible()
+        opens_the_first_page_at_the_root(page, base, wait_idle, link="attention/")  # under the base path, a slash on
         assert not page.errors  # inside: once the server stops, the open page logs that it cannot reach it
 
 
