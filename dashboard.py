@@ -52,7 +52,7 @@ PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the
 
 def open_first_page() -> None:
     """Switch to the first page at the root, its query kept."""
-    st.switch_page(PAGES[0], query_params=st.query_params.to_dict())
+    st.switch_page(PAGES[0], query_params={key: st.query_params.get_all(key) for key in st.query_params})
 
 
 # Every other page lives at its name, so a teacher may type /attention: Streamlit serves the default page at the root

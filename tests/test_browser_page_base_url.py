@@ -11,7 +11,7 @@ from bench.serve import APP, serving
 
 pytestmark = pytest.mark.browser
 
-QUERY = "?n_heads=2&tokens=the%20cat%20sat"
+QUERY = "?n_heads=2&tokens=the%20cat%20sat&x=1&x=2"  # x twice: a repeated key is kept whole
 
 
 def open_recording(page, url: str, wait_idle) -> list[str]:
