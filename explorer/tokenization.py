@@ -55,10 +55,12 @@ SUPPORTED_PRES = tuple(sorted(_GPT2_PRES | _DIGIT_PRES | set(_SPLIT_PRES)))
 
 @dataclass(frozen=True)
 class Encoding:
-    """Token ids with the special tokens the model expects, and each id's piece as the vocabulary spells it."""
+    """Token ids with the special tokens the model expects, each id's piece as the vocabulary spells it, and the
+    characters of the text each came from ([start, end); (0, 0) for a special token the tokenizer added)."""
 
     ids: list[int]
     labels: list[str]
+    offsets: list[tuple[int, int]]
 
 
 class PieceTokenizer:
@@ -95,7 +97,7 @@ class PieceTokenizer:
                 "type some words."
             )
         ids = list(encoded.ids)
-        return Encoding(ids=ids, labels=[self.piece(token_id) for token_id in ids])
+        return Encoding(ids=ids, labels=[self.piece(token_id) for token_id in ids], offsets=list(encoded.offsets))
 
     def decode(self, ids: Sequence[int]) -> str:
         """Readable text for `ids`, special tokens written out, e.g. [3422] -> " Paris"."""
@@ -114,56 +116,10 @@ class PieceTokenizer:
             raise ConfigError(f"A vocabulary piece is a string such as '##ing'; got a {type(piece).__name__}.")
         return self._tokenizer.token_to_id(piece)
 
-    def unknown_words(self, text: str) -> list[tuple[str, str]]:
-        """The words of `text` that become the unknown piece ([UNK]) as a whole, each once, in order, with the
-        characters in each that the vocabulary has no piece for: ("cat🦀", "🦀") for MiniLM; "" when the word has
-        none and is only too long for the tokenizer. [] for a tokenizer without an unknown piece."""
-        unknown = self.special_ids.get("unk")
-        if unknown is None:
-            return []
-        _check_text(text)
-        encoded = self._tokenizer.encode(text)
-        spans = [text[start:end] for i, (start, end) in zip(encoded.ids, encoded.offsets, strict=True) if i == unknown]
-        words = dict.fromkeys(span for span in spans if span != self.piece(unknown))  # a typed "[UNK]" is none
-        return [(word, "".join(dict.fromkeys(c for c in word if self._is_unknown(c)))) for word in words]
-
-    def _is_unknown(self, char: str) -> bool:
-        """True when the tokenizer reads `char` alone as its unknown piece (one it drops, such as U+FE0F, is not)."""
-        return self._tokenizer.encode(char, add_special_tokens=False).ids == [self.special_ids["unk"]]
-
     @property
     def longest_word(self) -> int | None:
         """The most characters a word may have before WordPiece reads it as [UNK] whole; None for other models."""
         return getattr(self._tokenizer.model, "max_input_chars_per_word", None)
-
-    def byte_spellings(self, text: str) -> list[tuple[tuple[str, ...], str]]:
-        """Where byte-level BPE spells `text` byte by byte: (pieces, what they read) for each piece that holds a
-        character outside ASCII ("ĠcafÃ©" reads " café"), and for each run of pieces that share one character (an
-        emoji's four bytes over "ĠðŁ", "¦", "Ģ" read " 🦀"), in the text's order; [] for any other tokenizer."""
-        if self.kind != BYTE_LEVEL_BPE:
-            return []
-        found: list[tuple[tuple[str, ...], str]] = []
-        pieces: list[str] = []  # pieces that end inside a character, then the piece that completes it
-        spelled = b""  # their bytes
-        for token_id in self.encode(text).ids:
-            piece = self.piece(token_id)
-            if any(char not in BYTE_OF_CHAR for char in piece):  # an added token, spelled as itself: no bytes
-                pieces, spelled = [], b""
-                continue
-            pieces.append(piece)
-            spelled += bytes(BYTE_OF_CHAR[char] for char in piece)
-            try:
-                read = spelled.decode("utf-8")
-            except UnicodeDecodeError as error:
-                if error.reason == "unexpected end of data":
-                    continue  # the character goes on in the next piece
-                read = spelled.decode("utf-8", errors="replace")
-            if not read.isascii():
-                found.append((tuple(pieces), read))
-            pieces, spelled = [], b""
-        if pieces:  # the text's last character left unfinished (never from typed text)
-            found.append((tuple(pieces), spelled.decode("utf-8", errors="replace")))
-        return found
 
     def _checked_id(self, token_id: Any) -> int:
         try:
@@ -312,9 +268,6 @@ def byte_alphabet() -> dict[int, str]:
     printable = {*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)}
     stand_ins = iter(range(256, 512))
     return {byte: chr(byte) if byte in printable else chr(next(stand_ins)) for byte in range(256)}
-
-
-BYTE_OF_CHAR = {char: byte for byte, char in byte_alphabet().items()}  # a byte-level piece's letter -> its byte
 
 
 def _respell(token: str, letters: set[str], alphabet: dict[int, str]) -> str:

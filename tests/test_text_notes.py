@@ -13,7 +13,7 @@ from tokenizers.decoders import ByteLevel
 import explorer
 from explorer.config import PAD_TOKEN, ModelConfig
 from explorer.tasks import make_task
-from explorer.tokenization import BYTE_OF_CHAR
+from explorer.text_reading import BYTE_OF_CHAR, byte_spellings, unknown_words
 from explorer.training import train
 from views.state import STATE_KEY, AppState, TrainedModel
 from views.text_notes import MAX_NAMED, SHOWN_CHARS, byte_spelling_note, checkpoint_notes, padding_note, unknown_note
@@ -69,20 +69,28 @@ def test_the_sidebar_says_it_under_the_mask_until_a_pad_is_typed():
     assert sidebar_notes(at, "changes nothing") == []
 
 
+def spelled_in(tokenizer, text: str) -> list[tuple[tuple[str, ...], str]]:
+    return byte_spellings(tokenizer, tokenizer.encode(text))
+
+
+def unknown_in(tokenizer, text: str) -> list[tuple[str, str]]:
+    return unknown_words(tokenizer, tokenizer.encode(text), text)
+
+
 def test_a_byte_level_tokenizer_says_what_its_non_ascii_pieces_read(smollm_model, minilm_model):
     text = "un café, I ❤️ 東京 🦀 and the cat"
-    found = smollm_model.tokenizer.byte_spellings(text)
+    found = spelled_in(smollm_model.tokenizer, text)
     reads = [read for _, read in found]
     assert "".join(reads).replace(" ", "") == "café❤️東京🦀"  # every character outside ASCII, each once, in order
     for pieces, read in found:
         assert ByteLevel().decode(list(pieces)) == read  # what the tokenizers library reads the pieces as
         assert not read.isascii()
     assert (("ĠðŁ", "¦", "Ģ"), " 🦀") in found  # the crab's four bytes over three pieces
-    assert smollm_model.tokenizer.byte_spellings("the cat sat") == []
-    assert minilm_model.tokenizer.byte_spellings(text) == []  # WordPiece reads characters, not bytes
+    assert spelled_in(smollm_model.tokenizer, "the cat sat") == []
+    assert spelled_in(minilm_model.tokenizer, text) == []  # WordPiece reads characters, not bytes
     # A typed replacement character is a whole character of its own, not the start of the next piece's
-    assert [read for _, read in smollm_model.tokenizer.byte_spellings("a\ufffd\ufffd b")] == ["\ufffd", "\ufffd"]
-    assert smollm_model.tokenizer.byte_spellings("<|im_start|>user café") == [(("ĠcafÃ©",), " café")]
+    assert [read for _, read in spelled_in(smollm_model.tokenizer, "a\ufffd\ufffd b")] == ["\ufffd", "\ufffd"]
+    assert spelled_in(smollm_model.tokenizer, "<|im_start|>user café") == [(("ĠcafÃ©",), " café")]
 
 
 def test_the_byte_level_alphabet_is_the_tokenizers_librarys():
@@ -148,9 +156,9 @@ def test_minilm_says_which_words_it_has_no_piece_for(minilm_model, smollm_model)
     text = "I ❤️ the 🦀 and the 🦀 [UNK]"
     assert tokenizer.encode(text).labels.count("[UNK]") == 4  # the heart, the crab twice, and the typed [UNK] itself
     # each once, in order; the heart's variation selector (U+FE0F) goes with the accents, and a typed [UNK] is none
-    assert tokenizer.unknown_words(text) == [("❤", "❤"), ("🦀", "🦀")]
-    assert tokenizer.unknown_words("the cat sat") == []
-    assert smollm_model.tokenizer.unknown_words(text) == []  # byte-level: every character has its bytes' pieces
+    assert unknown_in(tokenizer, text) == [("❤", "❤"), ("🦀", "🦀")]
+    assert unknown_in(tokenizer, "the cat sat") == []
+    assert unknown_in(smollm_model.tokenizer, text) == []  # byte-level: every character has its bytes' pieces
     expected = "The vocabulary of MiniLM has no piece for `❤`, `🦀`: each becomes `[UNK]`, which the maps show instead."
     assert checkpoint_notes(tokenizer, "MiniLM", text, 512) == [expected]
     assert "`🦀`: it becomes" in unknown_note("MiniLM", [("🦀", "🦀")], "[UNK]", 100)
@@ -165,7 +173,7 @@ def test_minilm_says_when_a_whole_word_is_lost_and_why(minilm_model):
     tokenizer = minilm_model.tokenizer
     assert tokenizer.token_id("cat") is not None and tokenizer.longest_word == 100
     long = "a" * 101
-    assert tokenizer.unknown_words(f"cat🦀 and {long}") == [("cat🦀", "🦀"), (long, "")]
+    assert unknown_in(tokenizer, f"cat🦀 and {long}") == [("cat🦀", "🦀"), (long, "")]
     [note] = checkpoint_notes(tokenizer, "MiniLM", f"cat🦀 and {long}", 512)
     assert "no piece for `🦀`: a word holding one becomes `[UNK]` as a whole (`cat🦀`)" in note
     assert f"a word longer than 100 characters becomes `[UNK]` (`{'a' * SHOWN_CHARS}…`)" in note

@@ -14,6 +14,7 @@ import re
 import unicodedata
 
 from explorer.config import PAD_TOKEN, ConfigError
+from explorer.text_reading import byte_spellings, unknown_words
 from explorer.tokenization import PieceTokenizer
 from views.widgets import markdown_literal
 
@@ -48,19 +49,20 @@ def checkpoint_notes(tokenizer: PieceTokenizer, model_title: str, text: str, max
     """The sentences about how a checkpoint's tokenizer reads the text: what it cannot spell, then what its
     byte-by-byte pieces read; none for text the page refuses, empty or over `max_pieces` (it says why, once)."""
     try:
-        if len(tokenizer.encode(text).ids) > max_pieces:
-            return []
-        unknown, spelled = tokenizer.unknown_words(text), tokenizer.byte_spellings(text)
+        encoding = tokenizer.encode(text)
     except ConfigError:
         return []
+    if len(encoding.ids) > max_pieces:
+        return []
+    unknown, spelled = unknown_words(tokenizer, encoding, text), byte_spellings(tokenizer, encoding)
     unk = tokenizer.piece(tokenizer.special_ids["unk"]) if unknown else ""
     notes = (unknown_note(model_title, unknown, unk, tokenizer.longest_word), byte_spelling_note(model_title, spelled))
     return [note for note in notes if note is not None]
 
 
 def unknown_note(model_title: str, unknown: list[tuple[str, str]], unk: str, longest: int | None) -> str | None:
-    """What becomes the piece `unk` (PieceTokenizer.unknown_words: each word with its characters the vocabulary has
-    no piece for), and why; None for nothing."""
+    """What becomes the piece `unk` (text_reading.unknown_words: each word with its characters the vocabulary has no
+    piece for), and why; None for nothing."""
     if not unknown:
         return None
     chars = list(dict.fromkeys(char for _, missing in unknown for char in missing))
@@ -90,8 +92,8 @@ def named(words: list[str]) -> str:
 
 
 def byte_spelling_note(model_title: str, spelled: list[tuple[tuple[str, ...], str]]) -> str | None:
-    """What pieces that spell characters outside ASCII byte by byte read (PieceTokenizer.byte_spellings): the first
-    such piece, and the first character spread over several pieces; None for none."""
+    """What pieces that spell characters outside ASCII byte by byte read (text_reading.byte_spellings): the first such
+    piece, and the first character spread over several pieces; None for none."""
     in_view = sorted(spelled, key=lambda found: not visible(found[1]))  # a read one can see first, else in order
     one_piece = next((f for f in in_view if len(f[0]) == 1), None)
     several = next((f for f in in_view if len(f[0]) > 1), None)
