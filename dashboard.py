@@ -96,8 +96,8 @@ def sidebar() -> dict[str, Any]:
     says_how_text_reads = app_state().trained is None  # a trained model reads its own whole tokens, no mask
     if values["model"] != CONFIGURED:
         model = pretrained_model(values["model"])
-        if says_how_text_reads:
-            cap = min(MAX_PIECES, model.config.max_tokens)  # run_checkpoint's: a longer text gets its error alone
+        if says_how_text_reads:  # a text over the cap gets its error alone
+            cap = piece_cap(model.config)
             for note in checkpoint_notes(model.tokenizer, pretrained_title(values["model"]), values["tokens"], cap):
                 sb.caption(note)
         fixed_controls(model.config)
@@ -182,16 +182,21 @@ def share_hint(values: dict[str, Any]) -> None:
         st.markdown(f"`{link}`")
 
 
+def piece_cap(cfg: CheckpointConfig) -> int:
+    """The most pieces of text the app runs a checkpoint on: its position table's rows, or the app's limit."""
+    return min(MAX_PIECES, cfg.max_tokens)
+
+
 def run_checkpoint(state: AppState, name: str, text: str, removal: Removal) -> None:
     """Config, model and trace of an installed checkpoint on the typed text, or a ConfigError saying what to fix."""
     model = pretrained_model(name)
     cfg = model.config
     state.config, state.model = cfg, model
     pieces = len(model.tokenizer.encode(text).ids)
-    if pieces > min(MAX_PIECES, cfg.max_tokens):
+    if pieces > piece_cap(cfg):
         raise ConfigError(
             f"The text is {pieces:,} pieces long for {pretrained_title(name)}'s tokenizer; the app shows at most "
-            f"{min(MAX_PIECES, cfg.max_tokens):,}"
+            f"{piece_cap(cfg):,}"
             + (f" (its position table has {cfg.max_tokens:,} rows)" if cfg.max_tokens <= MAX_PIECES else "")
             + ". Shorten the text."
         )
