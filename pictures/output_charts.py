@@ -37,9 +37,11 @@ COLOUR_BAR_LABEL_PX = 40  # px of a board's height per label of its colour bar (
 BOARD_FRAME_PX = 56 + LEGEND_FIRST_ROW_PX + 16
 HEAD_CELL_MAX_PX = 96  # px a board's cell is at most wide: a 1-head model's board had been one bar across the page
 # Beside a board's cells: figure_layout's 64 + 24 px margins and the colour bar with its title ("effect on the logit")
-BOARD_SIDES_PX = 64 + 24 + 150
+BOARD_MARGINS_PX = 64 + 24
+BOARD_SIDES_PX = BOARD_MARGINS_PX + 150
 # The least a board is wide: its subtitle's lines of SUBTITLE_CHARS characters, about 5.6 px each at 13 px, uncut
 BOARD_TEXT_PX = round(SUBTITLE_CHARS * 5.6) + 24
+COLOUR_BAR_GAP = 0.02  # of the plot width between a board's cells and its colour bar: Plotly's own 1.02, from the cells
 REMOVED_MARK = {"symbol": "x-thin", "size": 12, "line": {"width": 2, "color": "#31333f"}}
 
 
@@ -151,7 +153,7 @@ def _head_board(
             zmin=zmin,
             zmax=zmax,
             colorscale=plotly_scale(colours),
-            colorbar={"title": {"text": name}, "nticks": max(2, _rows_px(L) // COLOUR_BAR_LABEL_PX)},
+            colorbar=_colour_bar(name, zmin, zmax, L),
             texttemplate=f"%{{z:{numbers}}}" if L * H <= BOARD_TEXT_CELLS else None,
             hovertemplate=f"%{{customdata}}<br>{name} %{{z:{HOVER_NUMBERS}}}<extra></extra>",
             xgap=1,
@@ -172,9 +174,30 @@ def _head_board(
                 hovertemplate="%{customdata} removed<extra></extra>",
             )
         )
-    figure.update_xaxes(axis("head"), type="category", showgrid=False)
+    cells = cells_fraction(H)
+    figure.update_xaxes(axis("head"), type="category", showgrid=False, domain=[0.0, cells])
     figure.update_yaxes(axis("layer"), type="category", autorange="reversed", showgrid=False)
-    return figure
+    return figure.update_traces(colorbar_x=cells + COLOUR_BAR_GAP, selector={"type": "heatmap"})
+
+
+def _colour_bar(name: str, zmin: float, zmax: float, n_layers: int) -> dict:
+    """A board's colour bar: Plotly's round labels, as many as COLOUR_BAR_LABEL_PX allows; a short board's room for
+    three or fewer got one round label ("0") and none at the top, so it is labelled at its ends (and 0) instead."""
+    labels = _rows_px(n_layers) // COLOUR_BAR_LABEL_PX
+    if labels > 3:
+        return {"title": {"text": name}, "nticks": labels}
+    ends = [zmin, 0.0, zmax] if zmin < 0 < zmax else [zmin, zmax]
+    return {"title": {"text": name}, "tickvals": ends, "ticktext": [f"{end:.3g}".replace("-", "−") for end in ends]}
+
+
+def cells_fraction(n_heads: int) -> float:
+    """The share of a board's plot width its cells take: all of it (the colour bar beside the plot), unless the board
+    is wider than HEAD_CELL_MAX_PX a head and the colour bar need (it is at least its subtitle wide), when the cells
+    keep to the left at HEAD_CELL_MAX_PX a head and the colour bar follows them inside the plot."""
+    cells = HEAD_CELL_MAX_PX * n_heads
+    if board_width(n_heads) <= BOARD_SIDES_PX + cells:
+        return 1.0
+    return cells / (board_width(n_heads) - BOARD_MARGINS_PX)
 
 
 def attribution_board_figure(attribution: LogitAttribution, removed: Iterable[Head] = ()) -> go.Figure:

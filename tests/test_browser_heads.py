@@ -9,7 +9,7 @@ import pytest
 
 from explorer.analysis.ablation_effects import head_ablation_effects
 from explorer.config import ModelConfig
-from pictures.output_charts import board_width
+from pictures.output_charts import BOARD_TEXT_PX, HEAD_CELL_MAX_PX, board_width
 from tests.browser_plots import colour_bar_label_overlap, drawn_traces, plot_titled, wait_plotted
 
 pytestmark = pytest.mark.browser
@@ -78,4 +78,28 @@ def test_a_click_on_a_head_removes_it_and_a_second_click_puts_it_back(page, app_
     assert ablate_param(page) == ""
     assert page.get_by_role("heading", name="What changed").count() == 0
     assert page.locator("[data-testid='stException']").count() == 0
+    assert not page.errors, page.errors
+
+
+def test_a_one_head_board_keeps_its_cell_narrow_and_its_colour_bar_beside_it(page, app_url, wait_idle):
+    """A board is at least its subtitle wide; a 1-head model's one cell had filled all of that, a bar 350 px wide
+    with its colour bar far off at the right edge, labelled only "0"."""
+    page.goto(f"{app_url}/heads?n_heads=1&n_layers=2")
+    wait_idle(page)
+    wait_plotted(page, 1)
+    drawn = plot_titled(page, BOARD).evaluate(
+        """gd => {
+            const xa = gd._fullLayout.xaxis, box = gd.getBoundingClientRect();
+            const bar = gd.querySelector('.colorbar').getBoundingClientRect();
+            return {cell: xa._length, gap: bar.left - (box.left + xa._offset + xa._length), figure: box.width,
+                labels: [...gd.querySelectorAll('.colorbar .cbaxis text')].map(t => t.textContent)};
+        }"""
+    )
+    # Room for two labels: Plotly's round ones had been "0" alone; the bar now names its top, the largest effect
+    largest = head_ablation_effects(ModelConfig(n_heads=1, n_layers=2), "the cat sat on the mat").max()
+    assert drawn["labels"] == ["0", f"{largest:.3g}"], drawn
+    assert drawn["cell"] <= HEAD_CELL_MAX_PX + 1, drawn  # +1: Plotly rounds the plot's px
+    # Plotly's own gap between a plot and its colour bar is 2 % of the plot: 10-20 px, nowhere near the 350 px before
+    assert 0 <= drawn["gap"] <= 30, drawn
+    assert drawn["figure"] >= BOARD_TEXT_PX - 1, drawn  # still as wide as its subtitle, which it shows uncut
     assert not page.errors, page.errors
