@@ -8,6 +8,7 @@ import torch
 
 from explorer.config import ConfigError
 from explorer.model import Transformer, float32_default
+from explorer.text_reading import part_character_text
 from explorer.trace import Trace
 
 
@@ -66,7 +67,11 @@ def piece_name(model: Transformer, token_id: int) -> str:
 
 
 def piece_text(model: Transformer, token_id: int) -> str:
-    """The token as text: " Paris" for the piece "ĠParis"."""
+    """The token as text: " Paris" for the piece "ĠParis"; " \\xf0\\x9f" for "ĠðŁ", a byte-level piece holding
+    only part of a character (decoding writes " �" for every such piece alike)."""
     if model.tokenizer is None or token_id >= model.tokenizer.vocab_size:
         return piece_name(model, token_id)
-    return model.tokenizer.decode([token_id])
+    text = model.tokenizer.decode([token_id])
+    if "\ufffd" in text:
+        return part_character_text(model.tokenizer, model.tokenizer.piece(token_id)) or text
+    return text

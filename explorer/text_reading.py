@@ -1,6 +1,7 @@
 """What a pretrained tokenizer made of a text, where its pieces do not read as the text does: the words its
 vocabulary cannot spell (they become [UNK]), and the pieces a byte-level BPE spells byte by byte ("ĠcafÃ©" reads
-" café"). Both work on one Encoding of the text (PieceTokenizer.encode), so the text is tokenized once."""
+" café"). Both work on one Encoding of the text (PieceTokenizer.encode), so the text is tokenized once. And what one
+such piece reads when it holds only part of a character's bytes."""
 
 from __future__ import annotations
 
@@ -60,3 +61,17 @@ def byte_spellings(tokenizer: PieceTokenizer, encoding: Encoding) -> list[tuple[
     if pieces:  # the text's last character left unfinished (never from typed text)
         found.append((tuple(pieces), spelled.decode("utf-8", errors="replace")))
     return found
+
+
+def part_character_text(tokenizer: PieceTokenizer, piece: str) -> str | None:
+    """What a byte-level piece that holds only part of a character reads, those bytes written as Python writes bytes
+    it cannot decode: " \\xf0\\x9f" for "ĠðŁ", the first two of an emoji's four, where decoding gives " �" for
+    every such piece alike. None for a piece that reads as whole characters, or from another kind of tokenizer."""
+    if tokenizer.kind != BYTE_LEVEL_BPE or any(char not in BYTE_OF_CHAR for char in piece):
+        return None
+    spelled = bytes(BYTE_OF_CHAR[char] for char in piece)
+    try:
+        spelled.decode("utf-8")
+    except UnicodeDecodeError:
+        return spelled.decode("utf-8", errors="backslashreplace")
+    return None

@@ -36,6 +36,7 @@ from explorer.heads_text import (
 )
 from explorer.model import Transformer
 from explorer.prediction import can_predict
+from explorer.text_reading import part_character_text
 from explorer.trace import AttentionMaps, Trace
 from pictures.boards import board
 from pictures.heads_charts import after_before_figure, after_before_panel, attention_change_figure, clickable_board
@@ -232,10 +233,18 @@ def piece_choice(before: Trace) -> str:
         "spells them (Ġ is a space). The first is what the model predicts.",
     )
     rank = options.index(piece) + 1
+    tokenizer = session_model().tokenizer
+    part = tokenizer is not None and part_character_text(tokenizer, piece) is not None
     st.caption(
         f"Sharing out the logit of {texts[piece]!r} (the vocabulary's `{code_text(piece)}`), the model's "
         + ("top guess" if rank == 1 else f"guess number {rank}")
         + f" with every head (p = {chances[piece]:.3f})."
+        + (
+            " The piece holds only part of one character's bytes, each written \\\\x and two hex digits: the "
+            "character takes more pieces than this one."
+            if part
+            else ""
+        )
     )
     return piece
 
