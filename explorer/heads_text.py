@@ -14,6 +14,7 @@ from explorer.ablation import Head, head_name
 from explorer.analysis.attribution import LogitAttribution
 from explorer.model import Transformer
 from explorer.prediction import last_logits
+from explorer.text_reading import quoted
 from explorer.trace import AttentionMaps, Trace
 
 
@@ -105,7 +106,7 @@ def lens_sentence(lens: pd.DataFrame, position: int, n_layers: int) -> str:
         return ""
     tops = lens[(lens["position"] == position) & (lens["rank"] == 1)].sort_values("layer")
     final = tops.iloc[-1]
-    said = f"{final['text']!r} (p = {final['probability']:.3f} after the last block, block {n_layers - 1})"
+    said = f"{quoted(final['text'])} (p = {final['probability']:.3f} after the last block, block {n_layers - 1})"
     if first == n_layers - 1:
         return (
             f"The model's guess {said} tops the guesses only at the last block: every earlier block's top guess is "
@@ -131,7 +132,7 @@ def attribution_sentence(attribution: LogitAttribution) -> str:
         what = "cross-attention, biases" if a.cross_attention is not None else "biases"
         parts.append(f"{what} {a.rest:+.3f}")
     return (
-        f"The logit of {a.text!r} at the last position is {a.logit:.3f}: {', '.join(parts)}, which add up to "
+        f"The logit of {quoted(a.text)} at the last position is {a.logit:.3f}: {', '.join(parts)}, which add up to "
         f"{a.total:.3f}. Each head's cell is its direct share: what it writes into the stream, read out through the "
         "final norm (its scale frozen at this run's) and the row of the read-out for this piece."
     )
@@ -151,7 +152,7 @@ def effect_sentence(
     change = after[1] - before[1]
     expected = -direct
     said = (
-        f"Removing {heads_list(removed)} took {text!r} from p = {before[0]:.3f} to p = {after[0]:.3f}, its logit "
+        f"Removing {heads_list(removed)} took {quoted(text)} from p = {before[0]:.3f} to p = {after[0]:.3f}, its logit "
         f"from {before[1]:.3f} to {after[1]:.3f} ({change:+.3f}). {its} direct share of that logit was {direct:+.3f}, "
         f"so had nothing after {'it' if one else 'them'} changed, the logit would have moved by {expected:+.3f}: "
     )
@@ -206,7 +207,7 @@ def top_heads_sentence(attribution: LogitAttribution, n: int = 3) -> str:
     up = [f"{head_name(h)} ({v:+.3f})" for h, v in ranked_heads(attribution.heads, n) if v > 0]
     (low, value), *_ = ranked_heads(attribution.heads, 1, lowest=True)
     who = "The heads that write" if len(up) > 1 else "The head that writes"
-    said = f"{who} {attribution.text!r} most directly: {', '.join(up)}." if up else ""
+    said = f"{who} {quoted(attribution.text)} most directly: {', '.join(up)}." if up else ""
     if value < 0:
         said += f" The one that holds it back most: {head_name(low)} ({value:+.3f})."
     return said.strip()

@@ -63,6 +63,24 @@ def byte_spellings(tokenizer: PieceTokenizer, encoding: Encoding) -> list[tuple[
     return found
 
 
+def quoted(text: str) -> str:
+    """A piece's text as the pages and sentences show it: in quotes, so that " Paris" shows its space, with a line
+    break, a tab or a return written \\n, \\t, \\r and any other character that draws nothing as its code point
+    (\\u00a0). Unlike repr, it leaves a backslash single, so part_character_text's bytes (" \\xf0\\x9f") show as
+    the caption and the README write them, and a character is never written \\x as repr writes U+00A0."""
+    escapes = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+    return (
+        "'"
+        + "".join(
+            char
+            if char == " " or (char.isprintable() and not char.isspace())
+            else escapes.get(char, f"\\u{ord(char):04x}")
+            for char in text
+        )
+        + "'"
+    )
+
+
 def part_character_text(tokenizer: PieceTokenizer, piece: str) -> str | None:
     """What a byte-level piece that holds only part of a character reads, those bytes written as Python writes bytes
     it cannot decode: " \\xf0\\x9f" for "ĠðŁ", the first two of an emoji's four, where decoding gives " �" for

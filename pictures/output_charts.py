@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.ablation import Head, head_name
 from explorer.analysis.attribution import LogitAttribution
+from explorer.text_reading import quoted
 from pictures.attention_panels import token_labels
 from pictures.style import (
     BLUES,
@@ -43,11 +44,6 @@ BOARD_SIDES_PX = BOARD_MARGINS_PX + 150
 BOARD_TEXT_PX = round(SUBTITLE_CHARS * 5.6) + 24
 COLOUR_BAR_GAP = 0.02  # of the plot width between a board's cells and its colour bar: Plotly's own 1.02, from the cells
 REMOVED_MARK = {"symbol": "x-thin", "size": 12, "line": {"width": 2, "color": "#31333f"}}
-
-
-def _quoted(text: str) -> str:
-    """A piece as a title writes it: in quotes, so that " Paris" shows its space."""
-    return "'" + str(text).replace("\n", "\\n") + "'"
 
 
 def _visible(text: str, piece: str) -> str:
@@ -82,7 +78,7 @@ def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
             spelled = lens["piece"][at].tolist()
             probability[i, j] = chances
             text[i, j] = [label_text(_visible(t, p)) for t, p in zip(pieces, spelled, strict=True)]
-        lines = [f"{rank}. {label_text(_quoted(t))} {p:.3f}" for t, p in zip(pieces, chances, strict=True)]
+        lines = [f"{rank}. {label_text(quoted(t))} {p:.3f}" for t, p in zip(pieces, chances, strict=True)]
         hover[i, j] = np.where(hover[i, j] == "", lines, hover[i, j] + "<br>" + np.array(lines, dtype=object))
     x = [label_text(labels[p]) for p in positions]
     write = len(layers) * len(positions) <= LENS_TEXT_CELLS
@@ -107,7 +103,7 @@ def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
     settled = _settled(lens, positions[-1]) if positions else None
     if settled is not None:
         piece, layer = settled
-        subtitle += f" · at the last position {_quoted(piece)} is the top guess from block {layer} on"
+        subtitle += f" · at the last position {quoted(piece)} is the top guess from block {layer} on"
     figure.update_layout(figure_layout("Every layer's guess (logit lens)", subtitle, CELL_PX * len(layers) + 90))
     figure.update_xaxes(axis("position (token)"), type="category", tickangle=-45, showgrid=False)
     figure.update_yaxes(axis("after block", numbers="d"), showgrid=False, dtick=1 if len(layers) <= 32 else None)
@@ -220,7 +216,7 @@ def attribution_board_figure(attribution: LogitAttribution, removed: Iterable[He
         "the final norm (its scale frozen at this run's) and the piece's read-out row · red raises the logit, blue "
         "lowers it"
     )
-    title = f"Which heads write {_quoted(attribution.text)} (logit {attribution.logit:.2f})"
+    title = f"Which heads write {quoted(attribution.text)} (logit {attribution.logit:.2f})"
     return figure.update_layout(legend_below(figure_layout(title, subtitle, board_height(attribution.n_layers))))
 
 

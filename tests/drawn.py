@@ -156,8 +156,13 @@ def app_matrices(at) -> dict[str, DrawnMatrix]:
     return {m.name: m for m in drawn}
 
 
+def as_read(markdown: str) -> str:
+    """Markdown text as a reader sees it: its backslash escapes undone by CommonMark's rule (a backslash before an
+    ASCII punctuation mark shows the mark), not by the code that wrote them."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown)
+
+
 def table_as_read(at, column: str):
-    """The st.table holding `column`, its text cells as a reader sees them: Markdown's backslash escapes undone by
-    CommonMark's rule (a backslash before an ASCII punctuation mark shows the mark), not by the code that wrote them."""
+    """The st.table holding `column`, its text cells as a reader sees them (as_read)."""
     [frame] = [t.value for t in at.table if column in t.value.columns]
-    return frame.map(lambda cell: re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", cell) if isinstance(cell, str) else cell)
+    return frame.map(lambda cell: as_read(cell) if isinstance(cell, str) else cell)

@@ -29,7 +29,7 @@ from explorer.heads_text import (
 )
 from explorer.tasks import make_task
 from explorer.training import train
-from tests.drawn import app_figures, app_matrices, figure_titled, table_as_read
+from tests.drawn import app_figures, app_matrices, as_read, figure_titled, table_as_read
 from views.state import STATE_KEY, AppState, TrainedModel
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -49,7 +49,8 @@ def opened(timeout: float = 120, **params: str) -> AppTest:
 
 
 def texts(elements) -> str:
-    return " ".join(e.value for e in elements)
+    """The elements' text as a reader sees it (Markdown's escapes undone)."""
+    return " ".join(as_read(e.value) for e in elements)
 
 
 def board_values(at: AppTest, title: str) -> np.ndarray:
@@ -175,6 +176,17 @@ def test_smollm2_shows_the_next_pieces_before_and_after_its_attribution_and_its_
     the = logit_attribution(smollm_model, before, "Ġthe")
     np.testing.assert_allclose(board_values(at, "Which heads write"), the.heads, atol=1e-12)
     assert at.selectbox(key="heads_piece").value == "Ġthe"
+
+
+def test_the_sentences_show_a_piece_as_written_though_markdown_reads_a_backslash(smollm_model, monkeypatch):
+    """SmolLM2's likeliest piece after a LaTeX command is " \\": in Markdown "' \\'" would show "' '"."""
+    monkeypatch.setitem(caches._CHECKPOINTS, "smollm2-135m", smollm_model)
+    text = r"Use the command \textbf{bold} or"
+    attribution = logit_attribution(smollm_model, explorer.run(smollm_model, text))
+    assert attribution.text == " \\"
+    said = texts(opened(timeout=300, model="smollm2-135m", tokens=text).markdown)
+    assert f"The logit of ' \\' at the last position is {attribution.logit:.3f}" in said
+    assert "The heads that write ' \\' most directly" in said
 
 
 def test_minilm_shows_every_heads_effect_on_the_embedding_and_no_lens(minilm_model, monkeypatch):

@@ -7,7 +7,7 @@ import re
 
 import explorer
 from explorer.prediction import piece_text
-from explorer.text_reading import BYTE_OF_CHAR, part_character_text
+from explorer.text_reading import BYTE_OF_CHAR, part_character_text, quoted
 
 ESCAPED_BYTE = re.compile(r"(\\x[0-9a-f]{2})")
 
@@ -52,3 +52,11 @@ def test_only_a_byte_level_piece_of_part_of_a_character_reads_as_bytes(smollm_mo
     assert part_character_text(smollm_model.tokenizer, "<|im_start|>") is None  # an added token, not bytes
     assert part_character_text(minilm_model.tokenizer, "##ing") is None  # WordPiece spells characters
     assert piece_text(minilm_model, minilm_model.tokenizer.token_id("[UNK]")) == "[UNK]"
+
+
+def test_a_quoted_piece_shows_its_spaces_and_breaks_and_keeps_a_backslash_single():
+    assert quoted(" Paris") == "' Paris'"
+    assert quoted("\n\t") == "'\\n\\t'"  # what repr writes
+    assert quoted("\u00a0") == "'\\u00a0'"  # a no-break space draws nothing: repr writes it \xa0, like a byte
+    assert quoted(" \\xf0\\x9f") == "' \\xf0\\x9f'"  # part_character_text's bytes as the caption explains them
+    assert quoted("\\") == "'\\'"  # repr doubles it

@@ -36,7 +36,7 @@ from explorer.heads_text import (
 )
 from explorer.model import Transformer
 from explorer.prediction import can_predict
-from explorer.text_reading import part_character_text
+from explorer.text_reading import part_character_text, quoted
 from explorer.trace import AttentionMaps, Trace
 from pictures.boards import board
 from pictures.heads_charts import after_before_figure, after_before_panel, attention_change_figure, clickable_board
@@ -46,12 +46,14 @@ from views.heads_caches import ablation_effects_of, attribution_of, lens_of, top
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, url_int, warn_junk_url
 from views.state import app_state, base_trace_maker, session_model, sidebar_run, trace_maker, weights_note
+from views.text_notes import PART_CHARACTER
 from views.widgets import (
     NUMBER_SELECT_PX,
     PLOTLY_CONFIG,
     clamp_view,
     code_text,
     download,
+    markdown_literal,
     model_line,
     plain,
     plotly_chart,
@@ -88,8 +90,9 @@ def removed_words(removed: tuple[Head, ...], mode: str) -> str:
 
 
 def say(sentence: str) -> None:
-    """A sentence of the page, which the HTML download repeats."""
-    st.markdown(sentence)
+    """A sentence of the page (plain text from explorer.heads_text, shown as written: a piece it quotes may hold
+    "$", "*" or a backslash), which the HTML download repeats."""
+    st.markdown(markdown_literal(sentence))
     SAID.append(sentence)
 
 
@@ -135,7 +138,7 @@ def prediction_table(model: Transformer, before: Trace, after: Trace) -> None:
             "change": "change",
         }
     )
-    shown["next piece"] = shown["next piece"].map(repr)  # quoted, so a leading space shows: ' Paris'
+    shown["next piece"] = shown["next piece"].map(quoted)  # so a leading space shows: ' Paris'
     formats = {"before": "{:.3f}", "after": "{:.3f}", "change": "{:+.3f}"}
     static_table(shown, formats=formats)  # a piece "-" or "#" as itself
     csv_download("Next pieces before and after (CSV)", table, "next_pieces_before_after.csv", "heads_csv_prediction")
@@ -236,15 +239,11 @@ def piece_choice(before: Trace) -> str:
     tokenizer = session_model().tokenizer
     part = tokenizer is not None and part_character_text(tokenizer, piece) is not None
     st.caption(
-        f"Sharing out the logit of {texts[piece]!r} (the vocabulary's `{code_text(piece)}`), the model's "
+        f"Sharing out the logit of {markdown_literal(quoted(texts[piece]))} (the vocabulary's `{code_text(piece)}`), "
+        "the model's "
         + ("top guess" if rank == 1 else f"guess number {rank}")
         + f" with every head (p = {chances[piece]:.3f})."
-        + (
-            " The piece holds only part of one character's bytes, each written \\\\x and two hex digits: the "
-            "character takes more pieces than this one."
-            if part
-            else ""
-        )
+        + (PART_CHARACTER if part else "")
     )
     return piece
 

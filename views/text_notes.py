@@ -6,6 +6,8 @@
   place, and several such characters look like one token.
 - A byte-level checkpoint (SmolLM2) labels the pieces of "café" or "🦀" as its vocabulary spells them, byte by byte
   ("ĠcafÃ©", "ĠðŁ" "¦" "Ģ"), which looks like a broken page unless someone says what they read.
+
+And PART_CHARACTER, for the pages that list next pieces: what the \\x in such a piece's text means.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ from views.widgets import markdown_literal
 MAX_NAMED = 5  # unknown words the sentence names; the rest it counts
 # Unicode categories of characters that draw nothing of their own: controls, format characters, separators, marks
 INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me"}
+# Said after a list of next pieces when one holds only part of a character (explorer.text_reading.part_character_text)
+PART_CHARACTER = (
+    " A piece that holds only part of a character's bytes reads as those bytes, each written \\\\x and two hex "
+    "digits: the character takes more than one piece."
+)
 SHOWN_CHARS = 20  # characters of a long unknown word the sentence shows
 # "<pad>", "[pad]", "{PAD}", "PAD", "<PAD>": a pad by another spelling; the lower-case word "pad" is left alone
 LOOKS_LIKE_A_PAD = re.compile(r"^(?:[<\[{(]\s*(?i:pad)\s*[>\]})]|PAD)$")
