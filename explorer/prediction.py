@@ -67,7 +67,7 @@ def piece_name(model: Transformer, token_id: int) -> str:
 
 
 def piece_text(model: Transformer, token_id: int) -> str:
-    """The token as text: " Paris" for the piece "ĠParis"; " \\xf0\\x9f" for "ĠðŁ", a byte-level piece holding
+    """The token as text: " Paris" for the piece "ĠParis"; " <0xF0><0x9F>" for "ĠðŁ", a byte-level piece holding
     only part of a character (decoding writes " �" for every such piece alike)."""
     if model.tokenizer is None or token_id >= model.tokenizer.vocab_size:
         return piece_name(model, token_id)

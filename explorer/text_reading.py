@@ -5,10 +5,14 @@ such piece reads when it holds only part of a character's bytes."""
 
 from __future__ import annotations
 
+import codecs
+import unicodedata
+
 from explorer.config import ConfigError
 from explorer.tokenization import BYTE_LEVEL_BPE, Encoding, PieceTokenizer, byte_alphabet
 
 BYTE_OF_CHAR = {char: byte for byte, char in byte_alphabet().items()}  # a byte-level piece's letter -> its byte
+MARKS = {"Mn", "Me"}  # Unicode categories of marks that draw on the character before them (accents, U+FE0F)
 
 
 def unknown_words(tokenizer: PieceTokenizer, encoding: Encoding, text: str) -> list[tuple[str, str]]:
@@ -64,32 +68,41 @@ def byte_spellings(tokenizer: PieceTokenizer, encoding: Encoding) -> list[tuple[
 
 
 def quoted(text: str) -> str:
-    """A piece's text as the pages and sentences show it: in quotes, so that " Paris" shows its space, with a line
-    break, a tab or a return written \\n, \\t, \\r and any other character that draws nothing as its code point
-    (\\u00a0). Unlike repr, it leaves a backslash single, so part_character_text's bytes (" \\xf0\\x9f") show as
-    the caption and the README write them, and a character is never written \\x as repr writes U+00A0."""
-    escapes = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
-    return (
-        "'"
-        + "".join(
-            char
-            if char == " " or (char.isprintable() and not char.isspace())
-            else escapes.get(char, f"\\u{ord(char):04x}")
-            for char in text
-        )
-        + "'"
-    )
+    """A piece's text as the pages and sentences show it, as repr writes it ("' Paris'", "'\\n'", "'\\xa0'", a
+    backslash doubled), except that a mark that draws on the character before it is written as its code point where
+    there is none to draw on (at the start, or after a space): repr's "'️'" for U+FE0F looked like empty quotes."""
+    quote = '"' if "'" in text and '"' not in text else "'"
+    shown = []
+    for i, char in enumerate(text):
+        if char in (quote, "\\"):
+            shown.append("\\" + char)
+        elif not char.isprintable() or (unicodedata.category(char) in MARKS and (i == 0 or text[i - 1].isspace())):
+            shown.append(repr(char)[1:-1] if not char.isprintable() else f"\\u{ord(char):04x}")
+        else:
+            shown.append(char)
+    return quote + "".join(shown) + quote
 
 
 def part_character_text(tokenizer: PieceTokenizer, piece: str) -> str | None:
-    """What a byte-level piece that holds only part of a character reads, those bytes written as Python writes bytes
-    it cannot decode: " \\xf0\\x9f" for "ĠðŁ", the first two of an emoji's four, where decoding gives " �" for
-    every such piece alike. None for a piece that reads as whole characters, or from another kind of tokenizer."""
+    """What a byte-level piece that holds only part of a character reads, those bytes named as Llama's vocabularies
+    and llama.cpp name a byte: " <0xF0><0x9F>" for "ĠðŁ", the first two of an emoji's four, where decoding gives
+    " �" for every such piece alike. None for a piece that reads as whole characters, or from another kind of
+    tokenizer."""
     if tokenizer.kind != BYTE_LEVEL_BPE or any(char not in BYTE_OF_CHAR for char in piece):
         return None
     spelled = bytes(BYTE_OF_CHAR[char] for char in piece)
     try:
         spelled.decode("utf-8")
     except UnicodeDecodeError:
-        return spelled.decode("utf-8", errors="backslashreplace")
+        return spelled.decode("utf-8", errors=BYTE_NAMES)
     return None
+
+
+def _named_bytes(error: UnicodeError) -> tuple[str, int]:
+    """A codecs error handler: the bytes UTF-8 cannot decode, each as <0xNN>."""
+    assert isinstance(error, UnicodeDecodeError)
+    return "".join(f"<0x{byte:02X}>" for byte in error.object[error.start : error.end]), error.end
+
+
+BYTE_NAMES = "explorer.named_bytes"
+codecs.register_error(BYTE_NAMES, _named_bytes)

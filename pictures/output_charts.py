@@ -171,6 +171,8 @@ def _head_board(
             )
         )
     cells = cells_fraction(H)
+    if cells < 1:  # a notebook or the view's HTML file draws a figure as wide as its page unless told
+        figure.update_layout(width=board_width(H))
     figure.update_xaxes(axis("head"), type="category", showgrid=False, domain=[0.0, cells])
     figure.update_yaxes(axis("layer"), type="category", autorange="reversed", showgrid=False)
     return figure.update_traces(colorbar_x=cells + COLOUR_BAR_GAP, selector={"type": "heatmap"})

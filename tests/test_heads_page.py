@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 import views.caches as caches
+import views.widgets as widgets
 from explorer.analysis.ablation_effects import embedding_cosine, head_ablation_effects, prediction_change
 from explorer.analysis.attribution import LogitAttribution, logit_attribution
 from explorer.analysis.logit_lens import lens_refusal, logit_lens
@@ -179,14 +180,28 @@ def test_smollm2_shows_the_next_pieces_before_and_after_its_attribution_and_its_
 
 
 def test_the_sentences_show_a_piece_as_written_though_markdown_reads_a_backslash(smollm_model, monkeypatch):
-    """SmolLM2's likeliest piece after a LaTeX command is " \\": in Markdown "' \\'" would show "' '"."""
+    """SmolLM2's likeliest piece after a LaTeX command is " \\", quoted "' \\\\'" as repr writes it: sent to Markdown
+    as it is, it read "' \\'", one backslash fewer than in the table beside it."""
     monkeypatch.setitem(caches._CHECKPOINTS, "smollm2-135m", smollm_model)
     text = r"Use the command \textbf{bold} or"
     attribution = logit_attribution(smollm_model, explorer.run(smollm_model, text))
     assert attribution.text == " \\"
     said = texts(opened(timeout=300, model="smollm2-135m", tokens=text).markdown)
-    assert f"The logit of ' \\' at the last position is {attribution.logit:.3f}" in said
-    assert "The heads that write ' \\' most directly" in said
+    assert f"The logit of ' \\\\' at the last position is {attribution.logit:.3f}" in said
+    assert "The heads that write ' \\\\' most directly" in said
+
+
+def test_the_views_html_file_keeps_a_piece_of_asterisks(smollm_model, monkeypatch):
+    """The file's sentences went through the summary line's Markdown cleaner, which took " **" out of them."""
+    monkeypatch.setitem(caches._CHECKPOINTS, "smollm2-135m", smollm_model)
+    kept: list[list[str]] = []
+    monkeypatch.setattr(widgets, "view_download", lambda title, lines, *rest: kept.append(lines))
+    text = "In Markdown, **bold** and"
+    attribution = logit_attribution(smollm_model, explorer.run(smollm_model, text))
+    assert attribution.text == " **"
+    opened(timeout=300, model="smollm2-135m", tokens=text)
+    [lines] = kept
+    assert any(line.startswith("The logit of ' **' at the last position") for line in lines), lines
 
 
 def test_minilm_shows_every_heads_effect_on_the_embedding_and_no_lens(minilm_model, monkeypatch):

@@ -1,5 +1,6 @@
 """explorer.prediction.piece_text: what one piece of a real vocabulary reads. A byte-level piece that holds only part
-of a character decodes to " �", the same for every such piece; it reads as its bytes instead (" \\xf0\\x9f")."""
+of a character decodes to " �", the same for every such piece; it reads as its bytes instead (" <0xF0><0x9F>").
+And explorer.text_reading.quoted, how the pages quote a piece's text."""
 
 from __future__ import annotations
 
@@ -9,13 +10,13 @@ import explorer
 from explorer.prediction import piece_text
 from explorer.text_reading import BYTE_OF_CHAR, part_character_text, quoted
 
-ESCAPED_BYTE = re.compile(r"(\\x[0-9a-f]{2})")
+NAMED_BYTE = re.compile(r"(<0x[0-9A-F]{2}>)")
 
 
 def bytes_of(text: str) -> bytes:
-    """A text with bytes written \\xNN back to bytes: those bytes as they are, the rest in UTF-8."""
-    parts = ESCAPED_BYTE.split(text)
-    return b"".join(bytes([int(p[2:], 16)]) if ESCAPED_BYTE.fullmatch(p) else p.encode("utf-8") for p in parts)
+    """A text with bytes named <0xNN> back to bytes: those bytes as they are, the rest in UTF-8."""
+    parts = NAMED_BYTE.split(text)
+    return b"".join(bytes([int(p[3:5], 16)]) if NAMED_BYTE.fullmatch(p) else p.encode("utf-8") for p in parts)
 
 
 def test_every_smollm2_piece_reads_as_the_library_decodes_it_or_as_its_bytes(smollm_model):
@@ -42,21 +43,21 @@ def test_smollm2s_ten_likeliest_pieces_after_emoji_read_as_ten_texts(smollm_mode
     """After "😀 😃 😄" most of the likeliest pieces start the next emoji: five of them had all read " �" or "�"."""
     guesses = explorer.next_token(smollm_model, explorer.run(smollm_model, "Emoji: 😀 😃 😄"), 10)
     assert guesses["text"].nunique() == 10, guesses[["piece", "text"]]
-    assert " \\xf0\\x9f" in guesses["text"].tolist()  # "ĠðŁ": a space and an emoji's first two bytes
+    assert " <0xF0><0x9F>" in guesses["text"].tolist()  # "ĠðŁ": a space and an emoji's first two bytes
 
 
 def test_only_a_byte_level_piece_of_part_of_a_character_reads_as_bytes(smollm_model, minilm_model):
-    assert part_character_text(smollm_model.tokenizer, "ĠðŁ") == " \\xf0\\x9f"
-    assert part_character_text(smollm_model.tokenizer, "Ģ") == "\\x80"  # a byte that only continues a character
+    assert part_character_text(smollm_model.tokenizer, "ĠðŁ") == " <0xF0><0x9F>"
+    assert part_character_text(smollm_model.tokenizer, "Ģ") == "<0x80>"  # a byte that only continues a character
     assert part_character_text(smollm_model.tokenizer, "ĠcafÃ©") is None  # " café": whole characters
     assert part_character_text(smollm_model.tokenizer, "<|im_start|>") is None  # an added token, not bytes
     assert part_character_text(minilm_model.tokenizer, "##ing") is None  # WordPiece spells characters
     assert piece_text(minilm_model, minilm_model.tokenizer.token_id("[UNK]")) == "[UNK]"
 
 
-def test_a_quoted_piece_shows_its_spaces_and_breaks_and_keeps_a_backslash_single():
-    assert quoted(" Paris") == "' Paris'"
-    assert quoted("\n\t") == "'\\n\\t'"  # what repr writes
-    assert quoted("\u00a0") == "'\\u00a0'"  # a no-break space draws nothing: repr writes it \xa0, like a byte
-    assert quoted(" \\xf0\\x9f") == "' \\xf0\\x9f'"  # part_character_text's bytes as the caption explains them
-    assert quoted("\\") == "'\\'"  # repr doubles it
+def test_a_quoted_piece_reads_as_repr_writes_it_but_a_mark_with_nothing_to_draw_on():
+    for text in (" Paris", "\n\t", "\u00a0", " \\", "it's", "a\"b'c", "e\u0301", "\U000e0041", " <0xF0>"):
+        assert quoted(text) == repr(text)  # spaces, breaks and backslashes shown as Python shows them
+    # SmolLM2's likeliest piece after "I love you ❤" is U+FE0F alone: repr's "'️'" draws as empty quotes
+    assert quoted("\ufe0f") == "'\\ufe0f'"
+    assert quoted(" \u0301") == "' \\u0301'"  # an accent after a space would sit on it

@@ -18,7 +18,7 @@ from explorer.config import CheckpointConfig, ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
 from explorer.norm_export import norm_attention_csv, norm_attention_json
 from explorer.prediction import can_predict, next_token
-from explorer.text_reading import part_character_text, quoted
+from explorer.text_reading import quoted
 from explorer.trace import AttentionMaps, Trace
 from pictures import notebook_figures
 from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_cells
@@ -29,7 +29,7 @@ from views.ablation_controls import toggle_head
 from views.matrix_view import picked_value, show_board
 from views.query_params import URL_BOOLEAN, screen_view_params, show_url_notes, warn_junk_url
 from views.state import session_model, shown_run, sidebar_run, trace_maker
-from views.text_notes import PART_CHARACTER
+from views.text_notes import part_character_note
 from views.trace_caches import entropy_of, grid_of, norm_attention_later, norm_attention_of, roles_of
 from views.widgets import (
     ENTROPY_COLUMNS,
@@ -289,11 +289,10 @@ def next_token_section(trace: Trace) -> None:
         return
     table = next_token(model, trace, k=10)
     st.subheader("What comes next")
-    parts = model.tokenizer is not None and any(part_character_text(model.tokenizer, p) for p in table["piece"])
     st.caption(
         f"After `{code_text(trace.tokens[-1])}`, the last piece, the model's output goes through its read-out and a "
         "softmax over its whole vocabulary: its ten likeliest next pieces, from the same run as the maps below."
-        + (PART_CHARACTER if parts else "")
+        + part_character_note(model.tokenizer, table["piece"])
     )
     shown = table[["rank", "text", "piece", "probability", "logit"]].rename(
         columns={"text": "next piece", "piece": "vocabulary piece (Ġ = a space)"}

@@ -36,7 +36,7 @@ from explorer.heads_text import (
 )
 from explorer.model import Transformer
 from explorer.prediction import can_predict
-from explorer.text_reading import part_character_text, quoted
+from explorer.text_reading import quoted
 from explorer.trace import AttentionMaps, Trace
 from pictures.boards import board
 from pictures.heads_charts import after_before_figure, after_before_panel, attention_change_figure, clickable_board
@@ -46,7 +46,7 @@ from views.heads_caches import ablation_effects_of, attribution_of, lens_of, top
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, url_int, warn_junk_url
 from views.state import app_state, base_trace_maker, session_model, sidebar_run, trace_maker, weights_note
-from views.text_notes import PART_CHARACTER
+from views.text_notes import part_character_note
 from views.widgets import (
     NUMBER_SELECT_PX,
     PLOTLY_CONFIG,
@@ -126,7 +126,7 @@ def prediction_table(model: Transformer, before: Trace, after: Trace) -> None:
     table = prediction_change(model, before, after, k=TOP_PIECES)
     st.caption(
         f"The {TOP_PIECES} likeliest next pieces of either run, with their probability and rank before and after the "
-        "heads were removed, and the change (after − before)."
+        "heads were removed, and the change (after − before)." + part_character_note(model.tokenizer, table["piece"])
     )
     shown = table[["rank", "rank_after", "text", "probability_before", "probability_after", "change"]].rename(
         columns={
@@ -236,14 +236,12 @@ def piece_choice(before: Trace) -> str:
         "spells them (Ġ is a space). The first is what the model predicts.",
     )
     rank = options.index(piece) + 1
-    tokenizer = session_model().tokenizer
-    part = tokenizer is not None and part_character_text(tokenizer, piece) is not None
     st.caption(
         f"Sharing out the logit of {markdown_literal(quoted(texts[piece]))} (the vocabulary's `{code_text(piece)}`), "
         "the model's "
         + ("top guess" if rank == 1 else f"guess number {rank}")
         + f" with every head (p = {chances[piece]:.3f})."
-        + (PART_CHARACTER if part else "")
+        + part_character_note(session_model().tokenizer, [piece])
     )
     return piece
 
@@ -388,7 +386,7 @@ def main() -> None:
     except ConfigError as e:
         st.error(str(e), icon=":material/error:")
     lines = [plain(summary(cfg, trace))] + ([removed_words(removed, mode) + "."] if removed else [])
-    lines += [plain(sentence) for sentence in SAID]
+    lines += SAID  # plain text already: plain() would take a piece "**" out of them
     view_download("What heads do", lines, lambda: [make() for make in figures], "heads", top)
 
 

@@ -7,16 +7,17 @@
 - A byte-level checkpoint (SmolLM2) labels the pieces of "café" or "🦀" as its vocabulary spells them, byte by byte
   ("ĠcafÃ©", "ĠðŁ" "¦" "Ģ"), which looks like a broken page unless someone says what they read.
 
-And PART_CHARACTER, for the pages that list next pieces: what the \\x in such a piece's text means.
+And PART_CHARACTER, for the pages that list next pieces: what a <0xF0> in such a piece's text means.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 
 from explorer.config import PAD_TOKEN, ConfigError
-from explorer.text_reading import byte_spellings, unknown_words
+from explorer.text_reading import byte_spellings, part_character_text, unknown_words
 from explorer.tokenization import PieceTokenizer
 from views.widgets import markdown_literal
 
@@ -25,8 +26,8 @@ MAX_NAMED = 5  # unknown words the sentence names; the rest it counts
 INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me"}
 # Said after a list of next pieces when one holds only part of a character (explorer.text_reading.part_character_text)
 PART_CHARACTER = (
-    " A piece that holds only part of a character's bytes reads as those bytes, each written \\\\x and two hex "
-    "digits: the character takes more than one piece."
+    " A piece that holds only part of a character's bytes reads as those bytes, each named as Llama's vocabularies "
+    "name a byte (`<0xF0>`): the character takes more than one piece."
 )
 SHOWN_CHARS = 20  # characters of a long unknown word the sentence shows
 # "<pad>", "[pad]", "{PAD}", "PAD", "<PAD>": a pad by another spelling; the lower-case word "pad" is left alone
@@ -137,3 +138,10 @@ def visible(read: str) -> bool:
 def code(piece: str) -> str:
     """A piece as inline code, whatever backticks it holds."""
     return f"`` {piece} ``" if "`" in piece else f"`{piece}`"
+
+
+def part_character_note(tokenizer: PieceTokenizer | None, pieces: Iterable[str]) -> str:
+    """PART_CHARACTER when one of the pieces holds only part of a character, else "": for a caption's end."""
+    if tokenizer is None or not any(part_character_text(tokenizer, piece) for piece in pieces):
+        return ""
+    return PART_CHARACTER
