@@ -204,6 +204,21 @@ def test_the_views_html_file_keeps_a_piece_of_asterisks(smollm_model, monkeypatc
     assert any(line.startswith("The logit of ' **' at the last position") for line in lines), lines
 
 
+def test_each_list_of_smollm2s_pieces_says_what_a_byte_named_in_it_means(smollm_model, monkeypatch):
+    """After a row of emoji the likeliest pieces hold part of a character, which read as bytes named <0xF0>."""
+    monkeypatch.setitem(caches._CHECKPOINTS, "smollm2-135m", smollm_model)
+    at = opened(timeout=300, model="smollm2-135m", tokens="Emoji: 😀 😃 😄", ablate="L0H0")
+    captions = [c.value for c in at.caption]
+    lists = ("likeliest next pieces of either run", "Sharing out the logit of", "read out as if it were the last")
+    for words in lists:  # the before/after table, the piece the board shares out, the logit lens
+        [caption] = [c for c in captions if words in c]
+        assert "`<0xF0>`" in caption, caption
+    [sharing] = [c for c in captions if lists[1] in c]
+    assert "' <0xF0><0x9F><0x98>'" in as_read(sharing)  # the top guess, "ĠðŁĺ": a space and three of four bytes
+    plain = opened(timeout=300, model="smollm2-135m", tokens=PROMPT)
+    assert not [c.value for c in plain.caption if "<0xF0>" in c.value]  # " Paris" holds whole characters
+
+
 def test_minilm_shows_every_heads_effect_on_the_embedding_and_no_lens(minilm_model, monkeypatch):
     monkeypatch.setitem(caches._CHECKPOINTS, "minilm-l6", minilm_model)
     at = opened(timeout=300, model="minilm-l6", tokens=SENTENCE, ablate="L1H3")

@@ -345,6 +345,7 @@ def lens_section(model: Transformer, trace: Trace, removed: tuple[Head, ...]) ->
         "final norm and the read-out: the logit lens, nostalgebraist 2020). Each cell is that block's top guess for "
         "the next piece at that position, coloured by its probability; hover lists its five likeliest. The top row, "
         "after the last block, is the model's own output: its right-most cell is the prediction."
+        + part_character_note(model.tokenizer, lens["piece"])
     )
     say(lens_sentence(lens, len(tokens) - 1, n_layers))
     plotly_chart(lens_grid_figure(lens, tokens), "heads_lens")
