@@ -48,11 +48,12 @@ def byte_spellings(tokenizer: PieceTokenizer, encoding: Encoding) -> list[tuple[
     pieces: list[str] = []  # pieces that end inside a character, then the piece that completes it
     spelled = b""  # their bytes
     for piece in encoding.labels:
-        if any(char not in BYTE_OF_CHAR for char in piece):  # an added token, spelled as itself: no bytes
+        held = piece_bytes(piece)
+        if held is None:  # an added token, spelled as itself: no bytes
             pieces, spelled = [], b""
             continue
         pieces.append(piece)
-        spelled += bytes(BYTE_OF_CHAR[char] for char in piece)
+        spelled += held
         try:
             read = spelled.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -67,6 +68,14 @@ def byte_spellings(tokenizer: PieceTokenizer, encoding: Encoding) -> list[tuple[
     return found
 
 
+def piece_bytes(piece: str) -> bytes | None:
+    """The bytes a byte-level piece spells ("ĠðŁ" -> b" \\xf0\\x9f"); None for an added token ("<|im_start|>"),
+    spelled as itself."""
+    if any(char not in BYTE_OF_CHAR for char in piece):
+        return None
+    return bytes(BYTE_OF_CHAR[char] for char in piece)
+
+
 def quoted(text: str) -> str:
     """A piece's text as the pages and sentences show it, as repr writes it ("' Paris'", "'\\n'", "'\\xa0'", a
     backslash doubled), except that a mark that draws on the character before it is written as its code point where
@@ -76,8 +85,10 @@ def quoted(text: str) -> str:
     for i, char in enumerate(text):
         if char in (quote, "\\"):
             shown.append("\\" + char)
-        elif not char.isprintable() or (unicodedata.category(char) in MARKS and (i == 0 or text[i - 1].isspace())):
-            shown.append(repr(char)[1:-1] if not char.isprintable() else f"\\u{ord(char):04x}")
+        elif not char.isprintable():
+            shown.append(repr(char)[1:-1])
+        elif unicodedata.category(char) in MARKS and (i == 0 or text[i - 1].isspace()):
+            shown.append(f"\\u{ord(char):04x}")
         else:
             shown.append(char)
     return quote + "".join(shown) + quote
@@ -88,9 +99,9 @@ def part_character_text(tokenizer: PieceTokenizer, piece: str) -> str | None:
     and llama.cpp name a byte: " <0xF0><0x9F>" for "ĠðŁ", the first two of an emoji's four, where decoding gives
     " �" for every such piece alike. None for a piece that reads as whole characters, or from another kind of
     tokenizer."""
-    if tokenizer.kind != BYTE_LEVEL_BPE or any(char not in BYTE_OF_CHAR for char in piece):
+    spelled = piece_bytes(piece) if tokenizer.kind == BYTE_LEVEL_BPE else None
+    if spelled is None:
         return None
-    spelled = bytes(BYTE_OF_CHAR[char] for char in piece)
     try:
         spelled.decode("utf-8")
     except UnicodeDecodeError:

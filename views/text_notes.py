@@ -17,13 +17,13 @@ import unicodedata
 from collections.abc import Iterable
 
 from explorer.config import PAD_TOKEN, ConfigError
-from explorer.text_reading import byte_spellings, part_character_text, unknown_words
+from explorer.text_reading import MARKS, byte_spellings, part_character_text, unknown_words
 from explorer.tokenization import PieceTokenizer
 from views.widgets import markdown_literal
 
 MAX_NAMED = 5  # unknown words the sentence names; the rest it counts
 # Unicode categories of characters that draw nothing of their own: controls, format characters, separators, marks
-INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp", "Mn", "Me"}
+INVISIBLE = {"Cc", "Cf", "Zs", "Zl", "Zp"} | MARKS
 # Said after a list of next pieces when one holds only part of a character (explorer.text_reading.part_character_text)
 PART_CHARACTER = (
     " A piece that holds only part of a character's bytes reads as those bytes, each named as Llama's vocabularies "
