@@ -180,12 +180,19 @@ def _head_board(
 
 def _colour_bar(name: str, zmin: float, zmax: float, n_layers: int) -> dict:
     """A board's colour bar: Plotly's round labels, as many as COLOUR_BAR_LABEL_PX allows; a short board's room for
-    three or fewer got one round label ("0") and none at the top, so it is labelled at its ends (and 0) instead."""
+    three or fewer got one round label ("0") and none at the top, so it is labelled at its ends (and 0) instead,
+    each label hung below its tick: a label centred on the top end had run into the bar's title above it."""
     labels = _rows_px(n_layers) // COLOUR_BAR_LABEL_PX
     if labels > 3:
         return {"title": {"text": name}, "nticks": labels}
     ends = [zmin, 0.0, zmax] if zmin < 0 < zmax else [zmin, zmax]
-    return {"title": {"text": name}, "tickvals": ends, "ticktext": [f"{end:.3g}".replace("-", "−") for end in ends]}
+    return {
+        "title": {"text": name},
+        "tickvals": ends,
+        "ticktext": [f"{end:.3g}".replace("-", "−") for end in ends],
+        "ticks": "outside",
+        "ticklabelposition": "outside bottom",
+    }
 
 
 def cells_fraction(n_heads: int) -> float:

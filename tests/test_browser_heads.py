@@ -91,8 +91,11 @@ def test_a_one_head_board_keeps_its_cell_narrow_and_its_colour_bar_beside_it(pag
         """gd => {
             const xa = gd._fullLayout.xaxis, box = gd.getBoundingClientRect();
             const bar = gd.querySelector('.colorbar').getBoundingClientRect();
+            const labels = [...gd.querySelectorAll('.colorbar .cbaxis text')];
+            const title = gd.querySelector('.colorbar .cbtitle text').getBoundingClientRect();
             return {cell: xa._length, gap: bar.left - (box.left + xa._offset + xa._length), figure: box.width,
-                labels: [...gd.querySelectorAll('.colorbar .cbaxis text')].map(t => t.textContent)};
+                labels: labels.map(t => t.textContent),
+                clearance: Math.min(...labels.map(t => t.getBoundingClientRect().top)) - title.bottom};
         }"""
     )
     # Room for two labels: Plotly's round ones had been "0" alone; the bar now names its top, the largest effect
@@ -101,5 +104,7 @@ def test_a_one_head_board_keeps_its_cell_narrow_and_its_colour_bar_beside_it(pag
     assert drawn["cell"] <= HEAD_CELL_MAX_PX + 1, drawn  # +1: Plotly rounds the plot's px
     # Plotly's own gap between a plot and its colour bar is 2 % of the plot: 10-20 px, nowhere near the 350 px before
     assert 0 <= drawn["gap"] <= 30, drawn
+    # The top label had been centred on the bar's end, half of it over the bar's title: it now hangs below its tick
+    assert drawn["clearance"] >= 0, drawn
     assert drawn["figure"] >= BOARD_TEXT_PX - 1, drawn  # still as wide as its subtitle, which it shows uncut
     assert not page.errors, page.errors
