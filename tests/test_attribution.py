@@ -158,7 +158,16 @@ def test_pieces_are_named_by_spelling_or_id_and_a_model_without_a_read_out_says_
     assert (by_name.text, by_name.logit) == (" Paris", by_id.logit)
     np.testing.assert_array_equal(by_name.heads, by_id.heads)
     assert repr(by_name).startswith("LogitAttribution(' Paris' logit 17.37")
-    for junk, words in [("Paris-ish", "vocabulary spells it"), (10**6, "outside the model's vocabulary")]:
+    # The text next_token's table shows (the README's piece=" John") names the piece as its spelling does
+    by_text = logit_attribution(smollm_model, trace, " Paris")
+    assert by_text.token_id == by_name.token_id
+    table = explorer.next_token(smollm_model, trace, k=5)
+    for text, spelling in zip(table["text"], table["piece"], strict=True):
+        assert logit_attribution(smollm_model, trace, text).piece == spelling
+    for junk, words in [
+        ("Paris-ish", r"reads as 3 pieces for this tokenizer \('Paris', '-', 'ish'\)"),
+        (10**6, "outside the model's vocabulary"),
+    ]:
         with pytest.raises(explorer.ConfigError, match=words):
             logit_attribution(smollm_model, trace, junk)
     with pytest.raises(explorer.ConfigError) as raised:

@@ -217,7 +217,8 @@ def _head_outputs(block: Block, st: StackTrace, weights: np.ndarray, layer: int)
 
 
 def _token_id(model: Transformer, trace: Trace, piece: str | int | None) -> int:
-    """The read-out row of `piece`: its id, the id of its spelling, or (None) the likeliest next piece."""
+    """The read-out row of `piece`: its id, the id of its spelling or of the one piece its text reads as, or (None)
+    the likeliest next piece."""
     n_rows = model.head.out_features
     if piece is None:
         return int(torch.argmax(last_logits(model, trace)))
@@ -227,13 +228,29 @@ def _token_id(model: Transformer, trace: Trace, piece: str | int | None) -> int:
         return int(piece)
     if isinstance(piece, str):
         found = _spelled(model, piece)
+        if found is None and model.tokenizer is not None and piece:
+            found = _read_as_one_piece(model, piece)
         if found is not None:
             return found
         raise ConfigError(
-            f"{piece!r} is not a piece of this model's vocabulary: write it as the vocabulary spells it (as "
-            "next_token's 'piece' column shows it, e.g. 'ĠParis' for ' Paris'), or pass its id."
+            f"{piece!r} is not a piece of this model's vocabulary: write it as next_token's 'text' column shows it "
+            "(' Paris'), as the vocabulary spells it (its 'piece' column: 'ĠParis'), or pass its id."
         )
-    raise ConfigError(f"A piece is its spelling or its id (a whole number), not {type(piece).__name__}.")
+    raise ConfigError(f"A piece is its text, its spelling or its id (a whole number), not {type(piece).__name__}.")
+
+
+def _read_as_one_piece(model: Transformer, text: str) -> int:
+    """The id of the one piece the model's tokenizer reads `text` as (" Paris" -> "ĠParis"); a text it reads as
+    several pieces has no one logit, and the error names them."""
+    encoding = model.tokenizer.encode(text)
+    ids = [i for i, span in zip(encoding.ids, encoding.offsets, strict=True) if span != (0, 0)]  # no added specials
+    if len(ids) == 1:
+        return ids[0]
+    pieces = ", ".join(repr(piece_text(model, i)) for i in ids)
+    raise ConfigError(
+        f"{text!r} reads as {len(ids)} pieces for this tokenizer ({pieces}); a logit is one piece's: pass one of "
+        "them, its spelling or its id."
+    )
 
 
 def _spelled(model: Transformer, piece: str) -> int | None:
