@@ -6,6 +6,8 @@ from functools import lru_cache
 
 from explorer.build import parameter_total
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
+from explorer.machine_memory import available_bytes
+from explorer.model import Transformer
 
 MAX_PARAMETERS = 100_000_000  # 400 MB of float32 weights: BERT-base's twelve blocks (85 million) fit
 MAX_TRACE_BYTES = 256_000_000  # one input's trace; the app caches a few (dashboard.cached_run)
@@ -41,7 +43,8 @@ def trace_bytes(cfg: ModelConfig, n_source: int, n_target: int | None = None) ->
 
 def check_app_size(cfg: ModelConfig, n_source: int, n_target: int | None = None) -> None:
     """Raise ConfigError, saying what to make smaller, when the app would build a model or keep a trace too large
-    for a laptop or a shared server. explorer.run itself has no such limit."""
+    for a laptop or a shared server. explorer.run itself refuses only a trace larger than the machine's free
+    memory (check_fits_in_memory)."""
     checkpoint = isinstance(cfg, CheckpointConfig)
     parameters = 0 if checkpoint else _parameters(cfg)
     if parameters > MAX_PARAMETERS:
@@ -61,3 +64,35 @@ def check_app_size(cfg: ModelConfig, n_source: int, n_target: int | None = None)
             f"{budget / 1e6:,.0f} MB per input. Use fewer tokens, layers or heads, or a smaller d_model "
             "or d_ff."
         )
+
+
+def run_bytes(model: Transformer, n_source: int, n_target: int | None, keep_scores: bool) -> tuple[int, int]:
+    """(all, attention weights): an upper estimate of the bytes explorer.run's trace of `model` keeps, read from the
+    model's own stacks (an imported torch model has no ModelConfig), as trace_bytes reads a config."""
+    stacks = [(model.first_stack.spec, n_source, 0)]
+    if model.encoder is not None and model.decoder is not None and n_target is not None:
+        stacks.append((model.decoder.spec, n_target, n_source))  # its cross-attention reads every source position
+    floats = cells = 0
+    for spec, tokens, memory in stacks:
+        floats += spec.n_layers * tokens * (FLOATS_PER_LAYER_TOKEN * spec.d_model + spec.d_ff)
+        cells += spec.n_layers * spec.n_heads * tokens * (tokens + memory)
+    return 4 * (floats + cells * (2 if keep_scores else 1)), 4 * cells
+
+
+def check_fits_in_memory(model: Transformer, n_source: int, n_target: int | None, keep_scores: bool) -> None:
+    """Raise ConfigError when a run's trace alone would take more memory than the machine has free: torch asked for
+    27 GB for 5,000 pieces through SmolLM2 and failed deep inside the forward with its own allocator's message (or,
+    on a machine that overcommits, the kernel ends the process)."""
+    free = available_bytes()
+    if free is None:
+        return
+    size, weights = run_bytes(model, n_source, n_target, keep_scores)
+    if size <= free:
+        return
+    spec = model.first_stack.spec
+    scores = ", as much again of their scores (keep_scores=False keeps none)" if keep_scores else ""
+    raise ConfigError(
+        f"This run would keep about {size / 1e6:,.0f} MB: {weights / 1e6:,.0f} MB of attention weights "
+        f"({spec.n_layers} layers × {spec.n_heads} heads, {n_source:,} positions){scores}, and the activations; "
+        f"this machine has {free / 1e6:,.0f} MB free. Use a shorter text."
+    )

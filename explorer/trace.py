@@ -12,6 +12,7 @@ from explorer.ablation import Head, HeadAblation, checked_heads, checked_mode, h
 from explorer.build import build_model
 from explorer.config import ConfigError, ModelConfig
 from explorer.inputs import Source, prepare_inputs
+from explorer.limits import check_fits_in_memory
 from explorer.model import Records, Transformer, float32_default
 
 # Every activation a stack keeps for each block, by the name after "blocks.<layer>." (as TransformerLens's
@@ -248,6 +249,8 @@ def run(
     heads, ablation = _ablation(model, ablate, ablate_with)
     with torch.inference_mode():
         inputs = prepare_inputs(model, source, target, mask=mask, target_mask=target_mask, memory_mask=memory_mask)
+        n_target = None if inputs.target is None else len(inputs.target.tokens)
+        check_fits_in_memory(model, len(inputs.source.tokens), n_target, keep_scores)
         runs = inputs.forward(model, ablation=ablation, keep_scores=keep_scores)
         first, second = inputs.source, inputs.target
         out, records = runs[0]

@@ -10,8 +10,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import explorer
+from explorer import machine_memory
 from explorer.config import ConfigError, ModelConfig
-from explorer.limits import attention_cells, check_app_size, trace_bytes
+from explorer.limits import attention_cells, check_app_size, run_bytes, trace_bytes
 from views.state import STATE_KEY
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -78,3 +79,36 @@ def test_the_page_says_so_instead_of_building():
     assert any("parameters" in e.value and "the app builds at most" in e.value for e in at.error)
     state = at.session_state[STATE_KEY]
     assert state.model is None and state.trace is None
+
+
+def test_explorer_run_refuses_a_trace_larger_than_the_free_memory_before_running(monkeypatch):
+    """5,000 pieces through SmolLM2 had torch ask for 27 GB deep in the forward and fail with its allocator's
+    message; a machine's free memory is whatever it is, so the test sets it."""
+    cfg = ModelConfig(n_layers=2, n_heads=4, d_model=64, d_ff=128)
+    tokens = ["w"] * 100
+    needed = trace_bytes(cfg, 100) + 4 * attention_cells(cfg, 100)  # with the scores run keeps by default
+    assert run_bytes(explorer.build_model(cfg), 100, None, keep_scores=True) == (needed, 4 * attention_cells(cfg, 100))
+    both = dataclasses.replace(cfg, arch="encoder-decoder")  # read from the model's stacks, as trace_bytes reads cfg
+    assert run_bytes(explorer.build_model(both), 100, 7, keep_scores=False)[0] == trace_bytes(both, 100, 7)
+    monkeypatch.setattr("explorer.limits.available_bytes", lambda: needed - 1)
+    with pytest.raises(ConfigError, match=r"2 layers × 4 heads, 100 positions.*Use a shorter text"):
+        explorer.run(cfg, tokens)
+    assert explorer.run(cfg, tokens, keep_scores=False).attention.shape == (2, 4, 100, 100)  # no scores: it fits
+    monkeypatch.setattr("explorer.limits.available_bytes", lambda: None)  # a system that does not say: no check
+    assert explorer.run(cfg, tokens).attention.shape == (2, 4, 100, 100)
+
+
+def test_the_free_memory_is_read_from_the_system_where_it_says(tmp_path, monkeypatch):
+    (tmp_path / "meminfo").write_text("MemTotal: 8000 kB\nMemFree: 100 kB\nMemAvailable: 5000 kB\n")
+    monkeypatch.setattr(machine_memory, "MEMINFO", tmp_path / "meminfo")
+    monkeypatch.setattr(machine_memory, "CGROUP", tmp_path / "no cgroup")
+    assert machine_memory.available_bytes() == 5000 * 1024
+    (tmp_path / "cgroup").mkdir()
+    (tmp_path / "cgroup" / "memory.max").write_text("4096000\n")
+    (tmp_path / "cgroup" / "memory.current").write_text("1024000\n")
+    monkeypatch.setattr(machine_memory, "CGROUP", tmp_path / "cgroup")
+    assert machine_memory.available_bytes() == 3072000  # the container's limit leaves less than the machine
+    (tmp_path / "cgroup" / "memory.max").write_text("max\n")
+    assert machine_memory.available_bytes() == 5000 * 1024
+    monkeypatch.setattr(machine_memory, "MEMINFO", tmp_path / "absent")
+    assert machine_memory.available_bytes() is None
