@@ -28,6 +28,9 @@ from pictures.style import (
 )
 
 LENS_TEXT_CELLS = 600  # the top piece is written in each cell up to this many cells (30 blocks x 20 positions)
+# A cell's piece is cut to this many characters (the whole piece in its hover): Plotly writes every cell of a heatmap
+# at one font size, the largest the longest text fits, and one cell's " <0xF0><0x9F><0x98>" made every cell's 3 px.
+LENS_CELL_CHARS = 8
 BOARD_TEXT_CELLS = 144  # a board writes each head's value in its cell up to this many heads (12 x 12)
 CELL_PX = 26  # px per row of a board or grid, so a 30-block model stays readable without scrolling past it
 MIN_BOARD_ROWS = 3  # a 1- or 2-layer board still gets cells tall enough to read, hover and click
@@ -57,10 +60,20 @@ def _visible(text: str, piece: str) -> str:
     return "".join("↵" if c == "\n" else "⇥" if c == "\t" else "␣" for c in text)
 
 
+def _cell_text(text: str, most: int = LENS_CELL_CHARS) -> str:
+    """`text` cut to `most` characters with an ellipsis, whole byte names kept (" <0xF0>…", not " <0xF0><0…")."""
+    if len(text) <= most:
+        return text
+    cut = text[: most - 1]
+    if "<0x" in cut and cut.rfind(">") < cut.rfind("<"):  # a byte name cut in two: keep the names before it
+        cut = cut[: cut.rfind("<")]
+    return cut + "…"
+
+
 def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
     """Blocks (up) x positions (across) of explorer.logit_lens: each cell names the top piece read out after that
-    block at that position, coloured by its probability (white 0 to dark blue 1); hover lists the k pieces of the
-    cell. `tokens`: the output stack's tokens (trace.last.tokens)."""
+    block at that position (cut to LENS_CELL_CHARS), coloured by its probability (white 0 to dark blue 1); hover
+    lists the k pieces of the cell, whole. `tokens`: the output stack's tokens (trace.last.tokens)."""
     layers = sorted(set(lens["layer"].tolist()))
     positions = sorted(set(lens["position"].tolist()))
     labels = token_labels(tokens)
@@ -77,7 +90,7 @@ def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
         if rank == 1:
             spelled = lens["piece"][at].tolist()
             probability[i, j] = chances
-            text[i, j] = [label_text(_visible(t, p)) for t, p in zip(pieces, spelled, strict=True)]
+            text[i, j] = [label_text(_cell_text(_visible(t, p))) for t, p in zip(pieces, spelled, strict=True)]
         lines = [f"{rank}. {label_text(quoted(t))} {p:.3f}" for t, p in zip(pieces, chances, strict=True)]
         hover[i, j] = np.where(hover[i, j] == "", lines, hover[i, j] + "<br>" + np.array(lines, dtype=object))
     x = [label_text(labels[p]) for p in positions]

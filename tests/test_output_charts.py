@@ -3,6 +3,8 @@ browser gets, next to explorer.logit_lens, logit_attribution and head_ablation_e
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,6 +15,7 @@ from explorer.analysis.attribution import logit_attribution
 from explorer.analysis.logit_lens import logit_lens
 from pictures.output_charts import (
     CELL_PX,
+    LENS_CELL_CHARS,
     MIN_BOARD_ROWS,
     ablation_board_figure,
     attribution_board_figure,
@@ -60,10 +63,25 @@ def test_the_lens_grid_shows_blank_pieces_and_says_from_which_block_the_guess_ho
     figure = figure_json(lens_grid_figure(lens, ["x", "y"]))
     text = np.array(figure["data"][0]["text"])
     # No cell with a guess is blank: spaces (a no-break one too) and line breaks are drawn, an empty text is spelled.
-    assert text[:, 0].tolist() == ["␣", "␣", "&lt;|endoftext|&gt;"] and text[0, 1] == "↵"
+    assert text[:, 0].tolist() == ["␣", "␣", "&lt;|endof…"] and text[0, 1] == "↵"  # cut to LENS_CELL_CHARS
     assert "at the last position ' Paris' is the top guess from block 1 on" in figure_title(figure)
     assert figure["layout"]["xaxis"]["title"]["text"] == "position (token)"
     assert figure["layout"]["yaxis"]["title"]["text"] == "after block"
+
+
+def test_a_long_piece_is_cut_in_its_cell_and_whole_in_its_hover():
+    """Plotly writes every cell at the size the longest text fits: SmolLM2's guess " <0xF0><0x9F><0x98>" after an
+    emoji made every cell of the lens 3 px."""
+    pieces = [" <0xF0><0x9F><0x98>", "<0x85>", " OrderedDict", " Paris"]
+    lens = pd.DataFrame(
+        {"layer": 0, "position": range(4), "rank": 1, "piece": ["x"] * 4, "text": pieces, "probability": 0.5}
+    )
+    heatmap = figure_json(lens_grid_figure(lens, ["a", "b", "c", "d"]))["data"][0]
+    cells = [html.unescape(text) for text in np.array(heatmap["text"])[0]]
+    assert cells == [" <0xF0>…", "<0x85>", " Ordere…", " Paris"]  # byte names kept whole
+    assert all(len(cell) <= LENS_CELL_CHARS for cell in cells)
+    hovers = [html.unescape(hover) for hover in np.array(heatmap["customdata"])[0]]
+    assert [hover.split(" ", 1)[1].rsplit(" ", 1)[0] for hover in hovers] == [repr(p) for p in pieces]
 
 
 def test_the_attribution_board_draws_each_heads_term_centred_at_zero_and_crosses_removed_heads(decoder):
