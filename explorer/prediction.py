@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from explorer.arguments import whole_in
 from explorer.config import ConfigError
 from explorer.model import Transformer, float32_default
 from explorer.text_reading import part_character_text
@@ -42,8 +43,9 @@ def top_read_out(model: Transformer, trace: Trace, k: int = 10) -> pd.DataFrame:
     """rank, piece, text, probability, logit of the k likeliest pieces the read-out gives at the last position of the
     trace's output stack, for any model with a read-out (next_token's table for a causal one)."""
     logits = last_logits(model, trace)  # [V]
+    k = min(whole_in("k", k, 1), logits.numel())  # more than the vocabulary: all of it
     probabilities = torch.softmax(logits, dim=-1)  # [V], in float64 so tiny probabilities still sum to 1
-    top = torch.topk(probabilities, min(k, probabilities.numel()))
+    top = torch.topk(probabilities, k)
     ids = top.indices.tolist()
     return pd.DataFrame(
         {

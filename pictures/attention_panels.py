@@ -11,7 +11,7 @@ from explorer.config import PAD_TOKEN
 from explorer.norm_export import norm_matrix
 from explorer.trace import AttentionMaps
 from pictures.boards import matrix_panel, sheet_panel
-from pictures.style import BLUES, VIRIDIS, Ramp, layer_head_axes
+from pictures.style import BLUES, VIRIDIS, Ramp, label_text, layer_head_axes
 
 WEIGHTS = Ramp(BLUES, 0.0, 1.0)  # weight 0 = near white, 1 = dark blue; grey is reserved for masked cells
 EMPTY_ROW_MARK = "⊘ "
@@ -33,6 +33,11 @@ def token_labels(tokens: list[str]) -> list[str]:
         seen.add(label)
         labels.append(label)
     return labels
+
+
+def plotly_token_labels(tokens: list[str]) -> list[str]:
+    """token_labels as Plotly text (label_text): a token "<b>" is drawn as typed, not as bold."""
+    return [label_text(label) for label in token_labels(tokens)]
 
 
 def stretch_top(weights: np.ndarray, allowed: np.ndarray) -> float:

@@ -11,7 +11,7 @@ from explorer.analysis.stats import attention_matrix
 from explorer.model import Transformer
 from explorer.norm_export import norm_matrix
 from explorer.trace import AttentionMaps, Trace
-from pictures.attention_panels import NORM, key_value_norms, norm_scale_note, norm_top, stretch_top, token_labels
+from pictures.attention_panels import NORM, key_value_norms, norm_scale_note, norm_top, plotly_token_labels, stretch_top
 from pictures.style import BLUES, plotly_scale
 
 
@@ -46,8 +46,8 @@ def norm_maps_figure(
     figure = go.Figure(
         go.Heatmap(
             z=np.where(allowed, values, np.nan),
-            x=token_labels(maps.key_tokens),
-            y=token_labels(maps.query_tokens),
+            x=plotly_token_labels(maps.key_tokens),
+            y=plotly_token_labels(maps.query_tokens),
             customdata=np.stack([weights, sizes], axis=-1),  # [Tq, Tk, 2]
             zmin=0.0,
             zmax=top,

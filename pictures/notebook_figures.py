@@ -26,6 +26,7 @@ from explorer.analysis.position_analysis import (
 )
 from explorer.analysis.stats import head_average
 from explorer.anatomy import norm_name, parameter_counts, parameter_groups
+from explorer.arguments import whole_in
 from explorer.build import build_model
 from explorer.compare import paired_attention
 from explorer.config import CheckpointConfig
@@ -38,7 +39,7 @@ from pictures import activation_charts
 # Made beside the pages that draw them, offered here with the rest (explorer.FIGURES): re-exported by name.
 from pictures.activation_charts import massive_share_figure as massive_share_figure
 from pictures.activation_charts import token_norm_figure as token_norm_figure
-from pictures.attention_panels import scale_note, token_labels, top_of
+from pictures.attention_panels import plotly_token_labels, scale_note, top_of
 from pictures.compare_charts import difference_scale
 from pictures.mixing_charts import flow_figure as flow_figure
 from pictures.mixing_charts import rollout_figure as rollout_figure
@@ -61,8 +62,8 @@ def _weights(maps: AttentionMaps, layer: int, head: int | None) -> np.ndarray:
 def _heatmap(maps: AttentionMaps, values: np.ndarray, visible: bool = True, top: float = 1.0) -> go.Heatmap:
     return go.Heatmap(
         z=values,
-        x=token_labels(maps.key_tokens),
-        y=token_labels(maps.query_tokens),
+        x=plotly_token_labels(maps.key_tokens),
+        y=plotly_token_labels(maps.query_tokens),
         zmin=0.0,
         zmax=top,
         colorscale=plotly_scale(BLUES),
@@ -99,6 +100,8 @@ def maps_figure(
     """attention_figure of one kind of attention maps (a trace's, or Compare's A or B); `prefix` opens the title.
     Stretched, the darkest blue is `top` when given (a scale shared with another map: Compare's A and B), else this
     map's stretch_top; the subtitle says so, or that an unstretched map is pale (scale_note)."""
+    layer = whole_in("layer", layer, 0, maps.n_layers - 1)
+    head = None if head is None else whole_in("head", head, 0, maps.n_heads - 1)
     values = _weights(maps, layer, head)  # [Tq, Tk], NaN where masked
     own = top_of(values[np.isfinite(values)]) if top is None else top
     which = "average of heads" if head is None else f"head {head}"
@@ -141,14 +144,15 @@ def maps_difference_figure(
     """difference_figure of two sets of maps of one shape."""
     if a is None or b is None or a.weights.shape != b.weights.shape:
         raise ValueError("A and B need maps of the same shape (the same number of layers, heads and tokens).")
+    layer, head = whole_in("layer", layer, 0, a.n_layers - 1), whole_in("head", head, 0, a.n_heads - 1)
     difference = a.weights[layer, head].astype(np.float64) - b.weights[layer, head]  # [Tq, Tk]
     either = np.asarray(a.allowed, bool) | np.asarray(b.allowed, bool)  # [Tq, Tk]
     top, note = difference_scale(np.where(either, difference, np.nan), stretch)
     figure = go.Figure(
         go.Heatmap(
             z=difference,
-            x=token_labels(a.key_tokens),
-            y=token_labels(a.query_tokens),
+            x=plotly_token_labels(a.key_tokens),
+            y=plotly_token_labels(a.query_tokens),
             zmin=-top,
             zmax=top,
             colorscale=plotly_scale(RDBU[::-1]),  # blue: A attends more, red: B attends more, as on Compare

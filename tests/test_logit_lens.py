@@ -145,3 +145,15 @@ def test_progress_is_told_the_share_read_after_each_product():
     products = -(-pairs // ROWS_AT_ONCE)
     assert told == [min(pairs, ROWS_AT_ONCE * (i + 1)) / pairs for i in range(products)]
     assert lens.equals(logit_lens(model, trace, k=2))
+
+
+@pytest.mark.parametrize(("k", "words"), [(0, "0"), (-1, "-1"), (2.5, "2.5"), (True, "True")])
+def test_a_k_that_is_no_count_of_pieces_is_named_for_the_table_and_the_lens(k, words):
+    """k=0 had given an empty table, k=-1 torch's "selected index k out of range", and the lens read both as 1."""
+    model = explorer.build_model(explorer.ModelConfig(arch="decoder", mask="causal"), LETTERS)
+    trace = explorer.run(model, "A B C")
+    with pytest.raises(explorer.ConfigError, match=f"k is a whole number of at least 1; got {words}"):
+        explorer.next_token(model, trace, k=k)
+    with pytest.raises(explorer.ConfigError, match=f"k is a whole number of at least 1; got {words}"):
+        explorer.logit_lens(model, trace, k=k)
+    assert len(explorer.next_token(model, trace, k=11)) == 10  # more than the vocabulary: all of it

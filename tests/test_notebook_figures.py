@@ -60,6 +60,39 @@ def test_a_long_texts_map_is_pale_until_stretched_to_its_top_one_percent():
     assert "Stretch" not in figure_title(short)  # six tokens: dark enough on 0 to 1, no hint
 
 
+def test_a_token_that_looks_like_html_is_drawn_as_typed_on_every_map():
+    """Found by a notebook review: "<b>bold</b>" was drawn bold and "x<br>y" on two lines (Plotly reads HTML)."""
+    cfg = explorer.ModelConfig(n_heads=2)
+    trace = explorer.run(cfg, "a <b>bold</b> x<br>y c")
+    escaped = ["a", "&lt;b&gt;bold&lt;/b&gt;", "x&lt;br&gt;y", "c"]
+    figures = [
+        explorer.attention_figure(trace, 0, 0),
+        explorer.attention_grid_figure(trace),
+        explorer.difference_figure(trace, trace, 0, 1),
+        explorer.norm_attention_figure(explorer.build_model(cfg), trace, 0, 0),
+    ]
+    for figure in figures:
+        assert list(figure.data[0].x) == escaped and list(figure.data[0].y) == escaped
+
+
+@pytest.mark.parametrize(
+    ("layer", "head", "words"),
+    [
+        (99, 0, "layer is a whole number from 0 to 1; got 99"),
+        (-1, 0, "got -1"),
+        ("1", 0, "got '1'"),
+        (0, 4, "head is a whole number from 0 to 3; got 4"),
+        (0, True, "got True"),
+    ],
+)
+def test_a_layer_or_head_the_model_lacks_is_named_not_an_index_error(causal, layer, head, words):
+    """layer=-1 had drawn the last layer titled "layer -1"; 99 had raised numpy's IndexError."""
+    with pytest.raises(explorer.ConfigError, match=words):
+        explorer.attention_figure(causal, layer, head)
+    with pytest.raises(explorer.ConfigError, match=words):
+        explorer.difference_figure(causal, causal, layer, head)
+
+
 def test_the_grid_holds_every_layer_and_head_behind_a_slider(causal):
     figure = explorer.attention_grid_figure(causal)
     assert len(figure.data) == 2 * 4 and [t.visible for t in figure.data].count(True) == 1

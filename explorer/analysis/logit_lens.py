@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from explorer.arguments import whole_in
 from explorer.config import CheckpointConfig, ConfigError
 from explorer.model import Stack, Transformer
 from explorer.prediction import piece_name, piece_text
@@ -106,7 +107,7 @@ def logit_lens(
     L = stack.spec.n_layers
     layers = np.repeat(np.arange(L), len(shown))  # [L * P]: the block of each pair
     columns = np.tile(shown, L)  # [L * P]: the position of each pair
-    k = max(1, min(int(k), model.head.out_features))
+    k = min(whole_in("k", k, 1), model.head.out_features)  # more than the vocabulary: all of it
     names: dict[int, tuple[str, str]] = {}  # token id -> (piece, text), each looked up once
     blocks: list[pd.DataFrame] = []
     with torch.inference_mode():
