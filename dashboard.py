@@ -37,6 +37,7 @@ from views.nodelay import disable_nagle_once
 from views.query_params import NOTES_KEY, guard_number_urls_once, screen_sidebar_params, show_url_notes
 from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
 from views.text_notes import checkpoint_notes, padding_note
+from views.widgets import write_clamped_to_url
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
     st.Page("views/attention.py", title="Attention", default=True, url_path=""),  # /attention: FIRST_PAGE_BY_NAME
@@ -291,6 +292,7 @@ if shows_tokens:  # Train trains the sidebar's model with every head
     removal_banner(removal)
 try:
     navigation.run()
+    write_clamped_to_url()  # a layer, head or position a link asked for beyond the page's: the one shown
 finally:
     app_state().let_go()  # the page is drawn: the shared cache alone holds its trace (views/state.py)
 release_ended_sessions()  # closed tabs' download buttons let go of their traces (views/ended_sessions.py)

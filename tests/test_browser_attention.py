@@ -277,3 +277,18 @@ def test_taking_layers_away_and_back_keeps_screen_and_address_bar_agreeing(page,
     wait_idle(page)
     assert "There is no layer" not in alerts(page)  # said once, next to the selectors, and gone with the next pick
     assert_clean(page)
+
+
+def test_a_link_to_a_layer_and_head_the_model_lacks_puts_the_ones_shown_in_the_address_bar(page, app_url, wait_idle):
+    """Opened from a link, Streamlit dropped layer=99 from the address bar and wrote nothing: the page showed the last
+    layer and head, and a copy of its address the first ones."""
+    open_page(page, app_url + "/?layer=99&head=99", wait_idle)
+    assert "There is no layer 99 here (2 layers): showing the last, 1." in alerts(page)
+    assert (shown(page, "Layer"), shown(page, "Head")) == ("1", "3")
+    page.wait_for_function("() => location.search.includes('layer=1') && location.search.includes('head=3')")
+    other = page.context.new_page()
+    open_page(other, page.url, wait_idle)
+    assert main_map(other).locator(".mv-title").inner_text() == "self-attention · layer 1 · head 3"
+    assert "There is no" not in alerts(other)
+    other.close()
+    assert_clean(page)

@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
+from streamlit.runtime.state.session_state_proxy import get_session_state
 
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.config_words import count, mask_text, positions_text
@@ -177,6 +178,7 @@ def code_text(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
+CLAMPED = "_clamped_view"  # {key: value} clamp_view set in this run, for write_clamped_to_url
 CARRIED = "_carried_view"  # the layer and head last picked, and on which page: {"page": "attention", "layer": 1, ...}
 
 
@@ -191,6 +193,19 @@ def carry_view(page: str, key: str, options: list) -> None:
         # the binding (as in AppTest), and that widget shows the value anyway.
         with contextlib.suppress(StreamlitAPIException):
             st.query_params[key] = str(carried[key])
+
+
+def write_clamped_to_url() -> None:
+    """After the page's widgets exist: put in the address bar each value clamp_view set in this run. Opened from a
+    link (?layer=99), Streamlit drops the value its widget cannot take from the address bar and, on a first run,
+    writes nothing in its place, so a copied link showed layer 0 where the page showed the last. Streamlit's own
+    setter refuses a parameter bound to a widget; this is the call Streamlit makes when it corrects one itself."""
+    clamped = st.session_state.pop(CLAMPED, {})
+    with get_session_state().query_params() as params:
+        for key, value in clamped.items():
+            binding = params.get_binding_for_param(key)
+            if binding is not None and st.session_state.get(key) == value and params.get(key) != str(value):
+                params.set_corrected_value(key, str(value), binding.value_type)
 
 
 def clamp_view(key: str, options: list, what: str) -> bool:
@@ -208,6 +223,7 @@ def clamp_view(key: str, options: list, what: str) -> bool:
         return False
     nearest, which = (numbers[-1], "last") if value > numbers[-1] else (numbers[0], "first")
     st.session_state[key] = nearest
+    st.session_state.setdefault(CLAMPED, {})[key] = nearest
     st.warning(
         f"There is no {what} {value} here ({count(len(numbers), what)}): showing the {which}, {nearest}.",
         icon=":material/info:",
