@@ -4,6 +4,7 @@ ablation board). Plotly figures for the "What heads do" page and a notebook alik
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -247,13 +248,20 @@ def ablation_board_figure(effects: np.ndarray, removed: Iterable[Head] = ()) -> 
     change, dark blue = the largest effect); `removed` heads are crossed."""
     effects = np.asarray(effects, dtype=np.float64)  # [L, H]
     top = max(float(effects.max()), 1e-9)
-    figure = _head_board(effects, removed, 0.0, top, BLUES, "1 − cosine", ".2~g")
+    figure = _head_board(effects, removed, 0.0, top, BLUES, "1 − cosine", cell_numbers(top))
     subtitle = (
         "each head removed alone: 1 − cosine between the sentence embedding (mean over the positions) with and "
         f"without it · 0 = no change · largest {top:.3g}"
     )
     title = "What each head does to the sentence embedding"
     return figure.update_layout(legend_below(figure_layout(title, subtitle, board_height(effects.shape[0]))))
+
+
+def cell_numbers(top: float) -> str:
+    """The format of a board's cells: fixed decimals that give its largest value two significant digits (0.053,
+    0.001, 0.000 on a board whose largest is 0.0533). Plotly writes every cell at the size its longest text fits, and
+    two significant digits of each value ("0.00093") had made MiniLM's 72 cells 4 px; the hover keeps four."""
+    return f".{max(0, 1 - math.floor(math.log10(top)))}f"
 
 
 def board_height(n_layers: int) -> int:

@@ -125,6 +125,17 @@ def test_the_ablation_board_draws_one_minus_cosine_from_zero():
     assert (list(crosses["x"]), list(crosses["y"])) == (["H1"], ["L0"])
 
 
+@pytest.mark.parametrize(("top", "written"), [(0.0533, "0.053"), (0.5, "0.50"), (3.2, "3.2"), (47.0, "47")])
+def test_a_boards_cells_give_its_largest_value_two_digits_and_the_rest_as_many_decimals(top, written):
+    """Two significant digits of every value ("0.00093" beside "0.053") made MiniLM's cells 4 px: Plotly sizes every
+    cell's text to the longest."""
+    effects = np.array([[top, top / 57, 0.0]])
+    heatmap = figure_json(ablation_board_figure(effects))["data"][0]
+    numbers = heatmap["texttemplate"].removeprefix("%{z:").removesuffix("}")
+    cells = [format(value, numbers) for value in effects[0]]
+    assert cells[0] == written and max(len(cell) for cell in cells) == len(written)  # no cell longer than the top
+
+
 def test_the_notebook_figures_draw_the_engines_numbers(decoder):
     trace = explorer.run(decoder, "B A D C", ablate=[(0, 3)], ablate_with="mean")
     [lens] = figure_json(explorer.logit_lens_figure(decoder, trace))["data"]
