@@ -27,11 +27,14 @@ from pictures.style import (
 PLACEMENT_COLOURS = {"post": "#1f5fa8", "pre": "#e0701a", "res-post": "#6fcf6a", "peri": "#3d1a66"}
 PLACEMENT_DASHES = {"post": "solid", "pre": "dash", "res-post": "dot", "peri": "dashdot"}
 PLACEMENT_MARKERS = {"post": "circle", "pre": "diamond", "res-post": "square", "peri": "triangle-up"}
+# Short: at 1024 px, beside the sidebar, the chart is 530 px and each title has a third of it ("Residual RMS after
+# each block" ran into "Gradient norm per block"); the x axes say "after block" and "block".
 PANEL_TITLES = {
-    RMS: "Residual RMS after each block",
-    GRADIENT: "Gradient norm per block",
-    ENTROPY: "Attention entropy per layer",
+    RMS: "Residual RMS",
+    GRADIENT: "Gradient norm",
+    ENTROPY: "Attention entropy",
 }
+PANEL_SPACING = 0.14  # of the width between panels: room for the next panel's tick labels and its axis title
 VALUE_TITLES = {RMS: "RMS", GRADIENT: "‖gradient‖", ENTROPY: "entropy (nats)"}
 LOG_ABOVE = 30.0  # a stream or gradient panel spanning more than this factor gets a log scale (SmolLM2's RMS: x4000)
 MAX_LAYER_TICKS = 11  # labels along a panel's x axis; 30 layers get every third
@@ -55,7 +58,9 @@ def placements_chart(result: PlacementRun, stack: str | None = None, title: str 
     0, which means all weight on one key)."""
     stack = stack or result.stacks[0]
     rows = result.table[result.table["stack"] == stack]
-    figure = make_subplots(rows=1, cols=3, subplot_titles=[PANEL_TITLES[m] for m in MEASURES], horizontal_spacing=0.09)
+    figure = make_subplots(
+        rows=1, cols=3, subplot_titles=[PANEL_TITLES[m] for m in MEASURES], horizontal_spacing=PANEL_SPACING
+    )
     figure.update_annotations(font=PANEL_TITLE_FONT)
     for col, measure in enumerate(MEASURES, start=1):
         mine = rows[rows["measure"] == measure]

@@ -41,4 +41,26 @@ def test_a_click_opens_three_panels_of_four_lines_with_the_engines_numbers(page,
     assert drawn_paths == 12  # three panels of four lines, each drawn as an SVG path
     box = page.locator("[data-testid='stExpander']", has_text="All four placements")
     assert "All four placements run on the same untrained weights" in box.inner_text()
+    # On a 1024 px projector, beside the sidebar, the chart is about 530 px: the panels' titles had run into each
+    # other and the second and third panels' y-axis titles lay over the panel to their left.
+    page.set_viewport_size({"width": 1024, "height": 768})
+    page.wait_for_function(
+        "gd => gd.getBoundingClientRect().width < 700", arg=plot.element_handle(), timeout=10_000
+    )  # Plotly's autosize follows the window
+    page.wait_for_timeout(500)  # its relayout after the resize
+    drawn = plot.evaluate(
+        """gd => {
+            const left = gd.getBoundingClientRect().left, layout = gd._fullLayout;
+            const titles = [...gd.querySelectorAll('.annotation')].filter(a => a.textContent === '' ? false :
+                !a.textContent.includes('not available')).map(a => a.getBoundingClientRect());
+            const plotRight = name => left + layout[name]._offset + layout[name]._length;
+            const yTitle = name => gd.querySelector(`.g-${name}title text`).getBoundingClientRect().left;
+            return {width: gd.getBoundingClientRect().width, titles: titles.map(r => [r.left, r.right]),
+                yGaps: [yTitle('y2') - plotRight('xaxis'), yTitle('y3') - plotRight('xaxis2')]};
+        }"""
+    )
+    titles = sorted(drawn["titles"])
+    # 8 px: more than a space between words at 14 px, so that two titles do not read as one (they had touched)
+    assert len(titles) == 3 and all(a[1] + 8 <= b[0] for a, b in zip(titles, titles[1:], strict=False)), drawn
+    assert min(drawn["yGaps"]) >= 0, drawn
     assert not page.errors, page.errors
