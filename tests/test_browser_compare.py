@@ -183,6 +183,26 @@ def test_url_holds_b_and_changing_b_updates_it(page, app_url, wait_idle):
     assert_clean(page)
 
 
+def test_bs_choices_show_their_whole_values_on_a_1024_px_screen(page, app_url, wait_idle):
+    """Five choices a row left each box 90 px: "encoder-decoder" read "encode", "res-post" "res-pos"."""
+    page.set_viewport_size({"width": 1024, "height": 768})
+    page.goto(app_url + "/compare?b_arch=encoder-decoder&b_norm=res-post&b_positional=learned")
+    wait_idle(page)  # A encoder, B encoder-decoder: no maps side by side to wait for
+    page.get_by_text("Configuration B", exact=False).first.click()
+    page.locator("[data-testid='stMain']").get_by_role("combobox", name="Architecture ≠ A").wait_for()
+    page.wait_for_timeout(500)  # the box unfolding
+    boxes = page.locator("[data-testid='stMain'] [data-testid='stSelectbox']")
+    shown = boxes.evaluate_all(
+        """boxes => boxes.map(box => {
+            const field = box.querySelector('input[role="combobox"]');  // shows the value it holds
+            return {text: field.value, cut: field.scrollWidth > field.clientWidth + 1};
+        })"""
+    )
+    assert {"encoder-decoder", "res-post", "learned"} <= {box["text"] for box in shown}, shown
+    assert not [box for box in shown if box["cut"]], shown
+    assert_clean(page)
+
+
 def test_b_follows_a_and_swap_rewrites_the_sidebar(page, app_url, wait_idle):
     open_compare(page, app_url + "/compare?b_positional=rope", wait_idle)
     pick_in_sidebar(page, "Mask", "causal")

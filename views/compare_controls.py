@@ -29,7 +29,9 @@ FLIPPED = "A with {norm}-norm"  # a checkpoint's B: its own weights with another
 DRAWN_KEY = "_compare_defaults"  # the default each of B's controls was last drawn with
 NOTES_KEY = "_compare_url_notes"
 FIXED_KEY = "_compare_fixed_params"
-GRID = (("arch", "norm", "positional", "mask", "activation"), ("n_layers", "n_heads", "d_model", "d_ff", "seed"))
+# Three a row for the choices: five across a 1024 px screen left each box 90 px, "encoder-decoder" read "encode"
+# and "res-post" "res-pos", and a label with its "≠ A" took three lines.
+GRID = (("arch", "norm", "positional"), ("mask", "activation", "seed"), ("n_layers", "n_heads", "d_model", "d_ff"))
 
 
 def follow_a(defaults: dict[str, Any]) -> None:
