@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.config_words import count
+from explorer.numbers import readable_share
 
 # What the page solves while the reader waits: max-flow problems x edges each (flow_work). bench/bench_mixing.py
 # measures 20 to 430 ns per unit on 2 cores, the most for every row of a small graph (scipy's cost per call) and with
@@ -149,7 +150,7 @@ def piled_up_note(tokens: list[str], last_rollout: np.ndarray, n_layers: int) ->
         return None
     return (
         f"Rollout after {count(n_layers, 'block')} finds almost all of every position in `{tokens[column]}` (at "
-        f"least {least:.2f} of each row). Multiplying {n_layers} mixing matrices compounds the share each block "
-        "gives that token, so rollout piles up on the token attention rests on; flow, capped by the width of each "
-        "pipe, does not compound, and spreads more."
+        f"least {readable_share(least)} of each row). Multiplying {n_layers} mixing matrices compounds the share "
+        "each block gives that token, so rollout piles up on the token attention rests on; flow, capped by the width "
+        "of each pipe, does not compound, and spreads more."
     )

@@ -92,6 +92,9 @@ def test_piled_up_note_only_when_every_row_sits_on_one_token():
     note = piled_up_note(["The", "cat", "sat"], piled, 30)
     assert note is not None and "`The`" in note and "at least 0.92" in note and "30 blocks" in note
     assert piled_up_note(["The", "cat", "sat"], np.eye(3), 2) is None
+    # SmolLM2's rollout after 30 blocks: "almost all ... (at least 1.00 of each row)" said two things at once
+    nearly = np.array([[1.0, 0.0], [0.99962, 0.00038]])
+    assert "at least 0.9996 of each row" in piled_up_note(["Em", "oji"], nearly, 30)
 
 
 def test_mixing_table_has_a_row_per_position_and_input_token():
