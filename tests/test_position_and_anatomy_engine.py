@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -29,6 +30,7 @@ from explorer.analysis.position_analysis import (
     repeated_token_scores,
 )
 from explorer.anatomy import forward_steps, parameter_counts, parameter_groups
+from explorer.numbers import readable
 
 
 def test_sinusoidal_table_is_the_formula_everywhere():
@@ -182,7 +184,7 @@ def test_depth_story_tells_what_the_numbers_do(norm):
     story = depth_story(stats, norm)
     if norm == "pre":
         rms = stats[stats["point"] == "residual"]["rms"]
-        assert "rising in every block" in story and f"{rms.iloc[-1]:.3f} after block 11" in story
+        assert "rising in every block" in story and f"{readable(rms.iloc[-1])} after block 11" in story
     else:
         assert "std 1.0000" in story and "12 blocks" in story
 
@@ -196,6 +198,15 @@ def test_the_pre_norm_story_does_not_call_a_fall_a_consequence_of_growth():
     story = depth_story(stats, "pre")
     assert "never normalised itself, so the residual" not in story
     assert "tends to grow with depth; here, though," in story and "rising in 0 of 1 blocks" in story
+
+
+def test_the_depth_story_gives_its_numbers_with_three_digits_as_compare_does():
+    """SmolLM2's story read "88.588 (input) ... 674.99× the input" where Compare said 88.6."""
+    stats = pd.DataFrame(
+        {"point": "residual", "layer": [-1, 0, 1], "rms": [0.131, 40.2, 88.588], "std": 1.0, "mean": 0.0}
+    )
+    story = depth_story(stats, "pre")
+    assert "from 0.131 (input) to 88.6 after block 1, 676× the input" in story
 
 
 def test_demonstrations_take_a_built_model_and_leave_it_unchanged():
@@ -223,7 +234,7 @@ def test_normalised_updates_bound_the_streams_growth_and_the_story_says_so(norm)
     rms = stats[stats["point"] == "residual"].sort_values("layer")["rms"].to_numpy()
     assert (np.diff(rms) <= 2.0).all()
     story = depth_story(stats, norm)
-    assert story.startswith(f"{norm.capitalize()}-norm") and f"{rms[-1]:.3f} after block 7" in story
+    assert story.startswith(f"{norm.capitalize()}-norm") and f"{readable(rms[-1])} after block 7" in story
     norms = stats[stats["point"].str.contains("output LayerNorm out")]
     assert set(norms["point"]) == {"attn output LayerNorm out", "ffn output LayerNorm out"}
     assert (norms["rms"] <= 1.0).all()  # a LayerNorm output with gain 1 and bias 0 has RMS sqrt(var / (var + eps))

@@ -108,10 +108,13 @@ def depth_story(stats: pd.DataFrame, norm: str) -> str:
     )
     grew = rms[-1] > rms[0]
     growth = (
-        f"the residual RMS goes from {rms[0]:.3f} (input) to {rms[-1]:.3f} after block {n_blocks - 1}, "
-        f"{rms[-1] / rms[0]:.2f}× the input, {trend}"
+        f"the residual RMS goes from {readable(rms[0])} (input) to {readable(rms[-1])} after block {n_blocks - 1}, "
+        f"{readable(rms[-1] / rms[0])}× the input, {trend}"
     )
-    final = "Only the final norm, after the last block, brings it back to RMS 1 (times its learned gain, 1 at init)."
+    final = (
+        "Only the final norm, after the last block, brings it back to RMS 1, times its gain (1 at initialisation, "
+        "learned in training)."
+    )
     if norm == "pre":
         return (
             "Pre-norm: each sub-layer reads a normalised copy but adds its output to a stream that is never "
