@@ -130,6 +130,21 @@ def test_a_cut_label_keeps_the_position_that_tells_a_repeated_token_apart(page, 
     assert_clean(page)
 
 
+def test_a_long_texts_labels_are_spaced_so_that_none_runs_into_the_next(page, app_url, wait_idle):
+    """42 tokens on a 1024 px screen: 14 px cells, every slanted label written, each over its neighbours."""
+    page.set_viewport_size({"width": 1024, "height": 768})
+    open_page(page, f"{app_url}/?tokens={'+'.join(['the', 'cat', 'sat', 'on', 'the', 'mat'] * 7)}", wait_idle)
+    plot = json.loads(main_map(page).locator("canvas").get_attribute("data-plot"))
+    assert plot["cell"] < 21  # small enough that labelling every cell would crowd them
+    plot.setdefault("x_ticks", list(range(plot["cols"])))  # the view labelled every cell before it said which
+    plot.setdefault("y_ticks", list(range(plot["rows"])))
+    # 45° labels stand apart by 0.71 of their cells' distance, which must hold a 14 px line; rows 12 px apart
+    assert (plot["x_ticks"][1] - plot["x_ticks"][0]) * plot["cell"] >= 21, plot["x_ticks"]
+    assert (plot["y_ticks"][1] - plot["y_ticks"][0]) * plot["cell_h"] >= 12, plot["y_ticks"]
+    assert len(plot["x_labels"]) == len(plot["x_ticks"]) >= 10  # still a label every few cells
+    assert_clean(page)
+
+
 def test_a_one_token_map_has_room_for_its_axis_title(page, app_url, wait_idle):
     open_page(page, f"{app_url}/?arch=encoder-decoder&tokens=alone&target=x", wait_idle)
     image = pixels(main_map(page))  # cross-attention: 1 x 1 cells, shorter than "query (target)" is long

@@ -8,6 +8,9 @@ const CELL_FONT_SMALL = `11px ${FONT_FAMILY}`;
 const TEXT = "#31333f";
 const MARK = "#d62728";  // red: a framed cell, the typed positions, the picked map of a sheet
 const LEGEND_BAR = { width: 14, gap: 18, most: 200, labelGap: 16 };
+// The least px between two labelled cells: a row's 14 px label has 12 px of glyphs; labels slanted at 45° stand
+// apart by 0.71 of their cells' distance, which must hold a 14 px line.
+const LABEL_PITCH = { row: 12, slanted: 21 };
 const MEASURE = document.createElement("canvas").getContext("2d");  // measures text before a panel's canvas exists
 
 // A label longer than `most` (the panel's label_chars) is cut short on the axes (hover gives it whole): one long
@@ -50,10 +53,16 @@ function layout(g, p) {
   const plotW = p.cols * p.cell_px;
   const plotH = p.rows * p.cell_h;
   g.font = FONT;
-  const yLabels = p.y_ticks.map((i) => axisLabel(p.y_labels[i], p.label_chars));
-  const xLabels = p.x_ticks.map((i) => axisLabel(p.x_labels[i], p.label_chars));
+  const yTicks = spaced(p.y_ticks, p.cell_h, LABEL_PITCH.row);
+  const yLabels = yTicks.map((i) => axisLabel(p.y_labels[i], p.label_chars));
+  let xTicks = p.x_ticks;
+  let xLabels = xTicks.map((i) => axisLabel(p.x_labels[i], p.label_chars));
   const xWidest = widest(g, xLabels);
   const rotate = xWidest > (p.cell_px * p.cols) / Math.max(1, xLabels.length) - 4;
+  if (rotate) {
+    xTicks = spaced(xTicks, p.cell_px, LABEL_PITCH.slanted);
+    xLabels = xTicks.map((i) => axisLabel(p.x_labels[i], p.label_chars));
+  }
   const left = 20 + 8 + widest(g, yLabels) + 6;
   g.font = `600 ${FONT}`;
   const yTitleWidth = g.measureText(p.y_title).width;  // written down the left side, centred on the matrix
@@ -68,9 +77,17 @@ function layout(g, p) {
     right = LEGEND_BAR.gap + Math.max(LEGEND_BAR.width + 6 + widest(g, legendTexts.slice(1)), widest(g, legendTexts));
   }
   return {
-    left, top, plotW, plotH, rotate, xLabelsHeight, xLabels, yLabels,
+    left, top, plotW, plotH, rotate, xLabelsHeight, xTicks, yTicks, xLabels, yLabels,
     width: Math.ceil(left + plotW + right + 4), height: Math.ceil(top + plotH + bottom),
   };
+}
+
+// Every n-th of the cells `ticks` names, n the least that puts labels `pitch` px apart: at 14 px cells, a
+// 42-piece map's slanted labels had run into one another, and rows under 14 px wrote labels over each other.
+function spaced(ticks, cellPx, pitch) {
+  const gap = ticks.length > 1 ? (ticks[1] - ticks[0]) * cellPx : pitch;
+  const every = Math.max(1, Math.ceil(pitch / gap));
+  return ticks.filter((_, n) => n % every === 0);
 }
 
 // Digits for a legend's ends: three, or six when three would write both ends alike (a nearly constant matrix).
@@ -90,8 +107,8 @@ function drawAxes(g, p, box) {
   g.font = FONT;
   g.textBaseline = "middle";
   g.textAlign = "right";
-  p.y_ticks.forEach((i, n) => g.fillText(box.yLabels[n], left - 6, top + (i + 0.5) * p.cell_h));
-  p.x_ticks.forEach((i, n) => {
+  box.yTicks.forEach((i, n) => g.fillText(box.yLabels[n], left - 6, top + (i + 0.5) * p.cell_h));
+  box.xTicks.forEach((i, n) => {
     const x = left + (i + 0.5) * p.cell_px;
     const y = top + plotH + 6;
     if (box.rotate) {
@@ -289,7 +306,7 @@ function drawMatrix(p, setTriggerValue) {
   const { canvas } = shell;
   canvas.dataset.plot = JSON.stringify({
     left: box.left, top: box.top, cell: p.cell_px, cell_h: p.cell_h, rows: p.rows, cols: p.cols,
-    x_labels: box.xLabels, y_labels: box.yLabels,  // as the axes write them
+    x_labels: box.xLabels, y_labels: box.yLabels, x_ticks: box.xTicks, y_ticks: box.yTicks,  // as the axes write them
   });
   const values = new Float32Array(p.values.buffer);
   const masked = p.masked || null;
