@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from explorer.analysis.stats import attention_frame, attention_matrix
-from explorer.config import ModelConfig
+from explorer.config import ConfigError, ModelConfig
 from explorer.trace import AttentionMaps
 
 MASK_NOTE = (
@@ -43,9 +45,23 @@ def attention_csv(maps: AttentionMaps, layer: int, head: int | None) -> str:
     return export_frame(maps, layer, head).to_csv(index=False)
 
 
-def read_attention_csv(text: str) -> pd.DataFrame:
-    """Read attention_csv output back, weights as float32, tokens as written (even "NA" or "nan"), and the head as
-    attention_json gives it: an int, or "mean"."""
+def _text_of(source: str | os.PathLike[str], what: str) -> str:
+    """The text of a file the page saved: `source` is that text (a CSV has lines, a JSON starts with "{"), or the
+    path of the file, as a Path or a string."""
+    if isinstance(source, str) and ("\n" in source or source.lstrip().startswith("{")):
+        return source
+    path = Path(source)
+    if not path.is_file():
+        raise ConfigError(
+            f"{str(source)!r} is neither a file nor the text of {what}: pass the file's path or its text."
+        )
+    return path.read_text(encoding="utf-8")
+
+
+def read_attention_csv(source: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read attention_csv output back (its text, or the path of a file holding it), weights as float32, tokens as
+    written (even "NA" or "nan"), and the head as attention_json gives it: an int, or "mean"."""
+    text = _text_of(source, "an attention CSV")
     frame = pd.read_csv(
         io.StringIO(text), dtype={"query_token": str, "key_token": str, "head": str}, keep_default_na=False
     )
@@ -79,9 +95,10 @@ def attention_json(maps: AttentionMaps, layer: int, head: int | None, config: Mo
     return json.dumps(attention_dict(maps, layer, head, config), ensure_ascii=False)
 
 
-def read_attention_json(text: str) -> dict[str, Any]:
-    """Parse attention_json output; weights come back as a float32 [Tq, Tk] array, allowed as bool."""
-    data = json.loads(text)
+def read_attention_json(source: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse attention_json output (its text, or the path of a file holding it); weights come back as a float32
+    [Tq, Tk] array, allowed as bool."""
+    data = json.loads(_text_of(source, "an attention JSON"))
     data["weights"] = np.asarray(data["weights"], dtype=np.float32).reshape(
         len(data["query_tokens"]), len(data["key_tokens"])
     )  # [Tq, Tk]

@@ -10,7 +10,7 @@ import pytest
 
 from explorer.analysis import stats
 from explorer.analysis.stats import attention_frame, attention_matrix, head_average, head_entropy, row_entropy
-from explorer.config import ModelConfig
+from explorer.config import ConfigError, ModelConfig
 from explorer.export import (
     attention_csv,
     attention_dict,
@@ -182,6 +182,20 @@ def test_json_round_trip_with_config(make_maps):
     assert back["empty_rows"] == [0]
     assert back["masked_count"] == int((~allowed).sum())
     assert (back["weights"][~back["allowed"]] == 0).all()
+
+
+def test_the_readers_take_a_files_path_as_well_as_its_text(make_maps, tmp_path):
+    """The README says they read "such a file back": given its path, they had read the path as CSV or JSON."""
+    maps = make_maps()
+    (tmp_path / "map.csv").write_text(attention_csv(maps, 1, 0), encoding="utf-8")
+    (tmp_path / "map.json").write_text(attention_json(maps, 1, 0), encoding="utf-8")
+    from_text = read_attention_csv(attention_csv(maps, 1, 0))
+    for path in (tmp_path / "map.csv", str(tmp_path / "map.csv")):
+        pd.testing.assert_frame_equal(read_attention_csv(path), from_text)
+    for path in (tmp_path / "map.json", str(tmp_path / "map.json")):
+        np.testing.assert_array_equal(read_attention_json(path)["weights"], maps.weights[1, 0])
+    with pytest.raises(ConfigError, match="neither a file nor the text of an attention CSV"):
+        read_attention_csv(str(tmp_path / "missing.csv"))
 
 
 def test_json_mean_head_without_config(make_maps):
