@@ -295,8 +295,9 @@ def token_share_figure(shares: pd.DataFrame, position: int, piece: str, block: i
         if block is not None
         else "no massive activation: the token with the largest |x| in the stream"
     )
-    subtitle = f"mean over heads and over the queries that may see it and another token · {why}"
-    layout = figure_layout(f"How much the heads look at {who}, and take from it ({stack} stack)", subtitle, 280)
+    # The stack in the subtitle, which wraps: a title does not, and at 1024 px this one ran off the chart's edge
+    subtitle = f"{stack} stack · mean over heads and over the queries that may see it and another token · {why}"
+    layout = figure_layout(f"How much the heads look at {who}, and take from it", subtitle, 280)
     legend_below(layout, 1, **IN_ORDER)
     figure.update_layout(
         layout, xaxis=block_axis("layer", layers, MAX_LAYER_TICKS, 0.3), yaxis=axis("share", range=[0, 1.02])

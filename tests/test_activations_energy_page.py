@@ -44,6 +44,9 @@ def test_smollm_names_its_massive_token_and_draws_its_shares(smollm_model):
     trace = explorer.run(smollm_model, PROMPT)
     expected = token_shares(trace.first.self_attention, 0, norm_attention(smollm_model, trace))
     figure = figure_titled(at, "How much the heads look at “The”")
+    # A title does not wrap: with "(decoder stack)" after it, it ran off a 1024 px screen's chart (the subtitle wraps)
+    title = figure["layout"]["title"]
+    assert title["text"].endswith("and take from it") and title["subtitle"]["text"].startswith("decoder stack · ")
     weights = figure_trace(figure, "share of attention weight (α)")
     norms = figure_trace(figure, "share of what heads add (‖α·f(x)‖)")
     np.testing.assert_allclose(weights["y"], expected["weights"], rtol=1e-6)
