@@ -21,6 +21,7 @@ from pictures.style import (
     TICK_PX,
     Ramp,
     axis,
+    decimals_for,
     figure_layout,
     label_text,
     layer_head_axes,
@@ -322,7 +323,8 @@ def ranking_panel(
         title="How much each head changed (JS divergence, bits)",
         subtitle=(f"shown above: layer {layer}, head {head} · " if shown else "") + "click a head to show it above",
         value_digits=4,
-        text_digits=3 if n_layers * n_heads <= 64 else None,
+        # three decimals, or more when the largest change is smaller: at 0.0017 nearly every cell had read "0.001"
+        text_digits=max(3, decimals_for(top)) if n_layers * n_heads <= 64 else None,
         max_px=map_px(min(RANKING_PX, 44 * max(n_layers, n_heads)), panel_px, [axes["y_labels"]], value_title),
         pick="cell",
         extra={

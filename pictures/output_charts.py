@@ -4,7 +4,6 @@ ablation board). Plotly figures for the "What heads do" page and a notebook alik
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 
 import numpy as np
@@ -22,6 +21,7 @@ from pictures.style import (
     RDBU,
     SUBTITLE_CHARS,
     axis,
+    decimals_for,
     figure_layout,
     label_text,
     legend_below,
@@ -261,7 +261,7 @@ def cell_numbers(top: float) -> str:
     """The format of a board's cells: fixed decimals that give its largest value two significant digits (0.053,
     0.001, 0.000 on a board whose largest is 0.0533). Plotly writes every cell at the size its longest text fits, and
     two significant digits of each value ("0.00093") had made MiniLM's 72 cells 4 px; the hover keeps four."""
-    return f".{max(0, 1 - math.floor(math.log10(top)))}f"
+    return f".{decimals_for(top)}f"
 
 
 def board_height(n_layers: int) -> int:

@@ -265,6 +265,18 @@ def test_ranking_panel_places_each_head_and_names_the_shown_one(post_pre):
     assert ranking_panel(ranking, 5, 0)["frame"] is None
 
 
+@pytest.mark.parametrize(("largest", "digits"), [(0.2, 3), (0.0017, 4), (0.00004, 6)])
+def test_the_ranking_writes_its_largest_change_with_two_digits_at_least(largest, digits):
+    """Three decimals whatever the changes: at 0.0017 nearly every cell read "0.001", and a head that did change
+    "0.000"."""
+    ranking = pd.DataFrame(
+        {"layer": [0, 0], "head": [0, 1], "js_divergence": [largest, largest / 5], "max_abs_difference": [0.1, 0.01]}
+    )
+    panel = ranking_panel(ranking)
+    assert panel["text_digits"] == digits
+    assert f"{largest / 5:.{digits}f}".strip("0.") != ""  # the smaller change does not read as none
+
+
 def test_ranking_panel_click_picks_the_changed_head():
     uniform = np.full((2, 3, 4, 4), 0.25, dtype=np.float32)  # [L, H, Tq, Tk]
     changed = uniform.copy()
