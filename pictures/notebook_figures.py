@@ -29,7 +29,7 @@ from explorer.anatomy import norm_name, parameter_counts, parameter_groups
 from explorer.arguments import whole_in
 from explorer.build import build_model
 from explorer.compare import paired_attention
-from explorer.config import CheckpointConfig
+from explorer.config import CheckpointConfig, ConfigError
 from explorer.inputs import Source
 from explorer.model import Transformer
 from explorer.trace import AttentionMaps, Trace
@@ -143,7 +143,7 @@ def maps_difference_figure(
 ) -> go.Figure:
     """difference_figure of two sets of maps of one shape."""
     if a is None or b is None or a.weights.shape != b.weights.shape:
-        raise ValueError("A and B need maps of the same shape (the same number of layers, heads and tokens).")
+        raise ConfigError("A and B need maps of the same shape (the same number of layers, heads and tokens).")
     layer, head = whole_in("layer", layer, 0, a.n_layers - 1), whole_in("head", head, 0, a.n_heads - 1)
     difference = a.weights[layer, head].astype(np.float64) - b.weights[layer, head]  # [Tq, Tk]
     either = np.asarray(a.allowed, bool) | np.asarray(b.allowed, bool)  # [Tq, Tk]
@@ -171,7 +171,7 @@ def positional_figure(
     positions are shaded and marked in red, with the token on hover, as the page marks the typed tokens."""
     table = encoding_table(model, n_positions)  # [P, D] or None
     if table is None:
-        raise ValueError("This model adds no position vectors (rotary or none): there are no curves to draw.")
+        raise ConfigError("This model adds no position vectors (rotary or none): there are no curves to draw.")
     dims = default_dimensions(table.shape[1]) if dims is None else list(dims)
     check_range(1, dims, table.shape[1])  # a dimension the model lacks: a sentence, not an IndexError
     kind = model.positional.kind
@@ -192,7 +192,7 @@ def position_similarity_figure(model: Transformer, n_positions: int = 64, metric
     """How alike the position vectors are, position against position (cosine, or dot product)."""
     table = encoding_table(model, n_positions)
     if table is None:
-        raise ValueError("This model adds no position vectors (rotary or none): there is nothing to compare.")
+        raise ConfigError("This model adds no position vectors (rotary or none): there is nothing to compare.")
     sim = similarity(table, metric)  # [P, P]
     top = float(np.abs(sim).max()) or 1.0
     figure = go.Figure(

@@ -217,3 +217,15 @@ def test_a_torch_style_mask_draws_a_warning_that_names_the_fix():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         explorer.run(model, x, mask=~torch_causal)  # the explorer's convention: no warning
+
+
+def test_a_float_torch_mask_is_told_how_to_become_the_explorers():
+    """generate_square_subsequent_mask is 0 / -inf: the advice "pass ~mask" was itself a TypeError on a float."""
+    model = explorer.from_torch(nn.TransformerEncoderLayer(16, 2, 32))
+    x = torch.randn(4, 16)
+    floating = nn.Transformer.generate_square_subsequent_mask(4)
+    with pytest.raises(ConfigError, match=r"pass mask == 0\)") as raised:
+        explorer.run(model, x, mask=floating)
+    assert "~mask" not in str(raised.value)
+    causal = explorer.run(model, x, mask=floating == 0)  # the advice, followed
+    assert np.triu(causal.attention[0, 0], 1).max() == 0.0
