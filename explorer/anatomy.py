@@ -174,7 +174,8 @@ def block_diagram(cfg: ModelConfig, length: str = "T") -> str:
     if cross:
         sublayers.append(("cross", "multi-head\\ncross-attention\\n(keys, values: encoder output)"))
     sublayers.append(("ffn", f"feed-forward\\nlinear, {cfg.activation}, linear"))
-    title = f"one {'decoder' if cross else kind} block, {cfg.norm}-norm: {NORM_FORMULAS[cfg.norm]}"
+    # On two lines: on one, the title set the diagram's width (327 pt), and half a 1024 px page drew its text 7 px
+    title = f"one {'decoder' if cross else kind} block, {cfg.norm}-norm\\n{NORM_FORMULAS[cfg.norm]}"
     lines = [
         "digraph block {",
         '  rankdir=BT; node [shape=box, style="rounded,filled", fillcolor="#f4f6fb", fontname="Helvetica"];',

@@ -1,5 +1,7 @@
 """Anatomy: parameter counts add up to the model's, multiply-adds agree with torch's own FLOP counter."""
 
+import re
+
 import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -89,6 +91,10 @@ def test_block_diagram_places_layernorm_where_the_norm_setting_says(norm):
     assert all(edge in dot for edge in edges), edges
     assert ("final_ln" in dot) == (norm != "post")
     assert ("attn_out_ln" in dot) == (norm in ("res-post", "peri"))
+    # The title's lines set the diagram's width: one line of 50 characters made it 327 pt, drawn at 7 px in half of
+    # a 1024 px page; the nodes' own labels are at most 34 characters a line ("(keys, values: encoder output)")
+    title = re.search(r'label="([^"]*)"; labelloc=t', dot).group(1)
+    assert max(len(line) for line in title.split("\\n")) <= 34, title
 
 
 @pytest.mark.parametrize("norm", ["res-post", "peri"])
