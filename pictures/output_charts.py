@@ -29,9 +29,14 @@ from pictures.style import (
 )
 
 LENS_TEXT_CELLS = 600  # the top piece is written in each cell up to this many cells (30 blocks x 20 positions)
-# A cell's piece is cut to this many characters (the whole piece in its hover): Plotly writes every cell of a heatmap
-# at one font size, the largest the longest text fits, and one cell's " <0xF0><0x9F><0x98>" made every cell's 3 px.
+# Plotly writes every cell of a heatmap at one font size, which it fits to the longest text as escaped ("&lt;0xF0&gt;"
+# counts 12 characters): one cell's " <0xF0><0x9F><0x98>" made every cell of SmolLM2's lens 3 px. The lens writes its
+# cells at LENS_TEXT_PX, each piece cut to what its column holds where the lens is narrowest, LENS_PLOT_PX (beside the
+# sidebar on a 1024 px screen), at most LENS_CELL_CHARS; the hover has it whole.
 LENS_CELL_CHARS = 8
+LENS_TEXT_PX = 11
+LENS_PLOT_PX = 480
+LENS_CHAR_PX = 6.5  # the width of a character at LENS_TEXT_PX, a digit's or a wide letter's
 BOARD_TEXT_CELLS = 144  # a board writes each head's value in its cell up to this many heads (12 x 12)
 CELL_PX = 26  # px per row of a board or grid, so a 30-block model stays readable without scrolling past it
 MIN_BOARD_ROWS = 3  # a 1- or 2-layer board still gets cells tall enough to read, hover and click
@@ -73,7 +78,7 @@ def _cell_text(text: str, most: int = LENS_CELL_CHARS) -> str:
 
 def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
     """Blocks (up) x positions (across) of explorer.logit_lens: each cell names the top piece read out after that
-    block at that position (cut to LENS_CELL_CHARS), coloured by its probability (white 0 to dark blue 1); hover
+    block at that position (cut to what its column holds), coloured by its probability (white 0 to dark blue 1); hover
     lists the k pieces of the cell, whole. `tokens`: the output stack's tokens (trace.last.tokens)."""
     layers = sorted(set(lens["layer"].tolist()))
     positions = sorted(set(lens["position"].tolist()))
@@ -83,6 +88,7 @@ def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
     hover = np.full((len(layers), len(positions)), "", dtype=object)  # [L, P]: every rank of the cell
     rows = lens["layer"].map({layer: i for i, layer in enumerate(layers)}).to_numpy()
     columns = lens["position"].map({position: j for j, position in enumerate(positions)}).to_numpy()
+    most = max(2, min(LENS_CELL_CHARS, int(LENS_PLOT_PX / max(1, len(positions)) / LENS_CHAR_PX)))
     for rank in sorted(set(lens["rank"].tolist())):
         at = (lens["rank"] == rank).to_numpy()
         i, j = rows[at], columns[at]
@@ -91,7 +97,7 @@ def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
         if rank == 1:
             spelled = lens["piece"][at].tolist()
             probability[i, j] = chances
-            text[i, j] = [label_text(_cell_text(_visible(t, p))) for t, p in zip(pieces, spelled, strict=True)]
+            text[i, j] = [label_text(_cell_text(_visible(t, p), most)) for t, p in zip(pieces, spelled, strict=True)]
         lines = [f"{rank}. {label_text(quoted(t))} {p:.3f}" for t, p in zip(pieces, chances, strict=True)]
         hover[i, j] = np.where(hover[i, j] == "", lines, hover[i, j] + "<br>" + np.array(lines, dtype=object))
     x = [label_text(labels[p]) for p in positions]
@@ -103,6 +109,7 @@ def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
             y=layers,
             text=text,
             texttemplate="%{text}" if write else None,
+            textfont={"size": LENS_TEXT_PX},
             customdata=hover,
             zmin=0.0,
             zmax=1.0,

@@ -16,6 +16,9 @@ from explorer.analysis.logit_lens import logit_lens
 from pictures.output_charts import (
     CELL_PX,
     LENS_CELL_CHARS,
+    LENS_CHAR_PX,
+    LENS_PLOT_PX,
+    LENS_TEXT_PX,
     MIN_BOARD_ROWS,
     ablation_board_figure,
     attribution_board_figure,
@@ -82,6 +85,13 @@ def test_a_long_piece_is_cut_in_its_cell_and_whole_in_its_hover():
     assert all(len(cell) <= LENS_CELL_CHARS for cell in cells)
     hovers = [html.unescape(hover) for hover in np.array(heatmap["customdata"])[0]]
     assert [hover.split(" ", 1)[1].rsplit(" ", 1)[0] for hover in hovers] == [repr(p) for p in pieces]
+    assert heatmap["textfont"]["size"] == LENS_TEXT_PX  # not Plotly's fit to the longest text, escaped
+    # 20 positions in the narrowest lens: each column holds 3 characters at that size
+    wide = pd.DataFrame(
+        {"layer": 0, "position": range(20), "rank": 1, "piece": "x", "text": " the", "probability": 0.5}
+    )
+    cells = np.array(figure_json(lens_grid_figure(wide, [f"t{i}" for i in range(20)]))["data"][0]["text"])[0]
+    assert set(cells) == {" t…"} and LENS_PLOT_PX / 20 >= 3 * LENS_CHAR_PX
 
 
 def test_the_attribution_board_draws_each_heads_term_centred_at_zero_and_crosses_removed_heads(decoder):
