@@ -43,11 +43,9 @@ def offset_demo(cfg: ModelConfig, typed: tuple[str, ...]) -> None:
     n = min(OFFSET_POSITIONS, cfg.max_tokens)
     result = offset_scores(cfg, token, n, layer, head, scores=from_model(cached_repeated_scores, cfg, token, n))
     st.markdown(f"**{offset_verdict(result, cfg.positional)}**")
-    left, right = st.columns(2)
-    with left:
-        show_board(offset_scores_panel(result), key="pos_offset_scores")
-    with right:
-        plotly_chart(offset_profile_figure(result), "pos_offset_profile")
+    # One under the other: side by side, on a 1024 px screen, the map was drawn at half its size (6 px labels)
+    show_board(offset_scores_panel(result), key="pos_offset_scores")
+    plotly_chart(offset_profile_figure(result), "pos_offset_profile")
     explanation = {
         "rope": "With rope every diagonal (a fixed offset between query and key) holds one value, up to float32 "
         "rounding: shifting both tokens by the same number of positions leaves their score alone.",
