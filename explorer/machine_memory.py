@@ -26,10 +26,16 @@ def _meminfo_available() -> int | None:
 
 
 def _cgroup_room() -> int | None:
+    """A cgroup v2 limit less what the group uses, not counting the file cache the kernel can drop (inactive_file,
+    as Docker counts it): memory.current includes that cache, which fills a long-running container."""
     try:
         limit = (CGROUP / "memory.max").read_text().strip()
         if limit == "max":
             return None
-        return max(int(limit) - int((CGROUP / "memory.current").read_text()), 0)
-    except (OSError, ValueError):
+        used = int((CGROUP / "memory.current").read_text())
+        for line in (CGROUP / "memory.stat").read_text().splitlines():
+            if line.startswith("inactive_file "):
+                used -= int(line.split()[1])
+        return max(int(limit) - used, 0)
+    except (OSError, ValueError, IndexError):
         return None

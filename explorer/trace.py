@@ -219,6 +219,7 @@ def run(
     ablate: Iterable[Head] | str | None = None,
     ablate_with: str = "zero",
     keep_scores: bool = True,
+    check_memory: bool = True,
 ) -> Trace:
     """Run the model once, in eval mode, and keep everything it computed.
 
@@ -234,6 +235,10 @@ def run(
 
     `keep_scores=False` keeps no pre-softmax scores (AttentionMaps.scores is None): the app shows none, and for
     SmolLM2 on 512 pieces they are 283 MB of a 910 MB trace.
+
+    A run whose trace would not fit in the memory the machine has free is refused with a ConfigError before the
+    forward (explorer.limits.check_fits_in_memory); `check_memory=False` skips that, for a caller with limits of its
+    own (the app: its size limits and memory gate, and a run the cache dropped is made again from inside a page).
     """
     if isinstance(model_or_config, torch.nn.Module) and not isinstance(model_or_config, Transformer):
         raise ConfigError(
@@ -250,7 +255,8 @@ def run(
     with torch.inference_mode():
         inputs = prepare_inputs(model, source, target, mask=mask, target_mask=target_mask, memory_mask=memory_mask)
         n_target = None if inputs.target is None else len(inputs.target.tokens)
-        check_fits_in_memory(model, len(inputs.source.tokens), n_target, keep_scores)
+        if check_memory:
+            check_fits_in_memory(model, len(inputs.source.tokens), n_target, keep_scores)
         runs = inputs.forward(model, ablation=ablation, keep_scores=keep_scores)
         first, second = inputs.source, inputs.target
         out, records = runs[0]

@@ -60,6 +60,10 @@ from views.trace_caches import trace_key
 
 Result = TypeVar("Result")
 LOG = get_logger(__name__)  # "building model" lines: bench/bench_load.py counts them
+# The app's runs: no free-memory refusal from explorer.run, whose answer would change with the moment. The app has
+# limits of its own (check_app_size, the memory gate), and a page makes a trace the cache dropped again where no
+# ConfigError is caught.
+APP_RUN = {"check_memory": False}
 
 
 def from_model(cached: Callable[..., Result], *args: object, **unkeyed: object) -> Result:
@@ -165,7 +169,9 @@ def cached_run(
     cfg: ModelConfig, tokens: str, target: str | None, ablate: tuple[Head, ...], ablate_with: str
 ) -> explorer.Trace:
     """The trace for a config and input text, with the heads `ablate` removed (deterministic, so safe to cache)."""
-    trace = explorer.run(cached_model(cfg), tokens, target, ablate=ablate, ablate_with=ablate_with, keep_scores=False)
+    trace = explorer.run(
+        cached_model(cfg), tokens, target, ablate=ablate, ablate_with=ablate_with, keep_scores=False, **APP_RUN
+    )
     give_back()  # the forward's freed temporaries (explorer/malloc.py)
     return trace
 
@@ -177,7 +183,7 @@ def cached_checkpoint_run(
 ) -> explorer.Trace:
     """The trace of a shipped checkpoint on a text, with the heads `ablate` removed (deterministic, so safe to
     cache)."""
-    trace = explorer.run(cached_model(cfg), text, ablate=ablate, ablate_with=ablate_with, keep_scores=False)
+    trace = explorer.run(cached_model(cfg), text, ablate=ablate, ablate_with=ablate_with, keep_scores=False, **APP_RUN)
     give_back()  # the forward's freed temporaries: hundreds of MB for SmolLM2 on 512 pieces (explorer/malloc.py)
     return trace
 
@@ -216,7 +222,9 @@ def trace_of(
     ablate_with: str,
 ) -> Trace:
     """B's trace: B's model (model_of) on B's text, with the heads `ablate` removed (NO_REMOVAL: none)."""
-    return explorer.run(model_of(a, b, who), text, target, ablate=ablate, ablate_with=ablate_with, keep_scores=False)
+    return explorer.run(
+        model_of(a, b, who), text, target, ablate=ablate, ablate_with=ablate_with, keep_scores=False, **APP_RUN
+    )
 
 
 @st.cache_data(max_entries=32, show_spinner="Computing gradient norms…")
