@@ -164,6 +164,10 @@ def test_pieces_are_named_by_spelling_or_id_and_a_model_without_a_read_out_says_
     table = explorer.next_token(smollm_model, trace, k=5)
     for text, spelling in zip(table["text"], table["piece"], strict=True):
         assert logit_attribution(smollm_model, trace, text).piece == spelling
+    # "é" is the text of Ã© and the spelling of a byte piece: the text is what the table shows, so it wins
+    coffee = explorer.run(smollm_model, "Il a bu un caf")
+    assert explorer.next_token(smollm_model, coffee, k=1)["text"].tolist() == ["é"]
+    assert logit_attribution(smollm_model, coffee, "é").piece == "Ã©"
     for junk, words in [
         ("Paris-ish", r"reads as 3 pieces for this tokenizer \('Paris', '-', 'ish'\)"),
         (10**6, "outside the model's vocabulary"),

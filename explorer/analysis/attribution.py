@@ -227,30 +227,37 @@ def _token_id(model: Transformer, trace: Trace, piece: str | int | None) -> int:
             raise ConfigError(f"Piece id {piece} is outside the model's vocabulary: ids run from 0 to {n_rows - 1}.")
         return int(piece)
     if isinstance(piece, str):
+        # The text first: "é" is the text of the piece Ã© and the spelling of another, a byte piece ("<0xE9>")
+        read = _pieces_read(model, piece)
+        if len(read) == 1:
+            return read[0]
         found = _spelled(model, piece)
-        if found is None and model.tokenizer is not None and piece:
-            found = _read_as_one_piece(model, piece)
         if found is not None:
             return found
+        if len(read) > 1:
+            names = ", ".join(repr(piece_text(model, i)) for i in read)
+            raise ConfigError(
+                f"{piece!r} reads as {len(read)} pieces for this tokenizer ({names}); a logit is one piece's: pass "
+                "one of them, its spelling or its id."
+            )
         raise ConfigError(
             f"{piece!r} is not a piece of this model's vocabulary: write it as next_token's 'text' column shows it "
-            "(' Paris'), as the vocabulary spells it (its 'piece' column: 'ĠParis'), or pass its id."
+            "(' Paris'), as the vocabulary spells it (its 'piece' column: 'ĠParis'; a piece of only blanks, such as "
+            "'\\n', by its spelling), or pass its id."
         )
     raise ConfigError(f"A piece is its text, its spelling or its id (a whole number), not {type(piece).__name__}.")
 
 
-def _read_as_one_piece(model: Transformer, text: str) -> int:
-    """The id of the one piece the model's tokenizer reads `text` as (" Paris" -> "ĠParis"); a text it reads as
-    several pieces has no one logit, and the error names them."""
-    encoding = model.tokenizer.encode(text)
-    ids = [i for i, span in zip(encoding.ids, encoding.offsets, strict=True) if span != (0, 0)]  # no added specials
-    if len(ids) == 1:
-        return ids[0]
-    pieces = ", ".join(repr(piece_text(model, i)) for i in ids)
-    raise ConfigError(
-        f"{text!r} reads as {len(ids)} pieces for this tokenizer ({pieces}); a logit is one piece's: pass one of "
-        "them, its spelling or its id."
-    )
+def _pieces_read(model: Transformer, text: str) -> list[int]:
+    """The ids of the pieces the model's tokenizer reads `text` as, without the special pieces it adds (" Paris" ->
+    [the id of ĠParis]); [] for a model without a tokenizer, or a text it keeps nothing of (blanks)."""
+    if model.tokenizer is None or not text:
+        return []
+    try:
+        encoding = model.tokenizer.encode(text)
+    except ConfigError:  # only blanks or control characters
+        return []
+    return [i for i, span in zip(encoding.ids, encoding.offsets, strict=True) if span != (0, 0)]
 
 
 def _spelled(model: Transformer, piece: str) -> int | None:
