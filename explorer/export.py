@@ -45,20 +45,22 @@ def attention_csv(maps: AttentionMaps, layer: int, head: int | None) -> str:
     return export_frame(maps, layer, head).to_csv(index=False)
 
 
-def _text_of(source: str | os.PathLike[str], what: str) -> str:
-    """The text of a file the page saved: `source` is that text (a CSV has lines, a JSON starts with "{"), or the
-    path of the file, as a Path or a string."""
+def _text_of(source: str | bytes | os.PathLike[str], what: str) -> str:
+    """The text of a file the page saved: `source` is that text (a CSV has lines, a JSON starts with "{"; bytes are
+    read as UTF-8), or the path of the file, as a Path or a string."""
+    if isinstance(source, bytes):
+        return source.decode("utf-8")
     if isinstance(source, str) and ("\n" in source or source.lstrip().startswith("{")):
         return source
-    path = Path(source)
-    if not path.is_file():
+    try:
+        return Path(source).read_text(encoding="utf-8")
+    except (OSError, TypeError) as error:  # no such file, a name too long for one, not a path at all
         raise ConfigError(
-            f"{str(source)!r} is neither a file nor the text of {what}: pass the file's path or its text."
-        )
-    return path.read_text(encoding="utf-8")
+            f"{str(source)[:80]!r} is neither a file nor the text of {what}: pass its path or its text."
+        ) from error
 
 
-def read_attention_csv(source: str | os.PathLike[str]) -> pd.DataFrame:
+def read_attention_csv(source: str | bytes | os.PathLike[str]) -> pd.DataFrame:
     """Read attention_csv output back (its text, or the path of a file holding it), weights as float32, tokens as
     written (even "NA" or "nan"), and the head as attention_json gives it: an int, or "mean"."""
     text = _text_of(source, "an attention CSV")
@@ -95,7 +97,7 @@ def attention_json(maps: AttentionMaps, layer: int, head: int | None, config: Mo
     return json.dumps(attention_dict(maps, layer, head, config), ensure_ascii=False)
 
 
-def read_attention_json(source: str | os.PathLike[str]) -> dict[str, Any]:
+def read_attention_json(source: str | bytes | os.PathLike[str]) -> dict[str, Any]:
     """Parse attention_json output (its text, or the path of a file holding it); weights come back as a float32
     [Tq, Tk] array, allowed as bool."""
     data = json.loads(_text_of(source, "an attention JSON"))

@@ -188,16 +188,15 @@ def _allowed(
 
 def _checked_mask(mask: torch.Tensor, n_query: int, n_key: int, name: str) -> torch.Tensor:
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (n_query, n_key):
+        additive = isinstance(mask, torch.Tensor) and mask.is_floating_point() and bool(torch.isinf(mask).any())
         floating = isinstance(mask, torch.Tensor) and mask.is_floating_point()
-        raise ConfigError(
-            f"{name} must be a bool tensor [{n_query}, {n_key}] with True = may attend "
-            + (
-                "(a float mask such as nn.Transformer.generate_square_subsequent_mask's, 0 where a key may be "
-                "seen and -inf where not: pass mask == 0)."
-                if floating
-                else "(for a torch-style mask with True = blocked, pass ~mask)."
-            )
-        )
+        if additive:  # torch's additive form, nn.Transformer.generate_square_subsequent_mask's: 0 seen, -inf not
+            how = "(for a float mask of 0 where a key may be seen and -inf where not, pass mask == 0)."
+        elif floating:
+            how = "(for a float mask of 1 where a key may be seen and 0 where not, pass mask.bool())."
+        else:
+            how = "(for a torch-style mask with True = blocked, pass ~mask)."
+        raise ConfigError(f"{name} must be a bool tensor [{n_query}, {n_key}] with True = may attend {how}")
     if name != "memory_mask" and n_query == n_key > 1 and not bool(mask.diagonal().any()):
         warnings.warn(  # a self-attention mask that hides every token from itself: almost surely torch's convention
             f"{name} lets no token attend to itself. The explorer's masks use True = may attend, the opposite of "

@@ -67,11 +67,12 @@ def _visible(text: str, piece: str) -> str:
 
 
 def _cell_text(text: str, most: int = LENS_CELL_CHARS) -> str:
-    """`text` cut to `most` characters with an ellipsis, whole byte names kept (" <0xF0>…", not " <0xF0><0…")."""
+    """`text` cut to `most` characters with an ellipsis, a byte name cut in two left out (" <0xF0>…", not
+    " <0xF0><0…"; " …" when not even one fits)."""
     if len(text) <= most:
         return text
     cut = text[: most - 1]
-    if "<0x" in cut and cut.rfind(">") < cut.rfind("<"):  # a byte name cut in two: keep the names before it
+    if "<0x" in text and cut.rfind(">") < cut.rfind("<"):  # a byte name cut in two: keep the names before it
         cut = cut[: cut.rfind("<")]
     return cut + "…"
 
@@ -254,8 +255,9 @@ def ablation_board_figure(effects: np.ndarray, removed: Iterable[Head] = ()) -> 
     """Layers x heads of each head's effect on the sentence embedding when removed alone, 1 − cosine (white 0 = no
     change, dark blue = the largest effect); `removed` heads are crossed."""
     effects = np.asarray(effects, dtype=np.float64)  # [L, H]
-    top = max(float(effects.max()), 1e-9)
-    figure = _head_board(effects, removed, 0.0, top, BLUES, "1 − cosine", cell_numbers(top))
+    largest = float(np.nanmax(effects)) if np.isfinite(effects).any() else 0.0
+    top = max(largest, 1e-9)
+    figure = _head_board(effects, removed, 0.0, top, BLUES, "1 − cosine", cell_numbers(largest))
     subtitle = (
         "each head removed alone: 1 − cosine between the sentence embedding (mean over the positions) with and "
         f"without it · 0 = no change · largest {top:.3g}"

@@ -156,11 +156,16 @@ def plotly_scale(colours: tuple[str, ...]) -> list[list]:
     return [[float(stop), colour] for stop, colour in zip(stops, colours, strict=True)]
 
 
+MOST_DECIMALS = 6  # a cell's text beyond this is longer than the change it writes is worth
+
+
 def decimals_for(top: float, significant: int = 2) -> int:
     """Fixed decimals that write `top` (a map's or board's largest value, > 0) with `significant` digits: 2 for
     0.53, 4 for 0.0017, 0 for 47. Its smaller values then have as many decimals, no more (every cell of a Plotly
     heatmap is written at the size its longest text fits)."""
-    return max(0, significant - 1 - math.floor(math.log10(top)))
+    if not math.isfinite(top) or top <= 0:  # nothing to scale to (an all-zero or empty board)
+        return significant
+    return min(MOST_DECIMALS, max(0, significant - 1 - math.floor(math.log10(top))))
 
 
 def label_text(text: str) -> str:

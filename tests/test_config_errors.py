@@ -229,3 +229,7 @@ def test_a_float_torch_mask_is_told_how_to_become_the_explorers():
     assert "~mask" not in str(raised.value)
     causal = explorer.run(model, x, mask=floating == 0)  # the advice, followed
     assert np.triu(causal.attention[0, 0], 1).max() == 0.0
+    ones = torch.tril(torch.ones(4, 4))  # 1 = seen: "mask == 0" would have turned it inside out
+    with pytest.raises(ConfigError, match=r"pass mask.bool\(\)\)"):
+        explorer.run(model, x, mask=ones)
+    np.testing.assert_array_equal(explorer.run(model, x, mask=ones.bool()).attention, causal.attention)

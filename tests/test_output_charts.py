@@ -13,6 +13,7 @@ import explorer
 from explorer.analysis.ablation_effects import head_ablation_effects
 from explorer.analysis.attribution import logit_attribution
 from explorer.analysis.logit_lens import logit_lens
+from pictures import output_charts as lens_module
 from pictures.output_charts import (
     CELL_PX,
     LENS_CELL_CHARS,
@@ -24,6 +25,7 @@ from pictures.output_charts import (
     attribution_board_figure,
     lens_grid_figure,
 )
+from pictures.style import MOST_DECIMALS, decimals_for
 from tests.drawn import figure_json, figure_title
 from tests.tiny_checkpoints import perturbed_norms
 
@@ -82,6 +84,7 @@ def test_a_long_piece_is_cut_in_its_cell_and_whole_in_its_hover():
     heatmap = figure_json(lens_grid_figure(lens, ["a", "b", "c", "d"]))["data"][0]
     cells = [html.unescape(text) for text in np.array(heatmap["text"])[0]]
     assert cells == [" <0xF0>…", "<0x85>", " Ordere…", " Paris"]  # byte names kept whole
+    assert lens_module._cell_text("<0xF0><0x9F>", 4) == "…"  # not "<0x…": a byte name whole or not at all
     assert all(len(cell) <= LENS_CELL_CHARS for cell in cells)
     hovers = [html.unescape(hover) for hover in np.array(heatmap["customdata"])[0]]
     assert [hover.split(" ", 1)[1].rsplit(" ", 1)[0] for hover in hovers] == [repr(p) for p in pieces]
@@ -144,6 +147,14 @@ def test_a_boards_cells_give_its_largest_value_two_digits_and_the_rest_as_many_d
     numbers = heatmap["texttemplate"].removeprefix("%{z:").removesuffix("}")
     cells = [format(value, numbers) for value in effects[0]]
     assert cells[0] == written and max(len(cell) for cell in cells) == len(written)  # no cell longer than the top
+
+
+def test_a_board_with_nothing_to_scale_to_writes_two_decimals():
+    """An all-zero board had been written "0.0000000000"; a NaN had raised (a review's findings)."""
+    for effects in (np.zeros((1, 3)), np.array([[np.nan, 0.0, 0.0]])):
+        heatmap = figure_json(ablation_board_figure(effects))["data"][0]
+        assert heatmap["texttemplate"] == "%{z:.2f}"
+    assert decimals_for(float("inf")) == decimals_for(0.0) == 2 and decimals_for(1e-12) == MOST_DECIMALS
 
 
 def test_the_notebook_figures_draw_the_engines_numbers(decoder):

@@ -196,6 +196,11 @@ def test_the_readers_take_a_files_path_as_well_as_its_text(make_maps, tmp_path):
         np.testing.assert_array_equal(read_attention_json(path)["weights"], maps.weights[1, 0])
     with pytest.raises(ConfigError, match="neither a file nor the text of an attention CSV"):
         read_attention_csv(str(tmp_path / "missing.csv"))
+    with pytest.raises(ConfigError, match="neither a file nor the text of an attention JSON"):
+        read_attention_json("x" * 300)  # too long a name for a file: not the OSError it raised
+    np.testing.assert_array_equal(
+        read_attention_json(attention_json(maps, 1, 0).encode())["weights"], maps.weights[1, 0]
+    )
 
 
 def test_json_mean_head_without_config(make_maps):
