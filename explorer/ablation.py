@@ -10,13 +10,13 @@ and written "L1H3" in a link (TransformerLens's names).
 
 from __future__ import annotations
 
-import numbers
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import torch
 
+from explorer.arguments import is_whole
 from explorer.config import ConfigError
 
 Head = tuple[int, int]  # (layer, head), from 0
@@ -58,7 +58,7 @@ def checked_heads(heads: Iterable[Head], n_layers: int, n_heads: int) -> tuple[H
             values = tuple(head)
         except TypeError:
             values = ()
-        if len(values) != 2 or not all(_whole(v) for v in values):
+        if len(values) != 2 or not all(is_whole(v) for v in values):
             raise ConfigError(f"A head to remove is a (layer, head) pair of whole numbers, not {head!r}.")
         layer, index = (int(v) for v in values)
         if not 0 <= layer < n_layers:
@@ -73,11 +73,6 @@ def checked_heads(heads: Iterable[Head], n_layers: int, n_heads: int) -> tuple[H
             raise ConfigError(f"{head_name((layer, index))} is listed twice among the heads to remove.")
         checked.append((layer, index))
     return tuple(sorted(checked))
-
-
-def _whole(value: object) -> bool:
-    """A whole number and not a bool: (0.5, 1) or (True, 1) must not quietly become L0H1 or L1H1."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def checked_mode(mode: str) -> str:

@@ -37,8 +37,15 @@ def trace_bytes(cfg: ModelConfig, n_source: int, n_target: int | None = None) ->
     residual stream, each sub-layer's input and output and the feed-forward's hidden units; per attention cell a
     weight; all float32."""
     tokens = n_source + ((n_target or 1) if cfg.arch == "encoder-decoder" else 0)
-    floats = cfg.n_layers * tokens * (FLOATS_PER_LAYER_TOKEN * cfg.d_model + cfg.d_ff)
-    return 4 * (floats + attention_cells(cfg, n_source, n_target))
+    return 4 * (
+        _activation_floats(cfg.n_layers, tokens, cfg.d_model, cfg.d_ff) + attention_cells(cfg, n_source, n_target)
+    )
+
+
+def _activation_floats(n_layers: int, tokens: int, d_model: int, d_ff: int) -> int:
+    """The floats a stack's trace keeps besides attention: per layer and token, FLOATS_PER_LAYER_TOKEN x d_model
+    and the feed-forward's d_ff hidden units."""
+    return n_layers * tokens * (FLOATS_PER_LAYER_TOKEN * d_model + d_ff)
 
 
 def check_app_size(cfg: ModelConfig, n_source: int, n_target: int | None = None) -> None:
@@ -74,7 +81,7 @@ def run_bytes(model: Transformer, n_source: int, n_target: int | None, keep_scor
         stacks.append((model.decoder.spec, n_target, n_source))  # its cross-attention reads every source position
     floats = cells = 0
     for spec, tokens, memory in stacks:
-        floats += spec.n_layers * tokens * (FLOATS_PER_LAYER_TOKEN * spec.d_model + spec.d_ff)
+        floats += _activation_floats(spec.n_layers, tokens, spec.d_model, spec.d_ff)
         cells += spec.n_layers * spec.n_heads * tokens * (tokens + memory)
     return 4 * (floats + cells * (2 if keep_scores else 1)), 4 * cells
 
