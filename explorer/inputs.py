@@ -188,9 +188,9 @@ def _allowed(
 
 def _checked_mask(mask: torch.Tensor, n_query: int, n_key: int, name: str) -> torch.Tensor:
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (n_query, n_key):
-        additive = isinstance(mask, torch.Tensor) and mask.is_floating_point() and bool(torch.isinf(mask).any())
         floating = isinstance(mask, torch.Tensor) and mask.is_floating_point()
-        if additive:  # torch's additive form, nn.Transformer.generate_square_subsequent_mask's: 0 seen, -inf not
+        # torch's additive form, nn.Transformer.generate_square_subsequent_mask's: 0 seen, -inf not
+        if floating and bool(torch.isinf(mask).any()):
             how = "(for a float mask of 0 where a key may be seen and -inf where not, pass mask == 0)."
         elif floating:
             how = "(for a float mask of 1 where a key may be seen and 0 where not, pass mask.bool())."

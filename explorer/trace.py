@@ -254,8 +254,8 @@ def run(
     heads, ablation = _ablation(model, ablate, ablate_with)
     with torch.inference_mode():
         inputs = prepare_inputs(model, source, target, mask=mask, target_mask=target_mask, memory_mask=memory_mask)
-        n_target = None if inputs.target is None else len(inputs.target.tokens)
         if check_memory:
+            n_target = None if inputs.target is None else len(inputs.target.tokens)
             check_fits_in_memory(model, len(inputs.source.tokens), n_target, keep_scores)
         runs = inputs.forward(model, ablation=ablation, keep_scores=keep_scores)
         first, second = inputs.source, inputs.target

@@ -200,7 +200,9 @@ def write_clamped_to_url() -> None:
     link (?layer=99), Streamlit drops the value its widget cannot take from the address bar and, on a first run,
     writes nothing in its place, so a copied link showed layer 0 where the page showed the last. Streamlit's own
     setter refuses a parameter bound to a widget; this is the call Streamlit makes when it corrects one itself."""
-    clamped = st.session_state.pop(CLAMPED, {})
+    clamped = st.session_state.pop(CLAMPED, None)
+    if not clamped:  # nearly every run: no lock taken on the session's query parameters
+        return
     with get_session_state().query_params() as params:
         for key, value in clamped.items():
             binding = params.get_binding_for_param(key)
