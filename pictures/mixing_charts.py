@@ -10,6 +10,7 @@ from plotly.subplots import make_subplots
 
 from explorer.analysis.mixing import DEFAULT_RESIDUAL, attention_flow_rows, attention_rollout
 from explorer.analysis.stats import head_average
+from explorer.arguments import whole_in
 from explorer.mixing_text import is_causal, reach_title
 from explorer.trace import AttentionMaps, Trace
 from pictures.attention_panels import scale_note, token_labels, top_of, weight_ramp
@@ -330,9 +331,7 @@ def rollout_maps_figure(
     maps: AttentionMaps, rollout: np.ndarray, layer: int | None, residual: float, stretch: bool = False
 ) -> go.Figure:
     """rollout_figure from rollout already computed ([L, T, T])."""
-    layer = maps.n_layers - 1 if layer is None else int(layer)
-    if not 0 <= layer < maps.n_layers:
-        raise ValueError(f"There is no block {layer}: this model has blocks 0 to {maps.n_layers - 1}.")
+    layer = maps.n_layers - 1 if layer is None else whole_in("layer", layer, 0, maps.n_layers - 1)
     everyone = list(range(len(maps.key_tokens)))
     return maps_figure(
         maps,
@@ -358,7 +357,7 @@ def flow_figure(
     n_tokens = len(maps.key_tokens)
     if query is None:
         return flow_maps_figure(maps, rollout, attention_flow_rows(trace, None, residual), residual, stretch)
-    query = int(query) + n_tokens if int(query) < 0 else int(query)  # -1: the last position
+    query = whole_in("query", query, -n_tokens, n_tokens - 1) % n_tokens  # -1: the last position
     flow = attention_flow_rows(trace, [query], residual)[0]  # [T]; a query out of range raises a ConfigError
     return flow_row_figure(maps, rollout, flow, query, residual)
 

@@ -108,8 +108,9 @@ def test_rollout_figure_shows_the_raw_average_beside_rollout(trace):
     _, first = heatmaps(rollout_figure(trace, layer=0, residual=0.3))
     np.testing.assert_allclose(first["z"], attention_rollout(trace, 0.3)[0], atol=1e-6)
     assert "after block 0" in figure_title(figure_json(rollout_figure(trace, layer=0)))
-    with pytest.raises(ValueError, match="no block 3"):
-        rollout_figure(trace, layer=3)
+    for layer, got in [(3, "got 3"), (1.7, "got 1.7"), (-1, "got -1")]:  # 1.7 had drawn block 1
+        with pytest.raises(explorer.ConfigError, match=f"layer is a whole number from 0 to 2; {got}"):
+            rollout_figure(trace, layer=layer)
 
 
 def test_flow_figure_of_every_row_is_masked_where_no_path_reaches(causal):
@@ -137,8 +138,9 @@ def test_flow_figure_of_an_encoders_position(trace):
     assert "reach position 2" in figure_title(figure)
     flow = next(t for t in figure["data"] if t["name"] == "flow after the last block")
     np.testing.assert_allclose(flow["y"], attention_flow(trace, 2), atol=1e-9)
-    with pytest.raises(explorer.ConfigError, match="not a position"):
-        flow_figure(trace, query=6)
+    for query in (6, -7, 2.5):  # 2.5 had drawn position 2
+        with pytest.raises(explorer.ConfigError, match=f"query is a whole number from -6 to 5; got {query}"):
+            flow_figure(trace, query=query)
 
 
 def test_a_long_input_names_at_most_max_ticks_positions_on_the_reach_bars_and_every_one_in_hover():

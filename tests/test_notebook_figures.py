@@ -91,6 +91,9 @@ def test_a_layer_or_head_the_model_lacks_is_named_not_an_index_error(causal, lay
         explorer.attention_figure(causal, layer, head)
     with pytest.raises(explorer.ConfigError, match=words):
         explorer.difference_figure(causal, causal, layer, head)
+    model = explorer.build_model(explorer.ModelConfig(mask="causal", n_heads=4))
+    with pytest.raises(explorer.ConfigError, match=words):  # -1 had raised IndexError, 99 too
+        explorer.norm_attention_figure(model, causal, layer, head)
 
 
 def test_the_grid_holds_every_layer_and_head_behind_a_slider(causal):
