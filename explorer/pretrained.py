@@ -7,6 +7,7 @@ downloaded: the shipped weights sit inside installed Python packages.
 
 from __future__ import annotations
 
+import difflib
 import importlib.util
 import re
 from collections.abc import Callable
@@ -119,11 +120,16 @@ def _locate(name_or_path: str) -> tuple[Path, str]:
                 f"{entry.package.replace('_', '-')} (make run installs it)."
             )
         return path, name_or_path
+    known = ", ".join(repr(n) for n in INSTALLED)
+    if not name_or_path.strip():  # Path("") is the working folder, which would be read as a model folder
+        raise ConfigError(f"Name a checkpoint: one of {known}, a .gguf file or a model folder.")
     path = Path(name_or_path).expanduser()
     if not path.exists():
-        known = ", ".join(repr(n) for n in INSTALLED)
+        close = difflib.get_close_matches(name_or_path.lower(), list(INSTALLED), n=1, cutoff=0.5)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ConfigError(
             f"{name_or_path!r} is neither an installed checkpoint ({known}) nor a file or folder on this machine."
+            + hint
         )
     return path, str(path)
 

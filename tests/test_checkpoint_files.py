@@ -268,7 +268,7 @@ def refusal(path: Path) -> str:
     with pytest.raises(ConfigError) as caught:
         explorer.load_pretrained(path)
     message = str(caught.value)
-    assert "Traceback" not in message and message.strip().endswith((".", ")")), message
+    assert "Traceback" not in message and message.strip().endswith((".", ")", "?")), message
     return message
 
 
@@ -287,6 +287,21 @@ def edit_tensors(folder: Path, change: Callable[[dict[str, torch.Tensor]], None]
 def cut(path: Path, keep: int) -> None:
     """Keep the first `keep` bytes of a file (all but the last -keep when negative)."""
     path.write_bytes(path.read_bytes()[:keep])
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_an_empty_name_asks_for_a_checkpoint_rather_than_reading_the_working_folder(name):
+    """Path("") is ".": the message had been ". has no config.json", about a folder nobody named."""
+    assert refusal(name).startswith("Name a checkpoint: one of 'minilm-l6', 'smollm2-135m'")
+
+
+@pytest.mark.parametrize(("name", "meant"), [("SmolLM2-135m", "smollm2-135m"), ("minilm", "minilm-l6")])
+def test_a_near_miss_of_an_installed_name_is_offered_the_name(name, meant):
+    assert refusal(name).endswith(f"Did you mean {meant!r}?")
+
+
+def test_a_name_like_no_checkpoint_gets_no_guess():
+    assert "Did you mean" not in refusal("gpt2")
 
 
 @pytest.mark.parametrize("keep", [0, 4, 100, -10], ids=["empty", "length-cut", "header-cut", "data-cut"])
