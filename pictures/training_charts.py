@@ -37,18 +37,19 @@ def training_title(task: Task) -> str:
     return f"Training on {task.name} (length {task.length}): loss and accuracy per step"
 
 
-def _reference(figure: go.Figure, y: float, text: str, log: bool = False, right: bool = False, **where: int) -> None:
-    """A dotted horizontal line across a panel at y, with a grey note: on it at its left end, or under it at its
-    right end (`right`, where lines that rise from it leave room below)."""
+def _reference(figure: go.Figure, y: float, text: str, log: bool = False, below: bool = False, **where: int) -> None:
+    """A dotted horizontal line across a panel at y, with a grey note at its right end, where the curves have left
+    the line (they start on it at step 0): on the line, or under it (`below`, where lines that rise from it leave
+    room below)."""
     figure.add_hline(y=y, line={"color": REFERENCE_COLOUR, "width": 1, "dash": "dot"}, **where)
     figure.add_annotation(
         text=text,
-        x=1.0 if right else 0.0,
+        x=1.0,
         xref="x domain",
-        xanchor="right" if right else "left",
-        xshift=-6 if right else 0,  # clear of a vertical line at the last step
+        xanchor="right",
+        xshift=-6,  # clear of a vertical line at the last step
         y=math.log10(y) if log else y,  # an annotation on a log axis is placed by the log of its value
-        yanchor="top" if right else "bottom",
+        yanchor="top" if below else "bottom",
         showarrow=False,
         font={"size": 11, "color": NOTE_COLOUR},
         **where,
@@ -141,7 +142,7 @@ def pattern_figure(history: pd.DataFrame, task: Task, marked_step: int | None = 
             )
         )
     baseline = uniform_mass(task_pattern(task), task_allowed(task))
-    _reference(figure, baseline, f"uniform attention {baseline:.3g}", right=True)
+    _reference(figure, baseline, f"uniform attention {baseline:.3g}", below=True)
     if marked_step is not None:
         figure.add_vline(x=marked_step, line={"color": MARK_COLOUR, "width": 1})
     subtitle = (

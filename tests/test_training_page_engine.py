@@ -238,6 +238,9 @@ def test_curves_put_post_and_pre_on_the_same_axes():
         ("y", pytest.approx(np.log(10)), "uniform guess ln 10 = 2.30"),
         ("y2", pytest.approx(0.1), "chance 1/10 = 10%"),
     ]
+    # At the left end both curves start on their line and ran through its note; by the right end they have left it.
+    notes = [n for n in layout["annotations"] if n["text"].startswith(("uniform", "chance"))]
+    assert [(n["x"], n["xanchor"], n["yanchor"]) for n in notes] == [(1.0, "right", "bottom")] * 2
     assert [t["showlegend"] for t in figure["data"]].count(True) == 2  # one legend entry per placement
 
 
