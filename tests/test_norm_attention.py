@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 import explorer
 from explorer.analysis.norm_attention import norm_attention, norm_shares, value_norms
@@ -124,10 +125,44 @@ def test_a_trace_of_another_model_or_a_missing_kind_is_refused():
     model = explorer.build_model(explorer.ModelConfig(n_layers=2))
     deeper = explorer.build_model(explorer.ModelConfig(n_layers=3))
     trace = explorer.run(deeper, "a b c")
-    with pytest.raises(ConfigError, match="not made by this model"):
+    with pytest.raises(ConfigError, match="not this model's run .it was made with another configuration"):
         norm_attention(model, trace)
     with pytest.raises(ConfigError, match="no 'cross-attention'"):
         norm_attention(deeper, trace, "cross-attention")
+
+
+def test_a_trace_of_another_model_with_the_same_config_is_refused():
+    """Found by a notebook review: two imported models of one shape both have config None, so norm_attention(b,
+    trace of a) computed with b's weights on a's stream and returned numbers of neither. A trained model and the
+    random one it started from share a config in the same way."""
+    torch.manual_seed(0)
+    a, b = (
+        explorer.from_torch(nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 2))
+        for _ in "ab"
+    )
+    trace = explorer.run(a, torch.randn(5, 16))
+    assert norm_attention(a, trace).shape == (2, 4, 5, 5)
+    with pytest.raises(ConfigError, match="block 0 of this model turns the trace's stream into another"):
+        norm_attention(b, trace)
+    cfg = explorer.ModelConfig(n_layers=2, norm="pre", mask="causal", positional="rope")
+    start, learned = explorer.build_model(cfg), explorer.build_model(cfg)
+    with torch.no_grad():
+        learned.first_stack.layers[0].self_attn.out_proj.weight.mul_(1.5)  # as a step of training changes it
+    trace = explorer.run(start, "the cat sat on the mat")
+    norm_attention(start, trace)
+    with pytest.raises(ConfigError, match="not this model's run"):
+        norm_attention(learned, trace)
+
+
+def test_a_run_with_heads_removed_is_checked_on_a_block_it_left_whole():
+    cfg = explorer.ModelConfig(n_layers=2, n_heads=2)
+    model, other = explorer.build_model(cfg), explorer.build_model(cfg)
+    with torch.no_grad():
+        other.first_stack.layers[1].linear2.weight.mul_(2.0)
+    trace = explorer.run(model, "a b c d", ablate="L0H1")
+    norm_attention(model, trace)  # block 0 lost a head, so rerun without it, it would not match: block 1 is rerun
+    with pytest.raises(ConfigError, match="block 1 of this model"):
+        norm_attention(other, trace)
 
 
 @pytest.mark.slow

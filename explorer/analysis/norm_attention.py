@@ -21,8 +21,9 @@ import torch
 
 from explorer.ablation import Head
 from explorer.attention import MultiHeadAttention
-from explorer.config import NORM_IN_FRONT, ConfigError
+from explorer.config import NORM_IN_FRONT
 from explorer.model import Block, Stack, Transformer
+from explorer.run_of import check_run_of
 from explorer.trace import AttentionMaps, StackTrace, Trace
 
 
@@ -127,9 +128,8 @@ def _attention_inputs(model: Transformer, trace: Trace, kind: str | None):
     cross = maps.kind == "cross-attention"
     index = len(trace.stacks) - 1 if cross or maps.kind == "decoder self-attention" else 0
     stack_trace: StackTrace = trace.stacks[index]
-    stack: Stack | None = model.first_stack if index == 0 else model.decoder
-    if stack is None or len(stack.layers) != maps.n_layers:
-        raise ConfigError("This trace was not made by this model: run the model again and pass both.")
+    check_run_of(model, trace, "norm_attention")
+    stack: Stack = model.first_stack if index == 0 else model.decoder  # both there: check_run_of compared stacks
     if cross:
         modules = [block.multihead_attn for block in stack.layers]
         memory = trace.first.output  # [S, D]: every decoder block's cross-attention reads the encoder's output
