@@ -291,7 +291,18 @@ def attribution_figure(model: Transformer, trace: Trace, piece: str | int | None
     return attribution_board_figure(logit_attribution(model, trace, piece), removed)
 
 
-def ablation_figure(model: Transformer, source: Source, target: Source | None = None, mode: str = "zero") -> go.Figure:
+def ablation_figure(
+    model: Transformer,
+    source: Source,
+    target: Source | None = None,
+    mode: str = "zero",
+    *,
+    mask: torch.Tensor | None = None,
+    target_mask: torch.Tensor | None = None,
+    memory_mask: torch.Tensor | None = None,
+) -> go.Figure:
     """Layers x heads of what removing each head alone does to the sentence embedding, 1 − cosine (MiniLM's board;
-    any model works): every head in batched runs (explorer.head_ablation_effects), with `mode` "zero" or "mean"."""
-    return ablation_board_figure(head_ablation_effects(model, source, target, mode))
+    any model works): every head in batched runs (explorer.head_ablation_effects), with `mode` "zero" or "mean", and
+    an imported model's masks as explorer.run takes them."""
+    masks = {"mask": mask, "target_mask": target_mask, "memory_mask": memory_mask}
+    return ablation_board_figure(head_ablation_effects(model, source, target, mode, **masks))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
+from torch import nn
 
 import explorer
 from explorer.analysis import ablation_effects
@@ -155,3 +157,41 @@ def test_a_lent_run_gives_the_same_board_and_a_wrong_one_is_refused(minilm_model
         head_ablation_effects(minilm_model, SENTENCE, base=explorer.run(minilm_model, SENTENCE, ablate="L0H1"))
     with pytest.raises(ConfigError, match="another text"):
         head_ablation_effects(minilm_model, "A dog ran.", base=base)
+
+
+def imported_encoder(seed: int) -> explorer.Transformer:
+    torch.manual_seed(seed)
+    layer = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True)
+    return explorer.from_torch(nn.TransformerEncoder(layer, 2))
+
+
+def test_an_imported_models_mask_holds_in_every_run_with_a_head_removed():
+    """Found by a notebook review: head_ablation_effects took no mask, so a causal imported model's board was the
+    unmasked model's (1.3e-2 off)."""
+    model, x = imported_encoder(0), torch.randn(5, 16)
+    causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+    base = explorer.run(model, x, mask=causal)
+    heads = [(layer, head) for layer in range(2) for head in range(4)]
+    alone = [1.0 - embedding_cosine(base, explorer.run(model, x, mask=causal, ablate=[h])) for h in heads]
+    masked = head_ablation_effects(model, x, mask=causal)
+    np.testing.assert_allclose(masked.ravel(), alone, atol=BATCH_TOLERANCE)
+    assert np.abs(masked - head_ablation_effects(model, x)).max() > 100 * BATCH_TOLERANCE  # the mask matters here
+    figure = explorer.ablation_figure(model, x, mask=causal)
+    np.testing.assert_allclose(np.asarray(figure.data[0].z, dtype=float), masked, atol=1e-12)
+
+
+def test_a_lent_run_of_another_input_mask_or_model_is_refused():
+    """An imported model's tokens are x0 ... x4 whatever the tensor holds, and its config is None: a run of another
+    tensor or of another imported model of one shape had been taken, and its board returned (0.019 and 0.55 off)."""
+    model, x = imported_encoder(0), torch.randn(5, 16)
+    causal = torch.tril(torch.ones(5, 5, dtype=torch.bool))
+    lent = explorer.run(model, x, mask=causal)
+    np.testing.assert_array_equal(
+        head_ablation_effects(model, x, mask=causal, base=lent), head_ablation_effects(model, x, mask=causal)
+    )
+    with pytest.raises(ConfigError, match="read another encoder input"):
+        head_ablation_effects(model, torch.randn(5, 16), mask=causal, base=lent)
+    with pytest.raises(ConfigError, match="masked its encoder otherwise"):
+        head_ablation_effects(model, x, base=lent)
+    with pytest.raises(ConfigError, match="not this model's run"):
+        head_ablation_effects(imported_encoder(1), x, mask=causal, base=lent)

@@ -17,9 +17,10 @@ import torch
 from explorer.ablation import HeadAblation, checked_mode, heads_text
 from explorer.build import build_model
 from explorer.config import PAD_TOKEN, ConfigError, ModelConfig
-from explorer.inputs import Source, prepare_inputs
+from explorer.inputs import Inputs, Source, prepare_inputs
 from explorer.model import Stack, Transformer, float32_default
 from explorer.prediction import can_predict, last_logits, piece_name, piece_text
+from explorer.run_of import check_run_of
 from explorer.trace import StackTrace, Trace, run
 
 Progress = Callable[[float, str], None]  # (share done 0..1, what comes next)
@@ -58,6 +59,10 @@ def head_ablation_effects(
     mode: str = "zero",
     progress: Progress | None = None,
     base: Trace | None = None,
+    *,
+    mask: torch.Tensor | None = None,
+    target_mask: torch.Tensor | None = None,
+    memory_mask: torch.Tensor | None = None,
 ) -> np.ndarray:
     """[L, H]: 1 - cosine of the sentence embedding with each self-attention head of the first stack removed alone
     (its output set to zero, or with mode="mean" to its mean over the positions) against none removed; 0 means no
@@ -66,13 +71,15 @@ def head_ablation_effects(
     in chunks of at most BATCH_BYTES. For an encoder-decoder the embedding is the decoder's output, so the encoder's
     heads act through the decoder's cross-attention. `progress(share, what)` is told before each layer. `base`: the
     model's run of this text with no head removed, when the caller has it (a page's trace), instead of running it
-    again."""
+    again. `mask`, `target_mask` and `memory_mask` as explorer.run takes them (an imported model's causal or padding
+    mask): every run with a head removed keeps the same masks."""
     checked_mode(mode)
     model = build_model(model) if isinstance(model, ModelConfig) else model
-    if base is None:
-        base = run(model, source, target, keep_scores=False)  # scores unread: 283 MB of SmolLM2 on 512 pieces
+    masks = {"mask": mask, "target_mask": target_mask, "memory_mask": memory_mask}
+    if base is None:  # scores unread: 283 MB of SmolLM2 on 512 pieces
+        base = run(model, source, target, keep_scores=False, **masks)
     else:
-        _check_base(model, source, target, base)
+        _check_base(model, prepare_inputs(model, source, target, **masks), base)
     first = model.first_stack
     L, H = len(first.layers), first.layers[0].self_attn.n_heads
     real = real_positions(base.last.tokens)
@@ -100,17 +107,32 @@ def head_ablation_effects(
     return effects
 
 
-def _check_base(model: Transformer, source: Source, target: Source | None, base: Trace) -> None:
-    """Refuse a lent run that is not the model's plain run of this text: the board would measure another one."""
+def _check_base(model: Transformer, inputs: Inputs, base: Trace) -> None:
+    """Refuse a lent run that is not the model's plain run of these inputs and masks: the board would measure
+    another one. An imported model's inputs are x0, x1 ... whatever the tensor holds, so the stream entering each
+    stack and its masks are compared, not only the tokens."""
     if base.ablated:
         raise ConfigError(
             f"The run lent to head_ablation_effects has heads removed ({heads_text(base.ablated)}): lend the run "
             "with every head, against which each head's removal is measured."
         )
-    inputs = prepare_inputs(model, source, target)
+    check_run_of(model, base, "head_ablation_effects")
     stacks = [s for s in (inputs.source, inputs.target) if s is not None]
-    if [s.tokens for s in stacks] != [s.tokens for s in base.stacks] or base.config != model.config:
-        raise ConfigError("The run lent to head_ablation_effects is of another text or model than the one given.")
+    if [s.tokens for s in stacks] != [s.tokens for s in base.stacks]:
+        raise ConfigError("The run lent to head_ablation_effects is of another text than the one given.")
+    for given, ran in zip(stacks, base.stacks, strict=True):
+        if not np.allclose(given.x.detach().numpy(), ran.residual[0], rtol=1e-5, atol=1e-6):  # to rounding
+            raise ConfigError(
+                f"The run lent to head_ablation_effects read another {ran.name} input than the one given."
+            )
+        if not np.array_equal(given.allowed.numpy(), np.asarray(ran.self_attention.allowed, dtype=bool)):
+            raise ConfigError(
+                f"The run lent to head_ablation_effects masked its {ran.name} otherwise: pass the same mask to both."
+            )
+    memory = base.last.cross_attention
+    memory_given = inputs.memory_allowed
+    if memory_given is not None and memory is not None and not np.array_equal(memory_given.numpy(), memory.allowed):
+        raise ConfigError("The run lent to head_ablation_effects masked its cross-attention otherwise.")
 
 
 def prediction_change(model: Transformer, before: Trace, after: Trace, k: int = 10) -> pd.DataFrame:
