@@ -186,17 +186,19 @@ def _allowed(
     return allowed
 
 
-def _checked_mask(mask: torch.Tensor, n_query: int, n_key: int, name: str) -> torch.Tensor:
-    if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or tuple(mask.shape) != (n_query, n_key):
-        floating = isinstance(mask, torch.Tensor) and mask.is_floating_point()
-        # torch's additive form, nn.Transformer.generate_square_subsequent_mask's: 0 seen, -inf not
-        if floating and bool(torch.isinf(mask).any()):
-            how = "(for a float mask of 0 where a key may be seen and -inf where not, pass mask == 0)."
-        elif floating:
-            how = "(for a float mask of 1 where a key may be seen and 0 where not, pass mask.bool())."
-        else:
-            how = "(for a torch-style mask with True = blocked, pass ~mask)."
-        raise ConfigError(f"{name} must be a bool tensor [{n_query}, {n_key}] with True = may attend {how}")
+def _checked_mask(mask: torch.Tensor | np.ndarray, n_query: int, n_key: int, name: str) -> torch.Tensor:
+    if isinstance(mask, np.ndarray):  # a notebook's numpy mask, taken as a tensor would be
+        mask = torch.from_numpy(mask)
+    if not isinstance(mask, torch.Tensor):
+        raise ConfigError(
+            f"{name} must be a bool tensor [{n_query}, {n_key}] with True = may attend, not a {type(mask).__name__}."
+        )
+    if mask.dtype != torch.bool or tuple(mask.shape) != (n_query, n_key):
+        advice = _mask_advice(mask, n_query, n_key)
+        raise ConfigError(
+            f"{name} must be a bool tensor [{n_query}, {n_key}] with True = may attend; got {mask.dtype} "
+            f"{list(mask.shape)}." + (f" {advice}" if advice else "")
+        )
     if name != "memory_mask" and n_query == n_key > 1 and not bool(mask.diagonal().any()):
         warnings.warn(  # a self-attention mask that hides every token from itself: almost surely torch's convention
             f"{name} lets no token attend to itself. The explorer's masks use True = may attend, the opposite of "
@@ -205,6 +207,42 @@ def _checked_mask(mask: torch.Tensor, n_query: int, n_key: int, name: str) -> to
             stacklevel=_user_stacklevel(),
         )
     return mask
+
+
+# An additive mask's blocked keys: exp(-1e4) is 0 in float32, so softmax gives them no weight at all, as with -inf.
+BLOCKING_BIAS = -1e4
+
+
+def _mask_advice(mask: torch.Tensor, n_query: int, n_key: int) -> str:
+    """What to pass instead of a mask of another shape or type, when its shape or values say what it meant."""
+    shape = tuple(mask.shape)
+    if shape in ((n_key,), (1, n_key)) and shape != (n_query, n_key):
+        padding, allowed = ("True", "~kpm") if mask.dtype == torch.bool else ("-inf", "(kpm == 0)")
+        return (
+            f"For torch's key_padding_mask of one sequence ({padding} = padding), pass "
+            f"{allowed}.reshape(1, {n_key}).expand({n_query}, {n_key})."
+        )
+    if len(shape) == 3 and shape[1:] == (n_query, n_key):
+        return "Pass one sequence's mask, [query, key]: mask[0] (the explorer runs one sequence at a time)."
+    if shape == (n_key, n_query) and n_key != n_query:
+        return f"It looks transposed: rows are the {n_query} queries, columns the {n_key} keys (mask.T)."
+    if shape != (n_query, n_key):
+        return ""
+    values = torch.unique(mask).double()
+    zero_one = bool(torch.isin(values, torch.tensor([0.0, 1.0], dtype=torch.float64)).all())
+    if zero_one and bool((values == 1).any()):
+        return "For 1 where a key may be seen and 0 where not, pass mask.bool() (for 1 = blocked: mask == 0)."
+    if mask.is_floating_point() and bool(((values == 0) | (values <= BLOCKING_BIAS)).all()):
+        return (
+            "For torch's additive mask (0 where a key may be seen, -inf or a large negative number where not), "
+            "pass mask == 0."
+        )
+    if mask.is_floating_point():
+        return (
+            f"Its values run from {float(values.min()):.3g} to {float(values.max()):.3g}: an additive bias that "
+            "weights keys, not one that only blocks them, and the explorer's masks only allow or block a key."
+        )
+    return ""
 
 
 def _user_stacklevel() -> int:

@@ -224,12 +224,47 @@ def test_a_float_torch_mask_is_told_how_to_become_the_explorers():
     model = explorer.from_torch(nn.TransformerEncoderLayer(16, 2, 32))
     x = torch.randn(4, 16)
     floating = nn.Transformer.generate_square_subsequent_mask(4)
-    with pytest.raises(ConfigError, match=r"pass mask == 0\)") as raised:
+    with pytest.raises(ConfigError, match=r"pass mask == 0\.") as raised:
         explorer.run(model, x, mask=floating)
     assert "~mask" not in str(raised.value)
     causal = explorer.run(model, x, mask=floating == 0)  # the advice, followed
     assert np.triu(causal.attention[0, 0], 1).max() == 0.0
     ones = torch.tril(torch.ones(4, 4))  # 1 = seen: "mask == 0" would have turned it inside out
-    with pytest.raises(ConfigError, match=r"pass mask.bool\(\)\)"):
+    with pytest.raises(ConfigError, match=r"pass mask.bool\(\)"):
         explorer.run(model, x, mask=ones)
     np.testing.assert_array_equal(explorer.run(model, x, mask=ones.bool()).attention, causal.attention)
+
+
+def test_each_kind_of_wrong_mask_is_told_what_to_pass_and_the_advice_works():
+    """Found by a notebook review: a 0 / -1e9 padding mask was told "pass mask.bool()", which inverts it (the blocked
+    keys became the only ones seen), and a key padding mask, a batched mask or a numpy mask were told "pass ~mask"."""
+    model = explorer.from_torch(nn.TransformerEncoderLayer(16, 2, 32, batch_first=True))
+    x = torch.randn(6, 16)
+    padded = torch.tensor([True, True, True, True, False, False])  # the last two keys are padding
+    allowed = padded.reshape(1, 6).expand(6, 6)
+    expected = explorer.run(model, x, mask=allowed).attention
+
+    def advice(mask) -> str:
+        with pytest.raises(ConfigError) as raised:
+            explorer.run(model, x, mask=mask)
+        return str(raised.value)
+
+    large_negative = torch.where(allowed, 0.0, -1e9)
+    assert "pass mask == 0." in advice(large_negative) and "bool()" not in advice(large_negative)
+    np.testing.assert_array_equal(explorer.run(model, x, mask=large_negative == 0).attention, expected)
+    kpm = ~padded[None]  # torch's key_padding_mask, [1, S], True = padding
+    assert "pass ~kpm.reshape(1, 6).expand(6, 6)." in advice(kpm)
+    np.testing.assert_array_equal(explorer.run(model, x, mask=~kpm.reshape(1, 6).expand(6, 6)).attention, expected)
+    assert "pass (kpm == 0).reshape(1, 6)" in advice(torch.where(kpm[0], float("-inf"), 0.0))
+    assert "mask[0]" in advice(allowed[None])
+    assert "pass mask.bool()" in advice(allowed.long())
+    assert "an additive bias that weights keys" in advice(torch.randn(6, 6))
+    assert "not a list" in advice(allowed.tolist())
+    np.testing.assert_array_equal(explorer.run(model, x, mask=allowed.numpy()).attention, expected)  # taken as is
+
+
+def test_a_transposed_cross_attention_mask_is_named():
+    model = explorer.from_torch(nn.Transformer(16, 2, 1, 1, 32, batch_first=True))
+    source, target = torch.randn(5, 16), torch.randn(3, 16)
+    with pytest.raises(ConfigError, match=r"got torch.bool \[5, 3\]\. It looks transposed: .* \(mask.T\)"):
+        explorer.run(model, source, target, memory_mask=torch.ones(5, 3, dtype=torch.bool))
