@@ -14,10 +14,12 @@ from plotly.subplots import make_subplots
 
 from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.stream_energy import focus_token, token_energy, token_shares
+from explorer.arguments import is_whole
+from explorer.config import ConfigError
 from explorer.model import Transformer
 from explorer.numbers import readable
 from explorer.positional import ADDED_TO_INPUT, input_text
-from explorer.trace import Trace
+from explorer.trace import StackTrace, Trace
 from pictures.attention_panels import FAINT, token_labels, top_of
 from pictures.boards import board, matrix_panel
 from pictures.log_axes import log_panels_note, panel_scale
@@ -345,10 +347,18 @@ def _log_ticks(values: pd.Series) -> dict:
 # --- Notebook builders: a trace (and its model) in, the page's figure out.
 
 
+def trace_stack(trace: Trace, stack: int) -> StackTrace:
+    """trace.stacks[stack], or a ConfigError naming the stacks the trace has (an encoder has no stack 1)."""
+    names = ", ".join(f"{i} ({part.name})" for i, part in enumerate(trace.stacks))
+    if not is_whole(stack) or not 0 <= stack < len(trace.stacks):
+        raise ConfigError(f"stack is one of {names}; got {stack!r}.")
+    return trace.stacks[stack]
+
+
 def token_norm_figure(trace: Trace, measure: str = "norm", stack: int = 0, stretch: bool = False) -> go.Figure:
     """Each token's residual vector over depth, layers × tokens: its L2 norm ("norm") or largest |x| ("max") (the
     Activations page's per-token heatmap; `stretch`: colours up to the 99th percentile, as its Stretch colours)."""
-    part = trace.stacks[stack]
+    part = trace_stack(trace, stack)
     positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
     return token_energy_figure(token_energy(part, measure), part.tokens, part.name, positional, measure, stretch)
 
@@ -357,7 +367,7 @@ def massive_share_figure(model: Transformer, trace: Trace, stack: int = 0) -> go
     """Per layer, the share of the heads' attention weight and of what they add (norm_attention, Kobayashi et al.
     2020) on the token with a massive activation (Sun et al. 2024), or, without one, on the token with the largest
     |x| (the Activations page's chart)."""
-    part = trace.stacks[stack]
+    part = trace_stack(trace, stack)
     position, block = focus_token(part)
     norms = norm_attention(model, trace, part.self_attention.kind)  # [L, H, T, T]
     table = token_shares(part.self_attention, position, norms)

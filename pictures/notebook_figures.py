@@ -215,7 +215,8 @@ def depth_figure(trace: Trace, stack: int = 0) -> go.Figure:
     """The residual stream and each sub-layer's output over depth: mean, std, RMS and max |x|, one panel each (the
     Activations page's chart)."""
     positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
-    return activation_charts.depth_figure(layer_statistics(trace.stacks[stack]), trace.stacks[stack].name, positional)
+    part = activation_charts.trace_stack(trace, stack)
+    return activation_charts.depth_figure(layer_statistics(part), part.name, positional)
 
 
 def gradient_figure(model: Transformer, source: Source, target: Source | None = None) -> go.Figure:

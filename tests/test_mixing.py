@@ -127,8 +127,10 @@ def test_bad_arguments_say_what_to_do():
     trace = trace_of(random_attention(1, 1, 3, seed=0))
     with pytest.raises(ConfigError, match="between 0 and 1"):
         attention_rollout(trace, residual=1.5)
-    with pytest.raises(ConfigError, match="not a position"):
-        attention_flow(trace, 3)
+    for query in (3, -4, 1.5):  # 1.5 had quietly been position 1
+        with pytest.raises(ConfigError, match=f"query is a whole number from -3 to 2; got {query}"):
+            attention_flow(trace, query)
+    np.testing.assert_array_equal(attention_flow(trace, -1), attention_flow(trace, 2))  # as flow_figure takes -1
 
 
 @pytest.mark.parametrize("mode", ["zero", "mean"])

@@ -96,6 +96,22 @@ def test_a_layer_or_head_the_model_lacks_is_named_not_an_index_error(causal, lay
         explorer.norm_attention_figure(model, causal, layer, head)
 
 
+@pytest.mark.parametrize("stack", [1, -1, 1.0, "decoder"])
+def test_a_stack_the_trace_lacks_is_named(stack):
+    """Found by a notebook review: stack=1 of an encoder's trace raised "tuple index out of range", 1.0 a TypeError."""
+    cfg = explorer.ModelConfig(n_heads=2)
+    trace = explorer.run(cfg, "a b c")
+    for figure in (
+        lambda: explorer.depth_figure(trace, stack=stack),
+        lambda: explorer.token_norm_figure(trace, stack=stack),
+        lambda: explorer.massive_share_figure(explorer.build_model(cfg), trace, stack=stack),
+    ):
+        with pytest.raises(explorer.ConfigError, match=rf"stack is one of 0 \(encoder\); got {stack!r}"):
+            figure()
+    pair = explorer.run(explorer.ModelConfig(arch="encoder-decoder"), "a b", "c d")
+    assert "decoder" in explorer.depth_figure(pair, stack=1).layout.title.text
+
+
 def test_the_grid_holds_every_layer_and_head_behind_a_slider(causal):
     figure = explorer.attention_grid_figure(causal)
     assert len(figure.data) == 2 * 4 and [t.visible for t in figure.data].count(True) == 1

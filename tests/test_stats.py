@@ -119,12 +119,14 @@ def test_head_average_is_numpy_mean(make_maps):
 
 def test_bad_layer_or_head_is_a_readable_error(make_maps):
     maps = make_maps(n_layers=2, n_heads=3)
-    with pytest.raises(IndexError, match="layers 0 to 1"):
+    with pytest.raises(ConfigError, match="layer is a whole number from 0 to 1; got 2"):
         head_average(maps, 2)
-    with pytest.raises(IndexError, match="heads 0 to 2"):
+    with pytest.raises(ConfigError, match="head is a whole number from 0 to 2; got 3"):
         attention_matrix(maps, 0, 3)
-    with pytest.raises(IndexError):
+    with pytest.raises(ConfigError, match="got -1"):
         attention_matrix(maps, -1, 0)
+    with pytest.raises(ConfigError, match="got 1.0"):  # had been numpy's "only integers, slices ..." IndexError
+        attention_csv(maps, 0, 1.0)
 
 
 def test_attention_frame_is_tidy_and_matches_weights(make_maps):

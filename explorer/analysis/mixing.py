@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from explorer.analysis.norm_attention import effective_weights
+from explorer.arguments import whole_in
 from explorer.config import ConfigError
 from explorer.trace import Trace
 
@@ -67,8 +68,10 @@ def attention_flow(trace: Trace, query: int, residual: float = DEFAULT_RESIDUAL)
     """[T] float64: attention flow (Abnar and Zuidema 2020), the maximum flow from position `query` after the last block
     to each input token, on the layered graph whose edge from (l + 1, i) to (l, j) has capacity A~_l[i, j]
     (augmented_attention). Each value is at most 1; they need not sum to 1 (each is its own max-flow problem).
-    Solved by scipy's maximum_flow (Dinic's algorithm) on integer capacities (FLOW_UNITS)."""
-    return attention_flow_rows(trace, [query], residual)[0]
+    Solved by scipy's maximum_flow (Dinic's algorithm) on integer capacities (FLOW_UNITS). -1 is the last position,
+    as flow_figure takes it."""
+    n_tokens = len(trace.first.tokens)
+    return attention_flow_rows(trace, [whole_in("query", query, -n_tokens, n_tokens - 1) % n_tokens], residual)[0]
 
 
 def attention_flow_rows(
@@ -77,10 +80,7 @@ def attention_flow_rows(
     """[len(queries), T] float64: attention_flow for each of `queries` (None: every position), one graph for all."""
     augmented = augmented_attention(trace, residual)  # [L, T, T]
     n_layers, n_tokens, _ = augmented.shape
-    queries = list(range(n_tokens)) if queries is None else [int(q) for q in queries]
-    for query in queries:
-        if not 0 <= query < n_tokens:
-            raise ConfigError(f"query {query} is not a position of these {n_tokens} tokens (0 to {n_tokens - 1}).")
+    queries = range(n_tokens) if queries is None else [whole_in("query", q, 0, n_tokens - 1) for q in queries]
     from scipy.sparse.csgraph import maximum_flow  # here: scipy costs every `import explorer` 0.3 s, only flow uses it
 
     graph = _flow_graph(augmented)

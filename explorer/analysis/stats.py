@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from explorer.arguments import whole_in
 from explorer.trace import AttentionMaps
 
 SMALLEST_FLOAT32 = np.finfo(np.float32).tiny  # the smallest normal float32, about 1.2e-38
@@ -14,11 +15,11 @@ CHUNK_FLOATS = 1 << 20  # row_entropy's buffer: 4 MB, two of them in a 2-core ma
 
 
 def check_layer_head(maps: AttentionMaps, layer: int, head: int | None) -> None:
-    """Raise IndexError with a readable message for a layer or head the maps do not have."""
-    if not 0 <= layer < maps.n_layers:
-        raise IndexError(f"layer {layer} does not exist; this model has layers 0 to {maps.n_layers - 1}.")
-    if head is not None and not 0 <= head < maps.n_heads:
-        raise IndexError(f"head {head} does not exist; this model has heads 0 to {maps.n_heads - 1}.")
+    """A ConfigError naming what the maps have, for a layer or head they do not (-1 and 1.0 included: numpy would
+    read the first as the last layer and fail deep inside on the second)."""
+    whole_in("layer", layer, 0, maps.n_layers - 1)
+    if head is not None:
+        whole_in("head", head, 0, maps.n_heads - 1)
 
 
 def head_average(maps: AttentionMaps, layer: int) -> np.ndarray:
