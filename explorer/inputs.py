@@ -108,9 +108,10 @@ def _input(model: Transformer, source: Source, what: str) -> tuple[torch.Tensor,
         raise ConfigError(f"The explorer runs on the CPU: pass the {what} as x.cpu() (it is on {source.device}).")
     if isinstance(source, torch.Tensor):
         if source.dim() != 2 or source.shape[1] != model.d_model or not source.is_floating_point():
+            batch = " One sequence at a time: pass x[i] of a batch (x[:, i] when not batch_first)."
             raise ConfigError(
                 f"The {what} tensor must be float [T, {model.d_model}] (one row per position); "
-                f"got {source.dtype} {list(source.shape)}."
+                f"got {source.dtype} {list(source.shape)}." + (batch if source.dim() == 3 else "")
             )
         if not 1 <= source.shape[0] <= model.max_positions:
             raise ConfigError(f"The {what} must have 1 to {model.max_positions:,} rows; it has {source.shape[0]:,}.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
 import torch.nn.functional as F
 from torch import nn
 
@@ -33,6 +34,7 @@ def from_torch(module: nn.Module) -> Transformer:
         _copy_final_norm(model.encoder, module.norm)
         state = {"encoder." + key: value for key, value in module.state_dict().items()}
     elif isinstance(module, nn.Transformer):
+        _check_stock_stacks(module)
         encoder = _stack_spec(list(module.encoder.layers), module.encoder.norm, cross=False)
         decoder = _stack_spec(list(module.decoder.layers), module.decoder.norm, cross=True)
         model = Transformer(encoder, decoder, max_positions=_MAX_POSITIONS)
@@ -40,9 +42,33 @@ def from_torch(module: nn.Module) -> Transformer:
         _copy_final_norm(model.decoder, module.decoder.norm)
         state = dict(module.state_dict())
     else:
-        raise ConfigError(f"from_torch takes an {SUPPORTED}; got {type(module).__name__}.")
+        raise ConfigError(f"from_torch takes an {SUPPORTED}; got {type(module).__name__}.{_inner_hint(module)}")
     model.load_state_dict({key: value.detach().float().clone() for key, value in state.items()}, strict=True)
     return model.eval()
+
+
+def _inner_hint(module: nn.Module) -> str:
+    """For a model wrapping a stock stack (embeddings, a head and an nn.TransformerEncoder): the stack to pass."""
+    kinds = (nn.Transformer, nn.TransformerEncoder, nn.TransformerEncoderLayer)
+    inner = next(((name, m) for name, m in module.named_modules() if name and isinstance(m, kinds)), None)
+    if inner is None:
+        return ""
+    name, found = inner
+    return (
+        f" Its `{name}` is an nn.{type(found).__name__}: pass that, from_torch(model.{name}), and give explorer.run "
+        "your model's embeddings of the tokens."
+    )
+
+
+def _check_stock_stacks(module: nn.Transformer) -> None:
+    """nn.Transformer(custom_encoder=..., custom_decoder=...) holds stacks from_torch cannot read layer by layer."""
+    for name, stock in (("encoder", nn.TransformerEncoder), ("decoder", nn.TransformerDecoder)):
+        stack = getattr(module, name)
+        if not isinstance(stack, stock):
+            raise ConfigError(
+                f"This nn.Transformer's {name} is a {type(stack).__name__}, not an nn.{stock.__name__}: from_torch "
+                "reads only torch's own stacks."
+            )
 
 
 _MAX_POSITIONS = 4096  # imported models have no position table; this only bounds the input length
@@ -108,7 +134,7 @@ def _check_layer_norms(layer: nn.Module, cross: bool) -> None:
 
 
 def _activation_name(activation: object) -> str:
-    if activation is F.relu or isinstance(activation, nn.ReLU):
+    if activation is F.relu or activation is torch.relu or isinstance(activation, nn.ReLU):
         return "relu"
     if activation is F.gelu or (isinstance(activation, nn.GELU) and activation.approximate == "none"):
         return "gelu"

@@ -268,3 +268,35 @@ def test_a_transposed_cross_attention_mask_is_named():
     source, target = torch.randn(5, 16), torch.randn(3, 16)
     with pytest.raises(ConfigError, match=r"got torch.bool \[5, 3\]\. It looks transposed: .* \(mask.T\)"):
         explorer.run(model, source, target, memory_mask=torch.ones(5, 3, dtype=torch.bool))
+
+
+def test_from_torch_names_the_stack_inside_a_wrapper_and_refuses_a_custom_one():
+    """Found by a notebook review: a custom_encoder raised AttributeError: 'MyEncoder' object has no attribute
+    'layers'; a model wrapping an encoder was told only "got Wrapper"."""
+
+    class Wrapper(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(10, 16)
+            self.body = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), 2)
+
+    class MyEncoder(nn.Module):
+        def forward(self, x: torch.Tensor, **_: object) -> torch.Tensor:
+            return x
+
+    with pytest.raises(
+        ConfigError, match=r"Its `body` is an nn.TransformerEncoder: pass that, from_torch\(model.body\)"
+    ):
+        explorer.from_torch(Wrapper())
+    with pytest.raises(ConfigError, match="encoder is a MyEncoder, not an nn.TransformerEncoder"):
+        explorer.from_torch(nn.Transformer(16, 2, 1, 1, 32, custom_encoder=MyEncoder()))
+
+
+def test_torch_relu_is_relu_and_a_batch_is_told_to_pass_one_sequence():
+    layer = nn.TransformerEncoderLayer(16, 2, 32, activation=torch.relu, batch_first=True).eval()
+    x = torch.randn(1, 4, 16)
+    model = explorer.from_torch(layer)  # had been refused as "not relu or gelu"
+    with torch.no_grad():
+        np.testing.assert_allclose(explorer.run(model, x[0]).output, layer(x)[0].numpy(), atol=1e-5)
+    with pytest.raises(ConfigError, match=r"One sequence at a time: pass x\[i\]"):
+        explorer.run(model, x)
