@@ -15,6 +15,17 @@ RULE = (
 )
 
 
+def sublayer_outputs_text(output_norm: bool) -> str:
+    """What the charts' sub-layer output points hold (attn.out, ffn.out): the update the stream receives, or, in
+    res-post and peri, f(x) before the output norm, whose result is the update."""
+    if output_norm:
+        return (
+            "sub-layer outputs: each sub-layer's f(x) before its output norm; the stream receives that norm's output "
+            "(its RMS near the norm's gain: the norms chart)"
+        )
+    return "sub-layer outputs: what each sub-layer adds, before the residual sum"
+
+
 def _blocks(blocks: tuple[int, ...]) -> str:
     """E.g. "after block 11", "after blocks 11 to 27", "after blocks 2, 5 and 9"."""
     if len(blocks) == 1:

@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explorer.activations_text import sublayer_outputs_text
 from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.stream_energy import focus_token, token_energy, token_shares
 from explorer.arguments import is_whole
@@ -64,6 +65,8 @@ LINE_WIDTH = 640  # px a matrix board may take across
 IN_ORDER = {"traceorder": "normal"}  # a legend lists the points in the order they are drawn, not grouped
 TWO_COLUMNS = {"entrywidth": 0.5, "entrywidthmode": "fraction"}
 NORM_POINT = "LayerNorm"  # how layer_statistics names a norm's points ("attn LayerNorm in"), whatever the norm
+# a norm on a sub-layer's output (res-post, peri): "attn output LayerNorm in"
+OUTPUT_NORM_POINT = f"output {NORM_POINT}"
 
 
 def _line(rows: pd.DataFrame, column: str, name: str, value_title: str, **style: object) -> dict:
@@ -107,8 +110,9 @@ def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
     drawn = stats[stats["point"].isin(points)]
     scales = {stat: panel_scale(drawn[stat].to_numpy(dtype=np.float64)) for stat in STAT_TITLES}
     subtitle = noted(
-        f"residual: the stream after each block (input = {input_text(positional)}); sub-layer outputs: what each "
-        "sub-layer adds, before the residual sum; over all tokens and units",
+        f"residual: the stream after each block (input = {input_text(positional)}); "
+        f"{sublayer_outputs_text(bool(stats['point'].str.contains(OUTPUT_NORM_POINT).any()))}; over all tokens and "
+        "units",
         log_panels_note(scales, STAT_TITLES),
     )
     layout = figure_layout(f"Activation statistics over depth ({stack} stack)", subtitle, 480)

@@ -188,7 +188,7 @@ def subtitle_lines(subtitle: str, most: int = SUBTITLE_CHARS) -> list[str]:
         if lines and len(lines[-1]) + 3 + len(part) <= most:
             lines[-1] += " · " + part
         else:
-            lines.extend(textwrap.wrap(part, most) or [""])
+            lines.extend(textwrap.wrap(part, most, break_on_hyphens=False) or [""])  # "sub-layer" stays whole
     return lines
 
 

@@ -402,6 +402,28 @@ def test_activation_histogram_controls():
     assert f"values exactly 0: {int((hidden == 0).sum()):,}" in zeros["hovertemplate"]
 
 
+@pytest.mark.parametrize(
+    ("norm", "said"), [("pre", "what each sub-layer adds"), ("res-post", "before its output norm")]
+)
+def test_the_output_points_are_said_to_be_what_they_hold(norm, said):
+    """Found by a review of the numbers: in res-post and peri the attention and FFN output lines are f(x) before the
+    output norm (RMS 0.30 and 0.73 on this model) while the stream receives the norm's output (RMS 1.00), yet the chart
+    and the Point help called them what each sub-layer adds."""
+    at = open_page(ACTIVATIONS, norm=norm, act_open_histogram="true")
+    assert_ok(at)
+    stack = explorer.run(ModelConfig(norm=norm), TOKENS).first
+    depth = figure_titled(at, "Activation statistics over depth")
+    line = depth_line(depth, "attention output", "rms")["y"]
+    out = stack.activations["blocks.0.attn.out"].astype(np.float64)
+    assert line[0] == pytest.approx(np.sqrt((out**2).mean()), rel=1e-6)  # the line is attn.out, from block 0
+    assert said in depth["layout"]["title"]["subtitle"]["text"].replace("<br>", " ")
+    helped = at.selectbox(key="act_point").help
+    assert ("before its output norm" in helped) == (norm == "res-post")
+    if norm == "res-post":
+        added = stack.activations["blocks.0.attn.out_ln_out"].astype(np.float64)
+        assert np.sqrt((added**2).mean()) > 2 * line[0]  # what the stream receives is not what the line shows
+
+
 def test_pre_norm_twelve_layers_tells_the_growing_stream():
     at = open_page(ACTIVATIONS, norm="pre", n_layers="12", d_model="512", n_heads="8", act_open_gradients="true")
     story = next(i.value for i in at.info if i.value.startswith("Pre-norm"))

@@ -190,6 +190,16 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     csv_button("Shares per layer (CSV)", shares, f"activations_{stack.name}_token_shares.csv", "act_csv_shares")
 
 
+def _outputs_help(stack: StackTrace) -> str:
+    """The Point help's sentence on the output points (attn.out, ffn.out hold f(x) before any output norm)."""
+    if "blocks.0.attn.out_ln_out" in stack.activations:
+        return (
+            "The outputs are each sub-layer's f(x) before its output norm: the stream receives the norm's output, "
+            "not these values."
+        )
+    return "The outputs are what a sub-layer adds to the stream, before the sum."
+
+
 def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
     options = points(stack)
     c1, c2, c3 = st.columns([1, 2, 1])
@@ -202,8 +212,8 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
         options,
         key="act_point",
         bind="query-params",
-        help="residual: the stream after the block. The outputs are what a sub-layer adds to the stream, before "
-        "the sum. FFN hidden: after the activation function, inside the feed-forward sub-layer.",
+        help=f"residual: the stream after the block. {_outputs_help(stack)} FFN hidden: after the activation "
+        "function, inside the feed-forward sub-layer.",
     )
     c3.write("")
     log_count = c3.toggle("Log count axis", key="act_log", bind="query-params")
