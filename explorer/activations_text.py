@@ -64,11 +64,13 @@ def shares_text(position: int, piece: str, shares: pd.DataFrame, after: int | No
     (every layer when None), and how much of what they add; whether the weight carries as much. The token is
     named, or called "it" (`named` False, after a sentence naming it). "" without a layer to average."""
     reading = shares if after is None else shares[shares["layer"] > after]
+    who = _token(position, piece) if named else "it"
+    if not reading.empty and not np.isfinite(shares["weights"]).any():  # key_share: no query may see it
+        return f"No query may attend to {who}: the mask blocks it as a key, so no head reads it."
     if reading.empty or not np.isfinite(reading["weights"]).any():
         return ""
     weight = float(np.nanmean(reading["weights"]))
     where = "In every layer" if after is None else f"In the layers that read it (after block {after})"
-    who = _token(position, piece) if named else "it"
     text = f"{where}, the heads put {weight:.2f} of their weight on {who} on average"
     if not np.isfinite(reading["norms"]).any():
         return text + "."

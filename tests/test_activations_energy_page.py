@@ -66,6 +66,18 @@ def test_minilm_says_post_norm_leaves_no_massive_activation(minilm_model):
     figure_titled(at, "How much the heads look at “[CLS]”")  # the token with the largest |x|, for the contrast
 
 
+def test_a_token_no_query_may_see_gets_a_sentence_not_an_empty_chart():
+    """Found by a review of the numbers: the largest |x| sat on a [PAD] key the padding mask hides from every query,
+    and the chart of how much heads look at it was drawn with no line and nothing said."""
+    tokens = "the cat sat [PAD] on the mat [PAD]"
+    at = opened({"norm": "res-post", "mask": "causal+padding", "tokens": tokens, "act_open_tokens": "true"})
+    stack = explorer.run(explorer.ModelConfig(norm="res-post", mask="causal+padding"), tokens).first
+    position = int(np.argmax(token_energy(stack, "max")[1:].max(axis=0)))
+    assert stack.tokens[position] == "[PAD]" and not stack.self_attention.allowed[:, position].any()
+    assert "No query may attend to “[PAD]” (position 7): the mask blocks it as a key" in energy_text(at)
+    assert not [f for f in app_figures(at) if "How much the heads look at" in f["layout"]["title"]["text"]]
+
+
 def test_a_link_with_stretch_tops_smollms_token_heatmap_at_the_99th_percentile_and_the_switch_undoes_it(smollm_model):
     at = opened({"model": "smollm2-135m", "tokens": SENTENCE, "act_open_tokens": "true", "stretch": "true"})
     norms = token_energy(explorer.run(smollm_model, SENTENCE).first, "norm")  # [31, T]

@@ -181,7 +181,9 @@ def test_shares_text_names_the_token_averages_every_layer_and_weighs_the_verdict
     assert text.startswith("In every layer, the heads put 0.50 of their weight on “[CLS]” (position 0)")
     assert "it gives 0.50, about its weight" in text
     assert "more than its weight" in shares_text(0, "[CLS]", shares.assign(norms=[0.9, 0.9]))
-    assert shares_text(0, "[CLS]", shares.assign(weights=np.nan)) == ""  # no query could see it
+    unseen = shares_text(0, "[CLS]", shares.assign(weights=np.nan))  # no query could see it: "" left the chart unsaid
+    assert unseen == "No query may attend to “[CLS]” (position 0): the mask blocks it as a key, so no head reads it."
+    assert shares_text(0, "[CLS]", shares.assign(weights=np.nan), after=1) == ""  # no layer after block 1 to read it
 
 
 def test_no_massive_text_says_why_by_norm_placement():

@@ -186,7 +186,9 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     shares = token_shares(maps, position, norm_attention_of(trace, maps.kind))
     text = energy_text(cfg.norm, massive_activation(stack), largest_activation(stack), stack.tokens, shares)
     st.info(text, icon=":material/bolt:")
-    plotly_chart(token_share_figure(shares, position, stack.tokens[position], block, stack.name), "act_massive_shares")
+    if np.isfinite(shares["weights"]).any():  # else no query may see the token, as the text says: no line to draw
+        figure = token_share_figure(shares, position, stack.tokens[position], block, stack.name)
+        plotly_chart(figure, "act_massive_shares")
     csv_button("Shares per layer (CSV)", shares, f"activations_{stack.name}_token_shares.csv", "act_csv_shares")
 
 
