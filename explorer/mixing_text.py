@@ -36,6 +36,20 @@ def explanation(residual: float) -> str:
     )
 
 
+def removal_note(heads: str, mode: str, residual: float) -> str:
+    """For a run with heads removed (explorer.ablation): what A is then, in rollout and flow and in the raw maps."""
+    acted = (
+        "zero weight, its output having been set to zero"
+        if mode == "zero"
+        else ("its mean weight on each key over the queries, its output having been set to its mean")
+    )
+    return (
+        f"**{heads} removed.** In A each removed head counts as it acted: {acted}. The raw maps on this page average "
+        "the heads the same way. Where a removed head's weights became zero, A's rows sum to less than 1 in its layer, "
+        f"and each row of Ã is divided by its sum, so there a token keeps more than {residual:g} of itself."
+    )
+
+
 def residual_help() -> str:
     """The help of the residual-share slider."""
     return (

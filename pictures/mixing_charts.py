@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.analysis.mixing import DEFAULT_RESIDUAL, attention_flow_rows, attention_rollout
+from explorer.analysis.mixing import DEFAULT_RESIDUAL, attention_flow_rows, attention_rollout, mixed_maps
 from explorer.analysis.stats import head_average
 from explorer.arguments import whole_in
 from explorer.mixing_text import is_causal, reach_title
@@ -324,7 +324,7 @@ def rollout_figure(
     of heads, for the first stack's self-attention: which input tokens (across) each position (down) is made of
     (`stretch`: colours up to the 99th percentile, as the Mixing page's Stretch colours)."""
     rollout = attention_rollout(trace, residual)  # [L, T, T]
-    return rollout_maps_figure(trace.first.self_attention, rollout, layer, residual, stretch)
+    return rollout_maps_figure(mixed_maps(trace), rollout, layer, residual, stretch)
 
 
 def rollout_maps_figure(
@@ -352,7 +352,7 @@ def flow_figure(
     """Attention flow (Abnar & Zuidema 2020) after the last block, first stack's self-attention: with `query` (a
     position; -1 the last), that position's row as bars beside its rollout and raw rows; None: every position's row
     as a map beside rollout (T x T max-flow problems: slow past a few dozen tokens; `stretch`: as rollout_figure)."""
-    maps = trace.first.self_attention
+    maps = mixed_maps(trace)  # removed heads as they acted, as rollout and flow average them
     rollout = attention_rollout(trace, residual)  # [L, T, T]
     n_tokens = len(maps.key_tokens)
     if query is None:

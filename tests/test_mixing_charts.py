@@ -151,3 +151,10 @@ def test_a_long_input_names_at_most_max_ticks_positions_on_the_reach_bars_and_ev
     assert 2 <= len(axis["tickvals"]) <= MAX_TICKS
     assert [axis["ticktext"][i] for i in range(len(axis["tickvals"]))] == [tokens[v] for v in axis["tickvals"]]
     assert figure["data"][0]["customdata"] == tokens  # hover names every position
+
+
+def test_the_notebooks_rollout_figure_averages_a_removed_head_as_rollout_does():
+    trace = explorer.run(explorer.ModelConfig(n_heads=2), "a b c d", ablate="L1H1")
+    raw, rolled = heatmaps(rollout_figure(trace))
+    np.testing.assert_allclose(raw["z"], trace.attention[1, 0] / 2, atol=1e-6)  # head 1 counted as zero
+    np.testing.assert_allclose(rolled["z"], attention_rollout(trace)[-1], atol=1e-6)

@@ -105,6 +105,24 @@ def test_a_block_beyond_the_model_shows_the_last_and_says_so():
     assert any("no block 7" in w.value for w in at.warning)
 
 
+def test_with_a_head_removed_the_raw_map_is_the_A_rollout_multiplies_and_the_page_says_so():
+    """Found by a review of the numbers: with L1H0 removed, rollout counted the head as zero (the token's own share
+    0.571 in that layer, not the 0.5 stated) while the raw map beside it still averaged the head's weights in."""
+    at = opened(ablate="L1H0")
+    trace = explorer.run(ModelConfig(), TOKENS, ablate="L1H0")
+    weights = trace.attention.astype(np.float64)  # [L, H, T, T]
+    weights[1, 0] = 0.0  # the removed head, as it acted: its output was set to zero
+    averaged = weights.mean(axis=1)  # [L, T, T]
+    drawn = app_matrices(at)
+    np.testing.assert_allclose(drawn["mix_raw"].values, averaged[1], atol=FLOAT32)
+    augmented = 0.5 * np.eye(6) + 0.5 * averaged  # [L, T, T], each row then divided by its sum
+    augmented /= augmented.sum(axis=-1, keepdims=True)
+    assert augmented[1].diagonal().min() > 0.5 + 0.05  # the token keeps 0.5 / 0.875 of itself here, as said
+    np.testing.assert_allclose(drawn["mix_rollout"].values, augmented[1] @ augmented[0], atol=FLOAT32)
+    assert "**L1H0 removed.** In A each removed head counts as it acted: zero weight" in infos(at)
+    assert "removed" not in infos(opened())
+
+
 def test_the_residual_share_is_in_the_url():
     at = opened(mix_residual="0.2")
     trace = explorer.run(ModelConfig(), TOKENS)

@@ -10,7 +10,8 @@ import numpy as np
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from explorer.analysis.mixing import DEFAULT_RESIDUAL
+from explorer.ablation import heads_text
+from explorer.analysis.mixing import DEFAULT_RESIDUAL, mixed_maps
 from explorer.analysis.stats import head_average
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.mixing_export import mixing_table
@@ -23,6 +24,7 @@ from explorer.mixing_text import (
     opening_query,
     piled_up_note,
     reach_sentence,
+    removal_note,
     residual_help,
 )
 from explorer.trace import AttentionMaps, Trace
@@ -182,7 +184,7 @@ def mixing_figures(
     """The view as Plotly figures (pictures.mixing_charts' notebook builders), made on the click: the maps and the
     rollout from their makers, `flow` ([T, T], this session's copy) and its `row` ([T]) as computed, the maps'
     colours `stretch`ed as the page's."""
-    maps, rollout = make_trace().first.self_attention, make_rollout()
+    maps, rollout = mixed_maps(make_trace()), make_rollout()
     figures = [rollout_maps_figure(maps, rollout, None, residual, stretch)]
     if flow is not None:
         figures.append(flow_maps_figure(maps, rollout, flow, residual, stretch))
@@ -206,12 +208,14 @@ def main() -> None:
         "stretch": URL_BOOLEAN,
     }
     warn_junk_url(allowed)
-    maps = trace.first.self_attention
+    maps = mixed_maps(trace)  # a removed head as it acted: the A of rollout and flow, in the raw maps too
     unit = "piece" if isinstance(cfg, CheckpointConfig) else "token"
     controls = st.container(horizontal=True, vertical_alignment="bottom")
     residual = residual_choice(controls)
     stretch = stretch_toggle(controls)
     st.markdown(explanation(residual))
+    if trace.ablated:
+        st.info(removal_note(heads_text(trace.ablated), trace.ablate_with, residual), icon=":material/content_cut:")
     note = first_stack_note([s.name for s in trace.stacks])
     if note:
         st.info(note, icon=":material/layers:")

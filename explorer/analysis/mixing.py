@@ -16,6 +16,7 @@ over the queries when it was replaced by its mean (norm_attention.effective_weig
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,13 +24,22 @@ import numpy as np
 from explorer.analysis.norm_attention import effective_weights
 from explorer.arguments import whole_in
 from explorer.config import ConfigError
-from explorer.trace import Trace
+from explorer.trace import AttentionMaps, Trace
 
 DEFAULT_RESIDUAL = 0.5  # the paper's share for the residual connection
 # scipy's maximum_flow takes integer capacities: capacities (each at most 1) are counted in units of 2^-24, so each
 # edge is off by at most 3e-8 and a flow by at most that times the edges it crosses (well under 1e-5 below 300 edges
 # a cut); the total stays far inside int32.
 FLOW_UNITS = 2**24
+
+
+def mixed_maps(trace: Trace) -> AttentionMaps:
+    """The first stack's self-attention with each removed head's weights as it acted (effective_weights): what rollout
+    and flow average, so that a raw average drawn beside them is the same A. The maps themselves without a removal."""
+    maps = trace.first.self_attention
+    if not trace.ablated:
+        return maps
+    return dataclasses.replace(maps, weights=effective_weights(trace, maps), scores=None)
 
 
 def augmented_attention(trace: Trace, residual: float = DEFAULT_RESIDUAL) -> np.ndarray:
