@@ -13,6 +13,21 @@ from explorer.config_words import count
 NORM = "‖α·f(x)‖"
 
 
+def norms_line(norm: str) -> str:
+    """The caption of the maps coloured by what heads add; in res-post and peri it says the sizes are taken before the
+    norm on the sub-layer's output, which rescales each query's sum of heads (as Kobayashi et al. measure)."""
+    line = (
+        f"Colours show what each head adds, {NORM} (Kobayashi et al. 2020): the weight α times the size of the key's "
+        "value vector as the head's output projection maps it. Hover gives both."
+    )
+    if norm in ("res-post", "peri"):
+        line += (
+            f" In {norm}-norm the heads' sum then passes through the norm on the attention's output, which rescales "
+            "each query's sum by its own factor: these sizes are before that norm."
+        )
+    return line
+
+
 def role_counts(roles: HeadRoles) -> dict[str, int]:
     """{role: how many heads clearly have it}, for each of ROLES and "broad", in that order."""
     return {role: int((roles.labels == role).sum()) for role in (*ROLES, BROAD)}

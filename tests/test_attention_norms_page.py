@@ -94,6 +94,15 @@ def test_a_link_with_measure_norms_opens_on_the_norms_and_the_average_says_mean(
     assert [row["title"] for row in drawn.view["extra"]] == ["mean weight α"]  # ‖f(x)‖ is one head's, not a mean's
 
 
+@pytest.mark.parametrize("norm", ["post", "pre", "res-post", "peri"])
+def test_the_caption_says_where_the_sizes_are_taken_when_an_output_norm_rescales_them(norm):
+    """Found by a review of the numbers: in res-post and peri the norm on the attention's output rescales each query's
+    sum of heads (x3.3 in layer 0, x1.4 in layer 1 of the default res-post model), after ‖α·f(x)‖ is measured."""
+    at = opened({"tokens": TOKENS, "norm": norm, "measure": "norms"})
+    caption = next(c.value for c in at.caption if c.value.startswith("Colours show what each head adds"))
+    assert ("these sizes are before that norm" in caption) == (norm in ("res-post", "peri"))
+
+
 def test_a_junk_measure_in_a_link_gets_a_sentence_not_a_traceback():
     at = opened({"tokens": TOKENS, "measure": "xyz"})
     assert any("measure=xyz" in w.value and "weights, norms" in w.value for w in at.warning)

@@ -13,7 +13,7 @@ from streamlit.delta_generator import DeltaGenerator
 from explorer.ablation import Head, head_name
 from explorer.analysis.head_roles import BROAD, ROLES
 from explorer.analysis.norm_attention import removed_heads
-from explorer.attention_text import role_shift_text
+from explorer.attention_text import norms_line, role_shift_text
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
 from explorer.norm_export import norm_attention_csv, norm_attention_json
@@ -55,10 +55,6 @@ ZOOM_FROM = 128  # a map of more than ZOOM_FROM x ZOOM_FROM cells (a pixel or tw
 ZOOM_SIDE = 40  # tokens a side of that window: few enough for every one to be labelled (MAX_TICKS is 45)
 VIEW_NOTES_KEY = "_view_notes"
 SELECTOR_PX = 200  # the head selector: wide enough for "average of heads"
-NORMS_LINE = (
-    "Colours show what each head adds, ‖α·f(x)‖ (Kobayashi et al. 2020): the weight α times the size of the key's "
-    "value vector as the head's output projection maps it. Hover gives both."
-)
 
 
 def summary(cfg: ModelConfig, trace: Trace) -> str:
@@ -144,7 +140,7 @@ def map_viewer(kind: str, with_norms: bool) -> None:
     downloads(controls, make_trace, kind, cfg, layer, head_index, make_norms)
     view_download(
         "Attention",
-        [plain(summary(cfg, trace))] + ([NORMS_LINE] if with_norms else []),
+        [plain(summary(cfg, trace))] + ([norms_line(cfg.norm)] if with_norms else []),
         partial(attention_figures, make_trace, kind, layer, head_index, make_norms, stretch),
         "attention",
         controls,
@@ -384,7 +380,7 @@ def main() -> None:
     maps = all_maps[kind]
     norms = norm_attention_of(trace, kind) if measure_choice() == "norms" else None  # [L, H, Tq, Tk]
     if norms is not None:
-        st.caption(NORMS_LINE)
+        st.caption(norms_line(cfg.norm))
     next_token_section(trace)
     head_roles_section(trace, maps, cfg, norms)  # above the maps: a head clicked here opens just below
     map_viewer(kind, norms is not None)
