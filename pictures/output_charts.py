@@ -67,8 +67,12 @@ def _visible(text: str, piece: str) -> str:
 
 
 def _cell_text(text: str, most: int = LENS_CELL_CHARS) -> str:
-    """`text` cut to `most` characters with an ellipsis, a byte name cut in two left out (" <0xF0>…", not
-    " <0xF0><0…"; " …" when not even one fits)."""
+    """`text` cut to `most` characters with an ellipsis, a byte name cut in two left out ("<0xF0>…", not
+    "<0xF0><0…"; "…" when not even one fits). A text that must be cut loses its leading space first: in a 3-character
+    column " the" had read " t…" (the hover keeps the piece whole, space and all)."""
+    if len(text) <= most:
+        return text
+    text = text.lstrip(" ") or text
     if len(text) <= most:
         return text
     cut = text[: most - 1]

@@ -83,7 +83,8 @@ def test_a_long_piece_is_cut_in_its_cell_and_whole_in_its_hover():
     )
     heatmap = figure_json(lens_grid_figure(lens, ["a", "b", "c", "d"]))["data"][0]
     cells = [html.unescape(text) for text in np.array(heatmap["text"])[0]]
-    assert cells == [" <0xF0>…", "<0x85>", " Ordere…", " Paris"]  # byte names kept whole
+    assert cells == ["<0xF0>…", "<0x85>", "Ordered…", " Paris"]  # byte names whole; a cut text loses its space first
+    assert lens_module._cell_text(" the", 3) == "the" and lens_module._cell_text(" a", 3) == " a"
     assert lens_module._cell_text("<0xF0><0x9F>", 4) == "…"  # not "<0x…": a byte name whole or not at all
     assert all(len(cell) <= LENS_CELL_CHARS for cell in cells)
     hovers = [html.unescape(hover) for hover in np.array(heatmap["customdata"])[0]]
@@ -91,10 +92,10 @@ def test_a_long_piece_is_cut_in_its_cell_and_whole_in_its_hover():
     assert heatmap["textfont"]["size"] == LENS_TEXT_PX  # not Plotly's fit to the longest text, escaped
     # 20 positions in the narrowest lens: each column holds 3 characters at that size
     wide = pd.DataFrame(
-        {"layer": 0, "position": range(20), "rank": 1, "piece": "x", "text": " the", "probability": 0.5}
+        {"layer": 0, "position": range(20), "rank": 1, "piece": "x", "text": " there", "probability": 0.5}
     )
     cells = np.array(figure_json(lens_grid_figure(wide, [f"t{i}" for i in range(20)]))["data"][0]["text"])[0]
-    assert set(cells) == {" t…"} and LENS_PLOT_PX / 20 >= 3 * LENS_CHAR_PX
+    assert set(cells) == {"th…"} and LENS_PLOT_PX / 20 >= 3 * LENS_CHAR_PX  # not " t…": the space goes first
 
 
 def test_the_attribution_board_draws_each_heads_term_centred_at_zero_and_crosses_removed_heads(decoder):
