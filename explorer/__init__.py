@@ -53,6 +53,12 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'explorer' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    """The module's names and the figures __getattr__ imports on first use: dir() and a notebook's tab completion
+    offer explorer.attention_figure before it is imported."""
+    return sorted(set(globals()) | set(FIGURES))
+
+
 __all__ = [
     "ACTIVATION_NAMES",
     "AttentionMaps",

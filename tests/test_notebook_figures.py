@@ -3,6 +3,8 @@ the engine still imports without plotly."""
 
 from __future__ import annotations
 
+import inspect
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -202,3 +204,23 @@ def test_the_readme_names_every_figure_explorer_offers():
     """The README's table of figures is how a notebook user finds them: each one explorer offers is in it."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert [name for name in explorer.FIGURES if f"`{name}(" not in readme] == []
+    assert set(explorer.FIGURES) <= set(dir(explorer))  # a notebook's tab completion offers them (it reads dir)
+
+
+def test_the_readmes_figure_calls_name_real_arguments_in_their_order():
+    """Found by a docs review: the table wrote rope_angle_figure(n, ...), whose first argument is n_positions, so
+    n=64 was a TypeError, and attention_figure(trace, layer, head, stretch=False), where a fourth positional argument
+    is `kind`. The arguments the table writes bare must be the function's first ones, in order; the ones it writes
+    name=value must be arguments the function has."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    wrong = []
+    for name, written in re.findall(r"`(\w+_figure)\(([^`]*)\)`", readme):
+        if name not in explorer.FIGURES:
+            continue
+        parameters = list(inspect.signature(getattr(explorer, name)).parameters)
+        arguments = [a.strip() for a in written.split(",") if a.strip() and "(" not in a]
+        bare = [a for a in arguments if "=" not in a]
+        named = [a.split("=")[0] for a in arguments if "=" in a]
+        if parameters[: len(bare)] != bare or not set(named) <= set(parameters[len(bare) :]):
+            wrong.append(f"{name}({written}) against {parameters}")
+    assert wrong == []
