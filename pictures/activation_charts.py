@@ -112,7 +112,7 @@ def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
     subtitle = noted(
         f"residual: the stream after each block (input = {input_text(positional)}); "
         f"{sublayer_outputs_text(bool(stats['point'].str.contains(OUTPUT_NORM_POINT).any()))}; over all tokens and "
-        "units",
+        "units (the standard deviation divides by their number, N)",
         log_panels_note(scales, STAT_TITLES),
     )
     layout = figure_layout(f"Activation statistics over depth ({stack} stack)", subtitle, 480)

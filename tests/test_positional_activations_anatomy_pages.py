@@ -416,7 +416,10 @@ def test_the_output_points_are_said_to_be_what_they_hold(norm, said):
     line = depth_line(depth, "attention output", "rms")["y"]
     out = stack.activations["blocks.0.attn.out"].astype(np.float64)
     assert line[0] == pytest.approx(np.sqrt((out**2).mean()), rel=1e-6)  # the line is attn.out, from block 0
-    assert said in depth["layout"]["title"]["subtitle"]["text"].replace("<br>", " ")
+    subtitle = depth["layout"]["title"]["subtitle"]["text"].replace("<br>", " ")
+    assert said in subtitle and "divides by their number, N" in subtitle  # numpy's std, ddof 0
+    std = depth_line(depth, "attention output", "std")["y"]
+    assert std[0] == pytest.approx(out.std(ddof=0), rel=1e-6) and std[0] != pytest.approx(out.std(ddof=1), rel=1e-6)
     helped = at.selectbox(key="act_point").help
     assert ("before its output norm" in helped) == (norm == "res-post")
     if norm == "res-post":
