@@ -8,7 +8,13 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.analysis.mixing import DEFAULT_RESIDUAL, attention_flow_rows, attention_rollout, mixed_maps
+from explorer.analysis.mixing import (
+    DEFAULT_RESIDUAL,
+    attention_flow,
+    attention_flow_rows,
+    attention_rollout,
+    mixed_maps,
+)
 from explorer.analysis.stats import head_average
 from explorer.arguments import whole_in
 from explorer.mixing_text import is_causal, reach_title
@@ -358,7 +364,7 @@ def flow_figure(
     if query is None:
         return flow_maps_figure(maps, rollout, attention_flow_rows(trace, None, residual), residual, stretch)
     query = whole_in("query", query, -n_tokens, n_tokens - 1) % n_tokens  # -1: the last position
-    flow = attention_flow_rows(trace, [query], residual)[0]  # [T]; a query out of range raises a ConfigError
+    flow = attention_flow(trace, query, residual)  # [T]
     return flow_row_figure(maps, rollout, flow, query, residual)
 
 

@@ -8,7 +8,6 @@ import plotly.graph_objects as go
 
 from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.stats import attention_matrix
-from explorer.arguments import whole_in
 from explorer.model import Transformer
 from explorer.norm_export import norm_matrix
 from explorer.trace import AttentionMaps, Trace
@@ -30,9 +29,7 @@ def norm_maps_figure(
     Attention page draws it; `scale` = (darkest value, what the subtitle says of it) draws another page's scale
     (Compare's, shared by A and B). Hover gives the weight α too, and for one head the key's ‖f(x)‖. Grey gaps are
     masked keys; `prefix` opens the title."""
-    layer = whole_in("layer", layer, 0, maps.n_layers - 1)
-    head = None if head is None else whole_in("head", head, 0, maps.n_heads - 1)
-    weights = attention_matrix(maps, layer, head)  # [Tq, Tk]
+    weights = attention_matrix(maps, layer, head)  # [Tq, Tk]; a layer or head the maps lack: ConfigError
     values = norm_matrix(norms, layer, head)  # [Tq, Tk]
     allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
     if scale is None:

@@ -24,7 +24,7 @@ from explorer.analysis.position_analysis import (
     rope_angle_table,
     similarity,
 )
-from explorer.analysis.stats import head_average
+from explorer.analysis.stats import check_layer_head, head_average
 from explorer.anatomy import norm_name, parameter_counts, parameter_groups
 from explorer.arguments import whole_in
 from explorer.build import build_model
@@ -100,8 +100,7 @@ def maps_figure(
     """attention_figure of one kind of attention maps (a trace's, or Compare's A or B); `prefix` opens the title.
     Stretched, the darkest blue is `top` when given (a scale shared with another map: Compare's A and B), else this
     map's stretch_top; the subtitle says so, or that an unstretched map is pale (scale_note)."""
-    layer = whole_in("layer", layer, 0, maps.n_layers - 1)
-    head = None if head is None else whole_in("head", head, 0, maps.n_heads - 1)
+    check_layer_head(maps, layer, head)
     values = _weights(maps, layer, head)  # [Tq, Tk], NaN where masked
     own = top_of(values[np.isfinite(values)]) if top is None else top
     which = "average of heads" if head is None else f"head {head}"
