@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.activations_text import energy_text
+from explorer.activations_text import energy_text, sublayer_outputs_text
 from explorer.analysis.activations import (
     activation_values,
     depth_story,
@@ -192,30 +192,21 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     csv_button("Shares per layer (CSV)", shares, f"activations_{stack.name}_token_shares.csv", "act_csv_shares")
 
 
-def _outputs_help(stack: StackTrace) -> str:
-    """The Point help's sentence on the output points (attn.out, ffn.out hold f(x) before any output norm)."""
-    if "blocks.0.attn.out_ln_out" in stack.activations:
-        return (
-            "The outputs are each sub-layer's f(x) before its output norm: the stream receives the norm's output, "
-            "not these values."
-        )
-    return "The outputs are what a sub-layer adds to the stream, before the sum."
-
-
 def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
     options = points(stack)
     c1, c2, c3 = st.columns([1, 2, 1])
     blocks = list(range(cfg.n_layers))
     clamp_view("act_layer", blocks, "block")
     layer = c1.selectbox("Block", blocks, key="act_layer", bind="query-params")
+    outputs = sublayer_outputs_text("blocks.0.attn.out_ln_out" in stack.activations)  # res-post, peri: f(x) first
     settle_choice("act_point", options)  # the points differ between an encoder-decoder's two stacks
     point = c2.selectbox(
         "Point",
         options,
         key="act_point",
         bind="query-params",
-        help=f"residual: the stream after the block. {_outputs_help(stack)} FFN hidden: after the activation "
-        "function, inside the feed-forward sub-layer.",
+        help=f"residual: the stream after the block. {outputs[0].upper()}{outputs[1:]}. FFN hidden: after the "
+        "activation function, inside the feed-forward sub-layer.",
     )
     c3.write("")
     log_count = c3.toggle("Log count axis", key="act_log", bind="query-params")
