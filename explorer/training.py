@@ -22,7 +22,10 @@ from explorer.tasks import Batch, Task, accuracy, expected_output
 from explorer.trace import AttentionMaps, run
 
 Callback = Callable[[int, float, float], bool | None]  # (step, loss, accuracy) -> False stops training
-HISTORY_COLUMNS = ["step", "loss", "accuracy", "lr"]  # a TrainResult's history: one row per step
+# A TrainResult's history, one row per step from 0 to the last: the loss and accuracy of the model after `step`
+# updates (the one the snapshot of that step shows), on the batch its next update trains on, and that update's
+# learning rate (NaN on the last row, whose batch no update trains on).
+HISTORY_COLUMNS = ["step", "loss", "accuracy", "lr"]
 MAX_TRAIN_PARAMETERS = 2_000_000  # more would take minutes per run on a laptop's CPU (the default model has 101,770)
 
 
@@ -36,10 +39,15 @@ class Snapshot:
 class TrainResult:
     model: Transformer
     task: Task
-    history: pd.DataFrame  # step, loss, accuracy, lr
+    history: pd.DataFrame  # step, loss, accuracy, lr: HISTORY_COLUMNS
     probe: list[str]  # the fixed input the snapshots were taken on
     snapshots: list[Snapshot] = field(default_factory=list)
     stopped_early: bool = False
+
+    @property
+    def steps(self) -> int:
+        """Updates the model took: 0 for a model loaded from files."""
+        return int(self.history["step"].iloc[-1]) if len(self.history) else 0
 
 
 def task_config(cfg: ModelConfig, task: Task) -> ModelConfig:
@@ -137,7 +145,9 @@ def train(
     `initial` starts from a copy of another model's weights wherever names and shapes match (initial_model;
     common_start gives one every placement takes all its weights from), so runs of several placements compare
     honestly: the same initial weights, the same batches in the same order.
-    `stop_at_accuracy` ends training once accuracy on fresh data, checked every 10 steps, reaches it."""
+    `stop_at_accuracy` ends training once accuracy on the held-out sequences (evaluate), checked every 10 steps,
+    reaches it. The history (HISTORY_COLUMNS) and the snapshots count the updates the model had taken: step 0 is
+    the initial model, and the last row is the model returned."""
     _check(steps, lr, warmup, batch_size, snapshot_every)
     model = initial_model(cfg, task, initial)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
@@ -145,24 +155,35 @@ def train(
     # warmup longer than the run is allowed: the learning rate then never reaches lr
     data = torch.Generator().manual_seed(seed)
     probe = probe_tokens(task, seed)
-    rows, snapshots, stopped = [], [_snapshot(model, 0, probe)], False
+    rows, snapshots, stopped = [], [], False
     with torch.enable_grad():
-        for step in range(1, steps + 1):
+        for step in range(steps + 1):  # step: updates the model has taken
             loss, acc = loss_and_accuracy(model, task.sample(batch_size, data), train=True)
+            last = step == steps  # the trained model's own row: measured on a batch it does not train on
+            rows.append(
+                {
+                    "step": step,
+                    "loss": loss.item(),
+                    "accuracy": acc,
+                    "lr": np.nan if last else schedule.get_last_lr()[0],
+                }
+            )
+            if step % snapshot_every == 0 or last:
+                snapshots.append(_snapshot(model, step, probe))
+            checked = stop_at_accuracy is not None and step > 0 and step % 10 == 0
+            reached = checked and evaluate(model, task) >= stop_at_accuracy
+            if reached or (callback is not None and callback(step, rows[-1]["loss"], acc) is False):
+                stopped = not last
+                if snapshots[-1].step != step:
+                    snapshots.append(_snapshot(model, step, probe))
+                break
+            if last:
+                break
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             optimizer.step()
-            rows.append({"step": step, "loss": loss.item(), "accuracy": acc, "lr": schedule.get_last_lr()[0]})
             schedule.step()
-            if step % snapshot_every == 0 or step == steps:
-                snapshots.append(_snapshot(model, step, probe))
-            reached = stop_at_accuracy is not None and step % 10 == 0 and evaluate(model, task) >= stop_at_accuracy
-            if reached or (callback is not None and callback(step, rows[-1]["loss"], acc) is False):
-                stopped = step < steps
-                if snapshots[-1].step != step:
-                    snapshots.append(_snapshot(model, step, probe))
-                break
     history = pd.DataFrame(rows, columns=HISTORY_COLUMNS)
     return TrainResult(model.eval(), task, history, probe, snapshots, stopped)
 
@@ -176,14 +197,15 @@ def loaded_result(model: Transformer, task: Task) -> TrainResult:
     return TrainResult(model, task, history, probe_tokens(task, model.config.seed))
 
 
-def evaluate(model: Transformer, task: Task, n_sequences: int = 512, seed: int = 12345) -> float:
-    """Token accuracy on fresh sequences the model has not trained on."""
+def evaluate(model: Transformer, task: Task, seed: int = 12345) -> float:
+    """Token accuracy on held-out sequences, which train() never draws (Task.test_batch; `seed` picks them when
+    the task has more than it tests)."""
     with torch.inference_mode():
-        return loss_and_accuracy(model, task.sample(n_sequences, torch.Generator().manual_seed(seed)))[1]
+        return loss_and_accuracy(model, task.test_batch(seed))[1]
 
 
 def steps_to_accuracy(history: pd.DataFrame, level: float) -> int | None:
-    """The first step whose training-batch accuracy reached `level`, or None."""
+    """The first step (updates taken) whose accuracy on its batch reached `level`, or None."""
     reached = history.loc[history["accuracy"] >= level, "step"]
     return int(reached.iloc[0]) if len(reached) else None
 

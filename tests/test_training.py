@@ -11,8 +11,16 @@ from explorer import checkpoints
 from explorer.compare import same_parameters
 from explorer.config import NORMS, parse_config
 from explorer.export import attention_json, read_attention_json
-from explorer.tasks import TASKS, accuracy, make_task
-from explorer.training import common_start, evaluate, initial_model, logits, single_thread, train
+from explorer.tasks import HOLD_OUT_EVERY, TASKS, accuracy, blind_accuracy, held_out, make_task
+from explorer.training import (
+    common_start,
+    evaluate,
+    initial_model,
+    logits,
+    loss_and_accuracy,
+    single_thread,
+    train,
+)
 
 STEP_BUDGET = 300  # bench/bench_train.py uses the same budget
 TINY = explorer.ModelConfig(n_layers=1, d_model=16, n_heads=2, d_ff=32)  # 1 layer x 2 heads: a few ms a step
@@ -46,6 +54,67 @@ def test_accuracy_counts_scored_positions_only():
     assert accuracy(wrong, batch) == 0.5
 
 
+def training_stream(task, seed, batches, batch_size=64):
+    """Every sequence train(seed=seed) draws in `batches` steps, as tuples of token ids."""
+    data = torch.Generator().manual_seed(seed)
+    return {tuple(row) for _ in range(batches) for row in task.sample(batch_size, data).inputs.tolist()}
+
+
+@pytest.mark.parametrize(("name", "length", "seed"), [("induction", 8, 0), ("reverse", 4, 0), ("copy", 8, 12345)])
+def test_the_test_set_holds_no_sequence_training_draws(name, length, seed):
+    # Drawn afresh, induction's 512 test sequences at length 8 were 460 of them in a 300-step run's batches, and
+    # with training seed 12345 the first 8 batches were the test set itself.
+    task = make_task(name, length)
+    tested = {tuple(row) for row in task.test_batch().inputs.tolist()}
+    assert len(tested) == 512
+    assert not tested & training_stream(task, seed, 300)
+
+
+@pytest.mark.parametrize(("name", "length"), [("reverse", 2), ("sort", 3), ("induction", 4), ("induction", 6)])
+def test_a_task_with_few_sequences_is_tested_on_every_held_out_one_and_trains_on_the_rest(name, length):
+    task = make_task(name, length)
+    every = torch.cartesian_prod(*[torch.arange(10)] * task.free_length).reshape(-1, task.free_length)  # [V^n, n]
+    kept = every[held_out(every)]
+    # one in HOLD_OUT_EVERY, give or take: a binomial count of 100 or 1,000 sequences lies within 4 standard
+    # deviations of its mean (sd sqrt(n p (1 - p)), 3.3 of 100), so 0 or all would fail
+    n, p = len(every), 1 / HOLD_OUT_EVERY
+    assert abs(len(kept) - n * p) < 4 * (n * p * (1 - p)) ** 0.5 + 1
+    tested = task.test_batch().inputs[:, : task.free_length]
+    assert sorted(map(tuple, tested.tolist())) == sorted(map(tuple, kept.tolist()))
+    # 200 batches of 64 draw each of at most 1,000 - 1,000/8 trainable sequences with probability 1 - e^-14.6
+    trained = {row[: task.free_length] for row in training_stream(task, 0, 200)}
+    assert trained == set(map(tuple, every.tolist())) - set(map(tuple, kept.tolist()))  # all the rest, and only it
+
+
+@pytest.mark.parametrize("length", [2, 5, 8])
+def test_blind_accuracy_of_sort_is_each_positions_likeliest_token_as_data_shows(length):
+    task = make_task("sort", length)
+    targets = task.sample(100_000, torch.Generator().manual_seed(1), part="any").targets  # [N, T]
+    counted = sum(torch.bincount(targets[:, k], minlength=10).max().item() for k in range(length)) / targets.numel()
+    # an average of T shares of 100,000 draws: its standard error is at most 0.5 / sqrt(100,000) = 0.0016; 0.01 is
+    # six of them, and far from the 1/10 of a uniform guess (0.19 to 0.34 here)
+    assert abs(blind_accuracy(task) - counted) < 0.01
+    assert blind_accuracy(task) > 0.15
+    for name in ("copy", "reverse", "induction"):
+        assert blind_accuracy(make_task(name, 8)) == 0.1
+
+
+def test_each_history_row_is_the_model_after_that_many_updates_on_the_batch_it_trains_on_next():
+    task = make_task("sort", 6)
+    result = train(TINY, task, steps=3, snapshot_every=1, lr=1e-2)
+    assert list(result.history["step"]) == [0, 1, 2, 3] == [s.step for s in result.snapshots]
+    data = torch.Generator().manual_seed(0)
+    batches = [task.sample(64, data) for _ in range(4)]
+    with torch.inference_mode():
+        loss, acc = loss_and_accuracy(result.model, batches[3])  # the returned model, after 3 updates
+        initial_loss, _ = loss_and_accuracy(initial_model(TINY, task), batches[0])
+    assert result.history["loss"].iloc[-1] == pytest.approx(loss.item(), rel=1e-6)
+    assert result.history["accuracy"].iloc[-1] == acc
+    assert result.history["loss"].iloc[0] == pytest.approx(initial_loss.item(), rel=1e-6)
+    np.testing.assert_array_equal(result.snapshots[-1].attention, explorer.run(result.model, result.probe).attention)
+    assert np.isnan(result.history["lr"].iloc[-1]) and (result.history["lr"].iloc[:-1] > 0).all()
+
+
 def test_reverse_reaches_99_percent_within_the_step_budget_generalises_and_attends_anti_diagonally():
     task = make_task("reverse", 8)
     result = train(explorer.ModelConfig(), task, steps=STEP_BUDGET, seed=0, stop_at_accuracy=0.99)
@@ -64,8 +133,8 @@ def test_reverse_reaches_99_percent_within_the_step_budget_generalises_and_atten
 def test_callback_stops_training_and_keeps_what_was_learned():
     task = make_task("copy", 6)
     result = train(explorer.ModelConfig(), task, steps=200, callback=lambda step, loss, acc: step < 7)
-    assert result.stopped_early and list(result.history["step"]) == list(range(1, 8))
-    assert result.snapshots[-1].step == 7
+    assert result.stopped_early and list(result.history["step"]) == list(range(8))  # step 0: the initial model
+    assert result.snapshots[-1].step == 7 == result.steps
     assert not result.model.training
 
 

@@ -156,7 +156,7 @@ def test_a_saved_task_comes_back_with_its_length_and_identical_outputs():
         (lambda m: m.update(task=None), "does not say which task"),
         (lambda m: m.update(length="8"), "does not say which task"),
         (lambda m: m.update(task="juggle"), "'juggle' is not one of"),
-        (lambda m: m.update(length=7, task="induction"), "induction, which repeats its first half: use an even length"),
+        (lambda m: m.update(length=7, task="induction"), "use an even length of 4 or more"),
         (lambda m: m.update(vocabulary=list("ABCDEFGHIK")), "is not the reverse task's"),
         (lambda m: m.update(task="induction"), "induction task trains a causal decoder; the JSON describes an encoder"),
     ],
