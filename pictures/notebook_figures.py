@@ -32,6 +32,7 @@ from explorer.compare import paired_attention
 from explorer.config import CheckpointConfig, ConfigError
 from explorer.inputs import Source
 from explorer.model import Transformer
+from explorer.tasks import blind_accuracy
 from explorer.trace import AttentionMaps, Trace
 from explorer.training import TrainResult
 from pictures import activation_charts
@@ -237,9 +238,12 @@ def placements_figure(
 
 def training_figure(result: TrainResult) -> go.Figure:
     """Loss (log scale) and accuracy against the step of a training run (explorer.training.train's result): the
-    Train page's learning curves for this one run, with the uniform-guess loss and chance accuracy dotted."""
+    Train page's learning curves for this one run, with the uniform-guess loss and chance accuracy dotted (and, for
+    sort, the accuracy of the best guess that ignores the input)."""
     task, histories = result.task, {result.model.config.norm: result.history}
-    return curves_figure(histories, len(task.vocabulary), len(result.history) or None, training_title(task))
+    return curves_figure(
+        histories, len(task.vocabulary), result.steps or None, training_title(task), blind_accuracy(task)
+    )
 
 
 def rope_angle_figure(n_positions: int, d_head: int, base: float = 10000.0, layout: str = "interleaved") -> go.Figure:

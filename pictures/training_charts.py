@@ -76,14 +76,17 @@ def curves_figure(
     vocabulary_size: int,
     total_steps: int | None = None,
     title: str | None = None,
+    blind_accuracy: float | None = None,
 ) -> go.Figure:
     """Loss (log scale) and accuracy per step, one line per norm placement on the same axes (post-norm solid blue,
     pre-norm dashed orange, res-post-norm dotted green, peri-norm dash-dotted purple); hover gives the placement,
     the step and the value.
 
     histories: norm ("post", "pre", "res-post" or "peri") -> DataFrame with step, loss, accuracy (train()'s
-    history); total_steps: the x axis runs from 0 to it (the run's length, so that a live chart grows into it). The
-    dotted lines mark a model that guesses uniformly: loss ln(V), accuracy 1/V."""
+    history: step n is the model after n updates, on the batch its next update trains on); total_steps: the x axis
+    runs from 0 to it (the run's length, so that a live chart grows into it). The dotted lines mark a model that
+    guesses uniformly: loss ln(V), accuracy 1/V; and `blind_accuracy`, when it is above 1/V (sort's
+    explorer.tasks.blind_accuracy), the best accuracy of a guess that ignores the input."""
     uniform_loss, chance = math.log(vocabulary_size), 1.0 / vocabulary_size
     figure = make_subplots(rows=1, cols=2, subplot_titles=(LOSS_TITLE, ACCURACY_TITLE), horizontal_spacing=0.14)
     figure.update_annotations(font=PANEL_TITLE_FONT)
@@ -108,7 +111,13 @@ def curves_figure(
             )
     _reference(figure, uniform_loss, f"uniform guess ln {vocabulary_size} = {uniform_loss:.2f}", log=True, row=1, col=1)
     _reference(figure, chance, f"chance 1/{vocabulary_size} = {chance:.0%}", row=1, col=2)
-    subtitle = f"on each step's batch of fresh sequences; dotted: guessing uniformly among the {vocabulary_size} tokens"
+    blind = blind_accuracy is not None and blind_accuracy > chance + 1e-9
+    if blind:
+        _reference(figure, blind_accuracy, f"best blind guess {blind_accuracy:.0%}", row=1, col=2)
+    subtitle = (
+        "step n: the model after n updates, on the batch it trains on next; dotted: guessing uniformly among the "
+        f"{vocabulary_size} tokens" + (", and the best guess that ignores the input" if blind else "")
+    )
     layout = figure_layout(title or "Loss and accuracy per training step", subtitle, 280)
     legend_below(layout)
     layout["margin"]["t"] += PANEL_TITLE_PX

@@ -32,7 +32,7 @@ from explorer import checkpoints
 from explorer.analysis.stats import head_entropy
 from explorer.analysis.task_patterns import pattern_history, task_pattern
 from explorer.numbers import percent
-from explorer.tasks import make_task
+from explorer.tasks import blind_accuracy, make_task
 from explorer.training import common_start, evaluate, single_thread, train
 from tests.drawn import app_matrices, figure_titled, table_as_read
 from views.state import STATE_KEY
@@ -180,11 +180,14 @@ def test_short_training_run_shows_the_engine_numbers(at):
     expected = engine_run(steps=40)
     curves = drawn_curves(at)
     post = curves[curves["placement"] == "post-norm"]
-    np.testing.assert_array_equal(post["step"], np.arange(1, 41))
+    np.testing.assert_array_equal(post["step"], np.arange(0, 41))  # step 0: the initial model
     np.testing.assert_array_equal(post["loss"], expected.history["loss"].to_numpy())
     np.testing.assert_array_equal(post["accuracy"], expected.history["accuracy"].to_numpy())
     fresh = evaluate(expected.model, expected.task)
     assert [m.value for m in at.metric] == [percent(fresh)]
+    # the caption's loss is the returned model's (the curves' last point), not the one before its last update
+    last_loss = f"loss {expected.history['loss'].iloc[-1]:.4f} on a last batch"
+    assert any(c.value.startswith(f"40 steps · {last_loss}") for c in at.caption), [c.value for c in at.caption]
     model = at.session_state["_train"].results["post"].model
     for a, b in zip(model.parameters(), expected.model.parameters(), strict=True):
         assert torch.equal(a, b)
@@ -233,7 +236,7 @@ def test_post_and_pre_norm_train_together_from_the_same_start(at):
         np.testing.assert_array_equal(
             curves[curves["placement"] == name]["accuracy"], expected.history["accuracy"].to_numpy()
         )
-    assert [m.label for m in at.metric] == ["post-norm: accuracy on fresh data", "pre-norm: accuracy on fresh data"]
+    assert [m.label for m in at.metric] == ["post-norm: accuracy on unseen data", "pre-norm: accuracy on unseen data"]
     assert at.radio(key=next(r.key for r in at.radio if r.key.startswith("train_model"))).options == [
         "post-norm",
         "pre-norm",
@@ -262,7 +265,7 @@ def test_all_four_placements_train_from_one_start_and_draw_four_curves(at):
         np.testing.assert_array_equal(line["loss"], expected.history["loss"].to_numpy())
         np.testing.assert_array_equal(line["accuracy"], expected.history["accuracy"].to_numpy())
         assert training.results[norm].model.config.norm == norm
-    assert [m.label for m in at.metric] == [f"{name}: accuracy on fresh data" for name in names]
+    assert [m.label for m in at.metric] == [f"{name}: accuracy on unseen data" for name in names]
     look = at.radio(key=next(r.key for r in at.radio if r.key.startswith("train_model")))
     assert look.options == names
     look.set_value("peri").run()  # the peri-norm model goes to the other pages, where explorer.run runs it
@@ -314,10 +317,10 @@ def test_stop_ends_training_and_keeps_what_was_learned(at, monkeypatch):
     assert_ok(at)
     training = at.session_state["_train"]
     result = training.results["post"]
-    stopped_at = len(result.history)
+    stopped_at = result.steps
     assert 20 <= stopped_at < 3000 and result.stopped_early
     assert list(training.results) == ["post"]  # the other three never started
-    assert list(result.history["step"]) == list(range(1, stopped_at + 1))
+    assert list(result.history["step"]) == list(range(stopped_at + 1))
     assert result.snapshots[-1].step == stopped_at
     warning = " ".join(w.value for w in at.warning)
     assert f"stopped at step {stopped_at} of 3000" in warning
@@ -361,11 +364,11 @@ def test_a_click_while_training_stops_it_the_way_the_server_does(sessions_at_onc
     assert "_train_live" not in at.session_state
     training = at.session_state["_train"]  # kept by the new run: the old one could no longer write it
     result = training.results["post"]
-    assert 20 <= len(result.history) < 3000 and result.stopped_early
-    assert result.snapshots[-1].step == len(result.history)
+    assert 20 <= result.steps < 3000 and result.stopped_early
+    assert result.snapshots[-1].step == result.steps == result.history["step"].iloc[-1]
     at.run()
     assert_ok(at)
-    assert any(f"stopped at step {len(result.history)} of 3000" in w.value for w in at.warning)
+    assert any(f"stopped at step {result.steps} of 3000" in w.value for w in at.warning)
     assert at.metric[0].value == percent(evaluate(result.model, training.task))
 
 
@@ -404,11 +407,47 @@ def test_the_sidebar_tokens_do_not_matter_to_training_but_an_impossible_setting_
     assert at.button(key="train_start").disabled
 
 
+def summary_caption(at: AppTest) -> str:
+    return next(c.value for c in at.caption if " steps · loss " in c.value)
+
+
+def test_sort_is_measured_against_the_best_blind_guess_on_held_out_sequences(at):
+    open_train_page(at)
+    train_on_page(at, task="sort", length=4, steps=20)
+    task = make_task("sort", 4)
+    fresh = evaluate(at.session_state["_train"].results["post"].model, task)
+    blind = blind_accuracy(task)
+    assert blind > 1 / 10 + 0.1  # what a sort model gets by position alone, well above one in ten
+    [metric] = at.metric
+    assert metric.delta == f"{100 * (fresh - blind):+.1f} points vs. guessing ({blind:.0%})"
+    assert "512 held-out sequences" in metric.help and "likeliest token" in metric.help
+    accuracy_panel = figure_titled(at, "loss and accuracy per step")["layout"]["annotations"]
+    assert any(a["text"] == f"best blind guess {blind:.0%}" and a["y"] == blind for a in accuracy_panel)
+
+
+def test_a_task_with_few_sequences_says_its_test_set_is_all_the_held_out_ones(at):
+    open_train_page(at)
+    train_on_page(at, task="reverse", length=2, steps=10)
+    n = len(make_task("reverse", 2).test_batch().inputs)
+    assert n < 20 and f"all {n} held-out sequences" in at.metric[0].help and "only 100 different" in at.metric[0].help
+
+
+def test_induction_says_which_positions_it_scores(at):
+    open_train_page(at)
+    train_on_page(at, task="induction", length=8, steps=10)
+    assert "of its scored tokens right" in summary_caption(at)
+    scoring = next(c.value for c in at.caption if c.value.startswith("Induction:"))
+    assert "Scored: positions 4 to 6" in scoring and "position 3 (the repeat's first token" in scoring
+    assert "position 7 (no next token)" in scoring
+    table = table_as_read(at, "right?")
+    assert list(table["right?"] != "not scored") == [False] * 4 + [True] * 3 + [False]
+
+
 def test_an_impossible_task_or_a_huge_model_cannot_train(at):
     open_train_page(at)
     at.selectbox(key="train_task").set_value("induction")
     at.number_input(key="train_length").set_value(7).run()
-    assert any("induction, which repeats its first half: use an even length" in e.value for e in at.error)
+    assert any("induction, which repeats its first half" in e.value and "even length of 4" in e.value for e in at.error)
     assert not any("64" in e.value for e in at.error)  # the page allows 32 at most: no other range is named
     assert at.button(key="train_start").disabled
     assert not any("Press **Train**" in i.value for i in at.info)  # no invitation to press a disabled button
@@ -445,7 +484,7 @@ def test_upload_loads_a_saved_model(at):
     at.button(key="train_load").click().run()
     assert_ok(at)
     assert not at.error
-    assert [m.label for m in at.metric] == ["pre-norm: accuracy on fresh data"]
+    assert [m.label for m in at.metric] == ["pre-norm: accuracy on unseen data"]
     assert at.metric[0].value == percent(evaluate(model, task))
     assert any("Loaded from model.safetensors" in c.value for c in at.caption)
     box = next(t for t in at.text_input if t.key.startswith("train_tokens"))
@@ -568,7 +607,7 @@ def test_two_sessions_training_at_once_keep_separate_models(sessions_at_once):
         assert_ok(at)
         training = at.session_state["_train"]
         assert training.task.name == task and training.task.length == (6 if task == "reverse" else 5)
-        assert len(training.results["post"].history) == CONCURRENT_STEPS
+        assert training.results["post"].steps == CONCURRENT_STEPS
         models[task] = training.results["post"].model
     assert models["reverse"] is not models["copy"]
     # each session's model is the one the engine trains for its own task, untouched by the other session

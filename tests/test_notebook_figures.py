@@ -16,7 +16,7 @@ import torch
 import explorer
 from explorer.analysis.activations import layer_statistics
 from explorer.build import build_model
-from explorer.tasks import make_task
+from explorer.tasks import blind_accuracy, make_task
 from pictures.training_charts import curves_figure, training_title
 from tests.drawn import figure_json, figure_title
 from tests.tiny_checkpoints import tiny
@@ -157,7 +157,7 @@ def test_depth_statistics_gradients_and_training_curves(causal):
     assert list(bars.x) == [0, 1] and all(v > 0 for v in bars.y)
     result = explorer.train(explorer.ModelConfig(), make_task("copy", 6), steps=3)
     loss, accuracy = explorer.training_figure(result).data
-    assert list(loss.y) == list(result.history["loss"]) and list(accuracy.x) == [1, 2, 3]
+    assert list(loss.y) == list(result.history["loss"]) and list(accuracy.x) == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize(("config", "kind"), [(tiny(), torch.nn.RMSNorm), (explorer.ModelConfig(), torch.nn.LayerNorm)])
@@ -174,7 +174,7 @@ def test_training_curves_are_the_train_pages_own():
     task = make_task("copy", 6)
     result = explorer.train(explorer.ModelConfig(norm="pre"), task, steps=4)
     figure = explorer.training_figure(result)
-    page = curves_figure({"pre": result.history}, len(task.vocabulary), 4, training_title(task))
+    page = curves_figure({"pre": result.history}, len(task.vocabulary), 4, training_title(task), blind_accuracy(task))
     assert figure.to_json() == page.to_json()  # what the Train page draws for this run (tested there)
     loss, accuracy = figure_json(figure)["data"]
     assert (loss["name"], accuracy["name"]) == ("pre-norm", "pre-norm")

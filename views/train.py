@@ -15,9 +15,10 @@ import streamlit as st
 from explorer.analysis.task_patterns import PATTERN_NAMES, head_shown_first, pattern_history, task_pattern
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.numbers import percent
-from explorer.tasks import Task, make_task
+from explorer.tasks import Task, blind_accuracy, make_task
 from explorer.trace import AttentionMaps, run
 from explorer.training import blind_to_order, evaluate, predictions, snapshot_maps, steps_to_accuracy, too_big_to_train
+from explorer.training_text import blind_guess_text, induction_scoring_text, test_set_text, tokens_scored
 from pictures.attention_panels import attention_map_panel, grid_panel
 from pictures.boards import board
 from pictures.training_charts import NORM_NAMES, curves_figure, pattern_figure, training_title
@@ -29,7 +30,7 @@ from views.training_run import Training, collect_stopped_training, kept_training
 from views.widgets import count, plotly_chart, positions_text, static_table, view_download
 
 GOAL = 0.99  # "learned": this share of tokens right
-# Each placement's accuracy and caption: "res-post-norm: accuracy on fresh data" and "+32.7 points vs. guessing (10%)"
+# Each placement's accuracy and caption: "res-post-norm: accuracy on unseen data" and "+32.7 points vs. guessing (34%)"
 # fit, and two side by side fit a 1024 px projector's 564 px column (2 x 268 + the row's 16 px gap).
 PLACEMENT_PX = 268
 
@@ -59,7 +60,8 @@ def model_caption(cfg: ModelConfig, task: Task, s: Settings) -> str:
 def summary(training: Training) -> None:
     """Final accuracy on fresh data per model, steps, and how fast each reached the goal."""
     task = training.task
-    chance = 1 / len(task.vocabulary)
+    blind = blind_accuracy(task)
+    help_text = f"{test_set_text(task, len(task.test_batch().inputs))} {blind_guess_text(task)}"
     if training.stopped is not None:
         norm, step = training.stopped
         untrained = [n for n in training.planned if n not in training.results]
@@ -81,23 +83,21 @@ def summary(training: Training) -> None:
             training.fresh[norm] = evaluate(result.model, task)
         accuracy = training.fresh[norm]
         col.metric(
-            f"{NORM_NAMES[norm]}: accuracy on fresh data",
+            f"{NORM_NAMES[norm]}: accuracy on unseen data",
             percent(accuracy),
-            delta=f"{100 * (accuracy - chance):+.1f} points vs. guessing ({chance:.0%})",
+            delta=f"{100 * (accuracy - blind):+.1f} points vs. guessing ({blind:.0%})",
             delta_color="normal",
-            help="Share of tokens right on 512 new sequences the model never trained on (argmax of its logits); "
-            "below it, how many percentage points that is above (or below) uniform guessing, which picks one of the "
-            "tokens at random. A model can beat it without learning the task, e.g. for sort by guessing the likeliest "
-            "token for each position.",
+            help=help_text,
         )
         if len(result.history):
             reached = steps_to_accuracy(result.history, GOAL)
+            share = f"{GOAL:.0%} of its {tokens_scored(task)} right"
             col.caption(
-                f"{len(result.history)} steps · last loss {result.history['loss'].iloc[-1]:.4f} · "
+                f"{result.steps} steps · loss {result.history['loss'].iloc[-1]:.4f} on a last batch · "
                 + (
-                    f"first training batch with {GOAL:.0%} of its tokens right: step {reached}"
-                    if reached
-                    else f"no training batch reached {GOAL:.0%} of its tokens right"
+                    f"first batch with {share}: after {reached} steps"
+                    if reached is not None
+                    else f"no batch had {share}"
                 )
             )
         else:
@@ -163,7 +163,7 @@ def your_tokens(training: Training, norm: str, layer: int, head: int) -> None:
         if len(scored):
             st.caption(f"{int(scored.sum())} of {len(scored)} scored positions right.")
         if task.name == "induction":
-            st.caption("Induction: position t predicts token t + 1; only the repeat (its second half) is scored.")
+            st.caption(induction_scoring_text(task))
 
 
 def use_on_other_pages(training: Training, norm: str) -> None:
@@ -177,9 +177,9 @@ def look_inside(training: Training) -> str:
     """Curves, attention forming over training, the model on typed tokens; returns the placement shown."""
     histories = {norm: r.history for norm, r in training.results.items() if len(r.history)}
     if histories:
-        steps = max(len(h) for h in histories.values())
+        steps = max(training.results[norm].steps for norm in histories)
         task = training.task
-        curves = curves_figure(histories, len(task.vocabulary), steps, training_title(task))
+        curves = curves_figure(histories, len(task.vocabulary), steps, training_title(task), blind_accuracy(task))
         plotly_chart(curves, "train_curves")
         labels = [training.label(norm) for norm in training.results]
         view_download("Train", labels, lambda: [curves], "train")  # the curves as the page draws them

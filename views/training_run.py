@@ -15,7 +15,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer.config import ModelConfig
-from explorer.tasks import Task
+from explorer.tasks import Task, blind_accuracy
 from explorer.training import TrainResult, common_start, single_thread, train
 from pictures.training_charts import NORM_NAMES, curves_figure, training_title
 from views.train_settings import Settings
@@ -48,13 +48,13 @@ class Training:
             result = self.results.get(norm)
             if result is None or result.stopped_early:
                 last = norm if result is not None else list(self.results)[-1]
-                return last, len(self.results[last].history)
+                return last, self.results[last].steps
         return None
 
     def label(self, norm: str) -> str:
         """E.g. "reverse (length 8) · post-norm · 300 steps"."""
         result = self.results[norm]
-        trained = f"{len(result.history)} steps" if len(result.history) else self.source
+        trained = f"{result.steps} steps" if len(result.history) else self.source
         return f"{self.task.name} (length {self.task.length}) · {NORM_NAMES[norm]} · {trained}"
 
 
@@ -118,11 +118,13 @@ class LiveTraining:
         done = self.norms.index(self.norm) * self.steps + step
         text = f"Training {NORM_NAMES[self.norm]}: step {step} of {self.steps}"
         if rows:
-            text += f" · loss {rows[-1]['loss']:.4f} · accuracy {rows[-1]['accuracy']:.1%} on this batch"
+            text += f" · loss {rows[-1]['loss']:.4f} · accuracy {rows[-1]['accuracy']:.1%} on its next batch"
         histories = {norm: pd.DataFrame(r, columns=["step", "loss", "accuracy"]) for norm, r in self.rows.items() if r}
         try:
             self.bar.progress(done / (self.steps * len(self.norms)), text=text)
-            figure = curves_figure(histories, len(self.task.vocabulary), self.steps, training_title(self.task))
+            figure = curves_figure(
+                histories, len(self.task.vocabulary), self.steps, training_title(self.task), blind_accuracy(self.task)
+            )
             plotly_chart(figure, f"train_live_{self.draws}", self.chart)
         except BaseException as interrupt:  # noqa: B036 - Streamlit's rerun/stop request: raised again once kept
             self.interrupt = interrupt
