@@ -2,7 +2,7 @@
 
 Trains explorer.ModelConfig() (2 layers x 4 heads, d_model 64, post-norm, sinusoidal positions) on the reverse
 task of length 8 with train()'s defaults (AdamW, lr 3e-3, warmup 20, batch 64, seed 0) and
-stop_at_accuracy=0.99: training stops at the first 10-step check whose token accuracy on 512 fresh sequences
+stop_at_accuracy=0.99: training stops at the first 10-step check whose token accuracy on 512 held-out sequences
 reaches 99%, within the step budget of 300 that tests/test_training.py uses. The time counted is the whole
 train() call: building the model, every step, the attention snapshots and the accuracy checks.
 
@@ -82,7 +82,7 @@ def main() -> int:
     torch.set_num_threads(default_threads)
 
     header = (
-        f"{'threads':>7} {'median':>8} {'min':>7} {'max':>7} {'steps':>6} {'ms/step':>8} {'fresh acc':>9} "
+        f"{'threads':>7} {'median':>8} {'min':>7} {'max':>7} {'steps':>6} {'ms/step':>8} {'held-out':>9} "
         f"{'weights':>13}  target"
     )
     print(header)

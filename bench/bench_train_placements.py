@@ -12,9 +12,9 @@ the page's "all four" trains them:
    (explorer.training.steps_to_accuracy, what the page's summary says), within the page's 300 default steps.
 2. No warm-up at a high learning rate: 300 steps with warm-up 0 at each --lrs value, and the same with the page's
    warm-up of 20 steps at the highest one, the control that says whether warm-up is what rescues a failing run. Per
-   run: whether a training batch reached 99 %, token accuracy on 512 fresh sequences after the last step and the
+   run: whether a training batch reached 99 %, token accuracy on 512 held-out sequences after the last step and the
    loss over the last 10 steps (guessing uniformly among the 10 tokens gives ln 10 = 2.30 and 10 %). The verdict
-   counts the seeds whose run trained (99 % on fresh data), failed (under 50 % on fresh data: failing runs stay
+   counts the seeds whose run trained (99 % on held-out data), failed (under 50 % on held-out data: failing runs stay
    near chance) or diverged (a non-finite loss).
 
 Runs are independent and deterministic (one torch thread each), so they are shared out over --jobs processes.
@@ -45,7 +45,7 @@ STEPS = 300  # the Train page's default steps
 PAGE_LR, PAGE_WARMUP, BATCH = 3e-3, 20, 64  # the Train page's defaults
 TASK = make_task("reverse", 8)
 GUESSING = math.log(len(TASK.vocabulary))  # the loss of a uniform guess: ln 10
-FAILED = 0.5  # fresh accuracy under this after 300 steps: failed (runs that fail stay near chance, 10 to 22 %)
+FAILED = 0.5  # held-out accuracy under this after 300 steps: failed (runs that fail stay near chance, 10 to 22 %)
 
 
 def one_run(norm: str, seed: int, lr: float, warmup: int, layers: int, stop_at_goal: bool) -> dict:
@@ -86,7 +86,7 @@ def spread(values: list[float], digits: int) -> str:
 
 
 def verdict(runs: list[dict]) -> str:
-    """What the seeds' runs say together: how many trained (GOAL on fresh data), failed or diverged."""
+    """What the seeds' runs say together: how many trained (GOAL on held-out data), failed or diverged."""
     trained = sum(r["fresh"] >= GOAL for r in runs)
     failed = sum(not r["diverged"] and r["fresh"] < FAILED for r in runs)
     diverged = sum(r["diverged"] for r in runs)
@@ -131,7 +131,7 @@ def main() -> int:
                 header = f"{'placement':<14}{f'steps to {GOAL:.0%}: median (range)':<34}{'per seed':<20}"
             else:
                 header = (
-                    f"{'placement':<14}{f'reached {GOAL:.0%}':<12}{'fresh accuracy':<24}"
+                    f"{'placement':<14}{f'reached {GOAL:.0%}':<12}{'held-out accuracy':<24}"
                     f"{'loss, last 10 steps':<24}verdict"
                 )
             print(header)
@@ -152,7 +152,7 @@ def main() -> int:
                     loss = spread([r["last_loss"] for r in runs], 3)
                     print(f"{norm:<14}{count:<12}{fresh:<24}{loss:<24}{verdict(runs)}", flush=True)
     print(f"\nguessing uniformly: loss ln 10 = {GUESSING:.2f}, accuracy 10%")
-    print(f"trained: {GOAL:.0%} of tokens right on fresh data; failed: under {FAILED:.0%}")
+    print(f"trained: {GOAL:.0%} of tokens right on held-out data; failed: under {FAILED:.0%}")
     print(f"total time {time.perf_counter() - t0:.0f} s")
     return 0
 
