@@ -186,7 +186,7 @@ def test_short_training_run_shows_the_engine_numbers(at):
     fresh = evaluate(expected.model, expected.task)
     assert [m.value for m in at.metric] == [percent(fresh)]
     # the caption's loss is the returned model's (the curves' last point), not the one before its last update
-    last_loss = f"loss {expected.history['loss'].iloc[-1]:.4f} on a last batch"
+    last_loss = f"loss {expected.history['loss'].iloc[-1]:.4f} at step 40"
     assert any(c.value.startswith(f"40 steps · {last_loss}") for c in at.caption), [c.value for c in at.caption]
     model = at.session_state["_train"].results["post"].model
     for a, b in zip(model.parameters(), expected.model.parameters(), strict=True):

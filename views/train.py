@@ -93,9 +93,9 @@ def summary(training: Training) -> None:
             reached = steps_to_accuracy(result.history, GOAL)
             share = f"{GOAL:.0%} of its {tokens_scored(task)} right"
             col.caption(
-                f"{result.steps} steps · loss {result.history['loss'].iloc[-1]:.4f} on a last batch · "
+                f"{result.steps} steps · loss {result.history['loss'].iloc[-1]:.4f} at step {result.steps} · "
                 + (
-                    f"first batch with {share}: after {reached} steps"
+                    f"first batch with {share}: at step {reached}"
                     if reached is not None
                     else f"no batch had {share}"
                 )
