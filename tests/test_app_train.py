@@ -486,6 +486,7 @@ def test_upload_loads_a_saved_model(at):
     assert not at.error
     assert [m.label for m in at.metric] == ["pre-norm: accuracy on unseen data"]
     assert at.metric[0].value == percent(evaluate(model, task))
+    assert "loaded from files" in at.metric[0].help and "trained elsewhere may have" in at.metric[0].help
     assert any("Loaded from model.safetensors" in c.value for c in at.caption)
     box = next(t for t in at.text_input if t.key.startswith("train_tokens"))
     box.input("A B C D E F").run()

@@ -62,6 +62,11 @@ def summary(training: Training) -> None:
     task = training.task
     blind = blind_accuracy(task)
     help_text = f"{test_set_text(task, len(task.test_batch().inputs))} {blind_guess_text(task)}"
+    if training.steps is None:  # loaded from files: trained who knows where
+        help_text += (
+            " This model was loaded from files: one this page trained never saw these sequences, one trained "
+            "elsewhere may have."
+        )
     if training.stopped is not None:
         norm, step = training.stopped
         untrained = [n for n in training.planned if n not in training.results]
@@ -94,11 +99,7 @@ def summary(training: Training) -> None:
             share = f"{GOAL:.0%} of its {tokens_scored(task)} right"
             col.caption(
                 f"{result.steps} steps · loss {result.history['loss'].iloc[-1]:.4f} at step {result.steps} · "
-                + (
-                    f"first batch with {share}: at step {reached}"
-                    if reached is not None
-                    else f"no batch had {share}"
-                )
+                + (f"first batch with {share}: at step {reached}" if reached is not None else f"no batch had {share}")
             )
         else:
             col.caption(f"Loaded from {training.source}: no learning curve or snapshots.")
