@@ -6,6 +6,7 @@ set of those is data the model never trained on: at length 8, induction has only
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Sequence
@@ -65,7 +66,10 @@ class Task:
     def test_batch(self, seed: int = 12345) -> Batch:
         """The held-out sequences a model is tested on: every one of them when there are at most TEST_SEQUENCES,
         else TEST_SEQUENCES of them picked with `seed`, all different while the task has at most ENUMERATED
-        sequences (drawn, so rarely alike, above that)."""
+        sequences (drawn, so rarely alike, above that). Kept per task and seed: the page asks on every rerun."""
+        return _test_batch(self, seed)
+
+    def _pick_test_batch(self, seed: int) -> Batch:
         generator = torch.Generator().manual_seed(seed)
         if self.n_sequences > ENUMERATED:
             return self.sample(TEST_SEQUENCES, generator, part="test")
@@ -97,6 +101,11 @@ class Task:
 
     def tokens(self, ids: torch.Tensor) -> list[str]:
         return [self.vocabulary[i] for i in ids.tolist()]
+
+
+@functools.lru_cache(maxsize=16)
+def _test_batch(task: Task, seed: int) -> Batch:
+    return task._pick_test_batch(seed)
 
 
 def held_out(free: torch.Tensor) -> torch.Tensor:

@@ -19,7 +19,7 @@ MAX_LENGTH = 32  # longer sequences make unreadable heatmaps
 # The whole-number settings: key (and URL parameter) -> label, least, most, default, step of the +/- buttons, help.
 WHOLE_NUMBERS = {
     "train_length": ("Sequence length", 2, MAX_LENGTH, 8, 1,
-                     "Tokens per sequence (even for induction: a run, then the same run again)."),
+                     "Tokens per sequence (for induction even and at least 4: a run, then the same run again)."),
     "train_steps": ("Steps", 10, 5000, 300, 50, "AdamW updates."),
     "train_warmup": ("Warmup steps", 0, 2000, 20, 10,
                      "The learning rate grows linearly from lr/warmup to lr over these first steps."),
