@@ -91,18 +91,18 @@ def test_short_run_draws_live_curves_then_an_anti_diagonal(page, app_url, wait_i
     assert_clean(page)
     assert page.locator("[data-testid='stProgress']").count() == 0
     accuracy = float(metric_values(page)[0].rstrip("%"))
-    assert accuracy >= 99.0  # reverse, length 8, on fresh data
+    assert accuracy >= 99.0  # reverse, length 8, on held-out data
     wait_plotted(page, 2)  # curves and pattern
     wait_panels_drawn(page, 2)  # snapshot map and grid
     expected = engine_run(150)
     curves = in_view(plot_titled(page, "Training on reverse (length 8)"))
     loss, accuracy_line = drawn_traces(curves)  # post-norm's loss and accuracy: the training history's
     assert loss["name"] == accuracy_line["name"] == "post-norm"
-    assert loss["x"] == accuracy_line["x"] == list(range(1, 151))
+    assert loss["x"] == accuracy_line["x"] == list(range(151))  # step 0: the initial model
     np.testing.assert_allclose(loss["y"], expected.history["loss"], rtol=1e-5)
     np.testing.assert_allclose(accuracy_line["y"], expected.history["accuracy"], rtol=1e-5)
-    step = 99  # hover a point: the label gives the placement, the step and the loss
-    assert hover_point(page, curves, 0, step).split() == ["post-norm", "step", "100", "loss",
+    step = 99  # point 99 is step 99 (step 0 comes first): its label gives the placement, the step and the loss
+    assert hover_point(page, curves, 0, step).split() == ["post-norm", "step", "99", "loss",
                                                           f"{expected.history['loss'][step]:.4f}"]  # fmt: skip
     pattern = in_view(plot_titled(page, "weight on the anti-diagonal"))
     history = pattern_history(expected.snapshots, task_pattern(make_task("reverse", 8)))
@@ -178,7 +178,7 @@ def test_stop_keeps_what_was_learned_and_the_curves_grow_live(page, app_url, wai
     assert len(metric_values(page)) == 1 and len(panels(page, "snapshot")) == 1
     assert stop_button(page).is_disabled()
     loss, _ = drawn_traces(plot_titled(page, "Training on reverse (length 8)"))
-    assert loss["x"] == list(range(1, stopped + 1))  # the steps it trained, with the engine's losses
+    assert loss["x"] == list(range(stopped + 1))  # the initial model and each step it trained, as the engine's
     np.testing.assert_allclose(loss["y"], engine_run(stopped).history["loss"], rtol=1e-5)
     assert_clean(page)
 
@@ -196,7 +196,7 @@ def test_all_four_train_and_a_res_post_model_downloads_loads_back_and_goes_to_at
     names = ["post-norm", "pre-norm", "res-post-norm", "peri-norm"]
     dashes = ["solid", "dash", "dot", "dashdot"]
     panels_drawn = ("loss", "accuracy")  # each placement's loss line, then its accuracy line
-    assert lines == [[name, dash, 30] for name, dash in zip(names, dashes, strict=True) for _ in panels_drawn]
+    assert lines == [[name, dash, 31] for name, dash in zip(names, dashes, strict=True) for _ in panels_drawn]
     assert len(metric_values(page)) == 4
     page.get_by_role("radiogroup", name="Look inside").get_by_text("res-post-norm", exact=True).click()
     wait_idle(page)
@@ -222,7 +222,7 @@ def test_all_four_train_and_a_res_post_model_downloads_loads_back_and_goes_to_at
     page.get_by_role("button", name="Load model").click()
     wait_idle(page)
     assert metric_values(page) == [trained_accuracy]
-    assert page.get_by_text("res-post-norm: accuracy on fresh data").count() == 1  # it keeps its placement
+    assert page.get_by_text("res-post-norm: accuracy on unseen data").count() == 1  # it keeps its placement
     assert page.get_by_text("Loaded from reverse8_res-post-norm.safetensors").count() == 1
     assert_clean(page)
 

@@ -58,7 +58,7 @@ def model_caption(cfg: ModelConfig, task: Task, s: Settings) -> str:
 
 
 def summary(training: Training) -> None:
-    """Final accuracy on fresh data per model, steps, and how fast each reached the goal."""
+    """Final accuracy on the held-out sequences per model, steps, and how fast each reached the goal."""
     task = training.task
     blind = blind_accuracy(task)
     help_text = f"{test_set_text(task, len(task.test_batch().inputs))} {blind_guess_text(task)}"

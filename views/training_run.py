@@ -39,7 +39,7 @@ class Training:
     planned: tuple[str, ...]  # the placements asked for (a Stop can leave the later ones untrained)
     steps: int | None  # steps asked for; None for a model loaded from files
     source: str  # what the model came from, for labels
-    fresh: dict[str, float] = field(default_factory=dict)  # accuracy on fresh data, filled when first shown
+    fresh: dict[str, float] = field(default_factory=dict)  # accuracy on the held-out sequences, filled when first shown
 
     @property
     def stopped(self) -> tuple[str, int] | None:
