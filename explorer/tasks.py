@@ -171,7 +171,7 @@ def make_task(name: str, length: int = 8) -> Task:
         "reverse": "Output the input backwards: position t reads position T-1-t (an anti-diagonal of attention).",
         "sort": "Output the input's tokens in alphabetical order.",
         "induction": "A random run of tokens, then the same run again; predict each next token of the repeat, from "
-        "what followed the same token the first time.",
+        "what came after the same place in the first run.",
     }
     if name not in descriptions:
         raise ConfigError(f"Task {name!r} is not one of {', '.join(descriptions)}.")

@@ -46,10 +46,10 @@ def induction_scoring_text(task: Task) -> str:
     first, last = T // 2, T - 2
     scored = f"position {first}" if first == last else f"positions {first} to {last}"
     return (
-        f"Induction: position t predicts token t + 1. Scored: {scored}, inside the repeat, where the next token is "
-        f"the one that followed the same token in the first half. Not scored: {_upto(first - 2)} (the next token "
-        f"is random), position {first - 1} (the repeat's first token follows from the position alone, not from a "
-        f"copy) and position {T - 1} (no next token)."
+        f"Induction: position t predicts token t + 1. Scored: {scored}, inside the repeat: each one's next token "
+        f"is the one after its copy in the first half (position t − {first}). Not scored: {_upto(first - 2)} (the "
+        f"next token is random), position {first - 1} (the repeat's first token follows from the position alone, "
+        f"not from a copy) and position {T - 1} (no next token)."
     )
 
 
