@@ -57,7 +57,7 @@ def roles_panel(
         y_title="layer",
         value_title=legend,
         title=f"Every head's {what}",
-        subtitle="Mean over the queries of this sentence. Click a head to open its map below.",
+        subtitle="Mean over the queries that may see such a key and another one. Click a head to open its map below.",
         masked_text="not defined for this sentence (no query has such a key)",
         value_digits=3,
         text_digits=2,

@@ -95,8 +95,10 @@ def head_roles(
 
     A role's share is the mean, over the queries for which the role's target exists, of the weight those queries
     put on it. The target must be an allowed key: query 0 has no previous token, the last query no next token, a
-    causal query cannot see the next token, a sentence without separators has no "sep" target. Such queries are
-    left out of that role's average rather than counted as 0; if no query qualifies the share is NaN. Roles may
+    causal query cannot see the next token, a sentence without separators has no "sep" target. A query with only
+    one allowed key (query 0 of a causal mask) has no choice: its weight 1 on that key says nothing of the head, so
+    it qualifies for no role. Such queries are left out of that role's average rather than counted as 0 (or 1);
+    if no query qualifies the share is NaN. Roles may
     overlap (for query 1 the previous token is the first token), so the shares of a head need not add up to 1.
 
     Breadth is the mean, over the queries with at least two allowed keys, of the row's entropy divided by
@@ -217,7 +219,8 @@ def _check_shapes(weights: np.ndarray, tokens: list[str], allowed: np.ndarray) -
 
 
 def _role_targets(tokens: list[str], allowed: np.ndarray, separators: Iterable[str]) -> np.ndarray:
-    """[len(ROLES), T, T] bool: for each role, which keys are its target for each query (only allowed keys)."""
+    """[len(ROLES), T, T] bool: for each role, which keys are its target for each query (only allowed keys, and only
+    for queries that may see more than one key)."""
     n = len(tokens)
     separator_set = {separators} if isinstance(separators, str) else set(separators)  # "[SEP]" is one token
     position = np.arange(n)
@@ -228,7 +231,8 @@ def _role_targets(tokens: list[str], allowed: np.ndarray, separators: Iterable[s
     targets[3] = position[None, :] == position[:, None] - 1  # previous: key = query - 1
     targets[4] = position[None, :] == position[:, None] + 1  # next: key = query + 1
     targets[5] = position[None, :] == position[:, None]  # self: key = query
-    return targets & allowed
+    choice = allowed.sum(axis=-1) > 1  # [T]: a query that may see one key only gives it all its weight regardless
+    return targets & allowed & choice[None, :, None]
 
 
 def _labels(shares: np.ndarray, breadth: np.ndarray, threshold: float, margin: float) -> np.ndarray:
