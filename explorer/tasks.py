@@ -56,11 +56,13 @@ class Task:
             raise ValueError(f"part {part!r} is not one of {PARTS}")
         free = torch.randint(len(self.vocabulary), (batch_size, self.free_length), generator=generator)  # [B, n]
         if part != "any":
-            wrong = held_out(free) != (part == "test")  # [B]
+            wanted = part == "test"
+            wrong = held_out(free) != wanted  # [B]
             while wrong.any():  # draw again in place: one row in HOLD_OUT_EVERY is held out, so this ends fast
-                again = torch.randint(len(self.vocabulary), (int(wrong.sum()), self.free_length), generator=generator)
-                free[wrong] = again
-                wrong = held_out(free) != (part == "test")
+                free[wrong] = torch.randint(
+                    len(self.vocabulary), (int(wrong.sum()), self.free_length), generator=generator
+                )
+                wrong = held_out(free) != wanted
         return self.batch(free)
 
     def test_batch(self, seed: int = 12345) -> Batch:
@@ -68,18 +70,6 @@ class Task:
         else TEST_SEQUENCES of them picked with `seed`, all different while the task has at most ENUMERATED
         sequences (drawn, so rarely alike, above that). Kept per task and seed: the page asks on every rerun."""
         return _test_batch(self, seed)
-
-    def _pick_test_batch(self, seed: int) -> Batch:
-        generator = torch.Generator().manual_seed(seed)
-        if self.n_sequences > ENUMERATED:
-            return self.sample(TEST_SEQUENCES, generator, part="test")
-        V, n = len(self.vocabulary), self.free_length
-        places = V ** torch.arange(n - 1, -1, -1)  # [n]: the weight of each token's digit
-        every = torch.arange(self.n_sequences)[:, None] // places % V  # [n_sequences, n]: each sequence once
-        kept = every[held_out(every)]  # [about n_sequences / HOLD_OUT_EVERY, n]
-        if len(kept) > TEST_SEQUENCES:
-            kept = kept[torch.randperm(len(kept), generator=generator)[:TEST_SEQUENCES]]
-        return self.batch(kept)
 
     def batch(self, free: torch.Tensor) -> Batch:
         """The batch of these randomly drawn tokens [B, free_length]: its inputs, targets and scored positions."""
@@ -105,7 +95,17 @@ class Task:
 
 @functools.lru_cache(maxsize=16)
 def _test_batch(task: Task, seed: int) -> Batch:
-    return task._pick_test_batch(seed)
+    """Task.test_batch, cached here rather than on the method, which would keep every Task it saw."""
+    generator = torch.Generator().manual_seed(seed)
+    if task.n_sequences > ENUMERATED:
+        return task.sample(TEST_SEQUENCES, generator, part="test")
+    V, n = len(task.vocabulary), task.free_length
+    places = V ** torch.arange(n - 1, -1, -1)  # [n]: the weight of each token's digit
+    every = torch.arange(task.n_sequences)[:, None] // places % V  # [n_sequences, n]: each sequence once
+    kept = every[held_out(every)]  # [about n_sequences / HOLD_OUT_EVERY, n]
+    if len(kept) > TEST_SEQUENCES:
+        kept = kept[torch.randperm(len(kept), generator=generator)[:TEST_SEQUENCES]]
+    return task.batch(kept)
 
 
 def held_out(free: torch.Tensor) -> torch.Tensor:
@@ -116,13 +116,14 @@ def held_out(free: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.array(digests, dtype=np.int64) % HOLD_OUT_EVERY == 0)
 
 
+@functools.lru_cache(maxsize=64)
 def blind_accuracy(task: Task) -> float:
     """The best token accuracy of an answer that ignores the input: each position's likeliest target.
 
     Every target of copy, reverse and induction is uniform over the V tokens, so 1/V. Sort's k-th target is the
     k-th smallest of T uniform tokens: P(it is at most v) = P(at least k + 1 tokens are at most v), a binomial tail
     with p = (v + 1) / V; the likeliest v per position, averaged over positions. Exact over all sequences (the
-    held-out eighth changes it by sampling noise only)."""
+    held-out eighth changes it by sampling noise only). Kept per task: the live curves ask on every redraw."""
     V, T = len(task.vocabulary), task.length
     if task.name != "sort":
         return 1.0 / V

@@ -13,8 +13,9 @@ def tokens_scored(task: Task) -> str:
     return "scored tokens" if task.name == "induction" else "tokens"
 
 
-def test_set_text(task: Task, n_tested: int) -> str:
+def test_set_text(task: Task) -> str:
     """Which sequences the accuracy on unseen data is measured on, and why the model never trained on them."""
+    n_tested = len(task.test_batch().inputs)
     held = f"one sequence in {HOLD_OUT_EVERY} of the task's is kept out of training (chosen by a hash of its tokens)"
     if n_tested < TEST_SEQUENCES:
         return (

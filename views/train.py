@@ -61,7 +61,7 @@ def summary(training: Training) -> None:
     """Final accuracy on the held-out sequences per model, steps, and how fast each reached the goal."""
     task = training.task
     blind = blind_accuracy(task)
-    help_text = f"{test_set_text(task, len(task.test_batch().inputs))} {blind_guess_text(task)}"
+    help_text = f"{test_set_text(task)} {blind_guess_text(task)}"
     if training.steps is None:  # loaded from files: trained who knows where
         help_text += (
             " This model was loaded from files: one this page trained never saw these sequences, one trained "

@@ -97,9 +97,9 @@ def head_roles(
     put on it. The target must be an allowed key: query 0 has no previous token, the last query no next token, a
     causal query cannot see the next token, a sentence without separators has no "sep" target. A query with only
     one allowed key (query 0 of a causal mask) has no choice: its weight 1 on that key says nothing of the head, so
-    it qualifies for no role. Such queries are left out of that role's average rather than counted as 0 (or 1);
-    if no query qualifies the share is NaN. Roles may
-    overlap (for query 1 the previous token is the first token), so the shares of a head need not add up to 1.
+    it qualifies for no role. Such queries are left out of that role's average rather than counted as 0 (or 1); if
+    no query qualifies the share is NaN. Roles may overlap (for query 1 the previous token is the first token), so
+    the shares of a head need not add up to 1.
 
     Breadth is the mean, over the queries with at least two allowed keys, of the row's entropy divided by
     log(number of allowed keys in the row): 1 = uniform over the allowed keys, 0 = all weight on one key. A row
@@ -128,11 +128,11 @@ def head_roles(
         raise ConfigError(f"margin is {margin}; the margin over the second-largest share must be a number >= 0.")
 
     n_layers, n_heads, n_tokens, _ = weights.shape
-    targets = _role_targets(tokens, allowed, separators)  # [R, T, T] bool, already restricted to allowed keys
+    n_allowed = allowed.sum(axis=-1)  # [T]
+    spread = n_allowed > 1  # [T]: the queries with a choice, whose row can be more or less broad and show a role
+    targets = _role_targets(tokens, allowed, separators) & spread[None, :, None]  # [R, T, T] bool, allowed keys only
     qualifies = targets.any(axis=-1)  # [R, T]: the role's target exists for this query
     counts = qualifies.sum(axis=-1)  # [R]
-    n_allowed = allowed.sum(axis=-1)  # [T]
-    spread = n_allowed > 1  # [T]: the queries whose row can be more or less broad
     log_n = np.log(n_allowed[spread])  # [T'] > 0
 
     sums = np.zeros((n_layers, n_heads, len(ROLES)))  # [L, H, R] summed over qualifying queries
@@ -219,8 +219,7 @@ def _check_shapes(weights: np.ndarray, tokens: list[str], allowed: np.ndarray) -
 
 
 def _role_targets(tokens: list[str], allowed: np.ndarray, separators: Iterable[str]) -> np.ndarray:
-    """[len(ROLES), T, T] bool: for each role, which keys are its target for each query (only allowed keys, and only
-    for queries that may see more than one key)."""
+    """[len(ROLES), T, T] bool: for each role, which keys are its target for each query (only allowed keys)."""
     n = len(tokens)
     separator_set = {separators} if isinstance(separators, str) else set(separators)  # "[SEP]" is one token
     position = np.arange(n)
@@ -231,8 +230,7 @@ def _role_targets(tokens: list[str], allowed: np.ndarray, separators: Iterable[s
     targets[3] = position[None, :] == position[:, None] - 1  # previous: key = query - 1
     targets[4] = position[None, :] == position[:, None] + 1  # next: key = query + 1
     targets[5] = position[None, :] == position[:, None]  # self: key = query
-    choice = allowed.sum(axis=-1) > 1  # [T]: a query that may see one key only gives it all its weight regardless
-    return targets & allowed & choice[None, :, None]
+    return targets & allowed
 
 
 def _labels(shares: np.ndarray, breadth: np.ndarray, threshold: float, margin: float) -> np.ndarray:
