@@ -5,20 +5,36 @@ from __future__ import annotations
 PROJECTOR = {"width": 1024, "height": 768}  # a classroom projector's window: the sidebar leaves the page 564 px
 TABLET = {"width": 800, "height": 1024}  # the sidebar leaves the page 468 px
 
-# A label is cut when its text overflows a box that ends it with an ellipsis; a formula, when what KaTeX drew is wider
-# than the column holding it (its own box, sized to it, is a pixel or two over from rounding and is not compared); a
-# static table (st.table), when a cell's text is wider than the cell (a word too long for it scrolls inside the cell:
-# st.table wraps at spaces only), or when its columns are wider than its box, which then scrolls sideways.
-CUT_OFF = """() => [
+# A label is cut when its text overflows a box that ends it with an ellipsis: by whole pixels (scrollWidth), or by less
+# than two, which whole pixels round away ("Log count axis" 83.2 px in an 81.8 px box drew "Log count a…"): its text's
+# exact width against its content box's, with half a pixel for the box's own rounding. A formula is cut when what KaTeX
+# drew is wider than the column holding it (its own box, sized to it, is a pixel or two over from rounding and is not
+# compared); a static table (st.table), when a cell's text is wider than the cell (a word too long for it scrolls
+# inside the cell: st.table wraps at spaces only), or when its columns are wider than its box, which then scrolls
+# sideways.
+CUT_OFF = """() => {
+  const textWidth = (e) => {
+    const range = document.createRange();
+    range.selectNodeContents(e);
+    return range.getBoundingClientRect().width;
+  };
+  const boxWidth = (e) => {
+    const s = getComputedStyle(e);
+    const sides = ["paddingLeft", "paddingRight", "borderLeftWidth", "borderRightWidth"];
+    return e.getBoundingClientRect().width - sides.reduce((sum, side) => sum + parseFloat(s[side]), 0);
+  };
+  return [
     ...[...document.querySelectorAll("[data-testid='stMain'] *")].filter((e) =>
-        getComputedStyle(e).textOverflow === "ellipsis" && e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1),
+        getComputedStyle(e).textOverflow === "ellipsis" && e.clientWidth > 0
+        && (e.scrollWidth > e.clientWidth + 1 || textWidth(e) > boxWidth(e) + 0.5)),
     ...[...document.querySelectorAll("[data-testid='stMain'] .katex-display")].filter((e) =>
         e.querySelector(".katex-html").getBoundingClientRect().width > e.parentElement.clientWidth + 1),
     ...[...document.querySelectorAll("[data-testid='stMain'] [data-testid='stTable']")].filter((e) =>
         e.querySelector("table").getBoundingClientRect().width > e.getBoundingClientRect().width + 1),
     ...[...document.querySelectorAll("[data-testid='stMain'] [data-testid='stTable'] :is(td, th) *")].filter((e) =>
         e.scrollWidth > e.clientWidth + 1),
-].map((e) => e.textContent.trim().slice(0, 60))"""
+  ].map((e) => e.textContent.trim().slice(0, 60));
+}"""
 
 
 def cut_off(page) -> list[str]:

@@ -329,6 +329,9 @@ def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_it
     top = len(zero_line["y"]) - 1  # the line's last point lies on the plot's top edge, just outside what hovers
     for index in (0, top // 2, top - 1):  # along the red line at 0
         assert label_number(hover_point(page, histogram, 1, index), "values exactly 0:") == zeros
+    page.set_viewport_size(PROJECTOR)
+    page.wait_for_timeout(500)  # the page lays itself out again
+    assert cut_off(page) == []  # the histogram's "Log count axis" beside its two selectors, in their expander
     assert_clean(page)
 
 

@@ -60,6 +60,7 @@ from views.state import session_model, shown_run, sidebar_run, trace_maker, trai
 from views.trace_caches import norm_attention_of
 from views.widgets import (
     ENTROPY_COLUMNS,
+    NUMBER_SELECT_PX,
     clamp_view,
     csv_button,
     model_line,
@@ -71,6 +72,7 @@ from views.widgets import (
 )
 
 NUMBER = st.column_config.NumberColumn(format="%.5g")
+POINT_SELECT_PX = 230  # the histogram's point selector: "cross-attention output" whole
 # The sections below the first screen: each one's URL parameter (=true opens it in a link) and the URL parameters of
 # its own controls, any of which opens it too (views/lazy_sections.py).
 STRETCH_HELP = (
@@ -194,22 +196,22 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
 
 def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
     options = points(stack)
-    c1, c2, c3 = st.columns([1, 2, 1])
+    controls = st.container(horizontal=True, vertical_alignment="bottom")  # wraps: no label is cut at 1024 px
     blocks = list(range(cfg.n_layers))
     clamp_view("act_layer", blocks, "block")
-    layer = c1.selectbox("Block", blocks, key="act_layer", bind="query-params")
+    layer = controls.selectbox("Block", blocks, key="act_layer", bind="query-params", width=NUMBER_SELECT_PX)
     outputs = sublayer_outputs_text("blocks.0.attn.out_ln_out" in stack.activations)  # res-post, peri: f(x) first
     settle_choice("act_point", options)  # the points differ between an encoder-decoder's two stacks
-    point = c2.selectbox(
+    point = controls.selectbox(
         "Point",
         options,
         key="act_point",
         bind="query-params",
+        width=POINT_SELECT_PX,
         help=f"residual: the stream after the block. {outputs[0].upper()}{outputs[1:]}. FFN hidden: after the "
         "activation function, inside the feed-forward sub-layer.",
     )
-    c3.write("")
-    log_count = c3.toggle("Log count axis", key="act_log", bind="query-params")
+    log_count = controls.toggle("Log count axis", key="act_log", bind="query-params")
     values = activation_values(stack, int(layer), point)  # [T, width]
     bins = value_histogram(values)
     zeros = int(bins["exact_zeros"].iloc[0])
