@@ -40,6 +40,9 @@ PANEL_PX = 160  # three maps side by side, with their labels, gaps and one legen
 TICK_PX = 12.0  # token labels at least this far apart: every token up to 13 in a 160 px map, else every n-th
 LABEL_CHARS = 8  # a longer token is cut short on the axes (hover gives it whole): narrower labels, wider maps
 LAYER_PX = 300  # two maps side by side
+# Tokens named under the reach bars: slanted 45°, labels need 20 px between ticks (a 14 px line), and a 1024 px
+# projector leaves the bars about 460 px; the rest are named in hover.
+REACH_TICKS = 20
 TEXT_PX = 28.0  # values are written in cells at least this wide: "0.37" fits, and smaller would not read
 # The one legend of a board whose maps share its colour scale names them all, not the map that draws it
 BOTH_MAPS, ALL_THREE_MAPS = "value, both maps", "value, all 3 maps"
@@ -277,7 +280,7 @@ def reach_figure(
         "bar is its own max flow, at most 1"
     )
     figure.update_layout(figure_layout(title, subtitle, 150 * len(shown) + 60, bargap=0.25))
-    named = tick_positions(len(labels))  # the rest are named in hover
+    named = tick_positions(len(labels), REACH_TICKS)
     figure.update_xaxes(tickmode="array", tickvals=named, ticktext=[labels[i] for i in named], tickangle=-45)
     figure.update_yaxes(axis(None, rangemode="tozero"))
     return figure.update_annotations(font=PANEL_TITLE_FONT)

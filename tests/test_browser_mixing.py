@@ -15,7 +15,8 @@ from explorer.analysis.stats import head_average
 from explorer.config import ModelConfig
 from pictures.mixing_charts import MIX
 from tests.browser_boards import cell_centre, panels, read_panel, wait_panels_drawn
-from tests.browser_plots import drawn_traces, plots, wait_plotted
+from tests.browser_layout import PROJECTOR
+from tests.browser_plots import drawn_traces, plot_titled, plots, wait_plotted
 from tests.test_browser_view_html import downloaded_view, figures_in, numbers
 
 pytestmark = pytest.mark.browser
@@ -82,3 +83,19 @@ def test_the_mixing_view_downloads_with_the_pages_rollout_and_flow(page, app_url
     bars = {t["name"]: numbers(t["y"]) for t in row["data"]}
     np.testing.assert_allclose(bars["flow after the last block"], attention_flow(trace, 2), atol=1e-9)
     assert "reach position 2" in row["title"]
+
+
+def test_on_a_projector_the_reach_bars_name_tokens_far_enough_apart_to_read(page, app_url, wait_idle):
+    """The labels under the bars are slanted 45°: two of them overlap unless their ticks stand at least 20 px apart
+    (0.71 of that distance must hold a 14 px line). A 300-token text named every 7th token 11 px apart."""
+    page.set_viewport_size(PROJECTOR)
+    page.goto(f"{app_url}/mixing?tokens={quote(' '.join(f'w{i}' for i in range(300)))}")
+    wait_idle(page)
+    wait_plotted(page, 1)
+    bars = plot_titled(page, "Which input tokens reach position 0")
+    ends = bars.evaluate("(plot) => [...plot.querySelectorAll('.xaxislayer-above text')].map((t) => [t.textContent, "
+                         "t.getBoundingClientRect().right])")  # fmt: skip
+    names, right = zip(*ends, strict=True)
+    assert len(names) >= 10 and names[0] == "w0"  # a slanted label ends at its tick
+    assert np.diff(right).min() >= 20
+    assert_clean(page)
