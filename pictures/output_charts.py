@@ -25,6 +25,7 @@ from pictures.style import (
     figure_layout,
     label_text,
     legend_below,
+    noted,
     plotly_scale,
 )
 
@@ -130,10 +131,19 @@ def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
     if settled is not None:
         piece, layer = settled
         subtitle += f" · at the last position {quoted(piece)} is the top guess from block {layer} on"
+    subtitle = noted(subtitle, _positions_shown(positions, len(tokens)))
     figure.update_layout(figure_layout("Every layer's guess (logit lens)", subtitle, CELL_PX * len(layers) + 90))
     figure.update_xaxes(axis("position (token)"), type="category", tickangle=-45, showgrid=False)
     figure.update_yaxes(axis("after block", numbers="d"), showgrid=False, dtick=1 if len(layers) <= 32 else None)
     return figure
+
+
+def _positions_shown(positions: list[int], n_tokens: int) -> str | None:
+    """Which positions a lens of some of a text's positions shows, e.g. "the last 32 of 507 positions"; None for all."""
+    if len(positions) == n_tokens:
+        return None
+    last = positions == list(range(n_tokens - len(positions), n_tokens))
+    return f"{'the last ' if last else ''}{len(positions)} of {n_tokens} positions"
 
 
 def _settled(lens: pd.DataFrame, position: int) -> tuple[str, int] | None:

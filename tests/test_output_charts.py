@@ -177,3 +177,15 @@ def test_a_two_layer_board_gives_each_layer_a_readable_row():
     layout = ablation_board_figure(np.full((2, 4), 0.1), removed=[(0, 1)]).layout
     plot_px = layout.height - layout.margin.t - layout.margin.b
     assert plot_px >= CELL_PX * MIN_BOARD_ROWS
+
+
+def test_a_lens_of_some_positions_says_which_of_the_texts_it_shows():
+    """The page reads the last 32 positions of a longer text: a reader must not take them for the whole text."""
+    lens = pd.DataFrame({"layer": 0, "position": range(5, 8), "rank": 1, "piece": "x", "text": "x", "probability": 0.5})
+    tokens = [f"t{i}" for i in range(8)]
+    assert "the last 3 of 8 positions" in figure_title(figure_json(lens_grid_figure(lens, tokens)))
+    inner = lens[lens["position"] != 7]
+    title = figure_title(figure_json(lens_grid_figure(inner, tokens)))
+    assert "2 of 8 positions" in title and "the last 2" not in title
+    whole = lens.assign(position=lens["position"] - 5)  # positions 0-2 of a 3-token text
+    assert " of 3 positions" not in figure_title(figure_json(lens_grid_figure(whole, tokens[:3])))
