@@ -190,13 +190,13 @@ def removal_banner(removal: Removal) -> None:
     if not removal.heads:
         return
     many = len(removal.heads) > 1
-    sentence, button = st.columns([4, 1], vertical_alignment="center")
-    sentence.info(
+    row = st.container(horizontal=True, vertical_alignment="center")  # the button as wide as its label: never cut
+    row.info(
         f"{'Heads' if many else 'Head'} {removal.words} removed: every page shows the model without "
         f"{'them' if many else 'it'}. {downstream_words(removal.heads)}",
         icon=":material/block:",
     )
-    button.button(
+    row.button(
         "Put them all back" if many else "Put it back",
         key="put_heads_back",
         on_click=put_all_back,
