@@ -43,6 +43,13 @@ def cut_off(page) -> list[str]:
     return page.evaluate(CUT_OFF)
 
 
+def cut_off_at(page, viewport: dict[str, int]) -> list[str]:
+    """cut_off once the window is resized to `viewport` and the page has laid itself out again (two frames later)."""
+    page.set_viewport_size(viewport)
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    return cut_off(page)
+
+
 # px of each data grid's (st.dataframe's) columns beyond its box, which it then scrolls sideways
 GRID_OVERFLOW = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stDataFrame']")]
     .map((grid) => grid.querySelector(".dvn-scroller")).map((e) => e.scrollWidth - e.clientWidth)"""

@@ -8,7 +8,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.browser_boards import panels, sheet_centres, tip_at, wait_panels_drawn
-from tests.browser_layout import PROJECTOR, cut_off
+from tests.browser_layout import PROJECTOR, cut_off, cut_off_at
 
 pytestmark = pytest.mark.browser
 
@@ -33,9 +33,7 @@ def test_a_link_removes_heads_and_the_attention_page_removes_one_more(page, app_
     assert sidebar.get_by_role("textbox", name="Heads removed").input_value() == "L1H3"  # the URL's text, as typed
     titles = {tip_at(page, *centre)[""] for centre in sheet_centres(panels(page, "grid")[0]).values()}
     assert "L1 H3, removed: click to show it large above" in titles and "L0 H2: click to show it large above" in titles
-    page.set_viewport_size(PROJECTOR)
-    page.wait_for_timeout(500)  # the page lays itself out again
-    assert cut_off(page) == []  # "Put it back" whole beside the sentence
+    assert cut_off_at(page, PROJECTOR) == []  # "Put it back" whole beside the sentence
 
     main.get_by_role("button", name="Remove this head").click()
     settled(page, wait_idle)

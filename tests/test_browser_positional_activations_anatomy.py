@@ -24,7 +24,7 @@ from pictures.positional_charts import TYPED_COLOUR
 from pictures.style import RDBU, Ramp
 from tests.browser_boards import cell_centre, geometry, panels, read_panel, read_tips, tip_at, wait_panels_drawn
 from tests.browser_boards import pixels as board_pixels
-from tests.browser_layout import PROJECTOR, cut_off, grid_overflow, table_rows
+from tests.browser_layout import PROJECTOR, cut_off, cut_off_at, grid_overflow, table_rows
 from tests.browser_plots import (
     drawn_traces,
     hover_point,
@@ -329,9 +329,7 @@ def test_activations_page_hovers_the_engine_numbers_and_the_histogram_follows_it
     top = len(zero_line["y"]) - 1  # the line's last point lies on the plot's top edge, just outside what hovers
     for index in (0, top // 2, top - 1):  # along the red line at 0
         assert label_number(hover_point(page, histogram, 1, index), "values exactly 0:") == zeros
-    page.set_viewport_size(PROJECTOR)
-    page.wait_for_timeout(500)  # the page lays itself out again
-    assert cut_off(page) == []  # the histogram's "Log count axis" beside its two selectors, in their expander
+    assert cut_off_at(page, PROJECTOR) == []  # "Log count axis" beside its two selectors
     assert_clean(page)
 
 
