@@ -246,6 +246,7 @@ def reorder_maps(maps: AttentionMaps, queries: list[int] | None, keys: list[int]
         maps.allowed[q][:, k],  # [Tq, Tk]
         [maps.query_tokens[i] for i in q],
         [maps.key_tokens[i] for i in k],
+        maps.byte_level,
     )
 
 

@@ -1,17 +1,19 @@
 """What a pretrained tokenizer made of a text, where its pieces do not read as the text does: the words its
 vocabulary cannot spell (they become [UNK]), and the pieces a byte-level BPE spells byte by byte ("ĠcafÃ©" reads
 " café"). Both work on one Encoding of the text (PieceTokenizer.encode), so the text is tokenized once. And what one
-such piece reads when it holds only part of a character's bytes."""
+such piece reads when it holds only part of a character's bytes, and how an axis labels a byte-level piece."""
 
 from __future__ import annotations
 
 import codecs
+import functools
 import unicodedata
 
 from explorer.config import ConfigError
 from explorer.tokenization import BYTE_LEVEL_BPE, Encoding, PieceTokenizer, byte_alphabet
 
 BYTE_OF_CHAR = {char: byte for byte, char in byte_alphabet().items()}  # a byte-level piece's letter -> its byte
+DRAWN_BLANKS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # blanks an axis label draws as a sign: " the" and "the" differ
 MARKS = {"Mn", "Me"}  # Unicode categories of marks that draw on the character before them (accents, U+FE0F)
 
 
@@ -107,6 +109,19 @@ def part_character_text(tokenizer: PieceTokenizer, piece: str) -> str | None:
     except UnicodeDecodeError:
         return spelled.decode("utf-8", errors=BYTE_NAMES)
     return None
+
+
+@functools.lru_cache(maxsize=65_536)  # a vocabulary's worth: a page labels the same pieces on every map
+def piece_label(piece: str) -> str:
+    """How an axis labels a byte-level BPE piece: what it reads, not its vocabulary spelling ("ĠcafÃ©" is "␣café"),
+    each blank drawn as a sign (DRAWN_BLANKS) and any other character that draws nothing as its escape ("\\xa0"); a
+    piece holding only part of a character as its bytes ("ĠðŁ" is "␣<0xF0><0x9F>", part_character_text); an added
+    token ("<|im_start|>") as it is."""
+    spelled = piece_bytes(piece)
+    if spelled is None:
+        return piece
+    read = spelled.decode("utf-8", errors=BYTE_NAMES)
+    return "".join(DRAWN_BLANKS.get(c) or (c if c.isprintable() else repr(c)[1:-1]) for c in read)
 
 
 def _named_bytes(error: UnicodeError) -> tuple[str, int]:

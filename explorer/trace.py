@@ -14,6 +14,8 @@ from explorer.config import ConfigError, ModelConfig
 from explorer.inputs import Source, prepare_inputs
 from explorer.limits import check_fits_in_memory
 from explorer.model import Records, Transformer, float32_default
+from explorer.text_reading import piece_label
+from explorer.tokenization import BYTE_LEVEL_BPE
 
 # Every activation a stack keeps for each block, by the name after "blocks.<layer>." (as TransformerLens's
 # ActivationCache names its hooks): its shape for one input, and what it holds. T: this stack's tokens, S: the
@@ -56,8 +58,19 @@ class AttentionMaps:
     weights: np.ndarray  # [L, H, Tq, Tk] post-softmax, pre-dropout; 0 where masked and on empty rows
     scores: np.ndarray | None  # [L, H, Tq, Tk] scaled q.k before softmax; -inf where masked (None: not kept)
     allowed: np.ndarray  # [Tq, Tk] bool, True = this query may attend to this key
-    query_tokens: list[str]
+    query_tokens: list[str]  # as the vocabulary spells them ("ĠcafÃ©"): what the analyses, keys and downloads use
     key_tokens: list[str]
+    byte_level: bool = False  # the tokens are byte-level BPE pieces (SmolLM2's), which labels write as they read
+
+    @property
+    def query_labels(self) -> list[str]:
+        """The query tokens as axes label them: a byte-level piece as it reads ("␣café", text_reading.piece_label)."""
+        return token_axis_labels(self.query_tokens, self.byte_level)
+
+    @property
+    def key_labels(self) -> list[str]:
+        """The key tokens as axes label them (query_labels)."""
+        return token_axis_labels(self.key_tokens, self.byte_level)
 
     @property
     def empty_rows(self) -> np.ndarray:
@@ -78,6 +91,17 @@ class AttentionMaps:
         return f"AttentionMaps({self.kind!r}, weights {list(self.weights.shape)} [layers, heads, query, key])"
 
 
+def token_axis_labels(tokens: list[str], byte_level: bool) -> list[str]:
+    """`tokens` as axes label them: byte-level pieces as they read ("␣café", text_reading.piece_label), others as
+    they are."""
+    return [piece_label(token) for token in tokens] if byte_level else list(tokens)
+
+
+def byte_level_pieces(model: Transformer) -> bool:
+    """Whether the model's tokens are byte-level BPE pieces (SmolLM2's "Ġthe"), which axes label as they read."""
+    return model.tokenizer is not None and model.tokenizer.kind == BYTE_LEVEL_BPE
+
+
 @dataclass(frozen=True)
 class StackTrace:
     """What one stack (the encoder or the decoder) did to its tokens."""
@@ -93,6 +117,11 @@ class StackTrace:
 
     def __repr__(self) -> str:  # the arrays would flood a notebook cell
         return f"StackTrace({self.name!r}, {len(self.tokens)} tokens, residual {list(self.residual.shape)})"
+
+    @property
+    def labels(self) -> list[str]:
+        """The tokens as axes label them: a byte-level piece as it reads (AttentionMaps.query_labels)."""
+        return self.self_attention.query_labels
 
     @property
     def n_layers(self) -> int:
@@ -155,6 +184,11 @@ class Trace:
     def tokens(self) -> list[str]:
         """The input tokens (the source, for an encoder-decoder)."""
         return self.first.tokens
+
+    @property
+    def labels(self) -> list[str]:
+        """The input tokens as axes label them (StackTrace.labels)."""
+        return self.first.labels
 
     @property
     def attention(self) -> np.ndarray:
@@ -262,7 +296,10 @@ def run(
         out, records = runs[0]
         kind = "self-attention" if second is None else "encoder self-attention"
         name = model.stack_names[0]
-        stacks = [_stack_trace(name, kind, first.tokens, first.x, out[0], records, first.allowed, keep_scores)]
+        byte_level = byte_level_pieces(model)
+        stacks = [
+            _stack_trace(name, kind, first.tokens, first.x, out[0], records, first.allowed, keep_scores, byte_level)
+        ]
         if second is not None:
             out_y, records_y = runs[1]
             cross = (first.tokens, inputs.memory_allowed)
@@ -276,6 +313,7 @@ def run(
                     records_y,
                     second.allowed,
                     keep_scores,
+                    byte_level,
                     cross,
                 )
             )
@@ -309,6 +347,7 @@ def _stack_trace(
     records: Records,
     allowed: torch.Tensor,
     keep_scores: bool,
+    byte_level: bool,
     cross: tuple[list[str], torch.Tensor] | None = None,
 ) -> StackTrace:
     def layers(key: str) -> np.ndarray:
@@ -329,7 +368,9 @@ def _stack_trace(
         return layers(key) if keep_scores else None  # without them the forward dropped them block by block
 
     allowed_np = allowed.numpy()
-    self_maps = AttentionMaps(kind, layers("attn.pattern"), scores("attn.scores"), allowed_np, tokens, tokens)
+    self_maps = AttentionMaps(
+        kind, layers("attn.pattern"), scores("attn.scores"), allowed_np, tokens, tokens, byte_level
+    )
     cross_maps = None
     if cross is not None:
         memory_tokens, memory_allowed = cross
@@ -340,6 +381,7 @@ def _stack_trace(
             memory_allowed.numpy(),
             tokens,
             memory_tokens,
+            byte_level,
         )
     residual = torch.stack([embedded] + [record["resid_post"][0] for record in records]).numpy()  # [L + 1, T, D]
 

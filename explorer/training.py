@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -235,7 +235,7 @@ def snapshot_maps(snapshot: Snapshot, like: AttentionMaps) -> AttentionMaps:
     if snapshot.attention.shape != like.weights.shape:
         raise ValueError(f"snapshot {snapshot.attention.shape} does not match the maps {like.weights.shape}")
     scores = np.full(like.scores.shape, np.nan, dtype=np.float32)
-    return AttentionMaps(like.kind, snapshot.attention, scores, like.allowed, like.query_tokens, like.key_tokens)
+    return replace(like, weights=snapshot.attention, scores=scores)
 
 
 def _snapshot(model: Transformer, step: int, probe: list[str]) -> Snapshot:

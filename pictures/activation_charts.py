@@ -364,7 +364,7 @@ def token_norm_figure(trace: Trace, measure: str = "norm", stack: int = 0, stret
     Activations page's per-token heatmap; `stretch`: colours up to the 99th percentile, as its Stretch colours)."""
     part = trace_stack(trace, stack)
     positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
-    return token_energy_figure(token_energy(part, measure), part.tokens, part.name, positional, measure, stretch)
+    return token_energy_figure(token_energy(part, measure), part.labels, part.name, positional, measure, stretch)
 
 
 def massive_share_figure(model: Transformer, trace: Trace, stack: int = 0) -> go.Figure:
@@ -375,4 +375,4 @@ def massive_share_figure(model: Transformer, trace: Trace, stack: int = 0) -> go
     position, block = focus_token(part)
     norms = norm_attention(model, trace, part.self_attention.kind)  # [L, H, T, T]
     table = token_shares(part.self_attention, position, norms)
-    return token_share_figure(table, position, part.tokens[position], block, part.name)
+    return token_share_figure(table, position, part.labels[position], block, part.name)

@@ -129,8 +129,8 @@ def _map_parts(
     values, extra = (weights, {}) if norms is None else _norm_values(weights, norms, layer, head)
     allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
     empty = maps.empty_rows  # [Tq]
-    queries = token_labels(maps.query_tokens)
-    keys = token_labels(maps.key_tokens)
+    queries = token_labels(maps.query_labels)
+    keys = token_labels(maps.key_labels)
     tq, tk = weights.shape
     q0, q1, k0, k1 = window or (0, tq, 0, tk)
     if not (0 <= q0 < q1 <= tq and 0 <= k0 < k1 <= tk):

@@ -113,7 +113,7 @@ def difference_fits_beside(maps: AttentionMaps, measure: str = "weights") -> boo
     """Whether the A − B map of `maps`' tokens fits its column beside A and B (DIFFERENCE_PANEL_PX). A map's cells
     are at least a pixel (matrix_panel), so past about 200 tokens its panel is wider than the column and the browser
     would shrink it, labels and all, to half their size: such a map goes under A and B, at full width."""
-    labels = token_labels(maps.query_tokens)
+    labels = token_labels(maps.query_labels)
     value_title = f"A − B{MEASURE_WORDS[measure]['of']}"
     size = map_px(DIFFERENCE_PX, DIFFERENCE_PANEL_PX, [labels], value_title)
     left = LEFT_PX + LABEL_CHAR_PX * max((len(label) for label in labels), default=0)
@@ -128,8 +128,8 @@ def _token_map(maps: AttentionMaps, values: np.ndarray, allowed: np.ndarray, ram
         values,
         allowed,
         ramp,
-        x_labels=token_labels(maps.key_tokens),
-        y_labels=token_labels(maps.query_tokens),
+        x_labels=token_labels(maps.key_labels),
+        y_labels=token_labels(maps.query_labels),
         x_title="key (source)" if cross else "key",
         y_title="query (target)" if cross else "query",
         tick_px=TICK_PX,
@@ -171,7 +171,7 @@ def pair_panels(
         else:
             shown.append((maps, name))
     words = MEASURE_WORDS[measure]
-    size = map_px(PAIR_PX, PAIR_PANEL_PX, [token_labels(maps.query_tokens) for maps, _ in shown], words["value"])
+    size = map_px(PAIR_PX, PAIR_PANEL_PX, [token_labels(maps.query_labels) for maps, _ in shown], words["value"])
     ramp = measure_ramp(measure, top)
     panels = [
         _token_map(
@@ -266,7 +266,7 @@ def difference_panel(
         values,
         either,
         difference_ramp(half),
-        max_px=map_px(DIFFERENCE_PX, DIFFERENCE_PANEL_PX, [token_labels(maps_a.query_tokens)], value_title),
+        max_px=map_px(DIFFERENCE_PX, DIFFERENCE_PANEL_PX, [token_labels(maps_a.query_labels)], value_title),
         text_px=DIFFERENCE_TEXT_PX,
         name="difference",
         title=f"A − B{words['of']} · layer {layer} · head {head}",
@@ -279,16 +279,17 @@ def difference_panel(
 
 
 def paired_tokens(maps_a: AttentionMaps, maps_b: AttentionMaps) -> AttentionMaps:
-    """maps_a, its token lists naming B's token too where B read another one at that position ("the / a"): A − B
+    """maps_a, its token lists as labels (query_labels) naming B's too where B read another one there ("the / a"): A − B
     subtracts position by position, so with two inputs a cell is A's tokens and B's, not A's alone."""
 
     def pair(a: list[str], b: list[str]) -> list[str]:
         return [x if x == y else f"{x} / {y}" for x, y in zip(a, b, strict=True)]
 
-    return replace(
+    return replace(  # each side's tokens as labelled, paired: A's SmolLM2 pieces beside B's MiniLM pieces read alike
         maps_a,
-        query_tokens=pair(maps_a.query_tokens, maps_b.query_tokens),
-        key_tokens=pair(maps_a.key_tokens, maps_b.key_tokens),
+        query_tokens=pair(maps_a.query_labels, maps_b.query_labels),
+        key_tokens=pair(maps_a.key_labels, maps_b.key_labels),
+        byte_level=False,
     )
 
 
@@ -351,8 +352,8 @@ def norm_difference_figure(
     figure = go.Figure(
         go.Heatmap(
             z=difference,
-            x=[label_text(t) for t in token_labels(labels.key_tokens)],
-            y=[label_text(t) for t in token_labels(labels.query_tokens)],
+            x=[label_text(t) for t in token_labels(labels.key_labels)],
+            y=[label_text(t) for t in token_labels(labels.query_labels)],
             customdata=np.stack([a, b], axis=-1),  # [Tq, Tk, 2]
             zmin=-top,
             zmax=top,

@@ -94,8 +94,8 @@ def after_before_panel(
         allowed,
         Ramp((B_COLOUR, "#ffffff", A_COLOUR), -half, half),
         name="heads_difference",
-        x_labels=token_labels(before.key_tokens),
-        y_labels=token_labels(before.query_tokens),
+        x_labels=token_labels(before.key_labels),
+        y_labels=token_labels(before.query_labels),
         x_title="key",
         y_title="query",
         value_title="after − before",
@@ -114,8 +114,8 @@ def after_before_figure(
 ) -> go.Figure:
     """after_before_panel as a Plotly heatmap, for the HTML download (its colours too)."""
     _, difference, top, note = head_change(before, after, layer, head, stretch)
-    x = [label_text(t) for t in token_labels(before.key_tokens)]
-    y = [label_text(t) for t in token_labels(before.query_tokens)]
+    x = [label_text(t) for t in token_labels(before.key_labels)]
+    y = [label_text(t) for t in token_labels(before.query_labels)]
     figure = go.Figure(
         go.Heatmap(
             z=difference,

@@ -74,7 +74,7 @@ def _mixing_panel(
     """A [Q, T] map over the first stack's tokens, input tokens across and the positions `queries` (None: all) down,
     white = 0 to darkest blue = 1 (MIX, or the board's stretched `ramp`: mix_colours); grey where `allowed` ([Q, T])
     is False: masked, no path reaches. Without `legend`, a neighbour on the same scale draws it."""
-    labels = token_labels(maps.key_tokens)
+    labels = token_labels(maps.key_labels)
     y_labels = labels if queries is None else [labels[q] for q in queries]
     return matrix_panel(
         np.asarray(values, dtype=np.float32),
@@ -311,7 +311,7 @@ def maps_figure(
     """Tokens x tokens maps side by side, each (its title, [Q, T] values, its query positions); grey gaps where no
     path reaches (masked). One colour scale for all, as the page's board (mix_colours: `stretch`ed or 0 to 1), with
     its note in the subtitle."""
-    labels = [label_text(t) for t in token_labels(maps.key_tokens)]
+    labels = [label_text(t) for t in token_labels(maps.key_labels)]
     reach = reachable(maps.allowed)  # [T, T]
     ramp, note = mix_colours([values for _, values, _ in panels], [reach[queries] for *_, queries in panels], stretch)
     figure = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels], horizontal_spacing=0.08)
@@ -394,7 +394,7 @@ def flow_row_figure(
     title: str | None = None,
 ) -> go.Figure:
     """flow_figure of one query, from rollout ([L, T, T]) and that query's flow ([T]; None: not computed)."""
-    tokens = list(maps.key_tokens)
+    tokens = maps.key_labels
     raw = head_average(maps, maps.n_layers - 1)[query]  # [T]
     rows = {"raw": raw, "rollout": rollout[-1, query], "flow": flow}
     title = title or reach_title(tokens[query], query, len(tokens), is_causal(maps.allowed))

@@ -46,8 +46,8 @@ def norm_maps_figure(
     figure = go.Figure(
         go.Heatmap(
             z=np.where(allowed, values, np.nan),
-            x=plotly_token_labels(maps.key_tokens),
-            y=plotly_token_labels(maps.query_tokens),
+            x=plotly_token_labels(maps.key_labels),
+            y=plotly_token_labels(maps.query_labels),
             customdata=np.stack([weights, sizes], axis=-1),  # [Tq, Tk, 2]
             zmin=0.0,
             zmax=top,

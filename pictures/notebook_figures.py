@@ -63,8 +63,8 @@ def _weights(maps: AttentionMaps, layer: int, head: int | None) -> np.ndarray:
 def _heatmap(maps: AttentionMaps, values: np.ndarray, visible: bool = True, top: float = 1.0) -> go.Heatmap:
     return go.Heatmap(
         z=values,
-        x=plotly_token_labels(maps.key_tokens),
-        y=plotly_token_labels(maps.query_tokens),
+        x=plotly_token_labels(maps.key_labels),
+        y=plotly_token_labels(maps.query_labels),
         zmin=0.0,
         zmax=top,
         colorscale=plotly_scale(BLUES),
@@ -151,8 +151,8 @@ def maps_difference_figure(
     figure = go.Figure(
         go.Heatmap(
             z=difference,
-            x=plotly_token_labels(a.key_tokens),
-            y=plotly_token_labels(a.query_tokens),
+            x=plotly_token_labels(a.key_labels),
+            y=plotly_token_labels(a.query_labels),
             zmin=-top,
             zmax=top,
             colorscale=plotly_scale(RDBU[::-1]),  # blue: A attends more, red: B attends more, as on Compare
@@ -284,7 +284,7 @@ def logit_lens_figure(model: Transformer, trace: Trace, k: int = 1) -> go.Figure
     after each block through the final norm and the read-out, coloured by its probability; hover lists the k
     likeliest. The model needs a read-out to a vocabulary (SmolLM2, a trained model): others get a ConfigError saying
     why."""
-    return lens_grid_figure(logit_lens(model, trace, k), trace.last.tokens)
+    return lens_grid_figure(logit_lens(model, trace, k), trace.last.labels)
 
 
 def attribution_figure(model: Transformer, trace: Trace, piece: str | int | None = None) -> go.Figure:

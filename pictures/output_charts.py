@@ -85,7 +85,7 @@ def _cell_text(text: str, most: int = LENS_CELL_CHARS) -> str:
 def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
     """Blocks (up) x positions (across) of explorer.logit_lens: each cell names the top piece read out after that
     block at that position (cut to what its column holds), coloured by its probability (white 0 to dark blue 1); hover
-    lists the k pieces of the cell, whole. `tokens`: the output stack's tokens (trace.last.tokens)."""
+    lists the k pieces of the cell, whole. `tokens`: the output stack's tokens as labelled (trace.last.labels)."""
     layers = sorted(set(lens["layer"].tolist()))
     positions = sorted(set(lens["position"].tolist()))
     labels = token_labels(tokens)

@@ -128,7 +128,7 @@ def permutation_figure(demo: PermutationDemo, layer: int, head: int, stretch: bo
     is invisible. One weight scale, so only the last map draws its legend; masked cells are grey. The scale is 0 to
     1, or `stretch`ed to the top 1 % of the three maps' weights (weight_ramp), as the attention maps: a long text
     spreads each row over hundreds of keys, white on 0 to 1. The first map's subtitle says which (scale_note)."""
-    typed, shuffled = token_labels(demo.tokens), token_labels(demo.shuffled)
+    typed, shuffled = token_labels(demo.labels), token_labels(demo.shuffled_labels)
     maps = (  # every map has a subtitle, so the three line up; each [T, T]
         ("perm_typed", demo.attention[layer, head], demo.allowed, typed, "① typed order", "a run on the typed tokens"),
         ("perm_moved", demo.permuted_map(layer, head), demo.permuted_allowed, shuffled, "② map ①, moved",

@@ -145,7 +145,7 @@ def test_the_byte_note_gives_the_examples_the_text_has(smollm_model, minilm_mode
     assert checkpoint_notes(minilm_model.tokenizer, "MiniLM", "un café", 512) == []
     # A read that draws nothing is named, not shown as empty quotes; one that can be seen is the example if any is
     [unseen] = checkpoint_notes(tokenizer, "SmolLM2", "a\u200bb", 512)
-    assert "together read U+200B ZERO WIDTH SPACE." in unseen and "“”" not in unseen
+    assert "together read U+200B ZERO WIDTH SPACE, each labelled" in unseen and "“”" not in unseen
     [seen] = checkpoint_notes(tokenizer, "SmolLM2", "I ❤️ you café", 512)  # ❤️'s selector is a piece of its own
     assert "`ĠcafÃ©` reads “ café”" in seen and "VARIATION SELECTOR" not in seen
     assert byte_spelling_note("SmolLM2", []) is None

@@ -164,7 +164,7 @@ def per_token(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> tuple[str, b
     stretch = stretch_toggle(st, STRETCH_HELP)
     norms, peaks = token_energy(stack, "norm"), token_energy(stack, "max")  # [L + 1, T] each
     shown = norms if measure == "norm" else peaks
-    heatmap = token_norm_heatmap(shown, stack.tokens, stack.name, cfg.positional, measure, stretch)
+    heatmap = token_norm_heatmap(shown, stack.labels, stack.name, cfg.positional, measure, stretch)
     show_board(heatmap, key="act_token_norms")
     frame = pd.DataFrame(
         {
@@ -186,10 +186,10 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     position, block = focus_token(stack)
     maps = stack.self_attention
     shares = token_shares(maps, position, norm_attention_of(trace, maps.kind))
-    text = energy_text(cfg.norm, massive_activation(stack), largest_activation(stack), stack.tokens, shares)
+    text = energy_text(cfg.norm, massive_activation(stack), largest_activation(stack), stack.labels, shares)
     st.info(text, icon=":material/bolt:")
     if np.isfinite(shares["weights"]).any():  # else no query may see the token, as the text says: no line to draw
-        figure = token_share_figure(shares, position, stack.tokens[position], block, stack.name)
+        figure = token_share_figure(shares, position, stack.labels[position], block, stack.name)
         plotly_chart(figure, "act_massive_shares")
     csv_button("Shares per layer (CSV)", shares, f"activations_{stack.name}_token_shares.csv", "act_csv_shares")
 

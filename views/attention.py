@@ -259,7 +259,7 @@ def empty_rows_warning(maps: AttentionMaps) -> None:
     if not empty.any():
         return
     n_empty = int(empty.sum())
-    names = ", ".join(f"`{code_text(maps.query_tokens[i])}` (position {i})" for i in empty.nonzero()[0][:10])
+    names = ", ".join(f"`{code_text(maps.query_labels[i])}` (position {i})" for i in empty.nonzero()[0][:10])
     st.warning(
         f"{n_empty} {'query has' if n_empty == 1 else 'queries have'} no key to attend to: {names}. "
         f"{'Its row is' if n_empty == 1 else 'Their rows are'} all zeros (marked ⊘), not a probability "
@@ -286,7 +286,7 @@ def next_token_section(trace: Trace) -> None:
     table = next_token(model, trace, k=10)
     st.subheader("What comes next")
     st.caption(
-        f"After `{code_text(trace.tokens[-1])}`, the last piece, the model's output goes through its read-out and a "
+        f"After `{code_text(trace.labels[-1])}`, the last piece, the model's output goes through its read-out and a "
         "softmax over its whole vocabulary: its ten likeliest next pieces, from the same run as the maps below."
         + part_character_note(model.tokenizer, table["piece"])
     )
@@ -317,7 +317,7 @@ def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norm
     sentence on what changes."""
     if not isinstance(cfg, CheckpointConfig) or maps.kind != "self-attention":
         return
-    tokens = list(maps.key_tokens)
+    tokens = maps.key_labels
     by_weights = roles_of(trace, maps.kind, None)
     roles = by_weights if norms is None else roles_of(trace, maps.kind, norms)
     st.subheader("Head roles")

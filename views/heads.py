@@ -336,7 +336,7 @@ def lens_section(model: Transformer, trace: Trace, removed: tuple[Head, ...]) ->
     if not can_read_out(model):
         st.info(lens_refusal(model), icon=":material/visibility_off:")
         return []
-    tokens = list(trace.last.tokens)
+    tokens = trace.last.labels
     lens = lens_of(trace, lens_positions(len(tokens)))
     n_layers = int(lens["layer"].max()) + 1
     which = f"the model with {heads_list(removed)} removed" if removed else "the model"

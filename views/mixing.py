@@ -106,7 +106,7 @@ def last_block(
         "position (down) is made of after every block. Click a cell to see its position's row below."
     )
     show_board(last_block_board(maps, rollout, flow, residual, stretch), key="mix_last", on_pick=pick_query)
-    piled = piled_up_note([code_text(t) for t in token_labels(maps.key_tokens)], rollout[-1], n_layers)
+    piled = piled_up_note([code_text(t) for t in token_labels(maps.key_labels)], rollout[-1], n_layers)
     if piled:
         st.caption(piled)
     if flow is None:
@@ -139,7 +139,7 @@ def reach(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, flow: np.ndarr
         st.info(flow_too_big(maps.n_layers, n_tokens, unit, every_row=False), icon=":material/hourglass:")
     raw = head_average(maps, maps.n_layers - 1)[query]  # [T]
     st.markdown(
-        reach_sentence([code_text(t) for t in token_labels(maps.key_tokens)], query, raw, rollout[-1, query], row)
+        reach_sentence([code_text(t) for t in token_labels(maps.key_labels)], query, raw, rollout[-1, query], row)
     )
     plotly_chart(flow_row_figure(maps, rollout, row, query, residual), "mix_reach")
     return query, row

@@ -4,8 +4,8 @@
   like a pad ("<pad>", "[pad]", "PAD") is an ordinary token to the configured model, which the sentence says too.
 - A checkpoint's vocabulary may have no piece for a character (MiniLM and an emoji): the maps show [UNK] in its
   place, and several such characters look like one token.
-- A byte-level checkpoint (SmolLM2) labels the pieces of "café" or "🦀" as its vocabulary spells them, byte by byte
-  ("ĠcafÃ©", "ĠðŁ" "¦" "Ģ"), which looks like a broken page unless someone says what they read.
+- A byte-level checkpoint's vocabulary (SmolLM2's) spells "café" or "🦀" byte by byte ("ĠcafÃ©", "ĠðŁ" "¦" "Ģ"): the
+  maps label those pieces by what they read ("␣café"), and the downloads keep the spelling, which the note links.
 
 And PART_CHARACTER, for the pages that list next pieces: what a <0xF0> in such a piece's text means.
 """
@@ -17,7 +17,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from explorer.config import PAD_TOKEN, ConfigError
-from explorer.text_reading import MARKS, byte_spellings, part_character_text, unknown_words
+from explorer.text_reading import MARKS, byte_spellings, part_character_text, piece_label, unknown_words
 from explorer.tokenization import PieceTokenizer
 from views.widgets import markdown_literal
 
@@ -107,15 +107,17 @@ def byte_spelling_note(model_title: str, spelled: list[tuple[tuple[str, ...], st
     several = next((f for f in in_view if len(f[0]) > 1), None)
     examples = []
     if one_piece is not None:
-        examples.append(f"{code(one_piece[0][0])} reads {shown_read(one_piece[1])}")
+        piece = one_piece[0][0]
+        examples.append(f"{code(piece)} reads {shown_read(one_piece[1])}, labelled {code(piece_label(piece))}")
     if several is not None:
         pieces = " ".join(code(piece) for piece in several[0])
-        examples.append(f"{pieces} together read {shown_read(several[1])}")
+        labels = " ".join(code(piece_label(piece)) for piece in several[0])
+        examples.append(f"{pieces} together read {shown_read(several[1])}, each labelled by its bytes ({labels})")
     if not examples:
         return None
     return (
-        f"{model_title} spells a character outside ASCII byte by byte, as its vocabulary does, and the maps label "
-        f"each piece so: {' and '.join(examples)}."
+        f"{model_title}'s vocabulary spells a character outside ASCII byte by byte; the maps label each piece by "
+        f"what it reads, a space as ␣: {'; '.join(examples)}. The downloads keep the vocabulary's spelling."
     )
 
 

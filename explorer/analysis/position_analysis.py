@@ -12,7 +12,7 @@ from explorer.config import ConfigError, ModelConfig
 from explorer.model import Transformer
 from explorer.positional import ROPE_BASE, rope_angles, sinusoidal
 from explorer.tokens import split_tokens
-from explorer.trace import AttentionMaps, run
+from explorer.trace import AttentionMaps, byte_level_pieces, run, token_axis_labels
 
 MAX_PLOTTED_POSITIONS = 4096
 MAX_CURVES = 16  # dimensions drawn as curves at once
@@ -83,6 +83,17 @@ class PermutationDemo:
     max_difference: float  # max |attention permuted by order - shuffled_attention|; 0 means order is invisible
     allowed: np.ndarray  # [T, T] bool: which keys each query may attend to, on the tokens
     shuffled_allowed: np.ndarray  # [T, T] bool: the same for the run on the shuffled tokens
+    byte_level: bool = False  # the tokens are byte-level BPE pieces, which labels write as they read (trace.py)
+
+    @property
+    def labels(self) -> list[str]:
+        """The tokens as axes label them (AttentionMaps.query_labels)."""
+        return token_axis_labels(self.tokens, self.byte_level)
+
+    @property
+    def shuffled_labels(self) -> list[str]:
+        """The reordered tokens as axes label them."""
+        return token_axis_labels(self.shuffled, self.byte_level)
 
     @property
     def permuted_attention(self) -> np.ndarray:
@@ -152,7 +163,15 @@ def permutation_demo(
         for maps, shuffled_maps in zip(attention, shuffled_attention, strict=True)
     )
     return PermutationDemo(
-        tokens, shuffled, order, attention, shuffled_attention, difference, allowed, shuffled_allowed
+        tokens,
+        shuffled,
+        order,
+        attention,
+        shuffled_attention,
+        difference,
+        allowed,
+        shuffled_allowed,
+        byte_level_pieces(model),
     )
 
 

@@ -25,7 +25,7 @@ class MassiveActivation:
     """One token's massive activation in the residual stream: where it is, from which block, and how large."""
 
     position: int  # the token's index in the stack's tokens
-    piece: str  # the token itself
+    piece: str  # the token as axes label it (StackTrace.labels: SmolLM2's "Ġthe" as "␣the")
     block: int  # the first block after which the stream holds it
     blocks: tuple[int, ...]  # every block after which it is massive (it can fade in the last blocks)
     unit: int  # the d_model unit of its largest |x| after `block`
@@ -81,7 +81,7 @@ def massive_activation(trace: Trace | StackTrace) -> MassiveActivation | None:
     value = float(vector.max())
     return MassiveActivation(
         position=position,
-        piece=stack.tokens[position],
+        piece=stack.labels[position],
         block=block,
         blocks=blocks,
         unit=int(vector.argmax()),
