@@ -9,6 +9,7 @@ import pandas as pd
 from explorer.analysis.stats import attention_matrix
 from explorer.config import PAD_TOKEN
 from explorer.norm_export import norm_matrix
+from explorer.text_reading import piece_label
 from explorer.trace import AttentionMaps
 from pictures.boards import matrix_panel, sheet_panel
 from pictures.style import BLUES, VIRIDIS, Ramp, label_text, layer_head_axes
@@ -33,6 +34,13 @@ def token_labels(tokens: list[str]) -> list[str]:
         seen.add(label)
         labels.append(label)
     return labels
+
+
+def spelled(labels: list[str], tokens: list[str]) -> list[str]:
+    """Labels as hover writes them for byte-level pieces: "␣café (piece ĠcafÃ©)", the vocabulary's spelling added
+    where it differs from the label."""
+    pairs = zip(labels, tokens, strict=True)
+    return [label if piece_label(token) == token else f"{label} (piece {token})" for label, token in pairs]
 
 
 def plotly_token_labels(tokens: list[str]) -> list[str]:
@@ -173,6 +181,8 @@ def _map_parts(
         "title": map_title(maps, layer, head) + ("" if norms is None else " · what it adds"),
         "extra": extra,
     }
+    if maps.byte_level:  # hover adds each piece's vocabulary spelling, as the downloads write it
+        parts["hover_names"] = (spelled(queries, maps.query_tokens)[rows], spelled(keys, maps.key_tokens)[cols])
     return parts, [note for note in notes if note]
 
 

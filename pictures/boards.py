@@ -65,6 +65,7 @@ def matrix_panel(
     plot_px: tuple[float, float] | None = None,
     frame: tuple[int, int] | None = None,
     hover_titles: tuple[str, str] | None = None,
+    hover_names: tuple[list[str], list[str]] | None = None,
     legend_marks: list[float] | None = None,
     legend: bool = True,
     legend_title: str | None = None,
@@ -79,7 +80,8 @@ def matrix_panel(
     click sends back the cell clicked ({"row": q, "col": k}). `outline` = (row, col) draws a red frame round that
     cell, `frame` = (rows, cols) one round the top-left block of that many cells. Cells are square, at most max_px a
     side, unless `plot_px` = (width, height) gives the matrix its own size. Hover names a cell's row and column by
-    the axis titles, or by `hover_titles` = (row name, column name) when both axes have the same title. The colour
+    the axis titles, or by `hover_titles` = (row name, column name) when both axes have the same title; it writes
+    each row and column as its label, or as `hover_names` = (row names, column names) gives them. The colour
     legend marks round values between its ends (legend_ticks), or the values `legend_marks`, under `legend_title`
     (default: `value_title`; a board whose maps share one scale names them there); without `legend` the panel draws
     none (a neighbour on the same scale draws it). With `wrap_subtitle` the subtitle wraps to the width the rest of
@@ -120,6 +122,7 @@ def matrix_panel(
         "x_title": x_title,
         "y_title": y_title,
         "hover_titles": None if hover_titles is None else list(hover_titles),
+        "hover_names": None if hover_names is None else [list(names) for names in hover_names],
         "value_title": value_title,
         "value_digits": value_digits,
         "text_digits": text_digits if tq * tk <= MAX_CELL_TEXT and cell >= text_px else None,

@@ -57,6 +57,9 @@ def test_smollm_link_shows_its_next_token_and_every_page_opens(page, app_url, wa
     page.goto(f"{app_url}/?model=smollm2-135m&tokens=The%20capital%20of%20France%20is")
     wait_idle(page, FIRST_LOAD_MS)
     assert page.get_by_text("What comes next").count() == 1  # its table's rows are checked in test_app_pretrained
+    wait_panels_drawn(page, 3)
+    tip = tip_at(page, *cell_centre(panels(page, "map")[0], 1, 0))  # the map labels a piece as it reads ...
+    assert tip["query"] == "␣capital (piece Ġcapital)" and tip["key"] == "The"  # ... and hover adds its spelling
     page.set_viewport_size(PROJECTOR)
     opened = {"activations": "&act_open_gradients=true"}  # a lazy section with a row of downloads
     for path in ("compare", "positional", "activations", "anatomy"):

@@ -222,7 +222,8 @@ function hoverLines(p, values, masked, r, c) {
   const i = r * p.cols + c;
   const value = masked && masked[i] ? p.masked_text : fixed(values[i], p.value_digits);
   const [rowName, colName] = p.hover_titles || [p.y_title, p.x_title];
-  const lines = [row(rowName, p.y_labels[r]), row(colName, p.x_labels[c]), row(p.value_title, value)];
+  const [rowNames, colNames] = p.hover_names || [p.y_labels, p.x_labels];
+  const lines = [row(rowName, rowNames[r]), row(colName, colNames[c]), row(p.value_title, value)];
   for (const more of p.extra) lines.push(row(more.title, numberText(more.decoded[i], more.digits)));
   return lines;
 }
