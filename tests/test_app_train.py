@@ -364,7 +364,8 @@ def test_a_click_while_training_stops_it_the_way_the_server_does(sessions_at_onc
     assert "_train_live" not in at.session_state
     training = at.session_state["_train"]  # kept by the new run: the old one could no longer write it
     result = training.results["post"]
-    assert 20 <= result.steps < 3000 and result.stopped_early
+    # 20 rows seen are steps 0 to 19; the stop may land in the callback of step 19, right after its row was written
+    assert 19 <= result.steps < 3000 and result.stopped_early
     assert result.snapshots[-1].step == result.steps == result.history["step"].iloc[-1]
     at.run()
     assert_ok(at)
