@@ -29,6 +29,19 @@ def unknown_words(tokenizer: PieceTokenizer, encoding: Encoding, text: str) -> l
     return [(word, "".join(dict.fromkeys(c for c in word if reads_as_unknown(tokenizer, c)))) for word in words]
 
 
+def changed_words(tokenizer: PieceTokenizer, text: str) -> list[tuple[str, str]]:
+    """The words of `text` its tokenizer reads with other letters than their own, case aside, each once, in order,
+    with what it reads: ("Café", "cafe") for MiniLM, which takes accents off; [] when it changes none."""
+    read = {word: "".join(tokenizer.normalized(word).split()) for word in dict.fromkeys(text.split())}
+    return [(word, normal) for word, normal in read.items() if _drawn(normal).lower() != _drawn(word).lower()]
+
+
+def _drawn(word: str) -> str:
+    """`word` without its variation selectors (U+FE0F after "❤"): they choose how a character is drawn, not which
+    one it is, and MiniLM's taking them off changes no letter."""
+    return "".join(c for c in word if not ("\ufe00" <= c <= "\ufe0f" or "\U000e0100" <= c <= "\U000e01ef"))
+
+
 def reads_as_unknown(tokenizer: PieceTokenizer, char: str) -> bool:
     """True when the tokenizer reads `char` alone as its unknown piece (one it drops, such as U+FE0F, is not)."""
     unknown = tokenizer.special_ids["unk"]

@@ -116,6 +116,12 @@ class PieceTokenizer:
             raise ConfigError(f"A vocabulary piece is a string such as '##ing'; got a {type(piece).__name__}.")
         return self._tokenizer.token_to_id(piece)
 
+    def normalized(self, text: str) -> str:
+        """`text` as the tokenizer reads it before splitting it: MiniLM's lower-cased, its accents taken off ("Café"
+        -> "cafe"); as it is for a tokenizer that changes nothing (SmolLM2's)."""
+        normalizer = self._tokenizer.normalizer
+        return text if normalizer is None else normalizer.normalize_str(text)
+
     @property
     def longest_word(self) -> int | None:
         """The most characters a word may have before WordPiece reads it as [UNK] whole; None for other models."""

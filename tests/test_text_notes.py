@@ -142,7 +142,8 @@ def test_the_byte_note_gives_the_examples_the_text_has(smollm_model, minilm_mode
     assert checkpoint_notes(tokenizer, "SmolLM2", "   ", 512) == []  # refused text: the page says why, not a note
     assert checkpoint_notes(tokenizer, "SmolLM2", "un café " * 3, 6) == []  # over the page's cap: refused too
     assert checkpoint_notes(tokenizer, "SmolLM2", "un café " * 3, 7) != []  # its 7 pieces, the last a lone "Ġ"
-    assert checkpoint_notes(minilm_model.tokenizer, "MiniLM", "un café", 512) == []
+    [accents] = checkpoint_notes(minilm_model.tokenizer, "MiniLM", "un café", 512)  # no bytes, its accent taken off
+    assert "byte" not in accents and "`café` as `cafe`" in accents
     # A read that draws nothing is named, not shown as empty quotes; one that can be seen is the example if any is
     [unseen] = checkpoint_notes(tokenizer, "SmolLM2", "a\u200bb", 512)
     assert "together read U+200B ZERO WIDTH SPACE, each labelled" in unseen and "“”" not in unseen
@@ -180,3 +181,17 @@ def test_minilm_says_when_a_whole_word_is_lost_and_why(minilm_model):
     assert long not in note  # cut, not the whole word in the sidebar
     [note] = checkpoint_notes(tokenizer, "MiniLM", "a" * 100 + " " + long, 512)  # 100 letters still have their pieces
     assert note.startswith("In MiniLM, a word longer than 100 characters") and "no piece" not in note
+
+
+def test_minilm_says_which_words_it_reads_without_their_accents(minilm_model, smollm_model):
+    tokenizer = minilm_model.tokenizer
+    text = "Un Café à Paris, crème brûlée THE End 中文"
+    [note] = checkpoint_notes(tokenizer, "MiniLM", text, 512)
+    # lower case alone ("THE") and the spaces put round a CJK character are no change of letters
+    assert note.endswith("`Café` as `cafe`, `à` as `a`, `crème` as `creme`, `brûlée` as `brulee`.")
+    read = "".join(piece.removeprefix("##") for piece in explorer.run(minilm_model, text).tokens)
+    assert all(word in read for word in ("cafe", "creme", "brulee"))  # what the note says is what the maps show
+    assert checkpoint_notes(tokenizer, "MiniLM", "the cat sat", 512) == []
+    assert not any("accents" in n for n in checkpoint_notes(smollm_model.tokenizer, "SmolLM2", text, 512))
+    many = checkpoint_notes(tokenizer, "MiniLM", "é è ê ë à â ä", 512)
+    assert len(many) == 1 and many[0].endswith("`ê` as `e`, `ë` as `e`, `à` as `a` and 2 more.")

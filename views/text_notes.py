@@ -3,7 +3,7 @@
 - The padding mask has nothing to block when the text holds no [PAD] token, so it changes no map. A token spelled
   like a pad ("<pad>", "[pad]", "PAD") is an ordinary token to the configured model, which the sentence says too.
 - A checkpoint's vocabulary may have no piece for a character (MiniLM and an emoji): the maps show [UNK] in its
-  place, and several such characters look like one token.
+  place, and several such characters look like one token. MiniLM also reads "Café" as "cafe": the maps show it so.
 - A byte-level checkpoint's vocabulary (SmolLM2's) spells "café" or "🦀" byte by byte ("ĠcafÃ©", "ĠðŁ" "¦" "Ģ"): the
   maps label those pieces by what they read ("␣café"), and the downloads keep the spelling, which the note links.
 
@@ -17,7 +17,14 @@ import unicodedata
 from collections.abc import Iterable
 
 from explorer.config import PAD_TOKEN, ConfigError
-from explorer.text_reading import MARKS, byte_spellings, part_character_text, piece_label, unknown_words
+from explorer.text_reading import (
+    MARKS,
+    byte_spellings,
+    changed_words,
+    part_character_text,
+    piece_label,
+    unknown_words,
+)
 from explorer.tokenization import PieceTokenizer
 from views.widgets import markdown_literal
 
@@ -64,8 +71,25 @@ def checkpoint_notes(tokenizer: PieceTokenizer, model_title: str, text: str, max
         return []
     unknown, spelled = unknown_words(tokenizer, encoding, text), byte_spellings(tokenizer, encoding)
     unk = tokenizer.piece(tokenizer.special_ids["unk"]) if unknown else ""
-    notes = (unknown_note(model_title, unknown, unk, tokenizer.longest_word), byte_spelling_note(model_title, spelled))
+    notes = (
+        unknown_note(model_title, unknown, unk, tokenizer.longest_word),
+        changed_note(model_title, changed_words(tokenizer, text)),
+        byte_spelling_note(model_title, spelled),
+    )
     return [note for note in notes if note is not None]
+
+
+def changed_note(model_title: str, changed: list[tuple[str, str]]) -> str | None:
+    """Which words the tokenizer reads with other letters (text_reading.changed_words), as the maps then show them;
+    None for none."""
+    if not changed:
+        return None
+    shown = ", ".join(f"{code(word)} as {code(read)}" for word, read in changed[:MAX_NAMED])
+    more = f" and {len(changed) - MAX_NAMED} more" if len(changed) > MAX_NAMED else ""
+    return (
+        f"{model_title} takes accents off before it splits the text, so the maps show these words as it reads them: "
+        f"{shown}{more}."
+    )
 
 
 def unknown_note(model_title: str, unknown: list[tuple[str, str]], unk: str, longest: int | None) -> str | None:
