@@ -43,6 +43,17 @@ def spelled(labels: list[str], tokens: list[str]) -> list[str]:
     return [label if piece_label(token) == token else f"{label} (piece {token})" for label, token in pairs]
 
 
+def token_hover_names(maps: AttentionMaps) -> tuple[list[str], list[str]] | None:
+    """(query names, key names) a byte-level map's hover writes: each label with its vocabulary's spelling, as the
+    downloads write it ("␣café (piece ĠcafÃ©)"); None for any other map, whose hover writes its labels."""
+    if not maps.byte_level:
+        return None
+    return (
+        spelled(token_labels(maps.query_labels), maps.query_tokens),
+        spelled(token_labels(maps.key_labels), maps.key_tokens),
+    )
+
+
 def plotly_token_labels(tokens: list[str]) -> list[str]:
     """token_labels as Plotly text (label_text): a token "<b>" is drawn as typed, not as bold."""
     return [label_text(label) for label in token_labels(tokens)]
@@ -181,8 +192,9 @@ def _map_parts(
         "title": map_title(maps, layer, head) + ("" if norms is None else " · what it adds"),
         "extra": extra,
     }
-    if maps.byte_level:  # hover adds each piece's vocabulary spelling, as the downloads write it
-        parts["hover_names"] = (spelled(queries, maps.query_tokens)[rows], spelled(keys, maps.key_tokens)[cols])
+    names = token_hover_names(maps)
+    if names is not None:
+        parts["hover_names"] = (names[0][rows], names[1][cols])
     return parts, [note for note in notes if note]
 
 

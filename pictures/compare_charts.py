@@ -13,7 +13,15 @@ import plotly.graph_objects as go
 
 from explorer.numbers import readable
 from explorer.trace import AttentionMaps
-from pictures.attention_panels import FAINT, NORM, norm_scale_note, token_labels, top_of, weight_ramp
+from pictures.attention_panels import (
+    FAINT,
+    NORM,
+    norm_scale_note,
+    token_hover_names,
+    token_labels,
+    top_of,
+    weight_ramp,
+)
 from pictures.boards import matrix_panel
 from pictures.style import (
     BLUES,
@@ -133,6 +141,7 @@ def _token_map(maps: AttentionMaps, values: np.ndarray, allowed: np.ndarray, ram
         x_title="key (source)" if cross else "key",
         y_title="query (target)" if cross else "query",
         tick_px=TICK_PX,
+        hover_names=token_hover_names(maps),
         **parts,
     )
 

@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from explorer.ablation import Head, head_name
 from explorer.trace import AttentionMaps
-from pictures.attention_panels import token_labels
+from pictures.attention_panels import token_hover_names, token_labels
 from pictures.boards import matrix_panel
 from pictures.compare_charts import A_COLOUR, B_COLOUR, DIFFERENCE_TEXT_PX, difference_scale
 from pictures.style import (
@@ -96,6 +96,7 @@ def after_before_panel(
         name="heads_difference",
         x_labels=token_labels(before.key_labels),
         y_labels=token_labels(before.query_labels),
+        hover_names=token_hover_names(before),
         x_title="key",
         y_title="query",
         value_title="after − before",

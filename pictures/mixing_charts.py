@@ -19,7 +19,7 @@ from explorer.analysis.stats import head_average
 from explorer.arguments import whole_in
 from explorer.mixing_text import is_causal, reach_title
 from explorer.trace import AttentionMaps, Trace
-from pictures.attention_panels import scale_note, token_labels, top_of, weight_ramp
+from pictures.attention_panels import scale_note, token_hover_names, token_labels, top_of, weight_ramp
 from pictures.boards import matrix_panel, noted_board
 from pictures.style import (
     BLUES,
@@ -76,6 +76,9 @@ def _mixing_panel(
     is False: masked, no path reaches. Without `legend`, a neighbour on the same scale draws it."""
     labels = token_labels(maps.key_labels)
     y_labels = labels if queries is None else [labels[q] for q in queries]
+    names = token_hover_names(maps)
+    if names is not None:  # the input tokens across and the positions down are the key tokens both
+        parts["hover_names"] = (names[1] if queries is None else [names[1][q] for q in queries], names[1])
     return matrix_panel(
         np.asarray(values, dtype=np.float32),
         allowed,

@@ -10,7 +10,7 @@ from explorer.config import ModelConfig
 from explorer.export import attention_dict
 from explorer.text_reading import DRAWN_BLANKS, part_character_text, piece_bytes, piece_label
 from pictures.compare_charts import paired_tokens
-from tests.drawn import app_matrices
+from tests.drawn import app_boards, app_matrices
 from tests.test_app_pretrained import opened
 from tests.test_piece_text import bytes_of
 
@@ -76,3 +76,19 @@ def test_the_attention_page_labels_smollm2s_pieces_as_they_read():
     assert matrix.x_labels == matrix.y_labels == ["un", "␣café", "␣<0xF0><0x9F>", "<0xA6>", "<0x80>", "␣ok"]
     [note] = [n.value for n in at.sidebar.caption if "byte by byte" in n.value]
     assert "labelled `␣café`" in note and "(`␣<0xF0><0x9F>` `<0xA6>` `<0x80>`)" in note
+
+
+def test_smollm2s_token_maps_hover_each_pieces_spelling_beside_its_label():
+    """Every map over SmolLM2's tokens writes "␣café (piece ĠcafÃ©)" in its hover, as the downloads spell it."""
+    labels = ["un", "␣café", "␣<0xF0><0x9F>", "<0xA6>", "<0x80>", "␣ok"]
+    named = ["un", "␣café (piece ĠcafÃ©)", "␣<0xF0><0x9F> (piece ĠðŁ)", "<0xA6> (piece ¦)", "<0x80> (piece Ģ)"]
+    named.append("␣ok (piece Ġok)")
+    pages = {"views/mixing.py": {}, "views/compare.py": {"compare": "heads"}, "views/heads.py": {"ablate": "L0H0"}}
+    for page, query in pages.items():
+        at = opened({"model": "smollm2-135m", "tokens": TEXT, **query}, page=page)
+        maps = [p for board in app_boards(at).values() for p in board["panels"] if p.get("x_labels") == labels]
+        assert maps, page
+        for panel in maps:
+            if panel["name"] == "difference":  # A − B pairs two runs' labels, and hover writes them so
+                continue
+            assert panel["hover_names"][1] == named, (page, panel["name"])
