@@ -203,11 +203,18 @@ def energy_colours(values: np.ndarray, stretch: bool) -> tuple[Ramp, str | None]
 
 
 def token_norm_heatmap(
-    norms: np.ndarray, tokens: list[str], stack: str, positional: str, measure: str = "norm", stretch: bool = False
+    norms: np.ndarray,
+    tokens: list[str],
+    stack: str,
+    positional: str,
+    measure: str = "norm",
+    stretch: bool = False,
+    hover_tokens: list[str] | None = None,
 ) -> dict:
     """[L + 1, T] each token's residual vector measured by `measure` (ENERGY_TITLES: its L2 norm, or its largest
     |x|), input on top, then after each block: a matrix-view board whose rows are tall enough for their labels.
-    `stretch`: colours up to the 99th percentile of the values (energy_colours)."""
+    `stretch`: colours up to the 99th percentile of the values (energy_colours). `hover_tokens`: the tokens as hover
+    writes them, when not as labelled (attention_panels.token_hover_names)."""
     n_rows, n_tokens = norms.shape
     cell = min(MAX_CELL_PX, LINE_WIDTH / max(n_rows, n_tokens))
     value_title, title, _ = ENERGY_TITLES[measure]
@@ -227,6 +234,7 @@ def token_norm_heatmap(
         subtitle=subtitle,
         text_digits=1,
         plot_px=(max(320.0, n_tokens * cell), max(n_rows * cell, min(24.0 * n_rows, 600.0))),
+        hover_names=None if hover_tokens is None else (_layer_labels(n_rows), hover_tokens),
     )
     return board([panel])
 

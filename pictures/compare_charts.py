@@ -141,8 +141,7 @@ def _token_map(maps: AttentionMaps, values: np.ndarray, allowed: np.ndarray, ram
         x_title="key (source)" if cross else "key",
         y_title="query (target)" if cross else "query",
         tick_px=TICK_PX,
-        hover_names=token_hover_names(maps),
-        **parts,
+        **({"hover_names": token_hover_names(maps)} | parts),
     )
 
 
@@ -270,6 +269,8 @@ def difference_panel(
     value_title = f"A − B{words['of']}"
     half, note = difference_scale(shown, stretch)
     subtitle = f"{difference_verdict(largest, scale)} · blue: A {words['more']} · red: B {words['more']}"
+    names_a, names_b = token_hover_names(maps_a), token_hover_names(maps_b)
+    paired_names = None if names_a is None or names_b is None else tuple(map(_paired, names_a, names_b))
     return _token_map(
         paired_tokens(maps_a, maps_b),
         values,
@@ -284,6 +285,7 @@ def difference_panel(
         masked_text="masked in A and B",
         extra={f"A{words['of']}": sides[0], f"B{words['of']}": sides[1]},
         wrap_subtitle=True,  # the page sizes A − B's box to the map, not to this long line (views/compare.py)
+        hover_names=paired_names,
     )
 
 
@@ -291,15 +293,17 @@ def paired_tokens(maps_a: AttentionMaps, maps_b: AttentionMaps) -> AttentionMaps
     """maps_a, its token lists as labels (query_labels) naming B's too where B read another one there ("the / a"): A − B
     subtracts position by position, so with two inputs a cell is A's tokens and B's, not A's alone."""
 
-    def pair(a: list[str], b: list[str]) -> list[str]:
-        return [x if x == y else f"{x} / {y}" for x, y in zip(a, b, strict=True)]
-
     return replace(  # each side's tokens as labelled, paired: A's SmolLM2 pieces beside B's MiniLM pieces read alike
         maps_a,
-        query_tokens=pair(maps_a.query_labels, maps_b.query_labels),
-        key_tokens=pair(maps_a.key_labels, maps_b.key_labels),
+        query_tokens=_paired(maps_a.query_labels, maps_b.query_labels),
+        key_tokens=_paired(maps_a.key_labels, maps_b.key_labels),
         byte_level=False,
     )
+
+
+def _paired(a: list[str], b: list[str]) -> list[str]:
+    """A's names, each with B's beside it where B's differs ("the / a")."""
+    return [x if x == y else f"{x} / {y}" for x, y in zip(a, b, strict=True)]
 
 
 def ranking_matrix(ranking: pd.DataFrame, column: str = "js_divergence") -> np.ndarray:

@@ -83,12 +83,22 @@ def test_smollm2s_token_maps_hover_each_pieces_spelling_beside_its_label():
     labels = ["un", "␣café", "␣<0xF0><0x9F>", "<0xA6>", "<0x80>", "␣ok"]
     named = ["un", "␣café (piece ĠcafÃ©)", "␣<0xF0><0x9F> (piece ĠðŁ)", "<0xA6> (piece ¦)", "<0x80> (piece Ģ)"]
     named.append("␣ok (piece Ġok)")
-    pages = {"views/mixing.py": {}, "views/compare.py": {"compare": "heads"}, "views/heads.py": {"ablate": "L0H0"}}
+    pages = {
+        "views/mixing.py": {},
+        "views/compare.py": {"compare": "heads"},
+        "views/heads.py": {"ablate": "L0H0"},
+        "views/activations.py": {"act_open_tokens": "true"},
+    }
     for page, query in pages.items():
         at = opened({"model": "smollm2-135m", "tokens": TEXT, **query}, page=page)
         maps = [p for board in app_boards(at).values() for p in board["panels"] if p.get("x_labels") == labels]
         assert maps, page
         for panel in maps:
-            if panel["name"] == "difference":  # A − B pairs two runs' labels, and hover writes them so
-                continue
             assert panel["hover_names"][1] == named, (page, panel["name"])
+    # Compare's A − B on two texts names both texts' token where they differ, each with its spelling
+    at = opened(
+        {"model": "smollm2-135m", "tokens": TEXT, "compare": "input", "b_tokens": "un café 🦀 no"}, "views/compare.py"
+    )
+    [difference] = [p for board in app_boards(at).values() for p in board["panels"] if p["name"] == "difference"]
+    assert difference["x_labels"][-1] == "␣ok / ␣no"
+    assert difference["hover_names"][1][-1] == "␣ok (piece Ġok) / ␣no (piece Ġno)"
