@@ -88,6 +88,7 @@ def test_smollm2s_token_maps_hover_each_pieces_spelling_beside_its_label():
         "views/compare.py": {"compare": "heads"},
         "views/heads.py": {"ablate": "L0H0"},
         "views/activations.py": {"act_open_tokens": "true"},
+        "views/positional.py": {"pos_open_order": "true"},  # the typed run's map; the reordered two read backwards
     }
     for page, query in pages.items():
         at = opened({"model": "smollm2-135m", "tokens": TEXT, **query}, page=page)
