@@ -214,7 +214,7 @@ def token_norm_heatmap(
     """[L + 1, T] each token's residual vector measured by `measure` (ENERGY_TITLES: its L2 norm, or its largest
     |x|), input on top, then after each block: a matrix-view board whose rows are tall enough for their labels.
     `stretch`: colours up to the 99th percentile of the values (energy_colours). `hover_tokens`: the tokens as hover
-    writes them, when not as labelled (attention_panels.token_hover_names)."""
+    writes them, when not as labelled (attention_panels.spelled_names)."""
     n_rows, n_tokens = norms.shape
     cell = min(MAX_CELL_PX, LINE_WIDTH / max(n_rows, n_tokens))
     value_title, title, _ = ENERGY_TITLES[measure]

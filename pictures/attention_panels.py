@@ -10,7 +10,7 @@ from explorer.analysis.stats import attention_matrix
 from explorer.config import PAD_TOKEN
 from explorer.norm_export import norm_matrix
 from explorer.text_reading import piece_label
-from explorer.trace import AttentionMaps
+from explorer.trace import AttentionMaps, token_axis_labels
 from pictures.boards import matrix_panel, sheet_panel
 from pictures.style import BLUES, VIRIDIS, Ramp, label_text, layer_head_axes
 
@@ -36,22 +36,21 @@ def token_labels(tokens: list[str]) -> list[str]:
     return labels
 
 
-def spelled(labels: list[str], tokens: list[str]) -> list[str]:
-    """Labels as hover writes them for byte-level pieces: "␣café (piece ĠcafÃ©)", the vocabulary's spelling added
-    where it differs from the label."""
-    pairs = zip(labels, tokens, strict=True)
+def spelled_names(tokens: list[str], byte_level: bool) -> list[str] | None:
+    """The names hover writes for byte-level pieces: each axis label (token_labels of their labels) with the
+    vocabulary's spelling beside it where the two differ, as the downloads write it ("␣café (piece ĠcafÃ©)"); None
+    for other tokens, whose hover writes their labels."""
+    if not byte_level:
+        return None
+    pairs = zip(token_labels(token_axis_labels(tokens, byte_level)), tokens, strict=True)
     return [label if piece_label(token) == token else f"{label} (piece {token})" for label, token in pairs]
 
 
 def token_hover_names(maps: AttentionMaps) -> tuple[list[str], list[str]] | None:
-    """(query names, key names) a byte-level map's hover writes: each label with its vocabulary's spelling, as the
-    downloads write it ("␣café (piece ĠcafÃ©)"); None for any other map, whose hover writes its labels."""
+    """(query names, key names) a byte-level map's hover writes (spelled_names); None for any other map."""
     if not maps.byte_level:
         return None
-    return (
-        spelled(token_labels(maps.query_labels), maps.query_tokens),
-        spelled(token_labels(maps.key_labels), maps.key_tokens),
-    )
+    return spelled_names(maps.query_tokens, True), spelled_names(maps.key_tokens, True)
 
 
 def plotly_token_labels(tokens: list[str]) -> list[str]:

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.ablation import Head, head_name
 from explorer.analysis.attribution import LogitAttribution
-from explorer.text_reading import quoted
+from explorer.text_reading import DRAWN_BLANKS, quoted
 from pictures.attention_panels import token_labels
 from pictures.style import (
     BLUES,
@@ -64,7 +64,7 @@ def _visible(text: str, piece: str) -> str:
         return text
     if not text:
         return str(piece)
-    return "".join("↵" if c == "\n" else "⇥" if c == "\t" else "␣" for c in text)
+    return "".join(DRAWN_BLANKS.get(c, "␣") for c in text)
 
 
 def _cell_text(text: str, most: int = LENS_CELL_CHARS) -> str:

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.analysis.position_analysis import OffsetScores, PermutationDemo
 from explorer.numbers import readable, readable_share
-from pictures.attention_panels import scale_note, spelled, token_labels, top_of, weight_ramp
+from pictures.attention_panels import scale_note, spelled_names, token_labels, top_of, weight_ramp
 from pictures.boards import board, matrix_panel, noted_board
 from pictures.positional_charts import LINE_COLOUR, TABLE_TICK_PX, TYPED_COLOUR, mode, whole_numbers
 from pictures.style import VIRIDIS, Ramp, axis, figure_layout
@@ -129,16 +129,14 @@ def permutation_figure(demo: PermutationDemo, layer: int, head: int, stretch: bo
     1, or `stretch`ed to the top 1 % of the three maps' weights (weight_ramp), as the attention maps: a long text
     spreads each row over hundreds of keys, white on 0 to 1. The first map's subtitle says which (scale_note)."""
     typed, shuffled = token_labels(demo.labels), token_labels(demo.shuffled_labels)
-    if demo.byte_level:  # hover adds each piece's spelling, as on the attention maps (token_hover_names)
-        hover = {"typed": spelled(typed, demo.tokens), "shuffled": spelled(shuffled, demo.shuffled)}
-    else:
-        hover = {"typed": None, "shuffled": None}
+    typed_names = spelled_names(demo.tokens, demo.byte_level)  # hover: each piece's spelling beside its label
+    shuffled_names = spelled_names(demo.shuffled, demo.byte_level)
     maps = (  # every map has a subtitle, so the three line up; each [T, T]
-        ("perm_typed", demo.attention[layer, head], demo.allowed, typed, hover["typed"], "① typed order",
+        ("perm_typed", demo.attention[layer, head], demo.allowed, typed, typed_names, "① typed order",
          "a run on the typed tokens"),
-        ("perm_moved", demo.permuted_map(layer, head), demo.permuted_allowed, shuffled, hover["shuffled"],
+        ("perm_moved", demo.permuted_map(layer, head), demo.permuted_allowed, shuffled, shuffled_names,
          "② map ①, moved", "rows and columns follow the tokens"),
-        ("perm_rerun", demo.shuffled_attention[layer, head], demo.shuffled_allowed, shuffled, hover["shuffled"],
+        ("perm_rerun", demo.shuffled_attention[layer, head], demo.shuffled_allowed, shuffled, shuffled_names,
          "③ reordered run", "a run on the reordered tokens"),
     )  # fmt: skip
     top = top_of(np.concatenate([weights[allowed] for _, weights, allowed, *_ in maps]))

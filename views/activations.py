@@ -50,7 +50,7 @@ from pictures.activation_charts import (
     token_share_figure,
 )
 from pictures.activation_histograms import histogram_figure, zero_fraction_figure
-from pictures.attention_panels import token_hover_names
+from pictures.attention_panels import spelled_names
 from pictures.boards import board
 from pictures.style import VIRIDIS
 from views.caches import cached_gradients, from_model
@@ -165,8 +165,7 @@ def per_token(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> tuple[str, b
     stretch = stretch_toggle(st, STRETCH_HELP)
     norms, peaks = token_energy(stack, "norm"), token_energy(stack, "max")  # [L + 1, T] each
     shown = norms if measure == "norm" else peaks
-    names = token_hover_names(stack.self_attention)  # the stack's tokens are its self-attention's keys
-    hover = None if names is None else names[1]
+    hover = spelled_names(stack.tokens, stack.self_attention.byte_level)
     heatmap = token_norm_heatmap(shown, stack.labels, stack.name, cfg.positional, measure, stretch, hover)
     show_board(heatmap, key="act_token_norms")
     frame = pd.DataFrame(
