@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from explorer.ablation import HeadAblation
 from explorer.config import ConfigError
 from explorer.model import Transformer
 from explorer.trace import Trace
@@ -18,7 +19,8 @@ SAME_BLOCK_TOLERANCE = 1e-3
 
 def check_run_of(model: Transformer, trace: Trace, who: str) -> None:
     """ConfigError unless `trace` is `model`'s run: its config, stack shapes, and one block of the first stack run
-    again on the trace's own stream (a block whose heads the run left whole) must give the trace's next stream."""
+    again on the trace's own stream (a block whose heads the run left whole, else the first block without the heads
+    the run removed there) must give the trace's next stream."""
     problem = _mismatch(model, trace)
     if problem:
         raise ConfigError(
@@ -39,16 +41,22 @@ def _mismatch(model: Transformer, trace: Trace) -> str | None:
 
 
 def _block_differs(model: Transformer, trace: Trace) -> str | None:
-    """A sentence when the first stack's first block the run did not ablate, run again, misses the trace's stream."""
+    """A sentence when one block of the first stack, run again on the trace's stream, misses the trace's next stream:
+    the first block the run left whole, or, when it removed a head in every block, block 0 without those heads."""
     stack, ran = model.first_stack, trace.first
     touched = {layer for layer, _ in trace.ablated}
-    layer = next((i for i in range(ran.n_layers) if i not in touched), None)
-    if layer is None:  # every block lost a head: nothing to rerun without the ablation itself
-        return None
+    layer = next((i for i in range(ran.n_layers) if i not in touched), 0)
+    ablation = HeadAblation.of(trace.ablated, ran.n_layers, ran.self_attention.n_heads, trace.ablate_with)
     allowed = torch.from_numpy(np.asarray(ran.self_attention.allowed, dtype=bool))  # [T, T]
     with torch.inference_mode():
         x = torch.from_numpy(np.ascontiguousarray(ran.residual[layer]))[None]  # [1, T, D]
-        out, _ = stack.layers[layer](x, None if bool(allowed.all()) else allowed[None], need_weights=False)
+        out, _ = stack.layers[layer](
+            x,
+            None if bool(allowed.all()) else allowed[None],
+            removed=ablation.layer(layer),  # [1, H] or None
+            removed_with=ablation.mode,
+            need_weights=False,
+        )
     expected = ran.residual[layer + 1]  # [T, D]
     gap = float(np.abs(out[0].numpy() - expected).max())
     if gap > SAME_BLOCK_TOLERANCE * (1.0 + float(np.abs(expected).max())):

@@ -165,6 +165,19 @@ def test_a_run_with_heads_removed_is_checked_on_a_block_it_left_whole():
         norm_attention(other, trace)
 
 
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_a_run_with_a_head_removed_in_every_block_is_checked_without_those_heads(mode):
+    """With a head removed in every block no block ran whole, and the check used to pass any model of the config."""
+    cfg = explorer.ModelConfig(n_layers=2, n_heads=2, mask="causal")
+    model, other = explorer.build_model(cfg), explorer.build_model(cfg)
+    with torch.no_grad():
+        other.first_stack.layers[0].linear2.weight.mul_(2.0)
+    trace = explorer.run(model, "a b c d", ablate="L0H1,L1H0", ablate_with=mode)
+    norm_attention(model, trace)  # block 0 rerun without L0H1 gives the trace's stream
+    with pytest.raises(ConfigError, match="block 0 of this model"):
+        norm_attention(other, trace)
+
+
 @pytest.mark.slow
 def test_minilms_first_token_heads_add_little_to_the_stream(minilm_model):
     """Kobayashi et al. (2020) found BERT's heads that park their weight on [CLS] and [SEP] add almost nothing there.
