@@ -164,6 +164,13 @@ def test_pieces_are_named_by_spelling_or_id_and_a_model_without_a_read_out_says_
     table = explorer.next_token(smollm_model, trace, k=5)
     for text, spelling in zip(table["text"], table["piece"], strict=True):
         assert logit_attribution(smollm_model, trace, text).piece == spelling
+    # After a full stop the likeliest piece is a newline, which the tokenizer alone reads as nothing: its text names it
+    stop = explorer.run(smollm_model, "The capital of France is Paris.")
+    table = explorer.next_token(smollm_model, stop, k=5)
+    assert "\n" in table["text"].tolist()
+    for text, spelling in zip(table["text"], table["piece"], strict=True):
+        assert logit_attribution(smollm_model, stop, text).piece == spelling
+    assert [logit_attribution(smollm_model, stop, blank).piece for blank in ("\n\n", "  ", "\t")] == ["ĊĊ", "ĠĠ", "ĉ"]
     # "é" is the text of Ã© and the spelling of a byte piece: the text is what the table shows, so it wins
     coffee = explorer.run(smollm_model, "Il a bu un caf")
     assert explorer.next_token(smollm_model, coffee, k=1)["text"].tolist() == ["é"]

@@ -30,7 +30,8 @@ from explorer.attention import MultiHeadAttention
 from explorer.config import ConfigError
 from explorer.model import Block, Transformer
 from explorer.prediction import last_logits, piece_name, piece_text
-from explorer.trace import StackTrace, Trace
+from explorer.tokenization import byte_alphabet
+from explorer.trace import StackTrace, Trace, byte_level_pieces
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,8 @@ def _token_id(model: Transformer, trace: Trace, piece: str | int | None) -> int:
         if len(read) == 1:
             return read[0]
         found = _spelled(model, piece)
+        if found is None:  # a piece of only blanks, which the tokenizer alone will not read ("\n" is Ċ)
+            found = _blank_piece(model, piece)
         if found is not None:
             return found
         if len(read) > 1:
@@ -242,8 +245,7 @@ def _token_id(model: Transformer, trace: Trace, piece: str | int | None) -> int:
             )
         raise ConfigError(
             f"{piece!r} is not a piece of this model's vocabulary: write it as next_token's 'text' column shows it "
-            "(' Paris'), as the vocabulary spells it (its 'piece' column: 'ĠParis'; a piece of only blanks, such as "
-            "'\\n', by its spelling), or pass its id."
+            "(' Paris'), as the vocabulary spells it (its 'piece' column: 'ĠParis'), or pass its id."
         )
     raise ConfigError(f"A piece is its text, its spelling or its id (a whole number), not {type(piece).__name__}.")
 
@@ -258,6 +260,15 @@ def _pieces_read(model: Transformer, text: str) -> list[int]:
     except ConfigError:  # only blanks or control characters
         return []
     return [i for i, span in zip(encoding.ids, encoding.offsets, strict=True) if span != (0, 0)]
+
+
+def _blank_piece(model: Transformer, text: str) -> int | None:
+    """The id of the byte-level piece that reads exactly `text` ("\\n" -> the id of Ċ), None for other tokenizers or
+    when no single piece does."""
+    if not byte_level_pieces(model):
+        return None
+    alphabet = byte_alphabet()
+    return model.tokenizer.token_id("".join(alphabet[byte] for byte in text.encode("utf-8")))
 
 
 def _spelled(model: Transformer, piece: str) -> int | None:
