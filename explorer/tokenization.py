@@ -276,9 +276,15 @@ def byte_alphabet() -> dict[int, str]:
     return {byte: chr(byte) if byte in printable else chr(next(stand_ins)) for byte in range(256)}
 
 
+def byte_spelling(text: str, alphabet: dict[int, str]) -> str:
+    """`text` as a byte-level vocabulary spells it, byte by byte in `alphabet` (byte_alphabet()): "\\n" -> "Ċ",
+    " café" -> "ĠcafÃ©"."""
+    return "".join(alphabet[byte] for byte in text.encode("utf-8"))
+
+
 def _respell(token: str, letters: set[str], alphabet: dict[int, str]) -> str:
     """A token spelled outside the byte alphabet (rare in GGUFs) rewritten byte by byte, as transformers does."""
-    return token if set(token) <= letters else "".join(alphabet[byte] for byte in token.encode("utf-8"))
+    return token if set(token) <= letters else byte_spelling(token, alphabet)
 
 
 def _merge_pair(merge: str) -> tuple[str, str]:

@@ -30,7 +30,7 @@ from explorer.attention import MultiHeadAttention
 from explorer.config import ConfigError
 from explorer.model import Block, Transformer
 from explorer.prediction import last_logits, piece_name, piece_text
-from explorer.tokenization import byte_alphabet
+from explorer.tokenization import byte_alphabet, byte_spelling
 from explorer.trace import StackTrace, Trace, byte_level_pieces
 
 
@@ -267,8 +267,7 @@ def _blank_piece(model: Transformer, text: str) -> int | None:
     when no single piece does."""
     if not byte_level_pieces(model):
         return None
-    alphabet = byte_alphabet()
-    return model.tokenizer.token_id("".join(alphabet[byte] for byte in text.encode("utf-8")))
+    return model.tokenizer.token_id(byte_spelling(text, byte_alphabet()))
 
 
 def _spelled(model: Transformer, piece: str) -> int | None:
