@@ -210,7 +210,8 @@ def encoding_heatmap(
     note = _shown_note(rows, n_positions, "position") + _shown_note(cols, d_model, "dimension")
     subtitle = "red frame: " + _typed_tokens_hint(tokens, n_positions).removeprefix("red: ") + note
     if kind == "sinusoidal":
-        subtitle = "even dimensions sin, odd cos; slower waves further right · " + subtitle
+        sines = "even dimensions sin, odd cos" if (cols % 2).any() else "only even dimensions (the sines) drawn"
+        subtitle = f"{sines}; slower waves further right · " + subtitle
     if scale:
         subtitle += " · " + scale
     typed = int(np.searchsorted(rows, min(len(tokens), n_positions)))  # rows drawn for typed positions
@@ -278,10 +279,10 @@ def wavelength_figure(
             go.Scatter(
                 x=[0, last],
                 y=[n_positions, n_positions],
-                name=f"max position shown ({n_positions:,})",
+                name=f"positions shown ({n_positions:,})",
                 mode="lines",
                 line={"color": REFERENCE_COLOUR, "width": 1, "dash": "dash"},
-                hovertemplate="max position shown: %{y:,}<extra></extra>",
+                hovertemplate="positions shown: %{y:,}<extra></extra>",
             ),
         ]
     )
@@ -307,7 +308,7 @@ def similarity_heatmap(
     which = "sinusoidal encodings" if kind == "sinusoidal" else f"learned ({_state(trained)}) embeddings"
     subtitle = {
         "sinusoidal": "nearby positions look alike: a dark red band along the diagonal",
-        "untrained": "random untrained vectors: alike only with themselves (the diagonal)",
+        "untrained": "random untrained vectors: no pattern, two positions alike only by chance",
         "trained": "vectors shaped by training, not by a formula: alike where training made them so",
     }["sinusoidal" if kind == "sinusoidal" else _state(trained)]
     subtitle += f" · red frame: the typed tokens' positions{note}"

@@ -110,7 +110,7 @@ def test_positional_curves_and_table_hover_the_engine_values(page, app_url, wait
     waves = plot_titled(page, "Wavelength of each pair (d_model = 16)")
     pairs, rule = drawn_traces(waves)
     np.testing.assert_allclose(pairs["y"], wavelengths(16), rtol=1e-9)
-    assert rule["y"] == [8, 8]  # the max position shown, for scale
+    assert rule["y"] == [8, 8]  # the number of positions shown, for scale
     waves.scroll_into_view_if_needed()
     label = hover_point(page, waves, 0, 2)
     assert "pair 2" in label and "dimensions: 4, 5" in label

@@ -188,6 +188,10 @@ def test_encoding_heatmap_is_the_table_and_thins_long_tables():
     assert drawn.y_labels[:2] == ["0", "8"]
     assert "every 8th position drawn (512 of 4,096)" in drawn.title and "hover" not in drawn.title
     assert (big["legend"]["low"], big["legend"]["high"]) == (-1.0, 1.0)
+    assert big["subtitle"].startswith("even dimensions sin, odd cos")
+    (wide,) = encoding_heatmap(sinusoidal(64, 1024).numpy(), TOKENS, "sinusoidal")["panels"]  # every 2nd dimension
+    columns = [int(label) for label in panel_matrix(wide).x_labels]
+    assert all(c % 2 == 0 for c in columns) and wide["subtitle"].startswith("only even dimensions (the sines) drawn")
 
 
 @pytest.mark.slow
@@ -221,7 +225,7 @@ def test_wavelengths_on_a_log_axis_with_the_max_position():
     assert line["customdata"][3] == "6, 7"
     for part in ("pair %{x}", "dimensions: %{customdata}", "wavelength (positions): %{y:,.1f}"):
         assert part in line["hovertemplate"]
-    rule = figure_trace(figure, "max position shown (100)")  # drawn for scale, across every pair
+    rule = figure_trace(figure, "positions shown (100)")  # drawn for scale, across every pair
     assert list(rule["x"]) == [0, 31] and list(rule["y"]) == [100, 100] and rule["line"]["dash"] == "dash"
     layout = figure["layout"]
     assert layout["yaxis"]["type"] == "log"
