@@ -6,8 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.analysis.position_analysis import wavelengths
-from explorer.config import CheckpointConfig, ModelConfig
+from explorer.analysis.position_analysis import PermutationDemo, wavelengths
+from explorer.config import CheckpointConfig, ModelConfig, applied_masks
+from explorer.model import Transformer
+from explorer.numbers import readable
 from explorer.positional import ROPE_BASE
 
 EXPLANATIONS = {
@@ -33,6 +35,20 @@ NO_VECTORS = {  # why the page's table, curves and similarities have nothing to 
 }
 
 
+def token_type_note(model: Transformer) -> str:
+    """For a BERT checkpoint: its input also gets token-type row 0, the same at every position, and a LayerNorm,
+    which the table of position rows leaves out. "" for a model without token types."""
+    if model.token_type is None:
+        return ""
+    size = float(model.token_type.weight[0].detach().norm())
+    rows = model.positional.table
+    mean = "" if rows is None else f"; a position row's is {float(rows.detach().norm(dim=-1).mean()):.2f} on average"
+    return (
+        f" Each token's input also gets token-type row 0, the same vector at every position (length {size:.2f}{mean}), "
+        "and then a LayerNorm: the curves, the table and the similarities here are of the position rows alone."
+    )
+
+
 def rope_base(cfg: ModelConfig) -> float:
     """The rotary base θ: a checkpoint's own, else the original paper's 10,000."""
     return cfg.rope_base if isinstance(cfg, CheckpointConfig) else ROPE_BASE
@@ -55,13 +71,19 @@ def formula(cfg: ModelConfig) -> str | None:
             align=True,
         )
     if cfg.positional == "rope":
-        llama = [r"\text{(pairs } (i,\ i + d_{head}/2) \text{ in Llama's layout)}"]
+        half = getattr(cfg, "family", None) in ("llama", "olmo2")  # Hugging Face Llama's layout: pairs (i, i + K/2)
+        pair = r"(q_{i},\,q_{i+d_{head}/2})" if half else r"(q_{2i},\,q_{2i+1})"
         return equations(
-            rf"\theta_{{p,\,i}} = \frac{{p}}{{{rope_base(cfg):g}^{{2i/d_{{head}}}}}}",
-            r"(q_{2i},\,q_{2i+1}) \mapsto R(\theta_{p,i})\,(q_{2i},\,q_{2i+1})",
-            *(llama if getattr(cfg, "family", None) in ("llama", "olmo2") else []),
+            rf"\theta_{{p,\,i}} = \frac{{p}}{{{_latex_number(rope_base(cfg))}^{{2i/d_{{head}}}}}}",
+            rf"{pair} \mapsto R(\theta_{{p,i}})\,{pair}",
+            r"R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta \\ \sin\theta & \cos\theta\end{pmatrix}",
         )
     return None
+
+
+def _latex_number(value: float) -> str:
+    """A base as LaTeX writes it: 1000000, not Python's 1e+06 (which would read as e + 06)."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
 
 
 def equations(*lines: str, align: bool = False) -> str:
@@ -91,3 +113,76 @@ def token_line(tokens: list[str], most_chars: int = 200) -> str:
             break
         shown.append(token)
     return " ".join(shown) + f" … ({len(tokens):,} tokens in all)"
+
+
+def first_stack_causal(cfg: ModelConfig) -> bool:
+    """Whether the first stack's self-attention (the one the reordering demonstration reorders) is causal: a
+    decoder's always is; an encoder-decoder's decoder is, but its encoder only with a causal mask."""
+    return "causal" in next(iter(applied_masks(cfg).values()))
+
+
+def causal_order_note(cfg: ModelConfig) -> str:
+    """For a model with no positions: what still carries order, said after why the page has no vectors to show."""
+    if first_stack_causal(cfg):
+        return " (A causal mask still carries order, as shown below.)"
+    if cfg.arch == "encoder-decoder":
+        return " (The decoder's causal mask orders the target; the encoder, reordered below, sees its source as a set.)"
+    return ""
+
+
+def knows_order(cfg: ModelConfig) -> list[str]:
+    """Why the first stack can see the order of its tokens, one reason a clause: its positional encoding, a causal
+    mask. Empty when nothing tells it: then reordering the tokens can only move its maps."""
+    reasons = []
+    if cfg.positional != "none":
+        reasons.append(
+            f"the {cfg.positional} encoding gives each token a position"
+            + (" (rotating queries and keys)" if cfg.positional == "rope" else " (added to its embedding)")
+        )
+    if first_stack_causal(cfg):
+        reasons.append(
+            "a causal mask also carries position: token i may only look at tokens 0 to i, so moving a token "
+            "changes which tokens it and the others can see"
+            + (" (a decoder is always causal)" if cfg.arch == "decoder" else "")
+        )
+    return reasons
+
+
+def order_finding(cfg: ModelConfig, demo: PermutationDemo) -> tuple[str, str]:
+    """What the reordering demonstration found, as (kind, Markdown): "moved" when nothing tells the model order and
+    the maps only moved; "blind" when something does but these maps cannot show it (each query has at most one key
+    to look at); "visible" when the reordered run is not the moved map."""
+    reasons = knows_order(cfg)
+    if demo.order_invisible and not reasons:
+        return "moved", (
+            f"**Reordering only moved the maps.** The difference is 0 up to float32 rounding "
+            f"({readable(demo.max_difference, 2)}: the same numbers summed in another order; float32 resolves about "
+            "10⁻⁷ near 1). Mathematically it is exactly 0: with no positional encoding and no causal mask, attention "
+            "sees a set of tokens, not a sequence. Each token's output is the same, wherever it stands."
+        )
+    if demo.order_invisible:
+        single = bool((demo.allowed.sum(axis=-1) <= 1).all())  # [T]: no query has two keys to choose between
+        why = (
+            "every query may attend to at most one key here (the mask leaves it no other), and its weight on that "
+            "key is 1 wherever it stands. Type more tokens that are not padding to see the maps change"
+            if single
+            else "with these tokens the maps happen to agree to float32 rounding"
+        )
+        return "blind", (
+            f"**These maps only moved, but the model does see order:** {'; and '.join(reasons)}. The maps do not "
+            f"show it because {why}. What the model outputs at each token still depends on where it stands."
+        )
+    if isinstance(cfg, CheckpointConfig):
+        how = (
+            "A pretrained model's encoding and mask cannot be changed: pick `configured` in the sidebar's Model box "
+            "and set its positional encoding to none (and the mask to none or padding) to see the maps only move."
+        )
+    else:
+        how = (
+            "Set the positional encoding to none (and the mask to none or padding, with an encoder) to see the maps "
+            "only move."
+        )
+    return "visible", (
+        f"**Order is visible to the model:** {'; and '.join(reasons)}. The reordered run is not just the original "
+        f"map moved. {how}"
+    )

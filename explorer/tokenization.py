@@ -83,6 +83,11 @@ class PieceTokenizer:
         return f"PieceTokenizer(kind={self.kind!r}, vocab_size={self.vocab_size}, special_ids={self.special_ids})"
 
     @property
+    def special_pieces(self) -> frozenset[str]:
+        """The pieces of the special tokens ("[CLS]", "[SEP]", "[PAD]", ...): not words of a text."""
+        return frozenset(self.piece(token_id) for token_id in self.special_ids.values())
+
+    @property
     def vocab_size(self) -> int:
         """One more than the highest id this tokenizer can produce, added special tokens included."""
         return self._size

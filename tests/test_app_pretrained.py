@@ -125,13 +125,22 @@ def test_compare_puts_the_two_checkpoints_side_by_side():
 
 
 def test_positional_shows_minilms_trained_table_and_smollms_rotary_base(minilm):
-    at = opened({"model": "minilm-l6", "pos_open_table": "true"}, page="views/positional.py")
-    assert any("own learned position embeddings" in i.value for i in at.info)
+    query = {"model": "minilm-l6", "tokens": SENTENCE, "pos_open_table": "true", "pos_open_offset": "true"}
+    at = opened({**query, "pos_open_order": "true"}, page="views/positional.py")
+    [info] = [i.value for i in at.info if "own learned position embeddings" in i.value]
+    token_type = float(minilm.token_type.weight[0].detach().norm())  # BERT adds row 0 at every position
+    assert f"token-type row 0, the same vector at every position (length {token_type:.2f}" in info
+    # The offset demo repeats the first word, not the [CLS] the tokenizer put first, and calls the table trained
+    assert any("The typed token `the` repeated" in c.value and "(here: trained)" in c.value for c in at.caption)
+    # Its encoding cannot be switched off here: the advice says where a model that can is
+    assert any("Order is visible" in w.value and "pick `configured`" in w.value for w in at.warning)
     drawn = app_matrices(at)["pos_table"].values  # [P, D] the table as drawn, the first P positions
     table = minilm.positional.table.detach().numpy()  # [512, D]
     np.testing.assert_allclose(drawn, table[: drawn.shape[0]], atol=1e-6)
     at = opened({"model": "smollm2-135m", "pos_open_wavelengths": "true"}, page="views/positional.py")
     assert any("100,000" in c.value for c in at.caption)
+    [formula] = [latex.value for latex in at.latex]
+    assert r"(q_{i},\,q_{i+d_{head}/2}) \mapsto" in formula and "q_{2i}" not in formula  # the pairs it rotates
     # SmolLM2 pairs dimension i of a head with i + 32 (Hugging Face Llama's layout), not with i + 1: the angle board's
     # axis and the wavelengths' hover say so, as the page's formula does
     [board] = [b for key, b in app_boards(at).items() if "rope" in key]

@@ -9,6 +9,8 @@ import explorer
 from explorer.analysis.position_analysis import (
     check_range,
     encoding_table,
+    learned_rows,
+    offset_token,
     permutation_demo,
     rope_angle_table,
     similarity,
@@ -77,3 +79,20 @@ def test_ranges_are_explained():
         check_range(10, [3, 64], 64)
     with pytest.raises(explorer.ConfigError, match="each position"):
         permutation_demo(explorer.ModelConfig(), "a b c", [0, 0, 1])
+
+
+def test_a_learned_table_bounds_the_positions_asked_for():
+    learned = explorer.build_model(explorer.ModelConfig(positional="learned", max_tokens=600))
+    assert learned_rows(learned) == 600
+    assert learned_rows(explorer.build_model(explorer.ModelConfig(positional="sinusoidal"))) is None  # any length
+    check_range(600, [], 64, learned_rows(learned))
+    with pytest.raises(explorer.ConfigError, match="The learned table has 600 positions"):
+        check_range(601, [], 64, learned_rows(learned))
+
+
+def test_the_offset_demo_repeats_a_word_not_padding_or_a_special_piece():
+    special = {"[CLS]", "[SEP]", "[PAD]"}
+    assert offset_token(["[CLS]", "the", "cat", "[SEP]"], special) == "the"  # MiniLM's texts start with [CLS]
+    assert offset_token(["[PAD]", "cat"]) == "cat"
+    assert offset_token(["[CLS]", "[SEP]"], special) == "[CLS]"  # nothing else typed: the first non-padding piece
+    assert offset_token(["[PAD]"]) == offset_token([]) == "a"

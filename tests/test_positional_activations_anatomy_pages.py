@@ -115,7 +115,7 @@ def test_positional_default_draws_the_sinusoids():
     np.testing.assert_allclose(sim.values, similarity(table, "cosine"), atol=1e-6)
     waves = figure_titled(at, "Wavelength of each pair (d_model = 64)")
     np.testing.assert_allclose(figure_trace(waves, "wavelength of the pair")["y"], wavelengths(64))
-    assert list(figure_trace(waves, "max position shown (64)")["y"]) == [64, 64]
+    assert list(figure_trace(waves, "positions shown (64)")["y"]) == [64, 64]
     profile = figure_titled(at, "Cosine similarity of position 5 (the last typed token) with each position")
     np.testing.assert_allclose(profile["data"][0]["y"], similarity_to(table, 5, "cosine"), atol=1e-6)
     assert any("fills all 48 positions" in m.value for m in at.markdown)
@@ -196,6 +196,9 @@ def test_positional_bad_input_is_a_sentence(params, message):
     assert message in errors(at)
     assert "perm_rerun" in app_matrices(at)  # the rest of the page still works
     assert figure_titled(at, "score against offset")
+    # No positions to draw, so no view to download (it raised the page's error on the click, outside the page)
+    views = [b for b in at.get("download_button") if b.proto.label == "Download this view (HTML)"]
+    assert len(views) == (0 if "pos_max" in params else 1)
 
 
 def test_positional_recovers_from_a_bad_dimension():
@@ -296,12 +299,20 @@ def test_the_reordering_maps_stretch_by_their_own_switch_and_link():
 
 def test_reordering_control_and_encoder_decoder():
     at = open_page(POSITIONAL, arch="encoder-decoder", positional="none")
+    captions = " ".join(c.value for c in at.caption)  # the decoder is causal, but the encoder is what is reordered
+    assert "A causal mask still carries order" not in captions and "sees its source as a set" in captions
     at.radio(key="pos_order").set_value("rotated by one").run()
     assert_ok(at)
     assert any("cat sat on the mat the" in m.value for m in at.markdown)
     assert any("only moved the maps" in s.value for s in at.success)
     at.selectbox(key="positional").select("sinusoidal").run()
     assert any("sinusoidal encoding gives each token a position" in w.value for w in at.warning)
+
+
+def test_maps_that_cannot_move_are_not_taken_for_a_model_blind_to_order():
+    at = open_page(POSITIONAL, mask="padding", tokens="cat [PAD] [PAD] [PAD]", pos_open_order="true")
+    assert not at.success  # the sinusoids give each token a position, though no map changed
+    assert any("the model does see order" in i.value and "at most one key" in i.value for i in at.info)
 
 
 def test_decoder_is_causal_even_without_positions():

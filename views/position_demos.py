@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.analysis.position_analysis import REORDERINGS, offset_scores, reorder
+from explorer.analysis.position_analysis import REORDERINGS, offset_scores, offset_token, reorder
 from explorer.config import ModelConfig
-from explorer.numbers import readable, readable_share
-from explorer.positional_text import token_line
+from explorer.numbers import readable_share
+from explorer.positional_text import order_finding, token_line
 from pictures.position_demo_charts import (
     offset_profile_figure,
     offset_scores_panel,
@@ -19,7 +19,7 @@ from pictures.position_demo_charts import (
 )
 from views.caches import cached_permutation, cached_repeated_scores, from_model
 from views.matrix_view import show_board
-from views.state import app_state, trained_label
+from views.state import app_state, session_model, trained_weights
 from views.widgets import clamp_view, plotly_chart, stretch_toggle
 
 OFFSET_POSITIONS = 48  # positions in the offset demonstration (a repeated token)
@@ -38,7 +38,8 @@ def layer_head(cfg: ModelConfig, prefix: str) -> tuple[int, int]:
 def offset_demo(cfg: ModelConfig, typed: tuple[str, ...]) -> None:
     """The scores of one head when the same token fills every position (the first `typed` token that is not
     padding): only position can make them differ."""
-    token = next((t for t in typed if t != "[PAD]"), "a")
+    tokenizer = session_model().tokenizer
+    token = offset_token(typed, tokenizer.special_pieces if tokenizer is not None else ())
     layer, head = layer_head(cfg, "pos_offset")
     n = min(OFFSET_POSITIONS, cfg.max_tokens)
     result = offset_scores(cfg, token, n, layer, head, scores=from_model(cached_repeated_scores, cfg, token, n))
@@ -51,7 +52,7 @@ def offset_demo(cfg: ModelConfig, typed: tuple[str, ...]) -> None:
         "rounding: shifting both tokens by the same number of positions leaves their score alone.",
         "sinusoidal": "With added sinusoids the score mixes content and absolute position (q·k expands into "
         "token·token, token·position and position·position terms), so the diagonals are not constant.",
-        "learned": f"With learned (here: {'random' if trained_label() is None else 'trained'}) rows added, the score "
+        "learned": f"With learned (here: {'trained' if trained_weights(cfg) else 'random'}) rows added, the score "
         "depends on the exact positions of both tokens, so the diagonals are not constant.",
         "none": "Without positions every query and key is the same vector: all scores are equal, whatever the offset.",
     }[cfg.positional]
@@ -92,7 +93,6 @@ def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...]
     layer, head = layer_head(cfg, "pos_perm")
     st.markdown(f"**{permutation_verdict(demo, layer, head)}**")
     show_board(permutation_figure(demo, layer, head, stretch), key="pos_permutation")
-    causal = cfg.arch == "decoder" or "causal" in cfg.mask
     row = st.container(horizontal=True)  # the metric as wide as its label, which a column cut on a projector
     row.metric(
         "Largest |② − ③|, all heads",
@@ -101,31 +101,10 @@ def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...]
         "moved along with its tokens (②), over every layer, head, query and key.",
         width="content",
     )
-    if demo.order_invisible:
-        row.success(
-            f"**Reordering only moved the maps.** The difference is 0 up to float32 rounding "
-            f"({readable(demo.max_difference, 2)}: the same numbers summed in another order; float32 resolves "
-            "about 10⁻⁷ "
-            "near 1). Mathematically it is exactly 0: with no positional encoding and no causal mask, attention "
-            "sees a set of tokens, not a sequence. Each token's output is the same, wherever it stands.",
-            icon=":material/check_circle:",
-        )
+    kind, finding = order_finding(cfg, demo)
+    if kind == "moved":
+        row.success(finding, icon=":material/check_circle:")
+    elif kind == "blind":
+        row.info(finding, icon=":material/info:")
     else:
-        reasons = []
-        if cfg.positional != "none":
-            reasons.append(
-                f"the {cfg.positional} encoding gives each token a position"
-                + (" (rotating queries and keys)" if cfg.positional == "rope" else " (added to its embedding)")
-            )
-        if causal:
-            reasons.append(
-                "a causal mask also carries position: token i may only look at tokens 0 to i, so moving a token "
-                "changes which tokens it and the others can see"
-                + (" (a decoder is always causal)" if cfg.arch == "decoder" else "")
-            )
-        row.warning(
-            f"**Order is visible to the model:** {'; and '.join(reasons)}. The reordered run is not just the "
-            "original map moved. Set the positional encoding to none (and the mask to none or padding, with an "
-            "encoder) to see the maps only move.",
-            icon=":material/swap_horiz:",
-        )
+        row.warning(finding, icon=":material/swap_horiz:")

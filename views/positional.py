@@ -15,15 +15,24 @@ from explorer.analysis.position_analysis import (
     MAX_PLOTTED_POSITIONS,
     REORDERINGS,
     check_range,
+    learned_rows,
     parse_dimensions,
     rope_angle_table,
     similarity_to,
     wavelengths,
 )
-from explorer.config import CheckpointConfig, ConfigError, ModelConfig, applied_masks
+from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.model import Transformer
 from explorer.positional import ROPE_BASE
-from explorer.positional_text import NO_VECTORS, explanation, formula, rope_base, table_frame
+from explorer.positional_text import (
+    NO_VECTORS,
+    causal_order_note,
+    explanation,
+    formula,
+    rope_base,
+    table_frame,
+    token_type_note,
+)
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures import notebook_figures
@@ -40,7 +49,7 @@ from views.lazy_sections import lazy_section
 from views.matrix_view import show_board
 from views.position_demos import offset_demo, order_demo
 from views.query_params import URL_BOOLEAN, warn_junk_url
-from views.state import session_model, sidebar_run, trained_label
+from views.state import session_model, sidebar_run, trained_label, trained_weights
 from views.widgets import (
     csv_button,
     model_line,
@@ -142,10 +151,9 @@ def controls(cfg: ModelConfig) -> tuple[int, str, str]:
     )
     if cfg.positional not in ("sinusoidal", "learned"):  # say why, rather than leave greyed controls unexplained
         unused = "None of these controls is" if cfg.positional == "none" else "Only Max position is"
-        causal = any("causal" in mask for mask in applied_masks(cfg).values())
         st.caption(
             f"{unused} used with {positions_text(cfg.positional)}: {NO_VECTORS[cfg.positional]}"
-            + (" (A causal mask still carries order, as shown below.)" if causal and cfg.positional == "none" else "")
+            + (causal_order_note(cfg) if cfg.positional == "none" else "")
             + (
                 ""
                 if isinstance(cfg, CheckpointConfig)
@@ -165,11 +173,12 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
         st.error(str(e), icon=":material/error:")
         return
     shown = table[:n_positions]  # [P, D]
-    trained = trained_label() is not None or isinstance(cfg, CheckpointConfig)
+    trained = trained_weights(cfg)
     if kind == "learned" and isinstance(cfg, CheckpointConfig):
         st.info(
             f"These are {pretrained_title(cfg.checkpoint)}'s own learned position embeddings, {cfg.max_tokens:,} "
             "rows trained with the rest of the model: see below how alike neighbouring positions have become."
+            + token_type_note(session_model())
         )
     elif kind == "learned" and trained_label() is not None:
         st.info(f"These learned position embeddings are those of the {trained_label()} model.")
@@ -262,6 +271,12 @@ def similarities(
             "Why nearby positions look alike: moving from p to p + k turns every sine/cosine pair by a fixed angle "
             "k·ω_i, so the dot product of two encodings depends only on the offset k and is largest at k = 0; the "
             "fast pairs decorrelate within a few positions, the slow ones stay alike for thousands."
+            + (
+                f" Here d_model {cfg.d_model} is odd: its last dimension is a sine without a cosine, so the dot "
+                "product also depends a little on where the two positions are."
+                if cfg.d_model % 2
+                else ""
+            )
         )
     frame = pd.DataFrame(sim, columns=[f"pos_{p}" for p in positions])
     frame.insert(0, "position", positions)
@@ -314,7 +329,7 @@ def main() -> None:
     )
     n_positions, dims_text, metric = controls(cfg)
     try:
-        check_range(n_positions, [], cfg.d_model)
+        check_range(n_positions, [], cfg.d_model, learned_rows(session_model()))
     except ConfigError as e:
         st.error(str(e), icon=":material/error:")
     else:

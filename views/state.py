@@ -211,6 +211,11 @@ def trained_label() -> str | None:
     return source.name if source.kind == "trained" else None
 
 
+def trained_weights(cfg: ModelConfig) -> bool:
+    """Whether the model's weights were trained (a pretrained checkpoint, or the Train page's model), not random."""
+    return trained_label() is not None or isinstance(cfg, CheckpointConfig)
+
+
 def weights_note() -> str:
     """Says whose weights the numbers come from."""
     return current_source().weights

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,10 +21,13 @@ REORDERINGS = ("reversed", "rotated by one", "shuffled")
 ROUNDING_TOLERANCE = 1e-5  # float32 attention weights that differ by less than this are equal up to rounding
 
 
-def check_range(n_positions: int, dimensions: list[int], d_model: int) -> None:
-    """ConfigError unless 1 <= n_positions <= 4096 and every dimension is in 0..d_model-1."""
+def check_range(n_positions: int, dimensions: list[int], d_model: int, table_rows: int | None = None) -> None:
+    """ConfigError unless 1 <= n_positions <= 4096 (and <= table_rows, a learned table's length, when given) and
+    every dimension is in 0..d_model-1."""
     if not 1 <= n_positions <= MAX_PLOTTED_POSITIONS:
         raise ConfigError(f"Max position {n_positions:,} is out of range; use 1 to {MAX_PLOTTED_POSITIONS:,}.")
+    if table_rows is not None and n_positions > table_rows:
+        raise ConfigError(_too_many_rows(table_rows))
     wrong = [d for d in dimensions if not 0 <= d < d_model]
     if wrong:
         raise ConfigError(
@@ -38,9 +42,19 @@ def encoding_table(model: Transformer, n_positions: int) -> np.ndarray | None:
         return None
     if n_positions > table.shape[0]:
         if model.positional.kind == "learned":
-            raise ConfigError(f"The learned table has {table.shape[0]:,} positions; ask for at most that many.")
+            raise ConfigError(_too_many_rows(table.shape[0]))
         return sinusoidal(n_positions, model.d_model).numpy()
     return table[:n_positions].detach().numpy().copy()
+
+
+def learned_rows(model: Transformer) -> int | None:
+    """How many positions a learned table has (None for the other encodings, which have any position)."""
+    table = model.positional.table
+    return int(table.shape[0]) if table is not None and model.positional.kind == "learned" else None
+
+
+def _too_many_rows(rows: int) -> str:
+    return f"The learned table has {rows:,} positions; ask for at most that many (Max position {rows:,})."
 
 
 def wavelengths(d_model: int, base: float = ROPE_BASE) -> np.ndarray:
@@ -244,6 +258,13 @@ class OffsetScores:
     offsets: np.ndarray  # [2P - 1] query position minus key position, -(P - 1) .. P - 1
     by_offset: np.ndarray  # [2P - 1] mean score on each diagonal (NaN where the whole diagonal is masked)
     spread: float  # max over diagonals of (max - min) score: 0 when the score depends on the offset only
+
+
+def offset_token(typed: Sequence[str], special: Collection[str] = ()) -> str:
+    """The token the offset demonstration repeats: the first typed one that is a word, not padding or a special
+    piece (MiniLM's text starts with [CLS]); the first that is not padding if all are special; else "a"."""
+    words = [token for token in typed if token != "[PAD]"]
+    return next((token for token in words if token not in special), words[0] if words else "a")
 
 
 def repeated_token_scores(model_or_config: ModelConfig | Transformer, token: str, n_positions: int) -> np.ndarray:
