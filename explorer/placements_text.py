@@ -85,8 +85,9 @@ def _updates_at_identity(result: PlacementRun, placement: str) -> bool:
     return result.identity_norms[placement] or any("out_norm" in n for n in result.new_norms[placement])
 
 
-def rms_words(result: PlacementRun, stack: str) -> str:
-    """Residual RMS: each placement from the input to the last block, and whether each does what is reported."""
+def rms_words(result: PlacementRun, stack: str, kind: str = "LayerNorm") -> str:
+    """Residual RMS: each placement from the input to the last block, and whether each does what is reported;
+    `kind`: the model's norm (an RMSNorm has a gain and no bias)."""
     rms = {p: result.values(p, RMS, stack) for p in NORMS}  # [L + 1] each
     start, last_block = rms["post"][0], len(rms["post"]) - 2
     ends = ", ".join(f"{name(p)} {readable(rms[p][-1])} (×{readable(rms[p][-1] / start)})" for p in NORMS)
@@ -106,9 +107,10 @@ def rms_words(result: PlacementRun, stack: str) -> str:
             "the stream anew."
         )
     else:
+        gain = "gain (and bias)" if kind == "LayerNorm" else "gain"
         sentences.append(
             f"Post-norm does not pile up (each block's last norm sets the stream anew), but it is not flat here: from "
-            f"{readable(low)} to {readable(high)}, set by the gain (and bias) of each block's last norm."
+            f"{readable(low)} to {readable(high)}, set by the {gain} of each block's last norm."
         )
     pre = rms["pre"]
     peak = int(np.argmax(pre))
@@ -168,21 +170,57 @@ def gradient_words(result: PlacementRun, stack: str, untrained: bool) -> str:
     grads = {p: result.values(p, GRADIENT, stack) for p in NORMS}  # [L] each
     if any(len(g) == 0 for g in grads.values()):
         return "No gradient norms for this stack."
-    ends = ", ".join(f"{name(p)} {readable(g[0])} → {readable(g[-1])}" for p, g in grads.items())
-    text = f"Gradient norm of each block's parameters, block 0 → block {len(grads['post']) - 1}: {ends}."
+    not_numbers = [p for p in NORMS if p not in result.unresolved and not np.isfinite(grads[p]).all()]
+    shown = [p for p in NORMS if p not in result.unresolved and p not in not_numbers]
+    ends = ", ".join(f"{name(p)} {readable(grads[p][0])} → {readable(grads[p][-1])}" for p in shown)
+    last = len(grads["post"]) - 1
+    text = f"Gradient norm of each block's parameters, block 0 → block {last}: {ends}." if shown else ""
+    if result.unresolved:
+        text += " " + _unresolved_words(result.unresolved)
+    if not_numbers:
+        text += f" {_listed([name(p) for p in not_numbers]).capitalize()}: gradients that are not numbers."
+    text = text.strip()
     if not untrained:
         return (
             text + " (Xiong et al. 2020 predict these for freshly initialised weights, so they are not checked here.)"
         )
+    return f"{text} {_xiong_words(grads, stack, result.stacks)}".rstrip()
+
+
+def _unresolved_words(unresolved: dict[str, float]) -> str:
+    """Why some placements' gradient norms are left out of the sentence (PlacementRun.unresolved)."""
+    names = _listed([name(p) for p in unresolved])
+    largest = max(unresolved.values())
+    by = f"×{readable(largest)}" if np.isfinite(largest) else "a value that is not a number"
+    return (
+        f"Not given for {names}: moving the input by one part in a million changes a block's by up to {by}, so "
+        "float32 (about 7 digits) does not resolve them on weights made for another placement; the chart draws them "
+        "all the same."
+    )
+
+
+def _xiong_words(grads: dict[str, np.ndarray], stack: str, stacks: list[str]) -> str:
+    """Xiong et al.'s prediction at initialisation, checked where it means something: at least two blocks, every norm
+    above 0 and finite, and a stack whose last block is near the output (not an encoder-decoder's encoder)."""
+    values = np.concatenate([grads["post"], grads["pre"]])  # [2L]
+    if len(grads["post"]) < 2 or not (np.isfinite(values).all() and (values > 0).all()):
+        return ""
+    if stack != stacks[-1]:
+        return "(Xiong et al. 2020's prediction is about the blocks nearest the output: see the decoder's for it.)"
     rise = grads["post"][-1] / grads["post"][0]
     spread = grads["pre"].max() / grads["pre"].min()
-    post = "as predicted" if rise > 1 else "not as predicted"
+    post = "as predicted" if rise >= LEVEL else "not as predicted" if rise <= 1 else f"barely: under ×{LEVEL:g}"
     pre = "as predicted" if spread <= LEVEL else "not as level as predicted"
-    return text + (
-        " At initialisation Xiong et al. (2020) predict post-norm's gradients largest near the output and pre-norm's "
+    return (
+        "At initialisation Xiong et al. (2020) predict post-norm's gradients largest near the output and pre-norm's "
         f"about the same in every block: post-norm's last block's is {readable(rise)} times its first's ({post}); "
         f"pre-norm's blocks are within ×{readable(spread)} of each other ({pre})."
     )
+
+
+def _listed(names: list[str]) -> str:
+    """ "a", "a and b", "a, b and c"."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
 
 
 def entropy_words(result: PlacementRun, stack: str) -> str:
@@ -193,12 +231,15 @@ def entropy_words(result: PlacementRun, stack: str) -> str:
         f"Attention entropy, mean over heads and layers (nats; uniform over the allowed keys would be "
         f"{readable(result.uniform_entropy[stack])}): {means}."
     )
-    collapsed = [p for p, e in entropy.items() if float(e[1:].mean() if len(e) > 1 else e.mean()) < COLLAPSED]
-    if collapsed:
-        text += (
-            f" {' and '.join(name(p) for p in collapsed).capitalize()}: nearly all of each head's weight on a single "
-            "key after block 0."
-        )
+    # Every layer after block 0 below COLLAPSED, and only where spreading out was possible: uniform attention over one
+    # key (a single token) also has entropy 0
+    if result.uniform_entropy[stack] >= COLLAPSED:
+        collapsed = [p for p, e in entropy.items() if float((e[1:] if len(e) > 1 else e).max()) < COLLAPSED]
+        if collapsed:
+            text += (
+                f" {_listed([name(p) for p in collapsed]).capitalize()}: in every layer after block 0 the heads put "
+                f"nearly all their weight on a single key (mean entropy under {COLLAPSED} nats)."
+            )
     same = [
         (a, b, why)
         for a, b, why in (("post", "res-post", "the raw stream"), ("pre", "peri", "the stream through the same norm1"))
@@ -217,9 +258,26 @@ def placements_paragraphs(
     attention. `weights`: whose weights, e.g. "untrained weights"; `untrained`: freshly initialised (Xiong et al.'s
     predictions apply); `stack`: the stack described (the first unless named); `kind`: the model's norm."""
     stack = stack or result.stacks[0]
+    broken = [p for p in NORMS if not _finite(result, p, stack)]
+    if broken:  # a sentence comparing them would print "nan" or compare what is not a number
+        return [setup_words(result, weights, kind), _not_finite_words(broken)]
     return [
         setup_words(result, weights, kind),
-        rms_words(result, stack),
+        rms_words(result, stack, kind),
         gradient_words(result, stack, untrained),
         entropy_words(result, stack),
     ]
+
+
+def _finite(result: PlacementRun, placement: str, stack: str) -> bool:
+    """Whether the stream's RMS and the attention entropy of one placement are numbers (the gradient norms that are
+    not are said so by gradient_words, through PlacementRun.unresolved)."""
+    return all(np.isfinite(result.values(placement, measure, stack)).all() for measure in (RMS, ENTROPY))
+
+
+def _not_finite_words(broken: list[str]) -> str:
+    return (
+        f"{_listed([name(p) for p in broken]).capitalize()} gave values that are not numbers (float32 overflowed "
+        "somewhere in the run), so the four placements are not compared in words here; the chart and the CSV hold "
+        "what was measured."
+    )

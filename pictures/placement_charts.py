@@ -75,6 +75,7 @@ def placements_chart(result: PlacementRun, stack: str | None = None, title: str 
             line = mine[mine["placement"] == placement].sort_values("layer")
             layers = line["layer"].to_numpy(dtype=np.int32)  # [n]
             name = placement_name(placement)
+            unresolved = measure == GRADIENT and placement in result.unresolved  # float32 rounding, not a measure
             figure.add_trace(
                 go.Scatter(
                     x=layers,
@@ -85,9 +86,12 @@ def placements_chart(result: PlacementRun, stack: str | None = None, title: str 
                     mode="lines+markers",
                     line={"color": PLACEMENT_COLOURS[placement], "width": 2, "dash": PLACEMENT_DASHES[placement]},
                     marker={"size": 7, "symbol": PLACEMENT_MARKERS[placement]},
+                    opacity=0.35 if unresolved else 1.0,
                     customdata=[block_label(layer) for layer in layers],
                     hovertemplate=f"{name}<br>{'after block' if measure == RMS else 'block'} %{{customdata}}<br>"
-                    f"{VALUE_TITLES[measure]} %{{y:{HOVER_NUMBERS}}}<extra></extra>",
+                    f"{VALUE_TITLES[measure]} %{{y:{HOVER_NUMBERS}}}"
+                    + ("<br>not resolved in float32: rounding, not a measurement" if unresolved else "")
+                    + "<extra></extra>",
                 ),
                 row=1,
                 col=col,
@@ -109,6 +113,9 @@ def placements_chart(result: PlacementRun, stack: str | None = None, title: str 
         f"{stack} · the same weights, made for {placement_name(result.own)}; norms they lack start at identity · "
         "RMS over tokens and units, before any final norm · entropy: self-attention, mean over heads and queries"
     )
+    if result.unresolved:
+        faint = ", ".join(placement_name(p) for p in result.unresolved)
+        subtitle += f" · faint gradients ({faint}): float32 rounding, not resolved on these weights"
     layout = figure_layout(title or "All four norm placements on the same weights", subtitle, 300)
     legend_below(layout)
     layout["margin"]["t"] += PANEL_TITLE_PX

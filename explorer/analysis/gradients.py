@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import threading
 from collections.abc import Callable
 
+import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
 from explorer.analysis.read_out_loss import TableGradient, read_out_loss, read_out_loss_and_table_gradient
 from explorer.config import PAD_TOKEN, ConfigError
-from explorer.inputs import Source, prepare_inputs
+from explorer.inputs import Inputs, Source, StackInput, prepare_inputs
 from explorer.malloc import give_back
 from explorer.model import Transformer, float32_default
 from explorer.tokens import embed_tokens
@@ -44,18 +46,28 @@ READ_OUTS = {  # what the token table is to a checkpoint, by whether it has a re
     "head, so this reads its output the way a tied read-out would",
     "untied": "not its own read-out head, which is a separate tensor: the same objective as for every checkpoint",
 }
+# The resolution check (gradient_change): the input embeddings moved by one part in a million, and a block's total
+# gradient norm that then changes by more than 10 % is not resolved in float32. A well-conditioned pass moves by
+# about 1e-6 times its condition; 10 % needs a condition of 1e5, past the few digits float32's 7 leave it. Measured
+# on the shipped checkpoints (the README): every placement moves by under 1 %, but SmolLM2 flipped to res-post by
+# ×3 to ×120, which float64 confirms (its float32 and float64 norms differ as much).
+JITTER = 1e-6
+UNRESOLVED = 1.1
 TRIMS_PER_PASS = 8  # give_back calls as the backward pass goes (5-50 ms each)
 _BLOCK_PARAMETER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.(.+)$")
 
 
 @float32_default()
-def gradient_norms(model: Transformer, source: Source, target: Source | None = None) -> pd.DataFrame:
+def gradient_norms(
+    model: Transformer, source: Source, target: Source | None = None, jitter: float = 0.0
+) -> pd.DataFrame:
     """One row per parameter tensor: stack, layer (None outside blocks), parameter, norm (L2 of its gradient).
 
     Each norm is taken as the backward pass reaches its parameter, and the pass keeps a one-number stand-in instead of
     the gradient: every gradient at once is the model's size again (540 MB for SmolLM2). The model is only read: no
     .grad is written, and a backward pass of another thread through the same tensors is left alone (on the CPU a
-    backward pass runs in the thread that asked for it)."""
+    backward pass runs in the thread that asked for it). `jitter`: each input embedding is first scaled by 1 + jitter
+    times a fixed standard normal draw per unit (gradient_change)."""
     names, parameters = zip(*[(n, p) for n, p in model.named_parameters() if p.requires_grad], strict=True)
     norms: dict[int, float] = {}  # parameter index -> the L2 norm of its gradient (none: it has no gradient)
     # A checkpoint's read-out's share of its token table's gradient, taken apart (_objective's table_apart)
@@ -82,7 +94,7 @@ def gradient_norms(model: Transformer, source: Source, target: Source | None = N
     hooks = [parameter.register_hook(norm_taker(i)) for i, parameter in enumerate(parameters)]
     try:
         with torch.enable_grad():
-            loss, table_part = _objective(model, source, target, table_apart=table_index is not None)
+            loss, table_part = _objective(model, source, target, table_index is not None, jitter)
             give_back()
             torch.autograd.grad(loss, parameters, allow_unused=True)
     finally:
@@ -116,14 +128,14 @@ def objective(model: Transformer, source: Source, target: Source | None = None) 
 
 
 def _objective(
-    model: Transformer, source: Source, target: Source | None, table_apart: bool
+    model: Transformer, source: Source, target: Source | None, table_apart: bool, jitter: float = 0.0
 ) -> tuple[torch.Tensor, TableGradient | None]:
     """objective(...) and, with `table_apart` for a checkpoint, the read-out's share of the gradient of its token
     table taken apart: the loss's gradient then reaches the table through the lookup alone, and no gradient as large
     as the table is made for the read-out (108 MB for SmolLM2, held from the read-out to the end of the pass)."""
     if isinstance(source, torch.Tensor) or isinstance(target, torch.Tensor):
         raise ConfigError("Gradient norms need typed tokens: the objective predicts each token from the output.")
-    inputs = prepare_inputs(model, source, target)
+    inputs = _jittered(prepare_inputs(model, source, target), jitter)
     # No records: the loss needs the output alone, and records held every block's attention maps for the backward
     # pass (with torch's fused attention instead, SmolLM2 on 512 pieces took 0.3 GB less)
     output = inputs.forward(model, record=False)[-1][0][0]  # [T, D] the last stack's output
@@ -150,6 +162,32 @@ def _objective(
     return _next_token_loss(output, tokens, model.d_model, seed, what), None
 
 
+def _jittered(inputs: Inputs, jitter: float) -> Inputs:
+    """The inputs with each stack's embeddings x [T, D] scaled by 1 + jitter * N(0, 1), the same draw every time."""
+    if jitter == 0.0:
+        return inputs
+    generator = torch.Generator().manual_seed(0)
+
+    def moved(stack: StackInput | None) -> StackInput | None:
+        if stack is None:
+            return None
+        noise = torch.randn(stack.x.shape, generator=generator, dtype=stack.x.dtype)  # [T, D]
+        return dataclasses.replace(stack, x=stack.x * (1.0 + jitter * noise))
+
+    return dataclasses.replace(inputs, source=moved(inputs.source), target=moved(inputs.target))
+
+
+def gradient_change(model: Transformer, source: Source, target: Source | None, totals: pd.DataFrame) -> pd.DataFrame:
+    """`totals` (layer_gradient_totals of this model and input) with `change`: how many times larger or smaller each
+    block's total is when the input embeddings move by JITTER (the larger over the smaller; 1 is unmoved). Above
+    UNRESOLVED the block's norm is float32 rounding, not a measurement (see JITTER). One more backward pass."""
+    moved = layer_gradient_totals(gradient_norms(model, source, target, jitter=JITTER))
+    both = totals.merge(moved, on=["stack", "layer"], suffixes=("", "_moved"))
+    ratio = (both["norm"] / both["norm_moved"]).to_numpy(dtype=np.float64)  # [blocks]
+    change = np.maximum(ratio, 1.0 / ratio)
+    return both.drop(columns="norm_moved").assign(change=np.where(both["norm"] == both["norm_moved"], 1.0, change))
+
+
 def _too_few(what: str) -> str:
     return (
         f"Gradient norms need at least two tokens in the {what}, the second or a later one not {PAD_TOKEN} (the "
@@ -160,7 +198,8 @@ def _too_few(what: str) -> str:
 def layer_gradient_totals(norms: pd.DataFrame) -> pd.DataFrame:
     """stack, layer, norm: the L2 norm of all of a block's parameter gradients together."""
     blocks = norms.dropna(subset=["layer"]).assign(squared=lambda df: df["norm"] ** 2)
-    totals = blocks.groupby(["stack", "layer"], sort=False)["squared"].sum() ** 0.5
+    # skipna=False: a gradient that is not a number leaves its block's total not a number, not a smaller one (or 0)
+    totals = blocks.groupby(["stack", "layer"], sort=False)["squared"].sum(skipna=False) ** 0.5
     return totals.rename("norm").reset_index()
 
 

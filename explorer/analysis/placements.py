@@ -4,14 +4,14 @@ attention entropy per layer, for each placement in turn (explorer.compare.model_
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from io import StringIO
 
 import numpy as np
 import pandas as pd
 import torch
 
-from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.gradients import UNRESOLVED, gradient_change, gradient_norms, layer_gradient_totals
 from explorer.analysis.stats import head_entropy
 from explorer.compare import model_for_b
 from explorer.config import NORMS, ConfigError
@@ -37,6 +37,9 @@ class PlacementRun:
     sublayers: dict[str, int]  # per stack: sub-layers per block (3 in a decoder with cross-attention, else 2)
     uniform_entropy: dict[str, float]  # per stack: the entropy of uniform attention over the allowed keys (nats)
     no_gradients: str | None  # why there are no gradient norms (e.g. a single token), or None
+    # per placement whose gradient norms float32 does not resolve (gradient_change above UNRESOLVED in some block of
+    # some stack): the largest change. Checked where trained weights run with another placement than their own.
+    unresolved: dict[str, float] = field(default_factory=dict)
 
     def values(self, placement: str, measure: str, stack: str | None = None) -> np.ndarray:
         """[n] one placement's values of one measure over its layers, in order (the first stack unless named)."""
@@ -187,6 +190,8 @@ def placement_run(
     new_norms: dict[str, tuple[str, ...]] = {}
     identity: dict[str, bool] = {}
     no_gradients = None
+    unresolved: dict[str, float] = {}
+    trained = model.tokenizer is not None or model.head is not None  # a checkpoint's or the Train page's weights
     for i, placement in enumerate(NORMS):
         if progress is not None:
             progress(i / len(NORMS), f"{placement}-norm ({i + 1} of {len(NORMS)}): forward and backward")
@@ -201,6 +206,10 @@ def placement_run(
                 gradients = layer_gradient_totals(gradient_norms(flipped, source, target))
             except ConfigError as e:  # e.g. one token: nothing to predict. The same for every placement.
                 no_gradients = str(e)
+        if gradients is not None and trained and placement != cfg.norm:  # weights made for another placement
+            change = float(gradient_change(flipped, source, target, gradients)["change"].max())
+            if not change <= UNRESOLVED:  # NaN too
+                unresolved[placement] = change
         if trace is None:
             measures = measured_run(flipped, source, target)
         else:  # in a comprehension, so that no loop variable keeps a stack of the trace once it is deleted below
@@ -212,7 +221,7 @@ def placement_run(
     if progress is not None:
         progress(1.0, "done")
     table = pd.concat(frames, ignore_index=True)[list(COLUMNS)].astype({"layer": int, "value": float})
-    return PlacementRun(table, cfg.norm, new_norms, identity, sublayers, uniform, no_gradients)
+    return PlacementRun(table, cfg.norm, new_norms, identity, sublayers, uniform, no_gradients, unresolved)
 
 
 def table_csv(result: PlacementRun) -> str:
