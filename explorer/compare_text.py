@@ -91,7 +91,8 @@ def norm_state(kind: str, owner: str, trained: str | None, many: bool = False) -
 def unshared(names: list[str], owner: str, other: str, kind: str = "LayerNorm", trained: str | None = None) -> str:
     """A sentence on the parameters only one model has, e.g. the final norm only pre-norm has, or the norms on each
     sub-layer's output only res-post and peri have. `kind`: the norms' kind (explorer.anatomy.norm_name); `trained`:
-    where the owner's norms come from (trained_by), None when they are at identity."""
+    where the owner's weights come from (trained_by), None for an untrained owner (norms at identity, the rest drawn
+    from its seed)."""
     if not names:
         return ""
     blocks: dict[str, list[int]] = {}  # a stack's blocks only one model has: named once, not parameter by parameter
@@ -109,7 +110,7 @@ def unshared(names: list[str], owner: str, other: str, kind: str = "LayerNorm", 
     modules = list(dict.fromkeys(modules))
     norms = [m for m in modules if m.endswith(".norm")]
     others = [m for m in modules if m not in norms]
-    others += [f"{stack} blocks {block_range(sorted(set(numbers)))}" for stack, numbers in blocks.items()]
+    others += [stack_blocks(stack, sorted(set(numbers))) for stack, numbers in blocks.items()]
     described = []
     if norms:
         described.append(f"{' and '.join(norms)}, the final norm every placement but post-norm has")
@@ -118,8 +119,20 @@ def unshared(names: list[str], owner: str, other: str, kind: str = "LayerNorm", 
     many = len(norms) + len(set(kept)) > 1
     parts = [", plus ".join(described) + norm_state(kind, owner, trained, many)] if described else []
     if others:
-        parts.append(f"{', '.join(others)}, drawn from {owner}'s seed")
+        parts.append(f"{', '.join(others)}{origin(owner, trained)}")
     return f" {owner} also has {'; '.join(parts)}, which {other} has not."
+
+
+def origin(owner: str, trained: str | None) -> str:
+    """Where the weights only `owner` has (other than norms) come from: its training, or its seed."""
+    if trained is not None:
+        return f" (trained, weights from {trained})"
+    return f", drawn from {owner}'s seed"
+
+
+def stack_blocks(stack: str, numbers: list[int]) -> str:
+    """Sorted block numbers of a stack: "encoder block 2", "encoder blocks 2 and 3"."""
+    return f"{stack} block{'s' if len(numbers) > 1 else ''} {block_range(numbers)}"
 
 
 def block_range(numbers: list[int]) -> str:
