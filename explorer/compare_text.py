@@ -6,12 +6,24 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from explorer.analysis.gradients import objective_text
 from explorer.anatomy import norm_name
-from explorer.compare import MapPair, differing_fields
+from explorer.compare import MapPair, can_share_weights, differing_fields
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.config_words import count, mask_text, positions_text
+from explorer.model import Transformer
 from explorer.pretrained import pretrained_title
 from explorer.trace import AttentionMaps, Trace
+
+# B beside a trained A whose weights it cannot share is built fresh (explorer.compare.model_for_b), with a read-out
+# over A's vocabulary drawn from B's seed like the rest of it: objective_text would call it trained
+FRESH_READ_OUT_OBJECTIVE = (
+    "Dummy objective: every position predicts the next typed token, as a language model does, through B's own "
+    "read-out (its logits over A's vocabulary); the loss is their cross-entropy averaged over positions (the last "
+    "position is left out). B cannot run on A's trained weights, so it is a fresh model drawn from B's seed, its "
+    "read-out too: these gradients show how an untrained model of B's shape passes this signal back through its "
+    "layers, not what A learned."
+)
 
 
 def describe(cfg: ModelConfig, other: ModelConfig) -> str:
@@ -186,3 +198,21 @@ def unequal_depth_note(trace_a: Trace, trace_b: Trace | None, stack: int) -> str
         f"one model only. Like for like means blocks 0 to {min(la, lb) - 1}, which both have (A − B in the "
         "per-layer CSV is filled for those only)."
     )
+
+
+def b_objective_text(model_a: Transformer, model_b: Transformer) -> str:
+    """The objective of B's gradient norms in words: objective_text(model_b), except for a B built fresh beside a
+    trained A, whose read-out is as untrained as the rest of it (FRESH_READ_OUT_OBJECTIVE)."""
+    a, b = model_a.config, model_b.config
+    carries_a = a is not None and b is not None and can_share_weights(a, b)[0]  # model_for_b's test
+    if model_b.head is not None and model_b.tokenizer is None and not carries_a:
+        return FRESH_READ_OUT_OBJECTIVE
+    return objective_text(model_b)
+
+
+def objectives_text(a_text: str, b_text: str) -> str:
+    """What A's and B's gradient norms measure: one paragraph for both when their objectives are the same, else one
+    for each."""
+    if a_text == b_text:
+        return f"A and B: {a_text}"
+    return f"A: {a_text}\n\nB: {b_text}"

@@ -3,15 +3,20 @@ parameters of real models."""
 
 from __future__ import annotations
 
+import torch
+
 import explorer
+from explorer.analysis.gradients import objective_text
 from explorer.analysis.placements import at_identity
 from explorer.compare import MapPair, default_b, model_for_b
 from explorer.compare_text import (
+    b_objective_text,
     block_range,
     changes,
     describe,
     identity_values,
     missing_side,
+    objectives_text,
     shared_weights_text,
     trained_by,
     unequal_depth_note,
@@ -206,3 +211,31 @@ def test_blocks_only_a_trained_a_has_are_said_trained_not_drawn_from_its_seed():
         unshared(sorted(names_a - names_b), "A", "B")
         == " A also has encoder block 2, drawn from A's seed, which B has not."
     )
+
+
+def test_b_objective_text_says_a_fresh_b_reads_out_through_a_head_of_its_own_seed():
+    """A model with a read-out (as the Train page makes) beside B: a B on A's very weights reads out through A's
+    read-out, the same tensor, and says what objective_text says; a B of another seed is built fresh, its read-out
+    drawn from B's seed (the same as a fresh build's), and says so instead of calling it trained."""
+    vocabulary = tuple("ABCDEFGH")
+    model_a = explorer.build_model(A, vocabulary)
+    flipped = model_for_b(model_a, A.replace(norm="pre"))
+    assert torch.equal(flipped.head.weight, model_a.head.weight)
+    assert b_objective_text(model_a, flipped) == objective_text(flipped) == objective_text(model_a)
+    assert "trained model's own read-out" in b_objective_text(model_a, flipped)
+    b = A.replace(seed=1)
+    fresh = model_for_b(model_a, b)
+    assert not torch.equal(fresh.head.weight, model_a.head.weight)
+    assert torch.equal(fresh.head.weight, explorer.build_model(b, vocabulary).head.weight)
+    said = b_objective_text(model_a, fresh)
+    assert "trained model's own read-out" not in said and "its trained weights" not in said
+    assert (
+        "B's own read-out (its logits over A's vocabulary)" in said and "drawn from B's seed, its read-out too" in said
+    )
+    untrained = explorer.build_model(A)  # no read-out: B, fresh or not, gets the dummy tied read-out as A does
+    assert b_objective_text(untrained, model_for_b(untrained, b)) == objective_text(untrained)
+
+
+def test_objectives_text_gives_one_paragraph_for_one_objective_and_one_each_for_two():
+    assert objectives_text("Objective: x.", "Objective: x.") == "A and B: Objective: x."
+    assert objectives_text("Objective: x.", "Objective: y.") == "A: Objective: x.\n\nB: Objective: y."
