@@ -18,7 +18,8 @@ NOTE = (
     "the key (allowed_a / allowed_b false). js_divergence is the Jensen-Shannon divergence in bits between A's and "
     "B's attention rows, averaged over the queries that have an allowed key in both. per_layer: residual RMS / std "
     "over all tokens and units (layer -1 = the input to the first block), the L2 norm of each block's parameter "
-    "gradients for the dummy objective below, and the mean over heads of the self-attention entropy in nats."
+    "gradients for the objective in gradient_objective (A's and B's, each named when they differ), and the mean "
+    "over heads of the self-attention entropy in nats."
 )
 
 
@@ -89,7 +90,8 @@ def comparison_dict(
     aligned: bool = False,
 ) -> dict[str, Any]:
     """Everything the Compare page shows, as plain data: both configurations, the inputs, whether the weights
-    are shared, per-layer figures per stack, and every pair of attention maps with A - B."""
+    are shared, per-layer figures per stack, what their gradient norms measure (`gradient_objective`: A's and B's,
+    compare_text.objectives_text), and every pair of attention maps with A - B."""
     return {
         "a": a.to_dict(),
         "b": b.to_dict(),

@@ -6,12 +6,24 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from explorer.analysis.gradients import objective_text
 from explorer.anatomy import norm_name
-from explorer.compare import MapPair, differing_fields
+from explorer.compare import MapPair, can_share_weights, differing_fields
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.config_words import count, mask_text, positions_text
+from explorer.model import Transformer
 from explorer.pretrained import pretrained_title
 from explorer.trace import AttentionMaps, Trace
+
+# B beside a trained A whose weights it cannot share is built fresh (explorer.compare.model_for_b), with a read-out
+# over A's vocabulary drawn from B's seed like the rest of it: objective_text would call it trained
+FRESH_READ_OUT_OBJECTIVE = (
+    "Dummy objective: every position predicts the next typed token, as a language model does, through B's own "
+    "read-out (its logits over A's vocabulary); the loss is their cross-entropy averaged over positions (the last "
+    "position is left out). B cannot run on A's trained weights, so it is a fresh model drawn from B's seed, its "
+    "read-out too: these gradients show how an untrained model of B's shape passes this signal back through its "
+    "layers, not what A learned."
+)
 
 
 def describe(cfg: ModelConfig, other: ModelConfig) -> str:
@@ -91,7 +103,8 @@ def norm_state(kind: str, owner: str, trained: str | None, many: bool = False) -
 def unshared(names: list[str], owner: str, other: str, kind: str = "LayerNorm", trained: str | None = None) -> str:
     """A sentence on the parameters only one model has, e.g. the final norm only pre-norm has, or the norms on each
     sub-layer's output only res-post and peri have. `kind`: the norms' kind (explorer.anatomy.norm_name); `trained`:
-    where the owner's norms come from (trained_by), None when they are at identity."""
+    where the owner's weights come from (trained_by), None for an untrained owner (norms at identity, the rest drawn
+    from its seed)."""
     if not names:
         return ""
     blocks: dict[str, list[int]] = {}  # a stack's blocks only one model has: named once, not parameter by parameter
@@ -109,7 +122,7 @@ def unshared(names: list[str], owner: str, other: str, kind: str = "LayerNorm", 
     modules = list(dict.fromkeys(modules))
     norms = [m for m in modules if m.endswith(".norm")]
     others = [m for m in modules if m not in norms]
-    others += [f"{stack} blocks {block_range(sorted(set(numbers)))}" for stack, numbers in blocks.items()]
+    others += [stack_blocks(stack, sorted(set(numbers))) for stack, numbers in blocks.items()]
     described = []
     if norms:
         described.append(f"{' and '.join(norms)}, the final norm every placement but post-norm has")
@@ -118,8 +131,20 @@ def unshared(names: list[str], owner: str, other: str, kind: str = "LayerNorm", 
     many = len(norms) + len(set(kept)) > 1
     parts = [", plus ".join(described) + norm_state(kind, owner, trained, many)] if described else []
     if others:
-        parts.append(f"{', '.join(others)}, drawn from {owner}'s seed")
+        parts.append(f"{', '.join(others)}{origin(owner, trained)}")
     return f" {owner} also has {'; '.join(parts)}, which {other} has not."
+
+
+def origin(owner: str, trained: str | None) -> str:
+    """Where the weights only `owner` has (other than norms) come from: its training, or its seed."""
+    if trained is not None:
+        return f" (trained, weights from {trained})"
+    return f", drawn from {owner}'s seed"
+
+
+def stack_blocks(stack: str, numbers: list[int]) -> str:
+    """Sorted block numbers of a stack: "encoder block 2", "encoder blocks 2 and 3"."""
+    return f"{stack} block{'s' if len(numbers) > 1 else ''} {block_range(numbers)}"
 
 
 def block_range(numbers: list[int]) -> str:
@@ -173,3 +198,21 @@ def unequal_depth_note(trace_a: Trace, trace_b: Trace | None, stack: int) -> str
         f"one model only. Like for like means blocks 0 to {min(la, lb) - 1}, which both have (A − B in the "
         "per-layer CSV is filled for those only)."
     )
+
+
+def b_objective_text(model_a: Transformer, model_b: Transformer) -> str:
+    """The objective of B's gradient norms in words: objective_text(model_b), except for a B built fresh beside a
+    trained A, whose read-out is as untrained as the rest of it (FRESH_READ_OUT_OBJECTIVE)."""
+    a, b = model_a.config, model_b.config
+    carries_a = a is not None and b is not None and can_share_weights(a, b)[0]  # model_for_b's test
+    if model_b.head is not None and model_b.tokenizer is None and not carries_a:
+        return FRESH_READ_OUT_OBJECTIVE
+    return objective_text(model_b)
+
+
+def objectives_text(a_text: str, b_text: str) -> str:
+    """What A's and B's gradient norms measure: one paragraph for both when their objectives are the same, else one
+    for each."""
+    if a_text == b_text:
+        return f"A and B: {a_text}"
+    return f"A: {a_text}\n\nB: {b_text}"

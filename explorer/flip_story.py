@@ -57,8 +57,18 @@ NORMALISES = {
 }
 
 
-def why_it_changes(a: str, b: str) -> str:
-    """Why running weights made with placement `a` with placement `b` changes the computation, in a sentence or two."""
+def kept_range(rms: np.ndarray | None) -> str:
+    """The residual RMS a post-norm stream kept after each block, in brackets ("" when not measured): a LayerNorm's
+    trained gain sets it, not 1."""
+    if rms is None or not len(rms):
+        return ""
+    low, high = readable(float(np.min(rms)), 2), readable(float(np.max(rms)), 2)
+    return f" (an RMS of {low if low == high else f'{low} to {high}'} after each block here)"
+
+
+def why_it_changes(a: str, b: str, rms_a: np.ndarray | None = None) -> str:
+    """Why running weights made with placement `a` with placement `b` changes the computation, in a sentence or two.
+    `rms_a`: A's residual RMS after each block, when measured (said for a post-norm A)."""
     if a == b:
         return f"Both are {a}-norm: nothing about the norms changed."
     if b == "post":
@@ -69,8 +79,8 @@ def why_it_changes(a: str, b: str) -> str:
     if a == "post":
         growth = "piles up block after block" if b == "pre" else "grows by one normalised update per sub-layer, at most"
         return (
-            f"{b.capitalize()}-norm never normalises the stream itself, only {NORMALISES[b]}, so what post-norm kept "
-            f"near unit size now {growth}."
+            f"{b.capitalize()}-norm never normalises the stream itself, only {NORMALISES[b]}, so the stream, which "
+            f"post-norm kept bounded{kept_range(rms_a)}, now {growth}."
         )
     parts = []
     if READS_NORMALISED[a] and READS_NORMALISED[b]:
@@ -112,7 +122,7 @@ def flip_words(effect: FlipEffect, a: ModelConfig, b: ModelConfig, title: str) -
         f"The residual stream's RMS after the last block goes from {readable(effect.rms_a[-1])} to "
         f"{readable(effect.rms_b[-1])} (block {last - 1})."
     )
-    why = why_it_changes(a.norm, b.norm)
+    why = why_it_changes(a.norm, b.norm, effect.rms_a[1:])  # index 0 is the input
     return (
         f"{title} was trained {a.norm}-norm. Run {b.norm}-norm on the very same weights, {heads} {stream} {why} "
         "B is therefore not a model anyone trained: it shows how much the trained computation depends on where "

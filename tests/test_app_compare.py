@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 import pandas as pd
 import pytest
+from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
 import explorer
@@ -627,3 +629,33 @@ def test_a_checkpoints_norm_flip_ranks_its_heads_once_for_the_sentence_and_the_m
     top = at.dataframe[0].value.iloc[0]
     most = f"the most changed is layer {int(top['layer'])} head {int(top['head'])}"
     assert any(most in i.value for i in at.info), [i.value for i in at.info]
+
+
+def made_downloads(monkeypatch) -> dict[str, object]:
+    """The callable each download button of the next run is handed, by the file name it offers."""
+    made: dict[str, object] = {}
+    original = DeltaGenerator.download_button
+
+    def recorded(self, label, data, file_name=None, *args, **kwargs):
+        made[file_name] = data
+        return original(self, label, data, file_name, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaGenerator, "download_button", recorded)
+    return made
+
+
+def test_two_checkpoints_each_state_their_own_gradient_objective(at, smollm_model, minilm_model, monkeypatch):
+    """SmolLM2 (A) beside MiniLM (B): SmolLM2's read-out is its token table, MiniLM (BERT) has no next-piece head at
+    all, so the objective is said once for each, in the expander and in the JSON, whose note does not call a real
+    model's objective a dummy one."""
+    assert smollm_model.head.weight is smollm_model.embedding.weight  # tied: the two are one tensor
+    assert minilm_model.config.family == "bert" and minilm_model.head is None
+    made = made_downloads(monkeypatch)
+    open_compare(at, model="smollm2-135m", b_model="minilm-l6", tokens="the cat sat on the mat")
+    (said,) = [m.value for m in at.markdown if "predicts the next piece" in m.value]
+    a_line, b_line = said.split("\n\n")
+    assert a_line.startswith("A: Objective:") and "the two are one tensor" in a_line and "BERT" not in a_line
+    assert b_line.startswith("B: Objective:") and "BERT" in b_line and "one tensor" not in b_line
+    data = json.loads(made["comparison.json"]())
+    assert data["gradient_objective"] == said
+    assert "dummy" not in data["note"]

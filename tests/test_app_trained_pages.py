@@ -103,3 +103,24 @@ def test_compare_page_runs_b_on_the_trained_weights(trained):
     assert any("very weights" in s.value for s in at.success)
     said = " ".join(m.value for m in at.markdown)  # the gradient objective, in its expander
     assert "trained model's own read-out" in said and "The weights are untrained" not in said
+
+
+def test_compare_says_a_b_of_another_seed_reads_out_through_a_fresh_head(trained):
+    """Beside the trained model, B with another seed cannot share its weights: B is built fresh, its read-out drawn
+    from B's seed (not the trained one), and the gradient objective says so for B while A keeps its own; B on the
+    trained weights (the norm flip) reads out through the trained head, and one objective is said for both."""
+    model = trained.model
+    b = model.config.replace(seed=1)
+    fresh = model_for_b(model, b)
+    assert not torch.equal(fresh.head.weight, model.head.weight)
+    assert torch.equal(fresh.head.weight, explorer.build_model(b, model.vocabulary).head.weight)
+    at = open_with(trained, "views/compare.py", b_seed="1")
+    (said,) = [m.value for m in at.markdown if "Dummy objective" in m.value]
+    a_line, b_line = said.split("\n\n")
+    assert a_line.startswith("A: Dummy objective") and "trained model's own read-out" in a_line
+    assert b_line.startswith("B: Dummy objective") and "drawn from B's seed, its read-out too" in b_line
+    assert "trained model's own read-out" not in b_line
+    assert torch.equal(model_for_b(model, default_b(model.config)).head.weight, model.head.weight)
+    flipped = open_with(trained, "views/compare.py")
+    (said,) = [m.value for m in flipped.markdown if "Dummy objective" in m.value]
+    assert said.startswith("A and B: Dummy objective") and "trained model's own read-out" in said

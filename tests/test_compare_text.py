@@ -3,15 +3,20 @@ parameters of real models."""
 
 from __future__ import annotations
 
+import torch
+
 import explorer
+from explorer.analysis.gradients import objective_text
 from explorer.analysis.placements import at_identity
 from explorer.compare import MapPair, default_b, model_for_b
 from explorer.compare_text import (
+    b_objective_text,
     block_range,
     changes,
     describe,
     identity_values,
     missing_side,
+    objectives_text,
     shared_weights_text,
     trained_by,
     unequal_depth_note,
@@ -96,7 +101,7 @@ def test_shared_weights_text_counts_the_shared_tensors_and_names_the_rest():
         "B runs on A's very weights: the 24 parameter tensors the two models share are identical (checked tensor "
         "by tensor). Only n_layers (2 → 3), norm (post → pre) differ. B also has encoder.norm, the final norm every "
         "placement but post-norm has (LayerNorm at identity, weight 1, bias 0: a norm B adds starts as the identity); "
-        "encoder blocks 2, drawn from B's seed, which A has not."
+        "encoder block 2, drawn from B's seed, which A has not."
     )
     one = shared_weights_text(A, A.replace(mask="causal"), {"shared": 24, "only_a": [], "only_b": []})
     assert one.endswith("Only mask (none → causal) differs.")
@@ -182,3 +187,55 @@ def test_a_configured_models_new_norm_is_said_at_identity_and_a_trained_ones_own
     trained = shared_weights_text(a, A, facts, trained_by(a, session_trained=True))
     assert "(trained LayerNorm, weights from this session's training)" in trained
     assert identity_values("RMSNorm") == "weight 1" and identity_values("LayerNorm") == "weight 1, bias 0"
+
+
+def test_blocks_only_a_trained_a_has_are_said_trained_not_drawn_from_its_seed():
+    """A trained 4-layer peri-norm A beside a 2-layer pre-norm B: A's blocks 2 and 3 (every parameter of them a
+    trained tensor) come from its training, like its output norms; an untrained A's single extra block is named in
+    the singular and drawn from its seed."""
+    a = A.replace(norm="peri", n_layers=4)
+    model_a = perturbed_norms(explorer.build_model(a), 5, 0.1)  # norms moved off identity, as training moves them
+    b = a.replace(norm="pre", n_layers=2)
+    _, facts = weight_facts_of(model_a, b)
+    assert {int(n.split(".")[2]) for n in facts["only_a"] if ".layers." in n and "out_norm" not in n} == {2, 3}
+    trained = shared_weights_text(a, b, facts, trained_by(a, session_trained=True))
+    assert trained.endswith(
+        " A also has out_norm1 and out_norm2 in its blocks (trained LayerNorms, weights from this session's "
+        "training); encoder blocks 2 and 3 (trained, weights from this session's training), which B has not."
+    )
+    assert "seed" not in trained
+    three = A.replace(norm="pre", n_layers=3)
+    names_a, names_b = parameter_names(three), parameter_names(three.replace(n_layers=2))
+    assert {n.split(".")[2] for n in names_a - names_b} == {"2"}
+    assert (
+        unshared(sorted(names_a - names_b), "A", "B")
+        == " A also has encoder block 2, drawn from A's seed, which B has not."
+    )
+
+
+def test_b_objective_text_says_a_fresh_b_reads_out_through_a_head_of_its_own_seed():
+    """A model with a read-out (as the Train page makes) beside B: a B on A's very weights reads out through A's
+    read-out, the same tensor, and says what objective_text says; a B of another seed is built fresh, its read-out
+    drawn from B's seed (the same as a fresh build's), and says so instead of calling it trained."""
+    vocabulary = tuple("ABCDEFGH")
+    model_a = explorer.build_model(A, vocabulary)
+    flipped = model_for_b(model_a, A.replace(norm="pre"))
+    assert torch.equal(flipped.head.weight, model_a.head.weight)
+    assert b_objective_text(model_a, flipped) == objective_text(flipped) == objective_text(model_a)
+    assert "trained model's own read-out" in b_objective_text(model_a, flipped)
+    b = A.replace(seed=1)
+    fresh = model_for_b(model_a, b)
+    assert not torch.equal(fresh.head.weight, model_a.head.weight)
+    assert torch.equal(fresh.head.weight, explorer.build_model(b, vocabulary).head.weight)
+    said = b_objective_text(model_a, fresh)
+    assert "trained model's own read-out" not in said and "its trained weights" not in said
+    assert (
+        "B's own read-out (its logits over A's vocabulary)" in said and "drawn from B's seed, its read-out too" in said
+    )
+    untrained = explorer.build_model(A)  # no read-out: B, fresh or not, gets the dummy tied read-out as A does
+    assert b_objective_text(untrained, model_for_b(untrained, b)) == objective_text(untrained)
+
+
+def test_objectives_text_gives_one_paragraph_for_one_objective_and_one_each_for_two():
+    assert objectives_text("Objective: x.", "Objective: x.") == "A and B: Objective: x."
+    assert objectives_text("Objective: x.", "Objective: y.") == "A: Objective: x.\n\nB: Objective: y."

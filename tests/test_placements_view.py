@@ -32,7 +32,7 @@ from explorer.analysis.stats import head_entropy, row_entropy
 from explorer.build import build_model
 from explorer.compare import model_for_b
 from explorer.config import NORMS, ModelConfig
-from explorer.flip_story import FlipEffect, flip_words, why_it_changes
+from explorer.flip_story import FlipEffect, flip_effect, flip_words, why_it_changes
 from explorer.placements_text import placements_paragraphs
 from pictures.placement_charts import PLACEMENT_COLOURS, PLACEMENT_DASHES, PLACEMENT_MARKERS, placements_chart
 from pictures.training_charts import NORM_COLOURS
@@ -505,7 +505,7 @@ def test_flip_words_explain_every_pair_of_placements(a, b):
     cfg = ModelConfig()
     words = flip_words(effect(), cfg.replace(norm=a), cfg.replace(norm=b), "Tiny")
     assert f"Tiny was trained {a}-norm. Run {b}-norm on the very same weights" in words
-    why = why_it_changes(a, b)
+    why = why_it_changes(a, b, effect().rms_a[1:])
     assert why in words
     if b == "post":
         assert "normalises the stream after every sub-layer" in why
@@ -519,3 +519,18 @@ def test_flip_words_explain_every_pair_of_placements(a, b):
         adds = {"res-post", "peri"}
         if (a in adds) != (b in adds):
             assert ("no longer normalised" if a in adds else "output norms that start at identity") in why
+
+
+@pytest.mark.parametrize("b", ["pre", "res-post", "peri"])
+def test_a_post_norm_checkpoints_stream_is_said_bounded_at_its_measured_rms_not_unit_size(minilm_model, b):
+    """MiniLM's trained LayerNorm gains keep its post-norm stream well below an RMS of 1 after every block: the flip
+    story gives the range measured on this text (RMS over tokens and units of each block's output, by hand), and
+    does not call it unit size."""
+    model_b = model_for_b(minilm_model, minilm_model.config.replace(norm=b))
+    trace_a = explorer.run(minilm_model, TEXT)
+    effect = flip_effect(trace_a, explorer.run(model_b, TEXT))
+    after = [np.sqrt((np.asarray(r, np.float64) ** 2).mean()) for r in trace_a.first.residual[1:]]  # [L]
+    assert len(after) == minilm_model.config.n_layers and max(after) < 0.7
+    words = flip_words(effect, minilm_model.config, model_b.config, "MiniLM")
+    assert f"post-norm kept bounded (an RMS of {min(after):.2f} to {max(after):.2f} after each block here)" in words
+    assert "unit size" not in words

@@ -52,6 +52,7 @@ from views.compare_downloads import ShownMaps, downloads
 from views.compare_lines import (
     GRADIENTS_KEY,
     NOT_YET,
+    gradient_objectives,
     gradients_or_none,
     gradients_wanted,
     per_layer_section,
@@ -308,7 +309,8 @@ def main() -> None:
     tables_key = (a, b, text_a, text_b, target_a, target_b, model_key(), removals, mode, wanted)  # heads: B: none
     tables = stack_tables(trace_a, trace_b, grads_a, grads_b, tables_key)
     missing = NOT_AVAILABLE if wanted else NOT_YET  # what an empty gradient panel says
-    lines = per_layer_section(tables, trace_a, trace_b, notes, missing)
+    objective = gradient_objectives(a, b if trace_b is not None else None)
+    lines = per_layer_section(tables, trace_a, trace_b, notes, objective, missing)
     # Every placement runs with every head: lend A's run with every head.
     placements_section(a, b if mode == CONFIGURATION else None, text_a, target_a, state.base_trace or trace_a)
 
@@ -319,7 +321,7 @@ def main() -> None:
     inputs |= {"a_target": target_a, "b_target": target_b}
     inputs |= {"a_removed": heads_text(trace_a.ablated), "b_removed": heads_text(trace_b.ablated)}
     inputs |= {"a_removed_with": trace_a.ablate_with, "b_removed_with": trace_b.ablate_with}
-    downloads(a, b, inputs, sharing, runs, pairs, tables, aligned, lines, shown, missing)
+    downloads(a, b, inputs, sharing, runs, pairs, tables, aligned, lines, shown, missing, objective)
     share_box(link_query(a, b, text_a, target_a, mode, text_b, b_heads), [p.label for p in pairs])
 
 

@@ -11,7 +11,6 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from explorer.analysis.gradients import objective_text
 from explorer.compare import MapPair
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
 from explorer.compare_text import describe
@@ -22,7 +21,6 @@ from pictures.compare_lines_chart import NOT_AVAILABLE, layer_lines
 from pictures.norm_figures import norm_maps_figure
 from views.compare_lines import shown_axes
 from views.compare_runs import ComparedRuns
-from views.state import session_model
 from views.widgets import download, plain, view_download
 
 
@@ -54,16 +52,17 @@ def downloads(
     lines: pd.DataFrame,
     shown: ShownMaps,
     missing: str,
+    objective: str,
 ) -> None:
     """The JSON and CSV files and the view's HTML, each made on the click from `runs` (`pairs`: its pairs, whose
-    shapes say whether A − B can be subtracted; read here, not kept), the view's of the maps `shown`."""
+    shapes say whether A − B can be subtracted; read here, not kept), the view's of the maps `shown`; `objective`:
+    what A's and B's gradient norms measure (compare_lines.gradient_objectives)."""
     st.subheader("Download the comparison")
     st.caption(
         "JSON: both configurations, the inputs, the per-layer figures and every A − B map with the head ranking. "
         "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell)."
     )
     row = st.container(horizontal=True)  # each button as wide as its label, which columns cut on a projector
-    objective = objective_text(session_model())  # A's, and B's: B carries A's read-out, trained or not
     everything = partial(comparison_file, runs, a, b, inputs, sharing, tables, objective, aligned)
     download("Download JSON", everything, "comparison.json", "application/json", "compare_json", row)
     download(

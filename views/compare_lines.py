@@ -9,12 +9,12 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from explorer.analysis.gradients import objective_text
-from explorer.compare_text import unequal_depth_note
+from explorer.compare_text import b_objective_text, objectives_text, unequal_depth_note
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
 from explorer.trace import Trace
 from pictures.compare_lines_chart import NOT_AVAILABLE, STATISTIC_TITLES, layer_lines
 from pictures.log_axes import AXES, panel_scales, scales_note
-from views.caches import gradient_totals
+from views.caches import gradient_totals, model_of
 from views.state import model_key, session_model
 from views.widgets import plotly_chart, settle_choice
 
@@ -60,6 +60,14 @@ def gradients_wanted(a: ModelConfig, n_pieces: int, notes: list[str]) -> bool:
     return wanted
 
 
+def gradient_objectives(a: ModelConfig, b: ModelConfig | None) -> str:
+    """What the gradient norms of A and of B (None: B is not drawn) measure, B's read from B's own model."""
+    model_a = session_model()
+    if b is None:
+        return objective_text(model_a)
+    return objectives_text(objective_text(model_a), b_objective_text(model_a, model_of(a, b, model_key())))
+
+
 def shown_axes() -> str:
     """The axes the per-layer lines are drawn with (the choice's value, auto before it is drawn)."""
     axes = st.session_state.get(KEY)
@@ -76,10 +84,11 @@ def per_layer_section(
     trace_a: Trace,
     trace_b: Trace | None,
     notes: list[str],
+    objective: str,
     missing: str = NOT_AVAILABLE,
 ) -> pd.DataFrame:
-    """The per-layer lines of the stack picked (and the notes under them), a panel with no values saying `missing`;
-    returns the table they draw."""
+    """The per-layer lines of the stack picked (and the notes under them, and `objective`: gradient_objectives), a
+    panel with no values saying `missing`; returns the table they draw."""
     st.subheader(
         "Per layer: A and B on the same axes" if trace_b is not None else "Per layer: A alone (B is not drawn)"
     )
@@ -100,5 +109,5 @@ def per_layer_section(
     for note in notes:
         st.caption(note)
     with st.expander("What the gradient norms measure"):
-        st.write(objective_text(session_model()))
+        st.write(objective)
     return table
