@@ -659,3 +659,17 @@ def test_two_checkpoints_each_state_their_own_gradient_objective(at, smollm_mode
     data = json.loads(made["comparison.json"]())
     assert data["gradient_objective"] == said
     assert "dummy" not in data["note"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("b_norm", "noise"), [("res-post", True), ("peri", False)])
+def test_b_gradient_norms_float32_cannot_resolve_are_called_noise(at, smollm_model, b_norm, noise):
+    """SmolLM2's weights run res-post: a 1e-6 move of the input changes B's block gradient norms x23 (float64 gives
+    other numbers, README); run peri, under 1 %. Only the first is said to be rounding, under B's lines."""
+    b_model = f"A with {b_norm}-norm"  # a checkpoint's B: its very weights with another placement
+    open_compare(at, model="smollm2-135m", b_model=b_model, tokens="The cat sat on the mat because it was tired.")
+    assert at.radio(key="b_model").value == b_model
+    said = [c.value for c in at.caption if "float32 rounding, not a measurement" in c.value]
+    assert len(said) == (1 if noise else 0)
+    if noise:
+        assert "B's gradient norms" in said[0] and "one part in a million" in said[0]

@@ -26,7 +26,7 @@ from streamlit.logger import get_logger
 
 import explorer
 from explorer.ablation import Head
-from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
+from explorer.analysis.gradients import gradient_change, gradient_norms, layer_gradient_totals
 from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.placements import PlacementRun, placement_run
 from explorer.analysis.position_analysis import (
@@ -230,7 +230,19 @@ def trace_of(
 @st.cache_data(max_entries=32, show_spinner="Computing gradient norms…")
 def gradient_totals(a: ModelConfig, b: ModelConfig, text: str, target: str | None, who: str | None) -> pd.DataFrame:
     with taking_turns(trace_room(b, text, target)):  # a backward pass: about a trace's bytes at its peak
-        return layer_gradient_totals(gradient_norms(model_of(a, b, who), text, target))
+        model = model_of(a, b, who)
+        totals = layer_gradient_totals(gradient_norms(model, text, target))
+        if trained_elsewhere(a, b, who):  # resolved in float32? One more backward pass, and a `change` column
+            return gradient_change(model, text, target, totals)
+        return totals
+
+
+def trained_elsewhere(a: ModelConfig, b: ModelConfig, who: str | None) -> bool:
+    """Whether B runs trained weights with another placement or shape than they were made for: a checkpoint's own
+    with another norm, or this session's trained model's (`who`) with any other setting."""
+    if isinstance(b, CheckpointConfig):
+        return isinstance(a, CheckpointConfig) and a.checkpoint == b.checkpoint and a.norm != b.norm
+    return who is not None and b != a
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

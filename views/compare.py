@@ -14,6 +14,7 @@ from functools import partial
 import streamlit as st
 
 from explorer.ablation import Head, heads_text
+from explorer.analysis.gradients import UNRESOLVED
 from explorer.compare import (
     CONFIGURATION,
     INPUT,
@@ -28,6 +29,7 @@ from explorer.compare import (
 from explorer.compare_link import comparison_query
 from explorer.compare_text import (
     missing_side,
+    unresolved_b_note,
     why_not_subtracted,
 )
 from explorer.config import ConfigError, ModelConfig
@@ -304,6 +306,8 @@ def main() -> None:
     if mode == HEADS:
         grads_b = None
         notes.append("No gradient norms for B: gradients are taken with every head, so B's would be A's.")
+    if grads_b is not None and "change" in grads_b and not (grads_b["change"] <= UNRESOLVED).all():
+        notes.append(unresolved_b_note(float(grads_b["change"].max())))
     elif state.ablated:
         notes.append("The gradient norms are the model's with every head: they do not take removed heads.")
     tables_key = (a, b, text_a, text_b, target_a, target_b, model_key(), removals, mode, wanted)  # heads: B: none
