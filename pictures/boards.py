@@ -28,6 +28,9 @@ LEGEND_TICKS = 4  # at most this many round values marked between the two ends o
 # last one's memory instead of faulting in fresh pages (SmolLM2's 270 maps of 512 x 512, causal: 0.21 s, against
 # 0.39-0.44 s in chunks of 32 maps, 33.5 MB, on the 2-core VM, where fresh pages are slow).
 POOL_CHUNK_BYTES = 8 * 2**20
+# The narrowest cell a value is written in by default: "0.25" in the component's 11 px cell font takes about 20 px (a
+# 13-token reordering map at 190 px, 14.6 px a cell, wrote each number over its neighbours)
+CELL_TEXT_PX = 22.0
 
 
 def encode_floats(values: np.ndarray) -> bytes:
@@ -61,7 +64,7 @@ def matrix_panel(
     extra: dict[str, np.ndarray | tuple[np.ndarray, int | None]] | None = None,
     outline: tuple[int, int] | None = None,
     tick_px: float | None = None,
-    text_px: float = 0.0,
+    text_px: float = CELL_TEXT_PX,
     plot_px: tuple[float, float] | None = None,
     frame: tuple[int, int] | None = None,
     hover_titles: tuple[str, str] | None = None,
@@ -89,7 +92,8 @@ def matrix_panel(
 
     Labels: up to MAX_TICKS tokens an axis, or with `tick_px` as many as fit that far apart (every n-th token);
     the component cuts a label longer than `label_chars` characters short on the axis, and hover gives it whole.
-    Values are written in the cells of small matrices (MAX_CELL_TEXT) whose cells are at least `text_px` wide.
+    Values are written in the cells of small matrices (MAX_CELL_TEXT) whose cells are at least `text_px` wide (by
+    default CELL_TEXT_PX, which "0.25" needs: narrower cells wrote numbers over one another).
     """
     values = np.asarray(values, dtype=np.float32)  # [Tq, Tk]
     tq, tk = values.shape

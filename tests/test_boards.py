@@ -107,6 +107,10 @@ def test_narrow_maps_label_only_tokens_that_fit_apart_and_drop_cramped_text():
     small = np.zeros((4, 4))
     assert panel(small, max_px=80, text_px=22)["text_digits"] is None  # 20 px cells: too narrow for "0.25"
     assert panel(small, max_px=120, text_px=22)["text_digits"] == 2
+    # Without a text_px of its own a panel still writes no number its cells cannot hold: the Positional page's
+    # 13-token reordering maps, 190 px a side (14.6 px a cell), wrote "0.27" over its neighbours
+    assert panel(np.zeros((13, 13)), max_px=190)["text_digits"] is None
+    assert panel(np.zeros((13, 13)), max_px=13 * 30)["text_digits"] == 2
 
 
 @pytest.mark.parametrize(
