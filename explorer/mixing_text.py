@@ -13,6 +13,7 @@ from explorer.numbers import readable_share
 # other work running, when the default 2-layer model's every row at 47 tokens (9.8 million) took 3.0 s and MiniLM's
 # at 32 pieces (6.3 million) 2.7 s: 8 million keeps the page's flow near 3 s on a busy machine, 1.5 s on a quiet one.
 FLOW_PAGE_MAX_WORK = 8_000_000
+SHOWN = 0.005  # a value that rounds to 0.00 in a sentence is not named there
 
 
 def explanation(residual: float) -> str:
@@ -31,8 +32,9 @@ def explanation(residual: float) -> str:
         f"Ã = {own}·I + {rest}·A. **Rollout** multiplies these matrices, first layer first: how much of each input "
         "token reaches each position, if mixing simply compounds. **Flow** treats the layers as a network of pipes "
         "whose widths are Ã, and asks how much can reach each input token at most through all paths at once (a "
-        "max-flow problem, slower to solve). Both use the weights alone: they leave out the feed-forward layers and "
-        "the size of what each head adds."
+        "max-flow problem, slower to solve). Each flow value is its own max-flow problem, not a share: several input "
+        "tokens can each reach a position fully, so a row of flow can sum to more than 1. Both use the weights alone: "
+        "they leave out the feed-forward layers and the size of what each head adds."
     )
 
 
@@ -122,23 +124,55 @@ def reach_title(token: str, query: int, n_tokens: int, causal: bool) -> str:
 
 def top_tokens(tokens: list[str], row: np.ndarray, most: int = 3) -> str:
     """The `most` largest entries of a row as "`mat` (0.42), `the` (0.21)", largest first, leaving out those that
-    round to 0.00 (but always the largest)."""
+    round to 0.00 ("" when every entry does)."""
     order = np.argsort(-np.asarray(row, dtype=np.float64), kind="stable")[:most]
-    return ", ".join(f"`{tokens[i]}` ({row[i]:.2f})" for n, i in enumerate(order) if n == 0 or row[i] >= 0.005)
+    return ", ".join(f"`{tokens[i]}` ({row[i]:.2f})" for i in order if row[i] >= SHOWN)
 
 
 def reach_sentence(
     tokens: list[str], query: int, raw_row: np.ndarray, rollout_row: np.ndarray, flow_row: np.ndarray | None
 ) -> str:
-    """What one query's rows say: the keys the last layer's raw average weights most, and the input tokens rollout
-    and flow find most of in that position."""
-    text = (
-        f"At position {query} (`{tokens[query]}`), the last layer's average of heads weights most "
-        f"{top_tokens(tokens, raw_row)}; rollout finds most of {top_tokens(tokens, rollout_row)} in it"
+    """What one query's rows say: the keys the last layer's raw average weights most, the input tokens rollout
+    estimates that position is made of, and those the most flow can pass to (or that nothing reaches)."""
+    raw, rollout = top_tokens(tokens, raw_row), top_tokens(tokens, rollout_row)
+    parts = [
+        f"At position {query} (`{tokens[query]}`), the last layer's average of heads "
+        + (f"weights most {raw}" if raw else "puts no weight on any key"),
+        f"rollout estimates that it is made most of {rollout}"
+        if rollout
+        else "by rollout's estimate nothing reaches it",
+    ]
+    if flow_row is not None:
+        flow = top_tokens(tokens, flow_row)
+        parts.append(
+            "flow, the most that can pass from it to each input token on its own (each its own max-flow problem, not "
+            f"a share: a row can sum to more than 1), is largest for {flow}"
+            if flow
+            else "no flow can pass from it to any input token"
+        )
+    return "; ".join(parts) + "."
+
+
+def rows_note(rollout: np.ndarray) -> str:
+    """What the rows of a rollout map ([Q, T]) sum to: 1, or 0 where nothing reaches the position."""
+    empty = (np.asarray(rollout, dtype=np.float64).sum(axis=-1) < 0.5).any()  # [Q] -> one bool
+    return "rows sum to 1 (0 where nothing reaches)" if empty else "rows sum to 1"
+
+
+def board_caption(flow_shown: bool) -> str:
+    """The caption of the last block's board: what each of its two or three maps holds."""
+    rollout = (
+        "rollout: by this estimate, which input tokens (across) each position (down) is made of after every block "
+        "(rows sum to 1, or 0 where nothing reaches)"
     )
-    if flow_row is None:
-        return text + "."
-    return text + f"; flow, {top_tokens(tokens, flow_row)}."
+    flow = (
+        "flow: the most that can pass from each position to each input token through the attention graph, each "
+        "cell its own max-flow problem, not a share (a row can sum to more than 1)"
+    )
+    maps = f"Middle, {rollout}. Right, {flow}." if flow_shown else f"Right, {rollout}."
+    return (
+        f"Left, where the last layer's heads look (their average). {maps} Click a cell to see its position's row below."
+    )
 
 
 def is_causal(allowed: np.ndarray) -> bool:

@@ -87,7 +87,50 @@ def test_the_notebook_maps_stretch_their_colours_as_the_pages_board_does():
     for before, after in zip(plain["data"], stretched["data"], strict=True):  # the values drawn are the same
         np.testing.assert_array_equal(np.asarray(after["z"], dtype=float), np.asarray(before["z"], dtype=float))
     flows = figure_json(flow_figure(explorer.run(ModelConfig(n_layers=2), TOKENS), stretch=True))
-    assert flows["data"][0]["zmax"] == flows["data"][1]["zmax"] < 1  # rollout and flow on one stretched scale
+    assert flows["data"][0]["zmax"] < 1 and flows["data"][1]["zmax"] == 1  # rollout stretched, flow kept 0 to 1
+
+
+def words_and_flow(n_tokens: int) -> tuple[explorer.Trace, np.ndarray]:
+    words = " ".join(f"w{i}" for i in range(n_tokens))
+    long = explorer.run(ModelConfig(n_layers=2), words)
+    return long, attention_flow_rows(long)
+
+
+def test_stretch_colours_stretches_raw_and_rollout_and_leaves_flow_on_0_to_1():
+    """Found by a review: flow's top 1 % is about 1 (each value is its own max flow), so one scale stretched over all
+    three maps stayed near 0 to 1 and Stretch colours did nothing on the last block's board."""
+    long, flow = words_and_flow(24)
+    maps, rollout = long.first.self_attention, attention_rollout(long)
+    raw_and_rollout = np.concatenate([head_average(maps, 1).ravel(), rollout[1].ravel()])  # no mask: every cell
+    top = float(np.quantile(raw_and_rollout, 0.99))
+    assert top < 0.5 < np.quantile(np.concatenate([raw_and_rollout, flow.ravel()]), 0.99)  # flow would undo it
+    panels = last_block_board(maps, rollout, flow, 0.5, stretch=True)["panels"]
+    assert panels[1]["legend"]["high"] == pytest.approx(top) and panels[1]["legend"]["title"] == "value, both maps"
+    assert (panels[2]["legend"]["low"], panels[2]["legend"]["high"]) == (0.0, 1.0)
+    assert panels[2]["legend"]["title"] == "max flow"
+    assert "top 1 % of raw and rollout values" in panels[0]["subtitle"] and "flow keeps 0 to 1" in panels[0]["subtitle"]
+    shades = np.unique(panel_matrix(panels[2]).image.reshape(-1, 3), axis=0)  # flow's colours on 0 to 1, unstretched
+    plain = last_block_board(maps, rollout, flow, 0.5)["panels"]
+    np.testing.assert_array_equal(panel_matrix(plain[2]).image, panel_matrix(panels[2]).image)
+    assert len(shades) > 1
+
+
+def test_the_notebook_flow_maps_name_each_colour_bar_by_what_it_holds():
+    """The figure's one colour bar was titled "share", under flow's values too, which are not shares."""
+    long, flow = words_and_flow(24)
+    rollout = attention_rollout(long)[-1]
+    stretched = figure_json(flow_figure(long, stretch=True))
+    rolled, flows = stretched["data"]
+    assert rolled["zmax"] == pytest.approx(np.quantile(rollout.ravel(), 0.99)) and flows["zmax"] == 1.0
+    assert [(h["showscale"], h["colorbar"]["title"]["text"]) for h in (rolled, flows)] == [
+        (True, "rollout"),
+        (True, "max flow"),
+    ]
+    assert rolled["colorbar"]["x"] < flows["colorbar"]["x"]  # the rollout bar stands between the two maps
+    plain = figure_json(flow_figure(long))["data"]  # one scale, 0 to 1: one bar, named for both maps
+    assert [h.get("showscale") for h in plain] == [False, True] and plain[1]["colorbar"]["title"]["text"] == "value"
+    assert "share" not in str([h.get("colorbar") for h in plain + stretched["data"]])
+    np.testing.assert_allclose(np.asarray(flows["z"], dtype=float), flow, atol=1e-6)
 
 
 def test_the_layer_board_draws_rollout_after_that_block(trace):

@@ -77,6 +77,8 @@ def test_the_default_view_draws_explorers_rollout_and_flow():
     np.testing.assert_allclose(bars["flow"], attention_flow(trace, 0), atol=FLOAT32)
     text = " ".join(m.value for m in at.markdown)
     assert "residual connection" in text and "Abnar & Zuidema 2020" in text and "0.5·I + 0.5·A" in text
+    board = next(c.value for c in at.caption if c.value.startswith("Left,"))
+    assert "Middle, rollout: by this estimate" in board and "Right, flow" in board and "not a share" in board
 
 
 def test_the_block_slider_is_in_the_url_and_draws_rollout_after_that_block():
@@ -141,7 +143,10 @@ def test_stretch_colours_in_the_link_stretches_both_boards_and_the_switch_undoes
     drawn = app_matrices(at)
     layer_top = drawn["mix_layer_rollout"].view["legend"]["high"]  # the board's one legend
     assert layer_top == pytest.approx(np.quantile(np.concatenate(shown), 0.99), rel=1e-5) and layer_top < 1
-    assert drawn["mix_flow"].view["legend"]["high"] < 1 and "colours stretched" in drawn["mix_raw"].title
+    last = [head_average(maps, 1)[maps.allowed], rollout[1][maps.allowed | np.eye(len(rollout[1]), dtype=bool)]]
+    last_top = drawn["mix_rollout"].view["legend"]["high"]  # raw and rollout stretched; flow keeps 0 to 1
+    assert last_top == pytest.approx(np.quantile(np.concatenate(last), 0.99), rel=1e-5) and last_top < 1
+    assert drawn["mix_flow"].view["legend"]["high"] == 1.0 and "colours stretched" in drawn["mix_raw"].title
     at.toggle(key="stretch").set_value(False).run()
     assert_ok(at)
     assert [app_matrices(at)[k].view["legend"]["high"] for k in ("mix_flow", "mix_layer_rollout")] == [1.0, 1.0]
@@ -161,6 +166,8 @@ def test_past_the_limit_flow_of_every_row_is_a_sentence_and_one_row_is_still_dra
     drawn = app_matrices(at)
     assert "mix_flow" not in drawn and "mix_rollout" in drawn
     assert "Flow for every position is not computed here" in infos(at) and "3,600 max-flow problems" in infos(at)
+    board = next(c.value for c in at.caption if c.value.startswith("Left,"))  # two maps: no middle one, no flow
+    assert "Right, rollout" in board and "Middle" not in board and "middle" not in board
     trace = explorer.run(ModelConfig(), words)
     np.testing.assert_allclose(reach_bars(at)["flow"], attention_flow(trace, 59), atol=FLOAT32)
 

@@ -9,6 +9,7 @@ import pytest
 from explorer.mixing_export import mixing_table
 from explorer.mixing_text import (
     FLOW_PAGE_MAX_WORK,
+    board_caption,
     explanation,
     first_stack_note,
     flow_max_tokens,
@@ -19,6 +20,7 @@ from explorer.mixing_text import (
     opening_query,
     piled_up_note,
     reach_sentence,
+    rows_note,
     top_tokens,
 )
 
@@ -83,8 +85,50 @@ def test_reach_sentence_with_and_without_flow():
     tokens = ["x", "y"]
     raw, rollout, flow = np.array([0.2, 0.8]), np.array([0.7, 0.3]), np.array([1.0, 0.5])
     text = reach_sentence(tokens, 1, raw, rollout, flow)
-    assert text.startswith("At position 1 (`y`)") and "`y` (0.80)" in text and "flow, `x` (1.00)" in text
+    assert text.startswith("At position 1 (`y`)") and "weights most `y` (0.80), `x` (0.20)" in text
     assert "flow" not in reach_sentence(tokens, 1, raw, rollout, None)
+
+
+def test_the_reach_sentence_says_rollout_is_an_estimate_and_flow_is_not_a_share():
+    """Found by a review: "rollout finds most of ... in it; flow, [CLS] (1.00), [SEP] (1.00), tired (0.95)" read
+    flow's values, which sum to 2.95 there, as shares of the position."""
+    tokens = ["[CLS]", "tired", "[SEP]"]
+    flow = np.array([1.0, 0.95, 1.0])  # three max flows: each token alone can reach the position fully
+    text = reach_sentence(tokens, 1, np.array([0.5, 0.3, 0.2]), np.array([0.6, 0.3, 0.1]), flow)
+    assert "rollout estimates that it is made most of `[CLS]` (0.60), `tired` (0.30), `[SEP]` (0.10)" in text
+    assert "the most that can pass from it to each input token on its own" in text and "not a share" in text
+    assert "a row can sum to more than 1" in text
+    assert "is largest for `[CLS]` (1.00), `[SEP]` (1.00), `tired` (0.95)." in text
+
+
+def test_a_row_that_nothing_reaches_is_said_so_not_named_as_a_token_of_0():
+    """At residual 0 a row whose keys are all masked is all zeros: the sentence had named its first token "(0.00)"."""
+    tokens = ["[PAD]", "the", "cat"]
+    zeros = np.zeros(3)
+    text = reach_sentence(tokens, 0, zeros, zeros, zeros)
+    assert "(0.00)" not in text
+    assert "puts no weight on any key" in text and "nothing reaches it" in text
+    assert "no flow can pass from it to any input token" in text
+    assert top_tokens(tokens, np.array([0.004, 0.0, 0.001])) == ""  # every value rounds to 0.00
+
+
+def test_rows_sum_to_1_or_to_0_where_nothing_reaches():
+    assert rows_note(np.eye(3)) == "rows sum to 1"
+    empty = np.array([[0.0, 0.0], [0.4, 0.6]])  # position 0: nothing reaches it
+    assert rows_note(empty) == "rows sum to 1 (0 where nothing reaches)"
+
+
+def test_the_board_caption_names_the_maps_drawn_and_says_what_flow_is():
+    three = board_caption(flow_shown=True)
+    assert "Middle, rollout: by this estimate" in three and "Right, flow: the most that can pass" in three
+    assert "each cell its own max-flow problem, not a share (a row can sum to more than 1)" in three
+    assert "rows sum to 1, or 0 where nothing reaches" in three
+    two = board_caption(flow_shown=False)  # flow not computed: two maps, no middle one
+    assert "Right, rollout: by this estimate" in two and "Middle" not in two and "flow" not in two
+
+
+def test_the_explanation_says_flow_is_not_a_share():
+    assert "not a share" in explanation(0.5) and "a row of flow can sum to more than 1" in explanation(0.5)
 
 
 def test_piled_up_note_only_when_every_row_sits_on_one_token():

@@ -16,6 +16,7 @@ from explorer.analysis.stats import head_average
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.mixing_export import mixing_table
 from explorer.mixing_text import (
+    board_caption,
     explanation,
     first_stack_note,
     flow_offered,
@@ -101,10 +102,7 @@ def last_block(
     flow = None
     if flow_offered(n_layers, n_tokens, None):
         flow = flow_of(trace, residual, tuple(range(n_tokens)))  # [T, T]
-    st.caption(
-        "Left, where the last layer's heads look (their average); middle and right, which input tokens (across) each "
-        "position (down) is made of after every block. Click a cell to see its position's row below."
-    )
+    st.caption(board_caption(flow is not None))
     show_board(last_block_board(maps, rollout, flow, residual, stretch), key="mix_last", on_pick=pick_query)
     piled = piled_up_note([code_text(t) for t in token_labels(maps.key_labels)], rollout[-1], n_layers)
     if piled:
