@@ -3,6 +3,8 @@ numbers, no Streamlit here."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from explorer.config_words import count
@@ -115,9 +117,9 @@ def flow_cost(n_layers: int, n_tokens: int, rows: int) -> str:
     )
 
 
-def reach_title(token: str, query: int, n_tokens: int, causal: bool) -> str:
-    """The title of one query's row of rollout and flow."""
-    if causal and query == n_tokens - 1:
+def reach_title(token: str, query: int, n_tokens: int, predicts: bool) -> str:
+    """The title of one query's row of rollout and flow (`predicts`: predicts_next)."""
+    if predicts and query == n_tokens - 1:
         return f"Which input tokens reach the prediction (after “{token}”, the last position)"
     return f"Which input tokens reach position {query} (“{token}”) after the last block"
 
@@ -175,14 +177,15 @@ def board_caption(flow_shown: bool) -> str:
     )
 
 
-def is_causal(allowed: np.ndarray) -> bool:
-    """Whether no position may look ahead ([T, T] allowed keys): the last position's output predicts the next token."""
-    return not np.triu(np.asarray(allowed, dtype=bool), 1).any()
+def predicts_next(stack_names: Sequence[str]) -> bool:
+    """Whether the first stack's last position predicts the next token: only a decoder-only model's does (a causal
+    mask alone does not say so: one token, a padded encoder or an encoder-decoder's encoder can have one)."""
+    return tuple(stack_names) == ("decoder",)
 
 
-def opening_query(allowed: np.ndarray) -> int:
-    """The position whose row the page opens on: the last for a causal model (the prediction), else the first."""
-    return len(allowed) - 1 if is_causal(allowed) else 0
+def opening_query(n_tokens: int, predicts: bool) -> int:
+    """The position whose row the page opens on: the last where it predicts the next token, else the first."""
+    return n_tokens - 1 if predicts else 0
 
 
 PILED = 0.9  # rollout "piles up" on one token when it holds at least this share of every position

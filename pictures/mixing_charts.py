@@ -17,7 +17,7 @@ from explorer.analysis.mixing import (
 )
 from explorer.analysis.stats import head_average
 from explorer.arguments import whole_in
-from explorer.mixing_text import is_causal, reach_title, rows_note
+from explorer.mixing_text import predicts_next, reach_title, rows_note
 from explorer.trace import AttentionMaps, Trace
 from pictures.attention_panels import scale_note, token_hover_names, token_labels, top_of, weight_ramp
 from pictures.boards import matrix_panel, noted_board
@@ -400,7 +400,7 @@ def flow_figure(
         return flow_maps_figure(maps, rollout, attention_flow_rows(trace, None, residual), residual, stretch)
     query = whole_in("query", query, -n_tokens, n_tokens - 1) % n_tokens  # -1: the last position
     flow = attention_flow(trace, query, residual)  # [T]
-    return flow_row_figure(maps, rollout, flow, query, residual)
+    return flow_row_figure(maps, rollout, flow, query, residual, predicts_next([s.name for s in trace.stacks]))
 
 
 def flow_maps_figure(
@@ -427,11 +427,13 @@ def flow_row_figure(
     flow: np.ndarray | None,
     query: int,
     residual: float,
+    predicts: bool,
     title: str | None = None,
 ) -> go.Figure:
-    """flow_figure of one query, from rollout ([L, T, T]) and that query's flow ([T]; None: not computed)."""
+    """flow_figure of one query, from rollout ([L, T, T]) and that query's flow ([T]; None: not computed); `predicts`:
+    whether the last position predicts the next token (explorer.mixing_text.predicts_next)."""
     tokens = maps.key_labels
     raw = head_average(maps, maps.n_layers - 1)[query]  # [T]
     rows = {"raw": raw, "rollout": rollout[-1, query], "flow": flow}
-    title = title or reach_title(tokens[query], query, len(tokens), is_causal(maps.allowed))
+    title = title or reach_title(tokens[query], query, len(tokens), predicts)
     return reach_figure(tokens, title, rows, residual)

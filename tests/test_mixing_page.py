@@ -194,6 +194,24 @@ def test_a_causal_model_shows_which_tokens_reach_the_prediction():
     assert_drawn(rollout, attention_rollout(trace)[-1])
 
 
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"tokens": "cat"},  # one token: a mask with nothing above the diagonal
+        {"mask": "padding", "tokens": "the [PAD] [PAD]"},  # a padded encoder whose last rows see only "the"
+        {"arch": "encoder-decoder", "mask": "causal"},  # a causal encoder: its last position predicts nothing
+    ],
+)
+def test_only_a_decoder_only_model_is_said_to_predict(params):
+    """Found by a review: "reach the prediction" was decided from the mask's shape, so these layouts, whose first
+    stack predicts no next token, opened on their last position under that title."""
+    at = opened(**params)
+    assert not any("prediction" in s.value for s in at.subheader)
+    assert at.selectbox(key="mix_query").value == 0
+    (figure,) = app_figures(at)
+    assert "reach position 0" in figure["layout"]["title"]["text"]
+
+
 def test_masked_tokens_get_zero_and_are_drawn_grey():
     at = opened(mask="padding", tokens="a b [PAD] c")
     trace = explorer.run(ModelConfig(mask="padding"), "a b [PAD] c")

@@ -16,10 +16,11 @@ from explorer.mixing_text import (
     flow_offered,
     flow_too_big,
     flow_work,
-    is_causal,
     opening_query,
     piled_up_note,
+    predicts_next,
     reach_sentence,
+    reach_title,
     rows_note,
     top_tokens,
 )
@@ -68,11 +69,15 @@ def test_the_too_big_sentence_says_how_much_and_how_to_get_flow():
     assert "explorer.attention_flow" in row
 
 
-def test_causal_and_the_opening_position():
-    causal = np.tril(np.ones((4, 4), dtype=bool))
-    assert is_causal(causal) and opening_query(causal) == 3  # the last position predicts the next token
-    full = np.ones((4, 4), dtype=bool)
-    assert not is_causal(full) and opening_query(full) == 0
+def test_only_a_decoder_only_model_predicts_and_opens_on_its_last_position():
+    assert predicts_next(["decoder"]) and opening_query(4, True) == 3  # the last position predicts the next token
+    for stacks in (["encoder"], ["encoder", "decoder"]):  # an encoder-decoder's rollout follows its encoder
+        assert not predicts_next(stacks)
+    assert opening_query(4, False) == 0
+    assert "reach the prediction" in reach_title("mat", 5, 6, predicts=True)
+    assert (
+        reach_title("mat", 5, 6, predicts=False) == "Which input tokens reach position 5 (“mat”) after the last block"
+    )
 
 
 def test_top_tokens_lists_the_largest_first_and_drops_what_rounds_to_zero():

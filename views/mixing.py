@@ -21,9 +21,9 @@ from explorer.mixing_text import (
     first_stack_note,
     flow_offered,
     flow_too_big,
-    is_causal,
     opening_query,
     piled_up_note,
+    predicts_next,
     reach_sentence,
     removal_note,
     residual_help,
@@ -117,12 +117,13 @@ def reach(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, flow: np.ndarr
     returns (the position, its flow row or None)."""
     n_tokens = len(maps.key_tokens)
     positions = list(range(n_tokens))
-    st.subheader("Which input tokens reach the prediction" if is_causal(maps.allowed) else "One position's row")
+    predicts = predicts_next([s.name for s in trace.stacks])
+    st.subheader("Which input tokens reach the prediction" if predicts else "One position's row")
     clamp_view("mix_query", positions, "position")
     query = st.selectbox(
         "Position",
         positions,
-        index=opening_query(maps.allowed),
+        index=opening_query(n_tokens, predicts),
         key="mix_query",
         bind="query-params",
         help="The position whose row is drawn: 0 is the first token. Clicking a cell of the maps above picks its row.",
@@ -139,7 +140,7 @@ def reach(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, flow: np.ndarr
     st.markdown(
         reach_sentence([code_text(t) for t in token_labels(maps.key_labels)], query, raw, rollout[-1, query], row)
     )
-    plotly_chart(flow_row_figure(maps, rollout, row, query, residual), "mix_reach")
+    plotly_chart(flow_row_figure(maps, rollout, row, query, residual, predicts), "mix_reach")
     return query, row
 
 
@@ -182,11 +183,13 @@ def mixing_figures(
     """The view as Plotly figures (pictures.mixing_charts' notebook builders), made on the click: the maps and the
     rollout from their makers, `flow` ([T, T], this session's copy) and its `row` ([T]) as computed, the maps'
     colours `stretch`ed as the page's."""
-    maps, rollout = mixed_maps(make_trace()), make_rollout()
+    trace = make_trace()
+    maps, rollout = mixed_maps(trace), make_rollout()
+    predicts = predicts_next([s.name for s in trace.stacks])
     figures = [rollout_maps_figure(maps, rollout, None, residual, stretch)]
     if flow is not None:
         figures.append(flow_maps_figure(maps, rollout, flow, residual, stretch))
-    figures.append(flow_row_figure(maps, rollout, row, query, residual))
+    figures.append(flow_row_figure(maps, rollout, row, query, residual, predicts))
     if layer != maps.n_layers - 1:
         figures.append(rollout_maps_figure(maps, rollout, layer, residual, stretch))
     return figures
