@@ -40,18 +40,27 @@ def explanation(residual: float) -> str:
     )
 
 
-def removal_note(heads: str, mode: str, residual: float) -> str:
-    """For a run with heads removed (explorer.ablation): what A is then, in rollout and flow and in the raw maps."""
-    acted = (
-        "zero weight, its output having been set to zero"
-        if mode == "zero"
-        else ("its mean weight on each key over the queries, its output having been set to its mean")
-    )
+def removal_note(heads: str, mode: str, residual: float, masked: bool) -> str:
+    """For a run with heads removed (explorer.ablation): what A is then, in rollout and flow and in the raw maps.
+    `masked`: whether the mask hides some key from some position."""
+    if mode == "zero":
+        acted = "zero weight, its output having been set to zero"
+        after = (
+            "Where a removed head's weights became zero, A's rows sum to less than 1 in its layer, and each row of Ã "
+            f"is divided by its sum, so there a token keeps more than {residual:g} of itself."
+        )
+    else:
+        acted = "its mean weight on each key over the queries, its output having been set to its mean"
+        after = (
+            "That mean is the same for every position, so through a removed head a position receives tokens its mask "
+            "hides from it (with a causal mask, later tokens): those cells are drawn with their values, not grey."
+            if masked
+            else ""
+        )
     return (
         f"**{heads} removed.** In A each removed head counts as it acted: {acted}. The raw maps on this page average "
-        "the heads the same way. Where a removed head's weights became zero, A's rows sum to less than 1 in its layer, "
-        f"and each row of Ã is divided by its sum, so there a token keeps more than {residual:g} of itself."
-    )
+        f"the heads the same way. {after}"
+    ).strip()
 
 
 def residual_help() -> str:

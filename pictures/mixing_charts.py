@@ -59,10 +59,18 @@ ROW_NAMES = {
 
 
 def reachable(allowed: np.ndarray) -> np.ndarray:
-    """[T, T] bool: the cells rollout and flow can be nonzero in, the allowed keys and each token itself (the
-    residual). The app's masks (causal, padding) are closed under composition, so further layers reach no more."""
+    """[T, T] bool: the cells the mask lets rollout and flow be nonzero in, the allowed keys and each token itself (the
+    residual). The app's masks (causal, padding) are closed under composition, so further layers reach no more while
+    every head attends as its mask allows; a head removed by its mean does not (shown_cells)."""
     allowed = np.asarray(allowed, dtype=bool)  # [T, T]
     return allowed | np.eye(allowed.shape[0], dtype=bool)
+
+
+def shown_cells(values: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """[Q, T] bool: the cells drawn with their value, the rest grey: those the mask reaches (`reach`, [Q, T]) and any
+    other whose value is not 0. A head removed by its mean weighs every key by its mean over the queries, so through
+    it a position receives tokens its mask hides (later ones, under a causal mask)."""
+    return np.asarray(reach, dtype=bool) | (np.asarray(values) != 0)  # [Q, T]
 
 
 def _mixing_panel(
@@ -77,7 +85,8 @@ def _mixing_panel(
 ) -> dict:
     """A [Q, T] map over the first stack's tokens, input tokens across and the positions `queries` (None: all) down,
     white = 0 to darkest blue = 1 (MIX, or the board's stretched `ramp`: mix_colours); grey where `allowed` ([Q, T])
-    is False: masked, no path reaches. Without `legend`, a neighbour on the same scale draws it."""
+    is False and the value is 0: masked, no path reaches (shown_cells). Without `legend`, a neighbour on the same
+    scale draws it."""
     labels = token_labels(maps.key_labels)
     y_labels = labels if queries is None else [labels[q] for q in queries]
     names = token_hover_names(maps)
@@ -85,7 +94,7 @@ def _mixing_panel(
         parts["hover_names"] = (names[1] if queries is None else [names[1][q] for q in queries], names[1])
     return matrix_panel(
         np.asarray(values, dtype=np.float32),
-        allowed,
+        shown_cells(values, allowed),
         ramp,
         x_labels=labels,
         y_labels=y_labels,
@@ -192,7 +201,7 @@ def mix_colours(
     """A board's one colour scale and what its first map's subtitle says of it, as the attention maps' (weight_ramp,
     scale_note): white = 0 to darkest blue = 1, or stretched, darkest blue from the 99th percentile of the board's
     unmasked values up: a long text spreads each row over hundreds of tokens (about 1/T each), white on 0-to-1."""
-    shown = np.concatenate([np.asarray(m)[a] for m, a in zip(maps, allowed, strict=True)])  # every unmasked value
+    shown = np.concatenate([np.asarray(m)[shown_cells(m, a)] for m, a in zip(maps, allowed, strict=True)])  # not grey
     top = top_of(shown)
     return weight_ramp(top if stretch else None), scale_note(top, stretch, what)
 
@@ -348,7 +357,7 @@ def maps_figure(
     spacing = 0.16 if len(set(tops)) > 1 else 0.08  # room for a colour bar between two maps
     figure = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels], horizontal_spacing=spacing)
     for i, ((name, _, values, queries), top) in enumerate(zip(panels, tops, strict=True), start=1):
-        shown = np.where(reach[queries], np.asarray(values, dtype=np.float64), np.nan)  # [Q, T]
+        shown = np.where(shown_cells(values, reach[queries]), np.asarray(values, dtype=np.float64), np.nan)  # [Q, T]
         figure.add_trace(_heatmap(shown, labels, [labels[q] for q in queries], name, top), row=1, col=i)
     _colour_bars(figure, [p[1] for p in panels], tops)
     side = 360

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.analysis.mixing import attention_flow, attention_flow_rows, attention_rollout
+from explorer.analysis.mixing import attention_flow, attention_flow_rows, attention_rollout, mixed_maps
 from explorer.analysis.stats import head_average
 from explorer.config import ModelConfig
 from pictures.mixing_charts import flow_figure, last_block_board, layer_board, reach_figure, reachable, rollout_figure
@@ -201,3 +201,31 @@ def test_the_notebooks_rollout_figure_averages_a_removed_head_as_rollout_does():
     raw, rolled = heatmaps(rollout_figure(trace))
     np.testing.assert_allclose(raw["z"], trace.attention[1, 0] / 2, atol=1e-6)  # head 1 counted as zero
     np.testing.assert_allclose(rolled["z"], attention_rollout(trace)[-1], atol=1e-6)
+
+
+def test_a_head_removed_by_its_mean_under_a_causal_mask_draws_what_reaches_later_tokens():
+    """Found by a review: a head replaced by its mean weighs each key by its mean over all queries, so position 0
+    receives later tokens (0.076 of rollout's row 0 here); those cells were grey, "no path from this token (0)"."""
+    trace = explorer.run(ModelConfig(arch="decoder"), TOKENS, ablate="L0H1", ablate_with="mean")
+    weights = trace.attention.astype(np.float64)  # [L, H, T, T], as each head computed them
+    weights[0, 1] = weights[0, 1].mean(axis=0)  # the removed head as it acted: its mean row for every query
+    mean = weights.mean(axis=1)  # [L, T, T]
+    mixing = 0.5 * np.eye(6) + 0.5 * mean  # rows already sum to 1
+    rollout = mixing[1] @ mixing[0]  # [T, T]
+    upper = np.triu(np.ones((6, 6), dtype=bool), 1)
+    assert rollout[0, upper[0]].sum() > 0.05 and (mean[0][upper] > 0).all()
+    maps = mixed_maps(trace)
+    panels = last_block_board(maps, attention_rollout(trace), attention_flow_rows(trace), 0.5)["panels"]
+    drawn = {p["name"]: panel_matrix(p) for p in panels}
+    np.testing.assert_allclose(drawn["mix_rollout"].values, rollout, atol=1e-6)
+    for name, expected in (("mix_rollout", rollout), ("mix_flow", attention_flow_rows(trace))):
+        np.testing.assert_array_equal(drawn[name].masked, expected == 0)  # grey only where nothing arrives
+    layer0 = panel_matrix(layer_board(maps, attention_rollout(trace), 0, 0.5)["panels"][0])  # layer 0's raw average
+    np.testing.assert_allclose(layer0.values, mean[0], atol=1e-6)
+    assert not layer0.masked.any()  # the removed head's mean row reaches every key
+
+
+def test_without_a_mean_removal_the_masked_cells_stay_grey(causal):
+    panels = last_block_board(mixed_maps(causal), attention_rollout(causal), None, 0.5)["panels"]
+    upper = np.triu(np.ones((6, 6), dtype=bool), 1)
+    assert [panel_matrix(p).masked.tolist() for p in panels] == [upper.tolist()] * 2

@@ -125,6 +125,19 @@ def test_with_a_head_removed_the_raw_map_is_the_A_rollout_multiplies_and_the_pag
     assert "removed" not in infos(opened())
 
 
+def test_a_head_removed_by_its_mean_under_a_causal_mask_is_drawn_where_it_reaches_later_tokens():
+    at = opened(arch="decoder", ablate="L0H1", ablate_with="mean")
+    trace = explorer.run(ModelConfig(arch="decoder"), TOKENS, ablate="L0H1", ablate_with="mean")
+    weights = trace.attention.astype(np.float64)  # [L, H, T, T]
+    weights[0, 1] = weights[0, 1].mean(axis=0)  # the removed head's mean row, for every query
+    mixing = 0.5 * np.eye(6) + 0.5 * weights.mean(axis=1)  # [L, T, T], rows already sum to 1
+    rollout = mixing[1] @ mixing[0]
+    drawn = app_matrices(at)["mix_rollout"]
+    assert_drawn(drawn, rollout)  # grey only where nothing arrives
+    assert not drawn.masked[0, 1:].any() and (rollout[0, 1:] > 0).all()  # position 0 receives later tokens
+    assert "later tokens" in infos(at) and "became zero" not in infos(at)
+
+
 def test_the_residual_share_is_in_the_url():
     at = opened(mix_residual="0.2")
     trace = explorer.run(ModelConfig(), TOKENS)

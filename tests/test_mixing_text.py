@@ -21,6 +21,7 @@ from explorer.mixing_text import (
     predicts_next,
     reach_sentence,
     reach_title,
+    removal_note,
     rows_note,
     top_tokens,
 )
@@ -156,3 +157,14 @@ def test_mixing_table_has_a_row_per_position_and_input_token():
     np.testing.assert_array_equal(table["rollout"], rollout[2])
     with pytest.raises(ValueError, match="not 1 positions x 3 tokens"):
         mixing_table(tokens, [2], {"rollout": rollout})
+
+
+def test_the_removal_note_says_what_each_kind_of_removal_does_to_a():
+    """The zero-weight sentence had been printed for a mean removal too, where no weight becomes zero."""
+    zero = removal_note("L0H1", "zero", 0.5, masked=True)
+    assert "zero weight" in zero and "keeps more than 0.5 of itself" in zero and "later tokens" not in zero
+    mean = removal_note("L0H1", "mean", 0.5, masked=True)
+    assert "its mean weight on each key over the queries" in mean and "became zero" not in mean
+    assert "a position receives tokens its mask hides from it (with a causal mask, later tokens)" in mean
+    unmasked = removal_note("L0H1", "mean", 0.5, masked=False)  # every position sees every token already
+    assert "became zero" not in unmasked and "mask hides" not in unmasked and unmasked.endswith("the same way.")

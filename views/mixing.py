@@ -216,7 +216,8 @@ def main() -> None:
     stretch = stretch_toggle(controls)
     st.markdown(explanation(residual))
     if trace.ablated:
-        st.info(removal_note(heads_text(trace.ablated), trace.ablate_with, residual), icon=":material/content_cut:")
+        note = removal_note(heads_text(trace.ablated), trace.ablate_with, residual, not maps.allowed.all())
+        st.info(note, icon=":material/content_cut:")
     note = first_stack_note([s.name for s in trace.stacks])
     if note:
         st.info(note, icon=":material/layers:")

@@ -11,7 +11,8 @@ matrices; flow is the maximum flow through the graph whose edge from (l + 1, i) 
 Both read the first stack's self-attention (the encoder's, for an encoder-decoder). Raw weights say where one head
 of one layer looks; these estimate which input tokens an output position is made of after every block. A head the run
 removed (explorer.ablation) mixes by what it really did: nothing when its output was zeroed, each key's mean weight
-over the queries when it was replaced by its mean (norm_attention.effective_weights).
+over the queries when it was replaced by its mean (norm_attention.effective_weights). That mean is the same for every
+query, so through such a head a position receives tokens its mask hides from it (later ones, under a causal mask).
 
 Flow is kept as max-flow values, not shares: the flow from position i to input token j is the most that can pass
 from (L, i) to (0, j), each its own max-flow problem, at most 1, and a row can sum to more than 1 (on MiniLM, 14 to
