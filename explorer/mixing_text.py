@@ -14,6 +14,8 @@ from explorer.numbers import readable_share
 # measures 20 to 430 ns per unit on 2 cores, the most for every row of a small graph (scipy's cost per call) and with
 # other work running, when the default 2-layer model's every row at 47 tokens (9.8 million) took 3.0 s and MiniLM's
 # at 32 pieces (6.3 million) 2.7 s: 8 million keeps the page's flow near 3 s on a busy machine, 1.5 s on a quiet one.
+# The count grows with the layers, the time barely does (most paths die out in a few layers): on a deep model the
+# limit refuses work that would finish well within that, which is why the page states the limit, not a time.
 FLOW_PAGE_MAX_WORK = 8_000_000
 SHOWN = 0.005  # a value that rounds to 0.00 in a sentence is not named there
 
@@ -110,9 +112,10 @@ def flow_too_big(n_layers: int, n_tokens: int, unit: str, every_row: bool) -> st
     what = "flow for every position" if every_row else "this position's flow"
     return (
         f"{what[0].upper()}{what[1:]} is not computed here: it means solving {rows * n_tokens:,} max-flow problems, "
-        f"each on a graph of {edges:,} edges ({count(n_layers, 'layer')} × {n_tokens} × {n_tokens} {unit}s), more "
-        f"than the page solves in a few seconds. With at most {flow_max_tokens(n_layers, every_row)} {unit}s it is "
-        "drawn here"
+        f"each on a graph of {edges:,} edges ({count(n_layers, 'layer')} × {n_tokens} × {n_tokens} {unit}s), "
+        f"{rows * n_tokens * edges:,} units of work (problems × edges), more than the page's limit of "
+        f"{FLOW_PAGE_MAX_WORK:,}, set so that flow stays within a few seconds on a 2-core machine at any depth. "
+        f"With at most {flow_max_tokens(n_layers, every_row)} {unit}s it is drawn here"
         + ("; below, one position's row is cheaper" if every_row else "")
         + "; or compute it in a notebook with explorer.attention_flow."
     )

@@ -65,6 +65,9 @@ def test_the_too_big_sentence_says_how_much_and_how_to_get_flow():
     text = flow_too_big(2, 60, "token", every_row=True)
     assert "3,600 max-flow problems" in text and "7,200 edges" in text and "2 layers × 60 × 60 tokens" in text
     assert f"at most {flow_max_tokens(2, True)} tokens" in text and "one position's row is cheaper" in text
+    # the limit, not a time: refused cases had taken 0.37-0.88 s ("more than the page solves in a few seconds")
+    assert "25,920,000 units of work (problems × edges), more than the page's limit of 8,000,000" in text
+    assert "than the page solves in a few seconds" not in text
     row = flow_too_big(30, 200, "piece", every_row=False)
     assert row.startswith("This position's flow") and "200 max-flow problems" in row and "pieces" in row
     assert "explorer.attention_flow" in row
