@@ -203,17 +203,30 @@ def opening_query(n_tokens: int, predicts: bool) -> int:
 PILED = 0.9  # rollout "piles up" on one token when it holds at least this share of every position
 
 
-def piled_up_note(tokens: list[str], last_rollout: np.ndarray, n_layers: int) -> str | None:
+def piled_up_note(
+    tokens: list[str], last_rollout: np.ndarray, n_layers: int, flow: np.ndarray | None = None
+) -> str | None:
     """When rollout after the last block ([T, T]) puts at least PILED of every position on one input token: say so,
-    and why (None otherwise)."""
-    rollout = np.asarray(last_rollout, dtype=np.float64)
+    and why, and, when flow of every position ([T, T]) was computed and spreads more, by how much (None otherwise)."""
+    rollout = np.asarray(last_rollout, dtype=np.float64)  # [T, T]
     column = int(rollout.mean(axis=0).argmax())
     least = float(rollout[:, column].min())
     if least < PILED:
         return None
-    return (
+    text = (
         f"Rollout after {count(n_layers, 'block')} finds almost all of every position in `{tokens[column]}` (at "
         f"least {readable_share(least)} of each row). Multiplying {n_layers} mixing matrices compounds the share "
-        "each block gives that token, so rollout piles up on the token attention rests on; flow, capped by the width "
-        "of each pipe, does not compound, and spreads more."
+        "each block gives that token, so rollout piles up on the token attention rests on."
+    )
+    if flow is None:
+        return text
+    flow_part, rollout_part = (
+        float(m[:, column].sum() / m.sum()) for m in (np.asarray(flow, dtype=np.float64), rollout)
+    )
+    if flow_part >= rollout_part:
+        return text
+    return text + (
+        " Flow, capped by the width of each pipe, does not compound, and spreads more: "
+        f"`{tokens[column]}` holds {readable_share(flow_part)} of this map's flow values summed, against "
+        f"{readable_share(rollout_part)} of rollout's."
     )

@@ -371,8 +371,8 @@ def rollout_figure(
     trace: Trace, layer: int | None = None, residual: float = DEFAULT_RESIDUAL, stretch: bool = False
 ) -> go.Figure:
     """Attention rollout (Abnar & Zuidema 2020) after block `layer` (None: the last) beside that layer's raw average
-    of heads, for the first stack's self-attention: which input tokens (across) each position (down) is made of
-    (`stretch`: colours up to the 99th percentile, as the Mixing page's Stretch colours)."""
+    of heads, for the first stack's self-attention: by this estimate, which input tokens (across) each position
+    (down) is made of (`stretch`: colours up to the 99th percentile, as the Mixing page's Stretch colours)."""
     rollout = attention_rollout(trace, residual)  # [L, T, T]
     return rollout_maps_figure(mixed_maps(trace), rollout, layer, residual, stretch)
 

@@ -57,6 +57,10 @@ def assert_drawn(drawn: DrawnMatrix, expected: np.ndarray) -> None:
     assert (expected[drawn.masked] == 0).all()
 
 
+def download_labels(at: AppTest) -> list[str]:
+    return [button.proto.label for button in at.get("download_button")]
+
+
 def infos(at: AppTest) -> str:
     return " ".join(i.value for i in at.info)
 
@@ -79,6 +83,7 @@ def test_the_default_view_draws_explorers_rollout_and_flow():
     assert "residual connection" in text and "Abnar & Zuidema 2020" in text and "0.5·I + 0.5·A" in text
     board = next(c.value for c in at.caption if c.value.startswith("Left,"))
     assert "Middle, rollout: by this estimate" in board and "Right, flow" in board and "not a share" in board
+    assert "Raw, rollout and flow (CSV)" in download_labels(at)
 
 
 def test_the_block_slider_is_in_the_url_and_draws_rollout_after_that_block():
@@ -181,6 +186,7 @@ def test_past_the_limit_flow_of_every_row_is_a_sentence_and_one_row_is_still_dra
     assert "Flow for every position is not computed here" in infos(at) and "3,600 max-flow problems" in infos(at)
     board = next(c.value for c in at.caption if c.value.startswith("Left,"))  # two maps: no middle one, no flow
     assert "Right, rollout" in board and "Middle" not in board and "middle" not in board
+    assert "Raw and rollout (CSV)" in download_labels(at)  # the button had been "Rollout and flow" without flow
     trace = explorer.run(ModelConfig(), words)
     np.testing.assert_allclose(reach_bars(at)["flow"], attention_flow(trace, 59), atol=FLOAT32)
 

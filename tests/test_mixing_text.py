@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.mixing_export import mixing_table
+from explorer.mixing_export import last_block_label, mixing_table
 from explorer.mixing_text import (
     FLOW_PAGE_MAX_WORK,
     board_caption,
@@ -154,12 +154,14 @@ def test_mixing_table_has_a_row_per_position_and_input_token():
     tokens = ["a", "b", "c"]
     rollout = np.arange(9, dtype=np.float64).reshape(3, 3) / 10
     flow = np.ones((1, 3))
-    table = mixing_table(tokens, [2], {"rollout": rollout[2:], "flow": flow, "gone": None})
-    assert list(table.columns) == ["position", "position_token", "input", "input_token", "rollout", "flow"]
+    table = mixing_table(tokens, [2], {"rollout": rollout[2:], "flow": flow, "gone": None}, 0.3)
+    columns = ["position", "position_token", "input", "input_token", "residual_share", "rollout", "flow"]
+    assert list(table.columns) == columns
+    assert list(table["residual_share"]) == [0.3] * 3  # no CSV had said which residual share its numbers used
     assert list(table["position_token"]) == ["c"] * 3 and list(table["input_token"]) == tokens
     np.testing.assert_array_equal(table["rollout"], rollout[2])
     with pytest.raises(ValueError, match="not 1 positions x 3 tokens"):
-        mixing_table(tokens, [2], {"rollout": rollout})
+        mixing_table(tokens, [2], {"rollout": rollout}, 0.5)
 
 
 def test_the_removal_note_says_what_each_kind_of_removal_does_to_a():
@@ -171,3 +173,18 @@ def test_the_removal_note_says_what_each_kind_of_removal_does_to_a():
     assert "a position receives tokens its mask hides from it (with a causal mask, later tokens)" in mean
     unmasked = removal_note("L0H1", "mean", 0.5, masked=False)  # every position sees every token already
     assert "became zero" not in unmasked and "mask hides" not in unmasked and unmasked.endswith("the same way.")
+
+
+def test_the_last_blocks_csv_is_named_by_what_it_holds():
+    assert last_block_label(flow_shown=True) == "Raw, rollout and flow (CSV)"
+    assert last_block_label(flow_shown=False) == "Raw and rollout (CSV)"  # had said "Rollout and flow" without flow
+
+
+def test_the_piled_up_note_says_flow_spreads_more_only_when_flow_was_computed_and_does():
+    piled = np.array([[1.0, 0.0, 0.0], [0.95, 0.05, 0.0], [0.92, 0.04, 0.04]])  # `The` holds 2.87 / 3 of rollout
+    assert "flow" not in piled_up_note(["The", "cat", "sat"], piled, 30).lower()  # flow not computed: not claimed
+    spread = np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 0.9, 0.8]])  # `The` holds 3 / 5.7 of the flow
+    note = piled_up_note(["The", "cat", "sat"], piled, 30, spread)
+    assert "spreads more: `The` holds 0.526 of this map's flow values summed, against 0.957 of rollout's." in note
+    narrow = np.array([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])  # all of flow on `The` too
+    assert "flow" not in piled_up_note(["The", "cat", "sat"], piled, 30, narrow).lower()

@@ -14,7 +14,7 @@ from explorer.ablation import heads_text
 from explorer.analysis.mixing import DEFAULT_RESIDUAL, mixed_maps
 from explorer.analysis.stats import head_average
 from explorer.config import CheckpointConfig, ModelConfig
-from explorer.mixing_export import mixing_table
+from explorer.mixing_export import last_block_label, mixing_table
 from explorer.mixing_text import (
     board_caption,
     explanation,
@@ -84,11 +84,20 @@ def pick_query() -> None:
         st.session_state["mix_query"] = int(picked["row"])
 
 
-def csv_download(label: str, maps: AttentionMaps, queries: list[int], columns: dict, name: str, key: str, where=None):
+def csv_download(
+    label: str,
+    maps: AttentionMaps,
+    queries: list[int],
+    columns: dict,
+    residual: float,
+    name: str,
+    key: str,
+    where: DeltaGenerator | None = None,
+) -> None:
     """A CSV of mixing_table, built only when clicked: on copies of the `columns` ([T, T] each at most), since a
     view would keep the rollout it reads alive for as long as the button (views/state.py)."""
     kept = {name: None if values is None else np.array(values) for name, values in columns.items()}
-    table = partial(mixing_table, list(maps.key_tokens), queries, kept)
+    table = partial(mixing_table, list(maps.key_tokens), queries, kept, residual)
     download(label, lambda: table().to_csv(index=False), name, "text/csv", key, where)
 
 
@@ -104,7 +113,7 @@ def last_block(
         flow = flow_of(trace, residual, tuple(range(n_tokens)))  # [T, T]
     st.caption(board_caption(flow is not None))
     show_board(last_block_board(maps, rollout, flow, residual, stretch), key="mix_last", on_pick=pick_query)
-    piled = piled_up_note([code_text(t) for t in token_labels(maps.key_labels)], rollout[-1], n_layers)
+    piled = piled_up_note([code_text(t) for t in token_labels(maps.key_labels)], rollout[-1], n_layers, flow)
     if piled:
         st.caption(piled)
     if flow is None:
@@ -154,8 +163,9 @@ def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float, st
     else:
         layer = st.slider("Block", 0, blocks[-1], blocks[-1], key="mix_layer", bind="query-params", width=BLOCK_PX)
     st.caption(
-        f"Rollout after block {layer} multiplies the mixing of blocks 0 to {layer}: how the input tokens spread "
-        "through the positions as the blocks stack up. Beside it, the raw average of that block's heads alone."
+        f"Rollout after block {layer} multiplies the mixing of blocks 0 to {layer}: by this estimate, how the input "
+        "tokens spread through the positions as the blocks stack up. Beside it, the raw average of that block's heads "
+        "alone."
     )
     show_board(layer_board(maps, rollout, layer, residual, stretch), key="mix_layer_board")
     everyone = list(range(len(maps.key_tokens)))
@@ -164,6 +174,7 @@ def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float, st
         maps,
         everyone,
         {"raw_average": head_average(maps, layer), "rollout": rollout[layer]},
+        residual,
         f"rollout_block{layer}.csv",
         "mix_csv_layer",
     )
@@ -228,10 +239,11 @@ def main() -> None:
     last = maps.n_layers - 1
     everyone = list(range(len(maps.key_tokens)))
     csv_download(
-        "Rollout and flow (CSV)",
+        last_block_label(flow is not None),
         maps,
         everyone,
         {"raw_average": head_average(maps, last), "rollout": rollout[last], "flow": flow},
+        residual,
         "mixing_last_block.csv",
         "mix_csv",
         controls,
