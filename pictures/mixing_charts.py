@@ -105,6 +105,7 @@ def _mixing_panel(
         tick_px=TICK_PX,
         label_chars=LABEL_CHARS,
         legend=legend,
+        wrap_subtitle=True,  # a stretched board's note would widen its first map's box past the maps beside it
         **parts,  # type: ignore[arg-type]
     )
 
