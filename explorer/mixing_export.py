@@ -7,9 +7,12 @@ import numpy as np
 import pandas as pd
 
 
-def mixing_table(tokens: list[str], queries: list[int], columns: dict[str, np.ndarray | None]) -> pd.DataFrame:
-    """One row per (position in `queries`, input token): position, its token, input, its token, then each of
-    `columns` ({name: [len(queries), T] values}; None leaves the column out)."""
+def mixing_table(
+    tokens: list[str], queries: list[int], columns: dict[str, np.ndarray | None], residual: float
+) -> pd.DataFrame:
+    """One row per (position in `queries`, input token): position, its token, input, its token, the residual share
+    rollout and flow were computed with, then each of `columns` ({name: [len(queries), T] values}; None leaves the
+    column out)."""
     n_tokens = len(tokens)
     shown = {name: np.asarray(values, dtype=np.float64) for name, values in columns.items() if values is not None}
     for name, values in shown.items():
@@ -19,8 +22,19 @@ def mixing_table(tokens: list[str], queries: list[int], columns: dict[str, np.nd
     inputs = np.tile(np.arange(n_tokens), len(queries))  # [Q * T]
     words = np.asarray(tokens, dtype=object)
     frame = pd.DataFrame(
-        {"position": positions, "position_token": words[positions], "input": inputs, "input_token": words[inputs]}
+        {
+            "position": positions,
+            "position_token": words[positions],
+            "input": inputs,
+            "input_token": words[inputs],
+            "residual_share": residual,
+        }
     )
     for name, values in shown.items():
         frame[name] = values.ravel()
     return frame
+
+
+def last_block_label(flow_shown: bool) -> str:
+    """The last block's CSV button, named by the columns it holds."""
+    return "Raw, rollout and flow (CSV)" if flow_shown else "Raw and rollout (CSV)"

@@ -3,6 +3,8 @@ numbers, no Streamlit here."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from explorer.config_words import count
@@ -12,7 +14,10 @@ from explorer.numbers import readable_share
 # measures 20 to 430 ns per unit on 2 cores, the most for every row of a small graph (scipy's cost per call) and with
 # other work running, when the default 2-layer model's every row at 47 tokens (9.8 million) took 3.0 s and MiniLM's
 # at 32 pieces (6.3 million) 2.7 s: 8 million keeps the page's flow near 3 s on a busy machine, 1.5 s on a quiet one.
+# The count grows with the layers, the time barely does (most paths die out in a few layers): on a deep model the
+# limit refuses work that would finish well within that, which is why the page states the limit, not a time.
 FLOW_PAGE_MAX_WORK = 8_000_000
+SHOWN = 0.005  # a value that rounds to 0.00 in a sentence is not named there
 
 
 def explanation(residual: float) -> str:
@@ -31,23 +36,33 @@ def explanation(residual: float) -> str:
         f"Ã = {own}·I + {rest}·A. **Rollout** multiplies these matrices, first layer first: how much of each input "
         "token reaches each position, if mixing simply compounds. **Flow** treats the layers as a network of pipes "
         "whose widths are Ã, and asks how much can reach each input token at most through all paths at once (a "
-        "max-flow problem, slower to solve). Both use the weights alone: they leave out the feed-forward layers and "
-        "the size of what each head adds."
+        "max-flow problem, slower to solve). Each flow value is its own max-flow problem, not a share: several input "
+        "tokens can each reach a position fully, so a row of flow can sum to more than 1. Both use the weights alone: "
+        "they leave out the feed-forward layers and the size of what each head adds."
     )
 
 
-def removal_note(heads: str, mode: str, residual: float) -> str:
-    """For a run with heads removed (explorer.ablation): what A is then, in rollout and flow and in the raw maps."""
-    acted = (
-        "zero weight, its output having been set to zero"
-        if mode == "zero"
-        else ("its mean weight on each key over the queries, its output having been set to its mean")
-    )
+def removal_note(heads: str, mode: str, residual: float, masked: bool) -> str:
+    """For a run with heads removed (explorer.ablation): what A is then, in rollout and flow and in the raw maps.
+    `masked`: whether the mask hides some key from some position."""
+    if mode == "zero":
+        acted = "zero weight, its output having been set to zero"
+        after = (
+            "Where a removed head's weights became zero, A's rows sum to less than 1 in its layer, and each row of Ã "
+            f"is divided by its sum, so there a token keeps more than {residual:g} of itself."
+        )
+    else:
+        acted = "its mean weight on each key over the queries, its output having been set to its mean"
+        after = (
+            "That mean is the same for every position, so through a removed head a position receives tokens its mask "
+            "hides from it (with a causal mask, later tokens): those cells are drawn with their values, not grey."
+            if masked
+            else ""
+        )
     return (
         f"**{heads} removed.** In A each removed head counts as it acted: {acted}. The raw maps on this page average "
-        "the heads the same way. Where a removed head's weights became zero, A's rows sum to less than 1 in its layer, "
-        f"and each row of Ã is divided by its sum, so there a token keeps more than {residual:g} of itself."
-    )
+        f"the heads the same way. {after}"
+    ).strip()
 
 
 def residual_help() -> str:
@@ -97,9 +112,10 @@ def flow_too_big(n_layers: int, n_tokens: int, unit: str, every_row: bool) -> st
     what = "flow for every position" if every_row else "this position's flow"
     return (
         f"{what[0].upper()}{what[1:]} is not computed here: it means solving {rows * n_tokens:,} max-flow problems, "
-        f"each on a graph of {edges:,} edges ({count(n_layers, 'layer')} × {n_tokens} × {n_tokens} {unit}s), more "
-        f"than the page solves in a few seconds. With at most {flow_max_tokens(n_layers, every_row)} {unit}s it is "
-        "drawn here"
+        f"each on a graph of {edges:,} edges ({count(n_layers, 'layer')} × {n_tokens} × {n_tokens} {unit}s), "
+        f"{rows * n_tokens * edges:,} units of work (problems × edges), more than the page's limit of "
+        f"{FLOW_PAGE_MAX_WORK:,}, set so that flow stays within a few seconds on a 2-core machine at any depth. "
+        f"With at most {flow_max_tokens(n_layers, every_row)} {unit}s it is drawn here"
         + ("; below, one position's row is cheaper" if every_row else "")
         + "; or compute it in a notebook with explorer.attention_flow."
     )
@@ -113,58 +129,104 @@ def flow_cost(n_layers: int, n_tokens: int, rows: int) -> str:
     )
 
 
-def reach_title(token: str, query: int, n_tokens: int, causal: bool) -> str:
-    """The title of one query's row of rollout and flow."""
-    if causal and query == n_tokens - 1:
+def reach_title(token: str, query: int, n_tokens: int, predicts: bool) -> str:
+    """The title of one query's row of rollout and flow (`predicts`: predicts_next)."""
+    if predicts and query == n_tokens - 1:
         return f"Which input tokens reach the prediction (after “{token}”, the last position)"
     return f"Which input tokens reach position {query} (“{token}”) after the last block"
 
 
 def top_tokens(tokens: list[str], row: np.ndarray, most: int = 3) -> str:
     """The `most` largest entries of a row as "`mat` (0.42), `the` (0.21)", largest first, leaving out those that
-    round to 0.00 (but always the largest)."""
+    round to 0.00 ("" when every entry does)."""
     order = np.argsort(-np.asarray(row, dtype=np.float64), kind="stable")[:most]
-    return ", ".join(f"`{tokens[i]}` ({row[i]:.2f})" for n, i in enumerate(order) if n == 0 or row[i] >= 0.005)
+    return ", ".join(f"`{tokens[i]}` ({row[i]:.2f})" for i in order if row[i] >= SHOWN)
 
 
 def reach_sentence(
     tokens: list[str], query: int, raw_row: np.ndarray, rollout_row: np.ndarray, flow_row: np.ndarray | None
 ) -> str:
-    """What one query's rows say: the keys the last layer's raw average weights most, and the input tokens rollout
-    and flow find most of in that position."""
-    text = (
-        f"At position {query} (`{tokens[query]}`), the last layer's average of heads weights most "
-        f"{top_tokens(tokens, raw_row)}; rollout finds most of {top_tokens(tokens, rollout_row)} in it"
+    """What one query's rows say: the keys the last layer's raw average weights most, the input tokens rollout
+    estimates that position is made of, and those the most flow can pass to (or that nothing reaches)."""
+    raw, rollout = top_tokens(tokens, raw_row), top_tokens(tokens, rollout_row)
+    parts = [
+        f"At position {query} (`{tokens[query]}`), the last layer's average of heads "
+        + (f"weights most {raw}" if raw else "puts no weight on any key"),
+        f"rollout estimates that it is made most of {rollout}"
+        if rollout
+        else "by rollout's estimate nothing reaches it",
+    ]
+    if flow_row is not None:
+        flow = top_tokens(tokens, flow_row)
+        parts.append(
+            "flow, the most that can pass from it to each input token on its own (each its own max-flow problem, not "
+            f"a share: a row can sum to more than 1), is largest for {flow}"
+            if flow
+            else "no flow can pass from it to any input token"
+        )
+    return "; ".join(parts) + "."
+
+
+def rows_note(rollout: np.ndarray) -> str:
+    """What the rows of a rollout map ([Q, T]) sum to: 1, or 0 where nothing reaches the position."""
+    empty = (np.asarray(rollout, dtype=np.float64).sum(axis=-1) < 0.5).any()  # [Q] -> one bool
+    return "rows sum to 1 (0 where nothing reaches)" if empty else "rows sum to 1"
+
+
+def board_caption(flow_shown: bool) -> str:
+    """The caption of the last block's board: what each of its two or three maps holds."""
+    rollout = (
+        "rollout: by this estimate, which input tokens (across) each position (down) is made of after every block "
+        "(rows sum to 1, or 0 where nothing reaches)"
     )
-    if flow_row is None:
-        return text + "."
-    return text + f"; flow, {top_tokens(tokens, flow_row)}."
+    flow = (
+        "flow: the most that can pass from each position to each input token through the attention graph, each "
+        "cell its own max-flow problem, not a share (a row can sum to more than 1)"
+    )
+    maps = f"Middle, {rollout}. Right, {flow}." if flow_shown else f"Right, {rollout}."
+    return (
+        f"Left, where the last layer's heads look (their average). {maps} Click a cell to see its position's row below."
+    )
 
 
-def is_causal(allowed: np.ndarray) -> bool:
-    """Whether no position may look ahead ([T, T] allowed keys): the last position's output predicts the next token."""
-    return not np.triu(np.asarray(allowed, dtype=bool), 1).any()
+def predicts_next(stack_names: Sequence[str]) -> bool:
+    """Whether the first stack's last position predicts the next token: only a decoder-only model's does (a causal
+    mask alone does not say so: one token, a padded encoder or an encoder-decoder's encoder can have one)."""
+    return tuple(stack_names) == ("decoder",)
 
 
-def opening_query(allowed: np.ndarray) -> int:
-    """The position whose row the page opens on: the last for a causal model (the prediction), else the first."""
-    return len(allowed) - 1 if is_causal(allowed) else 0
+def opening_query(n_tokens: int, predicts: bool) -> int:
+    """The position whose row the page opens on: the last where it predicts the next token, else the first."""
+    return n_tokens - 1 if predicts else 0
 
 
 PILED = 0.9  # rollout "piles up" on one token when it holds at least this share of every position
 
 
-def piled_up_note(tokens: list[str], last_rollout: np.ndarray, n_layers: int) -> str | None:
+def piled_up_note(
+    tokens: list[str], last_rollout: np.ndarray, n_layers: int, flow: np.ndarray | None = None
+) -> str | None:
     """When rollout after the last block ([T, T]) puts at least PILED of every position on one input token: say so,
-    and why (None otherwise)."""
-    rollout = np.asarray(last_rollout, dtype=np.float64)
+    and why, and, when flow of every position ([T, T]) was computed and spreads more, by how much (None otherwise)."""
+    rollout = np.asarray(last_rollout, dtype=np.float64)  # [T, T]
     column = int(rollout.mean(axis=0).argmax())
     least = float(rollout[:, column].min())
     if least < PILED:
         return None
-    return (
+    text = (
         f"Rollout after {count(n_layers, 'block')} finds almost all of every position in `{tokens[column]}` (at "
         f"least {readable_share(least)} of each row). Multiplying {n_layers} mixing matrices compounds the share "
-        "each block gives that token, so rollout piles up on the token attention rests on; flow, capped by the width "
-        "of each pipe, does not compound, and spreads more."
+        "each block gives that token, so rollout piles up on the token attention rests on."
+    )
+    if flow is None:
+        return text
+    flow_part, rollout_part = (
+        float(m[:, column].sum() / m.sum()) for m in (np.asarray(flow, dtype=np.float64), rollout)
+    )
+    if flow_part >= rollout_part:
+        return text
+    return text + (
+        " Flow, capped by the width of each pipe, does not compound, and spreads more: "
+        f"`{tokens[column]}` holds {readable_share(flow_part)} of this map's flow values summed, against "
+        f"{readable_share(rollout_part)} of rollout's."
     )

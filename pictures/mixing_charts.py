@@ -17,7 +17,7 @@ from explorer.analysis.mixing import (
 )
 from explorer.analysis.stats import head_average
 from explorer.arguments import whole_in
-from explorer.mixing_text import is_causal, reach_title
+from explorer.mixing_text import predicts_next, reach_title, rows_note
 from explorer.trace import AttentionMaps, Trace
 from pictures.attention_panels import scale_note, token_hover_names, token_labels, top_of, weight_ramp
 from pictures.boards import matrix_panel, noted_board
@@ -36,6 +36,10 @@ from pictures.style import (
 )
 
 MIX = Ramp(BLUES, 0.0, 1.0)  # raw weights, rollout and flow all lie in 0..1: one scale, so the maps compare
+# Stretch colours stretches raw and rollout only: flow's top 1 % is 1 on most texts (a row of flow can sum to 14 to 22
+# on MiniLM), so a scale stretched over flow too stays 0 to 1 and the switch would change nothing
+FLOW_KEEPS_SCALE = "flow keeps 0 to 1"
+BAR_TITLES = {"raw": "mean weight", "rollout": "rollout", "flow": "max flow"}  # a colour bar of one map
 PANEL_PX = 160  # three maps side by side, with their labels, gaps and one legend, fit the 940 px a 1400 px window has
 TICK_PX = 12.0  # token labels at least this far apart: every token up to 13 in a 160 px map, else every n-th
 LABEL_CHARS = 8  # a longer token is cut short on the axes (hover gives it whole): narrower labels, wider maps
@@ -55,10 +59,18 @@ ROW_NAMES = {
 
 
 def reachable(allowed: np.ndarray) -> np.ndarray:
-    """[T, T] bool: the cells rollout and flow can be nonzero in, the allowed keys and each token itself (the
-    residual). The app's masks (causal, padding) are closed under composition, so further layers reach no more."""
+    """[T, T] bool: the cells the mask lets rollout and flow be nonzero in, the allowed keys and each token itself (the
+    residual). The app's masks (causal, padding) are closed under composition, so further layers reach no more while
+    every head attends as its mask allows; a head removed by its mean does not (shown_cells)."""
     allowed = np.asarray(allowed, dtype=bool)  # [T, T]
     return allowed | np.eye(allowed.shape[0], dtype=bool)
+
+
+def shown_cells(values: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """[Q, T] bool: the cells drawn with their value, the rest grey: those the mask reaches (`reach`, [Q, T]) and any
+    other whose value is not 0. A head removed by its mean weighs every key by its mean over the queries, so through
+    it a position receives tokens its mask hides (later ones, under a causal mask)."""
+    return np.asarray(reach, dtype=bool) | (np.asarray(values) != 0)  # [Q, T]
 
 
 def _mixing_panel(
@@ -73,7 +85,8 @@ def _mixing_panel(
 ) -> dict:
     """A [Q, T] map over the first stack's tokens, input tokens across and the positions `queries` (None: all) down,
     white = 0 to darkest blue = 1 (MIX, or the board's stretched `ramp`: mix_colours); grey where `allowed` ([Q, T])
-    is False: masked, no path reaches. Without `legend`, a neighbour on the same scale draws it."""
+    is False and the value is 0: masked, no path reaches (shown_cells). Without `legend`, a neighbour on the same
+    scale draws it."""
     labels = token_labels(maps.key_labels)
     y_labels = labels if queries is None else [labels[q] for q in queries]
     names = token_hover_names(maps)
@@ -81,7 +94,7 @@ def _mixing_panel(
         parts["hover_names"] = (names[1] if queries is None else [names[1][q] for q in queries], names[1])
     return matrix_panel(
         np.asarray(values, dtype=np.float32),
-        allowed,
+        shown_cells(values, allowed),
         ramp,
         x_labels=labels,
         y_labels=y_labels,
@@ -92,6 +105,7 @@ def _mixing_panel(
         tick_px=TICK_PX,
         label_chars=LABEL_CHARS,
         legend=legend,
+        wrap_subtitle=True,  # a stretched board's note would widen its first map's box past the maps beside it
         **parts,  # type: ignore[arg-type]
     )
 
@@ -147,7 +161,7 @@ def rollout_panel(
         value_title="rollout",
         legend_title=legend_title,
         title=f"Rollout after block {layer}",
-        subtitle=f"residual share {residual:g} · rows sum to 1",
+        subtitle=f"residual share {residual:g} · {rows_note(rollout)}",
         max_px=max_px,
     )
 
@@ -177,31 +191,38 @@ def flow_panel(
         value_title="max flow",
         legend_title=legend_title,
         title=f"Flow after block {maps.n_layers - 1}",
-        subtitle=f"residual share {residual:g} · each cell its own max flow",
+        subtitle=f"residual share {residual:g} · each cell its own max flow, not a share",
         max_px=max_px,
     )
 
 
-def mix_colours(maps: list[np.ndarray], allowed: list[np.ndarray], stretch: bool) -> tuple[Ramp, str | None]:
+def mix_colours(
+    maps: list[np.ndarray], allowed: list[np.ndarray], stretch: bool, what: str = "values"
+) -> tuple[Ramp, str | None]:
     """A board's one colour scale and what its first map's subtitle says of it, as the attention maps' (weight_ramp,
     scale_note): white = 0 to darkest blue = 1, or stretched, darkest blue from the 99th percentile of the board's
     unmasked values up: a long text spreads each row over hundreds of tokens (about 1/T each), white on 0-to-1."""
-    shown = np.concatenate([np.asarray(m)[a] for m, a in zip(maps, allowed, strict=True)])  # every unmasked value
+    shown = np.concatenate([np.asarray(m)[shown_cells(m, a)] for m, a in zip(maps, allowed, strict=True)])  # not grey
     top = top_of(shown)
-    return weight_ramp(top if stretch else None), scale_note(top, stretch, "values")
+    return weight_ramp(top if stretch else None), scale_note(top, stretch, what)
 
 
 def last_block_board(
     maps: AttentionMaps, rollout: np.ndarray, flow: np.ndarray | None, residual: float, stretch: bool = False
 ) -> dict:
-    """One board on one colour scale: the last layer's raw average of heads, rollout after the last block ([L, T, T]:
-    its last entry) and flow of every position ([T, T]; None: not computed); the last map draws the legend. A click
-    on a cell sends back its {"row", "col"}. `stretch`: mix_colours."""
+    """One board: the last layer's raw average of heads, rollout after the last block ([L, T, T]: its last entry) and
+    flow of every position ([T, T]; None: not computed), all on 0 to 1 with the last map's legend; `stretch`ed
+    (mix_colours), raw and rollout share the stretched scale and flow keeps 0 to 1 with its own legend. A click on a
+    cell sends back its {"row", "col"}."""
     last = maps.n_layers - 1
     side = PANEL_PX if flow is not None else LAYER_PX  # two maps have room to be larger
-    drawn = [head_average(maps, last), rollout[last]] + ([flow] if flow is not None else [])
-    reach = reachable(maps.allowed)
-    ramp, note = mix_colours(drawn, [maps.allowed, reach, reach][: len(drawn)], stretch)
+    what = "values" if flow is None else "raw and rollout values"
+    ramp, note = mix_colours(
+        [head_average(maps, last), rollout[last]], [maps.allowed, reachable(maps.allowed)], stretch, what
+    )
+    own_scale = flow is not None and stretch  # flow's legend apart from the stretched one
+    if own_scale:
+        note = noted(note, FLOW_KEEPS_SCALE)
     panels = [
         average_panel(maps, last, "mix_raw", side, pick="cell", ramp=ramp),
         rollout_panel(
@@ -211,7 +232,7 @@ def last_block_board(
             residual,
             "mix_rollout",
             side,
-            legend=flow is None,
+            legend=flow is None or own_scale,
             pick="cell",
             ramp=ramp,
             legend_title=BOTH_MAPS,
@@ -219,9 +240,8 @@ def last_block_board(
     ]
     if flow is not None:
         rows = list(range(flow.shape[0]))
-        panels.append(
-            flow_panel(flow, rows, maps, residual, "mix_flow", pick="cell", ramp=ramp, legend_title=ALL_THREE_MAPS)
-        )
+        title = BAR_TITLES["flow"] if own_scale else ALL_THREE_MAPS
+        panels.append(flow_panel(flow, rows, maps, residual, "mix_flow", pick="cell", legend_title=title))
     return noted_board(panels, note)
 
 
@@ -278,9 +298,11 @@ def reach_figure(
             row=i,
             col=1,
         )
+    reached = rows.get("rollout") is None or float(np.sum(rows["rollout"])) > 0.5  # [T] -> its sum: 1, or 0
+    sums = "the row sums to 1" if reached else "0: nothing reaches this position"
     subtitle = (
-        f"residual share {residual:g} · raw: where the last layer looks · rollout: each row sums to 1 · flow: each "
-        "bar is its own max flow, at most 1"
+        f"residual share {residual:g} · raw: where the last layer looks · rollout: {sums} · flow: each bar is its own "
+        "max flow, at most 1, not a share"
     )
     figure.update_layout(figure_layout(title, subtitle, 150 * len(shown) + 60, bargap=0.25))
     named = tick_positions(len(labels), REACH_TICKS)
@@ -289,7 +311,7 @@ def reach_figure(
     return figure.update_annotations(font=PANEL_TITLE_FONT)
 
 
-def _heatmap(values: np.ndarray, x: list[str], y: list[str], title: str, last: bool, top: float) -> go.Heatmap:
+def _heatmap(values: np.ndarray, x: list[str], y: list[str], title: str, top: float) -> go.Heatmap:
     return go.Heatmap(
         z=values,
         x=x,
@@ -297,31 +319,48 @@ def _heatmap(values: np.ndarray, x: list[str], y: list[str], title: str, last: b
         zmin=0.0,
         zmax=top,
         colorscale=plotly_scale(BLUES),
-        showscale=last,
-        colorbar={"title": {"text": "share"}},
+        showscale=False,
         name=title,
         hovertemplate=f"position %{{y}}<br>input token %{{x}}<br>{title} %{{z:{HOVER_NUMBERS}}}<extra></extra>",
     )
 
 
+def _colour_bars(figure: go.Figure, measures: list[str], tops: list[float]) -> None:
+    """A colour bar right of the last map of each run of maps on one scale: "value" for several, else its measure."""
+    for i, (measure, top) in enumerate(zip(measures, tops, strict=True)):
+        if i + 1 < len(tops) and tops[i + 1] == top:
+            continue
+        shared = i > 0 and tops[i - 1] == top
+        right = figure.layout[f"xaxis{i + 1 if i else ''}"].domain[1]
+        bar = {"title": {"text": "value" if shared else BAR_TITLES[measure]}, "x": right + 0.01, "len": 0.9}
+        figure.update_traces(showscale=True, colorbar=bar, selector={"type": "heatmap"}, row=1, col=i + 1)
+
+
 def maps_figure(
     maps: AttentionMaps,
-    panels: list[tuple[str, np.ndarray, list[int]]],
+    panels: list[tuple[str, str, np.ndarray, list[int]]],
     title: str,
     subtitle: str,
     stretch: bool = False,
 ) -> go.Figure:
-    """Tokens x tokens maps side by side, each (its title, [Q, T] values, its query positions); grey gaps where no
-    path reaches (masked). One colour scale for all, as the page's board (mix_colours: `stretch`ed or 0 to 1), with
-    its note in the subtitle."""
+    """Tokens x tokens maps side by side, each (its title, its measure: "raw", "rollout" or "flow", [Q, T] values,
+    its query positions); grey gaps where no path reaches (masked). Colours as the page's board: 0 to 1, or
+    `stretch`ed for raw and rollout (mix_colours) while flow keeps 0 to 1, the note in the subtitle."""
     labels = [label_text(t) for t in token_labels(maps.key_labels)]
     reach = reachable(maps.allowed)  # [T, T]
-    ramp, note = mix_colours([values for _, values, _ in panels], [reach[queries] for *_, queries in panels], stretch)
-    figure = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels], horizontal_spacing=0.08)
-    for i, (name, values, queries) in enumerate(panels, start=1):
-        shown = np.where(reach[queries], np.asarray(values, dtype=np.float64), np.nan)  # [Q, T]
-        heatmap = _heatmap(shown, labels, [labels[q] for q in queries], name, i == len(panels), ramp.high)
-        figure.add_trace(heatmap, row=1, col=i)
+    stretched = [(values, reach[queries]) for _, measure, values, queries in panels if measure != "flow"]
+    kinds = " and ".join(dict.fromkeys(measure for _, measure, _, _ in panels if measure != "flow"))
+    what = "values" if len(stretched) == len(panels) else f"{kinds} values"
+    ramp, note = mix_colours(*map(list, zip(*stretched, strict=True)), stretch, what)
+    tops = [1.0 if measure == "flow" else ramp.high for _, measure, _, _ in panels]
+    if len(set(tops)) > 1:
+        note = noted(note, FLOW_KEEPS_SCALE)
+    spacing = 0.16 if len(set(tops)) > 1 else 0.08  # room for a colour bar between two maps
+    figure = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels], horizontal_spacing=spacing)
+    for i, ((name, _, values, queries), top) in enumerate(zip(panels, tops, strict=True), start=1):
+        shown = np.where(shown_cells(values, reach[queries]), np.asarray(values, dtype=np.float64), np.nan)  # [Q, T]
+        figure.add_trace(_heatmap(shown, labels, [labels[q] for q in queries], name, top), row=1, col=i)
+    _colour_bars(figure, [p[1] for p in panels], tops)
     side = 360
     figure.update_layout(figure_layout(title, noted(subtitle, note), side + 60, width=side * len(panels) + 160))
     figure.update_yaxes(autorange="reversed", type="category")  # the first position on top, as on the pages
@@ -333,8 +372,8 @@ def rollout_figure(
     trace: Trace, layer: int | None = None, residual: float = DEFAULT_RESIDUAL, stretch: bool = False
 ) -> go.Figure:
     """Attention rollout (Abnar & Zuidema 2020) after block `layer` (None: the last) beside that layer's raw average
-    of heads, for the first stack's self-attention: which input tokens (across) each position (down) is made of
-    (`stretch`: colours up to the 99th percentile, as the Mixing page's Stretch colours)."""
+    of heads, for the first stack's self-attention: by this estimate, which input tokens (across) each position
+    (down) is made of (`stretch`: colours up to the 99th percentile, as the Mixing page's Stretch colours)."""
     rollout = attention_rollout(trace, residual)  # [L, T, T]
     return rollout_maps_figure(mixed_maps(trace), rollout, layer, residual, stretch)
 
@@ -348,8 +387,8 @@ def rollout_maps_figure(
     return maps_figure(
         maps,
         [
-            (f"raw: layer {layer}, average of heads", head_average(maps, layer), everyone),
-            (f"rollout after block {layer}", rollout[layer], everyone),
+            (f"raw: layer {layer}, average of heads", "raw", head_average(maps, layer), everyone),
+            (f"rollout after block {layer}", "rollout", rollout[layer], everyone),
         ],
         f"Attention rollout after block {layer} ({maps.kind})",
         f"residual share {residual:g}: Ã = {residual:g}·I + {1 - residual:g}·(average of heads), multiplied from "
@@ -371,7 +410,7 @@ def flow_figure(
         return flow_maps_figure(maps, rollout, attention_flow_rows(trace, None, residual), residual, stretch)
     query = whole_in("query", query, -n_tokens, n_tokens - 1) % n_tokens  # -1: the last position
     flow = attention_flow(trace, query, residual)  # [T]
-    return flow_row_figure(maps, rollout, flow, query, residual)
+    return flow_row_figure(maps, rollout, flow, query, residual, predicts_next([s.name for s in trace.stacks]))
 
 
 def flow_maps_figure(
@@ -381,9 +420,13 @@ def flow_maps_figure(
     everyone = list(range(len(maps.key_tokens)))
     return maps_figure(
         maps,
-        [("rollout after the last block", rollout[-1], everyone), ("flow after the last block", flow, everyone)],
+        [
+            ("rollout after the last block", "rollout", rollout[-1], everyone),
+            ("flow after the last block", "flow", flow, everyone),
+        ],
         f"Attention rollout and flow after block {maps.n_layers - 1} ({maps.kind})",
-        f"residual share {residual:g} · rollout rows sum to 1; each flow value is its own max flow, at most 1",
+        f"residual share {residual:g} · rollout {rows_note(rollout[-1])}; each flow value is its own max flow, at most "
+        "1, not a share",
         stretch,
     )
 
@@ -394,11 +437,13 @@ def flow_row_figure(
     flow: np.ndarray | None,
     query: int,
     residual: float,
+    predicts: bool,
     title: str | None = None,
 ) -> go.Figure:
-    """flow_figure of one query, from rollout ([L, T, T]) and that query's flow ([T]; None: not computed)."""
+    """flow_figure of one query, from rollout ([L, T, T]) and that query's flow ([T]; None: not computed); `predicts`:
+    whether the last position predicts the next token (explorer.mixing_text.predicts_next)."""
     tokens = maps.key_labels
     raw = head_average(maps, maps.n_layers - 1)[query]  # [T]
     rows = {"raw": raw, "rollout": rollout[-1, query], "flow": flow}
-    title = title or reach_title(tokens[query], query, len(tokens), is_causal(maps.allowed))
+    title = title or reach_title(tokens[query], query, len(tokens), predicts)
     return reach_figure(tokens, title, rows, residual)

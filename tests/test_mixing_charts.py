@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.analysis.mixing import attention_flow, attention_flow_rows, attention_rollout
+from explorer.analysis.mixing import attention_flow, attention_flow_rows, attention_rollout, mixed_maps
 from explorer.analysis.stats import head_average
 from explorer.config import ModelConfig
 from pictures.mixing_charts import flow_figure, last_block_board, layer_board, reach_figure, reachable, rollout_figure
@@ -87,7 +87,50 @@ def test_the_notebook_maps_stretch_their_colours_as_the_pages_board_does():
     for before, after in zip(plain["data"], stretched["data"], strict=True):  # the values drawn are the same
         np.testing.assert_array_equal(np.asarray(after["z"], dtype=float), np.asarray(before["z"], dtype=float))
     flows = figure_json(flow_figure(explorer.run(ModelConfig(n_layers=2), TOKENS), stretch=True))
-    assert flows["data"][0]["zmax"] == flows["data"][1]["zmax"] < 1  # rollout and flow on one stretched scale
+    assert flows["data"][0]["zmax"] < 1 and flows["data"][1]["zmax"] == 1  # rollout stretched, flow kept 0 to 1
+
+
+def words_and_flow(n_tokens: int) -> tuple[explorer.Trace, np.ndarray]:
+    words = " ".join(f"w{i}" for i in range(n_tokens))
+    long = explorer.run(ModelConfig(n_layers=2), words)
+    return long, attention_flow_rows(long)
+
+
+def test_stretch_colours_stretches_raw_and_rollout_and_leaves_flow_on_0_to_1():
+    """Found by a review: flow's top 1 % is about 1 (each value is its own max flow), so one scale stretched over all
+    three maps stayed near 0 to 1 and Stretch colours did nothing on the last block's board."""
+    long, flow = words_and_flow(24)
+    maps, rollout = long.first.self_attention, attention_rollout(long)
+    raw_and_rollout = np.concatenate([head_average(maps, 1).ravel(), rollout[1].ravel()])  # no mask: every cell
+    top = float(np.quantile(raw_and_rollout, 0.99))
+    assert top < 0.5 < np.quantile(np.concatenate([raw_and_rollout, flow.ravel()]), 0.99)  # flow would undo it
+    panels = last_block_board(maps, rollout, flow, 0.5, stretch=True)["panels"]
+    assert panels[1]["legend"]["high"] == pytest.approx(top) and panels[1]["legend"]["title"] == "value, both maps"
+    assert (panels[2]["legend"]["low"], panels[2]["legend"]["high"]) == (0.0, 1.0)
+    assert panels[2]["legend"]["title"] == "max flow"
+    assert "top 1 % of raw and rollout values" in panels[0]["subtitle"] and "flow keeps 0 to 1" in panels[0]["subtitle"]
+    shades = np.unique(panel_matrix(panels[2]).image.reshape(-1, 3), axis=0)  # flow's colours on 0 to 1, unstretched
+    plain = last_block_board(maps, rollout, flow, 0.5)["panels"]
+    np.testing.assert_array_equal(panel_matrix(plain[2]).image, panel_matrix(panels[2]).image)
+    assert len(shades) > 1
+
+
+def test_the_notebook_flow_maps_name_each_colour_bar_by_what_it_holds():
+    """The figure's one colour bar was titled "share", under flow's values too, which are not shares."""
+    long, flow = words_and_flow(24)
+    rollout = attention_rollout(long)[-1]
+    stretched = figure_json(flow_figure(long, stretch=True))
+    rolled, flows = stretched["data"]
+    assert rolled["zmax"] == pytest.approx(np.quantile(rollout.ravel(), 0.99)) and flows["zmax"] == 1.0
+    assert [(h["showscale"], h["colorbar"]["title"]["text"]) for h in (rolled, flows)] == [
+        (True, "rollout"),
+        (True, "max flow"),
+    ]
+    assert rolled["colorbar"]["x"] < flows["colorbar"]["x"]  # the rollout bar stands between the two maps
+    plain = figure_json(flow_figure(long))["data"]  # one scale, 0 to 1: one bar, named for both maps
+    assert [h.get("showscale") for h in plain] == [False, True] and plain[1]["colorbar"]["title"]["text"] == "value"
+    assert "share" not in str([h.get("colorbar") for h in plain + stretched["data"]])
+    np.testing.assert_allclose(np.asarray(flows["z"], dtype=float), flow, atol=1e-6)
 
 
 def test_the_layer_board_draws_rollout_after_that_block(trace):
@@ -158,3 +201,31 @@ def test_the_notebooks_rollout_figure_averages_a_removed_head_as_rollout_does():
     raw, rolled = heatmaps(rollout_figure(trace))
     np.testing.assert_allclose(raw["z"], trace.attention[1, 0] / 2, atol=1e-6)  # head 1 counted as zero
     np.testing.assert_allclose(rolled["z"], attention_rollout(trace)[-1], atol=1e-6)
+
+
+def test_a_head_removed_by_its_mean_under_a_causal_mask_draws_what_reaches_later_tokens():
+    """Found by a review: a head replaced by its mean weighs each key by its mean over all queries, so position 0
+    receives later tokens (0.076 of rollout's row 0 here); those cells were grey, "no path from this token (0)"."""
+    trace = explorer.run(ModelConfig(arch="decoder"), TOKENS, ablate="L0H1", ablate_with="mean")
+    weights = trace.attention.astype(np.float64)  # [L, H, T, T], as each head computed them
+    weights[0, 1] = weights[0, 1].mean(axis=0)  # the removed head as it acted: its mean row for every query
+    mean = weights.mean(axis=1)  # [L, T, T]
+    mixing = 0.5 * np.eye(6) + 0.5 * mean  # rows already sum to 1
+    rollout = mixing[1] @ mixing[0]  # [T, T]
+    upper = np.triu(np.ones((6, 6), dtype=bool), 1)
+    assert rollout[0, upper[0]].sum() > 0.05 and (mean[0][upper] > 0).all()
+    maps = mixed_maps(trace)
+    panels = last_block_board(maps, attention_rollout(trace), attention_flow_rows(trace), 0.5)["panels"]
+    drawn = {p["name"]: panel_matrix(p) for p in panels}
+    np.testing.assert_allclose(drawn["mix_rollout"].values, rollout, atol=1e-6)
+    for name, expected in (("mix_rollout", rollout), ("mix_flow", attention_flow_rows(trace))):
+        np.testing.assert_array_equal(drawn[name].masked, expected == 0)  # grey only where nothing arrives
+    layer0 = panel_matrix(layer_board(maps, attention_rollout(trace), 0, 0.5)["panels"][0])  # layer 0's raw average
+    np.testing.assert_allclose(layer0.values, mean[0], atol=1e-6)
+    assert not layer0.masked.any()  # the removed head's mean row reaches every key
+
+
+def test_without_a_mean_removal_the_masked_cells_stay_grey(causal):
+    panels = last_block_board(mixed_maps(causal), attention_rollout(causal), None, 0.5)["panels"]
+    upper = np.triu(np.ones((6, 6), dtype=bool), 1)
+    assert [panel_matrix(p).masked.tolist() for p in panels] == [upper.tolist()] * 2

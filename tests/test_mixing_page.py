@@ -57,6 +57,10 @@ def assert_drawn(drawn: DrawnMatrix, expected: np.ndarray) -> None:
     assert (expected[drawn.masked] == 0).all()
 
 
+def download_labels(at: AppTest) -> list[str]:
+    return [button.proto.label for button in at.get("download_button")]
+
+
 def infos(at: AppTest) -> str:
     return " ".join(i.value for i in at.info)
 
@@ -77,6 +81,9 @@ def test_the_default_view_draws_explorers_rollout_and_flow():
     np.testing.assert_allclose(bars["flow"], attention_flow(trace, 0), atol=FLOAT32)
     text = " ".join(m.value for m in at.markdown)
     assert "residual connection" in text and "Abnar & Zuidema 2020" in text and "0.5·I + 0.5·A" in text
+    board = next(c.value for c in at.caption if c.value.startswith("Left,"))
+    assert "Middle, rollout: by this estimate" in board and "Right, flow" in board and "not a share" in board
+    assert "Raw, rollout and flow (CSV)" in download_labels(at)
 
 
 def test_the_block_slider_is_in_the_url_and_draws_rollout_after_that_block():
@@ -123,6 +130,19 @@ def test_with_a_head_removed_the_raw_map_is_the_A_rollout_multiplies_and_the_pag
     assert "removed" not in infos(opened())
 
 
+def test_a_head_removed_by_its_mean_under_a_causal_mask_is_drawn_where_it_reaches_later_tokens():
+    at = opened(arch="decoder", ablate="L0H1", ablate_with="mean")
+    trace = explorer.run(ModelConfig(arch="decoder"), TOKENS, ablate="L0H1", ablate_with="mean")
+    weights = trace.attention.astype(np.float64)  # [L, H, T, T]
+    weights[0, 1] = weights[0, 1].mean(axis=0)  # the removed head's mean row, for every query
+    mixing = 0.5 * np.eye(6) + 0.5 * weights.mean(axis=1)  # [L, T, T], rows already sum to 1
+    rollout = mixing[1] @ mixing[0]
+    drawn = app_matrices(at)["mix_rollout"]
+    assert_drawn(drawn, rollout)  # grey only where nothing arrives
+    assert not drawn.masked[0, 1:].any() and (rollout[0, 1:] > 0).all()  # position 0 receives later tokens
+    assert "later tokens" in infos(at) and "became zero" not in infos(at)
+
+
 def test_the_residual_share_is_in_the_url():
     at = opened(mix_residual="0.2")
     trace = explorer.run(ModelConfig(), TOKENS)
@@ -141,7 +161,10 @@ def test_stretch_colours_in_the_link_stretches_both_boards_and_the_switch_undoes
     drawn = app_matrices(at)
     layer_top = drawn["mix_layer_rollout"].view["legend"]["high"]  # the board's one legend
     assert layer_top == pytest.approx(np.quantile(np.concatenate(shown), 0.99), rel=1e-5) and layer_top < 1
-    assert drawn["mix_flow"].view["legend"]["high"] < 1 and "colours stretched" in drawn["mix_raw"].title
+    last = [head_average(maps, 1)[maps.allowed], rollout[1][maps.allowed | np.eye(len(rollout[1]), dtype=bool)]]
+    last_top = drawn["mix_rollout"].view["legend"]["high"]  # raw and rollout stretched; flow keeps 0 to 1
+    assert last_top == pytest.approx(np.quantile(np.concatenate(last), 0.99), rel=1e-5) and last_top < 1
+    assert drawn["mix_flow"].view["legend"]["high"] == 1.0 and "colours stretched" in drawn["mix_raw"].title
     at.toggle(key="stretch").set_value(False).run()
     assert_ok(at)
     assert [app_matrices(at)[k].view["legend"]["high"] for k in ("mix_flow", "mix_layer_rollout")] == [1.0, 1.0]
@@ -161,6 +184,9 @@ def test_past_the_limit_flow_of_every_row_is_a_sentence_and_one_row_is_still_dra
     drawn = app_matrices(at)
     assert "mix_flow" not in drawn and "mix_rollout" in drawn
     assert "Flow for every position is not computed here" in infos(at) and "3,600 max-flow problems" in infos(at)
+    board = next(c.value for c in at.caption if c.value.startswith("Left,"))  # two maps: no middle one, no flow
+    assert "Right, rollout" in board and "Middle" not in board and "middle" not in board
+    assert "Raw and rollout (CSV)" in download_labels(at)  # the button had been "Rollout and flow" without flow
     trace = explorer.run(ModelConfig(), words)
     np.testing.assert_allclose(reach_bars(at)["flow"], attention_flow(trace, 59), atol=FLOAT32)
 
@@ -185,6 +211,24 @@ def test_a_causal_model_shows_which_tokens_reach_the_prediction():
     upper = np.triu(np.ones((6, 6), dtype=bool), 1)
     np.testing.assert_array_equal(rollout.masked, upper)  # no path from a later token: grey, as on the Attention page
     assert_drawn(rollout, attention_rollout(trace)[-1])
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"tokens": "cat"},  # one token: a mask with nothing above the diagonal
+        {"mask": "padding", "tokens": "the [PAD] [PAD]"},  # a padded encoder whose last rows see only "the"
+        {"arch": "encoder-decoder", "mask": "causal"},  # a causal encoder: its last position predicts nothing
+    ],
+)
+def test_only_a_decoder_only_model_is_said_to_predict(params):
+    """Found by a review: "reach the prediction" was decided from the mask's shape, so these layouts, whose first
+    stack predicts no next token, opened on their last position under that title."""
+    at = opened(**params)
+    assert not any("prediction" in s.value for s in at.subheader)
+    assert at.selectbox(key="mix_query").value == 0
+    (figure,) = app_figures(at)
+    assert "reach position 0" in figure["layout"]["title"]["text"]
 
 
 def test_masked_tokens_get_zero_and_are_drawn_grey():

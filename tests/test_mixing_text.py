@@ -6,19 +6,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.mixing_export import mixing_table
+from explorer.mixing_export import last_block_label, mixing_table
 from explorer.mixing_text import (
     FLOW_PAGE_MAX_WORK,
+    board_caption,
     explanation,
     first_stack_note,
     flow_max_tokens,
     flow_offered,
     flow_too_big,
     flow_work,
-    is_causal,
     opening_query,
     piled_up_note,
+    predicts_next,
     reach_sentence,
+    reach_title,
+    removal_note,
+    rows_note,
     top_tokens,
 )
 
@@ -61,16 +65,23 @@ def test_the_too_big_sentence_says_how_much_and_how_to_get_flow():
     text = flow_too_big(2, 60, "token", every_row=True)
     assert "3,600 max-flow problems" in text and "7,200 edges" in text and "2 layers × 60 × 60 tokens" in text
     assert f"at most {flow_max_tokens(2, True)} tokens" in text and "one position's row is cheaper" in text
+    # the limit, not a time: refused cases had taken 0.37-0.88 s ("more than the page solves in a few seconds")
+    assert "25,920,000 units of work (problems × edges), more than the page's limit of 8,000,000" in text
+    assert "than the page solves in a few seconds" not in text
     row = flow_too_big(30, 200, "piece", every_row=False)
     assert row.startswith("This position's flow") and "200 max-flow problems" in row and "pieces" in row
     assert "explorer.attention_flow" in row
 
 
-def test_causal_and_the_opening_position():
-    causal = np.tril(np.ones((4, 4), dtype=bool))
-    assert is_causal(causal) and opening_query(causal) == 3  # the last position predicts the next token
-    full = np.ones((4, 4), dtype=bool)
-    assert not is_causal(full) and opening_query(full) == 0
+def test_only_a_decoder_only_model_predicts_and_opens_on_its_last_position():
+    assert predicts_next(["decoder"]) and opening_query(4, True) == 3  # the last position predicts the next token
+    for stacks in (["encoder"], ["encoder", "decoder"]):  # an encoder-decoder's rollout follows its encoder
+        assert not predicts_next(stacks)
+    assert opening_query(4, False) == 0
+    assert "reach the prediction" in reach_title("mat", 5, 6, predicts=True)
+    assert (
+        reach_title("mat", 5, 6, predicts=False) == "Which input tokens reach position 5 (“mat”) after the last block"
+    )
 
 
 def test_top_tokens_lists_the_largest_first_and_drops_what_rounds_to_zero():
@@ -83,8 +94,50 @@ def test_reach_sentence_with_and_without_flow():
     tokens = ["x", "y"]
     raw, rollout, flow = np.array([0.2, 0.8]), np.array([0.7, 0.3]), np.array([1.0, 0.5])
     text = reach_sentence(tokens, 1, raw, rollout, flow)
-    assert text.startswith("At position 1 (`y`)") and "`y` (0.80)" in text and "flow, `x` (1.00)" in text
+    assert text.startswith("At position 1 (`y`)") and "weights most `y` (0.80), `x` (0.20)" in text
     assert "flow" not in reach_sentence(tokens, 1, raw, rollout, None)
+
+
+def test_the_reach_sentence_says_rollout_is_an_estimate_and_flow_is_not_a_share():
+    """Found by a review: "rollout finds most of ... in it; flow, [CLS] (1.00), [SEP] (1.00), tired (0.95)" read
+    flow's values, which sum to 2.95 there, as shares of the position."""
+    tokens = ["[CLS]", "tired", "[SEP]"]
+    flow = np.array([1.0, 0.95, 1.0])  # three max flows: each token alone can reach the position fully
+    text = reach_sentence(tokens, 1, np.array([0.5, 0.3, 0.2]), np.array([0.6, 0.3, 0.1]), flow)
+    assert "rollout estimates that it is made most of `[CLS]` (0.60), `tired` (0.30), `[SEP]` (0.10)" in text
+    assert "the most that can pass from it to each input token on its own" in text and "not a share" in text
+    assert "a row can sum to more than 1" in text
+    assert "is largest for `[CLS]` (1.00), `[SEP]` (1.00), `tired` (0.95)." in text
+
+
+def test_a_row_that_nothing_reaches_is_said_so_not_named_as_a_token_of_0():
+    """At residual 0 a row whose keys are all masked is all zeros: the sentence had named its first token "(0.00)"."""
+    tokens = ["[PAD]", "the", "cat"]
+    zeros = np.zeros(3)
+    text = reach_sentence(tokens, 0, zeros, zeros, zeros)
+    assert "(0.00)" not in text
+    assert "puts no weight on any key" in text and "nothing reaches it" in text
+    assert "no flow can pass from it to any input token" in text
+    assert top_tokens(tokens, np.array([0.004, 0.0, 0.001])) == ""  # every value rounds to 0.00
+
+
+def test_rows_sum_to_1_or_to_0_where_nothing_reaches():
+    assert rows_note(np.eye(3)) == "rows sum to 1"
+    empty = np.array([[0.0, 0.0], [0.4, 0.6]])  # position 0: nothing reaches it
+    assert rows_note(empty) == "rows sum to 1 (0 where nothing reaches)"
+
+
+def test_the_board_caption_names_the_maps_drawn_and_says_what_flow_is():
+    three = board_caption(flow_shown=True)
+    assert "Middle, rollout: by this estimate" in three and "Right, flow: the most that can pass" in three
+    assert "each cell its own max-flow problem, not a share (a row can sum to more than 1)" in three
+    assert "rows sum to 1, or 0 where nothing reaches" in three
+    two = board_caption(flow_shown=False)  # flow not computed: two maps, no middle one
+    assert "Right, rollout: by this estimate" in two and "Middle" not in two and "flow" not in two
+
+
+def test_the_explanation_says_flow_is_not_a_share():
+    assert "not a share" in explanation(0.5) and "a row of flow can sum to more than 1" in explanation(0.5)
 
 
 def test_piled_up_note_only_when_every_row_sits_on_one_token():
@@ -101,9 +154,37 @@ def test_mixing_table_has_a_row_per_position_and_input_token():
     tokens = ["a", "b", "c"]
     rollout = np.arange(9, dtype=np.float64).reshape(3, 3) / 10
     flow = np.ones((1, 3))
-    table = mixing_table(tokens, [2], {"rollout": rollout[2:], "flow": flow, "gone": None})
-    assert list(table.columns) == ["position", "position_token", "input", "input_token", "rollout", "flow"]
+    table = mixing_table(tokens, [2], {"rollout": rollout[2:], "flow": flow, "gone": None}, 0.3)
+    columns = ["position", "position_token", "input", "input_token", "residual_share", "rollout", "flow"]
+    assert list(table.columns) == columns
+    assert list(table["residual_share"]) == [0.3] * 3  # no CSV had said which residual share its numbers used
     assert list(table["position_token"]) == ["c"] * 3 and list(table["input_token"]) == tokens
     np.testing.assert_array_equal(table["rollout"], rollout[2])
     with pytest.raises(ValueError, match="not 1 positions x 3 tokens"):
-        mixing_table(tokens, [2], {"rollout": rollout})
+        mixing_table(tokens, [2], {"rollout": rollout}, 0.5)
+
+
+def test_the_removal_note_says_what_each_kind_of_removal_does_to_a():
+    """The zero-weight sentence had been printed for a mean removal too, where no weight becomes zero."""
+    zero = removal_note("L0H1", "zero", 0.5, masked=True)
+    assert "zero weight" in zero and "keeps more than 0.5 of itself" in zero and "later tokens" not in zero
+    mean = removal_note("L0H1", "mean", 0.5, masked=True)
+    assert "its mean weight on each key over the queries" in mean and "became zero" not in mean
+    assert "a position receives tokens its mask hides from it (with a causal mask, later tokens)" in mean
+    unmasked = removal_note("L0H1", "mean", 0.5, masked=False)  # every position sees every token already
+    assert "became zero" not in unmasked and "mask hides" not in unmasked and unmasked.endswith("the same way.")
+
+
+def test_the_last_blocks_csv_is_named_by_what_it_holds():
+    assert last_block_label(flow_shown=True) == "Raw, rollout and flow (CSV)"
+    assert last_block_label(flow_shown=False) == "Raw and rollout (CSV)"  # had said "Rollout and flow" without flow
+
+
+def test_the_piled_up_note_says_flow_spreads_more_only_when_flow_was_computed_and_does():
+    piled = np.array([[1.0, 0.0, 0.0], [0.95, 0.05, 0.0], [0.92, 0.04, 0.04]])  # `The` holds 2.87 / 3 of rollout
+    assert "flow" not in piled_up_note(["The", "cat", "sat"], piled, 30).lower()  # flow not computed: not claimed
+    spread = np.array([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [1.0, 0.9, 0.8]])  # `The` holds 3 / 5.7 of the flow
+    note = piled_up_note(["The", "cat", "sat"], piled, 30, spread)
+    assert "spreads more: `The` holds 0.526 of this map's flow values summed, against 0.957 of rollout's." in note
+    narrow = np.array([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])  # all of flow on `The` too
+    assert "flow" not in piled_up_note(["The", "cat", "sat"], piled, 30, narrow).lower()

@@ -14,15 +14,16 @@ from explorer.ablation import heads_text
 from explorer.analysis.mixing import DEFAULT_RESIDUAL, mixed_maps
 from explorer.analysis.stats import head_average
 from explorer.config import CheckpointConfig, ModelConfig
-from explorer.mixing_export import mixing_table
+from explorer.mixing_export import last_block_label, mixing_table
 from explorer.mixing_text import (
+    board_caption,
     explanation,
     first_stack_note,
     flow_offered,
     flow_too_big,
-    is_causal,
     opening_query,
     piled_up_note,
+    predicts_next,
     reach_sentence,
     removal_note,
     residual_help,
@@ -83,11 +84,20 @@ def pick_query() -> None:
         st.session_state["mix_query"] = int(picked["row"])
 
 
-def csv_download(label: str, maps: AttentionMaps, queries: list[int], columns: dict, name: str, key: str, where=None):
+def csv_download(
+    label: str,
+    maps: AttentionMaps,
+    queries: list[int],
+    columns: dict,
+    residual: float,
+    name: str,
+    key: str,
+    where: DeltaGenerator | None = None,
+) -> None:
     """A CSV of mixing_table, built only when clicked: on copies of the `columns` ([T, T] each at most), since a
     view would keep the rollout it reads alive for as long as the button (views/state.py)."""
     kept = {name: None if values is None else np.array(values) for name, values in columns.items()}
-    table = partial(mixing_table, list(maps.key_tokens), queries, kept)
+    table = partial(mixing_table, list(maps.key_tokens), queries, kept, residual)
     download(label, lambda: table().to_csv(index=False), name, "text/csv", key, where)
 
 
@@ -101,12 +111,9 @@ def last_block(
     flow = None
     if flow_offered(n_layers, n_tokens, None):
         flow = flow_of(trace, residual, tuple(range(n_tokens)))  # [T, T]
-    st.caption(
-        "Left, where the last layer's heads look (their average); middle and right, which input tokens (across) each "
-        "position (down) is made of after every block. Click a cell to see its position's row below."
-    )
+    st.caption(board_caption(flow is not None))
     show_board(last_block_board(maps, rollout, flow, residual, stretch), key="mix_last", on_pick=pick_query)
-    piled = piled_up_note([code_text(t) for t in token_labels(maps.key_labels)], rollout[-1], n_layers)
+    piled = piled_up_note([code_text(t) for t in token_labels(maps.key_labels)], rollout[-1], n_layers, flow)
     if piled:
         st.caption(piled)
     if flow is None:
@@ -119,12 +126,13 @@ def reach(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, flow: np.ndarr
     returns (the position, its flow row or None)."""
     n_tokens = len(maps.key_tokens)
     positions = list(range(n_tokens))
-    st.subheader("Which input tokens reach the prediction" if is_causal(maps.allowed) else "One position's row")
+    predicts = predicts_next([s.name for s in trace.stacks])
+    st.subheader("Which input tokens reach the prediction" if predicts else "One position's row")
     clamp_view("mix_query", positions, "position")
     query = st.selectbox(
         "Position",
         positions,
-        index=opening_query(maps.allowed),
+        index=opening_query(n_tokens, predicts),
         key="mix_query",
         bind="query-params",
         help="The position whose row is drawn: 0 is the first token. Clicking a cell of the maps above picks its row.",
@@ -141,7 +149,7 @@ def reach(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, flow: np.ndarr
     st.markdown(
         reach_sentence([code_text(t) for t in token_labels(maps.key_labels)], query, raw, rollout[-1, query], row)
     )
-    plotly_chart(flow_row_figure(maps, rollout, row, query, residual), "mix_reach")
+    plotly_chart(flow_row_figure(maps, rollout, row, query, residual, predicts), "mix_reach")
     return query, row
 
 
@@ -155,8 +163,9 @@ def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float, st
     else:
         layer = st.slider("Block", 0, blocks[-1], blocks[-1], key="mix_layer", bind="query-params", width=BLOCK_PX)
     st.caption(
-        f"Rollout after block {layer} multiplies the mixing of blocks 0 to {layer}: how the input tokens spread "
-        "through the positions as the blocks stack up. Beside it, the raw average of that block's heads alone."
+        f"Rollout after block {layer} multiplies the mixing of blocks 0 to {layer}: by this estimate, how the input "
+        "tokens spread through the positions as the blocks stack up. Beside it, the raw average of that block's heads "
+        "alone."
     )
     show_board(layer_board(maps, rollout, layer, residual, stretch), key="mix_layer_board")
     everyone = list(range(len(maps.key_tokens)))
@@ -165,6 +174,7 @@ def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float, st
         maps,
         everyone,
         {"raw_average": head_average(maps, layer), "rollout": rollout[layer]},
+        residual,
         f"rollout_block{layer}.csv",
         "mix_csv_layer",
     )
@@ -184,11 +194,13 @@ def mixing_figures(
     """The view as Plotly figures (pictures.mixing_charts' notebook builders), made on the click: the maps and the
     rollout from their makers, `flow` ([T, T], this session's copy) and its `row` ([T]) as computed, the maps'
     colours `stretch`ed as the page's."""
-    maps, rollout = mixed_maps(make_trace()), make_rollout()
+    trace = make_trace()
+    maps, rollout = mixed_maps(trace), make_rollout()
+    predicts = predicts_next([s.name for s in trace.stacks])
     figures = [rollout_maps_figure(maps, rollout, None, residual, stretch)]
     if flow is not None:
         figures.append(flow_maps_figure(maps, rollout, flow, residual, stretch))
-    figures.append(flow_row_figure(maps, rollout, row, query, residual))
+    figures.append(flow_row_figure(maps, rollout, row, query, residual, predicts))
     if layer != maps.n_layers - 1:
         figures.append(rollout_maps_figure(maps, rollout, layer, residual, stretch))
     return figures
@@ -215,7 +227,8 @@ def main() -> None:
     stretch = stretch_toggle(controls)
     st.markdown(explanation(residual))
     if trace.ablated:
-        st.info(removal_note(heads_text(trace.ablated), trace.ablate_with, residual), icon=":material/content_cut:")
+        note = removal_note(heads_text(trace.ablated), trace.ablate_with, residual, not maps.allowed.all())
+        st.info(note, icon=":material/content_cut:")
     note = first_stack_note([s.name for s in trace.stacks])
     if note:
         st.info(note, icon=":material/layers:")
@@ -226,10 +239,11 @@ def main() -> None:
     last = maps.n_layers - 1
     everyone = list(range(len(maps.key_tokens)))
     csv_download(
-        "Rollout and flow (CSV)",
+        last_block_label(flow is not None),
         maps,
         everyone,
         {"raw_average": head_average(maps, last), "rollout": rollout[last], "flow": flow},
+        residual,
         "mixing_last_block.csv",
         "mix_csv",
         controls,

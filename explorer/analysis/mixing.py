@@ -9,9 +9,15 @@ token's own stream past the attention, so block l mixes tokens by
 with A_l the block's self-attention weights [query, key] (the paper uses residual = 0.5). Rollout multiplies these
 matrices; flow is the maximum flow through the graph whose edge from (l + 1, i) to (l, j) has capacity A~_l[i, j].
 Both read the first stack's self-attention (the encoder's, for an encoder-decoder). Raw weights say where one head
-of one layer looks; these say which input tokens an output position is made of after every block. A head the run
+of one layer looks; these estimate which input tokens an output position is made of after every block. A head the run
 removed (explorer.ablation) mixes by what it really did: nothing when its output was zeroed, each key's mean weight
-over the queries when it was replaced by its mean (norm_attention.effective_weights).
+over the queries when it was replaced by its mean (norm_attention.effective_weights). That mean is the same for every
+query, so through such a head a position receives tokens its mask hides from it (later ones, under a causal mask).
+
+Flow is kept as max-flow values, not shares: the flow from position i to input token j is the most that can pass
+from (L, i) to (0, j), each its own max-flow problem, at most 1, and a row can sum to more than 1 (on MiniLM, 14 to
+22). The authors' code (samiraabnar/attention_flow, compute_flows) divides each output node's flows by their sum; this
+does not, because a share would hide that several input tokens can each reach a position fully.
 """
 
 from __future__ import annotations
@@ -77,7 +83,8 @@ def flow_edges(trace: Trace) -> int:
 def attention_flow(trace: Trace, query: int, residual: float = DEFAULT_RESIDUAL) -> np.ndarray:
     """[T] float64: attention flow (Abnar and Zuidema 2020), the maximum flow from position `query` after the last block
     to each input token, on the layered graph whose edge from (l + 1, i) to (l, j) has capacity A~_l[i, j]
-    (augmented_attention). Each value is at most 1; they need not sum to 1 (each is its own max-flow problem).
+    (augmented_attention). Each value is at most 1 and is its own max-flow problem, not a share: a row can sum to more
+    than 1 (the authors' code divides a row by its sum; this keeps the values, see the module's docstring).
     Solved by scipy's maximum_flow (Dinic's algorithm) on integer capacities (FLOW_UNITS). -1 is the last position,
     as flow_figure takes it."""
     n_tokens = len(trace.first.tokens)
