@@ -137,7 +137,11 @@ def test_positional_shows_minilms_trained_table_and_smollms_rotary_base(minilm):
     drawn = app_matrices(at)["pos_table"].values  # [P, D] the table as drawn, the first P positions
     table = minilm.positional.table.detach().numpy()  # [512, D]
     np.testing.assert_allclose(drawn, table[: drawn.shape[0]], atol=1e-6)
-    at = opened({"model": "smollm2-135m", "pos_open_wavelengths": "true"}, page="views/positional.py")
+    query = {"model": "smollm2-135m", "tokens": PROMPT, "pos_open_wavelengths": "true", "pos_open_order": "true"}
+    at = opened(query, page="views/positional.py")
+    # The reordering's token lines write SmolLM2's pieces as its maps' axes do, not in the vocabulary's spelling
+    [line] = [m.value for m in at.markdown if m.value.startswith("Typed:")]
+    assert "The ␣capital ␣of" in line and "Ġ" not in line
     assert any("100,000" in c.value for c in at.caption)
     [formula] = [latex.value for latex in at.latex]
     assert r"(q_{i},\,q_{i+d_{head}/2}) \mapsto" in formula and "q_{2i}" not in formula  # the pairs it rotates

@@ -86,8 +86,8 @@ def order_demo(cfg: ModelConfig, typed: tuple[str, ...], target: tuple[str, ...]
     typed_maps = state.trace.first.self_attention if state.base_run is None and state.trace is not None else None
     demo = from_model(cached_permutation, cfg, tuple(tokens), tuple(order), target, _typed=typed_maps)
     st.markdown(
-        f"Typed: `{token_line(tokens).replace('`', '')}`  →  reordered: "
-        f"`{token_line(list(demo.shuffled)).replace('`', '')}`"
+        f"Typed: `{token_line(demo.labels).replace('`', '')}`  →  reordered: "  # as the maps' axes write them
+        f"`{token_line(demo.shuffled_labels).replace('`', '')}`"
         + (" (the encoder's input; the decoder keeps its target)" if target else "")
     )
     layer, head = layer_head(cfg, "pos_perm")
