@@ -10,15 +10,22 @@ from torch import nn
 from explorer.config import NORM_FORMULAS, NORM_IN_FRONT, NORM_ON_OUTPUT, ModelConfig, applied_masks
 
 
-def forward_steps(cfg: ModelConfig, n_tokens: int, n_target: int | None = None) -> pd.DataFrame:
+def forward_steps(
+    cfg: ModelConfig, n_tokens: int, n_target: int | None = None, vocabulary_size: int | None = None
+) -> pd.DataFrame:
     """step, shape (in letters), size (for this input): tokens to output through one block of each stack.
     An encoder-decoder lists the encoder on the source (S = n_tokens positions), then the decoder on the target
-    (T = n_target positions, 1 if not given) with its cross-attention to the encoder's output."""
+    (T = n_target positions, 1 if not given) with its cross-attention to the encoder's output. A model with a
+    read-out to `vocabulary_size` token logits ends with it, as multiply_adds counts it."""
     if cfg.arch != "encoder-decoder":
         rows = _stack_steps(cfg, "", n_tokens, None)
     else:
         rows = _stack_steps(cfg, "encoder ", n_tokens, None, letter="S")
         rows += _stack_steps(cfg, "decoder ", n_target or 1, n_tokens)
+    if vocabulary_size is not None:
+        T = n_target or 1 if cfg.arch == "encoder-decoder" else n_tokens  # the last stack's tokens
+        tied = " (tied: the token embedding table)" if getattr(cfg, "tie_embeddings", False) else ""
+        rows.append((f"read-out to token logits{tied}", "[T, vocabulary]", [T, vocabulary_size]))
     return pd.DataFrame(
         [{"step": step, "shape": shape, "size": "[" + ", ".join(map(str, size)) + "]"} for step, shape, size in rows]
     )
@@ -37,6 +44,8 @@ def _stack_steps(
     ]
     if cfg.positional in ("sinusoidal", "learned"):
         rows.append((f"+ {cfg.positional} positions", f"[{t}, d_model]", [T, D]))
+    if getattr(cfg, "family", None) == "bert":  # Transformer.embed: token type 0, then the embedding LayerNorm
+        rows += [("+ token type 0", f"[{t}, d_model]", [T, D]), ("embedding LayerNorm", f"[{t}, d_model]", [T, D])]
     mask = applied_masks(cfg)[stack.strip() or cfg.arch]
     mask_note = "" if mask == "none" else f", {mask} mask"
     norm = norm_name(cfg)
@@ -44,19 +53,9 @@ def _stack_steps(
     normed = (f"[{t}, d_model]", [T, D])
     pre_norm = (f"{norm} ({cfg.norm}-norm, input side)", *normed) if cfg.norm in NORM_IN_FRONT else None
     out_norm = (f"{norm} ({cfg.norm}-norm, output side)", *normed) if cfg.norm in NORM_ON_OUTPUT else None
-    G = kv_heads(cfg)
-    projections = [("Q, K, V = x W_q, x W_k, x W_v", f"3 x [{t}, d_model]", [3, T, D])]
-    if G != H:  # grouped-query attention: fewer key/value heads, each shared by H / G query heads
-        projections = [
-            ("Q = x W_q", f"[{t}, d_model]", [T, D]),
-            (f"K, V = x W_k, x W_v ({G} key/value heads)", f"2 x [{t}, kv_heads · d_head]", [2, T, G * K]),
-            (f"repeat each K, V head for {H // G} query heads", f"2 x [heads, {t}, d_head]", [2, H, T, K]),
-        ]
     block = [
         pre_norm,
-        *projections,
-        ("split into heads", f"[heads, {t}, d_head]", [H, T, K]),
-        ("rotate Q and K by position (rope)", f"[heads, {t}, d_head]", [H, T, K]) if cfg.positional == "rope" else None,
+        *_attention_steps(cfg, t, T),
         (f"scores Q K^T / sqrt(d_head){mask_note}", f"[heads, {t}, {t}]", [H, T, T]),
         ("softmax over keys: attention weights", f"[heads, {t}, {t}]", [H, T, T]),
         ("weights x V", f"[heads, {t}, d_head]", [H, T, K]),
@@ -65,13 +64,14 @@ def _stack_steps(
         residual,
     ]
     if S is not None:
+        cross_mask = ", padding mask" if "padding" in cfg.mask else ""  # the source's [PAD] keys
         block += [
             pre_norm,
             ("cross-attention: Q = x W_q", "[T, d_model]", [T, D]),
             ("cross-attention: K, V = encoder output W_k, W_v", "2 x [S, d_model]", [2, S, D]),
             ("cross-attention: split Q into heads", "[heads, T, d_head]", [H, T, K]),
             ("cross-attention: split K, V into heads", "2 x [heads, S, d_head]", [2, H, S, K]),
-            ("cross-attention: scores Q K^T / sqrt(d_head)", "[heads, T, S]", [H, T, S]),
+            (f"cross-attention: scores Q K^T / sqrt(d_head){cross_mask}", "[heads, T, S]", [H, T, S]),
             ("cross-attention: softmax over source keys", "[heads, T, S]", [H, T, S]),
             ("cross-attention: weights x V", "[heads, T, d_head]", [H, T, K]),
             ("cross-attention: concatenate heads, output projection", "[T, d_model]", [T, D]),
@@ -87,6 +87,43 @@ def _stack_steps(
         rows.append((f"{stack}final {norm}", f"[{t}, d_model]", [T, D]))
     rows.append((f"{stack}output", f"[{t}, d_model]", [T, D]))
     return rows
+
+
+def _attention_steps(cfg: ModelConfig, t: str, T: int) -> list[tuple[str, str, list[int]]]:
+    """Self-attention's steps up to its scores, in the order the model takes them (explorer.attention): projections,
+    OLMo 2's norms on Q and K, the split into heads, rope, and with grouped-query attention the repeat of each key and
+    value head for the query heads that share it, after rope has turned the fewer key heads."""
+    D, H, K, G = cfg.d_model, cfg.n_heads, cfg.d_head, kv_heads(cfg)
+    grouped = G != H  # fewer key/value heads, each shared by H / G query heads
+    rope = cfg.positional == "rope"
+    if not grouped:
+        steps = [("Q, K, V = x W_q, x W_k, x W_v", f"3 x [{t}, d_model]", [3, T, D])]
+    else:
+        steps = [
+            ("Q = x W_q", f"[{t}, d_model]", [T, D]),
+            (f"K, V = x W_k, x W_v ({G} key/value heads)", f"2 x [{t}, kv_heads · d_head]", [2, T, G * K]),
+        ]
+    if getattr(cfg, "family", None) == "olmo2":  # one RMSNorm over each whole projection, before the split
+        steps += [
+            ("RMSNorm on Q (the whole projection)", f"[{t}, d_model]", [T, D]),
+            ("RMSNorm on K (the whole projection)", f"[{t}, kv_heads · d_head]", [T, G * K]),
+        ]
+    if not grouped:
+        steps.append(("split into heads", f"[heads, {t}, d_head]", [H, T, K]))
+        if rope:
+            steps.append(("rotate Q and K by position (rope)", f"[heads, {t}, d_head]", [H, T, K]))
+        return steps
+    steps += [
+        ("split Q into heads", f"[heads, {t}, d_head]", [H, T, K]),
+        ("split K, V into key/value heads", f"2 x [kv_heads, {t}, d_head]", [2, G, T, K]),
+    ]
+    if rope:
+        steps += [
+            ("rotate Q by position (rope)", f"[heads, {t}, d_head]", [H, T, K]),
+            ("rotate K by position (rope)", f"[kv_heads, {t}, d_head]", [G, T, K]),
+        ]
+    steps.append((f"repeat each K, V head for {H // G} query heads", f"2 x [heads, {t}, d_head]", [2, H, T, K]))
+    return steps
 
 
 def parameter_counts(model: nn.Module) -> pd.DataFrame:
@@ -173,7 +210,10 @@ def block_diagram(cfg: ModelConfig, length: str = "T") -> str:
     sublayers = [("attn", self_label or "multi-head\\nself-attention")]
     if cross:
         sublayers.append(("cross", "multi-head\\ncross-attention\\n(keys, values: encoder output)"))
-    sublayers.append(("ffn", f"feed-forward\\nlinear, {cfg.activation}, linear"))
+    feed_forward = f"linear, {cfg.activation}, linear"
+    if cfg.activation == "swiglu":  # three matrices: silu(x W_gate) × x W_up, then the down linear
+        feed_forward = "silu(gate) × up,\\ndown linear"
+    sublayers.append(("ffn", f"feed-forward\\n{feed_forward}"))
     # On two lines: on one, the title set the diagram's width (327 pt), and half a 1024 px page drew its text 7 px
     title = f"one {'decoder' if cross else kind} block, {cfg.norm}-norm\\n{NORM_FORMULAS[cfg.norm]}"
     lines = [
@@ -216,11 +256,11 @@ def block_diagram(cfg: ModelConfig, length: str = "T") -> str:
 
 
 NORM_GROUP = "norms"  # PARAMETER_GROUPS' name for the norms, shown as the model's kind (parameter_groups)
-PARAMETER_GROUPS = (
+PARAMETER_GROUPS = (  # the first pattern a module matches names its group: the norms first (OLMo 2's q/k norms)
+    (NORM_GROUP, r"(\.(out_)?norm\d*|^norm|^embed_norm|\.[qk]_norm)$"),
     ("self-attention", r"\.self_attn(\.|$)"),
     ("cross-attention", r"\.multihead_attn(\.|$)"),
     ("feed-forward", r"\.(linear[12]|gate)$"),
-    (NORM_GROUP, r"(\.(out_)?norm\d*|^norm|^embed_norm|\.[qk]_norm)$"),
     ("positions (learned)", r"^positional$"),
     ("token embeddings", r"^(embedding|token_type)$"),
     ("read-out", r"^head$"),

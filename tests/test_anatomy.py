@@ -7,8 +7,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import explorer
-from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_counts
+from explorer.anatomy import block_diagram, forward_steps, multiply_adds, parameter_counts, parameter_groups
 from explorer.inputs import prepare_inputs
+from tests.tiny_checkpoints import tiny
 
 CONFIGS = [
     explorer.ModelConfig(d_model=32, n_heads=4, n_layers=3, d_ff=48),
@@ -105,3 +106,65 @@ def test_forward_steps_put_a_norm_on_every_sub_layers_output(norm):
     assert "output projection" in steps[output_side[0] - 1] and "+ residual" in steps[output_side[0] + 1]
     assert ("input side" in " ".join(steps)) == (norm == "peri")
     assert steps[-2] == "final LayerNorm"
+
+
+def step_names(cfg, *args) -> list[str]:
+    return forward_steps(cfg, *args)["step"].tolist()
+
+
+def test_bert_steps_add_the_token_type_and_the_embedding_norm_the_model_adds(minilm_model):
+    assert minilm_model.token_type is not None and minilm_model.embed_norm is not None  # Transformer.embed's steps
+    steps = step_names(minilm_model.config, 7)
+    start = steps.index("+ learned positions")
+    assert steps[start + 1 : start + 3] == ["+ token type 0", "embedding LayerNorm"]
+    assert "+ token type 0" not in step_names(explorer.ModelConfig(positional="learned"), 7)  # configured: none
+
+
+def test_a_read_out_ends_the_steps_as_the_multiply_adds_count_it(smollm_model):
+    cfg, vocabulary = smollm_model.config, smollm_model.head.out_features  # 49,152 pieces, tied to the embeddings
+    steps = forward_steps(cfg, 5, None, vocabulary)
+    last = steps.iloc[-1]
+    assert last["step"] == "read-out to token logits (tied: the token embedding table)"
+    assert last["size"] == f"[5, {vocabulary}]"
+    assert multiply_adds(cfg, 5, None, vocabulary)["component"].iloc[-1] == "output to token logits"
+    assert not step_names(cfg, 5)[-1].startswith("read-out")  # no read-out asked for, none listed
+
+
+def test_grouped_query_attention_repeats_keys_after_the_split_and_rope_as_the_model_does(smollm_model):
+    cfg = smollm_model.config  # 9 query heads, 3 key/value heads, rope
+    table = forward_steps(cfg, 5)
+    steps = [s.removeprefix(f"block × {cfg.n_layers}: ") for s in table["step"]]
+    order = [
+        "K, V = x W_k, x W_v (3 key/value heads)",
+        "split K, V into key/value heads",
+        "rotate K by position (rope)",
+        "repeat each K, V head for 3 query heads",
+        "scores Q K^T / sqrt(d_head), causal mask",
+    ]
+    assert [steps.index(s) for s in order] == sorted(steps.index(s) for s in order)
+    rotated = table.iloc[steps.index("rotate K by position (rope)")]
+    assert rotated["size"] == f"[3, 5, {cfg.d_head}]"  # the 3 key heads are turned, not 9 copies
+
+
+def test_olmo2s_q_and_k_norms_are_steps_and_count_as_norms():
+    cfg = tiny().replace(family="olmo2", norm="res-post", checkpoint="tiny-olmo2")  # OLMo 2's shape, made small
+    model = explorer.build_model(cfg)
+    q_k = sum(p.numel() for n, p in model.named_parameters() if re.search(r"\.[qk]_norm\.", n))
+    assert q_k > 0
+    groups = parameter_groups(parameter_counts(model), "RMSNorm").set_index("group")["parameters"]
+    norms = sum(p.numel() for n, p in model.named_parameters() if re.search(r"norm", n))
+    assert groups["RMSNorm"] == norms  # q/k norms included, not filed under self-attention
+    steps = step_names(cfg, 5)
+    assert "block × 2: RMSNorm on Q (the whole projection)" in steps
+
+
+def test_cross_attention_says_it_masks_the_sources_padding():
+    padded = step_names(explorer.ModelConfig(arch="encoder-decoder", mask="padding"), 5, 3)
+    assert "decoder block × 2: cross-attention: scores Q K^T / sqrt(d_head), padding mask" in padded
+    plain = step_names(explorer.ModelConfig(arch="encoder-decoder", mask="none"), 5, 3)
+    assert "decoder block × 2: cross-attention: scores Q K^T / sqrt(d_head)" in plain
+
+
+def test_the_diagram_draws_swiglus_three_matrices(smollm_model):
+    assert "silu(gate) × up,\\ndown linear" in block_diagram(smollm_model.config)
+    assert "linear, relu, linear" in block_diagram(explorer.ModelConfig(activation="relu"))

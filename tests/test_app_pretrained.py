@@ -180,3 +180,13 @@ def test_anatomy_names_the_norms_the_checkpoint_has_in_its_parameter_table(name,
 def test_the_train_page_asks_for_the_configured_model():
     at = opened({"model": "smollm2-135m"}, page="views/train.py")
     assert any("configured" in e.value for e in at.error)
+
+
+def test_anatomy_of_smollm2_names_its_key_value_heads_and_its_read_out(smollm):
+    at = opened({"model": "smollm2-135m", "tokens": PROMPT}, page="views/anatomy.py")
+    groups = smollm.decoder.layers[0].self_attn.n_kv_heads  # 3 key/value heads for 9 query heads
+    assert any(f"heads = 9, kv_heads = {groups}," in c.value for c in at.caption)
+    steps = table_as_read(at, "step")
+    assert steps["step"].iloc[-1].startswith("read-out to token logits")
+    assert steps["size for this input"].iloc[-1] == f"[5, {smollm.head.out_features}]"  # 5 pieces of the prompt
+    assert any("read-out is counted at every position" in c.value for c in at.caption)

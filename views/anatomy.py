@@ -6,7 +6,7 @@ from functools import partial
 
 import streamlit as st
 
-from explorer.anatomy import block_diagram, forward_steps, multiply_adds, norm_name, parameter_groups
+from explorer.anatomy import block_diagram, forward_steps, kv_heads, multiply_adds, norm_name, parameter_groups
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.model import Transformer
 from explorer.norm_words import placement_sentence
@@ -24,6 +24,11 @@ def lengths(cfg: ModelConfig, trace: Trace) -> tuple[int, int | None]:
     return len(trace.tokens), (len(trace.last.tokens) if cfg.arch == "encoder-decoder" else None)
 
 
+def read_out_size(model: Transformer) -> int | None:
+    """The size of the vocabulary the model's read-out to logits covers, or None without a read-out."""
+    return None if model.head is None else int(model.head.out_features)
+
+
 def steps(cfg: ModelConfig, trace: Trace) -> None:
     st.subheader("From tokens to output, step by step")
     n_source, n_target = lengths(cfg, trace)
@@ -31,12 +36,13 @@ def steps(cfg: ModelConfig, trace: Trace) -> None:
         letters = f"T = {n_source} tokens"
     else:
         letters = f"S = {n_source} source tokens, T = {n_target} target tokens"
+    grouped = f", kv_heads = {kv_heads(cfg)}" if kv_heads(cfg) != cfg.n_heads else ""
     st.caption(
         f"Shapes in letters and in numbers for this input ({letters}, d_model = {cfg.d_model}, heads = "
-        f"{cfg.n_heads}, d_head = {cfg.d_head}, d_ff = {cfg.d_ff}). Rows marked “block × {cfg.n_layers}” run "
-        "once in each block."
+        f"{cfg.n_heads}{grouped}, d_head = {cfg.d_head}, d_ff = {cfg.d_ff}). Rows marked “block × {cfg.n_layers}” "
+        "run once in each block."
     )
-    table = forward_steps(cfg, n_source, n_target)
+    table = forward_steps(cfg, n_source, n_target, read_out_size(session_model()))
     static_table(table, labels={"size": "size for this input"})
     csv_button("Steps (CSV)", table, "anatomy_steps.csv", "ana_csv_steps")
 
@@ -103,10 +109,7 @@ def parameter_table(cfg: ModelConfig) -> None:
 def compute(cfg: ModelConfig, trace: Trace) -> None:
     st.subheader("Multiply-adds for this input")
     n_source, n_target = lengths(cfg, trace)
-    model = session_model()
-    read_out = None  # the size of the vocabulary a read-out to logits covers, when the model has one
-    if model.head is not None:
-        read_out = model.head.out_features
+    read_out = read_out_size(session_model())
     table = multiply_adds(cfg, n_source, n_target, read_out)
     total = int(table["multiply_adds"].sum())
     st.metric("Multiply-adds, one forward pass", f"{total:,}", help="About 2 × this many floating-point operations.")
@@ -114,6 +117,12 @@ def compute(cfg: ModelConfig, trace: Trace) -> None:
         f"An estimate that counts the matrix products only (all layers included); {norm_name(cfg)}, softmax, the "
         "activation function and the additions are left out. Attention's own products grow with the square of "
         "the length; the projections and the feed-forward grow linearly."
+        + (
+            " The read-out is counted at every position, as training reads it out; a next-token prediction needs "
+            "the last position's alone."
+            if read_out is not None
+            else ""
+        )
     )
     static_table(table, labels={"multiply_adds": "multiply-adds"}, formats={"multiply_adds": "{:,}"})
     csv_button("Multiply-adds (CSV)", table, "anatomy_multiply_adds.csv", "ana_csv_macs")
