@@ -65,8 +65,11 @@ def shares_text(position: int, piece: str, shares: pd.DataFrame, after: int | No
     named, or called "it" (`named` False, after a sentence naming it). "" without a layer to average."""
     reading = shares if after is None else shares[shares["layer"] > after]
     who = _token(position, piece) if named else "it"
-    if not reading.empty and not np.isfinite(shares["weights"]).any():  # key_share: no query may see it
-        return f"No query may attend to {who}: the mask blocks it as a key, so no head reads it."
+    if not reading.empty and not np.isfinite(shares["weights"]).any():  # key_share: no query with a choice sees it
+        return (
+            f"No query may attend to {who} and to another token: the mask blocks it, or a query that may see it "
+            "sees nothing else, so its share is 1 by construction and is not measured."
+        )
     if reading.empty or not np.isfinite(reading["weights"]).any():
         return ""
     weight = float(np.nanmean(reading["weights"]))

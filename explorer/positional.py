@@ -8,8 +8,11 @@ from torch import nn
 ADDED_TO_INPUT = ("sinusoidal", "learned")  # the kinds that add a position vector to each token's embedding
 
 
-def input_text(positional: str) -> str:
-    """What the residual stream's input row holds, for a caption: rope and none add no position to it."""
+def input_text(positional: str, family: str | None = None) -> str:
+    """What the residual stream's input row holds, for a caption: rope and none add no position to it; a BERT
+    checkpoint (`family` "bert") adds token type 0 too and normalises the sum (Transformer.embed)."""
+    if family == "bert":
+        return "embedding + position + token type, then the embedding LayerNorm"
     return "embedding + position" if positional in ADDED_TO_INPUT else "the token embedding, no position added"
 
 

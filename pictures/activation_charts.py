@@ -91,7 +91,7 @@ def _panel_titles(figure: go.Figure) -> go.Figure:
     return figure.update_annotations(font=PANEL_TITLE_FONT)
 
 
-def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
+def depth_figure(stats: pd.DataFrame, stack: str, positional: str, family: str | None = None) -> go.Figure:
     """Mean, std, RMS and max |x| over depth (2 x 2), one line per point: the residual stream (after each block,
     and the input) and each sub-layer's output before it is added to the stream. Made in one pass
     (pictures/one_pass.py): it is the Activations page's first chart, made on every load."""
@@ -105,14 +105,16 @@ def depth_figure(stats: pd.DataFrame, stack: str, positional: str) -> go.Figure:
             width = 3 if point == "residual" else 2
             style = {"line": {"color": colour, "width": width}, "marker": {"size": 6}, "showlegend": i == 0}
             traces.append(_line(by_point[point], stat, point, title, **style, **panel_axes(i // 2 + 1, i % 2 + 1, 2)))
-    # a panel whose values span more than LOG_SPAN goes logarithmic (the mean, which has values below 0, never does):
-    # SmolLM2's residual RMS runs from 0.1 to 340, and on a linear axis its first eleven blocks lay flat at zero
+    # a panel whose values span more than LOG_SPAN goes logarithmic: SmolLM2's residual RMS runs from 0.1 to 340, and
+    # on a linear axis its first eleven blocks lay flat at zero. The mean stays linear: it crosses 0, and where it
+    # does not, a post-norm stream's mean of 6e-9 (float32 rounding of 0) spanned x1e8 against the rest
     drawn = stats[stats["point"].isin(points)]
-    scales = {stat: panel_scale(drawn[stat].to_numpy(dtype=np.float64)) for stat in STAT_TITLES}
+    scales = {stat: panel_scale(drawn[stat].to_numpy(dtype=np.float64), "linear" if stat == "mean" else "auto")
+              for stat in STAT_TITLES}  # fmt: skip
     subtitle = noted(
-        f"residual: the stream after each block (input = {input_text(positional)}); "
-        f"{sublayer_outputs_text(bool(stats['point'].str.contains(OUTPUT_NORM_POINT).any()))}; over all tokens and "
-        "units (the standard deviation divides by their number, N)",
+        f"residual: the stream after each block (input = {input_text(positional, family)}); "
+        f"{sublayer_outputs_text(bool(stats['point'].str.contains(OUTPUT_NORM_POINT).any()))}; over all tokens "
+        "(padding included) and units (the standard deviation divides by their number, N)",
         log_panels_note(scales, STAT_TITLES),
     )
     layout = figure_layout(f"Activation statistics over depth ({stack} stack)", subtitle, 480)
@@ -305,7 +307,9 @@ def token_share_figure(shares: pd.DataFrame, position: int, piece: str, block: i
                          layer="below")  # fmt: skip
     who = f"“{piece}” (position {position})"
     why = (
-        f"shaded: the layers that read it massive (after block {block})"
+        f"shaded: the layers after block {block}, which read the stream where it first became massive"
+        if block is not None and block + 1 <= layers[-1]
+        else f"massive only after the last block ({block}): no layer reads it"
         if block is not None
         else "no massive activation: the token with the largest |x| in the stream"
     )
@@ -382,5 +386,5 @@ def massive_share_figure(model: Transformer, trace: Trace, stack: int = 0) -> go
     part = trace_stack(trace, stack)
     position, block = focus_token(part)
     norms = norm_attention(model, trace, part.self_attention.kind)  # [L, H, T, T]
-    table = token_shares(part.self_attention, position, norms)
+    table = token_shares(part.self_attention, position, norms, trace.ablated if stack == 0 else ())
     return token_share_figure(table, position, part.labels[position], block, part.name)

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorer.numbers import percent
 from pictures.style import CATEGORY10, axis, figure_layout
 
 BAR_COLOUR = "#4c78a8"
@@ -87,7 +88,9 @@ def histogram_figure(bins: pd.DataFrame, what: str, values_summary: str, log_cou
 
 ZERO_NOTES = {  # why a feed-forward's hidden units are, or are not, exactly 0, by the config's activation name
     "relu": "ReLU sets every negative pre-activation to exactly 0; about half for random weights",
-    "gelu": "GELU is exactly 0 only at 0 itself, so this stays at 0%",
+    # Measured: MiniLM's blocks 0-5 hold 0.18 %, 0.34 %, 0.23 %, 0.15 %, 0.02 % and 0 % exact zeros, inputs -5.6 to -17
+    "gelu": "GELU is exactly 0 at 0 and, in float32, below about −5.5, where x·Φ(x) underflows to 0: a fraction of "
+    "a percent at most",
     "swiglu": "SwiGLU: silu(gate(x)) * linear1(x) is exactly 0 only where a factor is, so this stays near 0%",
 }
 ZERO_NOTES["silu"] = ZERO_NOTES["swiglu"]  # a Llama checkpoint's files name the same gated unit "silu"
@@ -103,7 +106,7 @@ def zero_fraction_figure(zeros: pd.DataFrame, stack: str, activation: str) -> go
             y=share,
             name="exactly 0",
             marker_color=BAR_COLOUR,
-            text=[f"{s:.0%}" for s in share],
+            text=[percent(s) for s in share],  # 0.34 %, not "0%" over a bar that hover calls 0.34 %
             textposition="outside",
             cliponaxis=False,
             hovertemplate="block %{x}<br>hidden units exactly 0: %{y:.2%}<extra></extra>",

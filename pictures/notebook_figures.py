@@ -216,7 +216,8 @@ def depth_figure(trace: Trace, stack: int = 0) -> go.Figure:
     Activations page's chart)."""
     positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
     part = activation_charts.trace_stack(trace, stack)
-    return activation_charts.depth_figure(layer_statistics(part), part.name, positional)
+    family = getattr(trace.config, "family", None)  # a BERT checkpoint's input row is normalised
+    return activation_charts.depth_figure(layer_statistics(part), part.name, positional, family)
 
 
 def gradient_figure(model: Transformer, source: Source, target: Source | None = None) -> go.Figure:

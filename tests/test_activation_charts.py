@@ -17,6 +17,7 @@ from explorer.numbers import readable
 from pictures import notebook_figures
 from pictures.activation_boards import CIVIDIS, gradient_heatmap, head_grid_panel
 from pictures.activation_charts import (
+    NORM_POINT,
     STAT_TITLES,
     depth_figure,
     gradient_totals_figure,
@@ -25,7 +26,7 @@ from pictures.activation_charts import (
 )
 from pictures.activation_histograms import ZERO_COLOUR, histogram_figure, zero_fraction_figure
 from pictures.boards import decode_floats
-from pictures.log_axes import LOG_SPAN
+from pictures.log_axes import LOG_SPAN, panel_scale
 from pictures.style import VIRIDIS, Ramp
 from tests.drawn import figure_json, figure_title, figure_trace, panel_matrix
 
@@ -215,7 +216,7 @@ def test_zero_fraction_and_head_grids(trace):
     (bars,) = figure["data"]
     np.testing.assert_array_equal(bars["x"], zeros["layer"])
     np.testing.assert_array_equal(bars["y"], zeros["zero_fraction"])
-    assert bars["text"] == [f"{share:.0%}" for share in zeros["zero_fraction"]]  # the share written on each bar
+    assert bars["text"] == [f"{share:.1%}" for share in zeros["zero_fraction"]]  # the share written on each bar
     assert "ReLU" in figure_title(figure)
     for gated in ("swiglu", "silu"):  # a Llama's gated unit, as its config and as its files name it: not GELU's note
         said = figure_title(figure_json(zero_fraction_figure(zeros, "decoder", gated)))
@@ -353,3 +354,27 @@ def test_depth_figure_puts_a_panel_spanning_orders_of_magnitude_on_a_log_axis(tr
     rms = wide.loc[~wide["point"].str.contains("LayerNorm"), "rms"]
     title = figure_title({"layout": drawn})
     assert f"over {LOG_SPAN:.0f} times the smallest: RMS (×{readable(rms.max() / rms.min())})" in title
+
+
+def test_a_bert_checkpoints_input_row_is_said_normalised(minilm_model):
+    stats = layer_statistics(explorer.run(minilm_model, "the cat sat").first)
+    title = figure_title(figure_json(depth_figure(stats, "encoder", "learned", "bert")))
+    assert "input = embedding + position + token type, then the embedding LayerNorm" in title
+    assert minilm_model.embed_norm is not None and minilm_model.token_type is not None  # what Transformer.embed adds
+
+
+def test_the_mean_panel_stays_linear_even_when_rounding_spans_orders_of_magnitude():
+    """A post-norm stream's mean is 0 up to float32 rounding (6e-9 with this seed), which against the rest spanned
+    x1e8 and put the mean panel on a log axis of noise."""
+    stats = layer_statistics(explorer.run(explorer.ModelConfig(seed=4, n_layers=2), "the cat sat").first)
+    drawn = stats[~stats["point"].str.contains(NORM_POINT)]  # the points the chart draws
+    assert panel_scale(drawn["mean"].to_numpy(dtype=np.float64)).log  # auto would have gone logarithmic
+    figure = figure_json(depth_figure(stats, "encoder", "sinusoidal"))
+    assert figure["layout"]["yaxis"].get("type") != "log" and "mean (×" not in figure_title(figure)
+
+
+def test_gelus_few_exact_zeros_are_labelled_as_the_hover_gives_them():
+    zeros = pd.DataFrame({"layer": [0, 1], "zero_fraction": [0.0034, 0.0]})  # MiniLM's block 1: 68 of 19,968
+    figure = figure_json(zero_fraction_figure(zeros, "encoder", "gelu"))
+    assert list(figure["data"][0]["text"]) == ["0.3%", "0.0%"]  # was "0%": one decimal, as the page writes shares
+    assert "below about −5.5" in figure_title(figure) and "stays at 0%" not in figure_title(figure)

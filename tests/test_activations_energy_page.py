@@ -74,7 +74,7 @@ def test_a_token_no_query_may_see_gets_a_sentence_not_an_empty_chart():
     stack = explorer.run(explorer.ModelConfig(norm="res-post", mask="causal+padding"), tokens).first
     position = int(np.argmax(token_energy(stack, "max")[1:].max(axis=0)))
     assert stack.tokens[position] == "[PAD]" and not stack.self_attention.allowed[:, position].any()
-    assert "No query may attend to “[PAD]” (position 7): the mask blocks it as a key" in energy_text(at)
+    assert "No query may attend to “[PAD]” (position 7) and to another token: the mask blocks it" in energy_text(at)
     assert not [f for f in app_figures(at) if "How much the heads look at" in f["layout"]["title"]["text"]]
 
 

@@ -59,3 +59,7 @@ def test_the_layers_that_read_a_massive_token_are_shaded():
     (shade,) = figure["layout"]["shapes"]
     assert shade["x0"] == 2.5  # layer 3 is the first to read the stream after block 2
     assert "after block 2" in figure_title(figure)
+    late = figure_json(token_share_figure(shares, 0, "<s>", 5, "decoder"))  # massive only after the last block
+    assert not late["layout"].get("shapes") and "massive only after the last block (5): no layer reads it" in (
+        figure_title(late)
+    )

@@ -615,3 +615,16 @@ def test_a_layer_or_head_beyond_the_model_shows_the_nearest(page, params, select
     assert any(said in w.value for w in at.warning), [w.value for w in at.warning]
     assert not any("ignored" in w.value for w in at.warning)  # one sentence, not a second contradicting it
     assert at.selectbox(key=selector).value == (0 if said.endswith("0") else 1)
+
+
+def test_activations_say_so_when_no_query_has_a_key_instead_of_printing_nan():
+    at = open_page(ACTIVATIONS, tokens="[PAD] [PAD] [PAD]", mask="padding", act_open_heads="true")
+    assert any("No query of the encoder stack has an allowed key" in i.value for i in at.info)
+    assert not any("nan" in c.value for c in at.caption)
+
+
+def test_activations_gradients_say_they_are_the_whole_models_when_heads_are_removed():
+    at = open_page(ACTIVATIONS, ablate="L0H1", act_open_gradients="true")
+    assert any("These gradients are the whole model's" in c.value and "L0H1" in c.value for c in at.caption)
+    plain = open_page(ACTIVATIONS, act_open_gradients="true")
+    assert not any("whole model's" in c.value for c in plain.caption)

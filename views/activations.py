@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
+from explorer.ablation import heads_text
 from explorer.activations_text import energy_text, sublayer_outputs_text
 from explorer.analysis.activations import (
     activation_values,
@@ -33,8 +34,9 @@ from explorer.analysis.stream_energy import (
 )
 from explorer.anatomy import norm_name
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
+from explorer.config_words import count
 from explorer.model import Transformer
-from explorer.numbers import readable
+from explorer.numbers import percent, readable
 from explorer.positional import input_text
 from explorer.trace import StackTrace, Trace
 from pictures import notebook_figures
@@ -138,10 +140,12 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Over depth: the residual stream and each sub-layer")
     stats = layer_statistics(stack)
     st.info(depth_story(stats, cfg.norm), icon=":material/insights:")
-    plotly_chart(depth_figure(stats, stack.name, cfg.positional), "act_depth")
+    family = getattr(cfg, "family", None)  # a BERT checkpoint's input row is normalised (input_text)
+    plotly_chart(depth_figure(stats, stack.name, cfg.positional, family), "act_depth")
     named = named_norms(stats, norm_name(cfg))
     if st.toggle(
-        f"Show the statistics table (layer -1 is the input: {input_text(cfg.positional)})", key="act_stats_table"
+        f"Show the statistics table (layer -1 is the input: {input_text(cfg.positional, family)})",
+        key="act_stats_table",
     ):
         st.dataframe(
             named,
@@ -187,7 +191,8 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     and of what they add."""
     position, block = focus_token(stack)
     maps = stack.self_attention
-    shares = token_shares(maps, position, norm_attention_of(trace, maps.kind))
+    removed = trace.ablated if stack is trace.first else ()  # removal applies to the first stack's self-attention
+    shares = token_shares(maps, position, norm_attention_of(trace, maps.kind), removed)
     text = energy_text(cfg.norm, massive_activation(stack), largest_activation(stack), stack.labels, shares)
     st.info(text, icon=":material/bolt:")
     if np.isfinite(shares["weights"]).any():  # else no query may see the token, as the text says: no line to draw
@@ -218,9 +223,10 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
     bins = value_histogram(values)
     zeros = int(bins["exact_zeros"].iloc[0])
     summary_text = (
-        f"{values.size:,} values ({values.shape[0]} tokens × {values.shape[1]} units) · "
-        f"mean {readable(float(values.mean()))} · std {readable(float(values.std()))} · "
-        f"{zeros / values.size:.1%} exactly 0"
+        f"{values.size:,} values ({count(values.shape[0], 'token')} × {count(values.shape[1], 'unit')}) · "
+        f"mean {readable(float(values.mean(dtype=np.float64)))} · "
+        f"std {readable(float(values.std(dtype=np.float64)))} · "
+        f"{percent(zeros / values.size)} exactly 0"
     )
     what = f"{point}, block {layer} ({stack.name} stack)"
     plotly_chart(histogram_figure(bins, what, summary_text, log_count), "act_histogram")
@@ -240,6 +246,9 @@ def relu_zeros(cfg: ModelConfig, stack: StackTrace) -> None:
 
 def per_head(stack: StackTrace) -> None:
     maps = stack.self_attention
+    if not maps.allowed.any():  # every token [PAD] with a padding mask: no query may attend, nothing to average
+        st.info(f"No query of the {stack.name} stack has an allowed key: there is no attention to describe.")
+        return
     entropy, distance, sparsity = head_entropy(maps), head_mean_distance(maps), head_sparsity(maps)
     uniform_entropy = float(entropy["max_entropy"].iloc[0])
     uniform_distance = float(distance["uniform_distance"].iloc[0])
@@ -289,6 +298,11 @@ def per_head(stack: StackTrace) -> None:
 
 def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     st.info(objective_text(session_model()), icon=":material/function:")
+    if trace.ablated:  # the backward pass runs the model whole (cached_gradients takes no removal)
+        st.caption(
+            f"These gradients are the whole model's: the heads removed elsewhere on this page "
+            f"({heads_text(trace.ablated)}) take part in this backward pass."
+        )
     target = tuple(trace.last.tokens) if cfg.arch == "encoder-decoder" else None
     try:
         norms = from_model(cached_gradients, cfg, tuple(trace.tokens), target)

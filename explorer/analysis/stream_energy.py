@@ -3,11 +3,13 @@ a massive activation (Sun et al. 2024) and how much of the attention, and of wha
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from explorer.ablation import Head
 from explorer.analysis.activations import token_norms
 from explorer.trace import AttentionMaps, StackTrace, Trace
 
@@ -98,34 +100,58 @@ def _seeing(allowed: np.ndarray, key: int) -> np.ndarray:
     return allowed[:, key] & (allowed.sum(axis=-1) > 1)
 
 
-def key_share(weights: np.ndarray, allowed: np.ndarray, key: int) -> np.ndarray:
+def _kept_mean(values: np.ndarray, kept: np.ndarray | None) -> np.ndarray:
+    """[L] the mean of values [L, H, Q] over the kept heads (kept [L, H] bool; None: every head) and the queries; NaN
+    for a layer with no head kept."""
+    if kept is None:
+        return values.mean(axis=(1, 2))
+    counts = kept.sum(axis=1) * values.shape[2]  # [L]
+    sums = np.where(kept[:, :, None], values, 0.0).sum(axis=(1, 2))  # [L]
+    return np.divide(sums, counts, out=np.full(len(sums), np.nan), where=counts > 0)
+
+
+def kept_heads(shape: tuple[int, int], removed: Collection[Head]) -> np.ndarray | None:
+    """[L, H] bool: the heads a run kept, given the (layer, head) pairs it removed; None when it removed none."""
+    if not removed:
+        return None
+    kept = np.ones(shape, dtype=bool)
+    for layer, head in removed:
+        kept[layer, head] = False
+    return kept
+
+
+def key_share(weights: np.ndarray, allowed: np.ndarray, key: int, kept: np.ndarray | None = None) -> np.ndarray:
     """[L] the share one key gets in each layer: weights [L, H, Tq, Tk] (each query row summing to 1, or 0 when it
-    sees nothing) at column `key`, averaged over heads and over the queries allowed to see that key and another
-    one (_seeing); NaN when there are none."""
+    sees nothing) at column `key`, averaged over the kept heads (kept_heads; None: all) and over the queries allowed
+    to see that key and another one (_seeing); NaN when there are none."""
     queries = _seeing(allowed, key)  # [Tq]
     if not queries.any():
         return np.full(weights.shape[0], np.nan)
-    return weights[:, :, queries, key].astype(np.float64).mean(axis=(1, 2))  # [L]
+    return _kept_mean(weights[:, :, queries, key].astype(np.float64), kept)  # [L]
 
 
-def norm_key_share(norms: np.ndarray, allowed: np.ndarray, key: int) -> np.ndarray:
+def norm_key_share(norms: np.ndarray, allowed: np.ndarray, key: int, kept: np.ndarray | None = None) -> np.ndarray:
     """[L] key_share of norm_shares(norms) (norms: norm_attention's [L, H, Tq, Tk] ‖α·f(x)‖), the share of what the
     heads add that comes from `key`, without a second [L, H, Tq, Tk] array: only that key's column is divided by
-    its rows' sums (a row that adds nothing counts 0, as norm_shares leaves it)."""
+    its rows' sums (a row that adds nothing counts 0, as norm_shares leaves it), over the kept heads (key_share)."""
     queries = _seeing(allowed, key)  # [Tq]
     if not queries.any():
         return np.full(norms.shape[0], np.nan)
     totals = norms.sum(axis=-1, dtype=np.float64)[:, :, queries]  # [L, H, Tq']
     column = norms[:, :, queries, key].astype(np.float64)  # [L, H, Tq']
-    return np.divide(column, totals, out=np.zeros_like(column), where=totals > 0).mean(axis=(1, 2))  # [L]
+    return _kept_mean(np.divide(column, totals, out=np.zeros_like(column), where=totals > 0), kept)  # [L]
 
 
-def token_shares(maps: AttentionMaps, position: int, norms: np.ndarray | None = None) -> pd.DataFrame:
+def token_shares(
+    maps: AttentionMaps, position: int, norms: np.ndarray | None = None, removed: Collection[Head] = ()
+) -> pd.DataFrame:
     """layer, weights, norms: per layer, the share of attention weight on the token at `position` (key_share of
     maps.weights) and of what the heads add (norm_key_share of `norms`, norm_attention of the same maps,
-    [L, H, Tq, Tk]; NaN without it)."""
-    weights = key_share(maps.weights, maps.allowed, position)  # [L]
-    added = norm_key_share(norms, maps.allowed, position) if norms is not None else np.full(len(weights), np.nan)
+    [L, H, Tq, Tk]; NaN without it), both over the heads the run kept: a head `removed` (layer, head) adds nothing,
+    and counted as a share of 0 it made the token look as if it passed on less than it is looked at."""
+    kept = kept_heads(maps.weights.shape[:2], removed)  # [L, H] or None
+    weights = key_share(maps.weights, maps.allowed, position, kept)  # [L]
+    added = norm_key_share(norms, maps.allowed, position, kept) if norms is not None else np.full(len(weights), np.nan)
     return pd.DataFrame({"layer": np.arange(len(weights)), "weights": weights, "norms": added})
 
 
