@@ -221,3 +221,11 @@ def test_shares_with_heads_removed_average_the_heads_the_run_kept():
         assert shares["norms"][layer] == pytest.approx(added, rel=1e-6)
     every = token_shares(maps, 0, norms)  # the removed heads counted: their norms are 0, so the share drops
     assert (every["norms"] < shares["norms"]).all()
+
+
+def test_token_norms_of_very_large_values_are_numbers_not_infinity(make_maps):
+    residual = stream() * np.float32(1e20)  # float32 holds each value; its square overflows float32
+    norms = token_energy(stack(residual, make_maps), "norm")
+    expected = np.sqrt((residual.astype(np.float64) ** 2).sum(axis=-1))  # [L + 1, T]
+    assert np.isfinite(norms).all()
+    np.testing.assert_allclose(norms, expected, rtol=1e-6)

@@ -51,8 +51,10 @@ def layer_statistics(stack: StackTrace) -> pd.DataFrame:
 
 
 def token_norms(stack: StackTrace) -> np.ndarray:
-    """[L + 1, T] the L2 norm of each token's residual vector, at the input and after each block."""
-    return np.linalg.norm(stack.residual, axis=-1)
+    """[L + 1, T] float64: the L2 norm of each token's residual vector, at the input and after each block. Squared in
+    float64 a layer at a time: float32 overflows past |x| of about 1e19 (an imported model's own inputs can be that
+    large), and a float64 copy of SmolLM2's whole stream on 512 pieces would be 73 MB."""
+    return np.stack([np.linalg.norm(layer.astype(np.float64), axis=-1) for layer in stack.residual])  # [L + 1, T]
 
 
 def ffn_zero_fraction(stack: StackTrace) -> pd.DataFrame:
