@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from explorer.word_lists import listed
+
 
 class ConfigError(ValueError):
     """A problem the user caused (a setting, the tokens, a URL parameter), with what to do about it."""
@@ -133,8 +135,7 @@ def _divisors(n: int) -> list[int]:
 
 
 def _spoken_list(items: list[int]) -> str:
-    words = [str(i) for i in items]
-    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+    return listed([str(i) for i in items], "or")
 
 
 def applied_masks(cfg: ModelConfig) -> dict[str, str]:
@@ -194,8 +195,7 @@ def norm_error(value: object) -> str:
 
 
 def _quoted(options: tuple[str, ...]) -> str:
-    quoted = [f'"{o}"' for o in options]
-    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+    return listed([f'"{o}"' for o in options], "or")
 
 
 def parse_config(values: Mapping[str, Any], base: ModelConfig | None = None) -> ModelConfig:

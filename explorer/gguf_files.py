@@ -34,6 +34,7 @@ from explorer.checkpoint_common import (
     whole_number,
 )
 from explorer.config import ConfigError
+from explorer.word_lists import listed
 
 if TYPE_CHECKING:  # the gguf library is imported when a file is parsed: a load from the weights cache never needs it
     from gguf import GGMLQuantizationType, GGUFReader
@@ -309,8 +310,7 @@ def _gguf_note(types: set[GGMLQuantizationType]) -> str:
     for t in reduced:
         groups.setdefault(_bits(t), []).append(t.name)
     parts = [f"{bits}-bit ({', '.join(names)})" for bits, names in groups.items()]
-    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    return f"dequantized to float32 from {listed} GGUF weights"
+    return f"dequantized to float32 from {listed(parts)} GGUF weights"
 
 
 def _bits(qtype: GGMLQuantizationType) -> int:

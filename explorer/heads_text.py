@@ -16,12 +16,12 @@ from explorer.model import Transformer
 from explorer.prediction import last_logits
 from explorer.text_reading import quoted
 from explorer.trace import AttentionMaps, Trace
+from explorer.word_lists import listed
 
 
 def heads_list(heads: Sequence[Head]) -> str:
     """((23, 0), (29, 1)) -> "L23H0 and L29H1"; "L1H3, L2H5 and L3H0" for more."""
-    names = [head_name(h) for h in heads]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return listed([head_name(h) for h in heads])
 
 
 def head_changes(before: AttentionMaps, after: AttentionMaps) -> np.ndarray:

@@ -11,6 +11,7 @@ from explorer.analysis.placements import ENTROPY, GRADIENT, RMS, PlacementRun
 from explorer.compare_text import identity_values
 from explorer.config import NORM_ON_OUTPUT, NORMS
 from explorer.numbers import readable
+from explorer.word_lists import listed
 
 # Post-norm is called flat when its RMS after every block stays within this factor: each block's last norm sets the
 # stream anew, so only the norms' own gains move it (exactly 1 with norms at identity); pre-norm's growth on a trained
@@ -178,7 +179,7 @@ def gradient_words(result: PlacementRun, stack: str, untrained: bool) -> str:
     if result.unresolved:
         text += " " + _unresolved_words(result.unresolved)
     if not_numbers:
-        text += f" {_listed([name(p) for p in not_numbers]).capitalize()}: gradients that are not numbers."
+        text += f" {listed([name(p) for p in not_numbers]).capitalize()}: gradients that are not numbers."
     text = text.strip()
     if not untrained:
         return (
@@ -189,7 +190,7 @@ def gradient_words(result: PlacementRun, stack: str, untrained: bool) -> str:
 
 def _unresolved_words(unresolved: dict[str, float]) -> str:
     """Why some placements' gradient norms are left out of the sentence (PlacementRun.unresolved)."""
-    names = _listed([name(p) for p in unresolved])
+    names = listed([name(p) for p in unresolved])
     largest = max(unresolved.values())
     by = f"×{readable(largest)}" if np.isfinite(largest) else "a value that is not a number"
     return (
@@ -218,11 +219,6 @@ def _xiong_words(grads: dict[str, np.ndarray], stack: str, stacks: list[str]) ->
     )
 
 
-def _listed(names: list[str]) -> str:
-    """ "a", "a and b", "a, b and c"."""
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" and {names[-1]}"
-
-
 def entropy_words(result: PlacementRun, stack: str) -> str:
     """Attention entropy per placement (mean over heads and layers), collapse onto single keys, and block 0."""
     entropy = {p: result.values(p, ENTROPY, stack) for p in NORMS}  # [L] each
@@ -237,7 +233,7 @@ def entropy_words(result: PlacementRun, stack: str) -> str:
         collapsed = [p for p, e in entropy.items() if float((e[1:] if len(e) > 1 else e).max()) < COLLAPSED]
         if collapsed:
             text += (
-                f" {_listed([name(p) for p in collapsed]).capitalize()}: in every layer after block 0 the heads put "
+                f" {listed([name(p) for p in collapsed]).capitalize()}: in every layer after block 0 the heads put "
                 f"nearly all their weight on a single key (mean entropy under {COLLAPSED} nats)."
             )
     same = [
@@ -277,7 +273,7 @@ def _finite(result: PlacementRun, placement: str, stack: str) -> bool:
 
 def _not_finite_words(broken: list[str]) -> str:
     return (
-        f"{_listed([name(p) for p in broken]).capitalize()} gave values that are not numbers (float32 overflowed "
+        f"{listed([name(p) for p in broken]).capitalize()} gave values that are not numbers (float32 overflowed "
         "somewhere in the run), so the four placements are not compared in words here; the chart and the CSV hold "
         "what was measured."
     )

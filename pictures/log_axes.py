@@ -13,6 +13,7 @@ import pandas as pd
 
 from explorer.compare import PER_LAYER
 from explorer.numbers import readable
+from explorer.word_lists import listed
 
 AXES = ("auto", "linear", "log")  # the axes URL parameter: auto picks per panel by LOG_SPAN
 # A panel goes logarithmic (auto) when its largest value, over A and B together, is more than 100 times its smallest:
@@ -58,11 +59,7 @@ def panel_scales(table: pd.DataFrame, axes: str = "auto") -> dict[str, PanelScal
 
 def _listed(scales: dict[str, PanelScale], statistics: list[str], titles: dict[str, str]) -> str:
     """ "Residual stream RMS (×3,340) and Gradient norm of each block (×3,930)": each panel with its span."""
-    return _names([f"{titles[s]} (×{readable(scales[s].span)})" for s in statistics])
-
-
-def _names(names: list[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return listed([f"{titles[s]} (×{readable(scales[s].span)})" for s in statistics])
 
 
 def log_panels_note(scales: dict[str, PanelScale], titles: dict[str, str]) -> str | None:
@@ -101,7 +98,7 @@ def scales_note(scales: dict[str, PanelScale], axes: str, titles: dict[str, str]
     if stays:
         one = len(stays) == 1
         sentences.append(
-            f"{_names([titles[s] for s in stays])} stay{'s' if one else ''} linear: {'it has' if one else 'they have'} "
+            f"{listed([titles[s] for s in stays])} stay{'s' if one else ''} linear: {'it has' if one else 'they have'} "
             "values of 0 or below, which a log axis cannot show."
         )
     return " ".join(sentences) or None

@@ -19,6 +19,7 @@ from explorer.tasks import Task, blind_accuracy, make_task
 from explorer.trace import AttentionMaps, run
 from explorer.training import blind_to_order, evaluate, predictions, snapshot_maps, steps_to_accuracy, too_big_to_train
 from explorer.training_text import blind_guess_text, induction_scoring_text, test_set_text, tokens_scored
+from explorer.word_lists import listed
 from pictures.attention_panels import attention_map_panel, grid_panel
 from pictures.boards import board
 from pictures.training_charts import NORM_NAMES, curves_figure, pattern_figure, training_title
@@ -37,8 +38,7 @@ PLACEMENT_PX = 268
 
 def placement_names(norms: Sequence[str]) -> str:
     """E.g. "post-norm, pre-norm and peri-norm"."""
-    names = [NORM_NAMES[norm] for norm in norms]
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return listed([NORM_NAMES[norm] for norm in norms])
 
 
 def model_caption(cfg: ModelConfig, task: Task, s: Settings) -> str:
