@@ -14,6 +14,7 @@ from pictures.compare_charts import A_COLOUR, B_COLOUR
 from pictures.log_axes import panel_scales
 from pictures.style import (
     HOVER_NUMBERS,
+    LOG_NUMBERS,
     PANEL_TITLE_FONT,
     PANEL_TITLE_PX,
     axis,
@@ -101,7 +102,7 @@ def layer_lines(
         figure.update_xaxes(
             block_axis(_layer_title(statistic), [int(v) for v in rows["layer"]], MAX_LAYER_TICKS), row=row, col=col
         )
-        y_axis = axis(LOG_TITLE, type="log") if scales[statistic].log else axis(None, rangemode="tozero")
+        y_axis = axis(LOG_TITLE, **LOG_NUMBERS) if scales[statistic].log else axis(None, rangemode="tozero")
         figure.update_yaxes(y_axis, row=row, col=col)
     a_name, b_name = names
     if has_b:

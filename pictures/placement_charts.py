@@ -12,6 +12,7 @@ from explorer.analysis.placements import ENTROPY, GRADIENT, MEASURES, RMS, Place
 from explorer.config import NORMS
 from pictures.style import (
     HOVER_NUMBERS,
+    LOG_NUMBERS,
     PANEL_TITLE_FONT,
     PANEL_TITLE_PX,
     axis,
@@ -98,7 +99,7 @@ def placements_chart(result: PlacementRun, stack: str | None = None, title: str 
             )
         log = measure != ENTROPY and _log_scale(mine["value"].to_numpy(dtype=np.float64))  # entropy: 0 is one key
         value_title = VALUE_TITLES[measure] + (" (log scale)" if log else "")
-        y_axis = axis(value_title, type="log") if log else axis(value_title, rangemode="tozero")
+        y_axis = axis(value_title, **LOG_NUMBERS) if log else axis(value_title, rangemode="tozero")
         figure.update_yaxes(y_axis, row=1, col=col)
         figure.update_xaxes(
             block_axis(

@@ -121,6 +121,9 @@ GRID_COLOUR = "#eeeeee"
 # Axis numbers (d3-format): up to 4 significant digits, trailing zeros trimmed, never in e-notation ("~g" writes 10
 # as "1e+1" on a gradient axis).
 AXIS_NUMBERS = ".4~r"
+# A log axis's numbers as powers of ten (10⁻⁶, 10⁶): written out, "0.000001" and "1000000" ran into the y title of a
+# narrow panel (Compare's per-layer lines at 1024 px)
+LOG_NUMBERS = {"type": "log", "tickformat": "", "exponentformat": "power"}
 
 
 # Plotly figures: what every line, bar and curve chart of the app and of a notebook shares.

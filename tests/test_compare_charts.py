@@ -503,6 +503,8 @@ def test_auto_axes_go_log_only_where_a_and_b_span_more_than_a_hundredfold():
     assert y_types(figure) == ["log", "linear", "log", "linear"]
     assert figure["layout"]["yaxis"]["title"]["text"] == "log scale" and "rangemode" not in figure["layout"]["yaxis"]
     assert figure["layout"]["yaxis4"]["rangemode"] == "tozero"
+    # powers of ten, not "1000000", which ran into the panel's title at 1024 px
+    assert figure["layout"]["yaxis"]["exponentformat"] == "power" and not figure["layout"]["yaxis"]["tickformat"]
     assert "from 0 or logarithmic (marked log scale)" in figure_title(figure)
     note = scales_note(scales, "auto", STATISTIC_TITLES)
     assert note.startswith("Log scale on Residual stream RMS (×3,320) and Gradient norm of each block (×3,890): ")

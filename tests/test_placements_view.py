@@ -477,6 +477,7 @@ def test_a_stream_spanning_orders_of_magnitude_is_drawn_on_a_log_scale():
     result = made_up({"post": [0.1, 0.2, 0.3], "pre": [0.1, 40.0, 400.0], "res-post": [0.1, 1, 2], "peri": [0.1, 1, 2]})
     layout = placements_chart(result).layout
     assert layout.yaxis.type == "log" and "log scale" in layout.yaxis.title.text
+    assert layout.yaxis.exponentformat == "power"  # 10⁶, not "1000000" running into the axis title
     assert layout.yaxis3.type != "log"  # entropy: never, even spanning orders of magnitude (0 = one key)
     collapsed = made_up({p: [1, 1, 1] for p in NORMS})
     table = collapsed.table.copy()
