@@ -6,15 +6,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
-from explorer.analysis.gradients import objective_text
+from explorer.analysis.gradients import change_words, objective_text
 from explorer.anatomy import norm_name
 from explorer.compare import MapPair, can_share_weights, differing_fields
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.config_words import count, mask_text, positions_text
 from explorer.model import Transformer
-from explorer.numbers import readable
 from explorer.pretrained import pretrained_title
 from explorer.trace import AttentionMaps, Trace
 
@@ -206,11 +203,11 @@ def unequal_depth_note(trace_a: Trace, trace_b: Trace | None, stack: int) -> str
 def unresolved_b_note(change: float) -> str:
     """Why B's gradient panel is not a measurement: its block norms move by `change` (gradient_change) when the input
     moves by one part in a million."""
-    by = f"×{readable(change)}" if np.isfinite(change) else "a value that is not a number"
     return (
         f"B's gradient norms are float32 rounding, not a measurement: moving the input by one part in a million "
-        f"changes a block's by up to {by}. float32 carries about 7 digits, and this pass through weights made for "
-        "another placement loses them (a float64 pass gives other numbers). Read B's gradient panel as noise."
+        f"changes a block's by up to {change_words(change)}. float32 carries about 7 digits, and this pass through "
+        "weights made for another placement loses them (a float64 pass gives other numbers). Read B's gradient panel "
+        "as noise."
     )
 
 

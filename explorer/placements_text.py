@@ -7,6 +7,7 @@ import re
 
 import numpy as np
 
+from explorer.analysis.gradients import change_words
 from explorer.analysis.placements import ENTROPY, GRADIENT, RMS, PlacementRun
 from explorer.compare_text import identity_values
 from explorer.config import NORM_ON_OUTPUT, NORMS
@@ -191,8 +192,7 @@ def gradient_words(result: PlacementRun, stack: str, untrained: bool) -> str:
 def _unresolved_words(unresolved: dict[str, float]) -> str:
     """Why some placements' gradient norms are left out of the sentence (PlacementRun.unresolved)."""
     names = listed([name(p) for p in unresolved])
-    largest = max(unresolved.values())
-    by = f"×{readable(largest)}" if np.isfinite(largest) else "a value that is not a number"
+    by = change_words(float(np.max(list(unresolved.values()))))  # np.max: a NaN is said, not skipped
     return (
         f"Not given for {names}: moving the input by one part in a million changes a block's by up to {by}, so "
         "float32 (about 7 digits) does not resolve them on weights made for another placement; the chart draws them "

@@ -673,3 +673,15 @@ def test_b_gradient_norms_float32_cannot_resolve_are_called_noise(at, smollm_mod
     assert len(said) == (1 if noise else 0)
     if noise:
         assert "B's gradient norms" in said[0] and "one part in a million" in said[0]
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"), [("configuration", "do not take removed heads"), ("heads", "B's would be A's")]
+)
+def test_each_gradient_note_is_said_once_and_only_where_it_applies(at, mode, said):
+    """Heads removed in the sidebar: gradients are the whole model's. With B = A's model without heads, B has none,
+    and that note replaces the other (one branch or the other, never both)."""
+    open_compare(at, ablate="L0H1", compare=mode, b_ablate="L1H0")
+    phrases = ("do not take removed heads", "B's would be A's")
+    notes = [phrase for c in at.caption for phrase in phrases if phrase in c.value]
+    assert notes == [said]

@@ -16,7 +16,7 @@ import torch
 import explorer
 import explorer.model
 from explorer.analysis import placements
-from explorer.analysis.gradients import gradient_change, gradient_norms, layer_gradient_totals
+from explorer.analysis.gradients import gradient_change, gradient_norms, layer_gradient_totals, unresolved_change
 from explorer.analysis.placements import (
     COLUMNS,
     ENTROPY,
@@ -535,3 +535,23 @@ def test_a_post_norm_checkpoints_stream_is_said_bounded_at_its_measured_rms_not_
     words = flip_words(effect, minilm_model.config, model_b.config, "MiniLM")
     assert f"post-norm kept bounded (an RMS of {min(after):.2f} to {max(after):.2f} after each block here)" in words
     assert "unit size" not in words
+
+
+@pytest.mark.slow
+def test_totals_compare_lends_already_checked_are_not_checked_again(minilm_model, monkeypatch):
+    """Compare's B (A with another placement) comes with its `change` column: checking it again was waste."""
+    text = "The cat sat on the mat because it was tired."
+    flipped = model_for_b(minilm_model, minilm_model.config.replace(norm="pre"), share=True)
+    checked = gradient_change(flipped, text, None, layer_gradient_totals(gradient_norms(flipped, text)))
+    original, calls = placements.gradient_change, []
+    monkeypatch.setattr(placements, "gradient_change", lambda *args: calls.append(args) or original(*args))
+    placement_run(minilm_model, text, built={"pre": flipped}, known={"pre": (None, checked)})
+    assert len(calls) == 2  # res-post and peri: MiniLM's own post is not checked, pre came checked
+
+
+def test_a_block_that_is_not_resolved_or_not_a_number_makes_the_totals_unresolved():
+    totals = pd.DataFrame({"stack": "encoder", "layer": [0, 1], "norm": [1.0, 2.0]})
+    assert unresolved_change(totals) is None  # not checked
+    assert unresolved_change(totals.assign(change=[1.0, 1.09])) is None
+    assert unresolved_change(totals.assign(change=[1.0, 12.9])) == 12.9
+    assert np.isnan(unresolved_change(totals.assign(change=[float("nan"), 12.9])))  # a NaN is not skipped

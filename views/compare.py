@@ -14,7 +14,7 @@ from functools import partial
 import streamlit as st
 
 from explorer.ablation import Head, heads_text
-from explorer.analysis.gradients import UNRESOLVED
+from explorer.analysis.gradients import unresolved_change
 from explorer.compare import (
     CONFIGURATION,
     INPUT,
@@ -306,10 +306,10 @@ def main() -> None:
     if mode == HEADS:
         grads_b = None
         notes.append("No gradient norms for B: gradients are taken with every head, so B's would be A's.")
-    if grads_b is not None and "change" in grads_b and not (grads_b["change"] <= UNRESOLVED).all():
-        notes.append(unresolved_b_note(float(grads_b["change"].max())))
     elif state.ablated:
         notes.append("The gradient norms are the model's with every head: they do not take removed heads.")
+    if grads_b is not None and (change := unresolved_change(grads_b)) is not None:
+        notes.append(unresolved_b_note(change))
     tables_key = (a, b, text_a, text_b, target_a, target_b, model_key(), removals, mode, wanted)  # heads: B: none
     tables = stack_tables(trace_a, trace_b, grads_a, grads_b, tables_key)
     missing = NOT_AVAILABLE if wanted else NOT_YET  # what an empty gradient panel says

@@ -18,6 +18,7 @@ from explorer.config import PAD_TOKEN, ConfigError
 from explorer.inputs import Inputs, Source, StackInput, prepare_inputs
 from explorer.malloc import give_back
 from explorer.model import Transformer, float32_default
+from explorer.numbers import readable
 from explorer.tokens import embed_tokens
 
 GRADIENT_OBJECTIVE = (
@@ -186,6 +187,20 @@ def gradient_change(model: Transformer, source: Source, target: Source | None, t
     ratio = (both["norm"] / both["norm_moved"]).to_numpy(dtype=np.float64)  # [blocks]
     change = np.maximum(ratio, 1.0 / ratio)
     return both.drop(columns="norm_moved").assign(change=np.where(both["norm"] == both["norm_moved"], 1.0, change))
+
+
+def unresolved_change(totals: pd.DataFrame) -> float | None:
+    """The largest `change` of gradient_change's totals when some block's is not resolved (above UNRESOLVED, or not
+    a number, which then is the value); None when every block's is, or the totals were not checked."""
+    if "change" not in totals:
+        return None
+    changes = totals["change"].to_numpy(dtype=np.float64)  # [blocks]
+    return None if (changes <= UNRESOLVED).all() else float(np.max(changes))  # np.max: a NaN is the answer
+
+
+def change_words(change: float) -> str:
+    """How far a block's norm moved under JITTER, as a sentence says it: "×39.9", or that it is not a number."""
+    return f"×{readable(change)}" if np.isfinite(change) else "a value that is not a number"
 
 
 def _too_few(what: str) -> str:

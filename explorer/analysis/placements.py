@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from explorer.analysis.gradients import UNRESOLVED, gradient_change, gradient_norms, layer_gradient_totals
+from explorer.analysis.gradients import gradient_change, gradient_norms, layer_gradient_totals, unresolved_change
 from explorer.analysis.stats import head_entropy
 from explorer.compare import model_for_b
 from explorer.config import NORMS, ConfigError
@@ -207,8 +207,9 @@ def placement_run(
             except ConfigError as e:  # e.g. one token: nothing to predict. The same for every placement.
                 no_gradients = str(e)
         if gradients is not None and trained and placement != cfg.norm:  # weights made for another placement
-            change = float(gradient_change(flipped, source, target, gradients)["change"].max())
-            if not change <= UNRESOLVED:  # NaN too
+            # Compare's B, lent in `known`, was checked already (views.caches.gradient_totals): its `change` is there
+            checked = gradients if "change" in gradients else gradient_change(flipped, source, target, gradients)
+            if (change := unresolved_change(checked)) is not None:
                 unresolved[placement] = change
         if trace is None:
             measures = measured_run(flipped, source, target)
