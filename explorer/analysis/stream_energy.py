@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from explorer.ablation import Head
+from explorer.ablation import Head, HeadAblation
 from explorer.analysis.activations import token_norms
 from explorer.trace import AttentionMaps, StackTrace, Trace
 
@@ -114,10 +114,7 @@ def kept_heads(shape: tuple[int, int], removed: Collection[Head]) -> np.ndarray 
     """[L, H] bool: the heads a run kept, given the (layer, head) pairs it removed; None when it removed none."""
     if not removed:
         return None
-    kept = np.ones(shape, dtype=bool)
-    for layer, head in removed:
-        kept[layer, head] = False
-    return kept
+    return HeadAblation.of(removed, *shape).removed[0].numpy() == 0  # [L, H]: the run's own removal, inverted
 
 
 def key_share(weights: np.ndarray, allowed: np.ndarray, key: int, kept: np.ndarray | None = None) -> np.ndarray:
