@@ -38,7 +38,9 @@ PANEL_TITLES = {
 PANEL_SPACING = 0.14  # of the width between panels: room for the next panel's tick labels and its axis title
 VALUE_TITLES = {RMS: "RMS", GRADIENT: "‖gradient‖", ENTROPY: "entropy (nats)"}
 LOG_ABOVE = 30.0  # a stream or gradient panel spanning more than this factor gets a log scale (SmolLM2's RMS: x4000)
-MAX_LAYER_TICKS = 11  # labels along a panel's x axis; 30 layers get every third
+# Labels along a panel's x axis. At 1024 px a panel's plot is about 106 px wide: eleven labels (every third of 30
+# blocks) left 10 px each and Plotly turned them on end; four leave 27 px, room for "input" beside its neighbour.
+MAX_LAYER_TICKS = 4
 
 
 def placement_name(placement: str) -> str:

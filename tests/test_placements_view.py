@@ -468,6 +468,28 @@ def test_the_figure_has_three_panels_with_one_line_per_placement(encoder):
     assert len(looks) == 4 and len(set(PLACEMENT_DASHES.values())) == 4  # told apart without colour
 
 
+# The chart in Compare's expander is 530 px wide beside the sidebar on a 1024 px window (measured on a screenshot);
+# a tick label of Plotly's 12 px font takes at most 7 px per character (Source Sans digits are half an em).
+CHART_PX_AT_1024 = 530
+LABEL_PX_PER_CHARACTER = 7
+
+
+@pytest.mark.parametrize("n_layers", [2, 6, 12, 30])
+def test_block_labels_of_every_panel_fit_side_by_side_at_1024_px(n_layers):
+    """Labels that do not fit are turned on end by Plotly, which at 30 blocks made every panel's axis unreadable."""
+    result = made_up({p: [1.0] * (n_layers + 1) for p in NORMS})
+    layout = placements_chart(result).layout
+    plot_px = CHART_PX_AT_1024 - layout.margin.l - layout.margin.r
+    for name in ("xaxis", "xaxis2", "xaxis3"):
+        x_axis = layout[name]
+        px_per_block = plot_px * (x_axis.domain[1] - x_axis.domain[0]) / (x_axis.range[1] - x_axis.range[0])
+        for (left, right), (a, b) in zip(
+            itertools.pairwise(x_axis.tickvals), itertools.pairwise(x_axis.ticktext), strict=True
+        ):
+            needed = LABEL_PX_PER_CHARACTER * (len(a) + len(b)) / 2 + 4  # half of each label, and a gap
+            assert (right - left) * px_per_block >= needed, (name, a, b)
+
+
 def test_placement_colours_keep_the_train_pages(encoder):
     for norm, colour in NORM_COLOURS.items():
         assert PLACEMENT_COLOURS[norm] == colour
