@@ -19,6 +19,7 @@ EMPTY_ROW_MARK = "⊘ "
 GRID_MAX_CELLS = 400_000  # all layers x heads x Tq x Tk; above this the HTML download leaves out its Plotly grid
 FAINT = 0.2  # when 99 % of a map's weights are below this, it is pale all over on the 0-to-1 scale
 STRETCH_QUANTILE = 0.99  # stretched colours are darkest from this quantile up: one outlier cannot wash out the rest
+NO_ENTROPY = "no entropy: no query has a key to attend to"
 NORM = "‖α·f(x)‖"  # what a head adds from a key (Kobayashi et al. 2020), as titles and hover write it
 KEY_SIZE = "‖f(x)‖ of the key"  # hover rows of a norm-based map of one head
 REMOVED_WEIGHT = "weight α, still computed"  # a removed head's own weights, which no longer mix its output
@@ -323,17 +324,28 @@ def _entropy_parts(df: pd.DataFrame, note: str | None = None) -> dict:
     ent[df["layer"], df["head"]] = df["entropy"]
     max_entropy = float(df["max_entropy"].iloc[0])
     top = max_entropy if np.isfinite(max_entropy) and max_entropy > 0 else 1.0
+    defined = np.isfinite(ent)  # [L, H]: NaN only when no query has a key to attend to
     return {
         "values": ent,
-        "allowed": None,
+        "allowed": None if defined.all() else defined,
+        "masked_text": NO_ENTROPY,
         "ramp": Ramp(VIRIDIS, 0.0, top),
         **layer_head_axes(n_layers, n_heads),
         "value_title": "entropy (nats)",
         "title": "Mean attention entropy per head (nats)",
         "max_px": min(600, 48 * max(n_layers, n_heads)),
-        "subtitle": f"0 = each query looks at one key; {max_entropy:.2f} = uniform over the allowed keys"
-        + ("" if note is None else f". {note}"),
+        "subtitle": entropy_scale_note(max_entropy) + ("" if note is None else f". {note}"),
     }
+
+
+def entropy_scale_note(max_entropy: float) -> str:
+    """What the entropy panel's scale means, from head_entropy's max_entropy: NaN when no query has a key to attend
+    to, 0 when every query may see only one key (the one piece of a causal model)."""
+    if not np.isfinite(max_entropy):
+        return "no query of this input has a key to attend to (every row is all zeros), so no head has an entropy"
+    if max_entropy <= 0:
+        return "every query may see only one key, so every head's entropy is 0: it has no choice to spread over"
+    return f"0 = each query looks at one key; {max_entropy:.2f} = uniform over the allowed keys"
 
 
 def entropy_panel(df: pd.DataFrame, note: str | None = None) -> dict:

@@ -13,13 +13,13 @@ from streamlit.delta_generator import DeltaGenerator
 from explorer.ablation import Head, head_name
 from explorer.analysis.head_roles import BROAD, ROLES
 from explorer.analysis.norm_attention import removal, removed_heads
-from explorer.attention_text import norms_line, role_shift_text
+from explorer.attention_text import no_clear_role_text, norms_line, role_shift_text
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
 from explorer.norm_export import norm_attention_csv, norm_attention_json
 from explorer.prediction import can_predict, next_token
 from explorer.text_reading import quoted
-from explorer.trace import AttentionMaps, Trace
+from explorer.trace import AttentionMaps, Trace, byte_level_pieces
 from pictures import notebook_figures
 from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_cells
 from pictures.boards import board
@@ -300,13 +300,15 @@ def next_token_section(trace: Trace) -> None:
         return
     table = next_token(model, trace, k=10)
     st.subheader("What comes next")
+    likeliest = "ten" if len(table) == 10 else str(len(table))  # a trained model's vocabulary may hold fewer
     st.caption(
         f"After `{code_text(trace.labels[-1])}`, the last piece, the model's output goes through its read-out and a "
-        "softmax over its whole vocabulary: its ten likeliest next pieces, from the same run as the maps below."
-        + part_character_note(model.tokenizer, table["piece"])
+        f"softmax over its whole vocabulary: its {likeliest} likeliest next pieces, from the same run as the maps "
+        "below." + part_character_note(model.tokenizer, table["piece"])
     )
+    spelled = "vocabulary piece (Ġ = a space)" if byte_level_pieces(model) else "vocabulary piece"
     shown = table[["rank", "text", "piece", "probability", "logit"]].rename(
-        columns={"text": "next piece", "piece": "vocabulary piece (Ġ = a space)"}
+        columns={"text": "next piece", "piece": spelled}
     )
     shown["next piece"] = shown["next piece"].map(quoted)  # so a leading space shows: ' Paris'
     static_table(shown, formats={"probability": "{:.3f}", "logit": "{:.3f}"})  # a piece "-" or "#" as itself
@@ -367,7 +369,7 @@ def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norm
     show_board(board([board_panel]), key="roles", on_pick=pick_role_head)
     table = clear_roles(roles, first)
     if table.empty:
-        st.caption("No head has one clear role on this sentence.")
+        st.caption(no_clear_role_text(roles))
     else:  # text, not a data grid: the grid's script would slow every load of the page
         st.markdown("\n".join(f"- **{row.role}**: {row.count} {few_heads(row.heads)}" for row in table.itertuples()))
     if norms is not None:
