@@ -16,6 +16,8 @@ from streamlit.testing.v1 import AppTest
 import explorer
 from explorer.analysis.norm_attention import norm_attention, value_norms
 from explorer.config import ModelConfig
+from explorer.export import read_attention_json
+from explorer.norm_export import norm_attention_json
 from pictures.attention_panels import attention_map_panel
 from pictures.boards import decode_floats
 from pictures.norm_figures import norm_maps_figure
@@ -113,3 +115,14 @@ def test_the_page_draws_the_removed_head_by_what_it_adds_and_says_what_that_is(m
     else:
         assert "‖f(x)‖ of the key" not in hover
         assert "zero everywhere" in captions
+
+
+def test_the_json_of_a_mean_removed_head_says_its_norms_are_not_its_weights_times_the_sizes():
+    """Its norm field holds ‖ᾱ·f(x)‖, non-zero where allowed is false: the note must say what alpha is there."""
+    maps, norms, sizes = removed_run("mean")
+    data = read_attention_json(norm_attention_json(maps, norms, LAYER, HEAD))
+    shown = np.asarray(data["norms"])  # [T, T]
+    assert (shown[~data["allowed"]] > 0).all()
+    expected = maps.weights[LAYER, HEAD].mean(axis=0) * sizes[LAYER, HEAD]  # [T]: ᾱ_j ‖f(x_j)‖, every row alike
+    np.testing.assert_allclose(shown, np.broadcast_to(expected, shown.shape), rtol=1e-5)
+    assert "removed" in data["norm_note"] and "averaged over every query" in data["norm_note"]
