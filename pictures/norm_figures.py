@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.analysis.norm_attention import norm_attention
+from explorer.analysis.norm_attention import norm_attention, removal
 from explorer.analysis.stats import attention_matrix
 from explorer.model import Transformer
 from explorer.trace import AttentionMaps, Trace
@@ -95,4 +95,6 @@ def norm_attention_figure(
     Weight"), for the attention `kind` of `trace`, run by `model` (the order explorer.norm_attention takes them in);
     head=None: the mean of the layer's heads. `stretch`: colours up to this map's top 1 %, not the largest of any
     layer and head (the Attention page's Stretch colours)."""
-    return norm_maps_figure(trace.maps(kind), norm_attention(model, trace, kind), layer, head, stretch=stretch)
+    maps = trace.maps(kind)
+    removed = removal(trace, maps, layer, head)  # a head the run removed: drawn as the page draws it
+    return norm_maps_figure(maps, norm_attention(model, trace, kind), layer, head, stretch=stretch, removed=removed)

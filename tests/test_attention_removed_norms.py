@@ -126,3 +126,14 @@ def test_the_json_of_a_mean_removed_head_says_its_norms_are_not_its_weights_time
     expected = maps.weights[LAYER, HEAD].mean(axis=0) * sizes[LAYER, HEAD]  # [T]: ᾱ_j ‖f(x_j)‖, every row alike
     np.testing.assert_allclose(shown, np.broadcast_to(expected, shown.shape), rtol=1e-5)
     assert "removed" in data["norm_note"] and "averaged over every query" in data["norm_note"]
+
+
+def test_the_notebook_figure_of_a_removed_head_is_drawn_as_the_page_draws_it():
+    model = explorer.build_model(CFG)
+    trace = explorer.run(model, TOKENS, ablate=[(LAYER, HEAD)], ablate_with="mean")
+    [heatmap] = figure_json(explorer.norm_attention_figure(model, trace, LAYER, HEAD))["data"]
+    assert "ᾱ, mean over the queries" in heatmap["hovertemplate"]
+    assert not np.isnan(np.asarray(heatmap["z"], dtype=float)).any()
+    np.testing.assert_allclose(
+        np.asarray(heatmap["customdata"], dtype=float)[0, :, 2], value_norms(model, trace)[LAYER, HEAD], rtol=1e-5
+    )
