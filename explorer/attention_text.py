@@ -28,6 +28,17 @@ def norms_line(norm: str) -> str:
     return line
 
 
+def no_clear_role_text(roles: HeadRoles) -> str:
+    """What the head-roles list says when no head has a clear role: that no role could be measured at all when no
+    query may see two keys (a causal model's one piece, which may see only itself), or that the heads are mixed."""
+    if np.isnan(roles.breadth).all():
+        return (
+            "No role can be measured on this sentence: no query may see more than one key, so no weight says where "
+            "a head chooses to look. Type a longer text."
+        )
+    return "No head has one clear role on this sentence."
+
+
 def role_counts(roles: HeadRoles) -> dict[str, int]:
     """{role: how many heads clearly have it}, for each of ROLES and "broad", in that order."""
     return {role: int((roles.labels == role).sum()) for role in (*ROLES, BROAD)}

@@ -15,7 +15,10 @@ from explorer.trace import AttentionMaps
 NORM_NOTE = (
     "norm[q][k] = ||alpha_qk * f_h(x_k)||, what the head adds to query q from key k (Kobayashi et al. 2020, "
     "'Attention is Not Only a Weight'): the weight times the size of key k's value vector projected by the head's "
-    "slice of the output projection, f_h(x) = (x W_V^h + b_V^h) W_O^h. For the average of heads: the mean over heads."
+    "slice of the output projection, f_h(x) = (x W_V^h + b_V^h) W_O^h. For the average of heads: the mean over heads. "
+    "For a head the run removed, alpha is what mixes its output, not the weights it still computes: 0 when its output "
+    "was set to zero; when it was set to its mean over the positions, each key's weight averaged over every query, the "
+    "same row for every query, so keys a query may not see (allowed false) add to it too."
 )
 
 

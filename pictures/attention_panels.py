@@ -19,7 +19,12 @@ EMPTY_ROW_MARK = "⊘ "
 GRID_MAX_CELLS = 400_000  # all layers x heads x Tq x Tk; above this the HTML download leaves out its Plotly grid
 FAINT = 0.2  # when 99 % of a map's weights are below this, it is pale all over on the 0-to-1 scale
 STRETCH_QUANTILE = 0.99  # stretched colours are darkest from this quantile up: one outlier cannot wash out the rest
+NO_ENTROPY = "no entropy: no query has a key to attend to"
 NORM = "‖α·f(x)‖"  # what a head adds from a key (Kobayashi et al. 2020), as titles and hover write it
+KEY_SIZE = "‖f(x)‖ of the key"  # hover rows of a norm-based map of one head
+REMOVED_WEIGHT = "weight α, still computed"  # a removed head's own weights, which no longer mix its output
+MEAN_WEIGHT = "ᾱ, mean over the queries"  # what mixes the output of a head replaced by its mean
+MEAN_NOTE = "removed, replaced by its mean: every query gets the same row, from every key, even one it may not see"
 
 
 def token_labels(tokens: list[str]) -> list[str]:
@@ -93,8 +98,9 @@ def map_title(maps: AttentionMaps, layer: int, head: int | None) -> str:
 
 def norm_top(norms: np.ndarray) -> float:
     """Where unstretched norm colours are darkest: the largest ‖α·f(x)‖ of any layer and head ([L, H, Tq, Tk]), so
-    a head that adds little is pale next to one that adds much (1e-6 at least). Masked cells are 0 (norm_attention)
-    and the rest >= 0, so the largest of all cells is the largest allowed one, with no copy of the allowed cells."""
+    a head that adds little is pale next to one that adds much (1e-6 at least). Masked cells are 0 (norm_attention),
+    but those of a head replaced by its mean, whose map draws them (mixing_rows), and the rest >= 0, so the largest of
+    all cells is the largest drawn one, with no copy of the allowed cells."""
     return max(float(norms.max()), 1e-6) if norms.size else 1.0
 
 
@@ -121,16 +127,32 @@ def key_value_norms(weights: np.ndarray, norms: np.ndarray) -> np.ndarray:
     return np.divide(norms[best, keys], alpha, out=np.full(alpha.shape, np.nan), where=alpha > 0).astype(np.float32)
 
 
-def _norm_values(
-    weights: np.ndarray, norms: np.ndarray, layer: int, head: int | None
+def mixing_rows(weights: np.ndarray) -> np.ndarray:
+    """[Tq, Tk] float32: what mixes the output of a head replaced by its mean over the positions (weights [Tq, Tk]):
+    ᾱ_j, each key's weight averaged over every query, the same row for every query (explorer.analysis.norm_attention's
+    effective weights), keys a query may not see included."""
+    return np.broadcast_to(weights.mean(axis=0, dtype=np.float64).astype(np.float32), weights.shape)  # [Tq, Tk]
+
+
+def norm_values(
+    weights: np.ndarray, norms: np.ndarray, layer: int, head: int | None, removed: str | None = None
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The [Tq, Tk] ‖α·f(x)‖ a norm-based map colours (a head's, or the mean of the layer's heads), and the hover
-    rows beside it: the weight α, and each key's ‖f(x)‖ for one head."""
+    rows beside it, {title: [Tq, Tk]}: the weight α, and each key's ‖f(x)‖ for one head. A head the run `removed`
+    ("zero" or "mean") still computes its weights α, but they no longer mix its output: removed with zero, nothing
+    arrives and no ‖f(x)‖ can be read off; removed with its mean, ᾱ (mixing_rows) mixes it, and ‖f(x)‖ is read off
+    ‖ᾱ·f(x)‖."""
     values = norm_matrix(norms, layer, head)  # [Tq, Tk]
     if head is None:
         return values, {"mean weight α": weights}
+    if removed == "zero":
+        return values, {REMOVED_WEIGHT: weights}
+    if removed == "mean":
+        mixing = mixing_rows(weights)  # [Tq, Tk]
+        sizes = key_value_norms(mixing, values)  # [Tk]
+        return values, {REMOVED_WEIGHT: weights, MEAN_WEIGHT: mixing, KEY_SIZE: np.broadcast_to(sizes, values.shape)}
     sizes = key_value_norms(weights, values)  # [Tk]
-    return values, {"weight α": weights, "‖f(x)‖ of the key": np.broadcast_to(sizes, values.shape)}
+    return values, {"weight α": weights, KEY_SIZE: np.broadcast_to(sizes, values.shape)}
 
 
 def _map_parts(
@@ -140,13 +162,17 @@ def _map_parts(
     window: tuple[int, int, int, int] | None,
     stretch: bool | None = None,
     norms: np.ndarray | None = None,
+    removed: str | None = None,
 ) -> tuple[dict, list[str]]:
     """What any drawing of one attention map shows: the matrix arguments, and the notes for its subtitle. With
-    `norms` ([L, H, Tq, Tk] ‖α·f(x)‖), they colour the map and the weights go to the hover."""
+    `norms` ([L, H, Tq, Tk] ‖α·f(x)‖), they colour the map and the weights go to the hover; `removed` as in
+    norm_values."""
     weights = attention_matrix(maps, layer, head)  # [Tq, Tk]
-    values, extra = (weights, {}) if norms is None else _norm_values(weights, norms, layer, head)
+    values, extra = (weights, {}) if norms is None else norm_values(weights, norms, layer, head, removed)
     allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
     empty = maps.empty_rows  # [Tq]
+    if MEAN_WEIGHT in extra:  # every query receives the head's mean, from every key: no cell is masked from it
+        allowed, empty = np.ones_like(allowed), np.zeros_like(empty)
     queries = token_labels(maps.query_labels)
     keys = token_labels(maps.key_labels)
     tq, tk = weights.shape
@@ -156,7 +182,7 @@ def _map_parts(
     rows, cols = slice(q0, q1), slice(k0, k1)
     values, allowed, empty = values[rows, cols], allowed[rows, cols], empty[rows]  # [q1 - q0, k1 - k0]
     extra = {title: row[rows, cols] for title, row in extra.items()}
-    notes = []
+    notes = [MEAN_NOTE] if MEAN_WEIGHT in extra else []
     if (q1 - q0, k1 - k0) != (tq, tk):
         notes.append(f"queries {q0}–{q1 - 1} and keys {k0}–{k1 - 1} of {tq} × {tk}")
     n_masked = int((~allowed).sum())
@@ -216,6 +242,7 @@ def attention_map_panel(
     window: tuple[int, int, int, int] | None = None,
     stretch: bool | None = None,
     norms: np.ndarray | None = None,
+    removed: str | None = None,
 ) -> dict:
     """One attention map as a matrix-view panel: keys across, queries down (first on top); grey = masked; ⊘ = no
     allowed key; every cell hovers. `window` = (first query, end query, first key, end key) draws only that part
@@ -223,8 +250,9 @@ def attention_map_panel(
     weight most shown weights are below (weight_ramp); None: 0 to 1 on a page with no Stretch colours control.
     With `norms` ([L, H, Tq, Tk] ‖α·f(x)‖, Kobayashi et al. 2020) the map shows what the head adds from each key,
     from 0 to norm_top (the largest of any layer and head) or, stretched, to this map's top 1 %; hover gives the
-    weight α too, and for one head the key's ‖f(x)‖."""
-    parts, notes = _map_parts(maps, layer, head, window, stretch, norms)
+    weight α too, and for one head the key's ‖f(x)‖. `removed` ("zero" or "mean", with `norms` and one head): the run
+    removed this head, whose weights then no longer mix what it adds (norm_values); its mean reaches every cell."""
+    parts, notes = _map_parts(maps, layer, head, window, stretch, norms, removed)
     return matrix_panel(**parts, name=name, subtitle=" · ".join(notes) or None, max_px=max_px)
 
 
@@ -296,17 +324,28 @@ def _entropy_parts(df: pd.DataFrame, note: str | None = None) -> dict:
     ent[df["layer"], df["head"]] = df["entropy"]
     max_entropy = float(df["max_entropy"].iloc[0])
     top = max_entropy if np.isfinite(max_entropy) and max_entropy > 0 else 1.0
+    defined = np.isfinite(ent)  # [L, H]: NaN only when no query has a key to attend to
     return {
         "values": ent,
-        "allowed": None,
+        "allowed": None if defined.all() else defined,
+        "masked_text": NO_ENTROPY,
         "ramp": Ramp(VIRIDIS, 0.0, top),
         **layer_head_axes(n_layers, n_heads),
         "value_title": "entropy (nats)",
         "title": "Mean attention entropy per head (nats)",
         "max_px": min(600, 48 * max(n_layers, n_heads)),
-        "subtitle": f"0 = each query looks at one key; {max_entropy:.2f} = uniform over the allowed keys"
-        + ("" if note is None else f". {note}"),
+        "subtitle": entropy_scale_note(max_entropy) + ("" if note is None else f". {note}"),
     }
+
+
+def entropy_scale_note(max_entropy: float) -> str:
+    """What the entropy panel's scale means, from head_entropy's max_entropy: NaN when no query has a key to attend
+    to, 0 when every query may see only one key (the one piece of a causal model)."""
+    if not np.isfinite(max_entropy):
+        return "no query of this input has a key to attend to (every row is all zeros), so no head has an entropy"
+    if max_entropy <= 0:
+        return "every query may see only one key, so every head's entropy is 0: it has no choice to spread over"
+    return f"0 = each query looks at one key; {max_entropy:.2f} = uniform over the allowed keys"
 
 
 def entropy_panel(df: pd.DataFrame, note: str | None = None) -> dict:

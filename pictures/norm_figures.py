@@ -6,12 +6,20 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.analysis.norm_attention import norm_attention
+from explorer.analysis.norm_attention import norm_attention, removal
 from explorer.analysis.stats import attention_matrix
 from explorer.model import Transformer
-from explorer.norm_export import norm_matrix
 from explorer.trace import AttentionMaps, Trace
-from pictures.attention_panels import NORM, key_value_norms, norm_scale_note, norm_top, plotly_token_labels, stretch_top
+from pictures.attention_panels import (
+    MEAN_NOTE,
+    MEAN_WEIGHT,
+    NORM,
+    norm_scale_note,
+    norm_top,
+    norm_values,
+    plotly_token_labels,
+    stretch_top,
+)
 from pictures.style import BLUES, plotly_scale
 
 
@@ -23,32 +31,35 @@ def norm_maps_figure(
     prefix: str = "",
     stretch: bool = False,
     scale: tuple[float, str] | None = None,
+    removed: str | None = None,
 ) -> go.Figure:
     """One map of norms ([L, H, Tq, Tk] ‖α·f(x)‖ of `maps`): head `head`, or the mean of the layer's heads (None),
     from white = 0 to dark blue = the largest of any layer and head, or with `stretch` this map's top 1 %, as the
     Attention page draws it; `scale` = (darkest value, what the subtitle says of it) draws another page's scale
     (Compare's, shared by A and B). Hover gives the weight α too, and for one head the key's ‖f(x)‖. Grey gaps are
-    masked keys; `prefix` opens the title."""
+    masked keys; `prefix` opens the title. `removed` ("zero" or "mean"): the run removed this head, as
+    attention_map_panel draws it (its mean reaches every cell; its weights no longer mix what it adds)."""
     weights = attention_matrix(maps, layer, head)  # [Tq, Tk]; a layer or head the maps lack: ConfigError
-    values = norm_matrix(norms, layer, head)  # [Tq, Tk]
+    values, extra = norm_values(weights, norms, layer, head, removed)  # [Tq, Tk], hover rows of [Tq, Tk]
     allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
+    if MEAN_WEIGHT in extra:  # every query receives the head's mean, from every key
+        allowed = np.ones_like(allowed)
     if scale is None:
         own = stretch_top(values, allowed)  # this map's top 1 %
         top = own if stretch else norm_top(norms)
         scale = (top, norm_scale_note(top, stretch, own))
     top, note = scale
-    hover = f"query %{{y}}<br>key %{{x}}<br>{NORM} %{{z:.4f}}<br>weight α %{{customdata[0]:.4f}}"
-    sizes = np.full(values.shape, np.nan)  # [Tq, Tk]: ‖f(x)‖ of each cell's key, for one head
-    if head is not None:
-        sizes[:] = key_value_norms(weights, values)
-        hover += "<br>‖f(x)‖ of the key %{customdata[1]:.4f}"
+    note = f"{MEAN_NOTE} · {note}" if MEAN_WEIGHT in extra else note
+    hover = f"query %{{y}}<br>key %{{x}}<br>{NORM} %{{z:.4f}}" + "".join(
+        f"<br>{title} %{{customdata[{i}]:.4f}}" for i, title in enumerate(extra)
+    )
     which = "mean of heads" if head is None else f"head {head}"
     figure = go.Figure(
         go.Heatmap(
             z=np.where(allowed, values, np.nan),
             x=plotly_token_labels(maps.key_labels),
             y=plotly_token_labels(maps.query_labels),
-            customdata=np.stack([weights, sizes], axis=-1),  # [Tq, Tk, 2]
+            customdata=np.stack(list(extra.values()), axis=-1),  # [Tq, Tk, hover rows]
             zmin=0.0,
             zmax=top,
             colorscale=plotly_scale(BLUES),
@@ -58,7 +69,8 @@ def norm_maps_figure(
     )
     figure.update_layout(
         title={
-            "text": f"{prefix}{maps.kind} · layer {layer} · {which} · what it adds ({NORM})",
+            "text": f"{prefix}{maps.kind} · layer {layer} · {which} · what it adds ({NORM})"
+            + (" · removed" if removed and head is not None else ""),
             "subtitle": {"text": note},
         },
         xaxis_title="key",
@@ -83,4 +95,6 @@ def norm_attention_figure(
     Weight"), for the attention `kind` of `trace`, run by `model` (the order explorer.norm_attention takes them in);
     head=None: the mean of the layer's heads. `stretch`: colours up to this map's top 1 %, not the largest of any
     layer and head (the Attention page's Stretch colours)."""
-    return norm_maps_figure(trace.maps(kind), norm_attention(model, trace, kind), layer, head, stretch=stretch)
+    maps = trace.maps(kind)
+    removed = removal(trace, maps, layer, head)  # a head the run removed: drawn as the page draws it
+    return norm_maps_figure(maps, norm_attention(model, trace, kind), layer, head, stretch=stretch, removed=removed)

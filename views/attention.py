@@ -12,14 +12,14 @@ from streamlit.delta_generator import DeltaGenerator
 
 from explorer.ablation import Head, head_name
 from explorer.analysis.head_roles import BROAD, ROLES
-from explorer.analysis.norm_attention import removed_heads
-from explorer.attention_text import norms_line, role_shift_text
+from explorer.analysis.norm_attention import removal, removed_heads
+from explorer.attention_text import no_clear_role_text, norms_line, role_shift_text
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
 from explorer.norm_export import norm_attention_csv, norm_attention_json
 from explorer.prediction import can_predict, next_token
 from explorer.text_reading import quoted
-from explorer.trace import AttentionMaps, Trace
+from explorer.trace import AttentionMaps, Trace, byte_level_pieces
 from pictures import notebook_figures
 from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entropy_panel, grid_cells
 from pictures.boards import board
@@ -150,7 +150,8 @@ def map_viewer(kind: str, with_norms: bool) -> None:
     removal_caption(trace, removed, layer, head_index, norms is not None)
     window = zoom_window(maps)
     entropy_note = None if norms is None else "Of the weights α, whichever measure is shown"
-    big = attention_map_panel(maps, layer, head_index, window=window, stretch=stretch, norms=norms)
+    removed_as = removal(trace, maps, layer, head_index)
+    big = attention_map_panel(maps, layer, head_index, window=window, stretch=stretch, norms=norms, removed=removed_as)
     if (layer, head_index) in removed:
         big["title"] += " · removed"
     top = [big, entropy_panel(entropy, entropy_note)]
@@ -175,7 +176,8 @@ def attention_figures(
     maps = trace.maps(kind)
     figures = [notebook_figures.maps_figure(maps, layer, head, stretch=stretch)]
     if make_norms is not None:
-        figures.append(norm_maps_figure(maps, make_norms(), layer, head, stretch=stretch))
+        removed = removal(trace, maps, layer, head)
+        figures.append(norm_maps_figure(maps, make_norms(), layer, head, stretch=stretch, removed=removed))
     if grid_cells(maps) <= GRID_MAX_CELLS:
         figures.append(notebook_figures.attention_grid_figure(trace, kind))
     return figures
@@ -187,16 +189,7 @@ def removal_caption(trace: Trace, removed: tuple[Head, ...], layer: int, head: i
     if not removed:
         return
     if head is not None and (layer, head) in removed:
-        adds = "nothing" if trace.ablate_with == "zero" else "only its mean over the positions"
-        shown = (
-            f"what it adds, {'zero everywhere' if trace.ablate_with == 'zero' else 'its mean, each key alike'}"
-            if norms
-            else "the weights it still computes"
-        )
-        st.caption(
-            f"**{head_name((layer, head))} is removed.** This map shows {shown}: the head still looks where it "
-            f"did, but its output is replaced, so it adds {adds} to the stream."
-        )
+        st.caption(f"**{head_name((layer, head))} is removed.** " + removed_head_text(trace.ablate_with, norms))
     elif layer > removed[0][0]:
         below = [head_name(h) for h in removed if h[0] < layer]
         which = f"removed head {below[0]}" if len(below) == 1 else f"removed heads ({', '.join(below)})"
@@ -204,6 +197,28 @@ def removal_caption(trace: Trace, removed: tuple[Head, ...], layer: int, head: i
             f"Layer {layer} comes after the {which}: its attention differs from the full model's, since its input "
             f"lacks what {'it' if len(below) == 1 else 'they'} added. The page What heads do shows the differences."
         )
+
+
+def removed_head_text(mode: str, norms: bool) -> str:
+    """What the map of a head removed with `mode` ("zero" or "mean") shows, drawn by its weights or, with `norms`,
+    by what it adds."""
+    if not norms:
+        adds = "nothing" if mode == "zero" else "only its mean over the positions"
+        return (
+            "This map shows the weights it still computes: the head still looks where it did, but its output is "
+            f"replaced, so it adds {adds} to the stream."
+        )
+    if mode == "zero":
+        return (
+            "This map shows what it adds: zero everywhere, since its output is replaced by zero. Hover still gives "
+            "the weights α it computes, which no longer mix anything."
+        )
+    return (
+        "This map shows what it adds: its output is replaced by its mean over the positions, so every query gets the "
+        "same row, ᾱ·f(x), each key's weight averaged over the queries times the size of its value vector, from "
+        "every key, even the ones a query may not see (no cell is grey). Hover gives ᾱ, the weights α it still "
+        "computes and ‖f(x)‖."
+    )
 
 
 def mark_removed(grid: dict, removed: tuple[Head, ...], n_heads: int) -> dict:
@@ -285,13 +300,15 @@ def next_token_section(trace: Trace) -> None:
         return
     table = next_token(model, trace, k=10)
     st.subheader("What comes next")
+    likeliest = "ten" if len(table) == 10 else str(len(table))  # a trained model's vocabulary may hold fewer
     st.caption(
         f"After `{code_text(trace.labels[-1])}`, the last piece, the model's output goes through its read-out and a "
-        "softmax over its whole vocabulary: its ten likeliest next pieces, from the same run as the maps below."
-        + part_character_note(model.tokenizer, table["piece"])
+        f"softmax over its whole vocabulary: its {likeliest} likeliest next pieces, from the same run as the maps "
+        "below." + part_character_note(model.tokenizer, table["piece"])
     )
+    spelled = "vocabulary piece (Ġ = a space)" if byte_level_pieces(model) else "vocabulary piece"
     shown = table[["rank", "text", "piece", "probability", "logit"]].rename(
-        columns={"text": "next piece", "piece": "vocabulary piece (Ġ = a space)"}
+        columns={"text": "next piece", "piece": spelled}
     )
     shown["next piece"] = shown["next piece"].map(quoted)  # so a leading space shows: ' Paris'
     static_table(shown, formats={"probability": "{:.3f}", "logit": "{:.3f}"})  # a piece "-" or "#" as itself
@@ -352,7 +369,7 @@ def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norm
     show_board(board([board_panel]), key="roles", on_pick=pick_role_head)
     table = clear_roles(roles, first)
     if table.empty:
-        st.caption("No head has one clear role on this sentence.")
+        st.caption(no_clear_role_text(roles))
     else:  # text, not a data grid: the grid's script would slow every load of the page
         st.markdown("\n".join(f"- **{row.role}**: {row.count} {few_heads(row.heads)}" for row in table.itertuples()))
     if norms is not None:

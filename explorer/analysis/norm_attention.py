@@ -43,7 +43,9 @@ def value_norms(model: Transformer, trace: Trace, kind: str | None = None) -> np
 
 def norm_attention(model: Transformer, trace: Trace, kind: str | None = None) -> np.ndarray:
     """[L, H, Tq, Tk] float32: ||alpha_ij * f_h(x_j)|| = alpha_ij * ||f_h(x_j)|| (Kobayashi et al. 2020), how much key j
-    adds to query i through head h; 0 where masked and on rows with no allowed key. `kind` as in value_norms."""
+    adds to query i through head h, with alpha the effective_weights; 0 where masked and on rows with no allowed key,
+    except for a head the run replaced by its mean (removal() "mean"): its output reaches every query from every key.
+    `kind` as in value_norms."""
     maps = _maps(trace, kind)
     norms = value_norms(model, trace, kind)  # [L, H, Tk]
     return effective_weights(trace, maps) * norms[:, :, None, :]  # [L, H, Tq, Tk]
@@ -71,6 +73,12 @@ def effective_layer_weights(trace: Trace, maps: AttentionMaps, layer: int) -> np
         else:
             weights[head] = weights[head].mean(axis=0, keepdims=True)  # [1, Tk] over every query
     return weights
+
+
+def removal(trace: Trace, maps: AttentionMaps, layer: int, head: int | None) -> str | None:
+    """What the run did to head `head` of `layer` of these maps: "zero" or "mean" (trace.ablate_with) when it removed
+    the head, None when it kept it (or for the average of heads, `head` None)."""
+    return trace.ablate_with if head is not None and (layer, head) in removed_heads(trace, maps) else None
 
 
 def removed_heads(trace: Trace, maps: AttentionMaps) -> tuple[Head, ...]:

@@ -1,0 +1,139 @@
+"""The norm-based map of a removed head (Show: norms, with the head in the sidebar's Heads removed): what it adds is
+the mean of its output or nothing, so its own weights no longer mix it, and the hover and the cells must say what
+does. Found by a review of the numbers: on SmolLM2, "The capital of France is", L29H1 replaced by its mean, the hover
+gave ‖f(x)‖ of the keys as 20.1, 15.2, 15.4, 11.7, 18.7 where they are 37.9, 53.8, 55.0, 56.0, 93.7 (‖ᾱ·f(x)‖
+divided by the weight α the head still computes, not by ᾱ), 32 % of what it adds sat in grey (masked) cells though
+every query receives it, and removed with zero the hover said every key's ‖f(x)‖ was 0."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer.analysis.norm_attention import norm_attention, value_norms
+from explorer.config import ModelConfig
+from explorer.export import read_attention_json
+from explorer.norm_export import norm_attention_json
+from pictures.attention_panels import attention_map_panel
+from pictures.boards import decode_floats
+from pictures.norm_figures import norm_maps_figure
+from tests.drawn import app_matrices, figure_json, panel_matrix
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
+TOKENS = "the cat sat on the mat"
+CFG = ModelConfig(arch="decoder", mask="causal", norm="pre")  # causal: a mean reaches keys a query may not see
+LAYER, HEAD = 1, 2
+
+
+def removed_run(mode: str):
+    """(maps, norms, ‖f(x)‖ [L, H, T]) of CFG on TOKENS with head (LAYER, HEAD) removed with `mode`."""
+    model = explorer.build_model(CFG)
+    trace = explorer.run(model, TOKENS, ablate=[(LAYER, HEAD)], ablate_with=mode)
+    return trace.first.self_attention, norm_attention(model, trace), value_norms(model, trace)
+
+
+def hover_of(panel: dict) -> dict[str, np.ndarray]:
+    """{title: [Tq, Tk]} the extra hover rows of a matrix panel."""
+    shape = (panel["rows"], panel["cols"])
+    return {row["title"]: decode_floats(row["values"], shape) for row in panel["extra"]}
+
+
+def test_a_head_replaced_by_its_mean_hovers_its_true_value_sizes_and_the_weights_that_mix_it():
+    maps, norms, sizes = removed_run("mean")
+    panel = attention_map_panel(maps, LAYER, HEAD, norms=norms, removed="mean")
+    hover = hover_of(panel)
+    computed = maps.weights[LAYER, HEAD]  # [T, T]
+    mixing = np.broadcast_to(computed.mean(axis=0), computed.shape)  # ᾱ: the same row for every query
+    np.testing.assert_allclose(hover["‖f(x)‖ of the key"][0], sizes[LAYER, HEAD], rtol=1e-5)
+    np.testing.assert_allclose(hover["ᾱ, mean over the queries"], mixing, rtol=1e-6)
+    np.testing.assert_array_equal(hover["weight α, still computed"], computed)
+    assert "weight α" not in hover  # the head's own weights do not multiply what it adds
+    # every query receives the mean from every key, masked or not: no cell is grey, and the rows add up to all of it
+    drawn = panel_matrix(panel)
+    assert not drawn.masked.any()
+    np.testing.assert_allclose(drawn.values.sum(axis=1), norms[LAYER, HEAD].sum(axis=1), rtol=1e-6)
+    assert "every query gets the same row" in panel["subtitle"] and "grey" not in panel["subtitle"]
+
+
+def test_a_head_removed_with_zero_hovers_no_value_size_read_off_its_zeros():
+    maps, norms, sizes = removed_run("zero")
+    assert (norms[LAYER, HEAD] == 0).all() and (sizes[LAYER, HEAD] > 0).all()
+    hover = hover_of(attention_map_panel(maps, LAYER, HEAD, norms=norms, removed="zero"))
+    assert list(hover) == ["weight α, still computed"]  # no "‖f(x)‖ of the key" of 0
+    np.testing.assert_array_equal(hover["weight α, still computed"], maps.weights[LAYER, HEAD])
+
+
+def test_a_kept_head_of_the_same_run_hovers_as_before():
+    maps, norms, sizes = removed_run("mean")
+    hover = hover_of(attention_map_panel(maps, 0, 1, norms=norms, removed=None))
+    assert list(hover) == ["weight α", "‖f(x)‖ of the key"]
+    np.testing.assert_allclose(hover["‖f(x)‖ of the key"][0], sizes[0, 1], rtol=1e-5)
+
+
+def test_the_html_figure_of_a_mean_removed_head_hovers_the_same_rows_on_every_cell():
+    maps, norms, sizes = removed_run("mean")
+    [heatmap] = figure_json(norm_maps_figure(maps, norms, LAYER, HEAD, removed="mean"))["data"]
+    z = np.asarray(heatmap["z"], dtype=float)
+    assert not np.isnan(z).any()  # no cell is masked from the mean
+    np.testing.assert_allclose(z, norms[LAYER, HEAD], rtol=1e-6)
+    custom = np.asarray(heatmap["customdata"], dtype=float)  # [Tq, Tk, 3]: α, ᾱ, ‖f(x)‖
+    assert "ᾱ, mean over the queries" in heatmap["hovertemplate"]
+    np.testing.assert_allclose(custom[0, :, 2], sizes[LAYER, HEAD], rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_the_page_draws_the_removed_head_by_what_it_adds_and_says_what_that_is(mode):
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params.update(
+        {
+            "arch": "decoder",
+            "mask": "causal",
+            "norm": "pre",
+            "tokens": TOKENS,
+            "measure": "norms",
+            "layer": str(LAYER),
+            "head": str(HEAD),
+            "ablate": f"L{LAYER}H{HEAD}",
+            "ablate_with": mode,
+        }
+    )
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    maps, norms, sizes = removed_run(mode)
+    drawn = app_matrices(at)["map"]
+    hover = {row["title"]: decode_floats(row["values"], drawn.values.shape) for row in drawn.view["extra"]}
+    captions = " ".join(c.value for c in at.caption)
+    if mode == "mean":
+        assert not drawn.masked.any()
+        np.testing.assert_allclose(drawn.values, norms[LAYER, HEAD], rtol=1e-6)
+        np.testing.assert_allclose(hover["‖f(x)‖ of the key"][0], sizes[LAYER, HEAD], rtol=1e-5)
+        assert "every query gets the same row" in captions and "each key alike" not in captions
+    else:
+        assert "‖f(x)‖ of the key" not in hover
+        assert "zero everywhere" in captions
+
+
+def test_the_json_of_a_mean_removed_head_says_its_norms_are_not_its_weights_times_the_sizes():
+    """Its norm field holds ‖ᾱ·f(x)‖, non-zero where allowed is false: the note must say what alpha is there."""
+    maps, norms, sizes = removed_run("mean")
+    data = read_attention_json(norm_attention_json(maps, norms, LAYER, HEAD))
+    shown = np.asarray(data["norms"])  # [T, T]
+    assert (shown[~data["allowed"]] > 0).all()
+    expected = maps.weights[LAYER, HEAD].mean(axis=0) * sizes[LAYER, HEAD]  # [T]: ᾱ_j ‖f(x_j)‖, every row alike
+    np.testing.assert_allclose(shown, np.broadcast_to(expected, shown.shape), rtol=1e-5)
+    assert "removed" in data["norm_note"] and "averaged over every query" in data["norm_note"]
+
+
+def test_the_notebook_figure_of_a_removed_head_is_drawn_as_the_page_draws_it():
+    model = explorer.build_model(CFG)
+    trace = explorer.run(model, TOKENS, ablate=[(LAYER, HEAD)], ablate_with="mean")
+    [heatmap] = figure_json(explorer.norm_attention_figure(model, trace, LAYER, HEAD))["data"]
+    assert "ᾱ, mean over the queries" in heatmap["hovertemplate"]
+    assert not np.isnan(np.asarray(heatmap["z"], dtype=float)).any()
+    np.testing.assert_allclose(
+        np.asarray(heatmap["customdata"], dtype=float)[0, :, 2], value_norms(model, trace)[LAYER, HEAD], rtol=1e-5
+    )
