@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.analysis.norm_attention import norm_attention, value_norms
+from explorer.compare import per_layer_comparison
 from explorer.config import ModelConfig
 from explorer.export import read_attention_json
 from explorer.norm_export import norm_attention_json
@@ -22,6 +23,8 @@ from pictures.attention_panels import attention_map_panel
 from pictures.boards import decode_floats
 from pictures.norm_figures import norm_maps_figure
 from tests.drawn import app_matrices, figure_json, panel_matrix
+from views.compare_downloads import ShownMaps, compare_figures
+from views.compare_runs import ComparedRuns
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 TOKENS = "the cat sat on the mat"
@@ -137,3 +140,22 @@ def test_the_notebook_figure_of_a_removed_head_is_drawn_as_the_page_draws_it():
     np.testing.assert_allclose(
         np.asarray(heatmap["customdata"], dtype=float)[0, :, 2], value_norms(model, trace)[LAYER, HEAD], rtol=1e-5
     )
+
+
+def test_compares_download_draws_b_without_the_head_as_the_attention_page_does():
+    """Compare's HTML download of "B = A without heads" with norms shown: B's map of the removed head is drawn as
+    the Attention page draws it (every cell, the true ‖f(x)‖), A's of the same head as a kept head."""
+    model = explorer.build_model(CFG)
+    trace_a = explorer.run(model, TOKENS)
+    trace_b = explorer.run(model, TOKENS, ablate=[(LAYER, HEAD)], ablate_with="mean")
+    runs = ComparedRuns(lambda: trace_a, lambda: trace_b, None, None, model)
+    shown = ShownMaps(layer=LAYER, head=HEAD, top=1.0)
+    figure_a, figure_b, *_ = compare_figures(runs, shown, per_layer_comparison(None, None), norms=True)
+    [heatmap_b] = figure_json(figure_b)["data"]
+    assert "ᾱ, mean over the queries" in heatmap_b["hovertemplate"]
+    assert not np.isnan(np.asarray(heatmap_b["z"], dtype=float)).any()
+    np.testing.assert_allclose(
+        np.asarray(heatmap_b["customdata"], dtype=float)[0, :, 2], value_norms(model, trace_b)[LAYER, HEAD], rtol=1e-5
+    )
+    [heatmap_a] = figure_json(figure_a)["data"]
+    assert "ᾱ" not in heatmap_a["hovertemplate"]

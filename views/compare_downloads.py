@@ -15,6 +15,7 @@ from explorer.compare import MapPair
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
 from explorer.compare_text import describe
 from explorer.config import ModelConfig
+from explorer.trace import Trace
 from pictures import notebook_figures
 from pictures.compare_charts import norm_difference_figure, pair_norm_note
 from pictures.compare_lines_chart import NOT_AVAILABLE, layer_lines
@@ -104,6 +105,12 @@ def maps_file(runs: ComparedRuns) -> str:
     return maps_csv(runs.pairs())
 
 
+def removed_as(trace: Trace, index: int, layer: int, head: int) -> str | None:
+    """How `trace`'s run removed head `head` of `layer` in its `index`-th map pair ("zero", "mean", or None when it
+    kept it): a run removes heads only from its first stack's self-attention, always the first pair."""
+    return trace.ablate_with if index == 0 and (layer, head) in trace.ablated else None
+
+
 def compare_figures(
     runs: ComparedRuns,
     shown: ShownMaps,
@@ -132,9 +139,19 @@ def compare_figures(
     else:
         added = runs.measured()[index]  # the same pair carrying ‖α·f(x)‖
         measured = {"A": added.a, "B": added.b}
+        traces = dict(zip(("A", "B"), runs.traces(), strict=True))
         scale = (shown.top, pair_norm_note(shown.top, stretch))  # the page's scale, as the section drew it
         figures = [
-            norm_maps_figure(m, measured[side].weights, layer, head, f"{side} · ", scale=scale) for m, side in drawn
+            norm_maps_figure(
+                m,
+                measured[side].weights,
+                layer,
+                head,
+                f"{side} · ",
+                scale=scale,
+                removed=removed_as(traces[side], index, layer, head),
+            )
+            for m, side in drawn
         ]
         if same:
             figures.append(norm_difference_figure(added.a, added.b, layer, head, stretch))
