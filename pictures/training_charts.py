@@ -17,7 +17,15 @@ from plotly.subplots import make_subplots
 from explorer.analysis.task_patterns import PATTERN_NAMES, task_allowed, task_pattern, uniform_mass
 from explorer.config import NORMS
 from explorer.tasks import Task
-from pictures.style import CATEGORY10, PANEL_TITLE_FONT, PANEL_TITLE_PX, axis, figure_layout, legend_below
+from pictures.style import (
+    CATEGORY10,
+    LOG_NUMBERS,
+    PANEL_TITLE_FONT,
+    PANEL_TITLE_PX,
+    axis,
+    figure_layout,
+    legend_below,
+)
 
 NORM_NAMES = {norm: f"{norm}-norm" for norm in NORMS}
 # Blue, orange, green and dark purple: told apart by most eyes, and in greyscale by their dashes and their lightness
@@ -57,17 +65,17 @@ def _reference(figure: go.Figure, y: float, text: str, log: bool = False, below:
 
 
 def _loss_axis(histories: Mapping[str, pd.DataFrame], uniform_loss: float) -> dict:
-    """A log axis of whole decades, labelled 10^k as plain numbers, from below the lowest loss to above ln V."""
+    """A log axis of whole decades, labelled as powers of ten (10⁻⁴, LOG_NUMBERS), from below the lowest loss to above
+    ln V: written out, a long run's "0.00001" ran into the "0" of the step axis and up to the y title."""
     losses = [float(h["loss"].min()) for h in histories.values() if len(h)]
     low = min([*losses, uniform_loss])
     low_decade = math.floor(math.log10(max(low, 1e-6)))
     high_decade = math.ceil(math.log10(uniform_loss * 1.5))
     return axis(
         "loss",
-        type="log",
+        **LOG_NUMBERS,
         range=[low_decade, high_decade],
-        tickmode="array",
-        tickvals=[10.0**e for e in range(low_decade, high_decade + 1)],
+        dtick=1,  # a tick at every decade
     )
 
 

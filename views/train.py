@@ -18,7 +18,7 @@ from explorer.numbers import percent
 from explorer.tasks import Task, blind_accuracy, make_task
 from explorer.trace import AttentionMaps, run
 from explorer.training import blind_to_order, evaluate, predictions, snapshot_maps, steps_to_accuracy, too_big_to_train
-from explorer.training_text import blind_guess_text, induction_scoring_text, test_set_text, tokens_scored
+from explorer.training_text import INTRO, blind_guess_text, induction_scoring_text, test_set_text, tokens_scored
 from explorer.word_lists import listed
 from pictures.attention_panels import attention_map_panel, grid_panel
 from pictures.boards import board
@@ -163,8 +163,9 @@ def your_tokens(training: Training, norm: str, layer: int, head: int) -> None:
         scored = table["correct"].dropna()
         if len(scored):
             st.caption(f"{int(scored.sum())} of {len(scored)} scored positions right.")
-        if task.name == "induction":
-            st.caption(induction_scoring_text(task))
+        scoring = induction_scoring_text(task, len(trace.tokens)) if task.name == "induction" else None
+        if scoring:  # of the tokens typed, as the table scores them
+            st.caption(scoring)
 
 
 def use_on_other_pages(training: Training, norm: str) -> None:
@@ -235,10 +236,7 @@ def look_inside(training: Training) -> str:
 
 def main() -> None:
     st.title("Train")
-    st.caption(
-        "Train a small transformer from scratch on a toy task, watch its loss and accuracy as it learns, then see "
-        "the attention patterns it formed. Random weights attend almost uniformly; a trained model does not."
-    )
+    st.caption(INTRO)
     collect_stopped_training()
     state = app_state()
     cfg: ModelConfig | None = state.sidebar_config

@@ -81,7 +81,7 @@ def head_shown_first(maps: AttentionMaps, pattern: np.ndarray | None) -> tuple[i
             head,
             f"L{layer} H{head} is shown first: its mean weight on the key the task needs is "
             f"{mass[layer, head]:.2f} (attention spread evenly over the keys each query sees would give "
-            f"{uniform_mass(pattern, maps.allowed):.2f}).",
+            f"{uniform_mass(pattern, maps.allowed):.3g}).",  # as pattern_figure's dotted line writes it
         )
     entropy = head_entropy(maps)
     best = entropy.loc[entropy["entropy"].idxmin()]
