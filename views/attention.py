@@ -14,7 +14,7 @@ from explorer.ablation import Head, head_name
 from explorer.analysis.head_roles import BROAD, ROLES
 from explorer.analysis.norm_attention import removal, removed_heads
 from explorer.attention_text import no_clear_role_text, norms_line, role_shift_text
-from explorer.config import CheckpointConfig, ModelConfig
+from explorer.config import PAD_TOKEN, CheckpointConfig, ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
 from explorer.norm_export import norm_attention_csv, norm_attention_json
 from explorer.prediction import can_predict, next_token
@@ -343,12 +343,14 @@ def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norm
     share = "attention" if norms is None else "what it adds (‖α·f(x)‖, each query's row divided by its sum)"
     whole = "its attention" if norms is None else "what it adds"
     with_sep = cfg.family == "bert"  # a Llama has no separator token: its "sep" share is 0 for every head
+    padded = PAD_TOKEN in maps.query_tokens  # roles_of leaves their rows out (head_roles.text_queries)
     sep = "on [SEP], " if with_sep else ""
     st.caption(
         f"For this sentence, each head's mean share of {share} on the first token (`{first}`{where}), {sep}"
         f"on punctuation, on the previous, the next or the same token, and how broad {whole} is — "
         "as Clark et al. (2019, “What Does BERT Look At?”, Fig. 1–2) chart BERT. A head clearly has a role when "
         f"at least half of {whole} goes there, 0.2 more than to any other; broad = within about 10 % of uniform."
+        + (" The rows of [PAD] queries are left out: padding is no part of the sentence." if padded else "")
     )
     options = [r for r in (*ROLES, BREADTH) if with_sep or r != "sep"]
     warn_junk_url({"role": options})

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.analysis.head_roles import HeadRoles, head_roles, norm_head_roles
+from explorer.analysis.head_roles import HeadRoles, head_roles, norm_head_roles, text_queries
 from explorer.analysis.mixing import attention_flow_rows, attention_rollout
 from explorer.analysis.norm_attention import norm_attention
 from explorer.analysis.stats import head_entropy, row_entropy
@@ -115,10 +115,11 @@ def _roles(
     cfg: ModelConfig | None, tokens: tuple, kind: str, norms: bool, who: str | None, _trace, _norms
 ) -> HeadRoles:
     maps = _trace.maps(kind)
+    allowed = text_queries(maps)  # [T, T]: [PAD] queries left out
     if _norms is None:
         entropy = row_entropy_of(_trace, kind)
-        return head_roles(maps.weights, list(maps.key_tokens), maps.allowed, separators=("[SEP]",), entropy=entropy)
-    return norm_head_roles(_norms, list(maps.key_tokens), maps.allowed, separators=("[SEP]",))
+        return head_roles(maps.weights, list(maps.key_tokens), allowed, separators=("[SEP]",), entropy=entropy)
+    return norm_head_roles(_norms, list(maps.key_tokens), allowed, separators=("[SEP]",))
 
 
 def roles_of(trace: Trace, kind: str, norms: np.ndarray | None) -> HeadRoles:
