@@ -36,7 +36,7 @@ LENS_TEXT_CELLS = 600  # the top piece is written in each cell up to this many c
 # sidebar on a 1024 px screen), at most LENS_CELL_CHARS; the hover has it whole.
 LENS_CELL_CHARS = 8
 LENS_TEXT_PX = 11
-LENS_PLOT_PX = 480
+LENS_PLOT_PX = 380  # measured: SmolLM2's lens plot is 385 px wide beside the sidebar at 1024 px (480 overran cells)
 LENS_CHAR_PX = 6.5  # the width of a character at LENS_TEXT_PX, a digit's or a wide letter's
 BOARD_TEXT_CELLS = 144  # a board writes each head's value in its cell up to this many heads (12 x 12)
 CELL_PX = 26  # px per row of a board or grid, so a 30-block model stays readable without scrolling past it
