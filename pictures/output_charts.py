@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.ablation import Head, head_name
 from explorer.analysis.attribution import LogitAttribution
+from explorer.heads_text import norm_route
 from explorer.text_reading import DRAWN_BLANKS, quoted
 from pictures.attention_panels import token_labels
 from pictures.style import (
@@ -82,10 +83,11 @@ def _cell_text(text: str, most: int = LENS_CELL_CHARS) -> str:
     return cut + "…"
 
 
-def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
+def lens_grid_figure(lens: pd.DataFrame, tokens: list[str], final_norm: bool = True) -> go.Figure:
     """Blocks (up) x positions (across) of explorer.logit_lens: each cell names the top piece read out after that
     block at that position (cut to what its column holds), coloured by its probability (white 0 to dark blue 1); hover
-    lists the k pieces of the cell, whole. `tokens`: the output stack's tokens as labelled (trace.last.labels)."""
+    lists the k pieces of the cell, whole. `tokens`: the output stack's tokens as labelled (trace.last.labels).
+    `final_norm`: whether the stack read out ends with a norm, which the lens applies (a post-norm stack has none)."""
     layers = sorted(set(lens["layer"].tolist()))
     positions = sorted(set(lens["position"].tolist()))
     labels = token_labels(tokens)
@@ -126,7 +128,8 @@ def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
             ygap=1,
         )
     )
-    subtitle = "the top next piece read out after each block (final norm, then the read-out) · colour: its probability"
+    route = "final norm, then the read-out" if final_norm else "the read-out: this stack has no final norm"
+    subtitle = f"the top next piece read out after each block ({route}) · colour: its probability"
     settled = _settled(lens, positions[-1]) if positions else None
     if settled is not None:
         piece, layer = settled
@@ -256,10 +259,10 @@ def attribution_board_figure(attribution: LogitAttribution, removed: Iterable[He
     if attribution.rest != 0:  # a model without biases has none to add (the sentence leaves them out too)
         cross = " and cross-attention" if attribution.cross_attention is not None else ""
         parts.append(f"biases{cross} {attribution.rest:+.2f}")
+    route = norm_route(attribution.placement, attribution.final_norm)
     subtitle = (
         f"logit {attribution.logit:.2f} = " + " ".join(parts) + " · each head's output at the last position through "
-        "the final norm (its scale frozen at this run's) and the piece's read-out row · red raises the logit, blue "
-        "lowers it"
+        f"{route}the piece's read-out row · red raises the logit, blue lowers it"
     )
     title = f"Which heads write {quoted(attribution.text)} (logit {attribution.logit:.2f})"
     return figure.update_layout(legend_below(figure_layout(title, subtitle, board_height(attribution.n_layers))))
