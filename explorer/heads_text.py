@@ -12,6 +12,7 @@ import torch
 
 from explorer.ablation import Head, head_name
 from explorer.analysis.attribution import LogitAttribution
+from explorer.config import NORM_ON_OUTPUT
 from explorer.model import Transformer
 from explorer.prediction import last_logits
 from explorer.text_reading import quoted
@@ -66,13 +67,23 @@ def change_sentence(changes: np.ndarray, removed: Sequence[Head]) -> str:
         )
     later = changes[first + 1 :]
     same = f"Layers 0 to {first} attend" if first > 0 else "Layer 0 attends"
+    said = (
+        f"{same} exactly as before (a removed head still computes its weights; only what it "
+        f"writes is gone, and layer {first} is the first to lose something)."
+    )
+    if not later.any():  # one token (a single key always gets weight 1), or a mean that equals the output
+        return f"{said} No weight of a later layer moved either: every change is 0."
     top = first + 1 + int(np.argmax(later))
     return (
-        f"{same} exactly as before (a removed head still computes its weights; only what it "
-        f"writes is gone, and layer {first} is the first to lose something). From layer {first + 1} on, every layer "
-        f"reads a changed stream: the weights moved most in layer {top}, by {changes[top]:.4f} on average per cell "
-        "(weights run from 0 to 1)."
+        f"{said} From layer {first + 1} on, every layer reads a changed stream: the weights moved most in layer {top}, "
+        f"by {change_text(changes[top])} on average per cell (weights run from 0 to 1)."
     )
+
+
+def change_text(value: float) -> str:
+    """A mean |after − before| as the sentences write it: four decimals, or two significant digits below 0.0001
+    (which four decimals would write 0.0000, as if nothing moved)."""
+    return f"{value:.4f}" if value >= 5e-5 or value == 0 else f"{value:.1e}"
 
 
 def piece_odds(model: Transformer, trace: Trace, token_id: int) -> tuple[float, float]:
@@ -133,34 +144,64 @@ def attribution_sentence(attribution: LogitAttribution) -> str:
         parts.append(f"{what} {a.rest:+.3f}")
     return (
         f"The logit of {quoted(a.text)} at the last position is {a.logit:.3f}: {', '.join(parts)}, which add up to "
-        f"{a.total:.3f}. Each head's cell is its direct share: what it writes into the stream, read out through the "
-        "final norm (its scale frozen at this run's) and the row of the read-out for this piece."
+        f"{a.total:.3f}. Each head's cell is its direct share: what it writes into the stream, read out through "
+        f"{norm_route(a.placement, a.final_norm)}the row of the read-out for this piece."
     )
+
+
+def norm_route(placement: str, final_norm: bool) -> str:
+    """The norms a head's output passes through on its way to the read-out, with their scales frozen, as the
+    sentences name them: "the final norm (its scale frozen at this run's) and " for a pre-norm stack; every norm after
+    it for a post-norm one, which has no final norm; "" when none."""
+    if placement == "post":
+        norms = ["every norm after it, from its own block's on"]
+    elif placement in NORM_ON_OUTPUT:
+        norms = ["its sub-layer's output norm"]
+    else:
+        norms = []
+    if final_norm:
+        norms.append("the final norm")
+    if not norms:
+        return ""
+    scales = "its scale" if norms == ["the final norm"] else "their scales"
+    return f"{' and '.join(norms)} ({scales} frozen at this run's) and "
 
 
 SAME_CHANGE = 0.01  # |real change − (− direct share)| in logits below which the direct share is said to account for it
 
 
 def effect_sentence(
-    removed: Sequence[Head], text: str, before: tuple[float, float], after: tuple[float, float], direct: float
+    removed: Sequence[Head],
+    text: str,
+    before: tuple[float, float],
+    after: tuple[float, float],
+    direct: float,
+    expected: float | None = None,
 ) -> str:
     """What removing heads really did to a piece, beside their direct share: `before` and `after` are the piece's
-    (probability, logit) in the runs with every head and without these; `direct` their summed direct attribution,
-    so that removing them would change the logit by −direct if nothing else changed."""
+    (probability, logit) in the runs with every head and without these; `direct` their summed direct attribution;
+    `expected` what replacing their output would change the logit by had nothing after them changed
+    (attribution.replaced_direct_change): −direct when it is set to zero (the default), less when it is set to its
+    mean, whose own direct share stays."""
     one = len(removed) == 1
-    it, its = ("it", "Its") if one else ("they", "Their")
+    it, its, them = ("it", "Its", "it") if one else ("they", "Their", "them")
     change = after[1] - before[1]
-    expected = -direct
+    zeroed = expected is None
+    expected = -direct if zeroed else expected
+    share = f"{its} direct share of that logit was {direct:+.3f}"
+    if not zeroed:
+        share += f", and {its.lower()} mean output's is {direct + expected:+.3f}"
     said = (
         f"Removing {heads_list(removed)} took {quoted(text)} from p = {before[0]:.3f} to p = {after[0]:.3f}, its logit "
-        f"from {before[1]:.3f} to {after[1]:.3f} ({change:+.3f}). {its} direct share of that logit was {direct:+.3f}, "
-        f"so had nothing after {'it' if one else 'them'} changed, the logit would have moved by {expected:+.3f}: "
+        f"from {before[1]:.3f} to {after[1]:.3f} ({change:+.3f}). {share}, so had nothing after {them} changed, the "
+        f"logit would have moved by {expected:+.3f}: "
     )
-    rest = f"the parts after {'it' if one else 'them'} (feed-forward blocks, later heads, the final norm's scale)"
+    rest = f"the parts after {them} (feed-forward blocks, later heads, the norms' scales)"
     if abs(change - expected) < SAME_CHANGE:
         return said + "the direct share accounts for the whole change."
     if change * expected < 0:
-        return said + f"the logit moved the other way, so {rest} more than made up for the loss."
+        undone = "made up for the loss" if expected < 0 else "undid the gain"
+        return said + f"the logit moved the other way, so {rest} more than {undone}."
     if abs(change) > abs(expected):
         return said + f"the real change is larger, so {rest} built on what {it} wrote."
     return said + f"the real change is smaller, so {rest} made up for part of it."
@@ -168,6 +209,11 @@ def effect_sentence(
 
 def cosine_sentence(removed: Sequence[Head], cosine: float) -> str:
     """What removing heads did to the sentence embedding."""
+    if cosine >= 1.0:  # to float64 rounding: no turn at all
+        return (
+            f"Removing {heads_list(removed)} leaves the sentence embedding (the mean of the last layer's outputs) "
+            "pointing as the full model's does: cosine 1, so 1 − cosine = 0."
+        )
     return (
         f"Removing {heads_list(removed)} turns the sentence embedding (the mean of the last layer's outputs) away "
         f"from the full model's: cosine {cosine:.4f}, so 1 − cosine = {1 - cosine:.3g} (0 would be no change)."
@@ -186,12 +232,9 @@ def alone_sentence(removed: Sequence[Head], cosine: float, effects: np.ndarray) 
     alone = sum(float(effects[layer, head]) for layer, head in removed)
     return (
         f"{heads_list(removed)} removed together: 1 − cosine = {1 - cosine:.3g}; removed one at a time, their cells "
-        f"on the board add up to {alone:.3g}"
-        + (
-            ": together they do more than the sum of their parts."
-            if 1 - cosine > alone
-            else ": together they do less than the sum of their parts (partly the same job)."
-        )
+        f"on the board add up to {alone:.3g}. 1 − cosine does not add up even for heads that act independently: it "
+        "grows as the square of a small turn, so turns the same way make more than the sum and opposite turns less; "
+        "the two numbers alone do not say whether the heads work together or do the same job."
     )
 
 
@@ -213,9 +256,16 @@ def top_heads_sentence(attribution: LogitAttribution, n: int = 3) -> str:
     return said.strip()
 
 
+# 1 − cosine that float32 rounding alone makes: a single token's mean removal (which changes nothing) gives 1.6e-14 on
+# the batched board, whose attention is torch's fused kernel; a real effect on MiniLM's board is 1e-7 and more
+ROUNDING_TURN = 1e-12
+
+
 def top_effects_sentence(effects: np.ndarray, n: int = 3) -> str:
     """The heads whose removal alone turns the sentence embedding most ([L, H] 1 − cosine)."""
     if effects.size == 1:  # a model of one head: nothing to rank it against
         return f"Removed, the model's only head turns the sentence embedding by 1 − cosine = {effects.flat[0]:.3g}."
+    if float(np.max(effects)) < ROUNDING_TURN:
+        return "Removed alone, no head turns the sentence embedding beyond float32 rounding: every cell is below 1e-12."
     top = [f"{head_name(h)} ({v:.3g})" for h, v in ranked_heads(effects, n)]
     return f"Removed alone, these heads turn the sentence embedding most (1 − cosine): {', '.join(top)}."

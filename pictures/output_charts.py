@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 
 from explorer.ablation import Head, head_name
 from explorer.analysis.attribution import LogitAttribution
+from explorer.heads_text import norm_route
 from explorer.text_reading import DRAWN_BLANKS, quoted
 from pictures.attention_panels import token_labels
 from pictures.style import (
@@ -36,7 +37,7 @@ LENS_TEXT_CELLS = 600  # the top piece is written in each cell up to this many c
 # sidebar on a 1024 px screen), at most LENS_CELL_CHARS; the hover has it whole.
 LENS_CELL_CHARS = 8
 LENS_TEXT_PX = 11
-LENS_PLOT_PX = 480
+LENS_PLOT_PX = 380  # measured: SmolLM2's lens plot is 385 px wide beside the sidebar at 1024 px (480 overran cells)
 LENS_CHAR_PX = 6.5  # the width of a character at LENS_TEXT_PX, a digit's or a wide letter's
 BOARD_TEXT_CELLS = 144  # a board writes each head's value in its cell up to this many heads (12 x 12)
 CELL_PX = 26  # px per row of a board or grid, so a 30-block model stays readable without scrolling past it
@@ -82,10 +83,11 @@ def _cell_text(text: str, most: int = LENS_CELL_CHARS) -> str:
     return cut + "…"
 
 
-def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
+def lens_grid_figure(lens: pd.DataFrame, tokens: list[str], final_norm: bool = True) -> go.Figure:
     """Blocks (up) x positions (across) of explorer.logit_lens: each cell names the top piece read out after that
     block at that position (cut to what its column holds), coloured by its probability (white 0 to dark blue 1); hover
-    lists the k pieces of the cell, whole. `tokens`: the output stack's tokens as labelled (trace.last.labels)."""
+    lists the k pieces of the cell, whole. `tokens`: the output stack's tokens as labelled (trace.last.labels).
+    `final_norm`: whether the stack read out ends with a norm, which the lens applies (a post-norm stack has none)."""
     layers = sorted(set(lens["layer"].tolist()))
     positions = sorted(set(lens["position"].tolist()))
     labels = token_labels(tokens)
@@ -126,7 +128,8 @@ def lens_grid_figure(lens: pd.DataFrame, tokens: list[str]) -> go.Figure:
             ygap=1,
         )
     )
-    subtitle = "the top next piece read out after each block (final norm, then the read-out) · colour: its probability"
+    route = "final norm, then the read-out" if final_norm else "the read-out: this stack has no final norm"
+    subtitle = f"the top next piece read out after each block ({route}) · colour: its probability"
     settled = _settled(lens, positions[-1]) if positions else None
     if settled is not None:
         piece, layer = settled
@@ -256,10 +259,10 @@ def attribution_board_figure(attribution: LogitAttribution, removed: Iterable[He
     if attribution.rest != 0:  # a model without biases has none to add (the sentence leaves them out too)
         cross = " and cross-attention" if attribution.cross_attention is not None else ""
         parts.append(f"biases{cross} {attribution.rest:+.2f}")
+    route = norm_route(attribution.placement, attribution.final_norm)
     subtitle = (
         f"logit {attribution.logit:.2f} = " + " ".join(parts) + " · each head's output at the last position through "
-        "the final norm (its scale frozen at this run's) and the piece's read-out row · red raises the logit, blue "
-        "lowers it"
+        f"{route}the piece's read-out row · red raises the logit, blue lowers it"
     )
     title = f"Which heads write {quoted(attribution.text)} (logit {attribution.logit:.2f})"
     return figure.update_layout(legend_below(figure_layout(title, subtitle, board_height(attribution.n_layers))))

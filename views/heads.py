@@ -18,12 +18,13 @@ import streamlit as st
 
 from explorer.ablation import Head, head_name, parse_heads
 from explorer.analysis.ablation_effects import embedding_cosine, prediction_change
-from explorer.analysis.logit_lens import can_read_out, lens_refusal
+from explorer.analysis.logit_lens import can_read_out, lens_refusal, output_stack
 from explorer.config import ConfigError, ModelConfig
 from explorer.heads_text import (
     alone_sentence,
     attribution_sentence,
     change_sentence,
+    change_text,
     cosine_sentence,
     effect_sentence,
     head_changes,
@@ -42,7 +43,7 @@ from pictures.boards import board
 from pictures.heads_charts import after_before_figure, after_before_panel, attention_change_figure, clickable_board
 from pictures.output_charts import ablation_board_figure, attribution_board_figure, board_width, lens_grid_figure
 from views.ablation_controls import MODE_WORDS, toggle_head
-from views.heads_caches import ablation_effects_of, attribution_of, lens_of, top_pieces_of
+from views.heads_caches import ablation_effects_of, attribution_of, direct_change_of, lens_of, top_pieces_of
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, url_int, warn_junk_url
 from views.state import app_state, base_trace_maker, session_model, sidebar_run, trace_maker, weights_note
@@ -166,10 +167,10 @@ def attention_change(before: AttentionMaps, after: AttentionMaps, removed: tuple
     layer = controls.selectbox("Layer", layers, key="heads_layer", bind="query-params", width=NUMBER_SELECT_PX)
     head = controls.selectbox("Head", heads, key="heads_head", bind="query-params", width=NUMBER_SELECT_PX)
     stretch = stretch_toggle(controls, CHANGE_STRETCH_HELP)
+    moved = change_text(changes[default_layer, default_head])
     st.caption(
         "One head's weights, after − before. It opens on the head whose weights moved most "
-        f"({head_name((default_layer, default_head))}, by {changes[default_layer, default_head]:.4f} per cell on "
-        "average); pick another above."
+        f"({head_name((default_layer, default_head))}, by {moved} per cell on average); pick another above."
     )
     show_board(board([after_before_panel(before, after, layer, head, stretch)]), key="heads_diff")
     return [partial(attention_change_figure, per_layer, removed), head_change_later(layer, head, stretch)]
@@ -264,7 +265,8 @@ def attribution_section(model: Transformer, before: Trace, after: Trace, removed
         odds_before = piece_odds(model, before, attribution.token_id)
         odds_after = piece_odds(model, after, attribution.token_id)
         direct = float(sum(attribution.heads[layer, head] for layer, head in removed))
-        say(effect_sentence(removed, attribution.text, odds_before, odds_after, direct))
+        expected = direct_change_of(before, removed, after.ablate_with, piece) if after.ablate_with == "mean" else None
+        say(effect_sentence(removed, attribution.text, odds_before, odds_after, direct, expected))
     frame = head_frame(attribution.heads, "direct_logit_attribution", removed)
     csv_download("Attribution board (CSV)", frame, f"attribution_{slug(attribution.piece)}.csv", "heads_csv_board")
     return [partial(attribution_board_figure, attribution, removed)]
@@ -340,17 +342,19 @@ def lens_section(model: Transformer, trace: Trace, removed: tuple[Head, ...]) ->
     lens = lens_of(trace, lens_positions(len(tokens)))
     n_layers = int(lens["layer"].max()) + 1
     which = f"the model with {heads_list(removed)} removed" if removed else "the model"
+    final_norm = output_stack(model, trace).norm is not None
+    route = "the final norm and the read-out" if final_norm else "the read-out; a post-norm stack has no final norm"
     st.caption(
-        f"The residual stream after each block of {which}, read out as if it were the last block's (through the "
-        "final norm and the read-out: the logit lens, nostalgebraist 2020). Each cell is that block's top guess for "
+        f"The residual stream after each block of {which}, read out as if it were the last block's (through {route}: "
+        "the logit lens, nostalgebraist 2020). Each cell is that block's top guess for "
         "the next piece at that position, coloured by its probability; hover lists its five likeliest. The top row, "
         "after the last block, is the model's own output: its right-most cell is the prediction."
         + part_character_note(model.tokenizer, lens["piece"])
     )
     say(lens_sentence(lens, len(tokens) - 1, n_layers))
-    plotly_chart(lens_grid_figure(lens, tokens), "heads_lens")
+    plotly_chart(lens_grid_figure(lens, tokens, final_norm), "heads_lens")
     csv_download("Logit lens (CSV)", lens, "logit_lens.csv", "heads_csv_lens")
-    return [partial(lens_grid_figure, lens, tokens)]
+    return [partial(lens_grid_figure, lens, tokens, final_norm)]
 
 
 def main() -> None:

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from explorer.analysis.attribution import LogitAttribution, logit_attribution
+from explorer.ablation import Head
+from explorer.analysis.attribution import LogitAttribution, logit_attribution, replaced_direct_change
 from explorer.analysis.logit_lens import logit_lens
 from explorer.config import ModelConfig
 from explorer.model import Transformer
@@ -78,6 +79,19 @@ def _attribution(key: tuple, piece: str | None, _model: Transformer, _trace: Tra
 def attribution_of(trace: Trace, piece: str | None) -> LogitAttribution:
     """logit_attribution of `piece` (its vocabulary spelling; None: the top piece) on `trace`."""
     return cached(_attribution, run_key(trace), piece, _model=session_model(), _trace=trace)
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _direct_change(
+    key: tuple, heads: tuple[Head, ...], mode: str, piece: str | None, _model: Transformer, _trace: Trace
+) -> float:
+    return replaced_direct_change(_model, _trace, heads, mode, piece)
+
+
+def direct_change_of(trace: Trace, heads: tuple[Head, ...], mode: str, piece: str | None) -> float:
+    """replaced_direct_change of `heads` replaced as `mode` says, on `trace` (the run with every head): what the
+    logit of `piece` would move by had nothing after them changed."""
+    return cached(_direct_change, run_key(trace), heads, mode, piece, _model=session_model(), _trace=trace)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)

@@ -18,12 +18,15 @@ weights as norm_attention.effective_weights gives them).
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
 
+from explorer.ablation import Head, checked_heads, checked_mode
 from explorer.analysis.logit_lens import can_read_out, lens_refusal, output_stack
 from explorer.analysis.norm_attention import attention_reads, effective_layer_weights, head_slices, head_values
 from explorer.attention import MultiHeadAttention
@@ -51,6 +54,8 @@ class LogitAttribution:
     norm_bias: float  # every LayerNorm bias on the way, the final norm's included
     read_out_bias: float  # the read-out's bias for the piece (0 without one)
     total: float  # the sum of all the parts above; equals `logit` up to float rounding
+    placement: str = "pre"  # where the read-out stack's norms sit (config.NORMS): which norms a part passes through
+    final_norm: bool = True  # whether that stack ends with a norm (every placement but post-norm's)
 
     @property
     def rest(self) -> float:
@@ -128,7 +133,31 @@ def logit_attribution(model: Transformer, trace: Trace, piece: str | int | None 
         norm_bias=float(terms[rows.norm_bias]),
         read_out_bias=bias,
         total=float(terms.sum()) + bias,
+        placement=stack.layers[0].placement,
+        final_norm=stack.norm is not None,
     )
+
+
+def replaced_direct_change(
+    model: Transformer, trace: Trace, heads: Iterable[Head], mode: str = "zero", piece: str | int | None = None
+) -> float:
+    """What replacing the output of `heads` at the last position (by zero, or with mode="mean" by its mean over the
+    positions, as explorer.run's ablate_with) would change the logit of `piece` by, had nothing after them changed:
+    the sum over the heads of the replacement's direct term minus the head's own, both carried through the norms of
+    `trace`'s run with their scales frozen (logit_attribution). With "zero" it is minus the heads' summed direct
+    share; with "mean" the mean output's own direct share is taken back off. `trace`: a run with every head."""
+    if trace.ablated:
+        raise ConfigError("replaced_direct_change measures heads against a run with every head: pass that run.")
+    if output_stack(model, trace) is not model.first_stack:  # heads are removed from the encoder, read out after
+        raise ConfigError("An encoder-decoder's encoder heads write no direct share of the decoder's logit.")
+    heads = checked_heads(heads, len(model.first_stack.layers), model.first_stack.layers[0].self_attn.n_heads)
+    full = logit_attribution(model, trace, piece)
+    own = sum(float(full.heads[layer, head]) for layer, head in heads)
+    if checked_mode(mode) == "zero" or not heads:
+        return -own
+    # the same run, its heads marked as replaced: logit_attribution reads what they would have written from its weights
+    replaced = logit_attribution(model, dataclasses.replace(trace, ablated=heads, ablate_with=mode), full.token_id)
+    return sum(float(replaced.heads[layer, head]) for layer, head in heads) - own
 
 
 def head_logit_attribution(model: Transformer, trace: Trace, piece: str | int | None = None) -> np.ndarray:
