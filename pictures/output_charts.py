@@ -83,11 +83,14 @@ def _cell_text(text: str, most: int = LENS_CELL_CHARS) -> str:
     return cut + "…"
 
 
-def lens_grid_figure(lens: pd.DataFrame, tokens: list[str], final_norm: bool = True) -> go.Figure:
+def lens_grid_figure(
+    lens: pd.DataFrame, tokens: list[str], final_norm: bool = True, next_piece: bool = True
+) -> go.Figure:
     """Blocks (up) x positions (across) of explorer.logit_lens: each cell names the top piece read out after that
     block at that position (cut to what its column holds), coloured by its probability (white 0 to dark blue 1); hover
     lists the k pieces of the cell, whole. `tokens`: the output stack's tokens as labelled (trace.last.labels).
-    `final_norm`: whether the stack read out ends with a norm, which the lens applies (a post-norm stack has none)."""
+    `final_norm`: whether the stack read out ends with a norm, which the lens applies (a post-norm stack has none);
+    `next_piece`: whether a position's read-out guesses the next piece (a decoder) or its own output (an encoder)."""
     layers = sorted(set(lens["layer"].tolist()))
     positions = sorted(set(lens["position"].tolist()))
     labels = token_labels(tokens)
@@ -129,7 +132,8 @@ def lens_grid_figure(lens: pd.DataFrame, tokens: list[str], final_norm: bool = T
         )
     )
     route = "final norm, then the read-out" if final_norm else "the read-out: this stack has no final norm"
-    subtitle = f"the top next piece read out after each block ({route}) · colour: its probability"
+    guess = "the top next piece" if next_piece else "each position's top output"
+    subtitle = f"{guess} read out after each block ({route}) · colour: its probability"
     settled = _settled(lens, positions[-1]) if positions else None
     if settled is not None:
         piece, layer = settled

@@ -233,8 +233,9 @@ def piece_choice(before: Trace) -> str:
         key="heads_piece",
         bind="query-params",
         width=PIECE_PX,
-        help="Whose logit the board shares out: one of the ten likeliest pieces after the text, as the vocabulary "
-        "spells them (Ġ is a space). The first is what the model predicts.",
+        help=f"Whose logit the board shares out: one of the ten likeliest {read_out_words(session_model())}. The "
+        "first is the model's own output. The list spells them as the vocabulary does (Ġ: a space), as a link "
+        "keeps them.",
     )
     rank = options.index(piece) + 1
     st.caption(
@@ -317,6 +318,24 @@ def ablation_section(cfg: ModelConfig, before: Trace, after: Trace, removed: tup
 # --- 3. Every layer's guess
 
 
+def predicts_next(model: Transformer) -> bool:
+    """Whether the model's read-out at a position guesses the next piece (a decoder, or an encoder-decoder's
+    decoder), not that position's own output (a trained encoder, e.g. reverse's)."""
+    return model.decoder is not None
+
+
+def read_out_words(model: Transformer) -> str:
+    """What the read-out at the last position gives, as the Piece help says it."""
+    if predicts_next(model):
+        return "pieces after the text"
+    return "pieces at the last position's output (an encoder gives each position its own output, not the next piece)"
+
+
+def cell_guess(model: Transformer) -> str:
+    """What a lens cell guesses, as the caption says it."""
+    return "the next piece at that position" if predicts_next(model) else "that position's output"
+
+
 def lens_positions(n_tokens: int) -> tuple[int, ...] | None:
     """The positions the lens reads: all of a short text; of a longer one the last LENS_WINDOW, unless the toggle
     (heads_lens_all in the URL) asks for every one."""
@@ -326,7 +345,8 @@ def lens_positions(n_tokens: int) -> tuple[int, ...] | None:
         f"Every position ({n_tokens})",
         key="heads_lens_all",
         bind="query-params",
-        help=f"Off: the last {LENS_WINDOW} positions, ending with the one that predicts the next piece. On: all "
+        help=f"Off: the last {LENS_WINDOW} positions, ending with the last one, whose output the boards share out. "
+        "On: all "
         f"{n_tokens}, read out after every block: about 3 s per 100 positions for SmolLM2 on two cores.",
     )
     return None if every else tuple(range(n_tokens - LENS_WINDOW, n_tokens))
@@ -346,15 +366,16 @@ def lens_section(model: Transformer, trace: Trace, removed: tuple[Head, ...]) ->
     route = "the final norm and the read-out" if final_norm else "the read-out; a post-norm stack has no final norm"
     st.caption(
         f"The residual stream after each block of {which}, read out as if it were the last block's (through {route}: "
-        "the logit lens, nostalgebraist 2020). Each cell is that block's top guess for "
-        "the next piece at that position, coloured by its probability; hover lists its five likeliest. The top row, "
-        "after the last block, is the model's own output: its right-most cell is the prediction."
+        f"the logit lens, nostalgebraist 2020). Each cell is that block's top guess for {cell_guess(model)}, "
+        "coloured by its probability; hover lists its five likeliest. The top row, after the last block, is the "
+        "model's own output: its right-most cell is the output at the last position."
         + part_character_note(model.tokenizer, lens["piece"])
     )
     say(lens_sentence(lens, len(tokens) - 1, n_layers))
-    plotly_chart(lens_grid_figure(lens, tokens, final_norm), "heads_lens")
+    next_piece = predicts_next(model)
+    plotly_chart(lens_grid_figure(lens, tokens, final_norm, next_piece), "heads_lens")
     csv_download("Logit lens (CSV)", lens, "logit_lens.csv", "heads_csv_lens")
-    return [partial(lens_grid_figure, lens, tokens, final_norm)]
+    return [partial(lens_grid_figure, lens, tokens, final_norm, next_piece)]
 
 
 def main() -> None:
@@ -382,7 +403,7 @@ def main() -> None:
                 "sidebar, to see what the model does without it.",
                 icon=":material/touch_app:",
             )
-        st.subheader("Which heads make this prediction")
+        st.subheader("Which heads make this prediction" if can_read_out(model) else "Which heads shape the embedding")
         if can_read_out(model):
             figures += attribution_section(model, before, trace, removed)
         else:
