@@ -1,11 +1,11 @@
 """Removing attention heads: which heads, written and checked, and what a removed head's output becomes.
 
 A head is removed by replacing its output, the weighted sum of values before the output projection, with zeros
-("zero"), or with its own mean over the sentence's positions ("mean", mean ablation), so nothing else in the model
-changes. The removal is an argument of the forward pass (explorer.run(..., ablate=...)), never a hook or a change to
-the model: a checkpoint cached for every session stays untouched. Heads are (layer, head) pairs of the self-attention
-of the stack that reads the input (the encoder, or a decoder-only model's decoder), numbered from 0 as on the pages,
-and written "L1H3" in a link (TransformerLens's names).
+("zero"), or with its own mean over every position of the input, [PAD] included ("mean", mean ablation), so nothing
+else in the model changes. The removal is an argument of the forward pass (explorer.run(..., ablate=...)), never a
+hook or a change to the model: a checkpoint cached for every session stays untouched. Heads are (layer, head) pairs
+of the self-attention of the stack that reads the input (the encoder, or a decoder-only model's decoder), numbered
+from 0 as on the pages, and written "L1H3" in a link (TransformerLens's names).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def checked_mode(mode: str) -> str:
     if mode not in ABLATE_WITH:
         raise ConfigError(
             f"ablate_with is {mode!r}: it is 'zero' (the head's output set to zero) or 'mean' (set to its mean over "
-            "the sentence's positions)."
+            "every position of the input)."
         )
     return mode
 

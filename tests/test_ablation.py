@@ -19,6 +19,7 @@ from explorer.config import ConfigError, ModelConfig
 from explorer.inputs import prepare_inputs
 from explorer.pretrained import INSTALLED, installed_path
 from tests.ablation_models import COPY_DIMS, COPY_HEAD, COPY_TOKENS, IDLE_HEAD, biased_model, copy_head_model
+from views.ablation_controls import MODE_HELP
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 
@@ -163,15 +164,19 @@ def test_a_copy_head_copies_the_previous_token_and_stops_when_removed():
     assert np.array_equal(explorer.run(model, x, ablate=[IDLE_HEAD]).output, plain.output)  # it added nothing
 
 
-def test_mean_ablation_is_each_heads_mean_output_through_the_output_projection():
+@pytest.mark.parametrize(
+    ("arch", "mask", "text"),
+    [("decoder", "causal", "the cat sat on the mat"), ("encoder", "padding", "the cat sat [PAD] [PAD]")],
+)
+def test_mean_ablation_is_each_heads_mean_output_through_the_output_projection(arch, mask, text):
     """The direct computation: v = W_v · (what attention reads) + b_v per head, its weighted sum with the trace's
-    weights, the removed heads' sums replaced by their mean over the positions, then W_O and its bias."""
-    model = biased_model(arch="decoder", norm="pre", n_layers=2, n_heads=4, d_model=32)
-    text = "the cat sat on the mat"
+    weights, the removed heads' sums replaced by their mean over every position ([PAD] included, as the sidebar's
+    help says), then W_O and its bias."""
+    model = biased_model(arch=arch, mask=mask, norm="pre", n_layers=2, n_heads=4, d_model=32)
     layer, removed = 1, [0, 2]
     plain = explorer.run(model, text)
     trace = explorer.run(model, text, ablate=[(layer, h) for h in removed], ablate_with="mean")
-    attention = model.decoder.layers[layer].self_attn
+    attention = model.first_stack.layers[layer].self_attn
     D, H, K = 32, 4, 8
     read = plain.first.activations[f"blocks.{layer}.attn.ln_out"].astype(np.float64)  # [T, D], pre-norm's norm1
     w_v = attention.in_proj_weight.detach().numpy()[2 * D :].astype(np.float64)  # [D, D]
@@ -182,6 +187,8 @@ def test_mean_ablation_is_each_heads_mean_output_through_the_output_projection()
     merged = heads.transpose(1, 0, 2).reshape(-1, D)  # [T, D]
     expected = merged @ attention.out_proj.weight.detach().numpy().T + attention.out_proj.bias.detach().numpy()
     np.testing.assert_allclose(trace.first.activations[f"blocks.{layer}.attn.out"], expected, atol=1e-5)  # float32
+    if "[PAD]" in text:  # the [PAD] rows count in the mean: the sidebar's help must not say "the sentence's"
+        assert "[PAD] included" in MODE_HELP
 
 
 def removal_rows(rows: list[list[tuple[int, int]]], n_layers: int, n_heads: int) -> torch.Tensor:

@@ -27,8 +27,8 @@ PICKER_PLACEHOLDER = "none, or e.g. L0H1, L2H3"
 NEXT_KEY = "_ablate_next"  # toggle_head's new text, written to ABLATE_KEY before the next run draws it
 MODE_WORDS = {"zero": "output set to zero", "mean": "output set to its mean over the positions"}
 MODE_HELP = (
-    "zero: a removed head adds nothing to the stream. mean: it adds its own output averaged over the sentence's "
-    "positions (mean ablation), so the stream keeps its usual size but loses what the head did at each position. "
+    "zero: a removed head adds nothing to the stream. mean: it adds its own output averaged over every position, "
+    "[PAD] included (mean ablation), so the stream keeps its usual size but loses what the head did at each position. "
     "Either way the head still computes its attention weights: the maps show them."
 )
 
