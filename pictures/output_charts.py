@@ -55,6 +55,8 @@ BOARD_SIDES_PX = BOARD_MARGINS_PX + 150
 BOARD_TEXT_PX = round(SUBTITLE_CHARS * 5.6) + 24
 COLOUR_BAR_GAP = 0.02  # of the plot width between a board's cells and its colour bar: Plotly's own 1.02, from the cells
 REMOVED_MARK = {"symbol": "x-thin", "size": 12, "line": {"width": 2, "color": "#31333f"}}
+# A white cross under it: the dark cross alone was lost on the darkest red and blue cells of a board
+REMOVED_HALO = {"symbol": "x-thin", "size": 13, "line": {"width": 6, "color": "#ffffff"}}
 
 
 def _visible(text: str, piece: str) -> str:
@@ -202,10 +204,12 @@ def _head_board(
     )
     gone = sorted(set(removed))
     if gone:
+        x, y = [f"H{h}" for _, h in gone], [f"L{layer}" for layer, _ in gone]
+        figure.add_trace(go.Scatter(x=x, y=y, mode="markers", marker=REMOVED_HALO, showlegend=False, hoverinfo="skip"))
         figure.add_trace(
             go.Scatter(
-                x=[f"H{h}" for _, h in gone],
-                y=[f"L{layer}" for layer, _ in gone],
+                x=x,
+                y=y,
                 mode="markers",
                 marker=REMOVED_MARK,
                 name="removed head",

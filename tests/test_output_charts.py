@@ -103,11 +103,15 @@ def test_the_attribution_board_draws_each_heads_term_centred_at_zero_and_crosses
     trace = explorer.run(decoder, "A B C D", ablate="L1H2")
     attribution = logit_attribution(decoder, trace)
     figure = figure_json(attribution_board_figure(attribution, removed=trace.ablated))
-    heatmap, crosses = figure["data"]
+    heatmap, halo, crosses = figure["data"]
     np.testing.assert_array_equal(np.array(heatmap["z"], dtype=np.float64), attribution.heads)
     top = np.abs(attribution.heads).max()
     assert heatmap["zmin"] == -top and heatmap["zmax"] == top  # 0 is the scale's white middle
     assert (list(crosses["x"]), list(crosses["y"])) == (["H2"], ["L1"])
+    # under the dark cross a wider white one, so the cross shows on the darkest cells too (it was lost on them)
+    assert (list(halo["x"]), list(halo["y"])) == (["H2"], ["L1"]) and halo["hoverinfo"] == "skip"
+    assert halo["marker"]["line"]["color"] == "#ffffff"
+    assert halo["marker"]["line"]["width"] > crosses["marker"]["line"]["width"]
     assert np.array(heatmap["z"])[1, 2] == 0.0  # the removed head adds nothing
     words = figure_title(figure)
     assert f"'{attribution.text}'" in words and f"logit {attribution.logit:.2f}" in words
@@ -133,7 +137,7 @@ def test_the_attribution_board_names_no_biases_for_a_model_without_any(smollm_mo
 def test_the_ablation_board_draws_one_minus_cosine_from_zero():
     effects = np.array([[0.0, 0.25, 0.01], [0.002, 0.5, 0.1]])
     figure = figure_json(ablation_board_figure(effects, removed=[(0, 1)]))
-    heatmap, crosses = figure["data"]
+    heatmap, _, crosses = figure["data"]
     np.testing.assert_array_equal(np.array(heatmap["z"]), effects)
     assert (heatmap["zmin"], heatmap["zmax"]) == (0.0, 0.5) and heatmap["colorbar"]["title"]["text"] == "1 − cosine"
     assert "%{customdata}" in heatmap["hovertemplate"] and np.array(heatmap["customdata"])[1, 2] == "L1H2"
@@ -164,7 +168,7 @@ def test_the_notebook_figures_draw_the_engines_numbers(decoder):
     [lens] = figure_json(explorer.logit_lens_figure(decoder, trace))["data"]
     expected = logit_lens(decoder, trace, k=1).pivot(index="layer", columns="position", values="probability")
     np.testing.assert_array_equal(np.array(lens["z"], dtype=np.float64), expected.to_numpy())
-    heatmap, crosses = figure_json(explorer.attribution_figure(decoder, trace, piece="C"))["data"]
+    heatmap, _, crosses = figure_json(explorer.attribution_figure(decoder, trace, piece="C"))["data"]
     np.testing.assert_array_equal(np.array(heatmap["z"]), explorer.head_logit_attribution(decoder, trace, "C"))
     assert (list(crosses["x"]), list(crosses["y"])) == (["H3"], ["L0"])
     encoder = explorer.build_model(explorer.ModelConfig(arch="encoder", n_heads=2))
