@@ -7,6 +7,9 @@ notebook reads like the same map on a page.
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 import plotly.graph_objects as go
 import torch
@@ -18,6 +21,7 @@ from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.logit_lens import logit_lens
 from explorer.analysis.placements import placement_run
 from explorer.analysis.position_analysis import (
+    MAX_PLOTTED_POSITIONS,
     check_range,
     default_dimensions,
     encoding_table,
@@ -52,6 +56,7 @@ from pictures.style import BLUES, RDBU, plotly_scale
 from pictures.training_charts import curves_figure, training_title
 
 AVERAGE = None  # head=None: the plain mean of a layer's heads
+ROPE_LAYOUTS = ("interleaved", "half")
 
 
 def _weights(maps: AttentionMaps, layer: int, head: int | None) -> np.ndarray:
@@ -169,13 +174,21 @@ def positional_figure(
     """The vector a sinusoidal or learned encoding adds at each position, one curve per dimension: the Positional
     page's chart. `dims`: the page's spread of sine/cosine pairs when None; `tokens` (say trace.tokens): their
     positions are shaded and marked in red, with the token on hover, as the page marks the typed tokens."""
-    table = encoding_table(model, n_positions)  # [P, D] or None
-    if table is None:
-        raise ConfigError("This model adds no position vectors (rotary or none): there are no curves to draw.")
+    table = _position_table(model, n_positions, "there are no curves to draw")  # [P, D]
     dims = default_dimensions(table.shape[1]) if dims is None else list(dims)
-    check_range(1, dims, table.shape[1])  # a dimension the model lacks: a sentence, not an IndexError
+    check_range(n_positions, dims, table.shape[1])  # a dimension the model lacks: a sentence, not an IndexError
     kind = model.positional.kind
     return encoding_curves(table, dims, list(tokens or []), kind, kind == "learned" and _trained_table(model))
+
+
+def _position_table(model: Transformer, n_positions: int, missing: str) -> np.ndarray:
+    """[P, D] the vectors the model adds at positions 0..n_positions-1; ConfigError for a count outside 1..4096 (0 had
+    drawn nothing, -5 the table's every row but its last five) or a model that adds none."""
+    n_positions = whole_in("n_positions", n_positions, 1, MAX_PLOTTED_POSITIONS)
+    table = encoding_table(model, n_positions)  # [P, D] or None
+    if table is None:
+        raise ConfigError(f"This model adds no position vectors (rotary or none): {missing}.")
+    return table
 
 
 def _trained_table(model: Transformer) -> bool:
@@ -190,10 +203,7 @@ def _trained_table(model: Transformer) -> bool:
 
 def position_similarity_figure(model: Transformer, n_positions: int = 64, metric: str = "cosine") -> go.Figure:
     """How alike the position vectors are, position against position (cosine, or dot product)."""
-    table = encoding_table(model, n_positions)
-    if table is None:
-        raise ConfigError("This model adds no position vectors (rotary or none): there is nothing to compare.")
-    sim = similarity(table, metric)  # [P, P]
+    sim = similarity(_position_table(model, n_positions, "there is nothing to compare"), metric)  # [P, P]
     top = float(np.abs(sim).max()) or 1.0
     figure = go.Figure(
         go.Heatmap(
@@ -213,7 +223,7 @@ def position_similarity_figure(model: Transformer, n_positions: int = 64, metric
 
 def depth_figure(trace: Trace, stack: int = 0) -> go.Figure:
     """The residual stream and each sub-layer's output over depth: mean, std, RMS and max |x|, one panel each (the
-    Activations page's chart)."""
+    Activations page's chart); `stack`: 0, or 1 for an encoder-decoder's decoder."""
     positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
     part = activation_charts.trace_stack(trace, stack)
     family = getattr(trace.config, "family", None)  # a BERT checkpoint's input row is normalised
@@ -224,8 +234,7 @@ def gradient_figure(model: Transformer, source: Source, target: Source | None = 
     """The gradient norm of each block's parameters, for the objective explorer.analysis.gradients.objective_text names
     (the Activations page's chart)."""
     totals = layer_gradient_totals(gradient_norms(model, source, target))
-    first = model.first_stack
-    return activation_charts.gradient_totals_figure(totals, first.spec.placement)
+    return activation_charts.gradient_totals_figure(totals, model.first_stack.spec.placement)
 
 
 def placements_figure(
@@ -247,9 +256,23 @@ def training_figure(result: TrainResult) -> go.Figure:
     )
 
 
+def _check_rope(n_positions: object, d_head: object, base: object, layout: object) -> None:
+    """ConfigError for rotary settings no model has: n_positions=-3 had raised torch's "upper bound and lower bound
+    inconsistent", and an odd or zero d_head, a base of 0 (angles NaN) or an unknown layout had drawn a figure."""
+    whole_in("n_positions", n_positions, 1, MAX_PLOTTED_POSITIONS)
+    if whole_in("d_head", d_head, 2) % 2:
+        raise ConfigError(f"d_head is even: rotary encoding turns pairs of a head's dimensions; got {d_head}.")
+    if not (isinstance(base, numbers.Real) and math.isfinite(base) and base > 0):
+        raise ConfigError(f"base is a positive number (theta: 10,000 in the paper, 100,000 in SmolLM2); got {base!r}.")
+    if layout not in ROPE_LAYOUTS:
+        pairs = "'interleaved' (pairs 2i, 2i+1) or 'half' (pairs i, i + d_head/2)"
+        raise ConfigError(f"layout is {pairs}; got {layout!r}.")
+
+
 def rope_angle_figure(n_positions: int, d_head: int, base: float = 10000.0, layout: str = "interleaved") -> go.Figure:
     """The angle (degrees, modulo 360) rotary encoding turns each pair of a head by, at each position; `layout`:
-    which dimensions make a pair (pictures.positional_charts.pair_dimensions)."""
+    which dimensions make a pair: "interleaved" (2i, 2i+1), the paper's, or "half" (i, i + d_head/2), a Llama's."""
+    _check_rope(n_positions, d_head, base, layout)
     angles = np.degrees(np.mod(rope_angle_table(n_positions, d_head, base), 2 * np.pi))  # [P, K/2]
     figure = go.Figure(
         go.Heatmap(

@@ -1,0 +1,58 @@
+"""A notebook user's wrong argument to a figure gets a sentence naming what the argument takes, never a figure of
+something else, a torch traceback or an AttributeError from deep inside (found by a notebook review)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import explorer
+
+TOKENS = "the cat sat on the mat"
+
+
+@pytest.fixture(scope="module")
+def model() -> explorer.Transformer:
+    return explorer.build_model(explorer.ModelConfig(mask="causal", n_heads=4), tuple("ABCDEFGHIJ"))
+
+
+@pytest.fixture(scope="module")
+def trace(model) -> explorer.Trace:
+    return explorer.run(model, "B A D C")
+
+
+@pytest.mark.parametrize("n_positions", [0, -5, 5000, 2.5, "64"])
+def test_a_position_count_outside_one_to_4096_is_named(n_positions):
+    """positional_figure(model, n_positions=-5) had drawn the sinusoid table's every row but its last five (507
+    positions), 0 had drawn nothing, and position_similarity_figure(model, 0) raised numpy's "zero-size array"."""
+    model = explorer.build_model(explorer.ModelConfig())
+    words = rf"n_positions is a whole number from 1 to 4096; got {re.escape(repr(n_positions))}"
+    with pytest.raises(explorer.ConfigError, match=words):
+        explorer.positional_figure(model, n_positions=n_positions)
+    with pytest.raises(explorer.ConfigError, match=words):
+        explorer.position_similarity_figure(model, n_positions=n_positions)
+    assert len(explorer.positional_figure(model, n_positions=7).data[0].x) == 7
+
+
+@pytest.mark.parametrize(
+    ("arguments", "words"),
+    [
+        ({"n_positions": -3}, "n_positions is a whole number from 1 to 4096; got -3"),  # torch's "upper bound"
+        ({"n_positions": 0}, "n_positions is a whole number from 1 to 4096; got 0"),  # an empty figure
+        ({"d_head": 63}, "d_head is even"),  # 31 pairs, and dimension 62 in none
+        ({"d_head": 0}, "d_head is a whole number of at least 2; got 0"),  # a figure of no pairs
+        ({"base": 0}, "base is a positive number"),  # every pair but the first NaN
+        ({"base": float("nan")}, "base is a positive number"),
+        ({"layout": "Half"}, "layout is 'interleaved' .* or 'half'"),  # drawn as interleaved
+    ],
+)
+def test_rotary_settings_no_model_has_are_named(arguments, words):
+    settings = {"n_positions": 16, "d_head": 64, "base": 10_000.0, "layout": "interleaved"} | arguments
+    with pytest.raises(explorer.ConfigError, match=words):
+        explorer.rope_angle_figure(**settings)
+
+
+def test_rotary_angles_of_a_llama_layout_still_draw():
+    figure = explorer.rope_angle_figure(8, 64, 100_000, "half")
+    assert figure.data[0].z.shape == (8, 32) and "i + d_head/2" in figure.layout.xaxis.title.text
