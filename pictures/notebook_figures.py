@@ -56,6 +56,7 @@ from pictures.style import BLUES, RDBU, plotly_scale
 from pictures.training_charts import curves_figure, training_title
 
 AVERAGE = None  # head=None: the plain mean of a layer's heads
+LENS_FIGURE_K = 20  # the most pieces a logit-lens cell's hover lists: more is taller than a screen (the page lists 5)
 ROPE_LAYOUTS = ("interleaved", "half")
 
 
@@ -242,7 +243,10 @@ def placements_figure(
 ) -> go.Figure:
     """All four norm placements on the model's very weights (explorer.placement_run; norms it lacks start at
     identity): residual RMS over depth, gradient norm per block, attention entropy per layer, one line per placement
-    (Compare's "All four placements")."""
+    (Compare's "All four placements"); `stack`: "encoder" or "decoder" of an encoder-decoder, None the first."""
+    if stack is not None and stack not in model.stack_names:
+        names = " or ".join(repr(name) for name in model.stack_names)
+        raise ConfigError(f"stack is {names} for this model, or None for the first; got {stack!r}.")
     return placements_chart(placement_run(model, source, target), stack)
 
 
@@ -306,8 +310,9 @@ def parameters_figure(model: Transformer) -> go.Figure:
 def logit_lens_figure(model: Transformer, trace: Trace, k: int = 1) -> go.Figure:
     """Every layer's guess (the logit lens, nostalgebraist 2020): blocks x positions of the top next piece read out
     after each block through the final norm and the read-out, coloured by its probability; hover lists the k
-    likeliest. The model needs a read-out to a vocabulary (SmolLM2, a trained model): others get a ConfigError saying
-    why."""
+    likeliest (k from 1 to LENS_FIGURE_K: explorer.logit_lens gives more, as a table). The model needs a read-out to a
+    vocabulary (SmolLM2, a trained model): others get a ConfigError saying why."""
+    k = whole_in("k", k, 1, LENS_FIGURE_K)  # the hover's lines: k = 49,152 had run for minutes towards 240 MB
     return lens_grid_figure(logit_lens(model, trace, k), trace.last.labels)
 
 

@@ -56,3 +56,21 @@ def test_rotary_settings_no_model_has_are_named(arguments, words):
 def test_rotary_angles_of_a_llama_layout_still_draw():
     figure = explorer.rope_angle_figure(8, 64, 100_000, "half")
     assert figure.data[0].z.shape == (8, 32) and "i + d_head/2" in figure.layout.xaxis.title.text
+
+
+def test_a_stack_the_model_lacks_is_named_before_the_placements_run(monkeypatch):
+    """stack="decoder" of an encoder, or a typo, had drawn three panels saying "not available"."""
+    model = explorer.build_model(explorer.ModelConfig(n_heads=2))
+    monkeypatch.setattr("pictures.notebook_figures.placement_run", lambda *a: pytest.fail("ran before the check"))
+    with pytest.raises(explorer.ConfigError, match="stack is 'encoder' for this model, or None for the first; got"):
+        explorer.placements_figure(model, TOKENS, stack="decoder")
+
+
+@pytest.mark.parametrize("k", [21, 49_152])
+def test_the_lens_figure_lists_at_most_twenty_pieces_in_a_hover(model, trace, k):
+    """k=49,152 on SmolLM2 (its whole vocabulary) had run for minutes towards a 240 MB figure of hovers 49,152 lines
+    tall; explorer.logit_lens gives any k as a table."""
+    with pytest.raises(explorer.ConfigError, match=f"k is a whole number from 1 to 20; got {k}"):
+        explorer.logit_lens_figure(model, trace, k=k)
+    hover = explorer.logit_lens_figure(model, trace, k=3).data[0].customdata[0][0]
+    assert hover.count("<br>") == 2  # three pieces
