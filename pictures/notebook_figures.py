@@ -60,6 +60,21 @@ LENS_FIGURE_K = 20  # the most pieces a logit-lens cell's hover lists: more is t
 ROPE_LAYOUTS = ("interleaved", "half")
 
 
+def _needs(value: object, kind: type, function: str, what: str) -> None:
+    """TypeError naming what `function` takes when `value` is not a `kind`: a model passed where a trace goes (or the
+    other way round) had failed deep inside with "'Transformer' object has no attribute 'maps'"."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{function} takes {what}; got a {type(value).__name__}.")
+
+
+def _trace(value: object, function: str) -> None:
+    _needs(value, Trace, function, "a Trace (what explorer.run returns)")
+
+
+def _model(value: object, function: str) -> None:
+    _needs(value, Transformer, function, "a model (explorer.load_pretrained, explorer.build_model) first")
+
+
 def _weights(maps: AttentionMaps, layer: int, head: int | None) -> np.ndarray:
     """[Tq, Tk] one head's weights, or the head average; masked cells are NaN (drawn as gaps)."""
     shown = head_average(maps, layer) if head is None else maps.weights[layer, head].astype(np.float64)
@@ -93,6 +108,7 @@ def attention_figure(
 ) -> go.Figure:
     """One layer's attention: head `head`, or the average of its heads (head=None). Grey gaps are masked keys.
     Colours from 0 to 1, or with `stretch` to the map's top 1 % of weights (the pages' Stretch colours)."""
+    _trace(trace, "attention_figure")
     return maps_figure(trace.maps(kind), layer, head, stretch=stretch)
 
 
@@ -117,6 +133,7 @@ def maps_figure(
 
 def attention_grid_figure(trace: Trace, kind: str = "self-attention") -> go.Figure:
     """Every layer x head in one figure, with a slider to pick the map (each map its own trace, one visible)."""
+    _trace(trace, "attention_grid_figure")
     maps = trace.maps(kind)
     pairs = [(layer, head) for layer in range(maps.n_layers) for head in range(maps.n_heads)]
     figure = go.Figure([_heatmap(maps, _weights(maps, lay, hd), visible=i == 0) for i, (lay, hd) in enumerate(pairs)])
@@ -140,6 +157,8 @@ def difference_figure(
 ) -> go.Figure:
     """A − B for one layer and head of the first stack's self-attention (both runs on inputs of one length), from
     −largest to +largest |A − B|, or with `stretch` to the top 1 % of |A − B| (Compare's Stretch colours)."""
+    _trace(trace_a, "difference_figure")
+    _trace(trace_b, "difference_figure")
     pair = paired_attention(trace_a, trace_b)[0]
     return maps_difference_figure(pair.a, pair.b, layer, head, stretch)
 
@@ -175,6 +194,7 @@ def positional_figure(
     """The vector a sinusoidal or learned encoding adds at each position, one curve per dimension: the Positional
     page's chart. `dims`: the page's spread of sine/cosine pairs when None; `tokens` (say trace.tokens): their
     positions are shaded and marked in red, with the token on hover, as the page marks the typed tokens."""
+    _model(model, "positional_figure")
     table = _position_table(model, n_positions, "there are no curves to draw")  # [P, D]
     dims = default_dimensions(table.shape[1]) if dims is None else list(dims)
     check_range(n_positions, dims, table.shape[1])  # a dimension the model lacks: a sentence, not an IndexError
@@ -204,6 +224,7 @@ def _trained_table(model: Transformer) -> bool:
 
 def position_similarity_figure(model: Transformer, n_positions: int = 64, metric: str = "cosine") -> go.Figure:
     """How alike the position vectors are, position against position (cosine, or dot product)."""
+    _model(model, "position_similarity_figure")
     sim = similarity(_position_table(model, n_positions, "there is nothing to compare"), metric)  # [P, P]
     top = float(np.abs(sim).max()) or 1.0
     figure = go.Figure(
@@ -225,6 +246,7 @@ def position_similarity_figure(model: Transformer, n_positions: int = 64, metric
 def depth_figure(trace: Trace, stack: int = 0) -> go.Figure:
     """The residual stream and each sub-layer's output over depth: mean, std, RMS and max |x|, one panel each (the
     Activations page's chart); `stack`: 0, or 1 for an encoder-decoder's decoder."""
+    _trace(trace, "depth_figure")
     positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
     part = activation_charts.trace_stack(trace, stack)
     family = getattr(trace.config, "family", None)  # a BERT checkpoint's input row is normalised
@@ -234,6 +256,7 @@ def depth_figure(trace: Trace, stack: int = 0) -> go.Figure:
 def gradient_figure(model: Transformer, source: Source, target: Source | None = None) -> go.Figure:
     """The gradient norm of each block's parameters, for the objective explorer.analysis.gradients.objective_text names
     (the Activations page's chart)."""
+    _model(model, "gradient_figure")
     totals = layer_gradient_totals(gradient_norms(model, source, target))
     return activation_charts.gradient_totals_figure(totals, model.first_stack.spec.placement)
 
@@ -244,6 +267,7 @@ def placements_figure(
     """All four norm placements on the model's very weights (explorer.placement_run; norms it lacks start at
     identity): residual RMS over depth, gradient norm per block, attention entropy per layer, one line per placement
     (Compare's "All four placements"); `stack`: "encoder" or "decoder" of an encoder-decoder, None the first."""
+    _model(model, "placements_figure")
     if stack is not None and stack not in model.stack_names:
         names = " or ".join(repr(name) for name in model.stack_names)
         raise ConfigError(f"stack is {names} for this model, or None for the first; got {stack!r}.")
@@ -254,6 +278,7 @@ def training_figure(result: TrainResult) -> go.Figure:
     """Loss (log scale) and accuracy against the step of a training run (explorer.training.train's result): the
     Train page's learning curves for this one run, with the uniform-guess loss and chance accuracy dotted (and, for
     sort, the accuracy of the best guess that ignores the input)."""
+    _needs(result, TrainResult, "training_figure", "what explorer.train returns")
     task, histories = result.task, {result.model.config.norm: result.history}
     return curves_figure(
         histories, len(task.vocabulary), result.steps or None, training_title(task), blind_accuracy(task)
@@ -296,6 +321,7 @@ def rope_angle_figure(n_positions: int, d_head: int, base: float = 10000.0, layo
 
 def parameters_figure(model: Transformer) -> go.Figure:
     """The model's parameters by kind of module (self-attention, feed-forward, its norms ...), largest first."""
+    _model(model, "parameters_figure")
     groups = parameter_groups(parameter_counts(model), norm_name(model.config))
     figure = go.Figure(
         go.Bar(x=groups["group"], y=groups["parameters"], hovertemplate="%{x}: %{y:,} parameters<extra></extra>")
@@ -312,6 +338,7 @@ def logit_lens_figure(model: Transformer, trace: Trace, k: int = 1) -> go.Figure
     after each block through the final norm and the read-out, coloured by its probability; hover lists the k
     likeliest (k from 1 to LENS_FIGURE_K: explorer.logit_lens gives more, as a table). The model needs a read-out to a
     vocabulary (SmolLM2, a trained model): others get a ConfigError saying why."""
+    _model(model, "logit_lens_figure")
     k = whole_in("k", k, 1, LENS_FIGURE_K)  # the hover's lines: k = 49,152 had run for minutes towards 240 MB
     return lens_grid_figure(logit_lens(model, trace, k), trace.last.labels)
 
@@ -320,6 +347,7 @@ def attribution_figure(model: Transformer, trace: Trace, piece: str | int | None
     """Which heads make the prediction: layers x heads of each head's direct effect on the logit of `piece` (its
     spelling, its id, or None: the top next piece) at the last position, red up, blue down; the heads the run removed
     are crossed."""
+    _model(model, "attribution_figure")
     removed = trace.ablated if len(trace.stacks) == 1 else ()  # removal reaches the first stack's heads only
     return attribution_board_figure(logit_attribution(model, trace, piece), removed)
 
@@ -337,5 +365,6 @@ def ablation_figure(
     """Layers x heads of what removing each head alone does to the sentence embedding, 1 − cosine (MiniLM's board;
     any model works): every head in batched runs (explorer.head_ablation_effects), with `mode` "zero" or "mean", and
     an imported model's masks as explorer.run takes them."""
+    _model(model, "ablation_figure")
     masks = {"mask": mask, "target_mask": target_mask, "memory_mask": memory_mask}
     return ablation_board_figure(head_ablation_effects(model, source, target, mode, **masks))

@@ -74,3 +74,25 @@ def test_the_lens_figure_lists_at_most_twenty_pieces_in_a_hover(model, trace, k)
         explorer.logit_lens_figure(model, trace, k=k)
     hover = explorer.logit_lens_figure(model, trace, k=3).data[0].customdata[0][0]
     assert hover.count("<br>") == 2  # three pieces
+
+
+def test_a_model_where_a_trace_goes_or_the_other_way_round_is_named(model, trace):
+    """norm_attention_figure takes (model, trace), attention_figure (trace): swapped, they had raised
+    "'Transformer' object has no attribute 'maps'" from inside torch's Module.__getattr__."""
+    takes_a_trace = "takes a Trace \\(what explorer.run returns\\); got a Transformer"
+    takes_a_model = "takes a model \\(explorer.load_pretrained, explorer.build_model\\) first; got a Trace"
+    for draw, words in [
+        (lambda: explorer.attention_figure(model, 0, 0), "attention_figure " + takes_a_trace),
+        (lambda: explorer.attention_grid_figure(model), "attention_grid_figure " + takes_a_trace),
+        (lambda: explorer.difference_figure(trace, model), "difference_figure " + takes_a_trace),
+        (lambda: explorer.depth_figure(model), "depth_figure " + takes_a_trace),
+        (lambda: explorer.parameters_figure(trace), "parameters_figure " + takes_a_model),
+        (lambda: explorer.positional_figure(trace), "positional_figure " + takes_a_model),
+        (lambda: explorer.logit_lens_figure(trace, model), "logit_lens_figure " + takes_a_model),
+        (lambda: explorer.attribution_figure(trace, model), "attribution_figure " + takes_a_model),
+        (lambda: explorer.ablation_figure(trace, TOKENS), "ablation_figure " + takes_a_model),
+        (lambda: explorer.gradient_figure(trace, TOKENS), "gradient_figure " + takes_a_model),
+        (lambda: explorer.training_figure(trace), "training_figure takes what explorer.train returns; got a Trace"),
+    ]:
+        with pytest.raises(TypeError, match=words):
+            draw()
