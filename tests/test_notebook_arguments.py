@@ -8,6 +8,8 @@ import re
 import pytest
 
 import explorer
+from explorer.tasks import make_task
+from tests.drawn import figure_title
 
 TOKENS = "the cat sat on the mat"
 
@@ -96,3 +98,17 @@ def test_a_model_where_a_trace_goes_or_the_other_way_round_is_named(model, trace
     ]:
         with pytest.raises(TypeError, match=words):
             draw()
+
+
+def test_the_gradient_figure_names_its_loss_instead_of_pointing_above_it():
+    """Its subtitle said "for the objective stated above": the page states it in a box above the chart, but a
+    notebook (and the Activations page's HTML download, which draws this figure) has nothing above it."""
+    model = explorer.build_model(explorer.ModelConfig())
+    figure = explorer.gradient_figure(model, TOKENS)
+    words = figure_title(figure.to_plotly_json())
+    assert "above" not in words and "next-token loss" in words and "objective_text(model)" in words
+    assert figure.layout.title.text == "Gradient norm of each block's parameters (post-norm)"
+    task = make_task("copy", 6)
+    result = explorer.train(explorer.ModelConfig(), task, steps=1)
+    trained = explorer.gradient_figure(result.model, list(task.vocabulary[:3]))
+    assert "above" not in figure_title(trained.to_plotly_json())
