@@ -7,6 +7,10 @@ notebook reads like the same map on a page.
 
 from __future__ import annotations
 
+import html
+import math
+import numbers
+
 import numpy as np
 import plotly.graph_objects as go
 import torch
@@ -18,6 +22,7 @@ from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.logit_lens import logit_lens
 from explorer.analysis.placements import placement_run
 from explorer.analysis.position_analysis import (
+    MAX_PLOTTED_POSITIONS,
     check_range,
     default_dimensions,
     encoding_table,
@@ -48,10 +53,32 @@ from pictures.norm_figures import norm_attention_figure as norm_attention_figure
 from pictures.output_charts import ablation_board_figure, attribution_board_figure, lens_grid_figure
 from pictures.placement_charts import placements_chart
 from pictures.positional_charts import encoding_curves, pair_dimensions
-from pictures.style import BLUES, RDBU, plotly_scale
+from pictures.style import BLUES, RDBU, figure_layout, plotly_scale
 from pictures.training_charts import curves_figure, training_title
 
 AVERAGE = None  # head=None: the plain mean of a layer's heads
+LENS_FIGURE_K = 20  # the most pieces a logit-lens cell's hover lists: more is taller than a screen (the page lists 5)
+ROPE_LAYOUTS = ("interleaved", "half")
+GRADIENT_SUBTITLE = (
+    "L2 norm of the gradients of all of the block's weights and biases together, for a next-token loss: each "
+    "position predicts the token after it (in full: explorer.analysis.gradients.objective_text(model))"
+)  # the page's says "for the objective stated above": the page states it in a box above; a notebook has no box
+GRADIENT_PLOT_PX = 280  # the Activations page's gradient chart's height
+
+
+def _needs(value: object, kind: type, function: str, what: str) -> None:
+    """TypeError naming what `function` takes when `value` is not a `kind`: a model passed where a trace goes (or the
+    other way round) had failed deep inside with "'Transformer' object has no attribute 'maps'"."""
+    if not isinstance(value, kind):
+        raise TypeError(f"{function} takes {what}; got a {type(value).__name__}.")
+
+
+def _trace(value: object, function: str) -> None:
+    _needs(value, Trace, function, "a Trace (what explorer.run returns)")
+
+
+def _model(value: object, function: str) -> None:
+    _needs(value, Transformer, function, "a model (explorer.load_pretrained, explorer.build_model) first")
 
 
 def _weights(maps: AttentionMaps, layer: int, head: int | None) -> np.ndarray:
@@ -87,6 +114,7 @@ def attention_figure(
 ) -> go.Figure:
     """One layer's attention: head `head`, or the average of its heads (head=None). Grey gaps are masked keys.
     Colours from 0 to 1, or with `stretch` to the map's top 1 % of weights (the pages' Stretch colours)."""
+    _trace(trace, "attention_figure")
     return maps_figure(trace.maps(kind), layer, head, stretch=stretch)
 
 
@@ -111,6 +139,7 @@ def maps_figure(
 
 def attention_grid_figure(trace: Trace, kind: str = "self-attention") -> go.Figure:
     """Every layer x head in one figure, with a slider to pick the map (each map its own trace, one visible)."""
+    _trace(trace, "attention_grid_figure")
     maps = trace.maps(kind)
     pairs = [(layer, head) for layer in range(maps.n_layers) for head in range(maps.n_heads)]
     figure = go.Figure([_heatmap(maps, _weights(maps, lay, hd), visible=i == 0) for i, (lay, hd) in enumerate(pairs)])
@@ -134,6 +163,8 @@ def difference_figure(
 ) -> go.Figure:
     """A − B for one layer and head of the first stack's self-attention (both runs on inputs of one length), from
     −largest to +largest |A − B|, or with `stretch` to the top 1 % of |A − B| (Compare's Stretch colours)."""
+    _trace(trace_a, "difference_figure")
+    _trace(trace_b, "difference_figure")
     pair = paired_attention(trace_a, trace_b)[0]
     return maps_difference_figure(pair.a, pair.b, layer, head, stretch)
 
@@ -169,13 +200,22 @@ def positional_figure(
     """The vector a sinusoidal or learned encoding adds at each position, one curve per dimension: the Positional
     page's chart. `dims`: the page's spread of sine/cosine pairs when None; `tokens` (say trace.tokens): their
     positions are shaded and marked in red, with the token on hover, as the page marks the typed tokens."""
-    table = encoding_table(model, n_positions)  # [P, D] or None
-    if table is None:
-        raise ConfigError("This model adds no position vectors (rotary or none): there are no curves to draw.")
+    _model(model, "positional_figure")
+    table = _position_table(model, n_positions, "there are no curves to draw")  # [P, D]
     dims = default_dimensions(table.shape[1]) if dims is None else list(dims)
-    check_range(1, dims, table.shape[1])  # a dimension the model lacks: a sentence, not an IndexError
+    check_range(n_positions, dims, table.shape[1])  # a dimension the model lacks: a sentence, not an IndexError
     kind = model.positional.kind
     return encoding_curves(table, dims, list(tokens or []), kind, kind == "learned" and _trained_table(model))
+
+
+def _position_table(model: Transformer, n_positions: int, missing: str) -> np.ndarray:
+    """[P, D] the vectors the model adds at positions 0..n_positions-1; ConfigError for a count outside 1..4096 (0 had
+    drawn nothing, -5 the table's every row but its last five) or a model that adds none."""
+    n_positions = whole_in("n_positions", n_positions, 1, MAX_PLOTTED_POSITIONS)
+    table = encoding_table(model, n_positions)  # [P, D] or None
+    if table is None:
+        raise ConfigError(f"This model adds no position vectors (rotary or none): {missing}.")
+    return table
 
 
 def _trained_table(model: Transformer) -> bool:
@@ -190,10 +230,8 @@ def _trained_table(model: Transformer) -> bool:
 
 def position_similarity_figure(model: Transformer, n_positions: int = 64, metric: str = "cosine") -> go.Figure:
     """How alike the position vectors are, position against position (cosine, or dot product)."""
-    table = encoding_table(model, n_positions)
-    if table is None:
-        raise ConfigError("This model adds no position vectors (rotary or none): there is nothing to compare.")
-    sim = similarity(table, metric)  # [P, P]
+    _model(model, "position_similarity_figure")
+    sim = similarity(_position_table(model, n_positions, "there is nothing to compare"), metric)  # [P, P]
     top = float(np.abs(sim).max()) or 1.0
     figure = go.Figure(
         go.Heatmap(
@@ -213,7 +251,8 @@ def position_similarity_figure(model: Transformer, n_positions: int = 64, metric
 
 def depth_figure(trace: Trace, stack: int = 0) -> go.Figure:
     """The residual stream and each sub-layer's output over depth: mean, std, RMS and max |x|, one panel each (the
-    Activations page's chart)."""
+    Activations page's chart); `stack`: 0, or 1 for an encoder-decoder's decoder."""
+    _trace(trace, "depth_figure")
     positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
     part = activation_charts.trace_stack(trace, stack)
     family = getattr(trace.config, "family", None)  # a BERT checkpoint's input row is normalised
@@ -221,11 +260,13 @@ def depth_figure(trace: Trace, stack: int = 0) -> go.Figure:
 
 
 def gradient_figure(model: Transformer, source: Source, target: Source | None = None) -> go.Figure:
-    """The gradient norm of each block's parameters, for the objective explorer.analysis.gradients.objective_text names
-    (the Activations page's chart)."""
+    """The gradient norm of each block's parameters, for the next-token loss explorer.analysis.gradients.objective_text
+    states (the Activations page's chart, whose subtitle here names that loss: the page states it above the chart)."""
+    _model(model, "gradient_figure")
     totals = layer_gradient_totals(gradient_norms(model, source, target))
-    first = model.first_stack
-    return activation_charts.gradient_totals_figure(totals, first.spec.placement)
+    figure = activation_charts.gradient_totals_figure(totals, model.first_stack.spec.placement)
+    title = html.unescape(figure.layout.title.text)  # figure_layout escapes it again
+    return figure.update_layout(figure_layout(title, GRADIENT_SUBTITLE, GRADIENT_PLOT_PX))
 
 
 def placements_figure(
@@ -233,7 +274,11 @@ def placements_figure(
 ) -> go.Figure:
     """All four norm placements on the model's very weights (explorer.placement_run; norms it lacks start at
     identity): residual RMS over depth, gradient norm per block, attention entropy per layer, one line per placement
-    (Compare's "All four placements")."""
+    (Compare's "All four placements"); `stack`: "encoder" or "decoder" of an encoder-decoder, None the first."""
+    _model(model, "placements_figure")
+    if stack is not None and stack not in model.stack_names:
+        names = " or ".join(repr(name) for name in model.stack_names)
+        raise ConfigError(f"stack is {names} for this model, or None for the first; got {stack!r}.")
     return placements_chart(placement_run(model, source, target), stack)
 
 
@@ -241,15 +286,30 @@ def training_figure(result: TrainResult) -> go.Figure:
     """Loss (log scale) and accuracy against the step of a training run (explorer.training.train's result): the
     Train page's learning curves for this one run, with the uniform-guess loss and chance accuracy dotted (and, for
     sort, the accuracy of the best guess that ignores the input)."""
+    _needs(result, TrainResult, "training_figure", "what explorer.train returns")
     task, histories = result.task, {result.model.config.norm: result.history}
     return curves_figure(
         histories, len(task.vocabulary), result.steps or None, training_title(task), blind_accuracy(task)
     )
 
 
+def _check_rope(n_positions: object, d_head: object, base: object, layout: object) -> None:
+    """ConfigError for rotary settings no model has: n_positions=-3 had raised torch's "upper bound and lower bound
+    inconsistent", and an odd or zero d_head, a base of 0 (angles NaN) or an unknown layout had drawn a figure."""
+    whole_in("n_positions", n_positions, 1, MAX_PLOTTED_POSITIONS)
+    if whole_in("d_head", d_head, 2) % 2:
+        raise ConfigError(f"d_head is even: rotary encoding turns pairs of a head's dimensions; got {d_head}.")
+    if not (isinstance(base, numbers.Real) and math.isfinite(base) and base > 0):
+        raise ConfigError(f"base is a positive number (theta: 10,000 in the paper, 100,000 in SmolLM2); got {base!r}.")
+    if layout not in ROPE_LAYOUTS:
+        pairs = "'interleaved' (pairs 2i, 2i+1) or 'half' (pairs i, i + d_head/2)"
+        raise ConfigError(f"layout is {pairs}; got {layout!r}.")
+
+
 def rope_angle_figure(n_positions: int, d_head: int, base: float = 10000.0, layout: str = "interleaved") -> go.Figure:
     """The angle (degrees, modulo 360) rotary encoding turns each pair of a head by, at each position; `layout`:
-    which dimensions make a pair (pictures.positional_charts.pair_dimensions)."""
+    which dimensions make a pair: "interleaved" (2i, 2i+1), the paper's, or "half" (i, i + d_head/2), a Llama's."""
+    _check_rope(n_positions, d_head, base, layout)
     angles = np.degrees(np.mod(rope_angle_table(n_positions, d_head, base), 2 * np.pi))  # [P, K/2]
     figure = go.Figure(
         go.Heatmap(
@@ -269,6 +329,7 @@ def rope_angle_figure(n_positions: int, d_head: int, base: float = 10000.0, layo
 
 def parameters_figure(model: Transformer) -> go.Figure:
     """The model's parameters by kind of module (self-attention, feed-forward, its norms ...), largest first."""
+    _model(model, "parameters_figure")
     groups = parameter_groups(parameter_counts(model), norm_name(model.config))
     figure = go.Figure(
         go.Bar(x=groups["group"], y=groups["parameters"], hovertemplate="%{x}: %{y:,} parameters<extra></extra>")
@@ -283,8 +344,10 @@ def parameters_figure(model: Transformer) -> go.Figure:
 def logit_lens_figure(model: Transformer, trace: Trace, k: int = 1) -> go.Figure:
     """Every layer's guess (the logit lens, nostalgebraist 2020): blocks x positions of the top next piece read out
     after each block through the final norm and the read-out, coloured by its probability; hover lists the k
-    likeliest. The model needs a read-out to a vocabulary (SmolLM2, a trained model): others get a ConfigError saying
-    why."""
+    likeliest (k from 1 to LENS_FIGURE_K: explorer.logit_lens gives more, as a table). The model needs a read-out to a
+    vocabulary (SmolLM2, a trained model): others get a ConfigError saying why."""
+    _model(model, "logit_lens_figure")
+    k = whole_in("k", k, 1, LENS_FIGURE_K)  # the hover's lines: k = 49,152 had run for minutes towards 240 MB
     return lens_grid_figure(logit_lens(model, trace, k), trace.last.labels)
 
 
@@ -292,6 +355,7 @@ def attribution_figure(model: Transformer, trace: Trace, piece: str | int | None
     """Which heads make the prediction: layers x heads of each head's direct effect on the logit of `piece` (its
     spelling, its id, or None: the top next piece) at the last position, red up, blue down; the heads the run removed
     are crossed."""
+    _model(model, "attribution_figure")
     removed = trace.ablated if len(trace.stacks) == 1 else ()  # removal reaches the first stack's heads only
     return attribution_board_figure(logit_attribution(model, trace, piece), removed)
 
@@ -309,5 +373,6 @@ def ablation_figure(
     """Layers x heads of what removing each head alone does to the sentence embedding, 1 − cosine (MiniLM's board;
     any model works): every head in batched runs (explorer.head_ablation_effects), with `mode` "zero" or "mean", and
     an imported model's masks as explorer.run takes them."""
+    _model(model, "ablation_figure")
     masks = {"mask": mask, "target_mask": target_mask, "memory_mask": memory_mask}
     return ablation_board_figure(head_ablation_effects(model, source, target, mode, **masks))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -26,6 +27,7 @@ def test_the_example_notebook_runs_and_draws_its_figures(monkeypatch):
         o for o in outputs if o.output_type in ("display_data", "execute_result") and PLOTLY in o.get("data", {})
     ]
     assert len(figures) == 13  # one per figure cell
-    html = " ".join(o["data"].get("text/html", "") for o in figures)
-    assert "<script src=" not in html  # nothing fetched: the figure's data is in the notebook
+    # nothing fetched: Plotly writes a fetched script <script charset="utf-8" src=...>, and in a kernel draws only
+    # its JSON (renderer plotly_mimetype, no text/html), which JupyterLab's bundled extension draws offline
+    assert not re.search(r"<script[^>]*\bsrc=", nbformat.writes(notebook))
     assert any("[CLS]" in str(o.get("text", "")) for o in outputs)  # MiniLM's own pieces were printed

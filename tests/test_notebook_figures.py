@@ -186,7 +186,9 @@ def test_a_saved_figure_carries_plotly_js_and_fetches_nothing(causal, tmp_path):
     explorer.attention_figure(causal).write_html(path, include_plotlyjs=True)
     html = path.read_text()
     assert "Plotly.newPlot" in html and len(html) > 1_000_000  # plotly.js is inside the file
-    assert "<script src=" not in html  # no script fetched (plotly.js only names its CDN for geo maps, not used)
+    assert not re.search(r"<script[^>]*\bsrc=", html)  # no script fetched (plotly.js only names its CDN for geo maps)
+    cdn = explorer.attention_figure(causal).to_html(include_plotlyjs="cdn")  # what a fetched plotly.js looks like:
+    assert re.search(r"<script[^>]*\bsrc=", cdn) and "<script src=" not in cdn  # the old check could not see it
 
 
 def test_the_engine_imports_without_plotly():
