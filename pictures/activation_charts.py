@@ -323,9 +323,12 @@ def token_share_figure(shares: pd.DataFrame, position: int, piece: str, block: i
     return figure
 
 
-def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> go.Figure:
+def gradient_totals_figure(
+    totals: pd.DataFrame, norm: str, objective: str = "for the objective stated above"
+) -> go.Figure:
     """L2 norm of all of a block's parameter gradients, per block, one line per stack (log scale; a norm of 0, which
-    a log axis cannot place, is left out)."""
+    a log axis cannot place, is left out). `objective` ends the subtitle: the page states the loss in a box above the
+    chart; a figure drawn anywhere else names it."""
     stacks = list(dict.fromkeys(totals["stack"]))
     layers = list(range(0, int(totals["layer"].max()) + 1)) if len(totals) else [0]
     figure = go.Figure()
@@ -343,8 +346,7 @@ def gradient_totals_figure(totals: pd.DataFrame, norm: str) -> go.Figure:
     figure.update_layout(
         figure_layout(
             f"Gradient norm of each block's parameters ({norm}-norm)",
-            "L2 norm of the gradients of all of the block's weights and biases together, for the objective "
-            "stated above",
+            f"L2 norm of the gradients of all of the block's weights and biases together, {objective}",
             280,
         ),
         xaxis=block_axis("block", layers, MAX_LAYER_TICKS, 0.3),

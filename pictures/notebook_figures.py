@@ -7,7 +7,6 @@ notebook reads like the same map on a page.
 
 from __future__ import annotations
 
-import html
 import math
 import numbers
 
@@ -53,17 +52,16 @@ from pictures.norm_figures import norm_attention_figure as norm_attention_figure
 from pictures.output_charts import ablation_board_figure, attribution_board_figure, lens_grid_figure
 from pictures.placement_charts import placements_chart
 from pictures.positional_charts import encoding_curves, pair_dimensions
-from pictures.style import BLUES, RDBU, figure_layout, plotly_scale
+from pictures.style import BLUES, RDBU, plotly_scale
 from pictures.training_charts import curves_figure, training_title
 
 AVERAGE = None  # head=None: the plain mean of a layer's heads
 LENS_FIGURE_K = 20  # the most pieces a logit-lens cell's hover lists: more is taller than a screen (the page lists 5)
 ROPE_LAYOUTS = ("interleaved", "half")
-GRADIENT_SUBTITLE = (
-    "L2 norm of the gradients of all of the block's weights and biases together, for a next-token loss: each "
-    "position predicts the token after it (in full: explorer.analysis.gradients.objective_text(model))"
-)  # the page's says "for the objective stated above": the page states it in a box above; a notebook has no box
-GRADIENT_PLOT_PX = 280  # the Activations page's gradient chart's height
+GRADIENT_OBJECTIVE = (  # the page's chart ends "for the objective stated above", in a box a notebook does not have
+    "for a next-token loss: each position predicts the token after it (in full: "
+    "explorer.analysis.gradients.objective_text(model))"
+)
 
 
 def _needs(value: object, kind: type, function: str, what: str) -> None:
@@ -264,9 +262,7 @@ def gradient_figure(model: Transformer, source: Source, target: Source | None = 
     states (the Activations page's chart, whose subtitle here names that loss: the page states it above the chart)."""
     _model(model, "gradient_figure")
     totals = layer_gradient_totals(gradient_norms(model, source, target))
-    figure = activation_charts.gradient_totals_figure(totals, model.first_stack.spec.placement)
-    title = html.unescape(figure.layout.title.text)  # figure_layout escapes it again
-    return figure.update_layout(figure_layout(title, GRADIENT_SUBTITLE, GRADIENT_PLOT_PX))
+    return activation_charts.gradient_totals_figure(totals, model.first_stack.spec.placement, GRADIENT_OBJECTIVE)
 
 
 def placements_figure(

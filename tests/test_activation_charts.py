@@ -332,7 +332,7 @@ def test_the_notebook_draws_the_pages_depth_and_gradient_figures():
     model = explorer.build_model(cfg)
     totals = layer_gradient_totals(gradient_norms(model, "a b c d", "x y z"))
     drawn = notebook_figures.gradient_figure(model, "a b c d", "x y z")
-    assert drawn.to_json() == gradient_totals_figure(totals, "pre").to_json()
+    assert drawn.to_json() == gradient_totals_figure(totals, "pre", notebook_figures.GRADIENT_OBJECTIVE).to_json()
     assert [line.name for line in drawn.data] == ["encoder blocks", "decoder blocks"]
 
 
