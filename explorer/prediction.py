@@ -35,6 +35,11 @@ def last_logits(model: Transformer, trace: Trace) -> torch.Tensor:
     """[V] float64: the read-out's logits at the last position of the trace's output stack, from its final output [D]
     (after the final norm); the softmax of these in float64 keeps tiny probabilities summing to 1."""
     last = torch.from_numpy(np.ascontiguousarray(trace.output[-1]))  # [D] after the final norm
+    if last.shape[-1] != model.d_model:  # another model's run: torch's "mat1 and mat2 shapes cannot be multiplied"
+        raise ConfigError(
+            f"This trace was not made by this model (its stream is {last.shape[-1]} wide, the model's "
+            f"{model.d_model}): run the model on the text and pass that trace."
+        )
     with torch.inference_mode():
         return model.head(last).double()  # [V]
 

@@ -18,7 +18,7 @@ from explorer.analysis.ablation_effects import head_ablation_effects
 from explorer.analysis.activations import layer_statistics
 from explorer.analysis.attribution import logit_attribution
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
-from explorer.analysis.logit_lens import logit_lens
+from explorer.analysis.logit_lens import logit_lens, output_stack, reads_next_piece
 from explorer.analysis.placements import placement_run
 from explorer.analysis.position_analysis import (
     MAX_PLOTTED_POSITIONS,
@@ -344,7 +344,9 @@ def logit_lens_figure(model: Transformer, trace: Trace, k: int = 1) -> go.Figure
     vocabulary (SmolLM2, a trained model): others get a ConfigError saying why."""
     _model(model, "logit_lens_figure")
     k = whole_in("k", k, 1, LENS_FIGURE_K)  # the hover's lines: k = 49,152 had run for minutes towards 240 MB
-    return lens_grid_figure(logit_lens(model, trace, k), trace.last.labels)
+    lens = logit_lens(model, trace, k)
+    final_norm = output_stack(model, trace).norm is not None  # a post-norm stack has none: the subtitle says so
+    return lens_grid_figure(lens, trace.last.labels, final_norm, next_piece=reads_next_piece(model))
 
 
 def attribution_figure(model: Transformer, trace: Trace, piece: str | int | None = None) -> go.Figure:

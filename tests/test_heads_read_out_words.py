@@ -49,3 +49,12 @@ def test_minilms_board_is_titled_by_the_embedding_not_a_prediction():
     at = opened(model="minilm-l6", tokens="the cat sat on the mat")
     titles = [h.value for h in at.subheader]
     assert "Which heads shape the embedding" in titles and "Which heads make this prediction" not in titles
+
+
+def test_the_notebook_lens_of_a_post_norm_encoder_says_what_the_page_says():
+    """explorer.logit_lens_figure drew every model's lens as a decoder's read through a final norm; a post-norm
+    encoder (the Train page's default) has neither a next piece to guess nor a final norm."""
+    model, trace = trained_pair()
+    assert model.config.norm == "post" and model.decoder is None
+    subtitle = explorer.logit_lens_figure(model, trace).layout.title.subtitle.text
+    assert "each position's top output" in subtitle and "no final norm" in subtitle

@@ -8,6 +8,7 @@ import re
 import pytest
 
 import explorer
+from explorer.config import ConfigError
 from explorer.tasks import make_task
 from tests.drawn import figure_title
 
@@ -112,3 +113,9 @@ def test_the_gradient_figure_names_its_loss_instead_of_pointing_above_it():
     result = explorer.train(explorer.ModelConfig(), task, steps=1)
     trained = explorer.gradient_figure(result.model, list(task.vocabulary[:3]))
     assert "above" not in figure_title(trained.to_plotly_json())
+
+
+def test_another_models_trace_is_named_not_a_matrix_shape_error(smollm_model, minilm_model):
+    """next_token(SmolLM2, a MiniLM trace) had raised torch's "mat1 and mat2 shapes cannot be multiplied"."""
+    with pytest.raises(ConfigError, match="not made by this model"):
+        explorer.next_token(smollm_model, explorer.run(minilm_model, "the cat"))

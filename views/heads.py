@@ -18,7 +18,7 @@ import streamlit as st
 
 from explorer.ablation import Head, head_name, parse_heads
 from explorer.analysis.ablation_effects import embedding_cosine, prediction_change
-from explorer.analysis.logit_lens import can_read_out, lens_refusal, output_stack
+from explorer.analysis.logit_lens import can_read_out, lens_refusal, output_stack, reads_next_piece
 from explorer.config import ConfigError, ModelConfig
 from explorer.heads_text import (
     alone_sentence,
@@ -318,22 +318,16 @@ def ablation_section(cfg: ModelConfig, before: Trace, after: Trace, removed: tup
 # --- 3. Every layer's guess
 
 
-def predicts_next(model: Transformer) -> bool:
-    """Whether the model's read-out at a position guesses the next piece (a decoder, or an encoder-decoder's
-    decoder), not that position's own output (a trained encoder, e.g. reverse's)."""
-    return model.decoder is not None
-
-
 def read_out_words(model: Transformer) -> str:
     """What the read-out at the last position gives, as the Piece help says it."""
-    if predicts_next(model):
+    if reads_next_piece(model):
         return "pieces after the text"
     return "pieces at the last position's output (an encoder gives each position its own output, not the next piece)"
 
 
 def cell_guess(model: Transformer) -> str:
     """What a lens cell guesses, as the caption says it."""
-    return "the next piece at that position" if predicts_next(model) else "that position's output"
+    return "the next piece at that position" if reads_next_piece(model) else "that position's output"
 
 
 def lens_positions(n_tokens: int) -> tuple[int, ...] | None:
@@ -372,7 +366,7 @@ def lens_section(model: Transformer, trace: Trace, removed: tuple[Head, ...]) ->
         + part_character_note(model.tokenizer, lens["piece"])
     )
     say(lens_sentence(lens, len(tokens) - 1, n_layers))
-    next_piece = predicts_next(model)
+    next_piece = reads_next_piece(model)
     plotly_chart(lens_grid_figure(lens, tokens, final_norm, next_piece), "heads_lens")
     csv_download("Logit lens (CSV)", lens, "logit_lens.csv", "heads_csv_lens")
     return [partial(lens_grid_figure, lens, tokens, final_norm, next_piece)]

@@ -52,6 +52,12 @@ def lens_refusal(model: Transformer) -> str:
     )
 
 
+def reads_next_piece(model: Transformer) -> bool:
+    """Whether the read-out at a position guesses the next piece (a decoder, or an encoder-decoder's decoder), not
+    that position's own output (a trained encoder, e.g. the reverse task's)."""
+    return model.decoder is not None
+
+
 def output_stack(model: Transformer, trace: Trace) -> Stack:
     """The stack that gives the output (the decoder of an encoder-decoder), checked against the trace."""
     stack = model.decoder if model.decoder is not None else model.encoder
