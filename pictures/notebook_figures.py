@@ -1,5 +1,6 @@
 """Plotly figures of a Trace, a model or a training run, for a notebook: they draw inline in Jupyter with no
-network (plotly.js travels with the figure) and save with fig.write_html / fig.write_image as any Plotly figure.
+network (in a kernel the figure's data travels, which the jupyterlab-plotly extension shipped with plotly draws;
+fig.write_html and fig.to_html put plotly.js itself in the file) and save as any Plotly figure.
 
 The colour scales are the app's own (pictures.style: BLUES for weights, RDBU for differences), so a figure in a
 notebook reads like the same map on a page.
