@@ -45,7 +45,7 @@ from pictures import activation_charts
 # Made beside the pages that draw them, offered here with the rest (explorer.FIGURES): re-exported by name.
 from pictures.activation_charts import massive_share_figure as massive_share_figure
 from pictures.activation_charts import token_norm_figure as token_norm_figure
-from pictures.attention_panels import plotly_token_labels, scale_note, top_of
+from pictures.attention_panels import grid_cells, plotly_token_labels, scale_note, top_of
 from pictures.compare_charts import difference_scale
 from pictures.mixing_charts import flow_figure as flow_figure
 from pictures.mixing_charts import rollout_figure as rollout_figure
@@ -57,6 +57,8 @@ from pictures.style import BLUES, RDBU, plotly_scale
 from pictures.training_charts import curves_figure, training_title
 
 AVERAGE = None  # head=None: the plain mean of a layer's heads
+GRID_BYTES_PER_CELL = 13  # measured: MiniLM's 72 maps of 61 x 61 pieces (276,768 cells) made 3.6 MB of figure JSON
+GRID_FIGURE_CELLS = 2_000_000  # about 26 MB of figure, what a notebook still saves and opens without a stall
 LENS_FIGURE_K = 20  # the most pieces a logit-lens cell's hover lists: more is taller than a screen (the page lists 5)
 ROPE_LAYOUTS = ("interleaved", "half")
 GRADIENT_OBJECTIVE = (  # the page's chart ends "for the objective stated above", in a box a notebook does not have
@@ -136,10 +138,20 @@ def maps_figure(
     return _map_layout(figure, f"{prefix}{maps.kind} · layer {layer} · {which}", scale_note(own, stretch))
 
 
-def attention_grid_figure(trace: Trace, kind: str = "self-attention") -> go.Figure:
-    """Every layer x head in one figure, with a slider to pick the map (each map its own trace, one visible)."""
+def attention_grid_figure(trace: Trace, kind: str = "self-attention", max_cells: int = GRID_FIGURE_CELLS) -> go.Figure:
+    """Every layer x head in one figure, with a slider to pick the map (each map its own trace, one visible). A grid
+    of more than `max_cells` cells (layers x heads x queries x keys) is refused with a sentence: every map travels in
+    the figure, about 13 bytes a cell, so MiniLM on 254 pieces made 58 MB. Pass a larger max_cells to draw it."""
     _trace(trace, "attention_grid_figure")
     maps = trace.maps(kind)
+    cells = grid_cells(maps)
+    if cells > whole_in("max_cells", max_cells, 1):
+        raise ConfigError(
+            f"This grid holds {cells:,} cells ({maps.n_layers} layers × {maps.n_heads} heads × "
+            f"{maps.weights.shape[2]} × {maps.weights.shape[3]}), about {cells * GRID_BYTES_PER_CELL / 1e6:.0f} MB "
+            f"in the figure, more than max_cells ({max_cells:,}). attention_figure draws one map; pass "
+            f"max_cells={cells} to draw the grid anyway."
+        )
     pairs = [(layer, head) for layer in range(maps.n_layers) for head in range(maps.n_heads)]
     figure = go.Figure([_heatmap(maps, _weights(maps, lay, hd), visible=i == 0) for i, (lay, hd) in enumerate(pairs)])
     steps = [
