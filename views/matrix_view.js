@@ -339,7 +339,21 @@ function drawMatrix(p, setTriggerValue) {
   return shell.panel;
 }
 
-const SHEET = { font: `12px ${FONT_FAMILY}`, titleHeight: 18, gapX: 10, gapY: 4, margin: 3 };
+const SHEET = { fontPx: 12, mostFontPx: 18, titleHeight: 18, gapX: 10, gapY: 4, margin: 3 };
+
+// The titles' font, in the canvas's own pixels: 12 px as shown, so larger on a sheet fitPanels shrank (at 1024 px a
+// 30 x 9 grid is shown at 0.64 and its 12 px titles read as 7.7 px on a projector), up to what the title band holds
+// and the narrowest room a title has (its map and the gap to the next).
+function sheetFont(g, p, box) {
+  const scale = Number(g.canvas.dataset.scale || 1);
+  let px = Math.min(SHEET.mostFontPx, Math.round(SHEET.fontPx / scale));
+  const widest = p.titles.reduce((a, b) => (b.length > a.length ? b : a), "");
+  for (; px > SHEET.fontPx; px--) {
+    g.font = `${px}px ${FONT_FAMILY}`;
+    if (g.measureText(widest).width <= box.mapW + SHEET.gapX - 2) break;
+  }
+  return `${px}px ${FONT_FAMILY}`;
+}
 
 // Where each small map of a sheet goes: the top-left corner of its cells, in CSS pixels, and the canvas size. The
 // margin leaves room for the red frame round a map on the edge.
@@ -368,7 +382,8 @@ function drawSheet(p, setTriggerValue) {
   whenLoaded(p.png, canvas, (image) => {
     const g = canvas.getContext("2d");
     g.imageSmoothingEnabled = false;
-    g.font = SHEET.font;
+    g.font = sheetFont(g, p, box);
+    canvas.dataset.titleFont = g.font;
     g.fillStyle = TEXT;
     g.textBaseline = "bottom";
     box.maps.forEach(([x, y], i) => {
