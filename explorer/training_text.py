@@ -43,7 +43,8 @@ def blind_guess_text(task: Task) -> str:
     if task.name == "sort":
         how = (
             f"for sort, each position's likeliest token (A near the start, J near the end), which gets {percent(blind)}"
-            " of tokens right without reading the input"
+            " of tokens right without reading the input, on average over all of the task's sequences (a small "
+            "held-out set can give it more or less)"
         )
     else:
         how = f"for {task.name} every token is equally likely at every position, so one in {len(task.vocabulary)}"
