@@ -381,6 +381,19 @@ def test_layer_lines_shade_the_layers_one_model_lacks():
     np.testing.assert_array_equal(line_of(panels["Residual stream RMS"], "B")["x"], [-1, 0, 1, 2, 3])
 
 
+def test_layer_lines_shade_no_block_both_models_have():
+    """B = A with a head removed has no gradient norms (they are taken with every head), yet both models have both
+    blocks: the gradient panel had shaded blocks 0 to 1 and the subtitle said "shaded: blocks only one model has"."""
+    model = explorer.build_model(explorer.ModelConfig())
+    values_a = layer_values(explorer.run(model, TOKENS).first, layer_gradient_totals(gradient_norms(model, TOKENS)))
+    values_b = layer_values(explorer.run(model, TOKENS, ablate=((0, 1),)).first)  # no gradient norms
+    figure = figure_json(layer_lines(per_layer_comparison(values_a, values_b)))
+    panels = layer_panels(figure)
+    assert [panel["shapes"] for panel in panels.values()] == [[]] * 4
+    assert "shaded" not in figure_title(figure)
+    assert [t["name"] for t in panels["Gradient norm of each block"]["traces"]] == ["A"]
+
+
 def test_layer_lines_without_b_name_only_a_in_the_legend():
     values_a = layer_values(explorer.run(explorer.ModelConfig(), TOKENS).first)
     figure = figure_json(layer_lines(per_layer_comparison(values_a, None)))
@@ -513,6 +526,20 @@ def test_auto_axes_go_log_only_where_a_and_b_span_more_than_a_hundredfold():
     assert not any(s.log for s in panel_scales(close).values())
     assert scales_note(panel_scales(close), "auto", STATISTIC_TITLES) is None
     assert y_types(figure_json(layer_lines(close))) == ["linear"] * 4
+
+
+def test_log_panels_leave_room_between_the_columns_and_label_whole_decades():
+    """At 1024 px the right panel's "log scale" title was drawn on the left panel's last markers (56 px between the
+    columns), and a log panel spanning three decades labelled 2 and 5 between them: "5 2 10³ 5 2 10² 5 2 10 5" in 150
+    px."""
+    figure = figure_json(layer_lines(lines_table(ORDERS_APART)))
+    layout = figure["layout"]
+    assert layout["xaxis2"]["domain"][0] - layout["xaxis"]["domain"][1] >= 0.15 - 1e-9
+    assert [layout[f"yaxis{i}"].get("dtick") for i in ("", "3")] == [1, 1]  # whole decades
+    linear = figure_json(layer_lines(lines_table({"attention entropy": ORDERS_APART["attention entropy"]})))
+    assert linear["layout"]["xaxis2"]["domain"][0] - linear["layout"]["xaxis"]["domain"][1] == pytest.approx(0.1)
+    picked = figure_json(layer_lines(lines_table({"residual RMS": ([1.0, 3.0], [1.5, 2.0])}), axes="log"))
+    assert picked["layout"]["yaxis"]["type"] == "log" and "dtick" not in picked["layout"]["yaxis"]  # within a decade
 
 
 def test_a_panel_with_values_of_zero_or_below_stays_linear_and_says_why():
