@@ -277,6 +277,20 @@ def test_the_ranking_writes_its_largest_change_with_two_digits_at_least(largest,
     assert f"{largest / 5:.{digits}f}".strip("0.") != ""  # the smaller change does not read as none
 
 
+def test_ranking_cells_are_wide_enough_for_the_digits_they_write():
+    """B = A without L0H1 on a configured 2 x 4 model changes heads by at most 0.000789 bit: the cells wrote "0.00079"
+    (five decimals, about 54 px at the matrix view's 14 px) in 44 px cells, over their neighbours ("0.00011 0.00079"
+    ran together at 1024 px)."""
+    values = [0.0, 0.0, 0.0, 0.0, 0.00011, 0.000789, 0.00031, 0.00042]
+    ranking = pd.DataFrame({"layer": [0] * 4 + [1] * 4, "head": [0, 1, 2, 3] * 2, "js_divergence": values})
+    ranking = ranking.assign(max_abs_difference=0.01).sort_values("js_divergence", ascending=False, ignore_index=True)
+    panel = ranking_panel(ranking, 0, 0)
+    assert panel["text_digits"] == 5
+    assert panel["cell_px"] >= 7.1 * 6 + 3.5  # six digits and a point
+    three = ranking_panel(ranking.assign(js_divergence=ranking["js_divergence"] * 1000))  # 0.789: "0.789" fits in 44
+    assert three["text_digits"] == 3 and three["cell_px"] == 44
+
+
 def test_ranking_panel_click_picks_the_changed_head():
     uniform = np.full((2, 3, 4, 4), 0.25, dtype=np.float32)  # [L, H, Tq, Tk]
     changed = uniform.copy()
