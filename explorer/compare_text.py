@@ -26,10 +26,13 @@ FRESH_READ_OUT_OBJECTIVE = (
 )
 
 
+TITLE_PLACEMENT = re.compile(r"\b(post|pre|res-post|peri)-norm\)$")  # the end of a title: "(BERT, post-norm)"
+
+
 def describe(cfg: ModelConfig, other: ModelConfig) -> str:
     """One line for a configuration; the values that differ from `other` in bold."""
     if isinstance(cfg, CheckpointConfig):
-        title = pretrained_title(cfg.checkpoint)
+        title = checkpoint_title(cfg)
         if not isinstance(other, CheckpointConfig) or other.checkpoint != cfg.checkpoint:
             title = f"**{title}**"
         parts = {
@@ -55,6 +58,17 @@ def describe(cfg: ModelConfig, other: ModelConfig) -> str:
         "seed": f"seed {cfg.seed}",
     }
     return " · ".join(f"**{text}**" if getattr(cfg, f) != getattr(other, f) else text for f, text in parts.items())
+
+
+def checkpoint_title(cfg: CheckpointConfig) -> str:
+    """The checkpoint's title (pretrained_title), its placement named as the one it was trained with when `cfg` runs
+    another: MiniLM run pre-norm is "all-MiniLM-L6-v2 (BERT, trained post-norm)", not a post-norm model beside
+    "pre-norm"."""
+    title = pretrained_title(cfg.checkpoint)
+    found = TITLE_PLACEMENT.search(title)
+    if found is None or found[1] == cfg.norm:
+        return title
+    return f"{title[: found.start()]}trained {title[found.start() :]}"
 
 
 def changes(a: ModelConfig, b: ModelConfig) -> str:

@@ -59,6 +59,9 @@ TITLE_CHAR_PX = 7.5  # the same for the bold legend title
 LEGEND_LABEL_PX = 48  # the legend's bar and its end labels ("-0.53")
 WEIGHT_TEXT_PX, DIFFERENCE_TEXT_PX = 22, 26  # the values written in cells ("0.25", "-0.25") need cells this wide
 RANKING_TEXT_PX = 28  # the same for the ranking's "0.123"
+RANKING_CELL_PX = 44  # px of a ranking cell, at most RANKING_PX for them all
+DIGIT_PX, DOT_PX = 7.1, 3.5  # px of a digit and of the point written at 14 px (the matrix view's text in cells of
+# 34 px or more: Source Sans digits are 0.507 em wide)
 ROUNDING = 1e-5  # |A - B| below this is float32 rounding (e.g. the same words in another order, no positions)
 
 
@@ -314,6 +317,12 @@ def ranking_matrix(ranking: pd.DataFrame, column: str = "js_divergence") -> np.n
     return z
 
 
+def ranking_text_px(decimals: int) -> float:
+    """How wide a ranking cell must be to hold its value written with `decimals`: RANKING_TEXT_PX for three; more
+    digits at the matrix view's 14 px need DIGIT_PX each (a 43 px cell had written "0.00079" over its neighbours)."""
+    return RANKING_TEXT_PX if decimals <= 3 else DIGIT_PX * (decimals + 1) + DOT_PX + 2
+
+
 def ranking_panel(
     ranking: pd.DataFrame, layer: int | None = None, head: int | None = None, panel_px: float = 760
 ) -> dict:
@@ -327,6 +336,9 @@ def ranking_panel(
     axes = layer_head_axes(n_layers, n_heads)
     value_title = "JS divergence (bits)"
     shown = layer is not None and head is not None and layer < n_layers and head < n_heads
+    decimals = max(3, decimals_for(top))  # three, or more when the largest change is smaller (below)
+    text_px = ranking_text_px(decimals)
+    cell = max(RANKING_CELL_PX, text_px)  # cells as wide as their text, unless the panel cannot take it
     return matrix_panel(
         z,
         None,
@@ -337,9 +349,10 @@ def ranking_panel(
         title="How much each head changed (JS divergence, bits)",
         subtitle=(f"shown above: layer {layer}, head {head} · " if shown else "") + "click a head to show it above",
         value_digits=4,
-        # three decimals, or more when the largest change is smaller: at 0.0017 nearly every cell had read "0.001"
-        text_digits=max(3, decimals_for(top)) if n_layers * n_heads <= 64 else None,
-        max_px=map_px(min(RANKING_PX, 44 * max(n_layers, n_heads)), panel_px, [axes["y_labels"]], value_title),
+        # three decimals, or more when the largest change is smaller: at 0.0017 nearly every cell had read "0.001"; the
+        # cells widen to hold them (ranking_text_px), and a panel too narrow for that writes none rather than overlap
+        text_digits=decimals if n_layers * n_heads <= 64 else None,
+        max_px=map_px(min(RANKING_PX, cell * max(n_layers, n_heads)), panel_px, [axes["y_labels"]], value_title),
         pick="cell",
         extra={
             "max |A − B|": ranking_matrix(ranking, "max_abs_difference"),
@@ -347,7 +360,7 @@ def ranking_panel(
         },
         outline=(layer, head) if shown else None,
         tick_px=TICK_PX,
-        text_px=RANKING_TEXT_PX,
+        text_px=text_px,
     )
 
 

@@ -11,7 +11,7 @@ from plotly.subplots import make_subplots
 
 from explorer.compare import PER_LAYER
 from pictures.compare_charts import A_COLOUR, B_COLOUR
-from pictures.log_axes import panel_scales
+from pictures.log_axes import PanelScale, panel_scales
 from pictures.style import (
     HOVER_NUMBERS,
     LOG_NUMBERS,
@@ -36,6 +36,10 @@ MAX_LAYER_TICKS = 13
 SHADE_COLOUR = "#eeeeee"  # behind the blocks only one model has
 NOT_AVAILABLE = "not available"  # written in a panel whose statistic has no values (no gradient norms)
 LOG_TITLE = "log scale"  # the y title of a logarithmic panel
+# Between the two columns of panels, of the figure's width: the right panel's y tick labels, and its title "log scale"
+# when logarithmic. At 0.1 a 1024 px page (a 560 px chart, 56 px between columns) drew the right panel's "log scale"
+# on the left panel's last markers and its "input" against the left one's "29" (SmolLM2 flipped to post-norm).
+SPACING, LOG_SPACING = 0.1, 0.15
 
 
 def _layer_title(statistic: str) -> str:
@@ -63,6 +67,18 @@ def _model_line(rows: pd.DataFrame, column: str, name: str, statistic: str, firs
     )
 
 
+def log_axis(scale: PanelScale) -> dict:
+    """A logarithmic y axis labelled in powers of ten; only at whole decades when it spans two or more (its 2 and 5
+    between decades crowded a 150 px panel spanning three: "5 2 10³ 5 2 10² 5 2 10 5")."""
+    decades = {"dtick": 1} if scale.wide else {}  # spanning less, a decade may not be in the range at all
+    return axis(LOG_TITLE, **LOG_NUMBERS, **decades)
+
+
+def model_layers(table: pd.DataFrame, column: str) -> set[int]:
+    """The layers one model (`column`: "a" or "b" of per_layer_comparison) has: those with a value of any statistic."""
+    return {int(layer) for layer in table.loc[table[column].notna(), "layer"]}
+
+
 def layer_lines(
     table: pd.DataFrame, names: tuple[str, str] = ("A", "B"), axes: str = "auto", missing: str = NOT_AVAILABLE
 ) -> go.Figure:
@@ -73,12 +89,16 @@ def layer_lines(
     has_b = bool(table["b"].notna().any())
     scales = panel_scales(table, axes)
     figure = make_subplots(
-        rows=2, cols=2, subplot_titles=[STATISTIC_TITLES[s] for s in PER_LAYER], horizontal_spacing=0.1,
+        rows=2, cols=2, subplot_titles=[STATISTIC_TITLES[s] for s in PER_LAYER],
+        horizontal_spacing=LOG_SPACING if any(scale.log for scale in scales.values()) else SPACING,
         vertical_spacing=PANEL_GAP_PX / (2 * LINE_HEIGHT + PANEL_GAP_PX),  # of the plot area: exactly that gap
     )  # fmt: skip
     figure.update_annotations(font=PANEL_TITLE_FONT)
     in_legend: set[str] = set()
     shaded = False
+    # A block only one model has: not a panel's missing value (B with heads removed has no gradient norms, yet every
+    # block A has), but a layer where one model has no statistic at all
+    depth_a, depth_b = model_layers(table, "a"), model_layers(table, "b")
     for i, statistic in enumerate(PER_LAYER):
         row, col = i // 2 + 1, i % 2 + 1
         rows = table[table["statistic"] == statistic].sort_values("layer")
@@ -94,15 +114,15 @@ def layer_lines(
             if rows[column].notna().any():
                 figure.add_trace(_model_line(rows, column, name, statistic, name not in in_legend), row=row, col=col)
                 in_legend.add(name)
-        only_one = rows[rows["a"].isna() != rows["b"].isna()]["layer"]
-        if has_b and len(only_one):
-            figure.add_vrect(x0=float(only_one.min()) - 0.5, x1=float(only_one.max()) + 0.5, fillcolor=SHADE_COLOUR,
+        only_one = [layer for layer in rows["layer"] if (layer in depth_a) != (layer in depth_b)]
+        if has_b and only_one:
+            figure.add_vrect(x0=min(only_one) - 0.5, x1=max(only_one) + 0.5, fillcolor=SHADE_COLOUR,
                              opacity=1.0, line_width=0, layer="below", row=row, col=col)  # fmt: skip
             shaded = True
         figure.update_xaxes(
             block_axis(_layer_title(statistic), [int(v) for v in rows["layer"]], MAX_LAYER_TICKS), row=row, col=col
         )
-        y_axis = axis(LOG_TITLE, **LOG_NUMBERS) if scales[statistic].log else axis(None, rangemode="tozero")
+        y_axis = log_axis(scales[statistic]) if scales[statistic].log else axis(None, rangemode="tozero")
         figure.update_yaxes(y_axis, row=row, col=col)
     a_name, b_name = names
     if has_b:

@@ -277,6 +277,20 @@ def test_the_ranking_writes_its_largest_change_with_two_digits_at_least(largest,
     assert f"{largest / 5:.{digits}f}".strip("0.") != ""  # the smaller change does not read as none
 
 
+def test_ranking_cells_are_wide_enough_for_the_digits_they_write():
+    """B = A without L0H1 on a configured 2 x 4 model changes heads by at most 0.000789 bit: the cells wrote "0.00079"
+    (five decimals, about 54 px at the matrix view's 14 px) in 44 px cells, over their neighbours ("0.00011 0.00079"
+    ran together at 1024 px)."""
+    values = [0.0, 0.0, 0.0, 0.0, 0.00011, 0.000789, 0.00031, 0.00042]
+    ranking = pd.DataFrame({"layer": [0] * 4 + [1] * 4, "head": [0, 1, 2, 3] * 2, "js_divergence": values})
+    ranking = ranking.assign(max_abs_difference=0.01).sort_values("js_divergence", ascending=False, ignore_index=True)
+    panel = ranking_panel(ranking, 0, 0)
+    assert panel["text_digits"] == 5
+    assert panel["cell_px"] >= 7.1 * 6 + 3.5  # six digits and a point
+    three = ranking_panel(ranking.assign(js_divergence=ranking["js_divergence"] * 1000))  # 0.789: "0.789" fits in 44
+    assert three["text_digits"] == 3 and three["cell_px"] == 44
+
+
 def test_ranking_panel_click_picks_the_changed_head():
     uniform = np.full((2, 3, 4, 4), 0.25, dtype=np.float32)  # [L, H, Tq, Tk]
     changed = uniform.copy()
@@ -379,6 +393,19 @@ def test_layer_lines_shade_the_layers_one_model_lacks():
     assert gradient["notes"] == ["not available"] and not gradient["traces"]
     assert gradient["x"]["visible"] is False and gradient["y"]["visible"] is False
     np.testing.assert_array_equal(line_of(panels["Residual stream RMS"], "B")["x"], [-1, 0, 1, 2, 3])
+
+
+def test_layer_lines_shade_no_block_both_models_have():
+    """B = A with a head removed has no gradient norms (they are taken with every head), yet both models have both
+    blocks: the gradient panel had shaded blocks 0 to 1 and the subtitle said "shaded: blocks only one model has"."""
+    model = explorer.build_model(explorer.ModelConfig())
+    values_a = layer_values(explorer.run(model, TOKENS).first, layer_gradient_totals(gradient_norms(model, TOKENS)))
+    values_b = layer_values(explorer.run(model, TOKENS, ablate=((0, 1),)).first)  # no gradient norms
+    figure = figure_json(layer_lines(per_layer_comparison(values_a, values_b)))
+    panels = layer_panels(figure)
+    assert [panel["shapes"] for panel in panels.values()] == [[]] * 4
+    assert "shaded" not in figure_title(figure)
+    assert [t["name"] for t in panels["Gradient norm of each block"]["traces"]] == ["A"]
 
 
 def test_layer_lines_without_b_name_only_a_in_the_legend():
@@ -513,6 +540,20 @@ def test_auto_axes_go_log_only_where_a_and_b_span_more_than_a_hundredfold():
     assert not any(s.log for s in panel_scales(close).values())
     assert scales_note(panel_scales(close), "auto", STATISTIC_TITLES) is None
     assert y_types(figure_json(layer_lines(close))) == ["linear"] * 4
+
+
+def test_log_panels_leave_room_between_the_columns_and_label_whole_decades():
+    """At 1024 px the right panel's "log scale" title was drawn on the left panel's last markers (56 px between the
+    columns), and a log panel spanning three decades labelled 2 and 5 between them: "5 2 10³ 5 2 10² 5 2 10 5" in 150
+    px."""
+    figure = figure_json(layer_lines(lines_table(ORDERS_APART)))
+    layout = figure["layout"]
+    assert layout["xaxis2"]["domain"][0] - layout["xaxis"]["domain"][1] >= 0.15 - 1e-9
+    assert [layout[f"yaxis{i}"].get("dtick") for i in ("", "3")] == [1, 1]  # whole decades
+    linear = figure_json(layer_lines(lines_table({"attention entropy": ORDERS_APART["attention entropy"]})))
+    assert linear["layout"]["xaxis2"]["domain"][0] - linear["layout"]["xaxis"]["domain"][1] == pytest.approx(0.1)
+    picked = figure_json(layer_lines(lines_table({"residual RMS": ([1.0, 3.0], [1.5, 2.0])}), axes="log"))
+    assert picked["layout"]["yaxis"]["type"] == "log" and "dtick" not in picked["layout"]["yaxis"]  # within a decade
 
 
 def test_a_panel_with_values_of_zero_or_below_stays_linear_and_says_why():

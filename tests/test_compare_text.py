@@ -54,6 +54,22 @@ def test_describe_names_a_checkpoint_in_bold_only_when_the_other_is_another_mode
     assert describe(MINILM, A) == f"**{title}** · {rest}"
 
 
+def test_describe_names_the_placement_a_flipped_checkpoint_was_trained_with():
+    """B = MiniLM run pre-norm had read "all-MiniLM-L6-v2 (BERT, post-norm) · … · **pre-norm**": post- and pre-norm at
+    once. Its title now says post-norm is how it was trained; A's, run as trained, is unchanged."""
+    rest = "2 layers · 4 heads · d_model 64 · {} · sinusoidal positions · mask none"
+    for norm in ("pre", "res-post", "peri"):
+        flipped = MINILM.replace(norm=norm)
+        assert describe(flipped, MINILM) == (
+            f"all-MiniLM-L6-v2 (BERT, trained post-norm) · {rest.format(f'**{norm}-norm**')}"
+        )
+    assert describe(MINILM, MINILM.replace(norm="pre")).startswith("all-MiniLM-L6-v2 (BERT, post-norm) · ")
+    smollm = CheckpointConfig(checkpoint="smollm2-135m", family="llama", norm="post", n_kv_heads=4, vocab_size=8)
+    assert describe(smollm, smollm.replace(norm="pre")).startswith("SmolLM2-135M-Instruct (Llama, trained pre-norm) · ")
+    local = CheckpointConfig(checkpoint="/models/bert-tiny", norm="pre", n_kv_heads=4, vocab_size=8)
+    assert describe(local, MINILM).startswith("**bert-tiny** · ")  # a local title names no placement
+
+
 def test_changes_lists_each_field_of_b_with_both_values_in_field_order():
     assert changes(A, A) == ""
     assert changes(A, A.replace(seed=3, norm="pre")) == "norm (post → pre), seed (0 → 3)"
