@@ -685,3 +685,12 @@ def test_each_gradient_note_is_said_once_and_only_where_it_applies(at, mode, sai
     phrases = ("do not take removed heads", "B's would be A's")
     notes = [phrase for c in at.caption for phrase in phrases if phrase in c.value]
     assert notes == [said]
+
+
+def test_the_ranking_says_padding_queries_are_averaged_when_the_text_is_padded(at):
+    """A padding mask hides [PAD] keys but a [PAD] query still sees the real tokens: its row enters every head's
+    mean divergence (on MiniLM with 4 [PAD]s, flipped, one head's by 0.16 bit), so the caption says so."""
+    padded = open_compare(at, tokens="the cat [PAD] [PAD]", mask="padding", norm="pre")
+    assert any("[PAD] queries included" in c.value for c in padded.caption)
+    plain = open_compare(AppTest.from_file(APP, default_timeout=120), tokens="the cat sat", norm="pre")
+    assert not any("[PAD] queries included" in c.value for c in plain.caption)

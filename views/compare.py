@@ -32,7 +32,7 @@ from explorer.compare_text import (
     unresolved_b_note,
     why_not_subtracted,
 )
-from explorer.config import ConfigError, ModelConfig
+from explorer.config import PAD_TOKEN, ConfigError, ModelConfig
 from explorer.limits import check_app_size
 from explorer.trace import Trace
 from pictures.attention_panels import scale_note
@@ -201,7 +201,8 @@ def attention_section(
                 "The ranking below compares the weights α (how far each head's attention distribution moved), "
                 "whichever measure the maps show."
             )
-        ranking_section(ranking, layer, head)
+        padded = any(m is not None and PAD_TOKEN in m.query_tokens for m in (pair.a, pair.b))  # rows averaged too
+        ranking_section(ranking, layer, head, padded)
 
 
 # --- The page.

@@ -38,15 +38,18 @@ def pick_from_map() -> None:
         pick_head(int(picked["row"]), int(picked["col"]))
 
 
-def ranking_section(ranking: pd.DataFrame, layer: int, head: int) -> None:
+def ranking_section(ranking: pd.DataFrame, layer: int, head: int, padded: bool = False) -> None:
     """The heads ranked by JS divergence: a clickable [layer, head] heatmap, and the table when asked for (a
-    table costs the browser a large script to load, so the page does not draw one unasked)."""
+    table costs the browser a large script to load, so the page does not draw one unasked). `padded`: a [PAD] query's
+    row is among those averaged, which the caption says (head roles leave them out)."""
     st.subheader("Which heads changed most")
     if (ranking["js_divergence"] == 0).all() and (ranking["max_abs_difference"] == 0).all():
         st.info("A and B attend identically in every head: every difference is exactly 0.")
     st.caption(
         "Jensen-Shannon divergence between A's and B's attention row of each query, in bits (0 = the same "
-        "distribution, 1 = no key in common), averaged over the queries. Click a head to show it above."
+        "distribution, 1 = no key in common), averaged over the queries"
+        + (", [PAD] queries included: a padding mask hides [PAD] keys, not their rows" if padded else "")
+        + ". Click a head to show it above."
     )
     show_table = st.toggle(
         "Show the ranking table",
