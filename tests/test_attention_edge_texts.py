@@ -4,10 +4,7 @@ SmolLM2's. Each sentence must hold for the numbers it stands beside."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.analysis.head_roles import head_roles
@@ -18,20 +15,8 @@ from explorer.tasks import make_task
 from explorer.training import train
 from pictures.attention_panels import entropy_panel
 from tests.drawn import panel_matrix
-from views.state import STATE_KEY, AppState, TrainedModel
-
-APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
-
-
-def opened(query: dict[str, str], state: AppState | None = None) -> AppTest:
-    """A fresh session opening a link, run once, without an exception."""
-    at = AppTest.from_file(APP, default_timeout=120)
-    if state is not None:
-        at.session_state[STATE_KEY] = state
-    at.query_params.update(query)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
+from tests.test_attention_norms_page import opened
+from views.state import AppState, TrainedModel
 
 
 def test_the_entropy_of_an_all_padding_input_is_said_to_be_missing_not_nan_uniform():

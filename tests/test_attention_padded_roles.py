@@ -8,7 +8,7 @@ import numpy as np
 
 import explorer
 from explorer.config import PAD_TOKEN
-from tests.test_attention_edge_texts import opened
+from tests.test_attention_norms_page import opened
 from views.trace_caches import _roles, trace_key
 
 TEXT = "the cat sat on the mat [PAD] [PAD] [PAD] [PAD]"
