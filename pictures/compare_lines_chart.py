@@ -35,6 +35,7 @@ PANEL_GAP_PX = 90  # px between the two rows of panels: the upper row's axis tit
 MAX_LAYER_TICKS = 13
 SHADE_COLOUR = "#eeeeee"  # behind the blocks only one model has
 NOT_AVAILABLE = "not available"  # written in a panel whose statistic has no values (no gradient norms)
+NO_KEY = "no query has a key<br>it may attend to"  # the entropy panel's, on all-[PAD] input
 LOG_TITLE = "log scale"  # the y title of a logarithmic panel
 # Between the two columns of panels, of the figure's width: the right panel's y tick labels, and its title "log scale"
 # when logarithmic. At 0.1 a 1024 px page (a 560 px chart, 56 px between columns) drew the right panel's "log scale"
@@ -85,7 +86,8 @@ def layer_lines(
     """A 2 x 2 grid, one panel per statistic of per_layer_comparison (each its own y scale, from 0, or logarithmic as
     pictures.log_axes picks for `axes`), A (solid blue, circles) and B (dashed orange, diamonds) as two lines on the
     same axes. Layer -1 is the input to the first block, labelled "input"; layers only one model has are shaded.
-    Without B's values, the legend names A alone; a panel with no values at all says `missing` (why, when known)."""
+    Without B's values, the legend names A alone; a gradient panel with no values at all says `missing` (why, when
+    known), an entropy panel that no query has a key it may see (all [PAD])."""
     has_b = bool(table["b"].notna().any())
     scales = panel_scales(table, axes)
     figure = make_subplots(
@@ -104,7 +106,8 @@ def layer_lines(
         rows = table[table["statistic"] == statistic].sort_values("layer")
         if rows[["a", "b"]].notna().to_numpy().sum() == 0:  # e.g. no gradient norms: say so rather than draw bare axes
             panel = figure.get_subplot(row, col)  # placed on the page: a hidden axis has no domain to refer to
-            figure.add_annotation(text=missing, showarrow=False, font={"color": "#888888", "size": 13},
+            why = missing if statistic == "gradient norm" else NO_KEY if statistic == "attention entropy" else None
+            figure.add_annotation(text=why or NOT_AVAILABLE, showarrow=False, font={"color": "#888888", "size": 13},
                                   x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2, xref="paper",
                                   yref="paper")  # fmt: skip
             figure.update_xaxes(visible=False, row=row, col=col)

@@ -574,3 +574,16 @@ def test_linear_and_log_axes_as_picked():
     )
     assert y_types(figure_json(layer_lines(table, axes="log"))) == ["log", "linear", "log", "log"]  # std: no values
     assert scales_note(panel_scales(table, "log"), "log", STATISTIC_TITLES).startswith("Log scale, as picked, on ")
+
+
+def test_an_all_padding_entropy_panel_says_why_it_is_empty_not_the_gradients_reason():
+    """Every panel without values said the gradient panel's `missing`: on "[PAD] [PAD]" with gradients off, the
+    entropy panel read "not computed yet: turn on Gradient norms above", which no toggle could change."""
+    cfg = explorer.ModelConfig(mask="padding")
+    trace = explorer.run(cfg, "[PAD] [PAD]")
+    table = per_layer_comparison(layer_values(trace.first), layer_values(explorer.run(cfg, "[PAD] [PAD]").first))
+    gradients_off = "not computed yet:<br>turn on Gradient norms above"
+    notes = [a["text"] for a in figure_json(layer_lines(table, missing=gradients_off))["layout"]["annotations"]]
+    assert gradients_off in notes  # the gradient panel's own reason
+    assert "no query has a key<br>it may attend to" in notes
+    assert notes.count(gradients_off) == 1
