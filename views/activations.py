@@ -87,8 +87,8 @@ SECTIONS = {
     "act_open_tokens": ("act_energy",),
     "act_open_histogram": ("act_layer", "act_point", "act_log"),
     "act_open_zeros": (),
-    "act_open_heads": (),
-    "act_open_gradients": (),
+    "act_open_heads": ("act_heads_table",),
+    "act_open_gradients": ("act_grads_table",),
 }
 
 
@@ -146,6 +146,7 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     if st.toggle(
         f"Show the statistics table (layer -1 is the input: {input_text(cfg.positional, family)})",
         key="act_stats_table",
+        bind="query-params",
     ):
         st.dataframe(
             named,
@@ -280,7 +281,12 @@ def per_head(stack: StackTrace) -> None:
         panels.append(head_grid_panel(grid, title, subtitle, unit, 0.0, top, colours=colours, name=f"act_{name}"))
     show_board(board(panels), key="act_heads")
     table = entropy.merge(distance, on=["layer", "head"]).merge(sparsity, on=["layer", "head"])
-    if st.toggle("Show the per-head table", key="act_heads_table", help="Every statistic of every head, sortable."):
+    if st.toggle(
+        "Show the per-head table",
+        key="act_heads_table",
+        bind="query-params",
+        help="Every statistic of every head, sortable.",
+    ):
         st.dataframe(
             table,
             hide_index=True,
@@ -342,7 +348,7 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     if len(outside):
         names = ", ".join(f"{p} ({n:.3g})" for p, n in zip(outside["parameter"], outside["norm"], strict=True))
         st.caption(f"Outside the blocks: {names}.")
-    if st.toggle("Show the gradient table (every parameter tensor)", key="act_grads_table"):
+    if st.toggle("Show the gradient table (every parameter tensor)", key="act_grads_table", bind="query-params"):
         st.dataframe(norms, hide_index=True, column_config={"norm": NUMBER})
     with st.container(horizontal=True):  # each button as wide as its label, which columns cut on a projector
         csv_button("Every parameter (CSV)", norms, "gradients_parameters.csv", "act_csv_grads")
@@ -379,6 +385,7 @@ def main() -> None:
         "act_point": list(points(trace.last)),  # the decoder's points include the encoder's
         "act_log": ["true", "false"],
         "act_energy": list(MEASURES),
+        **dict.fromkeys(("act_stats_table", "act_heads_table", "act_grads_table"), URL_BOOLEAN),
         "stretch": URL_BOOLEAN,
         **dict.fromkeys(SECTIONS, URL_BOOLEAN),
     }

@@ -96,7 +96,7 @@ def parameter_summary(cfg: ModelConfig) -> None:
 def parameter_table(cfg: ModelConfig) -> None:
     """Every module that owns parameters, with its count."""
     counts = from_model(cached_parameter_counts, cfg)
-    with st.expander(f"Parameters of each of the {len(counts)} modules"):
+    with st.expander(f"Parameters of each of the {len(counts)} modules", key="ana_open_params", bind="query-params"):
         st.dataframe(
             counts,
             hide_index=True,

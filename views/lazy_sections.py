@@ -7,10 +7,13 @@ the reader asks for it (Positional and Activations had 4 to 8 charts on load).""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from functools import partial
 from typing import TypeVar
 
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
+
+from views.widgets import write_bound_param
 
 T = TypeVar("T")
 FIRST_DEFAULTS = "_lazy_section_defaults"  # session_state: {section key: whether it opened by default, first time}
@@ -30,18 +33,31 @@ def first_default(key: str, expanded: bool) -> bool:
     return st.session_state.setdefault(FIRST_DEFAULTS, {}).setdefault(key, expanded)
 
 
+def say_open_in_url(key: str, shown: bool, held: bool, fresh: bool) -> None:
+    """Write `key`=true or false in the address bar when the section is `shown` at the default this session holds
+    (`held`, first_default), so Streamlit leaves the URL without it, but a fresh session would open that URL at
+    another default (`fresh`): a section left closed while the sidebar turned positions off, or left open after its
+    own control went back to its default, opened otherwise from a copied link."""
+    if key not in st.query_params and shown == held != fresh:
+        write_bound_param(key, str(shown).lower())
+
+
 def is_open(label: str, key: str, expanded: bool = False, icon: str | None = None) -> DeltaGenerator | None:
     """The expander `key` (its URL parameter too), or None while it is closed."""
     box = st.expander(label, expanded=expanded, key=key, bind="query-params", on_change="rerun", icon=icon)
     return box if box.open else None
 
 
-def _drawn(label: str, key: str, draw: Callable[[], T], expanded: bool, icon: str | None) -> T | None:
+def _drawn(
+    label: str, key: str, draw: Callable[[], T], expanded: bool, icon: str | None, fresh: Callable[[], bool]
+) -> T | None:
     box = is_open(label, key, expanded, icon)
-    if box is None:
-        return None
-    with box:
-        return draw()
+    drawn = None
+    if box is not None:
+        with box:
+            drawn = draw()
+    say_open_in_url(key, box is not None, expanded, fresh())  # after draw: its controls have settled the URL
+    return drawn
 
 
 _in_fragment = st.fragment(_drawn)
@@ -61,8 +77,15 @@ def lazy_section(
     finds them (first_default). `label`: the same in every run. As a `fragment`, opening it,
     closing it or using its controls reruns it alone (and it returns None); otherwise the whole page reruns, and it
     returns what `draw` returns (None while closed), for a page whose other parts depend on it."""
+    params = tuple(params)
     opened = first_default(key, expanded or opened_by(params))
+    fresh = partial(_opens_fresh, expanded, params)  # read again in each run of a fragment: its controls change the URL
     if fragment:
-        _in_fragment(label, key, draw, opened, icon)
+        _in_fragment(label, key, draw, opened, icon, fresh)
         return None
-    return _drawn(label, key, draw, opened, icon)
+    return _drawn(label, key, draw, opened, icon, fresh)
+
+
+def _opens_fresh(expanded: bool, params: tuple[str, ...]) -> bool:
+    """Whether a fresh session would open the section at the URL as it is now, unless the URL says otherwise."""
+    return expanded or opened_by(params)

@@ -207,6 +207,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
     if st.toggle(
         f"Show what is added at the {len(tokens)} typed positions",
         key="pos_typed_table",
+        bind="query-params",
         help="The rows of the table for the typed tokens, one column per dimension (also in the CSV below).",
     ):
         st.dataframe(typed, hide_index=True, height=min(400, 38 + 35 * len(tokens)))
@@ -324,6 +325,7 @@ def main() -> None:
             "pos_perm_head": None,
             "stretch": URL_BOOLEAN,
             "pos_order_stretch": URL_BOOLEAN,
+            "pos_typed_table": URL_BOOLEAN,
             **dict.fromkeys(SECTIONS, URL_BOOLEAN),
         }
     )

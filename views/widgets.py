@@ -203,11 +203,19 @@ def write_clamped_to_url() -> None:
     clamped = st.session_state.pop(CLAMPED, None)
     if not clamped:  # nearly every run: no lock taken on the session's query parameters
         return
+    for key, value in clamped.items():
+        if st.session_state.get(key) == value:
+            write_bound_param(key, str(value))
+
+
+def write_bound_param(key: str, text: str) -> None:
+    """Put `key`=`text` in the address bar, though a widget holds the binding of `key`: the call Streamlit makes when
+    it corrects a bound value itself (its own setter refuses). Nothing when no widget binds `key` in this run, or the
+    URL already says so."""
     with get_session_state().query_params() as params:
-        for key, value in clamped.items():
-            binding = params.get_binding_for_param(key)
-            if binding is not None and st.session_state.get(key) == value and params.get(key) != str(value):
-                params.set_corrected_value(key, str(value), binding.value_type)
+        binding = params.get_binding_for_param(key)
+        if binding is not None and params.get(key) != text:
+            params.set_corrected_value(key, text, binding.value_type)
 
 
 def clamp_view(key: str, options: list, what: str) -> bool:
