@@ -27,6 +27,8 @@ def page(path: str, query: dict[str, str]) -> AppTest:
         ("views/activations.py", "act_stats_table"),
         ("views/activations.py", "act_heads_table"),  # its section opens for it, as for its other controls
         ("views/activations.py", "act_grads_table"),
+        ("views/attention.py", "entropy_table"),
+        ("views/compare.py", "ranking_table"),
     ],
 )
 def test_a_link_shows_the_table_its_switch_showed(path, key):

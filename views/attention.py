@@ -285,7 +285,12 @@ def empty_rows_warning(maps: AttentionMaps) -> None:
 
 def entropy_table(entropy: pd.DataFrame) -> None:
     """On request, the entropy and peakedness of every head as a sortable table."""
-    if st.toggle("Show the entropy table", key="entropy_table", help="Entropy and peakedness of every head, sortable."):
+    if st.toggle(
+        "Show the entropy table",
+        key="entropy_table",
+        bind="query-params",  # a link to the page with its table shown opens with it
+        help="Entropy and peakedness of every head, sortable.",
+    ):
         st.dataframe(
             entropy,
             hide_index=True,
@@ -391,7 +396,7 @@ def main() -> None:
     all_maps = trace.attention_maps()
     kinds = list(all_maps)
     screen_view_params(VIEW_NOTES_KEY, kinds, *view_options(all_maps[kinds[0]]))
-    warn_junk_url({"stretch": URL_BOOLEAN, "measure": list(MEASURES)})
+    warn_junk_url({"stretch": URL_BOOLEAN, "measure": list(MEASURES), "entropy_table": URL_BOOLEAN})
     notes = st.container()
     kind = kinds[0]
     if len(kinds) > 1:

@@ -252,6 +252,7 @@ def main() -> None:
             PLACEMENTS_KEY: URL_BOOLEAN,
             AXES_KEY: list(AXES),
             GRADIENTS_KEY: URL_BOOLEAN,
+            "ranking_table": URL_BOOLEAN,
         }
     )
     mode, b, text_b, b_heads = top_controls(a, text_a, state.ablated)

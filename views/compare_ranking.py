@@ -54,6 +54,7 @@ def ranking_section(ranking: pd.DataFrame, layer: int, head: int, padded: bool =
     show_table = st.toggle(
         "Show the ranking table",
         key="ranking_table",
+        bind="query-params",  # a link to the page with its table shown opens with it
         help="Every head, most changed first, with its largest |A − B|; select a row to show that head above.",
     )
     panel = ranking_panel(ranking, layer, head, panel_px=RANKING_PX)
