@@ -208,24 +208,47 @@ def run_checkpoint(state: AppState, name: str, text: str, removal: Removal) -> N
     )
 
 
+TRAINED_PARAM = "trained"  # in a link made while a trained model was shown: what it was (its weights cannot travel)
+
+
+def back_to_random() -> None:
+    """on_click of "Back to the random model": the random model again, and no trained model named in the link."""
+    use_trained(None)
+    st.query_params.pop(TRAINED_PARAM, None)
+
+
 def trained_banner() -> None:
-    """While a model from the Train page is in use: say so, and offer the way back to the random model."""
+    """While a model from the Train page is in use: say so, name it in the link (a fresh session then says what the
+    link was made with), and offer the way back to the random model. Without one, a link that names one says so."""
     trained = app_state().trained
     if trained is None:
+        linked_trained_note()
         return
+    if st.query_params.get(TRAINED_PARAM) != trained.label:
+        st.query_params[TRAINED_PARAM] = trained.label
     box = st.sidebar.container(border=True)
     box.markdown(
         f"**Trained model in use**: {trained.label}. The model settings below do not change it; it reads "
         f"only the tokens {' '.join(trained.model.vocabulary)}. A shared link carries the settings, not it."
     )
-    box.button(
-        "Back to the random model",
-        key="back_to_random",
-        on_click=use_trained,
-        args=(None,),
-        icon=":material/undo:",
-    )
+    box.button("Back to the random model", key="back_to_random", on_click=back_to_random, icon=":material/undo:")
     st.info(f"Showing the trained model ({trained.label}), not a random one.", icon=":material/school:")
+
+
+def linked_trained_note() -> None:
+    """A link made while a trained model was shown opens the random model of its settings: say so, and how to see
+    the trained one (training is deterministic: the same settings and seed give the same weights)."""
+    label = st.query_params.get(TRAINED_PARAM)
+    if not label:
+        return
+    st.warning(
+        f"This link was made while a model trained on the Train page was shown ({label}). Trained weights do not "
+        "travel in a link: this page shows the random model of the same settings. To see the trained one, train it "
+        "on the Train page with the same task, settings and seed (on one machine the same run gives the same weights), "
+        "then use it on the other pages.",
+        icon=":material/school:",
+    )
+    st.button("Show the random model without this note", key="drop_trained_note", on_click=back_to_random)
 
 
 def compute(values: dict[str, Any], removal: Removal, shows_tokens: bool) -> None:

@@ -119,3 +119,25 @@ def test_a_trained_models_results_never_reach_the_shared_cache(trained):
     assert counted(trained_state) == trained_total  # first: had it been cached, the random model would get it
     assert counted(random_state) == random_total  # now cached for every session
     assert counted(trained_state) == trained_total  # the cached count is not handed to the trained model
+
+
+def test_a_link_made_with_a_trained_model_says_so_in_a_fresh_session(trained):
+    """Trained weights cannot travel in a link: a fresh session opened the random model of the same settings and
+    nothing on its page said the link had shown another (only the sender's sidebar did)."""
+    sender = AppTest.from_file(APP, default_timeout=120)
+    sender.session_state[STATE_KEY] = AppState(trained=trained)
+    sender.query_params["tokens"] = "A B C"
+    sender.run()
+    link = dict(sender.query_params)
+    assert link["trained"] == trained.label, link
+    student = AppTest.from_file(APP, default_timeout=120)
+    student.query_params.update(link)
+    student.run()
+    assert state_after(student).trained is None
+    (warning,) = [w.value for w in student.warning if "Trained weights do not travel" in w.value]
+    assert trained.label in warning
+    student.button(key="drop_trained_note").click().run()
+    assert "trained" not in student.query_params
+    assert not any("Trained weights do not travel" in w.value for w in student.warning)
+    sender.button(key="back_to_random").click().run()
+    assert "trained" not in sender.query_params  # the sender's next link is of the random model
