@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.norm_attention import mean_mixing
 from explorer.analysis.stats import attention_matrix
 from explorer.config import PAD_TOKEN
 from explorer.norm_export import norm_matrix
@@ -128,10 +129,9 @@ def key_value_norms(weights: np.ndarray, norms: np.ndarray) -> np.ndarray:
 
 
 def mixing_rows(weights: np.ndarray) -> np.ndarray:
-    """[Tq, Tk] float32: what mixes the output of a head replaced by its mean over the positions (weights [Tq, Tk]):
-    ᾱ_j, each key's weight averaged over every query, the same row for every query (explorer.analysis.norm_attention's
-    effective weights), keys a query may not see included."""
-    return np.broadcast_to(weights.mean(axis=0, dtype=np.float64).astype(np.float32), weights.shape)  # [Tq, Tk]
+    """[Tq, Tk]: mean_mixing of a head replaced by its mean (weights [Tq, Tk]), the same row for every query: the very
+    weights norm_attention multiplies its ‖f(x)‖ by."""
+    return np.broadcast_to(mean_mixing(weights), weights.shape)  # [Tq, Tk]
 
 
 def norm_values(

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from explorer.analysis.norm_attention import removal
 from explorer.compare import MapPair
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
 from explorer.compare_text import describe
@@ -106,9 +107,9 @@ def maps_file(runs: ComparedRuns) -> str:
 
 
 def removed_as(trace: Trace, index: int, layer: int, head: int) -> str | None:
-    """How `trace`'s run removed head `head` of `layer` in its `index`-th map pair ("zero", "mean", or None when it
-    kept it): a run removes heads only from its first stack's self-attention, always the first pair."""
-    return trace.ablate_with if index == 0 and (layer, head) in trace.ablated else None
+    """norm_attention.removal of head `head` of `layer` in `trace`'s `index`-th map pair: the first pair is always the
+    first stack's self-attention, the one removal reads (the pair's own maps may be a copy lined up to A's tokens)."""
+    return removal(trace, trace.first.self_attention, layer, head) if index == 0 else None
 
 
 def compare_figures(

@@ -71,8 +71,14 @@ def effective_layer_weights(trace: Trace, maps: AttentionMaps, layer: int) -> np
         if trace.ablate_with == "zero":
             weights[head] = 0.0
         else:
-            weights[head] = weights[head].mean(axis=0, keepdims=True)  # [1, Tk] over every query
+            weights[head] = mean_mixing(weights[head])  # [1, Tk] over every query
     return weights
+
+
+def mean_mixing(weights: np.ndarray) -> np.ndarray:
+    """[..., 1, Tk]: what mixes a head's output once it is set to its mean over the positions (weights [..., Tq, Tk]):
+    each key's weight averaged over every query, keys a query may not see included."""
+    return weights.mean(axis=-2, keepdims=True)
 
 
 def removal(trace: Trace, maps: AttentionMaps, layer: int, head: int | None) -> str | None:
