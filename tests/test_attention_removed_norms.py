@@ -15,14 +15,14 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.analysis.norm_attention import norm_attention, value_norms
-from explorer.compare import per_layer_comparison
+from explorer.compare import default_b, model_for_b, per_layer_comparison
 from explorer.config import ModelConfig
 from explorer.export import read_attention_json
 from explorer.norm_export import norm_attention_json
-from pictures.attention_panels import attention_map_panel
+from pictures.attention_panels import MEAN_NOTE, STRETCH_QUANTILE, attention_map_panel
 from pictures.boards import decode_floats
 from pictures.norm_figures import norm_maps_figure
-from tests.drawn import app_matrices, figure_json, panel_matrix
+from tests.drawn import app_boards, app_matrices, figure_json, panel_matrix
 from views.compare_downloads import ShownMaps, compare_figures
 from views.compare_runs import ComparedRuns
 
@@ -159,3 +159,41 @@ def test_compares_download_draws_b_without_the_head_as_the_attention_page_does()
     )
     [heatmap_a] = figure_json(figure_a)["data"]
     assert "ᾱ" not in heatmap_a["hovertemplate"]
+
+
+def test_compares_page_draws_a_head_replaced_by_its_mean_where_it_reaches():
+    """On Compare's page with norms shown, A's head replaced by its mean reaches every query from every key: its map
+    and A − B draw the cells above the causal diagonal, which they had greyed as masked (a third of what the head adds
+    on this text), while B's kept head leaves them grey; the caption says why."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    query = {"arch": "decoder", "mask": "causal", "norm": "pre", "measure": "norms", "layer": str(LAYER)}
+    at.query_params.update(query | {"head": str(HEAD), "ablate": f"L{LAYER}H{HEAD}", "ablate_with": "mean"})
+    at.switch_page("views/compare.py")
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    _, norms_a, _ = removed_run("mean")
+    model_b = model_for_b(explorer.build_model(CFG), default_b(CFG))
+    norms_b = norm_attention(model_b, explorer.run(model_b, TOKENS))
+    above = np.triu_indices(len(TOKENS.split()), 1)  # [2, cells]: what a causal mask hides
+    assert (norms_a[LAYER, HEAD][above] > 0).all()
+    drawn = {p["name"]: panel_matrix(p) for p in app_boards(at)["pair_maps"]["panels"]}
+    np.testing.assert_allclose(drawn["A"].values, norms_a[LAYER, HEAD], rtol=1e-6)
+    assert drawn["B"].masked[above].all()
+    difference = panel_matrix(app_boards(at)["difference_map"]["panels"][0]).values
+    np.testing.assert_allclose(difference, norms_a[LAYER, HEAD] - norms_b[LAYER, HEAD], rtol=1e-5, atol=1e-7)
+    assert any(f"A: layer {LAYER}, head {HEAD} {MEAN_NOTE}" in c.value for c in at.caption)
+
+
+def test_compares_download_stretches_a_minus_b_over_every_cell_a_mean_reaches():
+    """The HTML download's A − B, B's head replaced by its mean, colours stretched: the scale ends at the top 1 % of
+    |A − B| over every cell, those where the causal mask hides the key from a query but the mean does not included."""
+    model = explorer.build_model(CFG)
+    trace_a = explorer.run(model, TOKENS)
+    trace_b = explorer.run(model, TOKENS, ablate=[(LAYER, HEAD)], ablate_with="mean")
+    runs = ComparedRuns(lambda: trace_a, lambda: trace_b, None, None, model)
+    shown = ShownMaps(layer=LAYER, head=HEAD, stretch=True, top=1.0)
+    *_, difference, _ = compare_figures(runs, shown, per_layer_comparison(None, None), norms=True)
+    [heatmap] = figure_json(difference)["data"]
+    a_minus_b = norm_attention(model, trace_a)[LAYER, HEAD] - norm_attention(model, trace_b)[LAYER, HEAD]  # [T, T]
+    expected = np.quantile(np.abs(a_minus_b), STRETCH_QUANTILE)
+    assert heatmap["zmax"] == pytest.approx(expected, rel=1e-5)

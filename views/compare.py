@@ -35,7 +35,7 @@ from explorer.compare_text import (
 from explorer.config import PAD_TOKEN, ConfigError, ModelConfig
 from explorer.limits import check_app_size
 from explorer.trace import Trace
-from pictures.attention_panels import scale_note
+from pictures.attention_panels import MEAN_NOTE, scale_note
 from pictures.boards import board
 from pictures.compare_charts import (
     difference_fits_beside,
@@ -122,8 +122,6 @@ def attention_section(
         trace_a, trace_b = runs.traces()
         assert trace_b is not None  # both sides are drawn: the pair has their maps
         ranking = ranking_of(pair, ranking_key(trace_a, trace_b, runs.order, pair.label))
-    if measure == "norms":
-        pair = runs.measured()[labels.index(pair.label)]  # the same maps, carrying ‖α·f(x)‖
     controls = st.container(horizontal=True, vertical_alignment="bottom")  # wraps: no label is cut on a projector
     carry_view(PAGE, "layer", layers)
     carry_view(PAGE, "head", heads)
@@ -131,6 +129,12 @@ def attention_section(
     head = controls.selectbox("Head", heads, key="head", bind="query-params", width=NUMBER_SELECT_PX)
     remember_view(PAGE, "layer", layer)
     remember_view(PAGE, "head", head)
+    mean_removed = []
+    if measure == "norms":
+        index = labels.index(pair.label)
+        pair = runs.measured_head(index, layer, head)  # the same maps, carrying ‖α·f(x)‖
+        removed = runs.removals(index, layer, head)
+        mean_removed = [side for side, how in zip("AB", removed, strict=True) if how == "mean"]
     with notes:
         show_url_notes(VIEW_NOTES_KEY)
     if ranking is not None:
@@ -159,6 +163,8 @@ def attention_section(
         shown.query = st.query_params.to_dict()
     if note is not None:
         st.caption(f"{' and '.join(drawn)}: {note}.")  # the maps drawn: with B not drawn, the scale is A's alone
+    if mean_removed:
+        st.caption(f"{' and '.join(mean_removed)}: layer {layer}, head {head} {MEAN_NOTE}.")
     if pair.a is not None and difference_fits_beside(pair.a, measure):
         # A − B beside A and B where the window leaves it room (from about 1366 px wide with the sidebar open), under
         # them at its own size where not: columns would have shrunk it, labels and all, on a 1024 px projector. Each

@@ -11,12 +11,10 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from explorer.analysis.norm_attention import removal
 from explorer.compare import MapPair
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
 from explorer.compare_text import describe
 from explorer.config import ModelConfig
-from explorer.trace import Trace
 from pictures import notebook_figures
 from pictures.compare_charts import norm_difference_figure, pair_norm_note
 from pictures.compare_lines_chart import NOT_AVAILABLE, layer_lines
@@ -106,12 +104,6 @@ def maps_file(runs: ComparedRuns) -> str:
     return maps_csv(runs.pairs())
 
 
-def removed_as(trace: Trace, index: int, layer: int, head: int) -> str | None:
-    """norm_attention.removal of head `head` of `layer` in `trace`'s `index`-th map pair: the first pair is always the
-    first stack's self-attention, the one removal reads (the pair's own maps may be a copy lined up to A's tokens)."""
-    return removal(trace, trace.first.self_attention, layer, head) if index == 0 else None
-
-
 def compare_figures(
     runs: ComparedRuns,
     shown: ShownMaps,
@@ -138,9 +130,9 @@ def compare_figures(
         if same:
             figures.append(notebook_figures.maps_difference_figure(pair.a, pair.b, layer, head, stretch))
     else:
-        added = runs.measured()[index]  # the same pair carrying ‖α·f(x)‖
+        added = runs.measured_head(index, layer, head)  # the same pair carrying ‖α·f(x)‖
         measured = {"A": added.a, "B": added.b}
-        traces = dict(zip(("A", "B"), runs.traces(), strict=True))
+        removed = dict(zip(("A", "B"), runs.removals(index, layer, head), strict=True))
         scale = (shown.top, pair_norm_note(shown.top, stretch))  # the page's scale, as the section drew it
         figures = [
             norm_maps_figure(
@@ -150,7 +142,7 @@ def compare_figures(
                 head,
                 f"{side} · ",
                 scale=scale,
-                removed=removed_as(traces[side], index, layer, head),
+                removed=removed[side],
             )
             for m, side in drawn
         ]

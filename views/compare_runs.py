@@ -8,6 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
+from explorer.analysis.norm_attention import removal
 from explorer.compare import MapPair, align_pair, paired_attention
 from explorer.model import Transformer
 from explorer.trace import AttentionMaps, Trace
@@ -49,6 +52,27 @@ class ComparedRuns:
             for pair in paired_attention(trace_a, trace_b)
         ]
         return self._lined_up(measured)
+
+    def removals(self, index: int, layer: int, head: int) -> tuple[str | None, str | None]:
+        """norm_attention.removal of head `head` of `layer` on A's side and on B's of the `index`-th pair: the first
+        pair is always the first stack's self-attention, the one removal reads (the pair's own maps may be a copy
+        lined up to A's tokens)."""
+        if index != 0:
+            return None, None
+        trace_a, trace_b = self.traces()
+        in_b = None if trace_b is None else removal(trace_b, trace_b.first.self_attention, layer, head)
+        return removal(trace_a, trace_a.first.self_attention, layer, head), in_b
+
+    def measured_head(self, index: int, layer: int, head: int) -> MapPair:
+        """The `index`-th pair of measured(), to draw head `head` of `layer`: a side that replaced that head by its
+        mean sends it to every query from every key (norm_attention.mean_mixing), so its cells are all allowed, masked
+        ones included, where its other heads add nothing; draw no other head from it."""
+        pair = self.measured()[index]
+        reach_a, reach_b = (
+            None if maps is None or removed != "mean" else replace(maps, allowed=np.ones_like(maps.allowed))
+            for maps, removed in zip((pair.a, pair.b), self.removals(index, layer, head), strict=True)
+        )
+        return replace(pair, a=reach_a or pair.a, b=reach_b or pair.b)
 
     def _lined_up(self, pairs: list[MapPair]) -> list[MapPair]:
         return pairs if self.order is None else [align_pair(pair, list(self.order)) for pair in pairs]
