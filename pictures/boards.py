@@ -24,6 +24,7 @@ from pictures.style import MAX_CELL_PX, MAX_CELL_TEXT, MAX_TICKS, Ramp, noted, p
 
 GRID_LINES_UP_TO = 40  # thin white lines between cells while neither side has more cells than this
 LEGEND_TICKS = 4  # at most this many round values marked between the two ends of a colour legend
+FEWER_LEGEND_TICKS = (2, 1)  # the sparser sets a short legend bar falls back to (fewer_legend_ticks)
 # pooled_maps copies this much at a time: under glibc's largest mmap threshold (32 MB), so each chunk reuses the
 # last one's memory instead of faulting in fresh pages (SmolLM2's 270 maps of 512 x 512, causal: 0.21 s, against
 # 0.39-0.44 s in chunks of 32 maps, 33.5 MB, on the 2-core VM, where fresh pages are slow).
@@ -85,7 +86,8 @@ def matrix_panel(
     side, unless `plot_px` = (width, height) gives the matrix its own size. Hover names a cell's row and column by
     the axis titles, or by `hover_titles` = (row name, column name) when both axes have the same title; it writes
     each row and column as its label, or as `hover_names` = (row names, column names) gives them. The colour
-    legend marks round values between its ends (legend_ticks), or the values `legend_marks`, under `legend_title`
+    legend marks round values between its ends (legend_ticks; fewer_legend_ticks on a short bar), or the values
+    `legend_marks`, under `legend_title`
     (default: `value_title`; a board whose maps share one scale names them there); without `legend` the panel draws
     none (a neighbour on the same scale draws it). With `wrap_subtitle` the subtitle wraps to the width the rest of
     the panel takes instead of widening it (a board sized to its content keeps to its map).
@@ -139,6 +141,7 @@ def matrix_panel(
             "low": ramp.low,
             "high": ramp.high,
             "ticks": legend_ticks(ramp.low, ramp.high) if legend_marks is None else list(legend_marks),
+            "fewer_ticks": fewer_legend_ticks(ramp.low, ramp.high) if legend_marks is None else [],
         }
         if legend
         else None,
@@ -167,6 +170,18 @@ def legend_ticks(low: float, high: float, most: int = LEGEND_TICKS) -> list[floa
     ticks = _round_values_between(low, high, most)
     texts = [f"{t:.3g}" for t in (low, *ticks, high)]  # as the legend writes them (views/matrix_view.js, legendText)
     return ticks if len(set(texts)) == len(texts) else []
+
+
+def fewer_legend_ticks(low: float, high: float) -> list[list[float]]:
+    """Sparser sets of legend_ticks (at most FEWER_LEGEND_TICKS values each), densest first, each unlike the sets
+    before it: what a legend bar too short for legend_ticks' labels writes (views/matrix_view.js), an even "1, 0.5,
+    0" rather than the "1, 0.6, 0.4, 0" left of 0.2, 0.4, 0.6, 0.8 when the two next to the ends are dropped."""
+    sets = [legend_ticks(low, high)]
+    for most in FEWER_LEGEND_TICKS:
+        ticks = legend_ticks(low, high, most)
+        if ticks and ticks not in sets:
+            sets.append(ticks)
+    return sets[1:]
 
 
 def _round_values_between(low: float, high: float, most: int) -> list[float]:

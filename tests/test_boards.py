@@ -10,6 +10,7 @@ from pictures.boards import (
     board,
     decode_floats,
     encode_floats,
+    fewer_legend_ticks,
     legend_ticks,
     matrix_panel,
     pooled_maps,
@@ -130,9 +131,24 @@ def test_legend_marks_round_values_between_its_ends(low, high, expected):
     assert all(low < t < high for t in legend_ticks(low, high))
 
 
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [
+        (0.0, 1.0, [[0.5]]),  # a short bar's "1, 0.5, 0", not "1, 0.6, 0.4, 0"
+        (-0.0871, 0.0871, [[0.0]]),
+        (0.0, 360.0, [[200.0]]),
+        (0.5, 0.6, [[0.55]]),
+        (0.3805, 0.3814, []),  # no marks at all: none fewer
+    ],
+)
+def test_a_short_legend_falls_back_to_fewer_round_values(low, high, expected):
+    assert fewer_legend_ticks(low, high) == [pytest.approx(ticks, abs=1e-12) for ticks in expected]
+
+
 def test_a_panel_legend_carries_its_marks():
     legend = panel(np.full((2, 2), 0.5, np.float32))["legend"]
     assert (legend["low"], legend["high"], legend["ticks"]) == (0.0, 1.0, legend_ticks(0.0, 1.0))
+    assert legend["fewer_ticks"] == fewer_legend_ticks(0.0, 1.0)
 
 
 def test_each_row_of_a_board_starts_on_a_new_line():

@@ -321,3 +321,16 @@ def test_the_grids_titles_stay_readable_when_a_narrow_window_shrinks_the_grid(pa
     assert scale < 0.8  # the grid is shrunk here: the case this test is about
     assert font_px * scale >= 11  # as shown on the screen, where 12 px had become 7.8
     assert_clean(page)
+
+
+def test_a_short_colour_bar_writes_values_at_an_even_pace(page, app_url, wait_idle):
+    """Two tokens draw a short legend bar, too short for all of 0.2, 0.4, 0.6 and 0.8: with the two next to the ends
+    dropped it read "1, 0.6, 0.4, 0", steps of 0.2 between ends 0.4 away. Whatever it writes between 1 and 0, no end
+    is two of its steps or more from the nearest value written."""
+    open_page(page, app_url + "/?tokens=a+b", wait_idle)
+    written = main_map(page).locator("canvas").first.get_attribute("data-legend-ticks")
+    values = [1.0, *(float(v) for v in written.split(",") if v), 0.0]  # the ends, 1 and 0, and between them
+    assert len(values) > 2  # the bar has room for one value at least
+    gaps = -np.diff(values)  # [len - 1] from the top down
+    pace = gaps[1:-1].min() if len(gaps) > 2 else np.inf  # two values written set a pace; one sets none
+    assert gaps[0] < 2 * pace and gaps[-1] < 2 * pace, values

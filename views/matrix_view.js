@@ -73,7 +73,8 @@ function layout(g, p) {
   let right = 0;
   if (p.legend) {
     const ends = [p.legend.low, p.legend.high].map((v) => legendText(v, endDigits(p.legend)));
-    const legendTexts = [p.legend.title, ...ends, ...p.legend.ticks.map((v) => legendText(v))];
+    const marks = [p.legend.ticks, ...(p.legend.fewer_ticks || [])].flat();
+    const legendTexts = [p.legend.title, ...ends, ...marks.map((v) => legendText(v))];
     right = LEGEND_BAR.gap + Math.max(LEGEND_BAR.width + 6 + widest(g, legendTexts.slice(1)), widest(g, legendTexts));
   }
   return {
@@ -157,15 +158,44 @@ function drawLegend(g, p, box) {
   g.fillText(legendText(p.legend.low, endDigits(p.legend)), x + LEGEND_BAR.width + 6, barTop + barHeight - 6);
   // Round values between the ends, centred on their height (no mark: beside a number a mark reads as a minus
   // sign); none so near an end that the labels would touch.
-  const span = p.legend.high - p.legend.low;
-  let last = -Infinity;  // the y of the last value written: they go down the bar, low values last
-  for (const tick of [...p.legend.ticks].reverse()) {
-    const y = barTop + (barHeight * (p.legend.high - tick)) / span;
-    const crowded = y - last < LEGEND_BAR.labelGap || y - (barTop + 6) < LEGEND_BAR.labelGap;
-    if (crowded || barTop + barHeight - 6 - y < LEGEND_BAR.labelGap) continue;
-    last = y;
+  const written = [];
+  for (const [tick, y] of legendMarks(p.legend, barTop, barHeight)) {
     g.fillText(legendText(tick), x + LEGEND_BAR.width + 6, y);
+    written.push(legendText(tick));
   }
+  g.canvas.dataset.legendTicks = written.join(",");  // what a test reads of a canvas it cannot read text from
+}
+
+// [value, y] of the round values a legend writes, top down: those of its set `ticks` whose labels keep clear of each
+// other and of the ends. Values written a step apart set a pace the reader expects at the ends too, so when an end is
+// two such steps or more from the nearest value written (a short bar writing "1, 0.6, 0.4, 0" of 0.2, 0.4, 0.6, 0.8),
+// the first of the sparser `fewer_ticks` that keeps the pace ("1, 0.5, 0").
+function legendMarks(legend, barTop, barHeight) {
+  const span = legend.high - legend.low;
+  const clear = (ticks) => {
+    const kept = [];
+    let last = -Infinity;  // the y of the last value kept: they go down the bar, low values last
+    for (const tick of [...ticks].reverse()) {
+      const y = barTop + (barHeight * (legend.high - tick)) / span;
+      const crowded = y - last < LEGEND_BAR.labelGap || y - (barTop + 6) < LEGEND_BAR.labelGap;
+      if (crowded || barTop + barHeight - 6 - y < LEGEND_BAR.labelGap) continue;
+      last = y;
+      kept.push([tick, y]);
+    }
+    return kept;
+  };
+  const paced = (kept) => {
+    if (kept.length < 2) return true;  // one value sets no pace
+    const values = kept.map(([tick]) => tick);  // high to low
+    const pace = Math.min(...values.slice(1).map((v, i) => values[i] - v));
+    const ends = [legend.high - values[0], values[values.length - 1] - legend.low];
+    return ends.every((gap) => gap < 2 * pace - 1e-9 * span);  // 1 - 0.6 is 0.4 in floats: two steps of 0.2
+  };
+  for (const ticks of [legend.ticks, ...(legend.fewer_ticks || [])]) {
+    const kept = clear(ticks);
+    if (paced(kept)) return kept;
+  }
+  return clear(legend.ticks);
 }
 
 // The matrix itself: the PNG scaled up without smoothing, lines between cells, values written in small maps.
