@@ -6,8 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 import explorer
+from explorer.analysis.placements import ENTROPY, RMS, placement_run
 from explorer.analysis.stats import head_entropy, head_mean_distance, head_sparsity
-from explorer.config import ModelConfig
+from explorer.config import NORMS, ModelConfig
+from tests.drawn import figure_titled
+from tests.test_app_compare_placements import TITLE as PLACEMENTS_TITLE
+from tests.test_app_compare_placements import opened as placements_page
 from tests.test_mixing_page import opened as mixing_page
 from tests.test_positional_activations_anatomy_pages import ACTIVATIONS, open_page
 
@@ -47,3 +51,20 @@ def test_mixing_of_one_token_says_there_is_nothing_to_mix_not_that_rollout_piles
 def test_mixing_of_two_blocks_still_says_rollout_multiplies_them():
     at = mixing_page(tokens="a b c")
     assert any("Rollout after block 1 multiplies the mixing of blocks 0 to 1" in c.value for c in at.caption)
+
+
+def test_four_placements_of_an_all_padding_text_say_no_query_has_a_key_not_that_float32_overflowed():
+    """Was: "Post-norm, pre-norm, res-post-norm and peri-norm gave values that are not numbers (float32 overflowed
+    somewhere in the run)" for "[PAD]" with a padding mask, whose RMS is finite in every placement (input 1.1) and
+    whose entropy is undefined because no query may attend to anything; and an empty entropy panel without a word."""
+    result = placement_run(explorer.build_model(ModelConfig(mask="padding")), "[PAD]", None)
+    for placement in NORMS:
+        assert np.isfinite(result.values(placement, RMS, "encoder")).all()
+        assert np.isnan(result.values(placement, ENTROPY, "encoder")).all()
+    at = placements_page({"mask": "padding", "tokens": "[PAD]", "placements": "true"})
+    words = " ".join(m.value for m in at.markdown)
+    assert "overflowed" not in words
+    assert "No attention entropy: no query of this stack has a key it may attend to" in words
+    assert "Residual RMS from the input (1.1)" in words
+    notes = [a["text"] for a in figure_titled(at, PLACEMENTS_TITLE)["layout"]["annotations"]]
+    assert "no query has a key<br>it may attend to" in notes
