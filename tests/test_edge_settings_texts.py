@@ -6,12 +6,15 @@ from __future__ import annotations
 import numpy as np
 
 import explorer
+from explorer.analysis.ablation_effects import head_ablation_effects
 from explorer.analysis.placements import ENTROPY, RMS, placement_run
 from explorer.analysis.stats import head_entropy, head_mean_distance, head_sparsity
 from explorer.config import NORMS, ModelConfig
-from tests.drawn import figure_titled
+from pictures.output_charts import ablation_board_figure
+from tests.drawn import figure_title, figure_titled
 from tests.test_app_compare_placements import TITLE as PLACEMENTS_TITLE
 from tests.test_app_compare_placements import opened as placements_page
+from tests.test_heads_page import opened as heads_page
 from tests.test_mixing_page import opened as mixing_page
 from tests.test_positional_activations_anatomy_pages import ACTIVATIONS, open_page
 
@@ -68,3 +71,34 @@ def test_four_placements_of_an_all_padding_text_say_no_query_has_a_key_not_that_
     assert "Residual RMS from the input (1.1)" in words
     notes = [a["text"] for a in figure_titled(at, PLACEMENTS_TITLE)["layout"]["annotations"]]
     assert "no query has a key<br>it may attend to" in notes
+
+
+def test_removing_a_head_by_its_mean_on_one_token_is_said_to_change_nothing_and_measures_0():
+    """One token: a head's mean over the positions is its own output, and the run is the same to the bit. Was: the
+    banner "From layer 0's output on, the stream differs", and the board 1e-14 to 1.6e-14 of float rounding for the
+    4 heads of layer 0 ("largest 1e-09", a floor, for a 1-head model whose every cell was 0)."""
+    cfg = ModelConfig()
+    model = explorer.build_model(cfg)
+    full, removed = explorer.run(model, "a"), explorer.run(model, "a", ablate=[(0, 0)], ablate_with="mean")
+    assert np.array_equal(full.first.output, removed.first.output)
+    assert (head_ablation_effects(cfg, "a", mode="mean") == 0).all()
+    assert (head_ablation_effects(ModelConfig(mask="padding"), "a [PAD] [PAD]", mode="mean") == 0).all()
+    assert (head_ablation_effects(cfg, "a b", mode="mean") > 0).any()  # two positions: the mean is not each output
+    at = heads_page(tokens="a", ablate="L0H0", ablate_with="mean")
+    [banner] = [i.value for i in at.info if "removed: every page shows" in i.value]
+    assert "the stream differs" not in banner and "Here there is one position" in banner
+    subtitle = figure_title(figure_titled(at, "What each head does to the sentence embedding"))
+    assert "every cell is 0: no head alone changes it" in subtitle and "1e-09" not in subtitle
+
+
+def test_removing_a_head_by_its_mean_where_every_query_reads_one_padded_token_is_said_to_change_nothing():
+    at = heads_page(tokens="a [PAD] [PAD]", mask="padding", ablate="L0H0,L0H1", ablate_with="mean")
+    [banner] = [i.value for i in at.info if "removed: every page shows" in i.value]
+    assert "every query may attend only to the same one key" in banner and "the stream differs" not in banner
+    zero = heads_page(tokens="a [PAD] [PAD]", mask="padding", ablate="L0H0", ablate_with="zero")
+    assert any("the stream differs" in i.value for i in zero.info)  # set to zero, the head's output is gone
+
+
+def test_a_board_with_an_effect_gives_its_largest_value():
+    subtitle = figure_title(ablation_board_figure(np.array([[0.0, 0.25], [0.0125, 0.0]])).to_plotly_json())
+    assert "largest 0.25" in subtitle
