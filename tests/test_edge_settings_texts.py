@@ -7,10 +7,12 @@ import numpy as np
 
 import explorer
 from explorer.analysis.ablation_effects import head_ablation_effects
+from explorer.analysis.activations import depth_story, layer_statistics
 from explorer.analysis.placements import ENTROPY, RMS, placement_run
 from explorer.analysis.stats import head_entropy, head_mean_distance, head_sparsity
 from explorer.config import NORMS, ModelConfig
 from pictures.output_charts import ablation_board_figure
+from pictures.positional_charts import _typed_tokens_hint
 from tests.drawn import figure_title, figure_titled
 from tests.test_app_compare_placements import TITLE as PLACEMENTS_TITLE
 from tests.test_app_compare_placements import opened as placements_page
@@ -102,3 +104,22 @@ def test_removing_a_head_by_its_mean_where_every_query_reads_one_padded_token_is
 def test_a_board_with_an_effect_gives_its_largest_value():
     subtitle = figure_title(ablation_board_figure(np.array([[0.0, 0.25], [0.0125, 0.0]])).to_plotly_json())
     assert "largest 0.25" in subtitle
+
+
+def test_one_token_one_block_and_one_target_token_are_counted_in_the_singular():
+    """Was: "the 1 typed tokens' positions 0–0", "after each of the 1 blocks", "the source's 1 positions ... its 1
+    target tokens", "(1 tokens)" and "T = 1 tokens"."""
+    trace = explorer.run(ModelConfig(n_layers=1), "a")
+    story = depth_story(layer_statistics(trace.first), "post")
+    assert "after its one block is re-normalised" in story and "each of the 1" not in story
+    assert _typed_tokens_hint(["a"], 64) == "red: the typed token's position 0"
+    assert _typed_tokens_hint(["a", "b"], 64) == "red: the 2 typed tokens' positions 0–1"
+    query = {"arch": "encoder-decoder", "tokens": "a", "target": "b", "act_open_tokens": "true"}
+    shown = " ".join(
+        c.value
+        for page in (ACTIVATIONS, "views/positional.py", "views/anatomy.py")
+        for c in open_page(page, **query).caption
+    )
+    assert "(1 tokens)" not in shown and "1 positions" not in shown and "= 1 tokens" not in shown
+    assert "Red marks the source's 1 position; the decoder adds the same table to its 1 target token." in shown
+    assert "S = 1 source token, T = 1 target token" in shown and "stack (1 token)" in shown

@@ -413,7 +413,7 @@ def main() -> None:
     warn_junk_url(allowed)
     stack = pick_stack(trace)
     if len(trace.stacks) > 1:
-        st.caption(f"Every chart below shows the **{stack.name}** stack ({len(stack.tokens)} tokens).")
+        st.caption(f"Every chart below shows the **{stack.name}** stack ({count(len(stack.tokens), 'token')}).")
     download_slot = st.container()  # at the top, filled once the per-token measure is known
     depth(cfg, stack)
     picked = lazy_section(
