@@ -283,9 +283,10 @@ def ablation_board_figure(effects: np.ndarray, removed: Iterable[Head] = ()) -> 
     largest = float(np.nanmax(effects)) if np.isfinite(effects).any() else 0.0
     top = max(largest, 1e-9)
     figure = _head_board(effects, removed, 0.0, top, BLUES, "1 − cosine", cell_numbers(largest))
+    most = f"largest {largest:.3g}" if largest > 0 else "every cell is 0: no head alone changes it"
     subtitle = (
         "each head removed alone: 1 − cosine between the sentence embedding (mean over the positions) with and "
-        f"without it · 0 = no change · largest {top:.3g}"
+        f"without it · 0 = no change · {most}"
     )
     title = "What each head does to the sentence embedding"
     return figure.update_layout(legend_below(figure_layout(title, subtitle, board_height(effects.shape[0]))))

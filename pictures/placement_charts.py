@@ -5,6 +5,7 @@ Streamlit here; the Compare page and pictures.notebook_figures.placements_figure
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
@@ -53,6 +54,13 @@ def _log_scale(values: np.ndarray) -> bool:
     return positive.size > 0 and bool(positive.max() > LOG_ABOVE * positive.min()) and bool((values > 0).all())
 
 
+def _missing_note(rows: pd.DataFrame, measure: str) -> str:
+    """What an empty panel says: no values at all (no gradient norms), or an entropy with no key to spread over."""
+    if rows.empty:
+        return "not available"
+    return "no query has a key<br>it may attend to" if measure == ENTROPY else "not a number"
+
+
 def placements_chart(result: PlacementRun, stack: str | None = None, title: str | None = None) -> go.Figure:
     """Three panels side by side (residual RMS, gradient norm, attention entropy over the layers of `stack`, the
     first unless named), one line per placement in PLACEMENT_COLOURS, dashes and markers; hover gives the placement,
@@ -67,9 +75,10 @@ def placements_chart(result: PlacementRun, stack: str | None = None, title: str 
     figure.update_annotations(font=PANEL_TITLE_FONT)
     for col, measure in enumerate(MEASURES, start=1):
         mine = rows[rows["measure"] == measure]
-        if mine.empty:
+        if mine.empty or not np.isfinite(mine["value"].to_numpy(dtype=np.float64)).any():
             panel = figure.get_subplot(1, col)
-            figure.add_annotation(text="not available", showarrow=False, font={"color": "#888888", "size": 13},
+            figure.add_annotation(text=_missing_note(mine, measure), showarrow=False,
+                                  font={"color": "#888888", "size": 13},
                                   x=sum(panel.xaxis.domain) / 2, y=0.5, xref="paper", yref="paper")  # fmt: skip
             figure.update_xaxes(visible=False, row=1, col=col)
             figure.update_yaxes(visible=False, row=1, col=col)

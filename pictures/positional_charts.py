@@ -68,6 +68,8 @@ def _state(trained: bool) -> str:
 
 def _typed_tokens_hint(tokens: list[str], n_positions: int) -> str:
     shown = min(len(tokens), n_positions)
+    if len(tokens) == 1:
+        return "red: the typed token's position 0"
     if shown == len(tokens):
         return f"red: the {len(tokens)} typed tokens' positions 0–{len(tokens) - 1}"
     return f"red: the typed tokens' positions 0–{shown - 1} ({len(tokens) - shown} typed tokens lie beyond)"

@@ -16,6 +16,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer.ablation import ABLATE_WITH, Head, head_name, heads_text, parse_heads
+from explorer.analysis.ablation_effects import mean_is_own_output
 from explorer.config import ConfigError
 from views.state import app_state
 from views.widgets import code_text
@@ -185,15 +186,35 @@ def downstream_words(heads: tuple[Head, ...]) -> str:
     return f"{below} layer {first}'s output on, the stream differs, and so does the attention of every layer above it."
 
 
+def unchanged_words(heads: tuple[Head, ...], n_tokens: int) -> str:
+    """Why removing `heads` by their mean changes nothing here (mean_is_own_output), said instead of
+    downstream_words."""
+    what = "each head's" if len(heads) > 1 else "the head's"
+    why = (
+        "there is one position"
+        if n_tokens == 1
+        else "every query may attend only to the same one key, so every position receives the same output"
+    )
+    return (
+        f"Here {why}: {what} mean over the positions is what it already writes, so nothing changes and every page "
+        "shows the same numbers as with every head (to float rounding)."
+    )
+
+
 def removal_banner(removal: Removal) -> None:
     """While heads are removed: one sentence above the page saying which and how, with a button to put them back."""
     if not removal.heads:
         return
     many = len(removal.heads) > 1
     row = st.container(horizontal=True, vertical_alignment="center")  # the button as wide as its label: never cut
+    trace = app_state().trace if removal.mode == "mean" else None
+    if trace is not None and mean_is_own_output(trace.first.self_attention.allowed):
+        effect = unchanged_words(removal.heads, len(trace.first.tokens))
+    else:
+        effect = downstream_words(removal.heads)
     row.info(
         f"{'Heads' if many else 'Head'} {removal.words} removed: every page shows the model without "
-        f"{'them' if many else 'it'}. {downstream_words(removal.heads)}",
+        f"{'them' if many else 'it'}. {effect}",
         icon=":material/block:",
     )
     row.button(

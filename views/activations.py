@@ -245,6 +245,30 @@ def relu_zeros(cfg: ModelConfig, stack: StackTrace) -> None:
     csv_button("Zero fractions (CSV)", zeros, f"activations_{stack.name}_ffn_zeros.csv", "act_csv_zeros")
 
 
+def head_stats_caption(kind: str, stack_name: str, uniform_entropy: float, uniform_distance: float) -> str:
+    """What the per-head grids measure, with the scores of uniform attention; when every query may see one key
+    (`uniform_entropy` 0: one token, or a mask that leaves one key), that no head has a choice, rather than a scale
+    whose two ends are both 0."""
+    where = f"The {kind} of the {stack_name} stack; queries with no allowed key are left out."
+    distance = "**Mean distance**: Σ weight × |query position − key position|"
+    if uniform_entropy <= 0:
+        far = (
+            "each query's one key is itself, so it is 0"
+            if uniform_distance <= 0
+            else f"here the distance to each query's one key, {uniform_distance:.2f} on average"
+        )
+        return (
+            f"{where} Every query may see only one key, so every head's **entropy** and **sparsity** are 0: no "
+            f"head has a choice to spread over. {distance} ({far})."
+        )
+    return (
+        f"{where} **Entropy**: how spread each query's weights are, averaged over queries (0 = one key; "
+        f"{uniform_entropy:.2f} nats = uniform over the allowed keys). {distance} (0 = each token looks at itself; "
+        f"uniform attention scores {uniform_distance:.2f}). **Sparsity**: the share of its allowed keys a query can "
+        f"ignore and still keep {COVERED_MASS:.0%} of its weight (0 = it needs them all)."
+    )
+
+
 def per_head(stack: StackTrace) -> None:
     maps = stack.self_attention
     if not maps.allowed.any():  # every token [PAD] with a padding mask: no query may attend, nothing to average
@@ -253,15 +277,10 @@ def per_head(stack: StackTrace) -> None:
     entropy, distance, sparsity = head_entropy(maps), head_mean_distance(maps), head_sparsity(maps)
     uniform_entropy = float(entropy["max_entropy"].iloc[0])
     uniform_distance = float(distance["uniform_distance"].iloc[0])
-    st.caption(
-        f"The {maps.kind} of the {stack.name} stack; queries with no allowed key are left out. **Entropy**: how "
-        f"spread each query's weights are, averaged over queries (0 = one key; {uniform_entropy:.2f} nats = uniform "
-        f"over the allowed keys). **Mean distance**: Σ weight × |query position − key position| (0 = each token "
-        f"looks at itself; uniform attention scores {uniform_distance:.2f}). **Sparsity**: the share of its allowed "
-        f"keys a query can ignore and still keep {COVERED_MASS:.0%} of its weight (0 = it needs them all)."
-    )
+    st.caption(head_stats_caption(maps.kind, stack.name, uniform_entropy, uniform_distance))
+    entropy_note = f"uniform = {uniform_entropy:.2f}" if uniform_entropy > 0 else "one key per query: all 0"
     grids = [
-        (entropy, "entropy", "Entropy (nats)", f"uniform = {uniform_entropy:.2f}", "nats", uniform_entropy, VIRIDIS),
+        (entropy, "entropy", "Entropy (nats)", entropy_note, "nats", uniform_entropy, VIRIDIS),
         (
             distance,
             "distance",
@@ -394,7 +413,7 @@ def main() -> None:
     warn_junk_url(allowed)
     stack = pick_stack(trace)
     if len(trace.stacks) > 1:
-        st.caption(f"Every chart below shows the **{stack.name}** stack ({len(stack.tokens)} tokens).")
+        st.caption(f"Every chart below shows the **{stack.name}** stack ({count(len(stack.tokens), 'token')}).")
     download_slot = st.container()  # at the top, filled once the per-token measure is known
     depth(cfg, stack)
     picked = lazy_section(

@@ -8,6 +8,7 @@ import streamlit as st
 
 from explorer.anatomy import block_diagram, forward_steps, kv_heads, multiply_adds, norm_name, parameter_groups
 from explorer.config import CheckpointConfig, ModelConfig
+from explorer.config_words import count
 from explorer.model import Transformer
 from explorer.norm_words import placement_sentence
 from explorer.numbers import percent
@@ -33,9 +34,9 @@ def steps(cfg: ModelConfig, trace: Trace) -> None:
     st.subheader("From tokens to output, step by step")
     n_source, n_target = lengths(cfg, trace)
     if n_target is None:
-        letters = f"T = {n_source} tokens"
+        letters = f"T = {count(n_source, 'token')}"
     else:
-        letters = f"S = {n_source} source tokens, T = {n_target} target tokens"
+        letters = f"S = {count(n_source, 'source token')}, T = {count(n_target, 'target token')}"
     grouped = f", kv_heads = {kv_heads(cfg)}" if kv_heads(cfg) != cfg.n_heads else ""
     st.caption(
         f"Shapes in letters and in numbers for this input ({letters}, d_model = {cfg.d_model}, heads = "

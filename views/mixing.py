@@ -101,6 +101,15 @@ def csv_download(
     download(label, lambda: table().to_csv(index=False), name, "text/csv", key, where)
 
 
+def one_token_note(token: str) -> str:
+    """Rollout and flow of a single token: all of its one row is that token, whatever the attention, so nothing
+    compounds (piled_up_note would say rollout piles up on it)."""
+    return (
+        f"With one token there is nothing to mix: rollout and flow give all of its one row to `{token}` (1), whatever "
+        "the heads do."
+    )
+
+
 def last_block(
     maps: AttentionMaps, trace: Trace, rollout: np.ndarray, residual: float, unit: str, stretch: bool
 ) -> np.ndarray | None:
@@ -113,7 +122,8 @@ def last_block(
         flow = flow_of(trace, residual, tuple(range(n_tokens)))  # [T, T]
     st.caption(board_caption(flow is not None))
     show_board(last_block_board(maps, rollout, flow, residual, stretch), key="mix_last", on_pick=pick_query)
-    piled = piled_up_note([code_text(t) for t in token_labels(maps.key_labels)], rollout[-1], n_layers, flow)
+    labels = [code_text(t) for t in token_labels(maps.key_labels)]
+    piled = one_token_note(labels[0]) if n_tokens == 1 else piled_up_note(labels, rollout[-1], n_layers, flow)
     if piled:
         st.caption(piled)
     if flow is None:
@@ -153,6 +163,20 @@ def reach(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, flow: np.ndarr
     return query, row
 
 
+def block_caption(layer: int) -> str:
+    """What rollout after block `layer` is: block 0's is its own mixing alone, with nothing yet to multiply."""
+    beside = "Beside it, the raw average of that block's heads alone."
+    if layer == 0:
+        return (
+            "Rollout after block 0 is block 0's own mixing matrix Ã, with no block before it to multiply: by this "
+            f"estimate, how the input tokens spread through the positions in one block. {beside}"
+        )
+    return (
+        f"Rollout after block {layer} multiplies the mixing of blocks 0 to {layer}: by this estimate, how the input "
+        f"tokens spread through the positions as the blocks stack up. {beside}"
+    )
+
+
 def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float, stretch: bool) -> int:
     """A block slider (mix_layer in the URL) and rollout after that block beside its raw average; returns the block."""
     st.subheader("Block by block")
@@ -162,11 +186,7 @@ def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float, st
         layer = 0
     else:
         layer = st.slider("Block", 0, blocks[-1], blocks[-1], key="mix_layer", bind="query-params", width=BLOCK_PX)
-    st.caption(
-        f"Rollout after block {layer} multiplies the mixing of blocks 0 to {layer}: by this estimate, how the input "
-        "tokens spread through the positions as the blocks stack up. Beside it, the raw average of that block's heads "
-        "alone."
-    )
+    st.caption(block_caption(layer))
     show_board(layer_board(maps, rollout, layer, residual, stretch), key="mix_layer_board")
     everyone = list(range(len(maps.key_tokens)))
     csv_download(

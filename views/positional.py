@@ -22,6 +22,7 @@ from explorer.analysis.position_analysis import (
     wavelengths,
 )
 from explorer.config import CheckpointConfig, ConfigError, ModelConfig
+from explorer.config_words import count
 from explorer.model import Transformer
 from explorer.positional import ROPE_BASE
 from explorer.positional_text import (
@@ -191,8 +192,8 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
         )
     if cfg.arch == "encoder-decoder":
         st.caption(
-            f"Red marks the source's {len(tokens)} positions; the decoder adds the same table to its "
-            f"{len(trace.last.tokens)} target tokens."
+            f"Red marks the source's {count(len(tokens), 'position')}; the decoder adds the same table to its "
+            f"{count(len(trace.last.tokens), 'target token')}."
         )
     st.subheader("Value against position")
     try:

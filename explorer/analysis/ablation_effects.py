@@ -85,6 +85,8 @@ def head_ablation_effects(
     real = real_positions(base.last.tokens)
     unablated = sentence_embedding(base)  # [D]
     effects = np.zeros((L, H))
+    if mode == "mean" and mean_is_own_output(base.first.self_attention.allowed):
+        return effects  # each head's mean is what it already writes: exactly no change, not float rounding's 1e-14
     with torch.inference_mode():
         allowed = _allowed(base.first)
         for layer in range(L):
@@ -183,6 +185,14 @@ def _cosines(reference: np.ndarray, embeddings: np.ndarray) -> np.ndarray:
     if not norms.all():
         raise ConfigError("A sentence embedding is all zeros here, so it has no direction to compare.")
     return np.clip(embeddings @ reference / norms, -1.0, 1.0)
+
+
+def mean_is_own_output(allowed: np.ndarray) -> bool:
+    """Whether every query may attend to the same one key, or to none (`allowed` [Tq, Tk]: one token; a padding mask
+    that leaves one real token): then each head writes the same vector at every position, its mean over the positions
+    is that vector, and removing a head by its mean changes nothing."""
+    allowed = np.asarray(allowed, dtype=bool)  # [Tq, Tk]
+    return bool(allowed.sum(axis=-1).max(initial=0) <= 1 and (allowed == allowed[:1]).all())
 
 
 def _allowed(stack: StackTrace) -> torch.Tensor | None:

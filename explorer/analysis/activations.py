@@ -99,10 +99,10 @@ def depth_story(stats: pd.DataFrame, norm: str) -> str:
     if norm == "post":
         low, high = after["std"].min(), after["std"].max()
         spread = f"{low:.4f}" if f"{low:.4f}" == f"{high:.4f}" else f"{low:.4f} to {high:.4f}"
+        blocks = "its one block" if n_blocks == 1 else f"each of the {n_blocks} blocks"
         return (
-            f"Post-norm: every block ends with a LayerNorm, so the residual stream after each of the {n_blocks} "
-            f"blocks is re-normalised: std {spread}, mean within {readable(after['mean'].abs().max(), 2)} of 0 "
-            f"(the input had RMS {rms[0]:.3f})."
+            f"Post-norm: every block ends with a LayerNorm, so the residual stream after {blocks} is re-normalised: "
+            f"std {spread}, mean within {readable(after['mean'].abs().max(), 2)} of 0 (the input had RMS {rms[0]:.3f})."
         )
     steps = np.diff(rms)
     trend = (
