@@ -254,21 +254,29 @@ def placements_paragraphs(
     attention. `weights`: whose weights, e.g. "untrained weights"; `untrained`: freshly initialised (Xiong et al.'s
     predictions apply); `stack`: the stack described (the first unless named); `kind`: the model's norm."""
     stack = stack or result.stacks[0]
-    broken = [p for p in NORMS if not _finite(result, p, stack)]
+    keyless = not np.isfinite(result.uniform_entropy[stack])  # no query may attend to any key: no entropy anywhere
+    measures = (RMS,) if keyless else (RMS, ENTROPY)
+    broken = [p for p in NORMS if not _finite(result, p, stack, measures)]
     if broken:  # a sentence comparing them would print "nan" or compare what is not a number
         return [setup_words(result, weights, kind), _not_finite_words(broken)]
     return [
         setup_words(result, weights, kind),
         rms_words(result, stack, kind),
         gradient_words(result, stack, untrained),
-        entropy_words(result, stack),
+        NO_KEY_WORDS if keyless else entropy_words(result, stack),
     ]
 
 
-def _finite(result: PlacementRun, placement: str, stack: str) -> bool:
-    """Whether the stream's RMS and the attention entropy of one placement are numbers (the gradient norms that are
-    not are said so by gradient_words, through PlacementRun.unresolved)."""
-    return all(np.isfinite(result.values(placement, measure, stack)).all() for measure in (RMS, ENTROPY))
+NO_KEY_WORDS = (
+    "No attention entropy: no query of this stack has a key it may attend to (every token is [PAD] and the mask hides "
+    "padding), so there is no distribution to measure in any placement."
+)
+
+
+def _finite(result: PlacementRun, placement: str, stack: str, measures: tuple[str, ...]) -> bool:
+    """Whether the `measures` (the stream's RMS, the attention entropy) of one placement are numbers (the gradient
+    norms that are not are said so by gradient_words, through PlacementRun.unresolved)."""
+    return all(np.isfinite(result.values(placement, measure, stack)).all() for measure in measures)
 
 
 def _not_finite_words(broken: list[str]) -> str:

@@ -11,6 +11,7 @@ from explorer.analysis.activations import depth_story, layer_statistics
 from explorer.analysis.placements import ENTROPY, RMS, placement_run
 from explorer.analysis.stats import head_entropy, head_mean_distance, head_sparsity
 from explorer.config import NORMS, ModelConfig
+from explorer.placements_text import placements_paragraphs
 from pictures.output_charts import ablation_board_figure
 from pictures.positional_charts import _typed_tokens_hint
 from tests.drawn import figure_title, figure_titled
@@ -66,6 +67,8 @@ def test_four_placements_of_an_all_padding_text_say_no_query_has_a_key_not_that_
     for placement in NORMS:
         assert np.isfinite(result.values(placement, RMS, "encoder")).all()
         assert np.isnan(result.values(placement, ENTROPY, "encoder")).all()
+    said = placements_paragraphs(result, "untrained weights", True)  # the notebook's words, the page's too
+    assert not any("overflowed" in p for p in said) and said[-1].startswith("No attention entropy")
     at = placements_page({"mask": "padding", "tokens": "[PAD]", "placements": "true"})
     words = " ".join(m.value for m in at.markdown)
     assert "overflowed" not in words

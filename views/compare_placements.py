@@ -12,7 +12,7 @@ import streamlit as st
 from explorer.analysis.placements import PlacementRun, table_csv
 from explorer.anatomy import norm_name
 from explorer.config import ConfigError, ModelConfig
-from explorer.placements_text import gradient_words, placements_paragraphs, rms_words, setup_words
+from explorer.placements_text import placements_paragraphs
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures.placement_charts import placements_chart
@@ -47,26 +47,6 @@ def computed(
         return None
 
 
-def no_query_sees_a_key(trace: Trace, stack: str) -> bool:
-    """Whether no query of `stack`'s self-attention may attend to any key (every token [PAD] with a padding mask): the
-    same for every placement, which changes the norms, not the mask."""
-    return not next(s for s in trace.stacks if s.name == stack).self_attention.allowed.any()
-
-
-def paragraphs(result: PlacementRun, weights: str, untrained: bool, stack: str, kind: str, trace: Trace) -> list[str]:
-    """placements_paragraphs, except where no query has a key: there the entropy is undefined in every placement,
-    not "float32 overflowed", and the stream's RMS and the gradients are still said."""
-    if not no_query_sees_a_key(trace, stack):
-        return placements_paragraphs(result, weights, untrained, stack, kind)
-    return [
-        setup_words(result, weights, kind),
-        rms_words(result, stack, kind),
-        gradient_words(result, stack, untrained),
-        "No attention entropy: no query of this stack has a key it may attend to (every token is [PAD] and the mask "
-        "hides padding), so there is no distribution to measure in any placement.",
-    ]
-
-
 def placements_section(a: ModelConfig, b: ModelConfig | None, text: str, target: str | None, trace_a: Trace) -> None:
     """The expander; opened, the figure, the sentences and the CSV of the table. `trace_a`: A's trace of `text`
     (and `target`), lent to the computation with B's (see views.caches.placements_of)."""
@@ -84,7 +64,7 @@ def placements_section(a: ModelConfig, b: ModelConfig | None, text: str, target:
             stack = st.radio("Stack", stacks, key=STACK_KEY, horizontal=True)
         plotly_chart(placements_chart(result, stack), key="placements_chart")
         weights, untrained = whose_weights()
-        for paragraph in paragraphs(result, weights, untrained, stack, norm_name(a), trace_a):
+        for paragraph in placements_paragraphs(result, weights, untrained, stack, norm_name(a)):
             st.markdown(paragraph)
         download(
             "Four placements CSV",
