@@ -224,6 +224,11 @@ def alone_sentence(removed: Sequence[Head], cosine: float, effects: np.ndarray) 
     """The real effect of the heads removed together beside what the board gives for each alone ([L, H] 1 − cosine)."""
     if len(removed) == 1:
         layer, head = removed[0]
+        if not effects.any():  # a board of zeros ranks nothing: every head ties
+            return (
+                "Every head's cell on the board is 0: removed alone, no head changes this sentence's embedding, so "
+                f"{head_name(removed[0])} ranks with all the others."
+            )
         rank = int((effects > effects[layer, head]).sum()) + 1
         return (
             f"{head_name(removed[0])} removed: 1 − cosine = {1 - cosine:.3g}, its cell on the board; it ranks {rank} "

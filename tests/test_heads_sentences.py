@@ -171,3 +171,11 @@ def test_the_lens_cells_fit_their_columns_beside_the_sidebar_at_1024_px():
     )
     cells = figure_json(lens_grid_figure(lens, [f"t{i}" for i in range(14)]))["data"][0]["text"]
     assert max(len(c) for row in cells for c in row) <= 4
+
+
+def test_a_board_of_zeros_ranks_no_head():
+    """One token, a head removed by its mean: every cell of the board is 0 (the mean is the head's own output). Was:
+    "it ranks 1 of the 8 heads by its effect", a rank among ties."""
+    said = alone_sentence([(0, 1)], 1.0, np.zeros((2, 4)))
+    assert "ranks 1 of the 8" not in said and "Every head's cell on the board is 0" in said
+    assert "ranks 4 of the 8" in alone_sentence([(0, 1)], 0.9, np.array([[0.5, 0.1, 0.3, 0.0], [0.2, 0.0, 0.0, 0.0]]))
