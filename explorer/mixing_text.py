@@ -206,9 +206,12 @@ PILED = 0.9  # rollout "piles up" on one token when it holds at least this share
 def piled_up_note(
     tokens: list[str], last_rollout: np.ndarray, n_layers: int, flow: np.ndarray | None = None
 ) -> str | None:
-    """When rollout after the last block ([T, T]) puts at least PILED of every position on one input token: say so,
-    and why, and, when flow of every position ([T, T]) was computed and spreads more, by how much (None otherwise)."""
+    """When rollout after the last block ([T, T], two tokens or more) puts at least PILED of every position on one input
+    token: say so, and why, and, when flow of every position ([T, T]) was computed and spreads more, by how much (None
+    otherwise)."""
     rollout = np.asarray(last_rollout, dtype=np.float64)  # [T, T]
+    if len(rollout) < 2:  # one token holds all of its one row by definition: nothing piles up
+        return None
     column = int(rollout.mean(axis=0).argmax())
     least = float(rollout[:, column].min())
     if least < PILED:

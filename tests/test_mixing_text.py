@@ -188,3 +188,8 @@ def test_the_piled_up_note_says_flow_spreads_more_only_when_flow_was_computed_an
     assert "spreads more: `The` holds 0.526 of this map's flow values summed, against 0.957 of rollout's." in note
     narrow = np.array([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])  # all of flow on `The` too
     assert "flow" not in piled_up_note(["The", "cat", "sat"], piled, 30, narrow).lower()
+
+
+def test_one_token_piles_up_nowhere():
+    """A 1 × 1 rollout is 1 by definition, whatever the heads do: no note says that multiplying blocks piled it up."""
+    assert piled_up_note(["a"], np.ones((1, 1)), 4) is None
