@@ -19,6 +19,7 @@ from pictures import notebook_figures
 from pictures.compare_charts import norm_difference_figure, pair_norm_note
 from pictures.compare_lines_chart import NOT_AVAILABLE, layer_lines
 from pictures.norm_figures import norm_maps_figure
+from views.ablation_controls import MODE_WORDS
 from views.compare_lines import shown_axes
 from views.compare_runs import ComparedRuns
 from views.widgets import download, plain, view_download
@@ -79,10 +80,21 @@ def downloads(
         disabled=not can_subtract,
         help=None if can_subtract else "A and B have no layer with the same heads and tokens to subtract.",
     )
-    described = [f"A: {plain(describe(a, a))}", f"B: {plain(describe(b, a))}"]
+    sides = (("A", a), ("B", b))
+    described = [f"{side}: {plain(describe(c, a))}{removed_of(inputs, side.lower())}" for side, c in sides]
     norms = st.session_state.get("measure") == "norms"
     figures = partial(compare_figures, runs, shown, lines, norms, shown_axes(), missing)  # axes: in the script run
     view_download("Compare A and B", described, figures, "compare", row, query=lambda: shown.query)
+
+
+def removed_of(inputs: dict[str, Any], side: str) -> str:
+    """ " · heads removed: L0H1 (output set to zero)" for a side ("a" or "b") of the comparison's `inputs` that removes
+    heads, else "": describe names the settings only, and the file had not said that A's maps lack the heads."""
+    heads = inputs.get(f"{side}_removed") or ""
+    if not heads:
+        return ""
+    words = MODE_WORDS[inputs.get(f"{side}_removed_with", "zero")]
+    return f" · heads removed: {heads.replace(',', ', ')} ({words})"
 
 
 def comparison_file(

@@ -1,0 +1,91 @@
+"""A downloaded file says which heads its run removed. Found by a review of every download: with ablate=L0H1 and
+ablate_with=mean, the Attention, Mixing and Activations pages' "Download this view (HTML)" named the model and the
+tokens but not the removal (only the link's query held "ablate=L0H1"), though every layer after L0 attends otherwise
+and the page says so; Compare's file described A and B by their settings alone; and the map's JSON could not say it
+at all (its config has no removed heads)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
+from streamlit.testing.v1 import AppTest
+
+import explorer
+from explorer.analysis.norm_attention import norm_attention
+from explorer.config import ModelConfig
+from explorer.export import attention_json, read_attention_json
+from explorer.norm_export import norm_attention_json
+
+APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
+REMOVED = {"tokens": "the cat sat on the mat", "ablate": "L0H1", "ablate_with": "mean"}
+MEAN = "output set to its mean over the positions"
+SAID = f"Heads removed: L0H1 ({MEAN}). Every figure is of the model without them."
+
+
+@pytest.fixture
+def made(monkeypatch) -> dict[str, object]:
+    """The callable each download button of the next run is handed, by the file name it offers."""
+    files: dict[str, object] = {}
+    original = DeltaGenerator.download_button
+
+    def recorded(self, label, data, file_name=None, *args, **kwargs):
+        files[file_name] = data
+        return original(self, label, data, file_name, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaGenerator, "download_button", recorded)
+    monkeypatch.setattr(st, "download_button", lambda *a, **k: recorded(st._main, *a, **k))
+    return files
+
+
+def view_lines(files: dict[str, object], key: str) -> list[str]:
+    """The plain lines at the top of a view's HTML file."""
+    html = files[f"attention_explorer_{key}.html"]().decode("utf-8")
+    return [re.sub("&#x27;", "'", line) for line in re.findall(r"<p>(.*?)</p>", html)]
+
+
+def opened(page: str, params: dict[str, str]) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.query_params.update(params)
+    at.switch_page(page).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+@pytest.mark.parametrize("key", ["attention", "mixing", "activations"])
+def test_a_view_of_the_run_names_the_heads_it_removed(made, key):
+    opened(f"views/{key}.py", REMOVED)
+    assert SAID in view_lines(made, key)
+
+
+def test_a_view_of_the_full_model_names_no_removal(made):
+    opened("views/attention.py", {"tokens": "the cat sat on the mat"})
+    assert not any("removed" in line for line in view_lines(made, "attention"))
+
+
+def test_compares_file_says_that_a_lacks_the_heads_and_b_does_not(made):
+    opened("views/compare.py", REMOVED)
+    a_line, b_line = view_lines(made, "compare")[:2]
+    assert a_line.startswith("A: ") and a_line.endswith(f" · heads removed: L0H1 ({MEAN})")
+    assert b_line.startswith("B: ") and "removed" not in b_line
+
+
+def test_the_maps_json_names_the_heads_its_run_removed_and_reads_back():
+    model = explorer.build_model(ModelConfig(arch="decoder", mask="causal", norm="pre"))
+    trace = explorer.run(model, "the cat sat on the mat", ablate="L0H1", ablate_with="mean")
+    maps = trace.first.self_attention
+    data = read_attention_json(attention_json(maps, 1, 2, trace.config, trace.ablated, trace.ablate_with))
+    assert data["heads_removed"] == ["L0H1"] and data["removed_with"] == "mean"
+    assert "still computes the weights" in data["removed_note"]
+    np.testing.assert_array_equal(data["weights"], maps.weights[1, 2])
+    norms = norm_attention(model, trace)
+    both = read_attention_json(norm_attention_json(maps, norms, 0, 1, trace.config, trace.ablated, trace.ablate_with))
+    assert both["heads_removed"] == ["L0H1"]
+    np.testing.assert_array_equal(np.asarray(both["norms"], dtype=np.float32), norms[0, 1])
+    full = read_attention_json(attention_json(maps, 1, 2, trace.config, (), "zero"))
+    assert full["heads_removed"] == [] and full["removed_note"] == ""
+    assert "heads_removed" not in read_attention_json(attention_json(maps, 1, 2, trace.config))  # not known: not said
