@@ -116,20 +116,25 @@ def layers_csv(per_layer: dict[str, pd.DataFrame]) -> str:
     return frame.to_csv(index=False)
 
 
-def maps_frame(pair: MapPair) -> pd.DataFrame:
+NORM_COLUMNS = ["a_norm", "b_norm", "a_minus_b_norm"]
+
+
+def maps_frame(pair: MapPair, measured: MapPair | None = None) -> pd.DataFrame:
     """kind, layer, head, query_index, query_token, key_index, key_token, b_query_token, b_key_token, a, b,
-    a_minus_b, allowed_a, allowed_b: one row per cell of every layer and head both have (MapPair.common_layers; an
-    empty frame when none). The tokens are A's; B's are the same unless B reads another input."""
+    a_minus_b (the weights), allowed_a, allowed_b: one row per cell of every layer and head both have
+    (MapPair.common_layers; an empty frame when none). The tokens are A's; B's are the same unless B reads another
+    input. With `measured` (the same pair carrying ‖α·f(x)‖ as its weights: what Compare draws with Show: norms),
+    a_norm, b_norm and a_minus_b_norm too."""
     columns = ["kind", "layer", "head", "query_index", "query_token", "key_index", "key_token"]
     columns += ["b_query_token", "b_key_token", "a", "b", "a_minus_b", "allowed_a", "allowed_b"]
     n_layers = pair.common_layers
     if not n_layers:
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=columns + ([] if measured is None else NORM_COLUMNS))
     assert pair.a is not None and pair.b is not None
     a, b = pair.a.weights[:n_layers], pair.b.weights[:n_layers]  # [L, H, Tq, Tk] each
     _, n_heads, tq, tk = a.shape
     layer, head, q, k = (x.ravel() for x in np.indices((n_layers, n_heads, tq, tk)))
-    return pd.DataFrame(
+    frame = pd.DataFrame(
         {
             "kind": pair.label,
             "layer": layer,
@@ -148,17 +153,29 @@ def maps_frame(pair: MapPair) -> pd.DataFrame:
         },
         columns=columns,
     )
+    if measured is not None:
+        assert measured.a is not None and measured.b is not None
+        norm_a, norm_b = measured.a.weights[:n_layers], measured.b.weights[:n_layers]  # [L, H, Tq, Tk] each
+        frame["a_norm"], frame["b_norm"], frame["a_minus_b_norm"] = (
+            norm_a.ravel(),
+            norm_b.ravel(),
+            (norm_a - norm_b).ravel(),
+        )
+    return frame
 
 
-def maps_csv(pairs: list[MapPair]) -> str:
-    """maps_frame of every pair that can be subtracted, as one CSV text."""
-    return pd.concat([maps_frame(pair) for pair in pairs], ignore_index=True).to_csv(index=False)
+def maps_csv(pairs: list[MapPair], measured: list[MapPair] | None = None) -> str:
+    """maps_frame of every pair that can be subtracted, as one CSV text; with `measured` (the pairs carrying
+    ‖α·f(x)‖, in the same order), the norm columns too."""
+    frames = [maps_frame(pair, None if measured is None else measured[i]) for i, pair in enumerate(pairs)]
+    return pd.concat(frames, ignore_index=True).to_csv(index=False)
 
 
 def read_maps_csv(text: str) -> pd.DataFrame:
-    """Read maps_csv back, a, b and a_minus_b as float32 (the values the page computed), tokens as written."""
+    """Read maps_csv back, a, b and a_minus_b (and the norm columns, when there) as float32 (the values the page
+    computed), tokens as written."""
     tokens = {column: str for column in ("query_token", "key_token", "b_query_token", "b_key_token")}
     frame = pd.read_csv(io.StringIO(text), dtype=tokens, keep_default_na=False)
-    for column in ("a", "b", "a_minus_b"):
+    for column in ("a", "b", "a_minus_b", *(c for c in NORM_COLUMNS if c in frame)):
         frame[column] = frame[column].astype(np.float32)
     return frame

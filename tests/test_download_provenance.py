@@ -7,6 +7,7 @@ at all (its config has no removed heads)."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.analysis.norm_attention import norm_attention
+from explorer.compare_export import read_maps_csv
 from explorer.config import ModelConfig
 from explorer.export import attention_json, read_attention_json
 from explorer.norm_export import norm_attention_json
@@ -89,3 +91,25 @@ def test_the_maps_json_names_the_heads_its_run_removed_and_reads_back():
     full = read_attention_json(attention_json(maps, 1, 2, trace.config, (), "zero"))
     assert full["heads_removed"] == [] and full["removed_note"] == ""
     assert "heads_removed" not in read_attention_json(attention_json(maps, 1, 2, trace.config))  # not known: not said
+
+
+def test_compares_maps_csv_with_norms_shown_holds_what_the_heads_add(made):
+    """Show: norms draws A's, B's and A − B's ‖α·f(x)‖; the maps CSV had held the weights only (a, b, a_minus_b), so
+    the file a class kept did not hold a number the page drew."""
+    causal = {"arch": "decoder", "mask": "causal"}
+    at = opened("views/compare.py", {**REMOVED, **causal, "measure": "norms", "layer": "0", "head": "1"})
+    assert "comparison_maps.csv" not in made
+    frame = read_maps_csv(made["comparison_maps_with-norms.csv"]())
+    cfg = ModelConfig(**causal)
+    model = explorer.build_model(cfg)
+    trace_a = explorer.run(model, REMOVED["tokens"], ablate="L0H1", ablate_with="mean")
+    norms_a = norm_attention(model, trace_a)  # [L, H, T, T]
+    model_b = explorer.build_model(replace(cfg, norm="pre"))
+    norms_b = norm_attention(model_b, explorer.run(model_b, REMOVED["tokens"]))
+    np.testing.assert_array_equal(frame["a_norm"].to_numpy().reshape(norms_a.shape), norms_a)
+    np.testing.assert_array_equal(frame["b_norm"].to_numpy().reshape(norms_b.shape), norms_b)
+    np.testing.assert_allclose(frame["a_minus_b_norm"], frame["a_norm"] - frame["b_norm"], atol=1e-6)
+    np.testing.assert_array_equal(frame["a"].to_numpy().reshape(norms_a.shape), trace_a.first.self_attention.weights)
+    removed = frame[(frame.layer == 0) & (frame["head"] == 1)]
+    assert (~removed["allowed_a"]).any() and (removed["a_norm"] > 0).all()  # its mean reaches every cell
+    assert at.radio(key="measure").value == "norms"

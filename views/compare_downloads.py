@@ -61,7 +61,8 @@ def downloads(
     st.subheader("Download the comparison")
     st.caption(
         "JSON: both configurations, the inputs, the per-layer figures and every A − B map with the head ranking. "
-        "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell)."
+        "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell; with Show: norms, their "
+        "‖α·f(x)‖ beside the weights)."
     )
     row = st.container(horizontal=True)  # each button as wide as its label, which columns cut on a projector
     everything = partial(comparison_file, runs, a, b, inputs, sharing, tables, objective, aligned)
@@ -70,10 +71,11 @@ def downloads(
         "Per-layer CSV", partial(layers_csv, tables), "comparison_per_layer.csv", "text/csv", "compare_layers_csv", row
     )
     can_subtract = any(p.common_layers for p in pairs)
+    norms = st.session_state.get("measure") == "norms"
     download(
         "Maps CSV",
-        partial(maps_file, runs),
-        "comparison_maps.csv",
+        partial(maps_file, runs, norms),
+        "comparison_maps_with-norms.csv" if norms else "comparison_maps.csv",
         "text/csv",
         "compare_maps_csv",
         row,
@@ -82,7 +84,6 @@ def downloads(
     )
     sides = (("A", a), ("B", b))
     described = [f"{side}: {plain(describe(c, a))}{removed_of(inputs, side.lower())}" for side, c in sides]
-    norms = st.session_state.get("measure") == "norms"
     figures = partial(compare_figures, runs, shown, lines, norms, shown_axes(), missing)  # axes: in the script run
     view_download("Compare A and B", described, figures, "compare", row, query=lambda: shown.query)
 
@@ -111,9 +112,10 @@ def comparison_file(
     return comparison_json(a, b, inputs, sharing, runs.pairs(), tables, objective, aligned)
 
 
-def maps_file(runs: ComparedRuns) -> str:
-    """maps_csv of the pairs of `runs`, made on the click."""
-    return maps_csv(runs.pairs())
+def maps_file(runs: ComparedRuns, norms: bool = False) -> str:
+    """maps_csv of the pairs of `runs`, made on the click; with `norms` (the page shows what the heads add), their
+    ‖α·f(x)‖ beside the weights, as the Attention page's CSV has them."""
+    return maps_csv(runs.pairs(), runs.measured() if norms else None)
 
 
 def compare_figures(
