@@ -113,3 +113,10 @@ def test_compares_maps_csv_with_norms_shown_holds_what_the_heads_add(made):
     removed = frame[(frame.layer == 0) & (frame["head"] == 1)]
     assert (~removed["allowed_a"]).any() and (removed["a_norm"] > 0).all()  # its mean reaches every cell
     assert at.radio(key="measure").value == "norms"
+
+
+def test_an_encoder_decoders_file_says_whose_heads_were_removed(made):
+    """Removal reaches the first stack's self-attention only: "L0H1" alone could be the decoder's."""
+    params = {**REMOVED, "arch": "encoder-decoder", "target": "le chat", "kind": "cross-attention"}
+    opened("views/attention.py", params)
+    assert f"Heads removed from the encoder's self-attention: L0H1 ({MEAN})." in " ".join(view_lines(made, "attention"))

@@ -132,14 +132,16 @@ def plain(markdown: str) -> str:
 RUN_VIEWS = ("attention", "mixing", "activations")
 
 
-def removal_line(heads: tuple[Head, ...], mode: str) -> str | None:
-    """The line a view's file adds when the run has heads removed: which, and what their output became."""
+def removal_line(heads: tuple[Head, ...], mode: str, arch: str | None = None) -> str | None:
+    """The line a view's file adds when the run has heads removed: which (of the encoder's self-attention for an
+    encoder-decoder `arch`: removal reaches the first stack only), and what their output became."""
     if not heads:
         return None
     from views.ablation_controls import MODE_WORDS  # it imports this module
 
     names = ", ".join(head_name(h) for h in heads)
-    return f"Heads removed: {names} ({MODE_WORDS[mode]}). Every figure is of the model without them."
+    where = " from the encoder's self-attention" if arch == "encoder-decoder" else ""
+    return f"Heads removed{where}: {names} ({MODE_WORDS[mode]}). Every figure is of the model without them."
 
 
 def view_download(
@@ -158,7 +160,9 @@ def view_download(
     heads the run removed: the link alone had said it, as ablate=L0H1."""
 
     base, now = (st.context.url or "").split("?")[0], st.query_params.to_dict()
-    removed = removal_line(tuple(app_state().ablated), app_state().ablate_with) if key in RUN_VIEWS else None
+    state = app_state()
+    arch = None if state.config is None else state.config.arch
+    removed = removal_line(tuple(state.ablated), state.ablate_with, arch) if key in RUN_VIEWS else None
     lines = lines if removed is None else [*lines, removed]
 
     def build() -> bytes:  # runs on the click, outside the script run: it may not read st.session_state
