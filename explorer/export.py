@@ -70,13 +70,15 @@ def _text_of(source: str | bytes | os.PathLike[str], what: str) -> str:
 
 
 def read_attention_csv(source: str | bytes | os.PathLike[str]) -> pd.DataFrame:
-    """Read attention_csv output back (its text, or the path of a file holding it), weights as float32, tokens as
-    written (even "NA" or "nan"), and the head as attention_json gives it: an int, or "mean"."""
+    """Read attention_csv output back (its text, or the path of a file holding it), weights (and norms, when there)
+    as float32, tokens as written (even "NA" or "nan"), and the head as attention_json gives it: an int, or "mean"."""
     text = _text_of(source, "an attention CSV")
     frame = pd.read_csv(
         io.StringIO(text), dtype={"query_token": str, "key_token": str, "head": str}, keep_default_na=False
     )
-    frame["weight"] = frame["weight"].astype(np.float32)
+    for column in ("weight", "norm"):  # norm: a map shown with what the heads add (explorer.norm_export)
+        if column in frame:
+            frame[column] = frame[column].astype(np.float32)
     frame["head"] = frame["head"].map(lambda head: head if head == "mean" else int(head))
     return frame
 
@@ -133,11 +135,13 @@ def attention_json(
 
 
 def read_attention_json(source: str | bytes | os.PathLike[str]) -> dict[str, Any]:
-    """Parse attention_json output (its text, or the path of a file holding it); weights come back as a float32
-    [Tq, Tk] array, allowed as bool."""
+    """Parse attention_json output (its text, or the path of a file holding it); weights (and norms, when there) come
+    back as float32 [Tq, Tk] arrays, allowed as bool."""
     data = json.loads(_text_of(source, "an attention JSON"))
     data["weights"] = np.asarray(data["weights"], dtype=np.float32).reshape(
         len(data["query_tokens"]), len(data["key_tokens"])
     )  # [Tq, Tk]
     data["allowed"] = np.asarray(data["allowed"], dtype=bool).reshape(data["weights"].shape)  # [Tq, Tk]
+    if "norms" in data:  # a map shown with what the heads add (explorer.norm_export)
+        data["norms"] = np.asarray(data["norms"], dtype=np.float32).reshape(data["weights"].shape)  # [Tq, Tk]
     return data

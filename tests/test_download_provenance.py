@@ -20,8 +20,8 @@ import explorer
 from explorer.analysis.norm_attention import norm_attention
 from explorer.compare_export import read_maps_csv
 from explorer.config import ModelConfig
-from explorer.export import attention_json, read_attention_json
-from explorer.norm_export import norm_attention_json
+from explorer.export import attention_json, read_attention_csv, read_attention_json
+from explorer.norm_export import norm_attention_csv, norm_attention_json
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 REMOVED = {"tokens": "the cat sat on the mat", "ablate": "L0H1", "ablate_with": "mean"}
@@ -120,3 +120,17 @@ def test_an_encoder_decoders_file_says_whose_heads_were_removed(made):
     params = {**REMOVED, "arch": "encoder-decoder", "target": "le chat", "kind": "cross-attention"}
     opened("views/attention.py", params)
     assert f"Heads removed from the encoder's self-attention: L0H1 ({MEAN})." in " ".join(view_lines(made, "attention"))
+
+
+def test_the_readers_give_back_the_norms_a_file_holds_as_the_arrays_the_page_computed():
+    """read_attention_json had left a norms file's norms as nested lists, and read_attention_csv its norm column as
+    float64, beside weights read back as float32 [Tq, Tk]: the same file, two kinds of numbers."""
+    model = explorer.build_model(ModelConfig(arch="decoder", mask="causal"))
+    trace = explorer.run(model, "the cat sat on the mat [PAD]")
+    maps, norms = trace.first.self_attention, norm_attention(model, trace)
+    data = read_attention_json(norm_attention_json(maps, norms, 1, 3, trace.config))
+    assert isinstance(data["norms"], np.ndarray) and data["norms"].dtype == np.float32
+    np.testing.assert_array_equal(data["norms"], norms[1, 3])
+    frame = read_attention_csv(norm_attention_csv(maps, norms, 1, 3))
+    assert frame["norm"].dtype == np.float32
+    np.testing.assert_array_equal(frame["norm"].to_numpy().reshape(norms[1, 3].shape), norms[1, 3])
