@@ -22,6 +22,12 @@ NOTE = (
     "over heads of the self-attention entropy in nats."
 )
 
+NORMS_NOTE = (
+    " norms_difference[layer][head][query][key] = A's ||alpha * f_h(x)|| minus B's, what each head adds from each key "
+    "(Kobayashi et al. 2020; explorer.norm_export's norm_note), each side from its own model; a head replaced by its "
+    "mean adds to every query from every key, so it can be non-zero where allowed is false."
+)
+
 
 def _floats(array: np.ndarray) -> Any:
     """Nested lists of Python floats (float32 values are exactly representable); NaN becomes null."""
@@ -43,9 +49,10 @@ def _records(table: pd.DataFrame) -> list[dict[str, Any]]:
     return rows
 
 
-def pair_dict(pair: MapPair, aligned: bool = False) -> dict[str, Any]:
+def pair_dict(pair: MapPair, aligned: bool = False, measured: MapPair | None = None) -> dict[str, Any]:
     """One kind of attention: tokens, masks, the difference maps of the layers both have (when their heads and
-    tokens match), the head ranking when A and B have the same shape, and why anything is left out."""
+    tokens match), the head ranking when A and B have the same shape, and why anything is left out; with
+    `measured` (the pair carrying ‖α·f(x)‖), norms_difference beside the weights' difference."""
     out: dict[str, Any] = {"kind": pair.label, "stack": pair.stack, "b_aligned_to_a_tokens": aligned}
     for side, maps in (("a", pair.a), ("b", pair.b)):
         out[f"{side}_shape"] = None if maps is None else list(maps.weights.shape)
@@ -57,6 +64,9 @@ def pair_dict(pair: MapPair, aligned: bool = False) -> dict[str, Any]:
     if common:
         assert pair.a is not None and pair.b is not None
         out["difference"] = _floats(pair.a.weights[:common] - pair.b.weights[:common])  # [L][H][Tq][Tk]
+    if common and measured is not None:
+        assert measured.a is not None and measured.b is not None
+        out["norms_difference"] = _floats(measured.a.weights[:common] - measured.b.weights[:common])  # [L][H][Tq][Tk]
     if pair.same_shape:
         assert pair.a is not None and pair.b is not None
         out["head_ranking"] = head_ranking(pair.a, pair.b).to_dict(orient="records")
@@ -88,19 +98,22 @@ def comparison_dict(
     per_layer: dict[str, pd.DataFrame],
     gradient_objective: str,
     aligned: bool = False,
+    measured: list[MapPair] | None = None,
 ) -> dict[str, Any]:
     """Everything the Compare page shows, as plain data: both configurations, the inputs, whether the weights
     are shared, per-layer figures per stack, what their gradient norms measure (`gradient_objective`: A's and B's,
-    compare_text.objectives_text), and every pair of attention maps with A - B."""
+    compare_text.objectives_text), and every pair of attention maps with A - B; with `measured` (the pairs carrying
+    ‖α·f(x)‖, in the same order: what the page draws with Show: norms), A - B of those too."""
+    norms = [None] * len(pairs) if measured is None else measured
     return {
         "a": a.to_dict(),
         "b": b.to_dict(),
         "inputs": inputs,
         "weights": sharing,
-        "attention": [pair_dict(pair, aligned and pair.stack == 0) for pair in pairs],
+        "attention": [pair_dict(p, aligned and p.stack == 0, n) for p, n in zip(pairs, norms, strict=True)],
         "per_layer": {stack: _records(table) for stack, table in per_layer.items()},
         "gradient_objective": gradient_objective,
-        "note": NOTE,
+        "note": NOTE + ("" if measured is None else NORMS_NOTE),
     }
 
 

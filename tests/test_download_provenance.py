@@ -6,6 +6,7 @@ at all (its config has no removed heads)."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -94,8 +95,8 @@ def test_the_maps_json_names_the_heads_its_run_removed_and_reads_back():
 
 
 def test_compares_maps_csv_with_norms_shown_holds_what_the_heads_add(made):
-    """Show: norms draws A's, B's and A − B's ‖α·f(x)‖; the maps CSV had held the weights only (a, b, a_minus_b), so
-    the file a class kept did not hold a number the page drew."""
+    """Show: norms draws A's, B's and A − B's ‖α·f(x)‖; the maps CSV and the JSON had held the weights only (a, b,
+    a_minus_b; difference), so the files a class kept did not hold a number of the maps the page drew."""
     causal = {"arch": "decoder", "mask": "causal"}
     at = opened("views/compare.py", {**REMOVED, **causal, "measure": "norms", "layer": "0", "head": "1"})
     assert "comparison_maps.csv" not in made
@@ -113,6 +114,10 @@ def test_compares_maps_csv_with_norms_shown_holds_what_the_heads_add(made):
     removed = frame[(frame.layer == 0) & (frame["head"] == 1)]
     assert (~removed["allowed_a"]).any() and (removed["a_norm"] > 0).all()  # its mean reaches every cell
     assert at.radio(key="measure").value == "norms"
+    data = json.loads(made["comparison.json"]())
+    difference = np.asarray(data["attention"][0]["norms_difference"], dtype=np.float64)  # [L, H, T, T]
+    np.testing.assert_allclose(difference, norms_a.astype(np.float64) - norms_b, atol=1e-6)
+    assert "norms_difference" in data["note"]
 
 
 def test_an_encoder_decoders_file_says_whose_heads_were_removed(made):

@@ -61,17 +61,17 @@ def downloads(
     st.subheader("Download the comparison")
     st.caption(
         "JSON: both configurations, the inputs, the per-layer figures and every A − B map with the head ranking. "
-        "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell; with Show: norms, their "
-        "‖α·f(x)‖ beside the weights)."
+        "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell). With Show: norms, the "
+        "maps' ‖α·f(x)‖ too, beside the weights."
     )
     row = st.container(horizontal=True)  # each button as wide as its label, which columns cut on a projector
-    everything = partial(comparison_file, runs, a, b, inputs, sharing, tables, objective, aligned)
+    norms = st.session_state.get("measure") == "norms"
+    everything = partial(comparison_file, runs, a, b, inputs, sharing, tables, objective, aligned, norms)
     download("Download JSON", everything, "comparison.json", "application/json", "compare_json", row)
     download(
         "Per-layer CSV", partial(layers_csv, tables), "comparison_per_layer.csv", "text/csv", "compare_layers_csv", row
     )
     can_subtract = any(p.common_layers for p in pairs)
-    norms = st.session_state.get("measure") == "norms"
     download(
         "Maps CSV",
         partial(maps_file, runs, norms),
@@ -107,9 +107,12 @@ def comparison_file(
     tables: dict[str, pd.DataFrame],
     objective: str,
     aligned: bool,
+    norms: bool = False,
 ) -> str:
-    """comparison_json of the pairs of `runs`, made on the click."""
-    return comparison_json(a, b, inputs, sharing, runs.pairs(), tables, objective, aligned)
+    """comparison_json of the pairs of `runs`, made on the click; with `norms` (the page shows what the heads add),
+    A − B of their ‖α·f(x)‖ too."""
+    measured = runs.measured() if norms else None
+    return comparison_json(a, b, inputs, sharing, runs.pairs(), tables, objective, aligned, measured)
 
 
 def maps_file(runs: ComparedRuns, norms: bool = False) -> str:
