@@ -18,10 +18,12 @@ from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
 import explorer
+from explorer.analysis.mixing import attention_rollout
 from explorer.analysis.norm_attention import norm_attention
 from explorer.compare_export import read_maps_csv
 from explorer.config import ModelConfig
 from explorer.export import attention_json, read_attention_csv, read_attention_json
+from explorer.mixing_export import mixing_table
 from explorer.norm_export import norm_attention_csv, norm_attention_json
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
@@ -139,3 +141,16 @@ def test_the_readers_give_back_the_norms_a_file_holds_as_the_arrays_the_page_com
     frame = read_attention_csv(norm_attention_csv(maps, norms, 1, 3))
     assert frame["norm"].dtype == np.float32
     np.testing.assert_array_equal(frame["norm"].to_numpy().reshape(norms[1, 3].shape), norms[1, 3])
+
+
+def test_the_mixing_table_of_a_run_without_heads_names_them_beside_the_residual_share():
+    """With heads removed, the Mixing CSV's raw_average and rollout count each removed head as it acted (zero, or its
+    mean row), not as the weights it still computes; the table had said nothing of it."""
+    model = explorer.build_model(ModelConfig(arch="decoder", mask="causal"))
+    trace = explorer.run(model, "the cat sat on the mat", ablate="L0H1,L1H0", ablate_with="mean")
+    rollout = attention_rollout(trace)  # [L, T, T]
+    tokens = trace.first.tokens
+    everyone = list(range(len(tokens)))
+    table = mixing_table(tokens, everyone, {"rollout": rollout[-1]}, 0.5, trace.ablated, trace.ablate_with)
+    assert (table["heads_removed"] == "L0H1,L1H0").all() and (table["removed_with"] == "mean").all()
+    assert "heads_removed" not in mixing_table(tokens, everyone, {"rollout": rollout[-1]}, 0.5)  # the full model's
