@@ -5,12 +5,14 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from explorer.ablation import Head, head_name
 from explorer.analysis.stats import attention_frame, attention_matrix
 from explorer.config import ConfigError, ModelConfig
 from explorer.trace import AttentionMaps
@@ -18,6 +20,13 @@ from explorer.trace import AttentionMaps
 MASK_NOTE = (
     "allowed[q][k] is true when query q may attend to key k; where it is false the weight is exactly 0 (masked). "
     "Rows listed in empty_rows have no allowed key: all their weights are 0, not a distribution."
+)
+
+REMOVED_NOTE = (
+    "heads_removed were removed in this run (their output, the weighted sum of values before the output projection, "
+    "set as removed_with says: zero, or its mean over the positions). A removed head still computes the weights "
+    "written here; every layer after the first removed head reads a changed stream, so its weights differ from the "
+    "full model's."
 )
 
 
@@ -61,22 +70,42 @@ def _text_of(source: str | bytes | os.PathLike[str], what: str) -> str:
 
 
 def read_attention_csv(source: str | bytes | os.PathLike[str]) -> pd.DataFrame:
-    """Read attention_csv output back (its text, or the path of a file holding it), weights as float32, tokens as
-    written (even "NA" or "nan"), and the head as attention_json gives it: an int, or "mean"."""
+    """Read attention_csv output back (its text, or the path of a file holding it), weights (and norms, when there)
+    as float32, tokens as written (even "NA" or "nan"), and the head as attention_json gives it: an int, or "mean"."""
     text = _text_of(source, "an attention CSV")
     frame = pd.read_csv(
         io.StringIO(text), dtype={"query_token": str, "key_token": str, "head": str}, keep_default_na=False
     )
-    frame["weight"] = frame["weight"].astype(np.float32)
+    for column in ("weight", "norm"):  # norm: a map shown with what the heads add (explorer.norm_export)
+        if column in frame:
+            frame[column] = frame[column].astype(np.float32)
     frame["head"] = frame["head"].map(lambda head: head if head == "mean" else int(head))
     return frame
 
 
+def removal_fields(removed: Sequence[Head], removed_with: str) -> dict[str, Any]:
+    """What a file says of the heads its run removed (explorer.run's ablate, ablate_with): their names, what their
+    output became, and what that does to the weights written."""
+    return {
+        "heads_removed": [head_name(h) for h in removed],
+        "removed_with": removed_with,
+        "removed_note": REMOVED_NOTE if removed else "",
+    }
+
+
 def attention_dict(
-    maps: AttentionMaps, layer: int, head: int | None, config: ModelConfig | None = None
+    maps: AttentionMaps,
+    layer: int,
+    head: int | None,
+    config: ModelConfig | None = None,
+    removed: Sequence[Head] | None = None,
+    removed_with: str = "zero",
 ) -> dict[str, Any]:
-    """Everything needed to redraw one map: config (or None), kind, layer, head, tokens, weights, allowed."""
+    """Everything needed to redraw one map: config (or None), kind, layer, head, tokens, weights, allowed; with
+    `removed` (the run's trace.ablated, and `removed_with` its trace.ablate_with), which heads the run removed: the
+    config alone does not say, and every layer after them attends otherwise."""
     weights = attention_matrix(maps, layer, head)  # [Tq, Tk] float32
+    kept = {} if removed is None else removal_fields(removed, removed_with)
     return {
         "config": None if config is None else config.to_dict(),
         "kind": maps.kind,
@@ -89,20 +118,30 @@ def attention_dict(
         "masked_count": int((~maps.allowed).sum()),
         "empty_rows": [int(i) for i in np.flatnonzero(maps.empty_rows)],
         "note": MASK_NOTE,
+        **kept,
     }
 
 
-def attention_json(maps: AttentionMaps, layer: int, head: int | None, config: ModelConfig | None = None) -> str:
+def attention_json(
+    maps: AttentionMaps,
+    layer: int,
+    head: int | None,
+    config: ModelConfig | None = None,
+    removed: Sequence[Head] | None = None,
+    removed_with: str = "zero",
+) -> str:
     """attention_dict as JSON text (UTF-8, tokens unescaped)."""
-    return json.dumps(attention_dict(maps, layer, head, config), ensure_ascii=False)
+    return json.dumps(attention_dict(maps, layer, head, config, removed, removed_with), ensure_ascii=False)
 
 
 def read_attention_json(source: str | bytes | os.PathLike[str]) -> dict[str, Any]:
-    """Parse attention_json output (its text, or the path of a file holding it); weights come back as a float32
-    [Tq, Tk] array, allowed as bool."""
+    """Parse attention_json output (its text, or the path of a file holding it); weights (and norms, when there) come
+    back as float32 [Tq, Tk] arrays, allowed as bool."""
     data = json.loads(_text_of(source, "an attention JSON"))
     data["weights"] = np.asarray(data["weights"], dtype=np.float32).reshape(
         len(data["query_tokens"]), len(data["key_tokens"])
     )  # [Tq, Tk]
     data["allowed"] = np.asarray(data["allowed"], dtype=bool).reshape(data["weights"].shape)  # [Tq, Tk]
+    if "norms" in data:  # a map shown with what the heads add (explorer.norm_export)
+        data["norms"] = np.asarray(data["norms"], dtype=np.float32).reshape(data["weights"].shape)  # [Tq, Tk]
     return data

@@ -3,16 +3,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
+from explorer.ablation import Head, heads_text
+
 
 def mixing_table(
-    tokens: list[str], queries: list[int], columns: dict[str, np.ndarray | None], residual: float
+    tokens: list[str],
+    queries: list[int],
+    columns: dict[str, np.ndarray | None],
+    residual: float,
+    removed: Sequence[Head] = (),
+    removed_with: str = "zero",
 ) -> pd.DataFrame:
     """One row per (position in `queries`, input token): position, its token, input, its token, the residual share
     rollout and flow were computed with, then each of `columns` ({name: [len(queries), T] values}; None leaves the
-    column out)."""
+    column out). With heads `removed` (trace.ablated, `removed_with` its ablate_with), heads_removed ("L0H1,L1H0")
+    and removed_with after the residual share: each removed head then counts as it acted (mixed_maps), so the values
+    are not the full model's."""
     n_tokens = len(tokens)
     shown = {name: np.asarray(values, dtype=np.float64) for name, values in columns.items() if values is not None}
     for name, values in shown.items():
@@ -30,6 +41,8 @@ def mixing_table(
             "residual_share": residual,
         }
     )
+    if removed:
+        frame["heads_removed"], frame["removed_with"] = heads_text(removed), removed_with
     for name, values in shown.items():
         frame[name] = values.ravel()
     return frame

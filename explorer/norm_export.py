@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import numpy as np
 
+from explorer.ablation import Head
 from explorer.analysis.stats import check_layer_head
 from explorer.config import ModelConfig
 from explorer.export import attention_dict, export_frame
@@ -38,10 +40,17 @@ def norm_attention_csv(maps: AttentionMaps, norms: np.ndarray, layer: int, head:
 
 
 def norm_attention_json(
-    maps: AttentionMaps, norms: np.ndarray, layer: int, head: int | None, config: ModelConfig | None = None
+    maps: AttentionMaps,
+    norms: np.ndarray,
+    layer: int,
+    head: int | None,
+    config: ModelConfig | None = None,
+    removed: Sequence[Head] | None = None,
+    removed_with: str = "zero",
 ) -> str:
-    """explorer.export.attention_json with two more fields: norms ([Tq][Tk] ‖α·f(x)‖) and norm_note."""
-    data = attention_dict(maps, layer, head, config)
+    """explorer.export.attention_json with two more fields: norms ([Tq][Tk] ‖α·f(x)‖) and norm_note; `removed` and
+    `removed_with` as attention_json takes them."""
+    data = attention_dict(maps, layer, head, config, removed, removed_with)
     data["norms"] = [[float(v) for v in row] for row in norm_matrix(norms, layer, head)]  # float32, exact
     data["norm_note"] = NORM_NOTE
     return json.dumps(data, ensure_ascii=False)

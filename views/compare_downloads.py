@@ -19,6 +19,7 @@ from pictures import notebook_figures
 from pictures.compare_charts import norm_difference_figure, pair_norm_note
 from pictures.compare_lines_chart import NOT_AVAILABLE, layer_lines
 from pictures.norm_figures import norm_maps_figure
+from views.ablation_controls import MODE_WORDS
 from views.compare_lines import shown_axes
 from views.compare_runs import ComparedRuns
 from views.widgets import download, plain, view_download
@@ -60,10 +61,12 @@ def downloads(
     st.subheader("Download the comparison")
     st.caption(
         "JSON: both configurations, the inputs, the per-layer figures and every A − B map with the head ranking. "
-        "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell)."
+        "CSV: the per-layer figures, and every map of A and B with A − B (one row per cell). With Show: norms, the "
+        "maps' ‖α·f(x)‖ too, beside the weights."
     )
     row = st.container(horizontal=True)  # each button as wide as its label, which columns cut on a projector
-    everything = partial(comparison_file, runs, a, b, inputs, sharing, tables, objective, aligned)
+    norms = st.session_state.get("measure") == "norms"
+    everything = partial(comparison_file, runs, a, b, inputs, sharing, tables, objective, aligned, norms)
     download("Download JSON", everything, "comparison.json", "application/json", "compare_json", row)
     download(
         "Per-layer CSV", partial(layers_csv, tables), "comparison_per_layer.csv", "text/csv", "compare_layers_csv", row
@@ -71,18 +74,28 @@ def downloads(
     can_subtract = any(p.common_layers for p in pairs)
     download(
         "Maps CSV",
-        partial(maps_file, runs),
-        "comparison_maps.csv",
+        partial(maps_file, runs, norms),
+        "comparison_maps_with-norms.csv" if norms else "comparison_maps.csv",
         "text/csv",
         "compare_maps_csv",
         row,
         disabled=not can_subtract,
         help=None if can_subtract else "A and B have no layer with the same heads and tokens to subtract.",
     )
-    described = [f"A: {plain(describe(a, a))}", f"B: {plain(describe(b, a))}"]
-    norms = st.session_state.get("measure") == "norms"
+    sides = (("A", a), ("B", b))
+    described = [f"{side}: {plain(describe(c, a))}{removed_of(inputs, side.lower())}" for side, c in sides]
     figures = partial(compare_figures, runs, shown, lines, norms, shown_axes(), missing)  # axes: in the script run
     view_download("Compare A and B", described, figures, "compare", row, query=lambda: shown.query)
+
+
+def removed_of(inputs: dict[str, Any], side: str) -> str:
+    """ " · heads removed: L0H1 (output set to zero)" for a side ("a" or "b") of the comparison's `inputs` that removes
+    heads, else "": describe names the settings only, and the file had not said that A's maps lack the heads."""
+    heads = inputs.get(f"{side}_removed") or ""
+    if not heads:
+        return ""
+    words = MODE_WORDS[inputs.get(f"{side}_removed_with", "zero")]
+    return f" · heads removed: {heads.replace(',', ', ')} ({words})"
 
 
 def comparison_file(
@@ -94,14 +107,18 @@ def comparison_file(
     tables: dict[str, pd.DataFrame],
     objective: str,
     aligned: bool,
+    norms: bool = False,
 ) -> str:
-    """comparison_json of the pairs of `runs`, made on the click."""
-    return comparison_json(a, b, inputs, sharing, runs.pairs(), tables, objective, aligned)
+    """comparison_json of the pairs of `runs`, made on the click; with `norms` (the page shows what the heads add),
+    A − B of their ‖α·f(x)‖ too."""
+    measured = runs.measured() if norms else None
+    return comparison_json(a, b, inputs, sharing, runs.pairs(), tables, objective, aligned, measured)
 
 
-def maps_file(runs: ComparedRuns) -> str:
-    """maps_csv of the pairs of `runs`, made on the click."""
-    return maps_csv(runs.pairs())
+def maps_file(runs: ComparedRuns, norms: bool = False) -> str:
+    """maps_csv of the pairs of `runs`, made on the click; with `norms` (the page shows what the heads add), their
+    ‖α·f(x)‖ beside the weights, as the Attention page's CSV has them."""
+    return maps_csv(runs.pairs(), runs.measured() if norms else None)
 
 
 def compare_figures(

@@ -15,10 +15,12 @@ from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.state.session_state_proxy import get_session_state
 
+from explorer.ablation import Head, head_name
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.config_words import count, mask_text, positions_text
 from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
+from views.state import app_state
 
 MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~^$])")  # what CommonMark (and $ for math) may read
 
@@ -125,6 +127,23 @@ def plain(markdown: str) -> str:
     return markdown.replace("**", "")
 
 
+# The views whose figures are of the sidebar's run, so of the model without the heads it removes: their file says
+# which heads (What heads do and Compare write their own lines; Anatomy, Positional and Train draw no run's numbers).
+RUN_VIEWS = ("attention", "mixing", "activations")
+
+
+def removal_line(heads: tuple[Head, ...], mode: str, arch: str | None = None) -> str | None:
+    """The line a view's file adds when the run has heads removed: which (of the encoder's self-attention for an
+    encoder-decoder `arch`: removal reaches the first stack only), and what their output became."""
+    if not heads:
+        return None
+    from views.ablation_controls import MODE_WORDS  # it imports this module
+
+    names = ", ".join(head_name(h) for h in heads)
+    where = " from the encoder's self-attention" if arch == "encoder-decoder" else ""
+    return f"Heads removed{where}: {names} ({MODE_WORDS[mode]}). Every figure is of the model without them."
+
+
 def view_download(
     title: str,
     lines: list[str],
@@ -137,9 +156,14 @@ def view_download(
     `figures()` makes them (with pictures.notebook_figures, the page's own builders); it runs outside the script
     run, so it must get everything it needs from the session (the model, the layer shown) as arguments, not read it
     then. The file links to the page with the URL's query of this run, or `query()`'s on the click (a fragment that
-    reruns alone may change the URL after this button was drawn)."""
+    reruns alone may change the URL after this button was drawn). A view of the sidebar's run (RUN_VIEWS) says which
+    heads the run removed: the link alone had said it, as ablate=L0H1."""
 
     base, now = (st.context.url or "").split("?")[0], st.query_params.to_dict()
+    state = app_state()
+    arch = None if state.config is None else state.config.arch
+    removed = removal_line(tuple(state.ablated), state.ablate_with, arch) if key in RUN_VIEWS else None
+    lines = lines if removed is None else [*lines, removed]
 
     def build() -> bytes:  # runs on the click, outside the script run: it may not read st.session_state
         from pictures.html_export import view_html
