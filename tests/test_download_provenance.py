@@ -6,12 +6,14 @@ at all (its config has no removed heads)."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
@@ -154,3 +156,21 @@ def test_the_mixing_table_of_a_run_without_heads_names_them_beside_the_residual_
     table = mixing_table(tokens, everyone, {"rollout": rollout[-1]}, 0.5, trace.ablated, trace.ablate_with)
     assert (table["heads_removed"] == "L0H1,L1H0").all() and (table["removed_with"] == "mean").all()
     assert "heads_removed" not in mixing_table(tokens, everyone, {"rollout": rollout[-1]}, 0.5)  # the full model's
+
+
+def test_the_attention_pages_json_names_the_heads_its_run_removed(made):
+    """The page's own Download JSON, weights and norms alike: every layer after L0 attends otherwise, and the file's
+    config alone cannot say so."""
+    opened("views/attention.py", REMOVED | {"layer": "1"})
+    weights = read_attention_json(made["attention_self-attention_L1_H0.json"]())
+    assert weights["heads_removed"] == ["L0H1"] and weights["removed_with"] == "mean"
+    opened("views/attention.py", REMOVED | {"layer": "1", "measure": "norms"})
+    norms = read_attention_json(made["attention_self-attention_L1_H0_with-norms.json"]())
+    assert norms["heads_removed"] == ["L0H1"] and norms["removed_with"] == "mean"
+
+
+def test_the_mixing_pages_csvs_name_the_heads_their_run_removed(made):
+    opened("views/mixing.py", REMOVED)
+    for name in ("mixing_last_block.csv", "rollout_block1.csv"):
+        table = pd.read_csv(io.StringIO(made[name]()))
+        assert set(table["heads_removed"]) == {"L0H1"} and set(table["removed_with"]) == {"mean"}, name

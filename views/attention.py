@@ -258,14 +258,16 @@ def map_file(
     cfg: ModelConfig,
     make_norms: Callable[[], np.ndarray] | None,
 ) -> str:
-    """One map's CSV or JSON ("csv" or "json" `file`), with what the head adds when `make_norms` is given."""
-    maps = make_trace().maps(kind)
+    """One map's CSV or JSON ("csv" or "json" `file`), with what the head adds when `make_norms` is given; the JSON
+    names the heads the run removed (the config does not hold them)."""
+    trace = make_trace()
+    maps, removal = trace.maps(kind), (trace.ablated, trace.ablate_with)
     if make_norms is None:
-        return attention_csv(maps, layer, head) if file == "csv" else attention_json(maps, layer, head, cfg)
+        return attention_csv(maps, layer, head) if file == "csv" else attention_json(maps, layer, head, cfg, *removal)
     norms = make_norms()
     if file == "csv":
         return norm_attention_csv(maps, norms, layer, head)
-    return norm_attention_json(maps, norms, layer, head, cfg)
+    return norm_attention_json(maps, norms, layer, head, cfg, *removal)
 
 
 def empty_rows_warning(maps: AttentionMaps) -> None:

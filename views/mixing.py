@@ -10,7 +10,7 @@ import numpy as np
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from explorer.ablation import heads_text
+from explorer.ablation import Head, heads_text
 from explorer.analysis.mixing import DEFAULT_RESIDUAL, mixed_maps
 from explorer.analysis.stats import head_average
 from explorer.config import CheckpointConfig, ModelConfig
@@ -92,12 +92,14 @@ def csv_download(
     residual: float,
     name: str,
     key: str,
+    removal: tuple[tuple[Head, ...], str],
     where: DeltaGenerator | None = None,
 ) -> None:
     """A CSV of mixing_table, built only when clicked: on copies of the `columns` ([T, T] each at most), since a
-    view would keep the rollout it reads alive for as long as the button (views/state.py)."""
+    view would keep the rollout it reads alive for as long as the button (views/state.py). `removal`: the run's
+    (trace.ablated, trace.ablate_with), which the table names."""
     kept = {name: None if values is None else np.array(values) for name, values in columns.items()}
-    table = partial(mixing_table, list(maps.key_tokens), queries, kept, residual)
+    table = partial(mixing_table, list(maps.key_tokens), queries, kept, residual, *removal)
     download(label, lambda: table().to_csv(index=False), name, "text/csv", key, where)
 
 
@@ -177,8 +179,11 @@ def block_caption(layer: int) -> str:
     )
 
 
-def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float, stretch: bool) -> int:
-    """A block slider (mix_layer in the URL) and rollout after that block beside its raw average; returns the block."""
+def block_by_block(
+    maps: AttentionMaps, rollout: np.ndarray, residual: float, stretch: bool, removal: tuple[tuple[Head, ...], str]
+) -> int:
+    """A block slider (mix_layer in the URL) and rollout after that block beside its raw average; returns the block.
+    `removal` as csv_download takes it."""
     st.subheader("Block by block")
     blocks = list(range(maps.n_layers))
     clamp_view("mix_layer", blocks, "block")
@@ -197,6 +202,7 @@ def block_by_block(maps: AttentionMaps, rollout: np.ndarray, residual: float, st
         residual,
         f"rollout_block{layer}.csv",
         "mix_csv_layer",
+        removal,
     )
     return layer
 
@@ -255,7 +261,8 @@ def main() -> None:
     rollout = rollout_of(trace, residual)  # [L, T, T]
     flow = last_block(maps, trace, rollout, residual, unit, stretch)
     query, row = reach(maps, trace, rollout, flow, residual, unit)
-    layer = block_by_block(maps, rollout, residual, stretch)
+    removal = (trace.ablated, trace.ablate_with)
+    layer = block_by_block(maps, rollout, residual, stretch, removal)
     last = maps.n_layers - 1
     everyone = list(range(len(maps.key_tokens)))
     csv_download(
@@ -266,6 +273,7 @@ def main() -> None:
         residual,
         "mixing_last_block.csv",
         "mix_csv",
+        removal,
         controls,
     )
     view_download(
