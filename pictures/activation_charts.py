@@ -388,5 +388,5 @@ def massive_share_figure(model: Transformer, trace: Trace, stack: int = 0) -> go
     part = trace_stack(trace, stack)
     position, block = focus_token(part)
     norms = norm_attention(model, trace, part.self_attention.kind)  # [L, H, T, T]
-    table = token_shares(part.self_attention, position, norms, trace.ablated if stack == 0 else ())
+    table = token_shares(part.self_attention, position, norms, trace.ablated if stack == 0 else (), trace.ablate_with)
     return token_share_figure(table, position, part.labels[position], block, part.name)

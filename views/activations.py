@@ -193,7 +193,7 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     position, block = focus_token(stack)
     maps = stack.self_attention
     removed = trace.ablated if stack is trace.first else ()  # removal applies to the first stack's self-attention
-    shares = token_shares(maps, position, norm_attention_of(trace, maps.kind), removed)
+    shares = token_shares(maps, position, norm_attention_of(trace, maps.kind), removed, trace.ablate_with)
     text = energy_text(cfg.norm, massive_activation(stack), largest_activation(stack), stack.labels, shares)
     st.info(text, icon=":material/bolt:")
     if np.isfinite(shares["weights"]).any():  # else no query may see the token, as the text says: no line to draw

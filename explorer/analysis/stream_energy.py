@@ -11,6 +11,7 @@ import pandas as pd
 
 from explorer.ablation import Head, HeadAblation
 from explorer.analysis.activations import token_norms
+from explorer.analysis.norm_attention import mean_mixing
 from explorer.trace import AttentionMaps, StackTrace, Trace
 
 # Sun, Chen, Kolter & Liu 2024, "Massive Activations in Large Language Models" (section 2): "activations with
@@ -140,16 +141,34 @@ def norm_key_share(norms: np.ndarray, allowed: np.ndarray, key: int, kept: np.nd
 
 
 def token_shares(
-    maps: AttentionMaps, position: int, norms: np.ndarray | None = None, removed: Collection[Head] = ()
+    maps: AttentionMaps,
+    position: int,
+    norms: np.ndarray | None = None,
+    removed: Collection[Head] = (),
+    removed_with: str = "zero",
 ) -> pd.DataFrame:
-    """layer, weights, norms: per layer, the share of attention weight on the token at `position` (key_share of
-    maps.weights) and of what the heads add (norm_key_share of `norms`, norm_attention of the same maps,
-    [L, H, Tq, Tk]; NaN without it), both over the heads the run kept: a head `removed` (layer, head) adds nothing,
-    and counted as a share of 0 it made the token look as if it passed on less than it is looked at."""
-    kept = kept_heads(maps.weights.shape[:2], removed)  # [L, H] or None
-    weights = key_share(maps.weights, maps.allowed, position, kept)  # [L]
+    """layer, weights, norms: per layer, the share of attention weight on the token at `position` (key_share of the
+    weights that mix the heads' outputs) and of what the heads add (norm_key_share of `norms`, norm_attention of the
+    same maps, [L, H, Tq, Tk]; NaN without it). A head `removed` (layer, head) with zero adds nothing and is left out
+    of both: counted as a share of 0 it made the token look as if it passed on less than it is looked at. One replaced
+    by its mean (`removed_with` "mean") still adds, mixed by each key's weight averaged over the queries
+    (norm_attention.mean_mixing), and counts with those weights, as norm_attention counts it."""
+    mean = removed_with == "mean"
+    kept = None if mean else kept_heads(maps.weights.shape[:2], removed)  # [L, H] or None
+    weights = key_share(_mean_mixed(maps.weights, removed) if mean else maps.weights, maps.allowed, position, kept)
     added = norm_key_share(norms, maps.allowed, position, kept) if norms is not None else np.full(len(weights), np.nan)
     return pd.DataFrame({"layer": np.arange(len(weights)), "weights": weights, "norms": added})
+
+
+def _mean_mixed(weights: np.ndarray, removed: Collection[Head]) -> np.ndarray:
+    """[L, H, Tq, Tk] the weights that mix each head's output when the `removed` heads are replaced by their mean:
+    theirs averaged over the queries (mean_mixing), copied only when a head is removed."""
+    if not removed:
+        return weights
+    mixing = weights.copy()  # [L, H, Tq, Tk]
+    for layer, head in removed:
+        mixing[layer, head] = mean_mixing(mixing[layer, head])  # [1, Tk] broadcast over the queries
+    return mixing
 
 
 def largest_activation(stack: StackTrace) -> tuple[int, int, float, float]:
