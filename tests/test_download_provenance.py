@@ -174,3 +174,14 @@ def test_the_mixing_pages_csvs_name_the_heads_their_run_removed(made):
     for name in ("mixing_last_block.csv", "rollout_block1.csv"):
         table = pd.read_csv(io.StringIO(made[name]()))
         assert set(table["heads_removed"]) == {"L0H1"} and set(table["removed_with"]) == {"mean"}, name
+
+
+def test_what_heads_do_csvs_say_how_heads_were_removed(made):
+    """The ablation board's cells are each head removed alone, with zero or with its mean (the page's choice), and
+    the logit lens is of the model without the sidebar's heads: neither file had said so."""
+    opened("views/heads.py", {"model": "minilm-l6", "tokens": "the cat sat", "ablate": "L0H1", "ablate_with": "mean"})
+    board = pd.read_csv(io.StringIO(made["head_ablation.csv"]()))
+    assert set(board["removed_alone_with"]) == {"mean"}
+    opened("views/heads.py", {"model": "smollm2-135m", "tokens": "The capital of France is", "ablate": "L3H2"})
+    lens = pd.read_csv(io.StringIO(made["logit_lens.csv"]()))
+    assert set(lens["heads_removed"]) == {"L3H2"} and set(lens["removed_with"]) == {"zero"}

@@ -16,7 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from explorer.ablation import Head, head_name, parse_heads
+from explorer.ablation import Head, head_name, heads_text, parse_heads
 from explorer.analysis.ablation_effects import embedding_cosine, prediction_change
 from explorer.analysis.logit_lens import can_read_out, lens_refusal, output_stack, reads_next_piece
 from explorer.config import ConfigError, ModelConfig
@@ -309,9 +309,9 @@ def ablation_section(cfg: ModelConfig, before: Trace, after: Trace, removed: tup
     say(top_effects_sentence(effects))
     if removed:
         say(alone_sentence(removed, embedding_cosine(before, after), effects))
-    csv_download(
-        "Ablation board (CSV)", head_frame(effects, "one_minus_cosine", removed), "head_ablation.csv", "heads_csv_board"
-    )
+    board = head_frame(effects, "one_minus_cosine", removed)
+    board.insert(4, "removed_alone_with", mode)  # each cell: that head alone, its output set to zero or to its mean
+    csv_download("Ablation board (CSV)", board, "head_ablation.csv", "heads_csv_board")
     return [partial(ablation_board_figure, effects, removed)]
 
 
@@ -368,7 +368,8 @@ def lens_section(model: Transformer, trace: Trace, removed: tuple[Head, ...]) ->
     say(lens_sentence(lens, len(tokens) - 1, n_layers))
     next_piece = reads_next_piece(model)
     plotly_chart(lens_grid_figure(lens, tokens, final_norm, next_piece), "heads_lens")
-    csv_download("Logit lens (CSV)", lens, "logit_lens.csv", "heads_csv_lens")
+    kept = lens if not removed else lens.assign(heads_removed=heads_text(removed), removed_with=trace.ablate_with)
+    csv_download("Logit lens (CSV)", kept, "logit_lens.csv", "heads_csv_lens")
     return [partial(lens_grid_figure, lens, tokens, final_norm, next_piece)]
 
 
