@@ -44,7 +44,7 @@ help:
 	@echo "make lint       ruff check + ruff format --check"
 	@echo "make format     ruff format + ruff check --fix"
 	@echo "make bench      explorer.run vs stock torch, page loads in Chromium, the real checkpoints, a class's load"
-	@echo "make look       screenshot every page into /tmp/look (../shared/tools/look.py)"
+	@echo "make look       screenshot every page into /tmp/look (needs ../shared/tools/look.py, beside the repository)"
 	@echo "make clean      remove caches and test reports (distclean: the .venv too)"
 
 venv: $(STAMP)
@@ -119,8 +119,12 @@ bench: $(STAMP) chromium
 	$(PY) bench/bench_ablation.py
 	$(PY) bench/bench_load.py
 
+# look.py belongs to the workplace the project was built in, beside the repository, not to the repository: say so
+# where a clone has no such file instead of failing on a missing path.
+LOOK := ../shared/tools/look.py
 look: $(STAMP) chromium
-	$(PY) ../shared/tools/look.py --out /tmp/look
+	@[ -f $(LOOK) ] || { echo "make look needs $(LOOK), a screenshot tool kept beside this repository (not in it); this checkout has none" >&2; exit 1; }
+	$(PY) $(LOOK) --out /tmp/look
 
 clean:
 	rm -rf $(ARTIFACTS) .pytest_cache .ruff_cache build *.egg-info
