@@ -9,6 +9,7 @@ from urllib.parse import parse_qsl, urlsplit
 import numpy as np
 import pandas as pd
 import pytest
+import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
@@ -641,6 +642,7 @@ def made_downloads(monkeypatch) -> dict[str, object]:
         return original(self, label, data, file_name, *args, **kwargs)
 
     monkeypatch.setattr(DeltaGenerator, "download_button", recorded)
+    monkeypatch.setattr(st, "download_button", lambda *a, **k: recorded(st._main, *a, **k))  # st.download_button too
     return made
 
 

@@ -15,8 +15,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import streamlit as st
-from streamlit.delta_generator import DeltaGenerator
 from streamlit.testing.v1 import AppTest
 
 import explorer
@@ -27,6 +25,7 @@ from explorer.config import ModelConfig
 from explorer.export import attention_json, read_attention_csv, read_attention_json
 from explorer.mixing_export import mixing_table
 from explorer.norm_export import norm_attention_csv, norm_attention_json
+from tests.test_app_compare import made_downloads
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 REMOVED = {"tokens": "the cat sat on the mat", "ablate": "L0H1", "ablate_with": "mean"}
@@ -37,16 +36,7 @@ SAID = f"Heads removed: L0H1 ({MEAN}). Every figure is of the model without them
 @pytest.fixture
 def made(monkeypatch) -> dict[str, object]:
     """The callable each download button of the next run is handed, by the file name it offers."""
-    files: dict[str, object] = {}
-    original = DeltaGenerator.download_button
-
-    def recorded(self, label, data, file_name=None, *args, **kwargs):
-        files[file_name] = data
-        return original(self, label, data, file_name, *args, **kwargs)
-
-    monkeypatch.setattr(DeltaGenerator, "download_button", recorded)
-    monkeypatch.setattr(st, "download_button", lambda *a, **k: recorded(st._main, *a, **k))
-    return files
+    return made_downloads(monkeypatch)
 
 
 def view_lines(files: dict[str, object], key: str) -> list[str]:
