@@ -175,3 +175,14 @@ def test_what_heads_do_csvs_say_how_heads_were_removed(made):
     opened("views/heads.py", {"model": "smollm2-135m", "tokens": "The capital of France is", "ablate": "L3H2"})
     lens = pd.read_csv(io.StringIO(made["logit_lens.csv"]()))
     assert set(lens["heads_removed"]) == {"L3H2"} and set(lens["removed_with"]) == {"zero"}
+
+
+def test_the_token_shares_csv_names_its_token_and_what_each_share_measures(made):
+    """Was: columns "weights" and "norms", and no word of which token the shares are of."""
+    at = opened("views/activations.py", {"tokens": "the cat sat on the mat", "act_open_tokens": "true"})
+    assert not at.exception
+    shares = pd.read_csv(io.StringIO(made["activations_encoder_token_shares.csv"]()), keep_default_na=False)
+    measures = ["share_of_attention_weight", "share_of_what_heads_add"]
+    assert list(shares.columns) == ["layer", "position", "token", *measures]
+    position = int(shares["position"].iloc[0])
+    assert set(shares["token"]) == {"the cat sat on the mat".split()[position]}

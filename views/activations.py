@@ -199,7 +199,17 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     if np.isfinite(shares["weights"]).any():  # else no query may see the token, as the text says: no line to draw
         figure = token_share_figure(shares, position, stack.labels[position], block, stack.name)
         plotly_chart(figure, "act_massive_shares")
-    csv_button("Shares per layer (CSV)", shares, f"activations_{stack.name}_token_shares.csv", "act_csv_shares")
+    name = f"activations_{stack.name}_token_shares.csv"
+    csv_button("Shares per layer (CSV)", shares_file(shares, stack, position), name, "act_csv_shares")
+
+
+def shares_file(shares: pd.DataFrame, stack: StackTrace, position: int) -> pd.DataFrame:
+    """token_shares as its CSV: which token the shares are of, and columns named by what they measure (the file had
+    said only "weights" and "norms")."""
+    named = shares.rename(columns={"weights": "share_of_attention_weight", "norms": "share_of_what_heads_add"})
+    named.insert(1, "position", position)
+    named.insert(2, "token", stack.tokens[position])
+    return named
 
 
 def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
