@@ -628,3 +628,14 @@ def test_activations_gradients_say_they_are_the_whole_models_when_heads_are_remo
     assert any("These gradients are the whole model's" in c.value and "L0H1" in c.value for c in at.caption)
     plain = open_page(ACTIVATIONS, act_open_gradients="true")
     assert not any("whole model's" in c.value for c in plain.caption)
+
+
+def test_the_module_table_says_a_row_is_the_modules_own_parameters():
+    """Was: MiniLM's encoder.layers.0.self_attn row read 443,520, its Q, K and V alone, beside no word that out_proj's
+    147,840 sit in a row of their own, so the attention's 591,360 were easy to misread."""
+    at = open_page(ANATOMY, model="minilm-l6", ana_open_params="true")
+    assert any("Each module's own parameters, not its children's" in c.value for c in at.caption)
+    table = at.dataframe[-1].value
+    rows = dict(zip(table["module"], table["parameters"], strict=True))
+    assert rows["encoder.layers.0.self_attn"] == 3 * (384 * 384 + 384)  # W_Q, W_K, W_V and their biases
+    assert rows["encoder.layers.0.self_attn.out_proj"] == 384 * 384 + 384

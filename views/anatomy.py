@@ -98,6 +98,10 @@ def parameter_table(cfg: ModelConfig) -> None:
     """Every module that owns parameters, with its count."""
     counts = from_model(cached_parameter_counts, cfg)
     with st.expander(f"Parameters of each of the {len(counts)} modules", key="ana_open_params", bind="query-params"):
+        st.caption(
+            "Each module's own parameters, not its children's: an attention module's row counts its Q, K and V "
+            "projections, and its out_proj has a row of its own. The rows add up to the model's total."
+        )
         st.dataframe(
             counts,
             hide_index=True,
