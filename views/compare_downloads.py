@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from explorer.ablation import parse_heads
 from explorer.compare import MapPair
 from explorer.compare_export import comparison_json, layers_csv, maps_csv
 from explorer.compare_text import describe
@@ -19,7 +20,7 @@ from pictures import notebook_figures
 from pictures.compare_charts import norm_difference_figure, pair_norm_note
 from pictures.compare_lines_chart import NOT_AVAILABLE, layer_lines
 from pictures.norm_figures import norm_maps_figure
-from views.ablation_controls import MODE_WORDS
+from views.ablation_controls import Removal
 from views.compare_lines import shown_axes
 from views.compare_runs import ComparedRuns
 from views.widgets import download, plain, view_download
@@ -91,11 +92,10 @@ def downloads(
 def removed_of(inputs: dict[str, Any], side: str) -> str:
     """ " · heads removed: L0H1 (output set to zero)" for a side ("a" or "b") of the comparison's `inputs` that removes
     heads, else "": describe names the settings only, and the file had not said that A's maps lack the heads."""
-    heads = inputs.get(f"{side}_removed") or ""
+    heads = parse_heads(inputs.get(f"{side}_removed") or "")
     if not heads:
         return ""
-    words = MODE_WORDS[inputs.get(f"{side}_removed_with", "zero")]
-    return f" · heads removed: {heads.replace(',', ', ')} ({words})"
+    return f" · heads removed: {Removal(heads, inputs.get(f'{side}_removed_with', 'zero')).words}"
 
 
 def comparison_file(

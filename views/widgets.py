@@ -15,7 +15,7 @@ from streamlit.delta_generator import DeltaGenerator
 from streamlit.errors import StreamlitAPIException
 from streamlit.runtime.state.session_state_proxy import get_session_state
 
-from explorer.ablation import Head, head_name
+from explorer.ablation import Head
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.config_words import count, mask_text, positions_text
 from explorer.pretrained import pretrained_title
@@ -137,11 +137,10 @@ def removal_line(heads: tuple[Head, ...], mode: str, arch: str | None = None) ->
     encoder-decoder `arch`: removal reaches the first stack only), and what their output became."""
     if not heads:
         return None
-    from views.ablation_controls import MODE_WORDS  # it imports this module
+    from views.ablation_controls import Removal  # it imports this module
 
-    names = ", ".join(head_name(h) for h in heads)
     where = " from the encoder's self-attention" if arch == "encoder-decoder" else ""
-    return f"Heads removed{where}: {names} ({MODE_WORDS[mode]}). Every figure is of the model without them."
+    return f"Heads removed{where}: {Removal(heads, mode).words}. Every figure is of the model without them."
 
 
 def view_download(
