@@ -11,6 +11,7 @@ from plotly.subplots import make_subplots
 
 from explorer.analysis.placements import ENTROPY, GRADIENT, MEASURES, RMS, PlacementRun
 from explorer.config import NORMS
+from pictures.compare_lines_chart import NO_KEY, NOT_AVAILABLE
 from pictures.style import (
     HOVER_NUMBERS,
     LOG_NUMBERS,
@@ -57,8 +58,8 @@ def _log_scale(values: np.ndarray) -> bool:
 def _missing_note(rows: pd.DataFrame, measure: str) -> str:
     """What an empty panel says: no values at all (no gradient norms), or an entropy with no key to spread over."""
     if rows.empty:
-        return "not available"
-    return "no query has a key<br>it may attend to" if measure == ENTROPY else "not a number"
+        return NOT_AVAILABLE
+    return NO_KEY if measure == ENTROPY else "not a number"
 
 
 def placements_chart(result: PlacementRun, stack: str | None = None, title: str | None = None) -> go.Figure:
