@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from explorer.analysis.stats import COVERED_MASS
 from explorer.analysis.stream_energy import MASSIVE_RATIO, MASSIVE_VALUE, MassiveActivation
 from explorer.numbers import readable
 
@@ -122,3 +123,27 @@ def energy_text(
     block, position, value, ratio = largest
     text = no_massive_text(norm, value, ratio, block, position, tokens[position])
     return f"{text} {shares_text(position, tokens[position], shares)}".rstrip()
+
+
+def head_stats_caption(kind: str, stack_name: str, uniform_entropy: float, uniform_distance: float) -> str:
+    """What the per-head grids measure, with the scores of uniform attention; when every query may see one key
+    (`uniform_entropy` 0: one token, or a mask that leaves one key), that no head has a choice, rather than a scale
+    whose two ends are both 0."""
+    where = f"The {kind} of the {stack_name} stack; queries with no allowed key are left out."
+    distance = "**Mean distance**: Σ weight × |query position − key position|"
+    if uniform_entropy <= 0:
+        far = (
+            "each query's one key is itself, so it is 0"
+            if uniform_distance <= 0
+            else f"here the distance to each query's one key, {uniform_distance:.2f} on average"
+        )
+        return (
+            f"{where} Every query may see only one key, so every head's **entropy** and **sparsity** are 0: no "
+            f"head has a choice to spread over. {distance} ({far})."
+        )
+    return (
+        f"{where} **Entropy**: how spread each query's weights are, averaged over queries (0 = one key; "
+        f"{uniform_entropy:.2f} nats = uniform over the allowed keys). {distance} (0 = each token looks at itself; "
+        f"uniform attention scores {uniform_distance:.2f}). **Sparsity**: the share of its allowed keys a query can "
+        f"ignore and still keep {COVERED_MASS:.0%} of its weight (0 = it needs them all)."
+    )
