@@ -167,8 +167,8 @@ def _bounded_words(result: PlacementRun, rms: dict[str, np.ndarray], stack: str)
 
 def gradient_words(result: PlacementRun, stack: str, untrained: bool) -> str:
     """Gradient norm per block, first to last, and Xiong et al.'s prediction where it applies (at initialisation)."""
-    if result.no_gradients is not None:
-        return f"No gradient norms: {result.no_gradients}"
+    if result.no_gradients is not None:  # a whole sentence that names them: "Gradient norms need at least two ..."
+        return result.no_gradients
     grads = {p: result.values(p, GRADIENT, stack) for p in NORMS}  # [L] each
     if any(len(g) == 0 for g in grads.values()):
         return "No gradient norms for this stack."
