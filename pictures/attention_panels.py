@@ -3,9 +3,12 @@ Streamlit here; pictures/boards.py says why these matrices are not Plotly heatma
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import pandas as pd
 
+from explorer.ablation import Head
 from explorer.analysis.norm_attention import mean_mixing
 from explorer.analysis.stats import attention_matrix
 from explorer.config import PAD_TOKEN
@@ -273,28 +276,17 @@ def grid_panel(
     pickable: bool = True,
     stretch: bool = False,
     norms: np.ndarray | None = None,
+    mean_removed: Collection[Head] = (),
 ) -> dict:
     """Every layer (rows) x head (columns) as a small map titled "L0 H1", all on one sheet panel; when `pickable`, a
     click on one sends back {"layer": ..., "head": ...}. The map `picked` (layer, head) is framed. With `stretch`,
     one colour scale for every map (weight_ramp over them all), so the maps stay comparable. With `norms`
     ([L, H, Tq, Tk] ‖α·f(x)‖) the maps show those, on one scale from 0 to norm_top (stretched: to the top 1 % of
-    them all), so the heads that add little are pale."""
+    them all), so the heads that add little are pale; the heads `mean_removed` (replaced by their mean) are drawn on
+    every cell, as their large map is: what they add reaches every query from every key."""
     n_layers, n_heads, tq, tk = maps.weights.shape  # [L, H, Tq, Tk]
     shown = maps.weights if norms is None else np.asarray(norms, dtype=np.float32)  # [L, H, Tq, Tk]
-    top = stretch_top(shown, maps.allowed) if stretch else None  # over every map at once
-    scale = (
-        ""
-        if top is None
-        else f" Colours stretched, one scale for all: darkest blue = {top:.2g} or more (the top 1 % of weights)."
-    )
-    if norms is not None:
-        top = top if stretch else norm_top(shown)
-        ends = (
-            " or more (the top 1 % of them all)." if stretch else ", the largest; the heads that add little are pale."
-        )
-        scale = (
-            f" Colour = {NORM}, what each head adds from each key, one scale for all: darkest blue = {top:.3g}{ends}"
-        )
+    top, scale = grid_scale(shown, maps.allowed, stretch, norms is not None)
     layer_heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
     titles = [f"L{layer} H{head}" for layer, head in layer_heads]
     sheet = sheet_panel(
@@ -311,9 +303,24 @@ def grid_panel(
         title="All layers × heads" + ("" if norms is None else f" · what each head adds ({NORM})"),
         subtitle="Rows are layers, columns are heads."
         + (" Click a map to show it large (framed in red)." if pickable else "")
-        + scale,
+        + ("" if not scale else f" {scale}"),
+        whole=[layer * n_heads + head for layer, head in mean_removed] if norms is not None else (),
     )
     return sheet
+
+
+def grid_scale(shown: np.ndarray, allowed: np.ndarray, stretch: bool, norms: bool) -> tuple[float | None, str]:
+    """The one colour scale of every map of a grid ([L, H, Tq, Tk] `shown`: weights, or ‖α·f(x)‖ when `norms`):
+    where its darkest blue is (None: at 1, the weights' own end) and the sentence that says so ("" for weights from
+    0 to 1). Stretched, the top 1 % of the allowed cells of every map at once."""
+    top = stretch_top(shown, allowed) if stretch else None
+    if not norms:
+        return top, "" if top is None else (
+            f"Colours stretched, one scale for all: darkest blue = {top:.2g} or more (the top 1 % of weights)."
+        )
+    top = top if stretch else norm_top(shown)
+    ends = " or more (the top 1 % of them all)." if stretch else ", the largest; the heads that add little are pale."
+    return top, f"Colour = {NORM}, what each head adds from each key, one scale for all: darkest blue = {top:.3g}{ends}"
 
 
 def _entropy_parts(df: pd.DataFrame, note: str | None = None) -> dict:

@@ -15,6 +15,7 @@ hover reads ("values", "masked") as raw bytes, which views/matrix_view.py sends 
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 
 import numpy as np
 import torch
@@ -224,13 +225,15 @@ def sheet_panel(
     picked: int | None = None,
     title: str | None = None,
     subtitle: str | None = None,
+    whole: Collection[int] = (),
 ) -> dict:
     """Small [Tq, Tk] maps, `columns` to a row, each under its title: one picture of them all, drawn on one canvas.
 
     One canvas and one image however many maps there are: as panels of their own, the 144 maps of a 12 x 12 model
     cost the browser 0.3 s more. Each map's longer side is `max_px`. Hover gives a map's `hovers` text; a click
     sends back its `picks` entry (none: the maps are not clickable); map `picked` is framed in red. `title` and
-    `subtitle` go above the sheet.
+    `subtitle` go above the sheet. Cells `allowed` leaves out are grey, except in the maps numbered in `whole`, drawn
+    on every cell (what a head replaced by its mean adds reaches every query from every key).
 
     Maps with more cells a side than `max_px` pixels are sent at their drawn size (pooled_maps: each pixel the
     largest value of the cells it covers), and the subtitle says so: 270 maps of 512 x 512 would be a 70-million-
@@ -243,6 +246,8 @@ def sheet_panel(
     masked = np.zeros((tq, tk), dtype=bool) if allowed is None else ~np.asarray(allowed, dtype=bool)  # [Tq, Tk]
     factor = max(1, math.ceil(max(tq, tk) / max(max_px, 1.0)))
     shown = pooled_maps(maps, masked, factor)  # [n, Tq / factor, Tk / factor], NaN where every cell is masked
+    if whole := sorted(set(whole)):
+        shown[whole] = pooled_maps(maps[whole], np.zeros_like(masked), factor)  # [len(whole), Tq', Tk']
     sq, sk = shown.shape[1:]
     rows = -(-n // columns)
     picture = np.full((rows * columns, sq, sk, 3), 255, dtype=np.uint8)  # white where the last row has no map

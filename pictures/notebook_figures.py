@@ -20,6 +20,7 @@ from explorer.analysis.activations import layer_statistics
 from explorer.analysis.attribution import logit_attribution
 from explorer.analysis.gradients import gradient_norms, layer_gradient_totals
 from explorer.analysis.logit_lens import logit_lens, output_stack, reads_next_piece
+from explorer.analysis.norm_attention import removed_heads
 from explorer.analysis.placements import placement_run
 from explorer.analysis.position_analysis import (
     MAX_PLOTTED_POSITIONS,
@@ -45,7 +46,7 @@ from pictures import activation_charts
 # Made beside the pages that draw them, offered here with the rest (explorer.FIGURES): re-exported by name.
 from pictures.activation_charts import massive_share_figure as massive_share_figure
 from pictures.activation_charts import token_norm_figure as token_norm_figure
-from pictures.attention_panels import grid_cells, plotly_token_labels, scale_note, top_of
+from pictures.attention_panels import NORM, grid_cells, grid_scale, plotly_token_labels, scale_note, top_of
 from pictures.compare_charts import difference_scale
 from pictures.mixing_charts import flow_figure as flow_figure
 from pictures.mixing_charts import rollout_figure as rollout_figure
@@ -88,7 +89,10 @@ def _weights(maps: AttentionMaps, layer: int, head: int | None) -> np.ndarray:
     return np.where(maps.allowed, shown, np.nan)
 
 
-def _heatmap(maps: AttentionMaps, values: np.ndarray, visible: bool = True, top: float = 1.0) -> go.Heatmap:
+def _heatmap(
+    maps: AttentionMaps, values: np.ndarray, visible: bool = True, top: float = 1.0, what: str = "weight"
+) -> go.Heatmap:
+    """One map's heatmap, blue from 0 to `top`; `what` the cells hold names the colour bar and the hover's value."""
     return go.Heatmap(
         z=values,
         x=plotly_token_labels(maps.key_labels),
@@ -96,8 +100,8 @@ def _heatmap(maps: AttentionMaps, values: np.ndarray, visible: bool = True, top:
         zmin=0.0,
         zmax=top,
         colorscale=plotly_scale(BLUES),
-        colorbar={"title": {"text": "weight"}},
-        hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
+        colorbar={"title": {"text": what}},
+        hovertemplate=f"query %{{y}}<br>key %{{x}}<br>{what} %{{z:.4f}}<extra></extra>",
         visible=visible,
     )
 
@@ -138,9 +142,19 @@ def maps_figure(
     return _map_layout(figure, f"{prefix}{maps.kind} · layer {layer} · {which}", scale_note(own, stretch))
 
 
-def attention_grid_figure(trace: Trace, kind: str = "self-attention", max_cells: int = GRID_FIGURE_CELLS) -> go.Figure:
-    """Every layer x head in one figure, with a slider to pick the map (each map its own trace, one visible). A grid
-    of more than `max_cells` cells (layers x heads x queries x keys) is refused with a sentence: every map travels in
+def attention_grid_figure(
+    trace: Trace,
+    kind: str = "self-attention",
+    max_cells: int = GRID_FIGURE_CELLS,
+    stretch: bool = False,
+    norms: np.ndarray | None = None,
+) -> go.Figure:
+    """Every layer x head in one figure, with a slider to pick the map (each map its own trace, one visible), drawn
+    as the Attention page's grid: colours from 0 to 1, or with `stretch` one scale for every map, up to the top 1 %
+    of them all. `norms` ([L, H, Tq, Tk], explorer.norm_attention of this trace and kind) draws what each head adds,
+    ‖α·f(x)‖, on one scale up to the largest (stretched: the top 1 % of them all); a head the run replaced by its
+    mean is drawn on every cell, since what it adds reaches every query. A removed head's map is titled so. A grid of
+    more than `max_cells` cells (layers x heads x queries x keys) is refused with a sentence: every map travels in
     the figure, about 13 bytes a cell, so MiniLM on 254 pieces made 58 MB. Pass a larger max_cells to draw it."""
     _trace(trace, "attention_grid_figure")
     maps = trace.maps(kind)
@@ -152,21 +166,39 @@ def attention_grid_figure(trace: Trace, kind: str = "self-attention", max_cells:
             f"in the figure, more than max_cells ({max_cells:,}). attention_figure draws one map; pass "
             f"max_cells={cells} to draw the grid anyway."
         )
+    shown = maps.weights if norms is None else np.asarray(norms)  # [L, H, Tq, Tk]
+    if shown.shape != maps.weights.shape:
+        raise ConfigError(
+            f"norms holds {list(shown.shape)} values and the {kind} maps {list(maps.weights.shape)}: pass "
+            f"explorer.norm_attention(model, trace, {kind!r}) of this very trace."
+        )
+    top, note = grid_scale(shown, maps.allowed, stretch, norms is not None)
+    removed = set(removed_heads(trace, maps))
+    whole = removed if norms is not None and trace.ablate_with == "mean" else set()
+
+    def drawn(layer: int, head: int) -> np.ndarray:  # [Tq, Tk], NaN where masked (drawn as gaps)
+        values = shown[layer, head].astype(np.float64)
+        return values if (layer, head) in whole else np.where(maps.allowed, values, np.nan)
+
+    def title(layer: int, head: int) -> str:
+        adds = "" if norms is None else f" · what it adds ({NORM})"
+        return f"{kind} · layer {layer} · head {head}{adds}" + (" · removed" if (layer, head) in removed else "")
+
+    what = "weight" if norms is None else NORM
     pairs = [(layer, head) for layer in range(maps.n_layers) for head in range(maps.n_heads)]
-    figure = go.Figure([_heatmap(maps, _weights(maps, lay, hd), visible=i == 0) for i, (lay, hd) in enumerate(pairs)])
+    figure = go.Figure(
+        [_heatmap(maps, drawn(*pair), visible=i == 0, top=top or 1.0, what=what) for i, pair in enumerate(pairs)]
+    )
     steps = [
         {
-            "label": f"L{layer} H{head}",
+            "label": f"L{layer} H{head}" + (" · removed" if (layer, head) in removed else ""),
             "method": "update",
-            "args": [
-                {"visible": [j == i for j in range(len(pairs))]},
-                {"title": f"{kind} · layer {layer} · head {head}"},
-            ],
+            "args": [{"visible": [j == i for j in range(len(pairs))]}, {"title.text": title(layer, head)}],
         }
         for i, (layer, head) in enumerate(pairs)
     ]
     figure.update_layout(sliders=[{"active": 0, "steps": steps, "currentvalue": {"prefix": "map "}}])
-    return _map_layout(figure, f"{kind} · layer 0 · head 0")
+    return _map_layout(figure, title(*pairs[0]), note or None)
 
 
 def difference_figure(

@@ -22,7 +22,9 @@ from explorer.norm_export import norm_attention_json
 from pictures.attention_panels import MEAN_NOTE, STRETCH_QUANTILE, attention_map_panel
 from pictures.boards import decode_floats
 from pictures.norm_figures import norm_maps_figure
-from tests.drawn import app_boards, app_matrices, figure_json, panel_matrix
+from pictures.style import BLUES, MASKED_COLOUR, Ramp
+from tests.drawn import app_boards, app_matrices, figure_json, panel_matrix, rgb, sheet_maps
+from views.attention import attention_figures
 from views.compare_downloads import ShownMaps, compare_figures
 from views.compare_runs import ComparedRuns
 
@@ -197,3 +199,47 @@ def test_compares_download_stretches_a_minus_b_over_every_cell_a_mean_reaches():
     a_minus_b = norm_attention(model, trace_a)[LAYER, HEAD] - norm_attention(model, trace_b)[LAYER, HEAD]  # [T, T]
     expected = np.quantile(np.abs(a_minus_b), STRETCH_QUANTILE)
     assert heatmap["zmax"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_the_pages_grid_draws_a_head_replaced_by_its_mean_on_every_cell_as_its_large_map():
+    """The grid of every map, Show: norms: the small map of a head replaced by its mean had greyed the cells above the
+    causal diagonal (what it adds there, drawn on its large map, is a third of it on this text); a kept head's small
+    map greys them still."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    query = {"arch": "decoder", "mask": "causal", "norm": "pre", "tokens": TOKENS, "measure": "norms"}
+    at.query_params.update(query | {"ablate": f"L{LAYER}H{HEAD}", "ablate_with": "mean"})
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    _, norms, _ = removed_run("mean")
+    [sheet] = [p for p in app_boards(at)["maps"]["panels"] if p["name"] == "grid"]
+    small = sheet_maps(sheet)
+    above = np.triu_indices(len(TOKENS.split()), 1)  # [2, cells]: what a causal mask hides
+    grey = np.array(rgb(MASKED_COLOUR))
+    removed = small[f"L{LAYER} H{HEAD} · off"]  # [T, T, 3]
+    expected = Ramp(BLUES, 0.0, float(norms.max())).rgb(norms[LAYER, HEAD])  # unstretched: up to the largest of all
+    np.testing.assert_array_equal(removed, expected)
+    assert not (removed[above] == grey).all(axis=-1).any()
+    assert (small["L0 H0"][above] == grey).all()
+
+
+@pytest.mark.parametrize("stretch", [False, True])
+def test_the_html_downloads_grid_draws_what_the_pages_grid_shows(stretch):
+    """ "Download this view" with Show: norms had put the weights' grid on a 0-to-1 scale under the page's grid of what
+    each head adds; it draws the norms now, on the page's one scale for all maps, the mean's head on every cell."""
+    model = explorer.build_model(CFG)
+    trace = explorer.run(model, TOKENS, ablate=[(LAYER, HEAD)], ablate_with="mean")
+    norms = norm_attention(model, trace)  # [L, H, T, T]
+    *_, grid = attention_figures(lambda: trace, "self-attention", LAYER, HEAD, lambda: norms, stretch)
+    data = figure_json(grid)
+    allowed = trace.first.self_attention.allowed
+    top = np.quantile(norms[:, :, allowed], STRETCH_QUANTILE) if stretch else norms.max()
+    n_heads = norms.shape[1]
+    for i, heatmap in enumerate(data["data"]):
+        layer, head = divmod(i, n_heads)
+        z = np.asarray(heatmap["z"], dtype=float)  # [T, T], NaN where masked
+        cells = np.ones_like(allowed) if (layer, head) == (LAYER, HEAD) else allowed
+        np.testing.assert_array_equal(np.isnan(z), ~cells)
+        np.testing.assert_allclose(z[cells], norms[layer, head][cells], rtol=1e-6)
+        assert heatmap["zmax"] == pytest.approx(top, rel=1e-5) and "‖α·f(x)‖" in heatmap["hovertemplate"]
+    labels = [step["label"] for step in data["layout"]["sliders"][0]["steps"]]
+    assert labels[LAYER * n_heads + HEAD] == f"L{LAYER} H{HEAD} · removed" and labels[0] == "L0 H0"

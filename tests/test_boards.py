@@ -90,6 +90,21 @@ def test_a_sheet_cuts_each_map_from_one_picture_row_by_row():
         sheet_panel(maps, None, WEIGHTS, name="s", titles=titles[:4], columns=2, max_px=40, hovers=titles[:4])
 
 
+@pytest.mark.parametrize("max_px", [40, 2])  # every cell its own pixel; 2 x 2 cells pooled into one
+def test_a_sheets_whole_maps_draw_the_cells_the_mask_greys_in_the_others(max_px):
+    maps = np.random.default_rng(3).random((3, 4, 4)).astype(np.float32)  # [3, 4, 4]
+    allowed = np.tril(np.ones((4, 4), dtype=bool))  # causal
+    titles = ["kept", "mean", "kept too"]
+    sheet = sheet_panel(maps, allowed, WEIGHTS, name="s", titles=titles, columns=3, max_px=max_px, hovers=titles,
+                        whole=[1])  # fmt: skip
+    picture = sheet_maps(sheet)
+    factor = 4 // sheet["rows"]
+    pooled = maps[1].reshape(4 // factor, factor, 4 // factor, factor).max(axis=(1, 3))  # [4 / f, 4 / f]
+    np.testing.assert_array_equal(picture["mean"], WEIGHTS.rgb(pooled))
+    grey = np.array(rgb(MASKED_COLOUR))
+    assert (picture["kept"][0, -1] == grey).all() and (picture["kept too"][0, -1] == grey).all()
+
+
 def test_extra_rows_carry_their_own_values():
     a, b = np.full((2, 2), 0.75, np.float32), np.full((2, 2), 0.25, np.float32)
     extra = panel(a - b, extra={"A": a, "B": b})["extra"]

@@ -56,8 +56,10 @@ def test_the_view_download_holds_the_norm_based_map(page, app_url, wait_idle, br
     html = downloaded_view(page, f"{app_url}/?measure=norms&layer=1&head=2&tokens=the%20cat%20sat", wait_idle)
     assert "measure=norms" in html and "‖α·f(x)‖" in html
     figures = figures_in(browser, html)
-    [norm_map] = [f for f in figures if "what it adds" in f["title"]]
+    [norm_map] = [f for f in figures if "head 2 · what it adds" in f["title"]]
     model = explorer.build_model(ModelConfig())
-    expected = norm_attention(model, explorer.run(model, "the cat sat"))[1, 2]
-    np.testing.assert_allclose(numbers(norm_map["data"][0]["z"]), expected, rtol=1e-6)
+    norms = norm_attention(model, explorer.run(model, "the cat sat"))  # [L, H, T, T]
+    np.testing.assert_allclose(numbers(norm_map["data"][0]["z"]), norms[1, 2], rtol=1e-6)
     assert any(f["title"].endswith("layer 1 · head 2") for f in figures)  # the weights' map is still there
+    [grid] = [f for f in figures if len(f["data"]) > 1]  # every map behind a slider: what each head adds, as the page
+    np.testing.assert_allclose(numbers(grid["data"][-1]["z"]), norms[-1, -1], rtol=1e-6)

@@ -170,16 +170,17 @@ def attention_figures(
     stretch: bool,
 ) -> list:
     """The figures of "Download this view": the map shown, what the head adds beside it (with `make_norms`), and
-    the grid of every map when it is small enough to draw; made on the click from the trace's maker, the maps'
-    colours `stretch`ed as the page's."""
+    the grid of every map when it is small enough to draw, of what the page's grid shows (with `make_norms`, what
+    each head adds); made on the click from the trace's maker, the colours `stretch`ed as the page's."""
     trace = make_trace()
     maps = trace.maps(kind)
+    norms = None if make_norms is None else make_norms()  # [L, H, Tq, Tk]
     figures = [notebook_figures.maps_figure(maps, layer, head, stretch=stretch)]
-    if make_norms is not None:
+    if norms is not None:
         removed = removal(trace, maps, layer, head)
-        figures.append(norm_maps_figure(maps, make_norms(), layer, head, stretch=stretch, removed=removed))
+        figures.append(norm_maps_figure(maps, norms, layer, head, stretch=stretch, removed=removed))
     if grid_cells(maps) <= GRID_MAX_CELLS:
-        figures.append(notebook_figures.attention_grid_figure(trace, kind))
+        figures.append(notebook_figures.attention_grid_figure(trace, kind, stretch=stretch, norms=norms))
     return figures
 
 

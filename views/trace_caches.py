@@ -13,7 +13,7 @@ import streamlit as st
 
 from explorer.analysis.head_roles import HeadRoles, head_roles, norm_head_roles, text_queries
 from explorer.analysis.mixing import attention_flow_rows, attention_rollout
-from explorer.analysis.norm_attention import norm_attention
+from explorer.analysis.norm_attention import norm_attention, removed_heads
 from explorer.analysis.stats import head_entropy, row_entropy
 from explorer.config import ModelConfig
 from explorer.trace import Trace
@@ -133,7 +133,9 @@ def roles_of(trace: Trace, kind: str, norms: np.ndarray | None) -> HeadRoles:
 def _grid(
     cfg: ModelConfig | None, tokens: tuple, kind: str, stretch: bool, norms: bool, who: str | None, _trace, _norms
 ):
-    return grid_panel(_trace.maps(kind), stretch=stretch, norms=_norms)
+    maps = _trace.maps(kind)
+    mean_removed = removed_heads(_trace, maps) if _trace.ablate_with == "mean" else ()  # drawn on every cell
+    return grid_panel(maps, stretch=stretch, norms=_norms, mean_removed=mean_removed)
 
 
 def grid_of(trace: Trace, kind: str, stretch: bool, norms: np.ndarray | None, picked: tuple[int, int] | None) -> dict:
