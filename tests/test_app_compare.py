@@ -696,3 +696,28 @@ def test_the_ranking_says_padding_queries_are_averaged_when_the_text_is_padded(a
     assert any("[PAD] queries included" in c.value for c in padded.caption)
     plain = open_compare(AppTest.from_file(APP, default_timeout=120), tokens="the cat sat", norm="pre")
     assert not any("[PAD] queries included" in c.value for c in plain.caption)
+
+
+def test_a_head_b_removes_is_titled_removed_and_its_weights_said_to_mix_nothing(at):
+    """B = A without L1H2, the head shown: B's map is the weights the head still computes, the same as A's, and had
+    nothing saying the head was gone; the ranking found A and B identical in every head without saying why a removed
+    head changes nothing there (it is in the last layer, and it still computes its weights)."""
+    open_compare(at, compare="heads", b_ablate="L1H2", layer="1", head="2")
+    drawn = sides(at)
+    assert drawn["B"].title.startswith("B · layer 1 · head 2 · removed")
+    assert "removed" not in drawn["A"].title
+    np.testing.assert_array_equal(drawn["A"].values, drawn["B"].values)  # the weights it still computes
+    captions = " ".join(c.value for c in at.caption)
+    assert "**B: L1H2 is removed (output set to zero).**" in captions and "adds nothing to the stream" in captions
+    assert "Removed heads (B: L1H2) still compute their weights" in captions
+    [identical] = [i.value for i in at.info if "attend identically" in i.value]
+    assert "L1H2 is in the last layer" in identical
+
+
+def test_a_head_removed_in_a_lower_layer_is_not_said_to_be_in_the_last_one(at):
+    open_compare(at, compare="heads", b_ablate="L0H1", b_ablate_with="mean", layer="1", head="2")
+    assert not any("attend identically" in i.value for i in at.info)  # layer 1 reads a changed stream
+    captions = " ".join(c.value for c in at.caption)
+    assert "Removed heads (B: L0H1) still compute their weights" in captions
+    assert "is removed" not in captions  # the head shown, L1H2, is kept on both sides
+    assert not any("removed" in m.title for m in sides(at).values())

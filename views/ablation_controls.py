@@ -186,6 +186,28 @@ def downstream_words(heads: tuple[Head, ...]) -> str:
     return f"{below} layer {first}'s output on, the stream differs, and so does the attention of every layer above it."
 
 
+def removed_head_text(mode: str, norms: bool) -> str:
+    """What the map of a head removed with `mode` ("zero" or "mean") shows, drawn by its weights or, with `norms`,
+    by what it adds."""
+    if not norms:
+        adds = "nothing" if mode == "zero" else "only its mean over the positions"
+        return (
+            "This map shows the weights it still computes: the head still looks where it did, but its output is "
+            f"replaced, so it adds {adds} to the stream."
+        )
+    if mode == "zero":
+        return (
+            "This map shows what it adds: zero everywhere, since its output is replaced by zero. Hover still gives "
+            "the weights α it computes, which no longer mix anything."
+        )
+    return (
+        "This map shows what it adds: its output is replaced by its mean over the positions, so every query gets the "
+        "same row, ᾱ·f(x), each key's weight averaged over the queries times the size of its value vector, from "
+        "every key, even the ones a query may not see (no cell is grey). Hover gives ᾱ, the weights α it still "
+        "computes and ‖f(x)‖."
+    )
+
+
 def unchanged_words(heads: tuple[Head, ...], n_tokens: int) -> str:
     """Why removing `heads` by their mean changes nothing here (mean_is_own_output), said instead of
     downstream_words."""

@@ -25,7 +25,7 @@ from pictures.attention_panels import GRID_MAX_CELLS, attention_map_panel, entro
 from pictures.boards import board
 from pictures.head_role_panels import BREADTH, clear_roles, role_name, roles_panel
 from pictures.norm_figures import norm_maps_figure
-from views.ablation_controls import toggle_head
+from views.ablation_controls import removed_head_text, toggle_head
 from views.matrix_view import picked_value, show_board
 from views.query_params import URL_BOOLEAN, screen_view_params, show_url_notes, warn_junk_url
 from views.state import session_model, shown_run, sidebar_run, trace_maker
@@ -198,28 +198,6 @@ def removal_caption(trace: Trace, removed: tuple[Head, ...], layer: int, head: i
             f"Layer {layer} comes after the {which}: its attention differs from the full model's, since its input "
             f"lacks what {'it' if len(below) == 1 else 'they'} added. The page What heads do shows the differences."
         )
-
-
-def removed_head_text(mode: str, norms: bool) -> str:
-    """What the map of a head removed with `mode` ("zero" or "mean") shows, drawn by its weights or, with `norms`,
-    by what it adds."""
-    if not norms:
-        adds = "nothing" if mode == "zero" else "only its mean over the positions"
-        return (
-            "This map shows the weights it still computes: the head still looks where it did, but its output is "
-            f"replaced, so it adds {adds} to the stream."
-        )
-    if mode == "zero":
-        return (
-            "This map shows what it adds: zero everywhere, since its output is replaced by zero. Hover still gives "
-            "the weights α it computes, which no longer mix anything."
-        )
-    return (
-        "This map shows what it adds: its output is replaced by its mean over the positions, so every query gets the "
-        "same row, ᾱ·f(x), each key's weight averaged over the queries times the size of its value vector, from "
-        "every key, even the ones a query may not see (no cell is grey). Hover gives ᾱ, the weights α it still "
-        "computes and ‖f(x)‖."
-    )
 
 
 def mark_removed(grid: dict, removed: tuple[Head, ...], n_heads: int) -> dict:

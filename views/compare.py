@@ -35,7 +35,7 @@ from explorer.compare_text import (
 from explorer.config import PAD_TOKEN, ConfigError, ModelConfig
 from explorer.limits import check_app_size
 from explorer.trace import Trace
-from pictures.attention_panels import MEAN_NOTE, scale_note
+from pictures.attention_panels import scale_note
 from pictures.boards import board
 from pictures.compare_charts import (
     difference_fits_beside,
@@ -65,7 +65,7 @@ from views.compare_placements import placements_section
 from views.compare_ranking import pick_head, ranking_section
 from views.compare_runs import ComparedRuns
 from views.compare_share import share_box
-from views.compare_words import heads_message, removed_words, say_what_differs
+from views.compare_words import heads_message, removed_map_notes, removed_words, say_what_differs
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, note_view_param, show_url_notes, warn_junk_url
 from views.state import app_state, model_key, session_model, sidebar_run, trace_maker
@@ -129,12 +129,10 @@ def attention_section(
     head = controls.selectbox("Head", heads, key="head", bind="query-params", width=NUMBER_SELECT_PX)
     remember_view(PAGE, "layer", layer)
     remember_view(PAGE, "head", head)
-    mean_removed = []
+    index = labels.index(pair.label)
+    removed = dict(zip("AB", runs.removals(index, layer, head), strict=True))  # side: "zero", "mean" or None
     if measure == "norms":
-        index = labels.index(pair.label)
         pair = runs.measured_head(index, layer, head)  # the same maps, carrying ‖α·f(x)‖
-        removed = runs.removals(index, layer, head)
-        mean_removed = [side for side, how in zip("AB", removed, strict=True) if how == "mean"]
     with notes:
         show_url_notes(VIEW_NOTES_KEY)
     if ranking is not None:
@@ -163,8 +161,8 @@ def attention_section(
         shown.query = st.query_params.to_dict()
     if note is not None:
         st.caption(f"{' and '.join(drawn)}: {note}.")  # the maps drawn: with B not drawn, the scale is A's alone
-    if mean_removed:
-        st.caption(f"{' and '.join(mean_removed)}: layer {layer}, head {head} {MEAN_NOTE}.")
+    for note in removed_map_notes(removed, (layer, head), measure):
+        st.caption(note)
     if pair.a is not None and difference_fits_beside(pair.a, measure):
         # A − B beside A and B where the window leaves it room (from about 1366 px wide with the sidebar open), under
         # them at its own size where not: columns would have shrunk it, labels and all, on a 1024 px projector. Each
@@ -182,6 +180,9 @@ def attention_section(
         top=top if stretch or measure == "norms" else None,
         measure=measure,
     )
+    for panel in panels:
+        if removed.get(panel["name"]) is not None:
+            panel["title"] += " · removed"
     with maps_column:
         for note in left_out:
             st.info(note)
@@ -208,7 +209,9 @@ def attention_section(
                 "whichever measure the maps show."
             )
         padded = any(m is not None and PAD_TOKEN in m.query_tokens for m in (pair.a, pair.b))  # rows averaged too
-        ranking_section(ranking, layer, head, padded)
+        trace_a, trace_b = runs.traces()
+        removed_heads = {"A": trace_a.ablated, "B": () if trace_b is None else trace_b.ablated}
+        ranking_section(ranking, layer, head, padded, removed_heads if index == 0 else {})  # first stack only
 
 
 # --- The page.

@@ -8,8 +8,10 @@ from functools import partial
 import pandas as pd
 import streamlit as st
 
+from explorer.ablation import Head
 from pictures.boards import board
 from pictures.compare_charts import ranking_panel
+from views.compare_words import identical_removed_words, ranking_removed_words
 from views.matrix_view import picked_value, show_board
 
 ROUND_KEY = "_compare_table_round"
@@ -38,18 +40,31 @@ def pick_from_map() -> None:
         pick_head(int(picked["row"]), int(picked["col"]))
 
 
-def ranking_section(ranking: pd.DataFrame, layer: int, head: int, padded: bool = False) -> None:
+def ranking_section(
+    ranking: pd.DataFrame,
+    layer: int,
+    head: int,
+    padded: bool = False,
+    removed: dict[str, tuple[Head, ...]] | None = None,
+) -> None:
     """The heads ranked by JS divergence: a clickable [layer, head] heatmap, and the table when asked for (a
     table costs the browser a large script to load, so the page does not draw one unasked). `padded`: a [PAD] query's
-    row is among those averaged, which the caption says (head roles leave them out)."""
+    row is among those averaged, which the caption says (head roles leave them out). `removed`: the heads each side
+    ("A", "B") removed from these maps, which still compute their weights, as the sentences say."""
+    removed = removed or {}
     st.subheader("Which heads changed most")
     if (ranking["js_divergence"] == 0).all() and (ranking["max_abs_difference"] == 0).all():
-        st.info("A and B attend identically in every head: every difference is exactly 0.")
+        n_layers = int(ranking["layer"].max()) + 1
+        st.info(
+            "A and B attend identically in every head: every difference is exactly 0."
+            + identical_removed_words(removed, n_layers)
+        )
     st.caption(
         "Jensen-Shannon divergence between A's and B's attention row of each query, in bits (0 = the same "
         "distribution, 1 = no key in common), averaged over the queries"
         + (", [PAD] queries included: a padding mask hides [PAD] keys, not their rows" if padded else "")
         + ". Click a head to show it above."
+        + ranking_removed_words(removed)
     )
     show_table = st.toggle(
         "Show the ranking table",

@@ -11,7 +11,8 @@ from explorer.compare_text import describe, shared_weights_text, trained_by
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.flip_story import flip_effect, flip_words
 from explorer.pretrained import pretrained_title
-from views.ablation_controls import Removal, downstream_words
+from pictures.attention_panels import MEAN_NOTE
+from views.ablation_controls import MODE_WORDS, Removal, downstream_words, removed_head_text
 from views.caches import NO_REMOVAL, ranking_key, ranking_of, trace_of, weight_facts
 from views.state import app_state, model_key
 from views.widgets import code_text
@@ -90,3 +91,52 @@ def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: s
         st.info(flip_words(effect, a, b, pretrained_title(a.checkpoint)), icon=":material/insights:")
     if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
         st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")
+
+
+def removed_map_notes(removed: dict[str, str | None], head: Head, measure: str) -> list[str]:
+    """A caption for each side ("A", "B") whose run removed the `head` shown (`removed`: how, "zero" or "mean", or
+    None): what its map shows, the weights the head still computes or, with `measure` norms, what it adds."""
+    notes = []
+    for side, mode in removed.items():
+        if mode is None:
+            continue
+        if measure == "norms" and mode == "mean":
+            notes.append(f"{side}: layer {head[0]}, head {head[1]} {MEAN_NOTE}.")
+            continue
+        said = f"**{side}: {head_name(head)} is removed ({MODE_WORDS[mode]}).** "
+        if measure == "norms":
+            notes.append(said + "Its map shows what it adds: zero everywhere.")
+        else:
+            notes.append(said + removed_head_text(mode, norms=False) + " Show: norms draws what it adds.")
+    return notes
+
+
+def ranking_removed_words(removed: dict[str, tuple[Head, ...]]) -> str:
+    """What the head ranking says of the heads each side removed: they still compute their weights, so their
+    divergence is how those moved, not what the heads add ("" when no side removed any)."""
+    named = "; ".join(f"{side}: {', '.join(head_name(h) for h in heads)}" for side, heads in removed.items() if heads)
+    if not named:
+        return ""
+    return (
+        f" Removed heads ({named}) still compute their weights, so their cells say how those weights moved, not "
+        "what the heads add: Show: norms draws that."
+    )
+
+
+def identical_removed_words(removed: dict[str, tuple[Head, ...]], n_layers: int) -> str:
+    """Why A and B attend identically though one side removed heads the other kept: a removed head still computes
+    its weights and changes only the attention of the layers above it ("" when both removed the same heads)."""
+    only = sorted(set(removed.get("A", ())) ^ set(removed.get("B", ())))  # removed on one side only
+    if not only:
+        return ""
+    names = ", ".join(head_name(h) for h in only)
+    one = len(only) == 1
+    where = (
+        f" {names} {'is' if one else 'are'} in the last layer, which has none above it."
+        if all(layer == n_layers - 1 for layer, _ in only)
+        else ""
+    )
+    return (
+        f" A removed head still computes its weights, and removing it changes only the attention of the layers above "
+        f"it.{where} What {names} added is gone all the same: Show: norms draws it."
+    )
