@@ -3,10 +3,11 @@ they add (‖α·f(x)‖, Kobayashi et al. 2020) rather than by their weights.""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import numpy as np
 
+from explorer.ablation import Head, head_name
 from explorer.analysis.head_roles import BROAD, ROLES, HeadRoles
 from explorer.config_words import count
 
@@ -39,9 +40,11 @@ def no_clear_role_text(roles: HeadRoles) -> str:
     return "No head has one clear role on this sentence."
 
 
-def role_counts(roles: HeadRoles) -> dict[str, int]:
-    """{role: how many heads clearly have it}, for each of ROLES and "broad", in that order."""
-    return {role: int((roles.labels == role).sum()) for role in (*ROLES, BROAD)}
+def role_counts(roles: HeadRoles, kept: np.ndarray | None = None) -> dict[str, int]:
+    """{role: how many heads clearly have it}, for each of ROLES and "broad", in that order; of the heads `kept`
+    ([L, H] bool) only, when given."""
+    counted = np.ones(roles.labels.shape, dtype=bool) if kept is None else kept  # [L, H]
+    return {role: int(((roles.labels == role) & counted).sum()) for role in (*ROLES, BROAD)}
 
 
 def _change(name: str, before: int, after: int) -> str:
@@ -51,9 +54,10 @@ def _change(name: str, before: int, after: int) -> str:
     return f"**{name}** gains {count(after - before, 'head')} ({before} → {after})"
 
 
-def _drop_detail(by_weights: HeadRoles, by_norms: HeadRoles, role: str, name: str) -> str:
-    """For the role that loses most heads: what those heads put on it, by weight and by what they add."""
-    heads = by_weights.labels == role  # [L, H]
+def _drop_detail(by_weights: HeadRoles, by_norms: HeadRoles, role: str, name: str, kept: np.ndarray) -> str:
+    """For the role that loses most heads (of those `kept`, [L, H]): what they put on it, by weight and by what they
+    add."""
+    heads = (by_weights.labels == role) & kept  # [L, H]
     weight = float(np.nanmean(by_weights.share(role)[heads]))
     added = float(np.nanmean(by_norms.share(role)[heads]))
     return (
@@ -62,21 +66,39 @@ def _drop_detail(by_weights: HeadRoles, by_norms: HeadRoles, role: str, name: st
     )
 
 
-def role_shift_text(by_weights: HeadRoles, by_norms: HeadRoles, names: Mapping[str, str]) -> str:
+def role_shift_text(
+    by_weights: HeadRoles, by_norms: HeadRoles, names: Mapping[str, str], removed: Collection[Head] = ()
+) -> str:
     """Markdown: how many heads each role (ROLES and broad; `names` says each in words) loses or gains on this
     sentence when roles are measured on the shares of what each head adds (norm_shares) instead of the weights, what
-    the heads of the role that loses most put on it under each measure, and how many heads have no clear role."""
-    before, after = role_counts(by_weights), role_counts(by_norms)
+    the heads of the role that loses most put on it under each measure, and how many heads have no clear role. The
+    heads the run `removed` are left out, and said to be: what they add no longer follows their weights (nothing, or
+    their mean for every query), so their change would be the removal's, not the measure's."""
+    kept = np.ones(by_weights.labels.shape, dtype=bool)  # [L, H]
+    for layer, head in removed:
+        kept[layer, head] = False
+    before, after = role_counts(by_weights, kept), role_counts(by_norms, kept)
     changed = sorted((r for r in before if before[r] != after[r]), key=lambda r: before[r] - after[r], reverse=True)
     opening = f"**Measured by what the heads add** ({NORM}) rather than by their weights"
+    one = len(removed) == 1
+    left_out = (
+        f" The removed {'head' if one else 'heads'} ({', '.join(head_name(h) for h in removed)}) "
+        f"{'is' if one else 'are'} left out: what a removed head adds no longer follows its weights."
+        if removed
+        else ""
+    )
     if not changed:
-        return f"{opening}, every role keeps its number of heads on this sentence."
-    kept = [f"**{names[r]}** keeps its {count(before[r], 'head')}" for r in before if r not in changed and before[r]]
-    parts = [_change(names[r], before[r], after[r]) for r in changed] + kept
+        return f"{opening}, every role keeps its number of heads on this sentence." + left_out
+    kept_roles = [
+        f"**{names[r]}** keeps its {count(before[r], 'head')}" for r in before if r not in changed and before[r]
+    ]
+    parts = [_change(names[r], before[r], after[r]) for r in changed] + kept_roles
     text = f"{opening}, on this sentence: " + "; ".join(parts) + "."
     most = changed[0]
     if before[most] > after[most] and most in ROLES:
-        text += " " + _drop_detail(by_weights, by_norms, most, names[most])
-    n_heads = by_weights.labels.size
-    unclear = int((by_weights.labels == "").sum()), int((by_norms.labels == "").sum())
-    return text + f" Heads with no clear role: {unclear[0]} by weight, {unclear[1]} by what they add (of {n_heads})."
+        text += " " + _drop_detail(by_weights, by_norms, most, names[most], kept)
+    unclear = int(((by_weights.labels == "") & kept).sum()), int(((by_norms.labels == "") & kept).sum())
+    return (
+        text + f" Heads with no clear role: {unclear[0]} by weight, {unclear[1]} by what they add (of "
+        f"{int(kept.sum())})." + left_out
+    )

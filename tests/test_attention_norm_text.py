@@ -52,6 +52,22 @@ def test_a_role_that_only_gains_gets_no_detail_and_no_change_gets_one_sentence()
     )
 
 
+def test_a_removed_head_is_left_out_of_the_role_shift_and_said_to_be():
+    """A head removed with zero adds nothing, so by what it adds it has no role: its 'loss' of the first token is
+    the removal's, not the measure's, and had been counted as one (on MiniLM, L0H0 removed, '**the first token**
+    loses 1 of its 2 heads')."""
+    by_weights = roles([["first", "first"], ["previous", ""]], [[0.8, 0.7], [0.1, 0.2]])
+    by_norms = roles([["first", ""], ["previous", ""]], [[0.6, 0.0], [0.0, 0.1]])
+    text = role_shift_text(by_weights, by_norms, NAMES, removed=[(0, 1)])
+    assert "every role keeps its number of heads on this sentence" in text
+    assert text.endswith("The removed head (L0H1) is left out: what a removed head adds no longer follows its weights.")
+    both = role_shift_text(by_weights, roles([["", ""], ["previous", ""]]), NAMES, removed=[(0, 1), (1, 1)])
+    assert (
+        "loses 1 of its 1 head (0 left)" in both and "(of 2)." in both and "The removed heads (L0H1, L1H1) are" in both
+    )
+    assert "put 0.80 of their weight there" in both  # L0H0 alone: the removed L0H1's 0.7 is not averaged in
+
+
 def test_norm_head_roles_layer_by_layer_equal_head_roles_of_the_norm_shares(make_maps):
     tokens = ["[CLS]", "the", "cat", ",", "sat", "[SEP]"]
     maps = make_maps(n_layers=3, n_heads=2, tokens=tokens, allowed=np.tril(np.ones((6, 6), dtype=bool)))

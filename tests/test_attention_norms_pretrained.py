@@ -72,3 +72,27 @@ def test_smollm_draws_its_norm_based_map(smollm_model):
     allowed = ~drawn.masked
     np.testing.assert_allclose(drawn.values[allowed], expected[allowed], rtol=1e-6)
     assert any(m.value.startswith("**Measured by what the heads add**") for m in at.markdown)
+
+
+def test_minilms_role_shift_leaves_out_a_head_removed_with_zero(minilm_model):
+    """A [CLS] head removed with zero adds nothing, so by what it adds it has no role: the sentence had counted it
+    among the heads the measure takes from the first token. It counts the 71 kept heads, and says so."""
+    minilm = minilm_model
+    trace = explorer.run(minilm, SENTENCE)
+    maps = trace.attention_maps()["self-attention"]
+    by_weights = head_roles(maps.weights, list(maps.key_tokens), maps.allowed)
+    removed = tuple(int(i) for i in np.argwhere(by_weights.labels == "first")[0])  # a head that looks at [CLS]
+    name = f"L{removed[0]}H{removed[1]}"
+    at = opened({"model": "minilm-l6", "tokens": SENTENCE, "measure": "norms", "ablate": name})
+    after_removal = explorer.run(minilm, SENTENCE, ablate=[removed])
+    maps = after_removal.attention_maps()["self-attention"]
+    kept = np.ones(maps.weights.shape[:2], dtype=bool)
+    kept[removed] = False
+    by_weights = head_roles(maps.weights, list(maps.key_tokens), maps.allowed)
+    by_norms = head_roles(norm_shares(norm_attention(minilm, after_removal)), list(maps.key_tokens), maps.allowed)
+    before = int(((by_weights.labels == "first") & kept).sum())
+    after = int(((by_norms.labels == "first") & kept).sum())
+    [sentence] = [m.value for m in at.markdown if m.value.startswith("**Measured by what the heads add**")]
+    assert f"**the first token ([CLS])** loses {before - after} of its {before} heads ({after} left)" in sentence
+    assert "(of 71)." in sentence and f"The removed head ({name}) is left out" in sentence
+    assert any(f"Removed heads ({name}) add nothing: no share, no role." in c.value for c in at.caption)

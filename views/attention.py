@@ -314,6 +314,19 @@ def pick_role_head() -> None:
         st.session_state["layer"], st.session_state["head"] = int(picked["row"]), int(picked["col"])
 
 
+def removed_roles_words(removed: tuple[Head, ...], mode: str, norms: bool) -> str:
+    """What the roles board measures of the heads the run removed (with `mode`, "zero" or "mean"), by their weights
+    or, with `norms`, by what they add ("" when none is removed)."""
+    if not removed:
+        return ""
+    names = ", ".join(head_name(h) for h in removed)
+    if not norms:
+        return f" Removed heads ({names}) are measured by the weights they still compute, where they look."
+    if mode == "zero":
+        return f" Removed heads ({names}) add nothing: no share, no role."
+    return f" Removed heads ({names}) add their mean, the same row for every query: their shares are that row's."
+
+
 def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norms: np.ndarray | None) -> None:
     """What every head does on this sentence (`maps`, of `trace`), as Clark et al. (2019) chart BERT's heads, for a
     real checkpoint; with `norms` ([L, H, T, T] ‖α·f(x)‖), measured on the shares of what each head adds, and a
@@ -337,6 +350,7 @@ def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norm
         "as Clark et al. (2019, “What Does BERT Look At?”, Fig. 1–2) chart BERT. A head clearly has a role when "
         f"at least half of {whole} goes there, 0.2 more than to any other; broad = within about 10 % of uniform."
         + (" The rows of [PAD] queries are left out: padding is no part of the sentence." if padded else "")
+        + removed_roles_words(removed_heads(trace, maps), trace.ablate_with, norms is not None)
     )
     options = [r for r in (*ROLES, BREADTH) if with_sep or r != "sep"]
     warn_junk_url({"role": options})
@@ -362,7 +376,7 @@ def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norm
         st.markdown("\n".join(f"- **{row.role}**: {row.count} {few_heads(row.heads)}" for row in table.itertuples()))
     if norms is not None:
         names = {r: role_name(r, first) for r in (*ROLES, BROAD)}
-        st.markdown(role_shift_text(by_weights, roles, names))
+        st.markdown(role_shift_text(by_weights, roles, names, removed_heads(trace, maps)))
     else:
         st.caption("Show **norms** above to see how many heads keep their role when measured by what they add.")
 
