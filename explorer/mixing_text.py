@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from explorer.config_words import count
-from explorer.numbers import readable_share
+from explorer.numbers import readable, readable_share
 
 # What the page solves while the reader waits: max-flow problems x edges each (flow_work). bench/bench_mixing.py
 # measures 20 to 430 ns per unit on 2 cores, the most for every row of a small graph (scipy's cost per call) and with
@@ -138,32 +138,62 @@ def reach_title(token: str, query: int, n_tokens: int, predicts: bool) -> str:
 
 def top_tokens(tokens: list[str], row: np.ndarray, most: int = 3) -> str:
     """The `most` largest entries of a row as "`mat` (0.42), `the` (0.21)", largest first, leaving out those that
-    round to 0.00 ("" when every entry does)."""
-    order = np.argsort(-np.asarray(row, dtype=np.float64), kind="stable")[:most]
-    return ", ".join(f"`{tokens[i]}` ({row[i]:.2f})" for i in order if row[i] >= SHOWN)
+    round to 0.00 ("" when every entry does); when tokens not named print as the last one named does, how many ("and 3
+    more tokens at 1.00"): three of six flows of 1.00 are not the largest."""
+    values = np.asarray(row, dtype=np.float64)  # [T]
+    named = [int(i) for i in np.argsort(-values, kind="stable")[:most] if values[i] >= SHOWN]
+    text = ", ".join(f"`{tokens[i]}` ({values[i]:.2f})" for i in named)
+    if not named:
+        return text
+    last = f"{values[named[-1]]:.2f}"
+    tied = sum(f"{v:.2f}" == last for v in values) - sum(f"{values[i]:.2f}" == last for i in named)
+    return text + (f" and {count(tied, 'more token')} at {last}" if tied else "")
+
+
+def largest_token(tokens: list[str], row: np.ndarray) -> str:
+    """The largest entry of a row with its value as it reads: "`w31` at 0.0035" (for a row that top_tokens leaves
+    empty although it is not all zeros)."""
+    values = np.asarray(row, dtype=np.float64)  # [T]
+    i = int(values.argmax())
+    return f"`{tokens[i]}` at {readable(float(values[i]), 2)}"
 
 
 def reach_sentence(
     tokens: list[str], query: int, raw_row: np.ndarray, rollout_row: np.ndarray, flow_row: np.ndarray | None
 ) -> str:
     """What one query's rows say: the keys the last layer's raw average weights most, the input tokens rollout
-    estimates that position is made of, and those the most flow can pass to (or that nothing reaches)."""
+    estimates that position is made of, and those the most flow can pass to (or that nothing reaches). A row spread
+    so thin that every entry rounds to 0.00 (the raw average over 512 tokens) is said so, with its largest entry."""
     raw, rollout = top_tokens(tokens, raw_row), top_tokens(tokens, rollout_row)
-    parts = [
-        f"At position {query} (`{tokens[query]}`), the last layer's average of heads "
-        + (f"weights most {raw}" if raw else "puts no weight on any key"),
-        f"rollout estimates that it is made most of {rollout}"
-        if rollout
-        else "by rollout's estimate nothing reaches it",
-    ]
+    thin = f", none as much as {SHOWN:g} (the most:"
+    if raw:
+        raw_part = f"weights most {raw}"
+    elif np.max(raw_row) > 0:
+        raw_part = f"spreads its weight thinly over the keys{thin} {largest_token(tokens, raw_row)})"
+    else:
+        raw_part = "puts no weight on any key"
+    if rollout:
+        rollout_part = f"rollout estimates that it is made most of {rollout}"
+    elif np.max(rollout_row) > 0:
+        rollout_part = (
+            f"rollout estimates that it is made of many input tokens in small shares{thin} "
+            f"{largest_token(tokens, rollout_row)})"
+        )
+    else:
+        rollout_part = "by rollout's estimate nothing reaches it"
+    parts = [f"At position {query} (`{tokens[query]}`), the last layer's average of heads {raw_part}", rollout_part]
     if flow_row is not None:
         flow = top_tokens(tokens, flow_row)
-        parts.append(
+        said = (
             "flow, the most that can pass from it to each input token on its own (each its own max-flow problem, not "
-            f"a share: a row can sum to more than 1), is largest for {flow}"
-            if flow
-            else "no flow can pass from it to any input token"
+            "a share: a row can sum to more than 1), is "
         )
+        if flow:
+            parts.append(f"{said}largest for {flow}")
+        elif np.max(flow_row) > 0:
+            parts.append(f"{said}small for every input token{thin} {largest_token(tokens, flow_row)})")
+        else:
+            parts.append("no flow can pass from it to any input token")
     return "; ".join(parts) + "."
 
 

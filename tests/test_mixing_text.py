@@ -193,3 +193,33 @@ def test_the_piled_up_note_says_flow_spreads_more_only_when_flow_was_computed_an
 def test_one_token_piles_up_nowhere():
     """A 1 × 1 rollout is 1 by definition, whatever the heads do: no note says that multiplying blocks piled it up."""
     assert piled_up_note(["a"], np.ones((1, 1)), 4) is None
+
+
+def test_tokens_tied_with_the_last_one_named_are_counted_not_left_out():
+    """Found by a review: on MiniLM and a 21-piece sentence, flow rows have 6 input tokens at 1.00, and the sentence
+    named three of them as where flow "is largest"."""
+    tokens = ["[CLS]", "when", "the", "fox", "jumped", "[SEP]"]
+    flow = np.array([1.0, 0.9999999, 1.0, 0.99999994, 1.0, 0.71])  # five print as 1.00
+    assert top_tokens(tokens, flow) == "`[CLS]` (1.00), `the` (1.00), `jumped` (1.00) and 2 more tokens at 1.00"
+    text = reach_sentence(tokens, 5, np.full(6, 1 / 6), np.full(6, 1 / 6), flow)
+    assert "is largest for `[CLS]` (1.00), `the` (1.00), `jumped` (1.00) and 2 more tokens at 1.00." in text
+    assert (
+        top_tokens(tokens, np.array([0.5, 0.2, 0.2, 0.05, 0.05, 0.0])) == "`[CLS]` (0.50), `when` (0.20), `the` (0.20)"
+    )
+
+
+def test_a_row_spread_thinner_than_the_rounding_is_not_said_to_be_empty():
+    """Found by a review: the default encoder made 6 layers deep at 512 tokens spreads the last layer's average over
+    every key (largest 0.0035, the row summing to 1), and the sentence said it "puts no weight on any key"."""
+    tokens = [f"w{i}" for i in range(512)]
+    raw = np.full(512, 1 / 512)
+    raw[7] = 0.0035
+    rollout = np.full(512, 0.9 / 511)
+    rollout[3] = 0.0041
+    flow = np.zeros(512)
+    flow[2] = 0.003
+    text = reach_sentence(tokens, 0, raw, rollout, flow)
+    assert "no weight on any key" not in text and "nothing reaches" not in text and "no flow can pass" not in text
+    assert "spreads its weight thinly over the keys, none as much as 0.005 (the most: `w7` at 0.0035)" in text
+    assert "made of many input tokens in small shares, none as much as 0.005 (the most: `w3` at 0.0041)" in text
+    assert "is small for every input token, none as much as 0.005 (the most: `w2` at 0.003)." in text
