@@ -106,7 +106,8 @@ def flow_max_tokens(n_layers: int, every_row: bool) -> int:
 
 
 def flow_too_big(n_layers: int, n_tokens: int, unit: str, every_row: bool) -> str:
-    """Why the page does not compute flow (of every row, or of one query's row) here, and how to get it."""
+    """Why the page does not compute flow (of every row, or of one query's row) here, and how to get it (one row below
+    only when the page computes that row)."""
     rows = n_tokens if every_row else 1
     edges = n_layers * n_tokens * n_tokens
     what = "flow for every position" if every_row else "this position's flow"
@@ -116,7 +117,7 @@ def flow_too_big(n_layers: int, n_tokens: int, unit: str, every_row: bool) -> st
         f"{rows * n_tokens * edges:,} units of work (problems × edges), more than the page's limit of "
         f"{FLOW_PAGE_MAX_WORK:,}, set so that flow stays within a few seconds on a 2-core machine at any depth. "
         f"With at most {flow_max_tokens(n_layers, every_row)} {unit}s it is drawn here"
-        + ("; below, one position's row is cheaper" if every_row else "")
+        + ("; below, one position's row is cheaper" if every_row and flow_offered(n_layers, n_tokens, 1) else "")
         + "; or compute it in a notebook with explorer.attention_flow."
     )
 

@@ -223,3 +223,11 @@ def test_a_row_spread_thinner_than_the_rounding_is_not_said_to_be_empty():
     assert "spreads its weight thinly over the keys, none as much as 0.005 (the most: `w7` at 0.0035)" in text
     assert "made of many input tokens in small shares, none as much as 0.005 (the most: `w3` at 0.0041)" in text
     assert "is small for every input token, none as much as 0.005 (the most: `w2` at 0.003)." in text
+
+
+def test_the_too_big_sentence_points_to_one_row_only_when_that_row_is_drawn():
+    """SmolLM2 (30 layers) at 80 pieces: every row and one row are both past the limit, and the first sentence said
+    "below, one position's row is cheaper" above a second saying this position's flow is not computed either."""
+    assert not flow_offered(30, 80, 1)
+    assert "one position's row" not in flow_too_big(30, 80, "piece", every_row=True)
+    assert flow_offered(30, 40, 1) and "below, one position's row is cheaper" in flow_too_big(30, 40, "piece", True)
