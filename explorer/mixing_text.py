@@ -42,27 +42,36 @@ def explanation(residual: float) -> str:
     )
 
 
-def removal_note(heads: str, mode: str, residual: float, masked: bool) -> str:
+def removal_note(heads: str, mode: str, residual: float, hidden: bool) -> str:
     """For a run with heads removed (explorer.ablation): what A is then, in rollout and flow and in the raw maps.
-    `masked`: whether the mask hides some key from some position."""
+    `hidden`: whether a head removed by its mean weighs a key the mask hides from some position (mean_reaches_hidden
+    in explorer.analysis.mixing: later tokens under a causal mask, never [PAD] under a padding mask alone)."""
     if mode == "zero":
         acted = "zero weight, its output having been set to zero"
-        after = (
-            "Where a removed head's weights became zero, A's rows sum to less than 1 in its layer, and each row of Ã "
-            f"is divided by its sum, so there a token keeps more than {residual:g} of itself."
-        )
+        after = _zeroed_rows(residual)
     else:
         acted = "its mean weight on each key over the queries, its output having been set to its mean"
         after = (
             "That mean is the same for every position, so through a removed head a position receives tokens its mask "
             "hides from it (with a causal mask, later tokens): those cells are drawn with their values, not grey."
-            if masked
+            if hidden and residual < 1
             else ""
         )
     return (
         f"**{heads} removed.** In A each removed head counts as it acted: {acted}. The raw maps on this page average "
         f"the heads the same way. {after}"
     ).strip()
+
+
+def _zeroed_rows(residual: float) -> str:
+    """What a zeroed head does to Ã's rows at this residual share: a token keeps more than the share of itself, but
+    not past a share of 1 (nothing mixes) and not at 0 (no share of its own: the heads kept count for more)."""
+    if residual >= 1:
+        return "With a residual share of 1 nothing mixes, so the removal changes neither rollout nor flow."
+    where = "Where a removed head's weights became zero, A's rows sum to less than 1 in its layer, and each row of Ã is"
+    if residual <= 0:
+        return f"{where} divided by its sum, so there the heads kept count for more."
+    return f"{where} divided by its sum, so there a token keeps more than {residual:g} of itself."
 
 
 def residual_help() -> str:

@@ -166,12 +166,12 @@ def test_mixing_table_has_a_row_per_position_and_input_token():
 
 def test_the_removal_note_says_what_each_kind_of_removal_does_to_a():
     """The zero-weight sentence had been printed for a mean removal too, where no weight becomes zero."""
-    zero = removal_note("L0H1", "zero", 0.5, masked=True)
+    zero = removal_note("L0H1", "zero", 0.5, hidden=False)
     assert "zero weight" in zero and "keeps more than 0.5 of itself" in zero and "later tokens" not in zero
-    mean = removal_note("L0H1", "mean", 0.5, masked=True)
+    mean = removal_note("L0H1", "mean", 0.5, hidden=True)
     assert "its mean weight on each key over the queries" in mean and "became zero" not in mean
     assert "a position receives tokens its mask hides from it (with a causal mask, later tokens)" in mean
-    unmasked = removal_note("L0H1", "mean", 0.5, masked=False)  # every position sees every token already
+    unmasked = removal_note("L0H1", "mean", 0.5, hidden=False)  # every position sees every token already
     assert "became zero" not in unmasked and "mask hides" not in unmasked and unmasked.endswith("the same way.")
 
 
@@ -231,3 +231,23 @@ def test_the_too_big_sentence_points_to_one_row_only_when_that_row_is_drawn():
     assert not flow_offered(30, 80, 1)
     assert "one position's row" not in flow_too_big(30, 80, "piece", every_row=True)
     assert flow_offered(30, 40, 1) and "below, one position's row is cheaper" in flow_too_big(30, 40, "piece", True)
+
+
+@pytest.mark.parametrize(
+    ("residual", "said", "unsaid"),
+    [
+        (0.0, "so there the heads kept count for more", "keeps more than"),
+        (1.0, "With a residual share of 1 nothing mixes, so the removal changes neither rollout nor flow", "keeps"),
+        (0.3, "so there a token keeps more than 0.3 of itself", "count for more"),
+    ],
+)
+def test_the_zero_removal_note_holds_at_every_residual_share(residual, said, unsaid):
+    """At share 1 Ã is the identity whatever the heads (a token keeps 1 of itself, not "more than 1"); at share 0 a
+    token has no share of its own ("keeps more than 0 of itself" is false where its own weight is 0)."""
+    note = removal_note("L0H1", "zero", residual, False)
+    assert said in note and unsaid not in note
+
+
+def test_the_mean_removal_note_says_nothing_reaches_hidden_tokens_at_a_residual_share_of_1():
+    assert "mask hides" in removal_note("L0H1", "mean", 0.9, True)
+    assert "mask hides" not in removal_note("L0H1", "mean", 1.0, True)  # rollout is the identity there

@@ -11,7 +11,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer.ablation import Head, heads_text
-from explorer.analysis.mixing import DEFAULT_RESIDUAL, mixed_maps
+from explorer.analysis.mixing import DEFAULT_RESIDUAL, mean_reaches_hidden, mixed_maps
 from explorer.analysis.stats import head_average
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.mixing_export import last_block_label, mixing_table
@@ -253,7 +253,7 @@ def main() -> None:
     stretch = stretch_toggle(controls)
     st.markdown(explanation(residual))
     if trace.ablated:
-        note = removal_note(heads_text(trace.ablated), trace.ablate_with, residual, not maps.allowed.all())
+        note = removal_note(heads_text(trace.ablated), trace.ablate_with, residual, mean_reaches_hidden(trace))
         st.info(note, icon=":material/content_cut:")
     note = first_stack_note([s.name for s in trace.stacks])
     if note:
