@@ -296,3 +296,13 @@ def test_a_head_removed_by_its_mean_under_a_padding_mask_is_not_said_to_reach_hi
     assert (rollout[:4, 4:] == 0).all()  # no [PAD] reaches a token
     assert "removed" in infos(at) and "mask hides" not in infos(at)
     assert "mask hides" in infos(opened(mask="causal+padding", ablate="L0H1", ablate_with="mean"))
+
+
+def test_one_token_that_no_attention_reaches_at_residual_0_is_said_to_get_0():
+    """One [PAD] under a padding mask at residual share 0: its one key is hidden, so rollout and flow are 0, and the
+    note had said they give all of its row to it (1)."""
+    at = opened(mask="padding", tokens="[PAD]", mix_residual="0.0")
+    assert attention_rollout(explorer.run(ModelConfig(mask="padding"), "[PAD]"), 0.0)[-1, 0, 0] == 0
+    captions = " ".join(c.value for c in at.caption)
+    assert "rollout and flow are 0" in captions and "(1)" not in captions
+    assert "(1)" in " ".join(c.value for c in opened(mask="padding", tokens="[PAD]").caption)

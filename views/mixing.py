@@ -103,9 +103,15 @@ def csv_download(
     download(label, lambda: table().to_csv(index=False), name, "text/csv", key, where)
 
 
-def one_token_note(token: str) -> str:
-    """Rollout and flow of a single token: all of its one row is that token, whatever the attention, so nothing
-    compounds (piled_up_note would say rollout piles up on it)."""
+def one_token_note(token: str, value: float) -> str:
+    """Rollout and flow of a single token (`value`: its one rollout entry): nothing to mix, so all of its one row is
+    that token, whatever the heads do (piled_up_note would say rollout piles up on it), unless no attention reaches
+    it at residual share 0 (its key masked, or its heads removed), where the row is 0."""
+    if value < 0.5:
+        return (
+            f"With one token there is nothing to mix; here no attention reaches `{token}` and the residual share is 0, "
+            "so rollout and flow are 0."
+        )
     return (
         f"With one token there is nothing to mix: rollout and flow give all of its one row to `{token}` (1), whatever "
         "the heads do."
@@ -125,7 +131,11 @@ def last_block(
     st.caption(board_caption(flow is not None))
     show_board(last_block_board(maps, rollout, flow, residual, stretch), key="mix_last", on_pick=pick_query)
     labels = [code_text(t) for t in token_labels(maps.key_labels)]
-    piled = one_token_note(labels[0]) if n_tokens == 1 else piled_up_note(labels, rollout[-1], n_layers, flow)
+    piled = (
+        one_token_note(labels[0], float(rollout[-1, 0, 0]))
+        if n_tokens == 1
+        else piled_up_note(labels, rollout[-1], n_layers, flow)
+    )
     if piled:
         st.caption(piled)
     if flow is None:
