@@ -131,14 +131,6 @@ def flow_too_big(n_layers: int, n_tokens: int, unit: str, every_row: bool) -> st
     )
 
 
-def flow_cost(n_layers: int, n_tokens: int, rows: int) -> str:
-    """The spinner's sentence while flow is computed for `rows` query rows."""
-    return (
-        f"Solving {rows * n_tokens:,} max-flow problems on a graph of {n_layers * n_tokens * n_tokens:,} edges "
-        f"({count(rows, 'query row')})…"
-    )
-
-
 def reach_title(token: str, query: int, n_tokens: int, predicts: bool) -> str:
     """The title of one query's row of rollout and flow (`predicts`: predicts_next)."""
     if predicts and query == n_tokens - 1:
