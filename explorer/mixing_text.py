@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from explorer.config_words import count
-from explorer.numbers import readable_share
+from explorer.numbers import readable, readable_share
 
 # What the page solves while the reader waits: max-flow problems x edges each (flow_work). bench/bench_mixing.py
 # measures 20 to 430 ns per unit on 2 cores, the most for every row of a small graph (scipy's cost per call) and with
@@ -42,27 +42,36 @@ def explanation(residual: float) -> str:
     )
 
 
-def removal_note(heads: str, mode: str, residual: float, masked: bool) -> str:
+def removal_note(heads: str, mode: str, residual: float, hidden: bool) -> str:
     """For a run with heads removed (explorer.ablation): what A is then, in rollout and flow and in the raw maps.
-    `masked`: whether the mask hides some key from some position."""
+    `hidden`: whether a head removed by its mean weighs a key the mask hides from some position (mean_reaches_hidden
+    in explorer.analysis.mixing: later tokens under a causal mask, never [PAD] under a padding mask alone)."""
     if mode == "zero":
         acted = "zero weight, its output having been set to zero"
-        after = (
-            "Where a removed head's weights became zero, A's rows sum to less than 1 in its layer, and each row of Ã "
-            f"is divided by its sum, so there a token keeps more than {residual:g} of itself."
-        )
+        after = _zeroed_rows(residual)
     else:
         acted = "its mean weight on each key over the queries, its output having been set to its mean"
         after = (
             "That mean is the same for every position, so through a removed head a position receives tokens its mask "
             "hides from it (with a causal mask, later tokens): those cells are drawn with their values, not grey."
-            if masked
+            if hidden and residual < 1
             else ""
         )
     return (
         f"**{heads} removed.** In A each removed head counts as it acted: {acted}. The raw maps on this page average "
         f"the heads the same way. {after}"
     ).strip()
+
+
+def _zeroed_rows(residual: float) -> str:
+    """What a zeroed head does to Ã's rows at this residual share: a token keeps more than the share of itself, but
+    not past a share of 1 (nothing mixes) and not at 0 (no share of its own: the heads kept count for more)."""
+    if residual >= 1:
+        return "With a residual share of 1 nothing mixes, so the removal changes neither rollout nor flow."
+    where = "Where a removed head's weights became zero, A's rows sum to less than 1 in its layer, and each row of Ã is"
+    if residual <= 0:
+        return f"{where} divided by its sum, so there the heads kept count for more."
+    return f"{where} divided by its sum, so there a token keeps more than {residual:g} of itself."
 
 
 def residual_help() -> str:
@@ -106,7 +115,8 @@ def flow_max_tokens(n_layers: int, every_row: bool) -> int:
 
 
 def flow_too_big(n_layers: int, n_tokens: int, unit: str, every_row: bool) -> str:
-    """Why the page does not compute flow (of every row, or of one query's row) here, and how to get it."""
+    """Why the page does not compute flow (of every row, or of one query's row) here, and how to get it (one row below
+    only when the page computes that row)."""
     rows = n_tokens if every_row else 1
     edges = n_layers * n_tokens * n_tokens
     what = "flow for every position" if every_row else "this position's flow"
@@ -116,16 +126,8 @@ def flow_too_big(n_layers: int, n_tokens: int, unit: str, every_row: bool) -> st
         f"{rows * n_tokens * edges:,} units of work (problems × edges), more than the page's limit of "
         f"{FLOW_PAGE_MAX_WORK:,}, set so that flow stays within a few seconds on a 2-core machine at any depth. "
         f"With at most {flow_max_tokens(n_layers, every_row)} {unit}s it is drawn here"
-        + ("; below, one position's row is cheaper" if every_row else "")
+        + ("; below, one position's row is cheaper" if every_row and flow_offered(n_layers, n_tokens, 1) else "")
         + "; or compute it in a notebook with explorer.attention_flow."
-    )
-
-
-def flow_cost(n_layers: int, n_tokens: int, rows: int) -> str:
-    """The spinner's sentence while flow is computed for `rows` query rows."""
-    return (
-        f"Solving {rows * n_tokens:,} max-flow problems on a graph of {n_layers * n_tokens * n_tokens:,} edges "
-        f"({count(rows, 'query row')})…"
     )
 
 
@@ -138,32 +140,62 @@ def reach_title(token: str, query: int, n_tokens: int, predicts: bool) -> str:
 
 def top_tokens(tokens: list[str], row: np.ndarray, most: int = 3) -> str:
     """The `most` largest entries of a row as "`mat` (0.42), `the` (0.21)", largest first, leaving out those that
-    round to 0.00 ("" when every entry does)."""
-    order = np.argsort(-np.asarray(row, dtype=np.float64), kind="stable")[:most]
-    return ", ".join(f"`{tokens[i]}` ({row[i]:.2f})" for i in order if row[i] >= SHOWN)
+    round to 0.00 ("" when every entry does); when tokens not named print as the last one named does, how many ("and 3
+    more tokens at 1.00"): three of six flows of 1.00 are not the largest."""
+    values = np.asarray(row, dtype=np.float64)  # [T]
+    named = [int(i) for i in np.argsort(-values, kind="stable")[:most] if values[i] >= SHOWN]
+    text = ", ".join(f"`{tokens[i]}` ({values[i]:.2f})" for i in named)
+    if not named:
+        return text
+    last = f"{values[named[-1]]:.2f}"
+    tied = sum(f"{v:.2f}" == last for v in values) - sum(f"{values[i]:.2f}" == last for i in named)
+    return text + (f" and {count(tied, 'more token')} at {last}" if tied else "")
+
+
+def largest_token(tokens: list[str], row: np.ndarray) -> str:
+    """The largest entry of a row with its value as it reads: "`w31` at 0.0035" (for a row that top_tokens leaves
+    empty although it is not all zeros)."""
+    values = np.asarray(row, dtype=np.float64)  # [T]
+    i = int(values.argmax())
+    return f"`{tokens[i]}` at {readable(float(values[i]), 2)}"
 
 
 def reach_sentence(
     tokens: list[str], query: int, raw_row: np.ndarray, rollout_row: np.ndarray, flow_row: np.ndarray | None
 ) -> str:
     """What one query's rows say: the keys the last layer's raw average weights most, the input tokens rollout
-    estimates that position is made of, and those the most flow can pass to (or that nothing reaches)."""
+    estimates that position is made of, and those the most flow can pass to (or that nothing reaches). A row spread
+    so thin that every entry rounds to 0.00 (the raw average over 512 tokens) is said so, with its largest entry."""
     raw, rollout = top_tokens(tokens, raw_row), top_tokens(tokens, rollout_row)
-    parts = [
-        f"At position {query} (`{tokens[query]}`), the last layer's average of heads "
-        + (f"weights most {raw}" if raw else "puts no weight on any key"),
-        f"rollout estimates that it is made most of {rollout}"
-        if rollout
-        else "by rollout's estimate nothing reaches it",
-    ]
+    thin = f", none as much as {SHOWN:g} (the most:"
+    if raw:
+        raw_part = f"weights most {raw}"
+    elif np.max(raw_row) > 0:
+        raw_part = f"spreads its weight thinly over the keys{thin} {largest_token(tokens, raw_row)})"
+    else:
+        raw_part = "puts no weight on any key"
+    if rollout:
+        rollout_part = f"rollout estimates that it is made most of {rollout}"
+    elif np.max(rollout_row) > 0:
+        rollout_part = (
+            f"rollout estimates that it is made of many input tokens in small shares{thin} "
+            f"{largest_token(tokens, rollout_row)})"
+        )
+    else:
+        rollout_part = "by rollout's estimate nothing reaches it"
+    parts = [f"At position {query} (`{tokens[query]}`), the last layer's average of heads {raw_part}", rollout_part]
     if flow_row is not None:
         flow = top_tokens(tokens, flow_row)
-        parts.append(
+        said = (
             "flow, the most that can pass from it to each input token on its own (each its own max-flow problem, not "
-            f"a share: a row can sum to more than 1), is largest for {flow}"
-            if flow
-            else "no flow can pass from it to any input token"
+            "a share: a row can sum to more than 1), is "
         )
+        if flow:
+            parts.append(f"{said}largest for {flow}")
+        elif np.max(flow_row) > 0:
+            parts.append(f"{said}small for every input token{thin} {largest_token(tokens, flow_row)})")
+        else:
+            parts.append("no flow can pass from it to any input token")
     return "; ".join(parts) + "."
 
 

@@ -285,3 +285,24 @@ def test_any_string_in_the_pages_parameters_gives_a_page_not_a_traceback(raw):
     # tests/test_url_fuzz.py fuzzes the pages it lists; this page's own parameters get the same hostile strings here
     at = opened(mix_residual=raw, mix_layer=raw, mix_query=raw)
     assert at.title and "mix_rollout" in app_matrices(at)
+
+
+def test_a_head_removed_by_its_mean_under_a_padding_mask_is_not_said_to_reach_hidden_tokens():
+    """Found by a review: under a padding mask every position hides the same keys ([PAD]), which no query weighs, so
+    their mean weighs none either; the note still said a position "receives tokens its mask hides from it"."""
+    at = opened(mask="padding", tokens="a b c d [PAD] [PAD]", ablate="L0H1", ablate_with="mean")
+    trace = explorer.run(ModelConfig(mask="padding"), "a b c d [PAD] [PAD]", ablate="L0H1", ablate_with="mean")
+    rollout = attention_rollout(trace)[-1]  # [T, T]
+    assert (rollout[:4, 4:] == 0).all()  # no [PAD] reaches a token
+    assert "removed" in infos(at) and "mask hides" not in infos(at)
+    assert "mask hides" in infos(opened(mask="causal+padding", ablate="L0H1", ablate_with="mean"))
+
+
+def test_one_token_that_no_attention_reaches_at_residual_0_is_said_to_get_0():
+    """One [PAD] under a padding mask at residual share 0: its one key is hidden, so rollout and flow are 0, and the
+    note had said they give all of its row to it (1)."""
+    at = opened(mask="padding", tokens="[PAD]", mix_residual="0.0")
+    assert attention_rollout(explorer.run(ModelConfig(mask="padding"), "[PAD]"), 0.0)[-1, 0, 0] == 0
+    captions = " ".join(c.value for c in at.caption)
+    assert "rollout and flow are 0" in captions and "(1)" not in captions
+    assert "(1)" in " ".join(c.value for c in opened(mask="padding", tokens="[PAD]").caption)

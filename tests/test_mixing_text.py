@@ -166,12 +166,12 @@ def test_mixing_table_has_a_row_per_position_and_input_token():
 
 def test_the_removal_note_says_what_each_kind_of_removal_does_to_a():
     """The zero-weight sentence had been printed for a mean removal too, where no weight becomes zero."""
-    zero = removal_note("L0H1", "zero", 0.5, masked=True)
+    zero = removal_note("L0H1", "zero", 0.5, hidden=False)
     assert "zero weight" in zero and "keeps more than 0.5 of itself" in zero and "later tokens" not in zero
-    mean = removal_note("L0H1", "mean", 0.5, masked=True)
+    mean = removal_note("L0H1", "mean", 0.5, hidden=True)
     assert "its mean weight on each key over the queries" in mean and "became zero" not in mean
     assert "a position receives tokens its mask hides from it (with a causal mask, later tokens)" in mean
-    unmasked = removal_note("L0H1", "mean", 0.5, masked=False)  # every position sees every token already
+    unmasked = removal_note("L0H1", "mean", 0.5, hidden=False)  # every position sees every token already
     assert "became zero" not in unmasked and "mask hides" not in unmasked and unmasked.endswith("the same way.")
 
 
@@ -193,3 +193,61 @@ def test_the_piled_up_note_says_flow_spreads_more_only_when_flow_was_computed_an
 def test_one_token_piles_up_nowhere():
     """A 1 × 1 rollout is 1 by definition, whatever the heads do: no note says that multiplying blocks piled it up."""
     assert piled_up_note(["a"], np.ones((1, 1)), 4) is None
+
+
+def test_tokens_tied_with_the_last_one_named_are_counted_not_left_out():
+    """Found by a review: on MiniLM and a 21-piece sentence, flow rows have 6 input tokens at 1.00, and the sentence
+    named three of them as where flow "is largest"."""
+    tokens = ["[CLS]", "when", "the", "fox", "jumped", "[SEP]"]
+    flow = np.array([1.0, 0.9999999, 1.0, 0.99999994, 1.0, 0.71])  # five print as 1.00
+    assert top_tokens(tokens, flow) == "`[CLS]` (1.00), `the` (1.00), `jumped` (1.00) and 2 more tokens at 1.00"
+    text = reach_sentence(tokens, 5, np.full(6, 1 / 6), np.full(6, 1 / 6), flow)
+    assert "is largest for `[CLS]` (1.00), `the` (1.00), `jumped` (1.00) and 2 more tokens at 1.00." in text
+    assert (
+        top_tokens(tokens, np.array([0.5, 0.2, 0.2, 0.05, 0.05, 0.0])) == "`[CLS]` (0.50), `when` (0.20), `the` (0.20)"
+    )
+
+
+def test_a_row_spread_thinner_than_the_rounding_is_not_said_to_be_empty():
+    """Found by a review: the default encoder made 6 layers deep at 512 tokens spreads the last layer's average over
+    every key (largest 0.0035, the row summing to 1), and the sentence said it "puts no weight on any key"."""
+    tokens = [f"w{i}" for i in range(512)]
+    raw = np.full(512, 1 / 512)
+    raw[7] = 0.0035
+    rollout = np.full(512, 0.9 / 511)
+    rollout[3] = 0.0041
+    flow = np.zeros(512)
+    flow[2] = 0.003
+    text = reach_sentence(tokens, 0, raw, rollout, flow)
+    assert "no weight on any key" not in text and "nothing reaches" not in text and "no flow can pass" not in text
+    assert "spreads its weight thinly over the keys, none as much as 0.005 (the most: `w7` at 0.0035)" in text
+    assert "made of many input tokens in small shares, none as much as 0.005 (the most: `w3` at 0.0041)" in text
+    assert "is small for every input token, none as much as 0.005 (the most: `w2` at 0.003)." in text
+
+
+def test_the_too_big_sentence_points_to_one_row_only_when_that_row_is_drawn():
+    """SmolLM2 (30 layers) at 80 pieces: every row and one row are both past the limit, and the first sentence said
+    "below, one position's row is cheaper" above a second saying this position's flow is not computed either."""
+    assert not flow_offered(30, 80, 1)
+    assert "one position's row" not in flow_too_big(30, 80, "piece", every_row=True)
+    assert flow_offered(30, 40, 1) and "below, one position's row is cheaper" in flow_too_big(30, 40, "piece", True)
+
+
+@pytest.mark.parametrize(
+    ("residual", "said", "unsaid"),
+    [
+        (0.0, "so there the heads kept count for more", "keeps more than"),
+        (1.0, "With a residual share of 1 nothing mixes, so the removal changes neither rollout nor flow", "keeps"),
+        (0.3, "so there a token keeps more than 0.3 of itself", "count for more"),
+    ],
+)
+def test_the_zero_removal_note_holds_at_every_residual_share(residual, said, unsaid):
+    """At share 1 Ã is the identity whatever the heads (a token keeps 1 of itself, not "more than 1"); at share 0 a
+    token has no share of its own ("keeps more than 0 of itself" is false where its own weight is 0)."""
+    note = removal_note("L0H1", "zero", residual, False)
+    assert said in note and unsaid not in note
+
+
+def test_the_mean_removal_note_says_nothing_reaches_hidden_tokens_at_a_residual_share_of_1():
+    assert "mask hides" in removal_note("L0H1", "mean", 0.9, True)
+    assert "mask hides" not in removal_note("L0H1", "mean", 1.0, True)  # rollout is the identity there

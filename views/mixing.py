@@ -11,7 +11,7 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer.ablation import Head, heads_text
-from explorer.analysis.mixing import DEFAULT_RESIDUAL, mixed_maps
+from explorer.analysis.mixing import DEFAULT_RESIDUAL, mean_reaches_hidden, mixed_maps
 from explorer.analysis.stats import head_average
 from explorer.config import CheckpointConfig, ModelConfig
 from explorer.mixing_export import last_block_label, mixing_table
@@ -103,9 +103,15 @@ def csv_download(
     download(label, lambda: table().to_csv(index=False), name, "text/csv", key, where)
 
 
-def one_token_note(token: str) -> str:
-    """Rollout and flow of a single token: all of its one row is that token, whatever the attention, so nothing
-    compounds (piled_up_note would say rollout piles up on it)."""
+def one_token_note(token: str, value: float) -> str:
+    """Rollout and flow of a single token (`value`: its one rollout entry): nothing to mix, so all of its one row is
+    that token, whatever the heads do (piled_up_note would say rollout piles up on it), unless no attention reaches
+    it at residual share 0 (its key masked, or its heads removed), where the row is 0."""
+    if value < 0.5:
+        return (
+            f"With one token there is nothing to mix; here no attention reaches `{token}` and the residual share is 0, "
+            "so rollout and flow are 0."
+        )
     return (
         f"With one token there is nothing to mix: rollout and flow give all of its one row to `{token}` (1), whatever "
         "the heads do."
@@ -125,7 +131,11 @@ def last_block(
     st.caption(board_caption(flow is not None))
     show_board(last_block_board(maps, rollout, flow, residual, stretch), key="mix_last", on_pick=pick_query)
     labels = [code_text(t) for t in token_labels(maps.key_labels)]
-    piled = one_token_note(labels[0]) if n_tokens == 1 else piled_up_note(labels, rollout[-1], n_layers, flow)
+    piled = (
+        one_token_note(labels[0], float(rollout[-1, 0, 0]))
+        if n_tokens == 1
+        else piled_up_note(labels, rollout[-1], n_layers, flow)
+    )
     if piled:
         st.caption(piled)
     if flow is None:
@@ -253,7 +263,7 @@ def main() -> None:
     stretch = stretch_toggle(controls)
     st.markdown(explanation(residual))
     if trace.ablated:
-        note = removal_note(heads_text(trace.ablated), trace.ablate_with, residual, not maps.allowed.all())
+        note = removal_note(heads_text(trace.ablated), trace.ablate_with, residual, mean_reaches_hidden(trace))
         st.info(note, icon=":material/content_cut:")
     note = first_stack_note([s.name for s in trace.stacks])
     if note:

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from explorer.analysis.norm_attention import effective_weights
+from explorer.analysis.norm_attention import effective_weights, mean_mixing, removed_heads
 from explorer.arguments import whole_in
 from explorer.config import ConfigError
 from explorer.trace import AttentionMaps, Trace
@@ -46,6 +46,20 @@ def mixed_maps(trace: Trace) -> AttentionMaps:
     if not trace.ablated:
         return maps
     return dataclasses.replace(maps, weights=effective_weights(trace, maps), scores=None)
+
+
+def mean_reaches_hidden(trace: Trace) -> bool:
+    """Whether a head the run replaced by its mean (explorer.ablation) weighs, for some position, a key that position's
+    mask hides. The mean weighs each key by its mean over every query, the same for all: under a causal mask later
+    tokens, but never [PAD] under a padding mask alone, which no query weighs to begin with."""
+    if trace.ablate_with != "mean":
+        return False
+    maps = trace.first.self_attention
+    hidden = ~maps.allowed  # [T, T]
+    return any(
+        bool((hidden & (mean_mixing(maps.weights[layer, head]) > 0)).any())  # [1, T] broadcast over the queries
+        for layer, head in removed_heads(trace, maps)
+    )
 
 
 def augmented_attention(trace: Trace, residual: float = DEFAULT_RESIDUAL) -> np.ndarray:
