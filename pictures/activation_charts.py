@@ -12,9 +12,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.activations_text import sublayer_outputs_text
+from explorer.activations_text import shares_average_text, sublayer_outputs_text
 from explorer.analysis.norm_attention import norm_attention
-from explorer.analysis.stream_energy import focus_token, token_energy, token_shares
+from explorer.analysis.stream_energy import focus_token, padding_queries_counted, token_energy, token_shares
 from explorer.arguments import is_whole
 from explorer.config import ConfigError
 from explorer.model import Transformer
@@ -291,10 +291,18 @@ SHARE_LINES = (  # token_shares' columns: the line's name and colour
 )
 
 
-def token_share_figure(shares: pd.DataFrame, position: int, piece: str, block: int | None, stack: str) -> go.Figure:
+def token_share_figure(
+    shares: pd.DataFrame,
+    position: int,
+    piece: str,
+    block: int | None,
+    stack: str,
+    averaged: str = shares_average_text(),
+) -> go.Figure:
     """Per layer, the share of the heads' attention weight on one token, and of what they add (token_shares), two
     lines from 0 to 1. `block`: the block after which the token holds a massive activation; the layers that read it
-    (after that block) are shaded. None: the token is shown for its largest |x|, with no massive activation."""
+    (after that block) are shaded. None: the token is shown for its largest |x|, with no massive activation.
+    `averaged`: what each share is a mean over (shares_average_text: the heads kept, [PAD] queries counted)."""
     figure = go.Figure()
     for column, name, colour in SHARE_LINES:
         if shares[column].notna().any():
@@ -314,7 +322,7 @@ def token_share_figure(shares: pd.DataFrame, position: int, piece: str, block: i
         else "no massive activation: the token with the largest |x| in the stream"
     )
     # The stack in the subtitle, which wraps: a title does not, and at 1024 px this one ran off the chart's edge
-    subtitle = f"{stack} stack · mean over heads and over the queries that may see it and another token · {why}"
+    subtitle = f"{stack} stack · {averaged} · {why}"
     layout = figure_layout(f"How much the heads look at {who}, and take from it", subtitle, 280)
     legend_below(layout, 1, **IN_ORDER)
     figure.update_layout(
@@ -388,5 +396,7 @@ def massive_share_figure(model: Transformer, trace: Trace, stack: int = 0) -> go
     part = trace_stack(trace, stack)
     position, block = focus_token(part)
     norms = norm_attention(model, trace, part.self_attention.kind)  # [L, H, T, T]
-    table = token_shares(part.self_attention, position, norms, trace.ablated if stack == 0 else (), trace.ablate_with)
-    return token_share_figure(table, position, part.labels[position], block, part.name)
+    removed = trace.ablated if stack == 0 else ()  # removal applies to the first stack's self-attention
+    table = token_shares(part.self_attention, position, norms, removed, trace.ablate_with)
+    averaged = shares_average_text(padding_queries_counted(part.self_attention, position), removed, trace.ablate_with)
+    return token_share_figure(table, position, part.labels[position], block, part.name, averaged)

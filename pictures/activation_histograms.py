@@ -89,8 +89,10 @@ def histogram_figure(bins: pd.DataFrame, what: str, values_summary: str, log_cou
 ZERO_NOTES = {  # why a feed-forward's hidden units are, or are not, exactly 0, by the config's activation name
     "relu": "ReLU sets every negative pre-activation to exactly 0; about half for random weights",
     # Measured: MiniLM's blocks 0-5 hold 0.18 %, 0.34 %, 0.23 %, 0.15 %, 0.02 % and 0 % exact zeros, inputs -5.6 to -17
-    "gelu": "GELU is exactly 0 at 0 and, in float32, below about −5.5, where x·Φ(x) underflows to 0: a fraction of "
-    "a percent at most",
+    # x·Φ(x) at −5.5 is −1.0e-7, far above float32's smallest number, so not an underflow: erf(x/√2) is within
+    # float32's half-step (3e-8) of −1 there and rounds to −1, making Φ(x) = (1 + erf) / 2 exactly 0
+    "gelu": "GELU is exactly 0 at 0 and, in float32, below about −5.5, where erf(x/√2) rounds to −1 and so "
+    "x·Φ(x) to 0: a fraction of a percent at most",
     "swiglu": "SwiGLU: silu(gate(x)) * linear1(x) is exactly 0 only where a factor is, so this stays near 0%",
 }
 ZERO_NOTES["silu"] = ZERO_NOTES["swiglu"]  # a Llama checkpoint's files name the same gated unit "silu"

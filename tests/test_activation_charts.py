@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 import explorer
 from explorer.analysis.activations import ffn_zero_fraction, layer_statistics, token_norms, value_histogram
@@ -378,3 +379,17 @@ def test_gelus_few_exact_zeros_are_labelled_as_the_hover_gives_them():
     figure = figure_json(zero_fraction_figure(zeros, "encoder", "gelu"))
     assert list(figure["data"][0]["text"]) == ["0.3%", "0.0%"]  # was "0%": one decimal, as the page writes shares
     assert "below about −5.5" in figure_title(figure) and "stays at 0%" not in figure_title(figure)
+
+
+def test_the_gelu_note_names_the_rounding_that_makes_its_zeros_not_an_underflow():
+    """Was "below about −5.5, where x·Φ(x) underflows to 0": x·Φ(x) is −1.0e-7 at −5.5, some 1e31 times float32's
+    smallest positive number; the zero comes from erf(x/√2) rounding to −1, so 1 + erf is 0."""
+    x = torch.tensor([-5.6, -6.0, -8.0])
+    assert (torch.nn.functional.gelu(x) == 0).all()  # [3] exact zeros in float32
+    exact = x.double() * 0.5 * torch.special.erfc(-x.double() / math.sqrt(2))  # [3] x·Φ(x), erfc keeps the tail
+    assert (exact.abs() > torch.finfo(torch.float32).tiny).all()  # representable: no underflow
+    assert (torch.erf(x / math.sqrt(2)) == -1).all()  # [3] the rounding that makes them 0
+    note = figure_title(
+        figure_json(zero_fraction_figure(pd.DataFrame({"layer": [0], "zero_fraction": [0.0]}), "e", "gelu"))
+    )
+    assert "underflow" not in note and "erf(x/√2) rounds to −1" in note

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 import explorer
-from explorer.analysis.activations import activation_values, ffn_zero_fraction, layer_statistics, token_norms
+from explorer.analysis.activations import (
+    activation_values,
+    depth_story,
+    ffn_zero_fraction,
+    layer_statistics,
+    token_norms,
+)
 
 TOKENS = "the cat sat on the mat"
 
@@ -51,3 +57,12 @@ def test_token_norms_and_relu_zero_fraction():
     assert ((zeros > 0.2) & (zeros < 0.8)).all()  # ReLU zeroes roughly half of random pre-activations
     gelu = explorer.run(explorer.ModelConfig(activation="gelu"), TOKENS)
     assert (ffn_zero_fraction(gelu.first)["zero_fraction"] == 0).all()
+
+
+def test_a_trained_post_norm_stream_says_what_sets_its_scale(minilm_model):
+    """MiniLM's stream after each block has std 0.45 to 0.62, not 1: its LayerNorms' learned gain and bias set that
+    scale, which "re-normalised: std 0.4472 to 0.6192" alone left a learner to puzzle over."""
+    story = depth_story(layer_statistics(explorer.run(minilm_model, TOKENS).first), "post")
+    assert "re-normalised: std 0.4" in story and "the scale its learned gain and bias set" in story
+    untrained = depth_story(layer_statistics(deep("post").first), "post")  # gain 1, bias 0: std 1.0000
+    assert "std 1.0000, mean" in untrained and "gain" not in untrained

@@ -108,3 +108,19 @@ def test_smollm_names_its_rmsnorm_wherever_the_page_names_a_norm(smollm_model):
     [stats] = [d.value for d in at.dataframe]  # the statistics table, and its CSV, name the points the same way
     assert {"attn RMSNorm in", "ffn RMSNorm out"} <= set(stats["point"])
     assert not [s for s in shown_strings(at) if "LayerNorm" in s]
+
+
+def test_minilms_pad_queries_and_removed_heads_are_named_where_the_page_averages_them(minilm_model):
+    """A padding mask hides [PAD] keys, not their rows: MiniLM's [PAD] queries attend to the real tokens, and the
+    per-head grids and the shares chart averaged them in without a word (L0H0's entropy 1.20 nats with them, 1.29
+    without); the shares chart said "mean over heads" with L0H1 removed, which it leaves out."""
+    tokens = "the cat sat [PAD] [PAD]"
+    at = opened({"model": "minilm-l6", "tokens": tokens, "ablate": "L0H1", "act_open_tokens": "true",
+                 "act_open_heads": "true"})  # fmt: skip
+    [caption] = [c.value for c in at.caption if c.value.startswith("The self-attention of the encoder stack")]
+    assert "[PAD] queries included: a padding mask hides [PAD] keys, not their rows" in caption
+    subtitle = figure_titled(at, "How much the heads look at “[CLS]”")["layout"]["title"]["subtitle"]["text"]
+    assert (
+        "mean over the heads kept (L0H1 removed, adding nothing)" in subtitle and "[PAD] queries included" in subtitle
+    )
+    assert "Averaged over the 6 layers, the heads put" in energy_text(at)

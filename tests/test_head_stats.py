@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import explorer
+from explorer.activations_text import head_stats_caption
 from explorer.analysis.stats import head_entropy, head_grid, head_mean_distance, head_sparsity, keys_for_mass
 from explorer.trace import AttentionMaps
 
@@ -118,3 +119,11 @@ def test_head_grid_puts_each_value_at_its_layer_and_head():
     assert grid.shape == (3, 2)
     assert grid[2, 1] == df.query("layer == 2 and head == 1")["entropy"].item()
     assert head_grid(head_mean_distance(maps), "distance").shape == (3, 2)
+
+
+def test_the_caption_says_when_pad_queries_are_averaged_in():
+    """A padding mask hides [PAD] keys, not their rows: MiniLM's [PAD] queries attend and the grids average them in;
+    the caption had said only that queries with no allowed key are left out."""
+    caption = head_stats_caption("self-attention", "encoder", 1.61, 2.37, padded=2)
+    assert "[PAD] queries included: a padding mask hides [PAD] keys, not their rows" in caption
+    assert "[PAD]" not in head_stats_caption("self-attention", "encoder", 1.61, 2.37)

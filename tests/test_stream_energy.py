@@ -8,7 +8,13 @@ import pandas as pd
 import pytest
 
 import explorer
-from explorer.activations_text import energy_text, massive_text, no_massive_text, shares_text
+from explorer.activations_text import (
+    energy_text,
+    massive_text,
+    no_massive_text,
+    shares_average_text,
+    shares_text,
+)
 from explorer.analysis.norm_attention import norm_attention, norm_shares
 from explorer.analysis.stream_energy import (
     MASSIVE_RATIO,
@@ -18,6 +24,7 @@ from explorer.analysis.stream_energy import (
     largest_activation,
     massive_activation,
     norm_key_share,
+    padding_queries_counted,
     token_energy,
     token_max_abs,
     token_shares,
@@ -178,7 +185,7 @@ def test_massive_text_says_whether_the_weight_carries_anything():
 def test_shares_text_names_the_token_averages_every_layer_and_weighs_the_verdict():
     shares = pd.DataFrame({"layer": [0, 1], "weights": [0.6, 0.4], "norms": [0.5, 0.5]})
     text = shares_text(0, "[CLS]", shares)
-    assert text.startswith("In every layer, the heads put 0.50 of their weight on “[CLS]” (position 0)")
+    assert text.startswith("Averaged over the 2 layers, the heads put 0.50 of their weight on “[CLS]” (position 0)")
     assert "it gives 0.50, about its weight" in text
     assert "more than its weight" in shares_text(0, "[CLS]", shares.assign(norms=[0.9, 0.9]))
     unseen = shares_text(0, "[CLS]", shares.assign(weights=np.nan))  # no query could see it: "" left the chart unsaid
@@ -199,7 +206,7 @@ def test_energy_text_names_the_massive_token_or_the_largest_one():
     finding = MassiveActivation(1, "cat", 2, (2, 3), 7, 5000.0, 4200.0, ())
     assert energy_text("pre", finding, (2, 1, 5000.0, 4200.0), TOKENS, shares) == massive_text(finding, shares)
     text = energy_text("post", None, (3, 2, 9.5, 30.0), TOKENS, shares)
-    assert text.startswith("**No massive activation**") and "In every layer, the heads put 0.50" in text
+    assert text.startswith("**No massive activation**") and "Averaged over the 4 layers, the heads put 0.50" in text
     assert "on “cat” (position 2)" in text
 
 
@@ -252,3 +259,39 @@ def test_a_head_replaced_by_its_mean_still_counts_with_the_weights_that_mix_it()
         assert shares["weights"][layer] == pytest.approx(mixing[:, seeing, 0].mean(), rel=1e-6)
         assert shares["norms"][layer] == pytest.approx(added.mean(), rel=1e-6)
     assert not np.allclose(shares["norms"], token_shares(maps, 0, norms, removed)["norms"])  # zero's rule differs
+
+
+def test_the_shares_sentence_says_it_averages_the_layers_not_that_every_layer_holds_its_mean():
+    """Was "In every layer, the heads put 0.56 of their weight on “[CLS]” on average": MiniLM's layers put 0.35 to
+    0.68 on it (the sentence's 0.56 is their mean), so no layer need hold the number it gave every layer."""
+    shares = pd.DataFrame({"layer": [0, 1, 2], "weights": [0.8, 0.3, 0.4], "norms": [0.2, 0.2, 0.2]})
+    text = shares_text(0, "[CLS]", shares)
+    assert "In every layer" not in text and text.startswith("Averaged over the 3 layers, the heads put 0.50")
+    read = shares_text(0, "[CLS]", shares, after=0, named=False)
+    assert read.startswith("Averaged over the 2 layers that read it (after block 0), the heads put 0.35 of their")
+    assert shares_text(0, "x", shares, after=1, named=False).startswith(
+        "In the one layer that reads it (after block 1)"
+    )
+    gone = shares.assign(weights=[0.8, np.nan, 0.4], norms=[0.2, np.nan, 0.2])  # layer 1: every head removed (zero)
+    assert shares_text(0, "[CLS]", gone).startswith("Averaged over the 2 layers with a head kept, the heads put 0.60")
+
+
+def test_the_share_chart_says_which_heads_and_queries_it_averages():
+    """Its subtitle had said "mean over heads" with heads removed (those removed with zero are left out) and no word
+    of the [PAD] queries it counts (a padding mask hides [PAD] keys, not their rows)."""
+    plain = shares_average_text()
+    assert plain == "mean over heads and over the queries that may see it and another token"
+    zero = shares_average_text(0, ((0, 1), (2, 3)), "zero")
+    assert zero.startswith("mean over the heads kept (L0H1, L2H3 removed, adding nothing)")
+    assert "replaced by their mean" in shares_average_text(0, ((0, 1),), "mean")
+    assert shares_average_text(2).endswith("([PAD] queries included: a padding mask hides [PAD] keys, not their rows)")
+
+
+def test_padding_queries_counted_are_the_pad_rows_the_averages_take(minilm_model):
+    """MiniLM on "the cat sat [PAD] [PAD]": its two [PAD] queries attend to the 5 real tokens, and the per-head
+    statistics and the shares on [CLS] average them in (measured: L0H0's entropy 1.20 nats with them, 1.29
+    without; L4H4's 0.20 apart)."""
+    maps = explorer.run(minilm_model, "the cat sat [PAD] [PAD]").first.self_attention
+    assert maps.query_tokens.count("[PAD]") == 2
+    assert padding_queries_counted(maps) == 2 and padding_queries_counted(maps, 0) == 2
+    assert padding_queries_counted(explorer.run(minilm_model, "the cat sat").first.self_attention) == 0

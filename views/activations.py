@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from explorer.ablation import heads_text
-from explorer.activations_text import energy_text, head_stats_caption, sublayer_outputs_text
+from explorer.activations_text import energy_text, head_stats_caption, shares_average_text, sublayer_outputs_text
 from explorer.analysis.activations import (
     activation_values,
     depth_story,
@@ -29,6 +29,7 @@ from explorer.analysis.stream_energy import (
     focus_token,
     largest_activation,
     massive_activation,
+    padding_queries_counted,
     token_energy,
     token_shares,
 )
@@ -197,7 +198,8 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     text = energy_text(cfg.norm, massive_activation(stack), largest_activation(stack), stack.labels, shares)
     st.info(text, icon=":material/bolt:")
     if np.isfinite(shares["weights"]).any():  # else no query may see the token, as the text says: no line to draw
-        figure = token_share_figure(shares, position, stack.labels[position], block, stack.name)
+        averaged = shares_average_text(padding_queries_counted(maps, position), removed, trace.ablate_with)
+        figure = token_share_figure(shares, position, stack.labels[position], block, stack.name, averaged)
         plotly_chart(figure, "act_massive_shares")
     name = f"activations_{stack.name}_token_shares.csv"
     csv_button("Shares per layer (CSV)", shares_file(shares, stack, position), name, "act_csv_shares")
@@ -263,7 +265,8 @@ def per_head(stack: StackTrace) -> None:
     entropy, distance, sparsity = head_entropy(maps), head_mean_distance(maps), head_sparsity(maps)
     uniform_entropy = float(entropy["max_entropy"].iloc[0])
     uniform_distance = float(distance["uniform_distance"].iloc[0])
-    st.caption(head_stats_caption(maps.kind, stack.name, uniform_entropy, uniform_distance))
+    padded = padding_queries_counted(maps)
+    st.caption(head_stats_caption(maps.kind, stack.name, uniform_entropy, uniform_distance, padded))
     entropy_note = f"uniform = {uniform_entropy:.2f}" if uniform_entropy > 0 else "one key per query: all 0"
     grids = [
         (entropy, "entropy", "Entropy (nats)", entropy_note, "nats", uniform_entropy, VIRIDIS),

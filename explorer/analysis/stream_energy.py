@@ -12,6 +12,7 @@ import pandas as pd
 from explorer.ablation import Head, HeadAblation
 from explorer.analysis.activations import token_norms
 from explorer.analysis.norm_attention import mean_mixing
+from explorer.config import PAD_TOKEN
 from explorer.trace import AttentionMaps, StackTrace, Trace
 
 # Sun, Chen, Kolter & Liu 2024, "Massive Activations in Large Language Models" (section 2): "activations with
@@ -99,6 +100,16 @@ def _seeing(allowed: np.ndarray, key: int) -> np.ndarray:
     causal model's first token) gives it all of its weight whatever the head does, so it is left out."""
     allowed = np.asarray(allowed, dtype=bool)  # [Tq, Tk]
     return allowed[:, key] & (allowed.sum(axis=-1) > 1)
+
+
+def padding_queries_counted(maps: AttentionMaps, key: int | None = None) -> int:
+    """How many [PAD] queries the per-head averages count: those with an allowed key (analysis.stats), or, given
+    `key`, those token_shares averages over (_seeing: they may see `key` and another key). A padding mask hides
+    [PAD] keys, not their rows: a [PAD] query still attends to every real token."""
+    padding = np.array([token == PAD_TOKEN for token in maps.query_tokens], dtype=bool)  # [Tq]
+    allowed = np.asarray(maps.allowed, dtype=bool)  # [Tq, Tk]
+    counted = allowed.any(axis=-1) if key is None else _seeing(allowed, key)  # [Tq]
+    return int((padding & counted).sum())
 
 
 def _kept_mean(values: np.ndarray, kept: np.ndarray | None) -> np.ndarray:
