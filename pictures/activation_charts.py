@@ -91,7 +91,9 @@ def _panel_titles(figure: go.Figure) -> go.Figure:
     return figure.update_annotations(font=PANEL_TITLE_FONT)
 
 
-def depth_figure(stats: pd.DataFrame, stack: str, positional: str, family: str | None = None) -> go.Figure:
+def depth_figure(
+    stats: pd.DataFrame, stack: str, positional: str, family: str | None = None, padded: bool = False
+) -> go.Figure:
     """Mean, std, RMS and max |x| over depth (2 x 2), one line per point: the residual stream (after each block,
     and the input) and each sub-layer's output before it is added to the stream. Made in one pass
     (pictures/one_pass.py): it is the Activations page's first chart, made on every load."""
@@ -114,7 +116,7 @@ def depth_figure(stats: pd.DataFrame, stack: str, positional: str, family: str |
     subtitle = noted(
         f"residual: the stream after each block (input = {input_text(positional, family)}); "
         f"{sublayer_outputs_text(bool(stats['point'].str.contains(OUTPUT_NORM_POINT).any()))}; over all tokens "
-        "(padding included) and units (the standard deviation divides by their number, N)",
+        f"{'([PAD] included) ' if padded else ''}and units (the standard deviation divides by their number, N)",
         log_panels_note(scales, STAT_TITLES),
     )
     layout = figure_layout(f"Activation statistics over depth ({stack} stack)", subtitle, 480)

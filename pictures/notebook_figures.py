@@ -35,7 +35,7 @@ from explorer.anatomy import norm_name, parameter_counts, parameter_groups
 from explorer.arguments import whole_in
 from explorer.build import build_model
 from explorer.compare import paired_attention
-from explorer.config import CheckpointConfig, ConfigError
+from explorer.config import PAD_TOKEN, CheckpointConfig, ConfigError
 from explorer.inputs import Source
 from explorer.model import Transformer
 from explorer.tasks import blind_accuracy
@@ -299,7 +299,8 @@ def depth_figure(trace: Trace, stack: int = 0) -> go.Figure:
     positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
     part = activation_charts.trace_stack(trace, stack)
     family = getattr(trace.config, "family", None)  # a BERT checkpoint's input row is normalised
-    return activation_charts.depth_figure(layer_statistics(part), part.name, positional, family)
+    padded = PAD_TOKEN in part.tokens  # their rows are in the statistics, and the subtitle says so
+    return activation_charts.depth_figure(layer_statistics(part), part.name, positional, family, padded)
 
 
 def gradient_figure(model: Transformer, source: Source, target: Source | None = None) -> go.Figure:

@@ -393,3 +393,13 @@ def test_the_gelu_note_names_the_rounding_that_makes_its_zeros_not_an_underflow(
         figure_json(zero_fraction_figure(pd.DataFrame({"layer": [0], "zero_fraction": [0.0]}), "e", "gelu"))
     )
     assert "underflow" not in note and "erf(x/√2) rounds to −1" in note
+
+
+def test_the_depth_subtitle_says_pad_is_included_only_where_there_is_pad():
+    """The statistics are over every token, [PAD] too: the subtitle had said '(padding included)' on every text,
+    SmolLM2's and an unpadded one's alike."""
+    model = explorer.build_model(explorer.ModelConfig(mask="padding"))
+    plain = figure_title(figure_json(notebook_figures.depth_figure(explorer.run(model, "the cat sat"))))
+    padded = figure_title(figure_json(notebook_figures.depth_figure(explorer.run(model, "the cat [PAD]"))))
+    assert "over all tokens and units" in plain and "PAD" not in plain and "padding" not in plain
+    assert "over all tokens ([PAD] included) and units" in padded

@@ -34,7 +34,7 @@ from explorer.analysis.stream_energy import (
     token_shares,
 )
 from explorer.anatomy import norm_name
-from explorer.config import CheckpointConfig, ConfigError, ModelConfig
+from explorer.config import PAD_TOKEN, CheckpointConfig, ConfigError, ModelConfig
 from explorer.config_words import count
 from explorer.model import Transformer
 from explorer.numbers import percent, readable
@@ -142,7 +142,8 @@ def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     stats = layer_statistics(stack)
     st.info(depth_story(stats, cfg.norm), icon=":material/insights:")
     family = getattr(cfg, "family", None)  # a BERT checkpoint's input row is normalised (input_text)
-    plotly_chart(depth_figure(stats, stack.name, cfg.positional, family), "act_depth")
+    padded = PAD_TOKEN in stack.tokens  # their rows are in the statistics, and the subtitle says so
+    plotly_chart(depth_figure(stats, stack.name, cfg.positional, family, padded), "act_depth")
     named = named_norms(stats, norm_name(cfg))
     if st.toggle(
         f"Show the statistics table (layer -1 is the input: {input_text(cfg.positional, family)})",
