@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
 import explorer
-from explorer.analysis.position_analysis import encoding_table, permutation_demo, reorder, similarity
+from explorer.analysis.position_analysis import encoding_table, permutation_demo, reorder, rope_angle_table, similarity
 from explorer.config import ModelConfig
 from explorer.positional_text import order_finding
+from pictures.positional_charts import rope_angle_heatmap
 
 APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 
@@ -44,3 +46,14 @@ def test_a_checkpoints_advice_names_the_encoder_a_decoder_cannot_reorder_blindly
     assert kind == "visible" and "with an encoder" in text
     decoder = permutation_demo(ModelConfig(arch="decoder", positional="none"), "the cat sat", reorder(3, "reversed"))
     assert decoder.max_difference > 0.01  # the advice without an encoder would not work
+
+
+def test_the_rotary_angles_say_how_far_the_slowest_pair_turns():
+    """The subtitle said 'the last pairs barely move' whatever the head: with d_head 4 the last pair turns 36° by
+    position 63, and with d_head 2 pair 0 is the last. SmolLM2's (base 100,000, d_head 64): 0.052°."""
+    smol = rope_angle_heatmap(rope_angle_table(64, 64, 100000.0), 6, 100000.0)["panels"][0]["subtitle"]
+    assert "the last (pair 31) 0.052° in all by position 63" in smol  # 63 / 100000^(62/64) rad
+    narrow = rope_angle_heatmap(rope_angle_table(64, 4), 6)["panels"][0]["subtitle"]
+    assert "barely" not in narrow and f"the last (pair 1) {math.degrees(63 / 100):.2g}° in all" in narrow
+    single = rope_angle_heatmap(rope_angle_table(64, 2), 6)["panels"][0]["subtitle"]
+    assert "the last" not in single and "pair 0 turns a full radian per position ·" in single
