@@ -175,7 +175,8 @@ def order_finding(cfg: ModelConfig, demo: PermutationDemo) -> tuple[str, str]:
     if isinstance(cfg, CheckpointConfig):
         how = (
             "A pretrained model's encoding and mask cannot be changed: pick `configured` in the sidebar's Model box "
-            "and set its positional encoding to none (and the mask to none or padding) to see the maps only move."
+            "and set its positional encoding to none (and the mask to none or padding, with an encoder: a decoder is "
+            "always causal) to see the maps only move."
         )
     else:
         how = (

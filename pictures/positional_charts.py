@@ -367,6 +367,17 @@ def similarity_profile(row: np.ndarray, reference: int, metric: str, which: str 
     return figure
 
 
+def _slowest_turn(angles: np.ndarray) -> str:
+    """How far the slowest pair of angles [P, K/2] has turned by the last position drawn, as the rope subtitle's
+    clause (", the last (pair 31) 0.052° in all by position 63": SmolLM2's barely moves, while with d_head 4 the last
+    pair turns 36°), or "" when pair 0 is the only pair."""
+    n_positions, n_pairs = angles.shape
+    if n_pairs < 2:
+        return ""
+    degrees = math.degrees(float(angles[-1, -1]))
+    return f", the last (pair {n_pairs - 1}) {degrees:.2g}° in all by position {n_positions - 1}"
+
+
 def rope_angle_heatmap(angles: np.ndarray, n_tokens: int, base: float = 10000.0, layout: str = "interleaved") -> dict:
     """[P, K/2] rotation angle of each pair at each position, wrapped to 0–360° on a cyclic colour scale, as a
     matrix-view board: every cell hovers with its angle in degrees and in radians, the typed positions framed;
@@ -377,7 +388,7 @@ def rope_angle_heatmap(angles: np.ndarray, n_tokens: int, base: float = 10000.0,
     degrees = np.degrees(np.mod(raw.astype(np.float64), 2 * math.pi)).astype(np.float32)  # [P', K/2]
     subtitle = (
         f"angle of pair i at position p = p / {base:.0f}^(2i/d_head), shown modulo 360°; pair 0 turns a full radian "
-        "per position, the last pairs barely move · red frame: the typed tokens"
+        f"per position{_slowest_turn(angles)} · red frame: the typed tokens"
         + _shown_note(rows, n_positions, "position")
     )
     typed = int(np.searchsorted(rows, min(n_tokens, n_positions)))  # rows drawn for typed positions

@@ -10,6 +10,7 @@ from explorer.analysis.position_analysis import REORDERINGS, offset_scores, offs
 from explorer.config import ModelConfig
 from explorer.numbers import readable_share
 from explorer.positional_text import order_finding, token_line
+from explorer.trace import byte_level_pieces, token_axis_labels
 from pictures.position_demo_charts import (
     offset_profile_figure,
     offset_scores_panel,
@@ -38,12 +39,14 @@ def layer_head(cfg: ModelConfig, prefix: str) -> tuple[int, int]:
 def offset_demo(cfg: ModelConfig, typed: tuple[str, ...]) -> None:
     """The scores of one head when the same token fills every position (the first `typed` token that is not
     padding): only position can make them differ."""
-    tokenizer = session_model().tokenizer
+    model = session_model()
+    tokenizer = model.tokenizer
     token = offset_token(typed, tokenizer.special_pieces if tokenizer is not None else ())
+    [label] = token_axis_labels([token], byte_level_pieces(model))  # SmolLM2's "Ġthe" as the maps write it: "␣the"
     layer, head = layer_head(cfg, "pos_offset")
     n = min(OFFSET_POSITIONS, cfg.max_tokens)
     result = offset_scores(cfg, token, n, layer, head, scores=from_model(cached_repeated_scores, cfg, token, n))
-    st.markdown(f"**{offset_verdict(result, cfg.positional)}**")
+    st.markdown(f"**{offset_verdict(result, cfg.positional, label)}**")
     # One under the other: side by side, on a 1024 px screen, the map was drawn at half its size (6 px labels)
     show_board(offset_scores_panel(result), key="pos_offset_scores")
     plotly_chart(offset_profile_figure(result), "pos_offset_profile")
@@ -57,7 +60,7 @@ def offset_demo(cfg: ModelConfig, typed: tuple[str, ...]) -> None:
         "none": "Without positions every query and key is the same vector: all scores are equal, whatever the offset.",
     }[cfg.positional]
     st.caption(
-        f"The typed token `{token.replace('`', '')[:30]}` repeated {n} times, so the content is identical. "
+        f"The typed token `{label.replace('`', '')[:30]}` repeated {n} times, so the content is identical. "
         + explanation
     )
 

@@ -186,8 +186,9 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
     elif kind == "learned":
         st.warning(
             "**Untrained.** These learned position embeddings are the model's random initial values "
-            f"(N(0, ½), seed {cfg.seed}): nothing in this dashboard's model has been trained, so they carry no "
-            "pattern yet. Training would shape them; their similarity below shows why they are useless until then.",
+            f"(N(0, ½), seed {cfg.seed}): nothing in this dashboard's model has been trained. Each position still has "
+            "a vector of its own, but they carry no pattern: their similarity below shows two positions alike only "
+            "by chance. Training would shape them.",
             icon=":material/casino:",
         )
     if cfg.arch == "encoder-decoder":
