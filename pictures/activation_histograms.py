@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from explorer.config_words import count
 from explorer.numbers import percent
 from pictures.style import CATEGORY10, axis, figure_layout
 
@@ -96,20 +97,27 @@ ZERO_NOTES = {  # why a feed-forward's hidden units are, or are not, exactly 0, 
     "swiglu": "SwiGLU: silu(gate(x)) * linear1(x) is exactly 0 only where a factor is, so this stays near 0%",
 }
 ZERO_NOTES["silu"] = ZERO_NOTES["swiglu"]  # a Llama checkpoint's files name the same gated unit "silu"
+UPRIGHT_LABEL_BARS = 12  # more bars than this: each label stands upright, "0.34%" being wider than its bar at 1024 px
 
 
 def zero_fraction_figure(zeros: pd.DataFrame, stack: str, activation: str) -> go.Figure:
-    """Share of feed-forward hidden units that are exactly 0, per layer: one bar per block, its percentage on top."""
+    """Share of feed-forward hidden units that are exactly 0, per layer: one bar per block, its percentage on top
+    (upright beside the bar when more than UPRIGHT_LABEL_BARS bars would crowd it, and none when every block has no
+    zero, which the subtitle says instead: SmolLM2's 30 blocks of "0.0%" ran into each other)."""
     note = ZERO_NOTES.get(activation, f"{activation} is exactly 0 only where its input is")
     share = zeros["zero_fraction"].to_numpy(dtype=np.float64)  # [L]
+    none = not share.any()
+    if none:
+        note += f"; here no unit is exactly 0 in any of the {count(len(share), 'block')}"
     figure = go.Figure(
         go.Bar(
             x=zeros["layer"].to_numpy(dtype=np.int32),
             y=share,
             name="exactly 0",
             marker_color=BAR_COLOUR,
-            text=[percent(s) for s in share],  # 0.34 %, not "0%" over a bar that hover calls 0.34 %
+            text=None if none else [percent(s) for s in share],  # 0.34 %, not "0%" over a bar hover calls 0.34 %
             textposition="outside",
+            textangle=-90 if len(share) > UPRIGHT_LABEL_BARS else 0,
             cliponaxis=False,
             hovertemplate="block %{x}<br>hidden units exactly 0: %{y:.2%}<extra></extra>",
         )

@@ -403,3 +403,17 @@ def test_the_depth_subtitle_says_pad_is_included_only_where_there_is_pad():
     padded = figure_title(figure_json(notebook_figures.depth_figure(explorer.run(model, "the cat [PAD]"))))
     assert "over all tokens and units" in plain and "PAD" not in plain and "padding" not in plain
     assert "over all tokens ([PAD] included) and units" in padded
+
+
+def test_thirty_blocks_of_no_zero_write_it_once_and_many_bars_stand_their_labels_upright():
+    """SmolLM2's 30 blocks hold no exact zero: 30 labels of "0.0%" ran into each other at 1024 px."""
+    none = figure_json(
+        zero_fraction_figure(pd.DataFrame({"layer": range(30), "zero_fraction": 0.0}), "decoder", "silu")
+    )
+    [bars] = none["data"]
+    assert "text" not in bars and "no unit is exactly 0 in any of the 30 blocks" in figure_title(none)
+    some = np.linspace(0.0, 0.004, 30)  # [30] shares, one 0
+    many = figure_json(zero_fraction_figure(pd.DataFrame({"layer": range(30), "zero_fraction": some}), "decoder", "x"))
+    assert len(many["data"][0]["text"]) == 30 and many["data"][0]["textangle"] == -90
+    few = figure_json(zero_fraction_figure(pd.DataFrame({"layer": range(6), "zero_fraction": some[:6]}), "enc", "gelu"))
+    assert few["data"][0]["textangle"] == 0 and "in any of" not in figure_title(few)
