@@ -413,6 +413,15 @@ def test_activation_histogram_controls():
     assert f"values exactly 0: {int((hidden == 0).sum()):,}" in zeros["hovertemplate"]
 
 
+def test_the_histograms_token_count_says_how_many_are_pad():
+    """Its values are of every token, [PAD] too: "4 tokens × 64 units" had counted two [PAD]s without a word."""
+    at = open_page(ACTIVATIONS, tokens="the cat [PAD] [PAD]", mask="padding", act_open_histogram="true")
+    hist = figure_titled(at, "Distribution of values: residual, block 0 (encoder stack)")
+    assert "(4 tokens, 2 of them [PAD] × 64 units)" in figure_title(hist)
+    plain = figure_titled(open_page(ACTIVATIONS, act_open_histogram="true"), "Distribution of values")
+    assert "(6 tokens × 64 units)" in figure_title(plain)
+
+
 @pytest.mark.parametrize(
     ("norm", "said"), [("pre", "what each sub-layer adds"), ("res-post", "before its output norm")]
 )

@@ -215,6 +215,12 @@ def shares_file(shares: pd.DataFrame, stack: StackTrace, position: int) -> pd.Da
     return named
 
 
+def pad_words(tokens: list[str]) -> str:
+    """ ", 2 of them [PAD]" where a summary over every token counts [PAD] tokens too ("" where there is none)."""
+    pads = tokens.count(PAD_TOKEN)
+    return f", {pads} of them {PAD_TOKEN}" if pads else ""
+
+
 def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
     options = points(stack)
     controls = st.container(horizontal=True, vertical_alignment="bottom")  # wraps: no label is cut at 1024 px
@@ -237,7 +243,8 @@ def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
     bins = value_histogram(values)
     zeros = int(bins["exact_zeros"].iloc[0])
     summary_text = (
-        f"{values.size:,} values ({count(values.shape[0], 'token')} × {count(values.shape[1], 'unit')}) · "
+        f"{values.size:,} values ({count(values.shape[0], 'token')}{pad_words(stack.tokens)} × "
+        f"{count(values.shape[1], 'unit')}) · "
         f"mean {readable(float(values.mean(dtype=np.float64)))} · "
         f"std {readable(float(values.std(dtype=np.float64)))} · "
         f"{percent(zeros / values.size)} exactly 0"
