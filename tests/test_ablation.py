@@ -283,3 +283,17 @@ def test_bad_heads_get_one_sentence(ablate, ablate_with, says):
         explorer.run(cfg, "a b c", ablate=ablate, ablate_with=ablate_with)
     message = str(raised.value)
     assert message.endswith(".") and "\n" not in message and "Traceback" not in message
+
+
+def test_a_causal_models_mean_removal_lets_a_position_see_later_tokens_as_the_help_says():
+    """The mean over the positions includes the last one's output, which has read every token: under a causal mask
+    position 0 then changes with the tokens after it, which no kept head lets it see."""
+    model = biased_model(arch="decoder", mask="causal", norm="pre", n_layers=2, n_heads=4, d_model=32)
+    first = {}
+    for text in ("the cat sat", "the dog ran"):
+        kept = explorer.run(model, text).first.activations["blocks.1.attn.out"][0]  # [D] position 0
+        mean = explorer.run(model, text, ablate=[(1, 0)], ablate_with="mean").first.activations["blocks.1.attn.out"]
+        first[text] = kept, mean[0]
+    np.testing.assert_array_equal(first["the cat sat"][0], first["the dog ran"][0])  # the causal mask holds
+    assert np.abs(first["the cat sat"][1] - first["the dog ran"][1]).max() > 1e-3  # the mean carries later tokens
+    assert "causal mask that mean holds the later positions' outputs too" in MODE_HELP

@@ -29,7 +29,9 @@ NEXT_KEY = "_ablate_next"  # toggle_head's new text, written to ABLATE_KEY befor
 MODE_WORDS = {"zero": "output set to zero", "mean": "output set to its mean over the positions"}
 MODE_HELP = (
     "zero: a removed head adds nothing to the stream. mean: it adds its own output averaged over every position, "
-    "[PAD] included (mean ablation), so the stream keeps its usual size but loses what the head did at each position. "
+    "[PAD] included (mean ablation), so the stream keeps its usual size but loses what the head did at each position; "
+    "with a causal mask that mean holds the later positions' outputs too, so each position receives a little of the "
+    "tokens after it. "
     "Either way the head still computes its attention weights: the maps show them."
 )
 
