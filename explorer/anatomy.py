@@ -262,7 +262,8 @@ PARAMETER_GROUPS = (  # the first pattern a module matches names its group: the 
     ("cross-attention", r"\.multihead_attn(\.|$)"),
     ("feed-forward", r"\.(linear[12]|gate)$"),
     ("positions (learned)", r"^positional$"),
-    ("token embeddings", r"^(embedding|token_type)$"),
+    ("token embeddings", r"^embedding$"),
+    ("token types (BERT's sentence A or B)", r"^token_type$"),  # 768 in MiniLM: no part of the token table
     ("read-out", r"^head$"),
 )
 

@@ -131,3 +131,11 @@ def test_a_checkpoint_is_not_held_to_the_configured_parameter_limit_but_to_its_o
     with pytest.raises(ConfigError, match="MB per input"):
         check_app_size(huge, 4096)  # ... and beyond a checkpoint's budget too
     assert trace_bytes(huge, 4096) > MAX_CHECKPOINT_TRACE_BYTES
+
+
+def test_minilms_token_types_are_a_kind_of_their_own_not_part_of_the_token_table(minilm_model):
+    """BERT's token-type table (768 numbers in MiniLM: sentence A or B) had been summed into "token embeddings", so that
+    row read 11,721,216 where MiniLM's vocabulary table is 30,522 × 384 = 11,720,448."""
+    groups = parameter_groups(parameter_counts(minilm_model), "LayerNorm").set_index("group")["parameters"]
+    assert groups["token embeddings"] == minilm_model.embedding.weight.numel() == 30_522 * 384
+    assert groups["token types (BERT's sentence A or B)"] == minilm_model.token_type.weight.numel() == 2 * 384
