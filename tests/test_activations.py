@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 
 import explorer
 from explorer.analysis.activations import (
@@ -66,3 +67,16 @@ def test_a_trained_post_norm_stream_says_what_sets_its_scale(minilm_model):
     assert "re-normalised: std 0.4" in story and "the scale its learned gain and bias set" in story
     untrained = depth_story(layer_statistics(deep("post").first), "post")  # gain 1, bias 0: std 1.0000
     assert "std 1.0000, mean" in untrained and "gain" not in untrained
+
+
+def test_the_pre_norm_story_names_the_final_norms_bias_where_a_layernorm_has_one():
+    """A trained pre-norm LayerNorm's output is RMS 1 times its gain plus its bias: the sentence had named the gain
+    alone, which holds for an RMSNorm (no bias) and for a LayerNorm only while its bias is 0."""
+    model = explorer.build_model(explorer.ModelConfig(norm="pre"))
+    with torch.no_grad():
+        model.first_stack.norm.bias.fill_(0.5)  # as training might leave it
+    trace = explorer.run(model, "the cat sat on the mat")
+    out = trace.first.output.astype(np.float64)  # [T, D], after the final norm
+    assert np.sqrt((out**2).mean()) > 1.05  # the bias moved it off RMS 1 (its gain is still 1)
+    story = depth_story(layer_statistics(trace.first), "pre")
+    assert "plus its bias in a LayerNorm" in story

@@ -118,8 +118,8 @@ def depth_story(stats: pd.DataFrame, norm: str) -> str:
         f"{readable(rms[-1] / rms[0])}× the input, {trend}"
     )
     final = (
-        "Only the final norm, after the last block, brings it back to RMS 1, times its gain (1 at initialisation, "
-        "learned in training)."
+        "Only the final norm, after the last block, brings it back to RMS 1, times its gain, plus its bias in a "
+        "LayerNorm (1 and 0 at initialisation, learned in training)."
     )
     if norm == "pre":
         return (
