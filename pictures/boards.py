@@ -256,7 +256,9 @@ def sheet_panel(
     cell = min(MAX_CELL_PX, max_px / max(sq, sk))
     if factor > 1:
         pooled = f"Each small map is {tq} × {tk} cells drawn on {sq} × {sk} pixels: a pixel shows the largest value "
-        pooled += f"of the {factor} × {factor} cells it covers; the map above shows every cell."
+        pooled += (
+            f"of the {factor} × {factor} cells it covers{_edge_note(tq, tk, factor)}; the map above shows every cell."
+        )
         subtitle = pooled if not subtitle else f"{subtitle} {pooled}"
     return {
         "kind": "sheet",
@@ -273,6 +275,16 @@ def sheet_panel(
         "picks": picks,
         "picked": picked,
     }
+
+
+def _edge_note(tq: int, tk: int, factor: int) -> str:
+    """What sheet_panel's pooled subtitle adds when a side is no multiple of `factor`: its last pixels cover fewer
+    cells (494 cells in blocks of 8: the last block holds 6)."""
+    rows, cols = tq % factor, tk % factor
+    if not rows and not cols:
+        return ""
+    edges = [edge for edge, left in (("right", cols), ("bottom", rows)) if left]
+    return f" (fewer at the {' and '.join(edges)} edge{'s' if len(edges) > 1 else ''})"
 
 
 def pooled_maps(maps: np.ndarray, masked: np.ndarray, factor: int, chunk_bytes: int = POOL_CHUNK_BYTES) -> np.ndarray:
