@@ -77,7 +77,8 @@ def massive_text(finding: MassiveActivation, shares: pd.DataFrame | None = None)
         f"{_number(finding.ratio)}× the median |x| of the stream; it is massive {_blocks(finding.blocks)}. {RULE}."
     )
     if finding.others:
-        text += f" Other tokens with one: positions {', '.join(str(t) for t in finding.others)}."
+        where = "position" if len(finding.others) == 1 else "positions"
+        text += f" Other tokens with one: {where} {', '.join(str(t) for t in finding.others)}."
     if shares is None:
         return text
     return f"{text} {shares_text(finding.position, finding.piece, shares, finding.block, named=False)}"

@@ -295,3 +295,11 @@ def test_padding_queries_counted_are_the_pad_rows_the_averages_take(minilm_model
     assert maps.query_tokens.count("[PAD]") == 2
     assert padding_queries_counted(maps) == 2 and padding_queries_counted(maps, 0) == 2
     assert padding_queries_counted(explorer.run(minilm_model, "the cat sat").first.self_attention) == 0
+
+
+@pytest.mark.parametrize(("others", "said"), [((10,), "position 10."), ((4, 10), "positions 4, 10.")])
+def test_the_other_massive_tokens_are_counted_in_the_right_number(others, said):
+    """One other token had read "Other tokens with one: positions 10." (found on a 497-piece SmolLM2 paragraph)."""
+    finding = MassiveActivation(position=0, piece="The", block=3, blocks=(3, 4), unit=7, value=900.0, ratio=300.0,
+                                others=others)  # fmt: skip
+    assert f"Other tokens with one: {said}" in massive_text(finding)
