@@ -51,6 +51,8 @@ TEXT_PX = 28.0  # values are written in cells at least this wide: "0.37" fits, a
 # The one legend of a board whose maps share its colour scale names them all, not the map that draws it
 BOTH_MAPS, ALL_THREE_MAPS = "value, both maps", "value, all 3 maps"
 ROW_COLOURS = {"raw": CATEGORY10[7], "rollout": CATEGORY10[0], "flow": CATEGORY10[1]}
+ROW_UNITS = {"raw": "weight", "rollout": "share", "flow": "max flow"}  # each panel's y axis
+SOLID_BARS = 150  # more bars than this are drawn without gaps: at 1024 px each is then about a pixel wide
 ROW_NAMES = {
     "raw": "last layer, average of heads",
     "rollout": "rollout after the last block",
@@ -300,14 +302,22 @@ def reach_figure(
         )
     reached = rows.get("rollout") is None or float(np.sum(rows["rollout"])) > 0.5  # [T] -> its sum: 1, or 0
     sums = "the row sums to 1" if reached else "0: nothing reaches this position"
-    subtitle = (
-        f"residual share {residual:g} · raw: where the last layer looks · rollout: {sums} · flow: each bar is its own "
-        "max flow, at most 1, not a share"
-    )
-    figure.update_layout(figure_layout(title, subtitle, 150 * len(shown) + 60, bargap=0.25))
+    parts = {
+        "raw": "raw: where the last layer looks",
+        "rollout": f"rollout: {sums}",
+        "flow": "flow: each bar is its own max flow, at most 1, not a share",
+    }
+    subtitle = " · ".join([f"residual share {residual:g}", *(parts[key] for key, _ in shown)])
+    # a long text's bars are under a pixel wide: gaps between them left the bars too faint to see (0.997 on one token)
+    solid = len(labels) > SOLID_BARS
+    if solid:
+        figure.update_traces(marker_line_width=0)
+    figure.update_layout(figure_layout(title, subtitle, 150 * len(shown) + 60, bargap=0.0 if solid else 0.25))
     named = tick_positions(len(labels), REACH_TICKS)
     figure.update_xaxes(tickmode="array", tickvals=named, ticktext=[labels[i] for i in named], tickangle=-45)
-    figure.update_yaxes(axis(None, rangemode="tozero"))
+    figure.update_xaxes(title={"text": "input token"}, row=len(shown), col=1)
+    for i, (key, _) in enumerate(shown, start=1):
+        figure.update_yaxes(axis(ROW_UNITS[key], rangemode="tozero"), row=i, col=1)
     return figure.update_annotations(font=PANEL_TITLE_FONT)
 
 

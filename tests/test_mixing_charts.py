@@ -229,3 +229,19 @@ def test_without_a_mean_removal_the_masked_cells_stay_grey(causal):
     panels = last_block_board(mixed_maps(causal), attention_rollout(causal), None, 0.5)["panels"]
     upper = np.triu(np.ones((6, 6), dtype=bool), 1)
     assert [panel_matrix(p).masked.tolist() for p in panels] == [upper.tolist()] * 2
+
+
+def test_the_reach_bars_of_a_long_text_touch_name_their_axes_and_say_flow_only_when_drawn():
+    """At about 500 pieces each bar is under a pixel: with gaps the rollout's 0.997 on one token could not be seen;
+    the subtitle described a flow panel the page had not computed, and no axis said what the bars measure."""
+    tokens = [f"w{i}" for i in range(497)]
+    rollout = np.zeros(497)
+    rollout[0] = 1.0
+    long = figure_json(reach_figure(tokens, "t", {"raw": np.full(497, 1 / 497), "rollout": rollout, "flow": None}))
+    assert long["layout"]["bargap"] == 0 and all(bar["marker"]["line"]["width"] == 0 for bar in long["data"])
+    assert "flow" not in long["layout"]["title"]["subtitle"]["text"]
+    assert [long["layout"][y]["title"]["text"] for y in ("yaxis", "yaxis2")] == ["weight", "share"]
+    assert long["layout"]["xaxis2"]["title"]["text"] == "input token"
+    short = figure_json(reach_figure(tokens[:6], "t", {"raw": np.full(6, 1 / 6), "flow": np.ones(6)}))
+    assert short["layout"]["bargap"] == 0.25 and "max flow, at most 1" in short["layout"]["title"]["subtitle"]["text"]
+    assert short["layout"]["yaxis2"]["title"]["text"] == "max flow"
