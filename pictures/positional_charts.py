@@ -66,13 +66,14 @@ def _state(trained: bool) -> str:
     return "trained" if trained else "untrained"
 
 
-def _typed_tokens_hint(tokens: list[str], n_positions: int) -> str:
-    shown = min(len(tokens), n_positions)
-    if len(tokens) == 1:
+def _typed_tokens_hint(n_tokens: int, n_positions: int) -> str:
+    """Which of `n_tokens` typed tokens' positions the red marks of a chart of `n_positions` positions show."""
+    shown = min(n_tokens, n_positions)
+    if n_tokens == 1:
         return "red: the typed token's position 0"
-    if shown == len(tokens):
-        return f"red: the {len(tokens)} typed tokens' positions 0–{len(tokens) - 1}"
-    return f"red: the typed tokens' positions 0–{shown - 1} ({len(tokens) - shown} typed tokens lie beyond)"
+    if shown == n_tokens:
+        return f"red: the {n_tokens} typed tokens' positions 0–{n_tokens - 1}"
+    return f"red: the typed tokens' positions 0–{shown - 1} ({n_tokens - shown} typed tokens lie beyond)"
 
 
 def pair_name(dim: int, kind: str) -> str:
@@ -157,7 +158,7 @@ def encoding_curves(
         )  # fmt: skip
     if typed:  # after the curves: on a tie the last trace hovers, so a typed point names its token
         traces.append(_typed_marks(table, dims, names, [str(t) for t in tokens[:typed]]))
-    note = _typed_tokens_hint(tokens, n_positions)
+    note = _typed_tokens_hint(len(tokens), n_positions)
     if drawn < n_positions * len(dims):
         note += f" · long curves: the lowest and highest value of each stretch of {n_positions:,} positions drawn"
     what = "Sinusoidal encoding" if kind == "sinusoidal" else f"Learned position embedding ({_state(trained)})"
@@ -210,7 +211,7 @@ def encoding_heatmap(
     state = "trained" if trained else "untrained, random init"
     what = "Sinusoidal encoding" if kind == "sinusoidal" else f"Learned position embedding ({state})"
     note = _shown_note(rows, n_positions, "position") + _shown_note(cols, d_model, "dimension")
-    subtitle = "red frame: " + _typed_tokens_hint(tokens, n_positions).removeprefix("red: ") + note
+    subtitle = "red frame: " + _typed_tokens_hint(len(tokens), n_positions).removeprefix("red: ") + note
     if kind == "sinusoidal":
         sines = "even dimensions sin, odd cos" if (cols % 2).any() else "only even dimensions (the sines) drawn"
         subtitle = f"{sines}; slower waves further right · " + subtitle
@@ -388,7 +389,8 @@ def rope_angle_heatmap(angles: np.ndarray, n_tokens: int, base: float = 10000.0,
     degrees = np.degrees(np.mod(raw.astype(np.float64), 2 * math.pi)).astype(np.float32)  # [P', K/2]
     subtitle = (
         f"angle of pair i at position p = p / {base:.0f}^(2i/d_head), shown modulo 360°; pair 0 turns a full radian "
-        f"per position{_slowest_turn(angles)} · red frame: the typed tokens"
+        f"per position{_slowest_turn(angles)}"
+        + (f" · red frame: {_typed_tokens_hint(n_tokens, n_positions).removeprefix('red: ')}" if n_tokens else "")
         + _shown_note(rows, n_positions, "position")
     )
     typed = int(np.searchsorted(rows, min(n_tokens, n_positions)))  # rows drawn for typed positions

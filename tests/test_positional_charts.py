@@ -443,3 +443,13 @@ def test_the_notebook_draws_the_pages_curves():
     assert "(trained)" in figure_title(figure_json(positional_figure(trained, 20)))
     with pytest.raises(ValueError, match="Dimension 32 does not exist"):
         positional_figure(model, 20, [32])
+
+
+def test_the_rope_map_says_how_many_typed_tokens_its_frame_holds_and_how_many_lie_beyond():
+    """497 typed pieces on a map of 64 positions: its subtitle had said "red frame: the typed tokens" as if the frame
+    held them all, where the page's other charts say how many lie beyond."""
+    angles = rope_angle_table(64, 8)  # [P, K/2]
+    beyond = rope_angle_heatmap(angles, 497)["panels"][0]["subtitle"]
+    assert "red frame: the typed tokens' positions 0–63 (433 typed tokens lie beyond)" in beyond
+    within = rope_angle_heatmap(angles, 3)["panels"][0]["subtitle"]
+    assert "red frame: the 3 typed tokens' positions 0–2" in within and "beyond" not in within
