@@ -28,7 +28,13 @@ STATISTIC_TITLES = {
     "residual RMS": "Residual stream RMS",
     "residual std": "Residual stream std",
     "gradient norm": "Gradient norm of each block",
-    "attention entropy": "Self-attention entropy (nats, mean of heads)",
+    "attention entropy": "Attention entropy (nats, mean of heads)",  # "Self-…" lost its ")" at 1024 px
+}
+STATISTIC_UNITS = {  # each linear panel's y title (a logarithmic one's is LOG_TITLE)
+    "residual RMS": "RMS",
+    "residual std": "std",
+    "gradient norm": "L2 norm",
+    "attention entropy": "nats",
 }
 LINE_HEIGHT = 150  # px of each per-layer panel
 PANEL_GAP_PX = 90  # px between the two rows of panels: the upper row's axis title and the lower row's panel titles
@@ -125,7 +131,8 @@ def layer_lines(
         figure.update_xaxes(
             block_axis(_layer_title(statistic), [int(v) for v in rows["layer"]], MAX_LAYER_TICKS), row=row, col=col
         )
-        y_axis = log_axis(scales[statistic]) if scales[statistic].log else axis(None, rangemode="tozero")
+        linear = axis(STATISTIC_UNITS[statistic], rangemode="tozero")
+        y_axis = log_axis(scales[statistic]) if scales[statistic].log else linear
         figure.update_yaxes(y_axis, row=row, col=col)
     a_name, b_name = names
     if has_b:

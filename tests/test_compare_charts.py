@@ -372,6 +372,8 @@ def test_layer_lines_put_a_and_b_on_the_same_axes(post_pre):
             assert f"{statistic} %{{y:{HOVER_NUMBERS}}}" in line["hovertemplate"]  # hover gives the value
             assert line["hovertemplate"].startswith(f"{name}<br>%{{customdata}}")  # ... the model and the layer
         assert panel["y"]["rangemode"] == "tozero" and not panel["shapes"]  # same depth: nothing shaded
+        assert panel["y"]["title"]["text"]  # every linear panel names its unit ("nats", "RMS", ...)
+    assert panels["Attention entropy (nats, mean of heads)"]["y"]["title"]["text"] == "nats"
     residual = panels["Residual stream RMS"]
     assert residual["x"]["title"]["text"] == "after block"
     assert residual["x"]["tickvals"][0] == -1 and residual["x"]["ticktext"][0] == "input"  # layer -1 is the input
