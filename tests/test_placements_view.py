@@ -19,6 +19,7 @@ from explorer.analysis import placements
 from explorer.analysis.gradients import gradient_change, gradient_norms, layer_gradient_totals, unresolved_change
 from explorer.analysis.placements import (
     COLUMNS,
+    CSV_COLUMNS,
     ENTROPY,
     GRADIENT,
     MEASURES,
@@ -264,7 +265,18 @@ def test_a_checkpoint_measured_as_it_runs_equals_its_traces_measures(minilm_mode
 
 def test_the_csv_reads_back_as_the_table(encoder):
     _, result = encoder
-    pd.testing.assert_frame_equal(read_table_csv(table_csv(result)), result.table)
+    back = read_table_csv(table_csv(result))
+    assert list(back.columns) == list(CSV_COLUMNS) and back["resolved"].all()
+    pd.testing.assert_frame_equal(back[list(COLUMNS)], result.table)
+
+
+def test_the_csv_flags_the_gradient_norms_float32_does_not_resolve(encoder):
+    """The chart draws an unresolved placement's gradients faint and the sentence leaves them out: the CSV said
+    nothing, and gave SmolLM2's res-post-norm block 0 as 14,900,000 where float64 gives 6,780,000."""
+    _, result = encoder
+    back = read_table_csv(table_csv(dataclasses.replace(result, unresolved={"res-post": 39.9})))
+    flagged = (back["placement"] == "res-post") & (back["measure"] == GRADIENT)
+    assert flagged.any() and not back.loc[flagged, "resolved"].any() and back.loc[~flagged, "resolved"].all()
 
 
 # --- The sentences.
