@@ -482,6 +482,15 @@ def test_the_figure_has_three_panels_with_one_line_per_placement(encoder):
     assert len(looks) == 4 and len(set(PLACEMENT_DASHES.values())) == 4  # told apart without colour
 
 
+def test_hover_says_input_not_after_block_input(encoder):
+    """The residual stream's first point is the input to block 0: hover read "after block input"."""
+    _, result = encoder
+    rms, gradient, entropy = (placements_chart(result).data[i * 4] for i in range(3))  # post-norm in each panel
+    assert list(rms.customdata) == ["input", "after block 0", "after block 1", "after block 2"]
+    assert list(gradient.customdata) == list(entropy.customdata) == ["block 0", "block 1", "block 2"]
+    assert all("block %{customdata}" not in t.hovertemplate for t in placements_chart(result).data)
+
+
 # The chart in Compare's expander is 530 px wide beside the sidebar on a 1024 px window (measured on a screenshot);
 # a tick label of Plotly's 12 px font takes at most 7 px per character (Source Sans digits are half an em).
 CHART_PX_AT_1024 = 530
