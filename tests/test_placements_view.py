@@ -398,6 +398,19 @@ def with_gradients(result: PlacementRun, values: dict[str, list[float]]) -> Plac
     return dataclasses.replace(result, table=table)
 
 
+def test_a_single_block_is_not_said_as_first_to_last_nor_as_layers_after_block_0():
+    """One block: gradients read "block 0 → block 0: post-norm 13.6 → 13.6", and a placement whose only layer is
+    sharp was said to be sharp "in every layer after block 0", a layer it does not have."""
+    result = made_up({p: [1.0, 1.0] for p in NORMS})
+    sharp = (result.table["placement"] == "res-post") & (result.table["measure"] == ENTROPY)
+    result = dataclasses.replace(result, table=result.table.assign(value=result.table["value"].mask(sharp, 0.05)))
+    _, _, grads, entropy = placements_paragraphs(result, "untrained weights", True)
+    assert grads.startswith("Gradient norm of the one block's parameters (block 0): post-norm 1, pre-norm 1,")
+    assert "→" not in grads
+    assert "Res-post-norm: in its one layer (block 0) the heads put nearly all their weight" in entropy
+    assert "after block 0" not in entropy
+
+
 def test_unresolved_gradients_are_left_out_of_the_sentence_and_said_why():
     result = dataclasses.replace(made_up({p: [1, 1, 1] for p in NORMS}), unresolved={"res-post": 12.9})
     grads = placements_paragraphs(result, "trained weights", False)[2]
