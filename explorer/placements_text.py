@@ -174,9 +174,13 @@ def gradient_words(result: PlacementRun, stack: str, untrained: bool) -> str:
         return "No gradient norms for this stack."
     not_numbers = [p for p in NORMS if p not in result.unresolved and not np.isfinite(grads[p]).all()]
     shown = [p for p in NORMS if p not in result.unresolved and p not in not_numbers]
-    ends = ", ".join(f"{name(p)} {readable(grads[p][0])} → {readable(grads[p][-1])}" for p in shown)
     last = len(grads["post"]) - 1
-    text = f"Gradient norm of each block's parameters, block 0 → block {last}: {ends}." if shown else ""
+    if last == 0:  # one block: no first and last to go from and to
+        ends = ", ".join(f"{name(p)} {readable(grads[p][0])}" for p in shown)
+        text = f"Gradient norm of the one block's parameters (block 0): {ends}." if shown else ""
+    else:
+        ends = ", ".join(f"{name(p)} {readable(grads[p][0])} → {readable(grads[p][-1])}" for p in shown)
+        text = f"Gradient norm of each block's parameters, block 0 → block {last}: {ends}." if shown else ""
     if result.unresolved:
         text += " " + _unresolved_words(result.unresolved)
     if not_numbers:
@@ -231,9 +235,10 @@ def entropy_words(result: PlacementRun, stack: str) -> str:
     # key (a single token) also has entropy 0
     if result.uniform_entropy[stack] >= COLLAPSED:
         collapsed = [p for p, e in entropy.items() if float((e[1:] if len(e) > 1 else e).max()) < COLLAPSED]
+        where = "in every layer after block 0" if len(entropy["post"]) > 1 else "in its one layer (block 0)"
         if collapsed:
             text += (
-                f" {listed([name(p) for p in collapsed]).capitalize()}: in every layer after block 0 the heads put "
+                f" {listed([name(p) for p in collapsed]).capitalize()}: {where} the heads put "
                 f"nearly all their weight on a single key (mean entropy under {COLLAPSED} nats)."
             )
     same = [

@@ -55,6 +55,13 @@ def _log_scale(values: np.ndarray) -> bool:
     return positive.size > 0 and bool(positive.max() > LOG_ABOVE * positive.min()) and bool((values > 0).all())
 
 
+def _hover_layer(measure: str, layer: int) -> str:
+    """Where a value is, as hover says it: "input" (the stream entering block 0), "after block 3" or "block 3"."""
+    if layer == -1:
+        return "input"
+    return f"{'after block' if measure == RMS else 'block'} {block_label(layer)}"
+
+
 def _missing_note(rows: pd.DataFrame, measure: str) -> str:
     """What an empty panel says: no values at all (no gradient norms), or an entropy with no key to spread over."""
     if rows.empty:
@@ -100,9 +107,8 @@ def placements_chart(result: PlacementRun, stack: str | None = None, title: str 
                     line={"color": PLACEMENT_COLOURS[placement], "width": 2, "dash": PLACEMENT_DASHES[placement]},
                     marker={"size": 7, "symbol": PLACEMENT_MARKERS[placement]},
                     opacity=0.35 if unresolved else 1.0,
-                    customdata=[block_label(layer) for layer in layers],
-                    hovertemplate=f"{name}<br>{'after block' if measure == RMS else 'block'} %{{customdata}}<br>"
-                    f"{VALUE_TITLES[measure]} %{{y:{HOVER_NUMBERS}}}"
+                    customdata=[_hover_layer(measure, layer) for layer in layers],
+                    hovertemplate=f"{name}<br>%{{customdata}}<br>{VALUE_TITLES[measure]} %{{y:{HOVER_NUMBERS}}}"
                     + ("<br>not resolved in float32: rounding, not a measurement" if unresolved else "")
                     + "<extra></extra>",
                 ),

@@ -137,3 +137,15 @@ def test_a_junk_placements_value_is_named_and_the_expander_stays_closed():
     at = opened({"placements": "maybe"})
     assert any("`placements=maybe` was ignored" in w.value for w in at.warning)
     assert not any(TITLE in figure_title(f) for f in app_figures(at))
+
+
+def test_heads_the_sidebar_removes_are_said_not_to_be_removed_here():
+    """Every placement runs with every head (A's run with every head is lent): the section said nothing, so A's own
+    placement read as A without the sidebar's heads, which the rest of the page draws."""
+    cfg = ModelConfig(arch="decoder", norm="pre")
+    at = opened({"tokens": TEXT, "placements": "true", "arch": "decoder", "norm": "pre", "ablate": "L0H1,L1H2"})
+    assert_draws(at, explorer.build_model(cfg), TEXT)  # with every head
+    (said,) = [c.value for c in at.caption if c.value.startswith("Every placement here runs with every head")]
+    assert "heads L0H1, L1H2" in said and "pre-norm, A's own placement, is A with every head" in said
+    at = opened({"tokens": TEXT, "placements": "true", "arch": "decoder", "norm": "pre"})
+    assert not [c for c in at.caption if c.value.startswith("Every placement here runs with every head")]

@@ -19,6 +19,7 @@ from explorer.analysis import placements
 from explorer.analysis.gradients import gradient_change, gradient_norms, layer_gradient_totals, unresolved_change
 from explorer.analysis.placements import (
     COLUMNS,
+    CSV_COLUMNS,
     ENTROPY,
     GRADIENT,
     MEASURES,
@@ -264,7 +265,18 @@ def test_a_checkpoint_measured_as_it_runs_equals_its_traces_measures(minilm_mode
 
 def test_the_csv_reads_back_as_the_table(encoder):
     _, result = encoder
-    pd.testing.assert_frame_equal(read_table_csv(table_csv(result)), result.table)
+    back = read_table_csv(table_csv(result))
+    assert list(back.columns) == list(CSV_COLUMNS) and back["resolved"].all()
+    pd.testing.assert_frame_equal(back[list(COLUMNS)], result.table)
+
+
+def test_the_csv_flags_the_gradient_norms_float32_does_not_resolve(encoder):
+    """The chart draws an unresolved placement's gradients faint and the sentence leaves them out: the CSV said
+    nothing, and gave SmolLM2's res-post-norm block 0 as 14,900,000 where float64 gives 6,780,000."""
+    _, result = encoder
+    back = read_table_csv(table_csv(dataclasses.replace(result, unresolved={"res-post": 39.9})))
+    flagged = (back["placement"] == "res-post") & (back["measure"] == GRADIENT)
+    assert flagged.any() and not back.loc[flagged, "resolved"].any() and back.loc[~flagged, "resolved"].all()
 
 
 # --- The sentences.
@@ -386,6 +398,19 @@ def with_gradients(result: PlacementRun, values: dict[str, list[float]]) -> Plac
     return dataclasses.replace(result, table=table)
 
 
+def test_a_single_block_is_not_said_as_first_to_last_nor_as_layers_after_block_0():
+    """One block: gradients read "block 0 → block 0: post-norm 13.6 → 13.6", and a placement whose only layer is
+    sharp was said to be sharp "in every layer after block 0", a layer it does not have."""
+    result = made_up({p: [1.0, 1.0] for p in NORMS})
+    sharp = (result.table["placement"] == "res-post") & (result.table["measure"] == ENTROPY)
+    result = dataclasses.replace(result, table=result.table.assign(value=result.table["value"].mask(sharp, 0.05)))
+    _, _, grads, entropy = placements_paragraphs(result, "untrained weights", True)
+    assert grads.startswith("Gradient norm of the one block's parameters (block 0): post-norm 1, pre-norm 1,")
+    assert "→" not in grads
+    assert "Res-post-norm: in its one layer (block 0) the heads put nearly all their weight" in entropy
+    assert "after block 0" not in entropy
+
+
 def test_unresolved_gradients_are_left_out_of_the_sentence_and_said_why():
     result = dataclasses.replace(made_up({p: [1, 1, 1] for p in NORMS}), unresolved={"res-post": 12.9})
     grads = placements_paragraphs(result, "trained weights", False)[2]
@@ -468,6 +493,15 @@ def test_the_figure_has_three_panels_with_one_line_per_placement(encoder):
             np.testing.assert_array_equal(line.y, result.values(placement, measure))
     looks = {(PLACEMENT_DASHES[p], PLACEMENT_MARKERS[p]) for p in NORMS}
     assert len(looks) == 4 and len(set(PLACEMENT_DASHES.values())) == 4  # told apart without colour
+
+
+def test_hover_says_input_not_after_block_input(encoder):
+    """The residual stream's first point is the input to block 0: hover read "after block input"."""
+    _, result = encoder
+    rms, gradient, entropy = (placements_chart(result).data[i * 4] for i in range(3))  # post-norm in each panel
+    assert list(rms.customdata) == ["input", "after block 0", "after block 1", "after block 2"]
+    assert list(gradient.customdata) == list(entropy.customdata) == ["block 0", "block 1", "block 2"]
+    assert all("block %{customdata}" not in t.hovertemplate for t in placements_chart(result).data)
 
 
 # The chart in Compare's expander is 530 px wide beside the sidebar on a 1024 px window (measured on a screenshot);

@@ -17,7 +17,8 @@ from explorer.pretrained import pretrained_title
 from explorer.trace import Trace
 from pictures.placement_charts import placements_chart
 from views.caches import placements_of
-from views.state import current_source, model_key
+from views.compare_words import removed_words
+from views.state import app_state, current_source, model_key
 from views.widgets import download, plotly_chart, settle_choice
 
 KEY = "placements"  # the expander's key, and its URL parameter
@@ -34,6 +35,19 @@ def whose_weights() -> tuple[str, bool]:
         title = re.sub(r"\s*\(.*\)$", "", pretrained_title(source.name))  # without "(BERT, post-norm)": said next
         return f"pretrained weights of {title}", False
     return "untrained weights", True
+
+
+def every_head_note(own: str) -> str | None:
+    """When the sidebar removes heads: that every placement here runs with every head (A's trace lent is its run
+    with every head), so that no one reads A's own placement (`own`) here as A without them."""
+    state = app_state()
+    if not state.ablated:
+        return None
+    removed = removed_words(state.ablated, state.ablate_with)
+    return (
+        f"Every placement here runs with every head: the sidebar removes {removed} from A above, not here, so "
+        f"{own}-norm, A's own placement, is A with every head."
+    )
 
 
 def computed(
@@ -63,6 +77,8 @@ def placements_section(a: ModelConfig, b: ModelConfig | None, text: str, target:
             settle_choice(STACK_KEY, stacks)
             stack = st.radio("Stack", stacks, key=STACK_KEY, horizontal=True)
         plotly_chart(placements_chart(result, stack), key="placements_chart")
+        if (note := every_head_note(a.norm)) is not None:
+            st.caption(note)
         weights, untrained = whose_weights()
         for paragraph in placements_paragraphs(result, weights, untrained, stack, norm_name(a)):
             st.markdown(paragraph)
@@ -72,5 +88,6 @@ def placements_section(a: ModelConfig, b: ModelConfig | None, text: str, target:
             "placements.csv",
             "text/csv",
             "placements_csv",
-            help="One row per placement, stack, layer and measure (layer -1: the input to the first block).",
+            help="One row per placement, stack, layer and measure (layer -1: the input to the first block). resolved "
+            "is False for gradient norms float32 does not resolve on these weights (drawn faint, not in the words).",
         )

@@ -22,6 +22,9 @@ from explorer.trace import AttentionMaps, StackTrace, Trace
 RMS, GRADIENT, ENTROPY = "residual RMS", "gradient norm", "attention entropy"
 MEASURES = (RMS, GRADIENT, ENTROPY)
 COLUMNS = ("placement", "stack", "layer", "measure", "value")
+# The CSV's columns: the table's, and whether float32 resolves the value (False: a gradient norm of a placement in
+# PlacementRun.unresolved, which the chart draws faint and the sentences leave out)
+CSV_COLUMNS = (*COLUMNS, "resolved")
 Progress = Callable[[float, str], None]  # (share done 0..1, what comes next)
 
 
@@ -226,11 +229,14 @@ def placement_run(
 
 
 def table_csv(result: PlacementRun) -> str:
-    """The table as CSV (COLUMNS), for the page's download."""
-    return result.table.to_csv(index=False)
+    """The table as CSV (CSV_COLUMNS), for the page's download: each value with whether float32 resolves it."""
+    table = result.table
+    unresolved = (table["measure"] == GRADIENT) & table["placement"].isin(list(result.unresolved))
+    return table.assign(resolved=~unresolved).to_csv(index=False)
 
 
 def read_table_csv(text: str) -> pd.DataFrame:
-    """table_csv's text back as the table it wrote."""
+    """table_csv's text back as the table it wrote (CSV_COLUMNS)."""
     table = pd.read_csv(StringIO(text))
-    return table.astype({"placement": str, "stack": str, "layer": int, "measure": str, "value": float})
+    types = {"placement": str, "stack": str, "layer": int, "measure": str, "value": float, "resolved": bool}
+    return table.astype(types)
