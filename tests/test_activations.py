@@ -78,5 +78,6 @@ def test_the_pre_norm_story_names_the_final_norms_bias_where_a_layernorm_has_one
     trace = explorer.run(model, "the cat sat on the mat")
     out = trace.first.output.astype(np.float64)  # [T, D], after the final norm
     assert np.sqrt((out**2).mean()) > 1.05  # the bias moved it off RMS 1 (its gain is still 1)
-    story = depth_story(layer_statistics(trace.first), "pre")
-    assert "plus its bias in a LayerNorm" in story
+    stats = layer_statistics(trace.first)
+    assert "times its gain, plus its bias (1 and 0 at initialisation" in depth_story(stats, "pre", "LayerNorm")
+    assert "bias" not in depth_story(stats, "pre", "RMSNorm")  # an RMSNorm has none

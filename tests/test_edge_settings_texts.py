@@ -115,8 +115,8 @@ def test_one_token_one_block_and_one_target_token_are_counted_in_the_singular():
     trace = explorer.run(ModelConfig(n_layers=1), "a")
     story = depth_story(layer_statistics(trace.first), "post")
     assert "after its one block is re-normalised" in story and "each of the 1" not in story
-    assert _typed_tokens_hint(["a"], 64) == "red: the typed token's position 0"
-    assert _typed_tokens_hint(["a", "b"], 64) == "red: the 2 typed tokens' positions 0–1"
+    assert _typed_tokens_hint(1, 64) == "red: the typed token's position 0"
+    assert _typed_tokens_hint(2, 64) == "red: the 2 typed tokens' positions 0–1"
     query = {"arch": "encoder-decoder", "tokens": "a", "target": "b", "act_open_tokens": "true"}
     shown = " ".join(
         c.value

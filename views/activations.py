@@ -140,7 +140,7 @@ def named_norms(stats: pd.DataFrame, name: str) -> pd.DataFrame:
 def depth(cfg: ModelConfig, stack: StackTrace) -> None:
     st.subheader("Over depth: the residual stream and each sub-layer")
     stats = layer_statistics(stack)
-    st.info(depth_story(stats, cfg.norm), icon=":material/insights:")
+    st.info(depth_story(stats, cfg.norm, norm_name(cfg)), icon=":material/insights:")
     family = getattr(cfg, "family", None)  # a BERT checkpoint's input row is normalised (input_text)
     padded = PAD_TOKEN in stack.tokens  # their rows are in the statistics, and the subtitle says so
     plotly_chart(depth_figure(stats, stack.name, cfg.positional, family, padded), "act_depth")

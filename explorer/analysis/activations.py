@@ -90,8 +90,9 @@ def _row(layer: int, point: str, values: np.ndarray) -> dict[str, float | int | 
     }
 
 
-def depth_story(stats: pd.DataFrame, norm: str) -> str:
-    """One or two sentences on what the residual stream does over depth, with the numbers of this run."""
+def depth_story(stats: pd.DataFrame, norm: str, norm_kind: str = "LayerNorm") -> str:
+    """One or two sentences on what the residual stream does over depth, with the numbers of this run; `norm_kind`:
+    the model's kind of norm (anatomy.norm_name), whose bias, if it has one, the final norm adds."""
     residual = stats[stats["point"] == "residual"].sort_values("layer")
     rms = residual["rms"].to_numpy()
     after = residual[residual["layer"] >= 0]
@@ -118,8 +119,11 @@ def depth_story(stats: pd.DataFrame, norm: str) -> str:
         f"{readable(rms[-1] / rms[0])}× the input, {trend}"
     )
     final = (
-        "Only the final norm, after the last block, brings it back to RMS 1, times its gain, plus its bias in a "
-        "LayerNorm (1 and 0 at initialisation, learned in training)."
+        "Only the final norm, after the last block, brings it back to RMS 1, times its gain (1 at initialisation, "
+        "learned in training)."
+        if norm_kind == "RMSNorm"  # no bias
+        else "Only the final norm, after the last block, brings it back to RMS 1, times its gain, plus its bias (1 "
+        "and 0 at initialisation, learned in training)."
     )
     if norm == "pre":
         return (
