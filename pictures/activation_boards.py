@@ -53,6 +53,11 @@ def head_grid_panel(
     )
 
 
+# px a block's column takes, at most LINE_WIDTH in all: SmolLM2's 30 blocks at 21 px made the board (with its names and
+# legend) 870 px wide, which a 1024 px window drew at 0.6, its 11 px names at 7 px; at 14 px it is about 650 px
+GRADIENT_BLOCK_PX = 14
+
+
 def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:
     """[parameter, block] gradient norm of each weight matrix and bias of one stack as a matrix-view board, coloured
     by the norm's log10 so that small and large norms both show (a zero gradient, which has no logarithm, is grey);
@@ -82,7 +87,7 @@ def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:
         subtitle="colour: log₁₀ of the norm (-2 is 0.01), so that small and large norms both show",
         text_digits=None,
         masked_text="no gradient reaches it (norm 0)",
-        plot_px=(min(LINE_WIDTH, max(240, 60 * n_blocks)), 24 * n_params),
+        plot_px=(min(LINE_WIDTH, max(240, GRADIENT_BLOCK_PX * n_blocks)), 24 * n_params),
         label_chars=40,  # e.g. multihead_attn.out_proj.weight, whole
         legend_marks=decades if 0 < len(decades) <= 6 else None,
     )

@@ -417,3 +417,17 @@ def test_thirty_blocks_of_no_zero_write_it_once_and_many_bars_stand_their_labels
     assert len(many["data"][0]["text"]) == 30 and many["data"][0]["textangle"] == -90
     few = figure_json(zero_fraction_figure(pd.DataFrame({"layer": range(6), "zero_fraction": some[:6]}), "enc", "gelu"))
     assert few["data"][0]["textangle"] == 0 and "in any of" not in figure_title(few)
+
+
+def test_thirty_blocks_of_gradients_stay_narrow_enough_for_their_names_on_a_projector():
+    """SmolLM2's 30 blocks at 21 px a column made the board about 870 px wide with its names and legend; a 1024 px
+    window drew it at 0.6, its parameter names at 7 px. The map takes at most 14 px a block now (about 650 px in all),
+    and a short stack keeps its 240 px."""
+    parameters = ["self_attn.in_proj_weight", "linear1.weight"]
+    rows = [(layer, p) for layer in range(30) for p in parameters]
+    norms = pd.DataFrame({"stack": "decoder", "layer": pd.array([r[0] for r in rows], dtype="Int64"),
+                          "parameter": [r[1] for r in rows], "norm": 1.0})  # fmt: skip
+    [panel] = gradient_heatmap(norms, "decoder")["panels"]
+    assert panel["cols"] * panel["cell_px"] <= 30 * 14
+    [short] = gradient_heatmap(norms[norms["layer"] < 2], "decoder")["panels"]
+    assert short["cols"] * short["cell_px"] == 240
