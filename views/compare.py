@@ -210,8 +210,8 @@ def attention_section(
             )
         padded = any(m is not None and PAD_TOKEN in m.query_tokens for m in (pair.a, pair.b))  # rows averaged too
         trace_a, trace_b = runs.traces()
-        removed_heads = {"A": trace_a.ablated, "B": () if trace_b is None else trace_b.ablated}
-        ranking_section(ranking, layer, head, padded, removed_heads if index == 0 else {})  # first stack only
+        removed_by_side = {"A": trace_a.ablated, "B": () if trace_b is None else trace_b.ablated}
+        ranking_section(ranking, layer, head, padded, removed_by_side if index == 0 else {})  # first stack only
 
 
 # --- The page.
