@@ -102,3 +102,16 @@ def role_shift_text(
         text + f" Heads with no clear role: {unclear[0]} by weight, {unclear[1]} by what they add (of "
         f"{int(kept.sum())})." + left_out
     )
+
+
+def removed_roles_words(removed: tuple[Head, ...], mode: str, norms: bool) -> str:
+    """What the roles board measures of the heads the run removed (with `mode`, "zero" or "mean"), by their weights
+    or, with `norms`, by what they add ("" when none is removed)."""
+    if not removed:
+        return ""
+    names = ", ".join(head_name(h) for h in removed)
+    if not norms:
+        return f" Removed heads ({names}) are measured by the weights they still compute, where they look."
+    if mode == "zero":
+        return f" Removed heads ({names}) add nothing: no share, no role."
+    return f" Removed heads ({names}) add their mean, the same row for every query: their shares are that row's."

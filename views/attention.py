@@ -13,7 +13,7 @@ from streamlit.delta_generator import DeltaGenerator
 from explorer.ablation import Head, head_name
 from explorer.analysis.head_roles import BROAD, ROLES
 from explorer.analysis.norm_attention import removal, removed_heads
-from explorer.attention_text import no_clear_role_text, norms_line, role_shift_text
+from explorer.attention_text import no_clear_role_text, norms_line, removed_roles_words, role_shift_text
 from explorer.config import PAD_TOKEN, CheckpointConfig, ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
 from explorer.norm_export import norm_attention_csv, norm_attention_json
@@ -312,19 +312,6 @@ def pick_role_head() -> None:
     picked = picked_value("roles")
     if picked is not None:
         st.session_state["layer"], st.session_state["head"] = int(picked["row"]), int(picked["col"])
-
-
-def removed_roles_words(removed: tuple[Head, ...], mode: str, norms: bool) -> str:
-    """What the roles board measures of the heads the run removed (with `mode`, "zero" or "mean"), by their weights
-    or, with `norms`, by what they add ("" when none is removed)."""
-    if not removed:
-        return ""
-    names = ", ".join(head_name(h) for h in removed)
-    if not norms:
-        return f" Removed heads ({names}) are measured by the weights they still compute, where they look."
-    if mode == "zero":
-        return f" Removed heads ({names}) add nothing: no share, no role."
-    return f" Removed heads ({names}) add their mean, the same row for every query: their shares are that row's."
 
 
 def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norms: np.ndarray | None) -> None:
