@@ -185,3 +185,9 @@ def head_stats_caption(
         f"uniform attention scores {uniform_distance:.2f}). **Sparsity**: the share of its allowed keys a query can "
         f"ignore and still keep {COVERED_MASS:.0%} of its weight (0 = it needs them all)."
     )
+
+
+def pad_words(tokens: list[str]) -> str:
+    """ ", 2 of them [PAD]" where a summary over every token counts [PAD] tokens too ("" where there is none)."""
+    pads = tokens.count(PAD_TOKEN)
+    return f", {pads} of them {PAD_TOKEN}" if pads else ""

@@ -13,7 +13,13 @@ import pandas as pd
 import streamlit as st
 
 from explorer.ablation import heads_text
-from explorer.activations_text import energy_text, head_stats_caption, shares_average_text, sublayer_outputs_text
+from explorer.activations_text import (
+    energy_text,
+    head_stats_caption,
+    pad_words,
+    shares_average_text,
+    sublayer_outputs_text,
+)
 from explorer.analysis.activations import (
     activation_values,
     depth_story,
@@ -213,12 +219,6 @@ def shares_file(shares: pd.DataFrame, stack: StackTrace, position: int) -> pd.Da
     named.insert(1, "position", position)
     named.insert(2, "token", stack.tokens[position])
     return named
-
-
-def pad_words(tokens: list[str]) -> str:
-    """ ", 2 of them [PAD]" where a summary over every token counts [PAD] tokens too ("" where there is none)."""
-    pads = tokens.count(PAD_TOKEN)
-    return f", {pads} of them {PAD_TOKEN}" if pads else ""
 
 
 def histogram(cfg: ModelConfig, stack: StackTrace) -> None:
