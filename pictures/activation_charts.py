@@ -398,7 +398,15 @@ def massive_share_figure(model: Transformer, trace: Trace, stack: int = 0) -> go
     part = trace_stack(trace, stack)
     position, block = focus_token(part)
     norms = norm_attention(model, trace, part.self_attention.kind)  # [L, H, T, T]
-    removed = trace.ablated if stack == 0 else ()  # removal applies to the first stack's self-attention
-    table = token_shares(part.self_attention, position, norms, removed, trace.ablate_with)
-    averaged = shares_average_text(padding_queries_counted(part.self_attention, position), removed, trace.ablate_with)
+    table, averaged = shares_of(trace, part, position, norms)
     return token_share_figure(table, position, part.labels[position], block, part.name, averaged)
+
+
+def shares_of(trace: Trace, part: StackTrace, position: int, norms: np.ndarray) -> tuple[pd.DataFrame, str]:
+    """token_shares of the token at `position` of `part` (a stack of `trace`; norms [L, H, T, T] its norm_attention),
+    with the heads the run removed (they are removed from the first stack's self-attention only), and what each share
+    is a mean over (shares_average_text), for token_share_figure."""
+    maps = part.self_attention
+    removed = trace.ablated if part is trace.first else ()
+    table = token_shares(maps, position, norms, removed, trace.ablate_with)
+    return table, shares_average_text(padding_queries_counted(maps, position), removed, trace.ablate_with)

@@ -17,7 +17,6 @@ from explorer.activations_text import (
     energy_text,
     head_stats_caption,
     pad_words,
-    shares_average_text,
     sublayer_outputs_text,
 )
 from explorer.analysis.activations import (
@@ -37,7 +36,6 @@ from explorer.analysis.stream_energy import (
     massive_activation,
     padding_queries_counted,
     token_energy,
-    token_shares,
 )
 from explorer.anatomy import norm_name
 from explorer.config import PAD_TOKEN, CheckpointConfig, ConfigError, ModelConfig
@@ -54,6 +52,7 @@ from pictures.activation_charts import (
     gradient_totals_figure,
     massive_share_figure,
     norm_figure,
+    shares_of,
     token_norm_figure,
     token_norm_heatmap,
     token_share_figure,
@@ -199,13 +198,10 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     """The token with a massive activation (or why there is none) and, per layer, its share of the heads' weight
     and of what they add."""
     position, block = focus_token(stack)
-    maps = stack.self_attention
-    removed = trace.ablated if stack is trace.first else ()  # removal applies to the first stack's self-attention
-    shares = token_shares(maps, position, norm_attention_of(trace, maps.kind), removed, trace.ablate_with)
+    shares, averaged = shares_of(trace, stack, position, norm_attention_of(trace, stack.self_attention.kind))
     text = energy_text(cfg.norm, massive_activation(stack), largest_activation(stack), stack.labels, shares)
     st.info(text, icon=":material/bolt:")
     if np.isfinite(shares["weights"]).any():  # else no query may see the token, as the text says: no line to draw
-        averaged = shares_average_text(padding_queries_counted(maps, position), removed, trace.ablate_with)
         figure = token_share_figure(shares, position, stack.labels[position], block, stack.name, averaged)
         plotly_chart(figure, "act_massive_shares")
     name = f"activations_{stack.name}_token_shares.csv"
