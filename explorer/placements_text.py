@@ -175,12 +175,12 @@ def gradient_words(result: PlacementRun, stack: str, untrained: bool) -> str:
     not_numbers = [p for p in NORMS if p not in result.unresolved and not np.isfinite(grads[p]).all()]
     shown = [p for p in NORMS if p not in result.unresolved and p not in not_numbers]
     last = len(grads["post"]) - 1
-    if last == 0:  # one block: no first and last to go from and to
-        ends = ", ".join(f"{name(p)} {readable(grads[p][0])}" for p in shown)
-        text = f"Gradient norm of the one block's parameters (block 0): {ends}." if shown else ""
-    else:
-        ends = ", ".join(f"{name(p)} {readable(grads[p][0])} → {readable(grads[p][-1])}" for p in shown)
-        text = f"Gradient norm of each block's parameters, block 0 → block {last}: {ends}." if shown else ""
+    # one block: no first and last to go from and to
+    span = "the one block's parameters (block 0)" if last == 0 else f"each block's parameters, block 0 → block {last}"
+    ends = ", ".join(
+        f"{name(p)} {readable(grads[p][0])}" + ("" if last == 0 else f" → {readable(grads[p][-1])}") for p in shown
+    )
+    text = f"Gradient norm of {span}: {ends}." if shown else ""
     if result.unresolved:
         text += " " + _unresolved_words(result.unresolved)
     if not_numbers:
