@@ -76,6 +76,11 @@ def _typed_tokens_hint(n_tokens: int, n_positions: int) -> str:
     return f"red: the typed tokens' positions 0–{shown - 1} ({n_tokens - shown} typed tokens lie beyond)"
 
 
+def _typed_frame_hint(n_tokens: int, n_positions: int) -> str:
+    """_typed_tokens_hint for a matrix whose typed positions are framed in red: "red frame: the 3 typed tokens' ..."."""
+    return "red frame: " + _typed_tokens_hint(n_tokens, n_positions).removeprefix("red: ")
+
+
 def pair_name(dim: int, kind: str) -> str:
     """'dim 6 (sin of pair 3)' for the sinusoidal table, 'dim 6' for a learned one."""
     if kind != "sinusoidal":
@@ -211,7 +216,7 @@ def encoding_heatmap(
     state = "trained" if trained else "untrained, random init"
     what = "Sinusoidal encoding" if kind == "sinusoidal" else f"Learned position embedding ({state})"
     note = _shown_note(rows, n_positions, "position") + _shown_note(cols, d_model, "dimension")
-    subtitle = "red frame: " + _typed_tokens_hint(len(tokens), n_positions).removeprefix("red: ") + note
+    subtitle = _typed_frame_hint(len(tokens), n_positions) + note
     if kind == "sinusoidal":
         sines = "even dimensions sin, odd cos" if (cols % 2).any() else "only even dimensions (the sines) drawn"
         subtitle = f"{sines}; slower waves further right · " + subtitle
@@ -390,7 +395,7 @@ def rope_angle_heatmap(angles: np.ndarray, n_tokens: int, base: float = 10000.0,
     subtitle = (
         f"angle of pair i at position p = p / {base:.0f}^(2i/d_head), shown modulo 360°; pair 0 turns a full radian "
         f"per position{_slowest_turn(angles)}"
-        + (f" · red frame: {_typed_tokens_hint(n_tokens, n_positions).removeprefix('red: ')}" if n_tokens else "")
+        + (f" · {_typed_frame_hint(n_tokens, n_positions)}" if n_tokens else "")
         + _shown_note(rows, n_positions, "position")
     )
     typed = int(np.searchsorted(rows, min(n_tokens, n_positions)))  # rows drawn for typed positions
