@@ -235,6 +235,21 @@ def opening_query(n_tokens: int, predicts: bool) -> int:
 PILED = 0.9  # rollout "piles up" on one token when it holds at least this share of every position
 
 
+def one_token_note(token: str, value: float) -> str:
+    """Rollout and flow of a single token (`value`: its one rollout entry): nothing to mix, so all of its one row is
+    that token, whatever the heads do (piled_up_note would say rollout piles up on it), unless no attention reaches
+    it at residual share 0 (its key masked, or its heads removed), where the row is 0."""
+    if value < 0.5:
+        return (
+            f"With one token there is nothing to mix; here no attention reaches `{token}` and the residual share is 0, "
+            "so rollout and flow are 0."
+        )
+    return (
+        f"With one token there is nothing to mix: rollout and flow give all of its one row to `{token}` (1), whatever "
+        "the heads do."
+    )
+
+
 def piled_up_note(
     tokens: list[str], last_rollout: np.ndarray, n_layers: int, flow: np.ndarray | None = None
 ) -> str | None:

@@ -21,6 +21,7 @@ from explorer.mixing_text import (
     first_stack_note,
     flow_offered,
     flow_too_big,
+    one_token_note,
     opening_query,
     piled_up_note,
     predicts_next,
@@ -101,21 +102,6 @@ def csv_download(
     kept = {name: None if values is None else np.array(values) for name, values in columns.items()}
     table = partial(mixing_table, list(maps.key_tokens), queries, kept, residual, *removal)
     download(label, lambda: table().to_csv(index=False), name, "text/csv", key, where)
-
-
-def one_token_note(token: str, value: float) -> str:
-    """Rollout and flow of a single token (`value`: its one rollout entry): nothing to mix, so all of its one row is
-    that token, whatever the heads do (piled_up_note would say rollout piles up on it), unless no attention reaches
-    it at residual share 0 (its key masked, or its heads removed), where the row is 0."""
-    if value < 0.5:
-        return (
-            f"With one token there is nothing to mix; here no attention reaches `{token}` and the residual share is 0, "
-            "so rollout and flow are 0."
-        )
-    return (
-        f"With one token there is nothing to mix: rollout and flow give all of its one row to `{token}` (1), whatever "
-        "the heads do."
-    )
 
 
 def last_block(
