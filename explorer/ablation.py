@@ -34,6 +34,11 @@ def heads_text(heads: Iterable[Head]) -> str:
     return ",".join(head_name(h) for h in heads)
 
 
+def head_names(heads: Iterable[Head]) -> str:
+    """The heads as a sentence names them: "L1H3, L2H5" ("" for none)."""
+    return ", ".join(head_name(h) for h in heads)
+
+
 def parse_heads(text: str) -> tuple[Head, ...]:
     """ "L1H3, L2H5" -> ((1, 3), (2, 5)); ConfigError with one sentence for anything else (not range-checked here)."""
     heads = []

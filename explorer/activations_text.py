@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from explorer.ablation import Head, head_name
+from explorer.ablation import Head, head_names
 from explorer.analysis.stats import COVERED_MASS
 from explorer.analysis.stream_energy import MASSIVE_RATIO, MASSIVE_VALUE, MassiveActivation
 from explorer.config import PAD_TOKEN
@@ -28,15 +28,11 @@ def shares_average_text(padded: int = 0, removed: tuple[Head, ...] = (), removed
     if not removed:
         heads = "heads"
     elif removed_with == "zero":
-        heads = f"the heads kept ({_names(removed)} removed, adding nothing)"
+        heads = f"the heads kept ({head_names(removed)} removed, adding nothing)"
     else:
-        heads = f"heads ({_names(removed)} replaced by their mean: their weights averaged over the queries)"
+        heads = f"heads ({head_names(removed)} replaced by their mean: their weights averaged over the queries)"
     queries = "the queries that may see it and another token"
     return f"mean over {heads} and over {queries}" + (f" ({PADDING_NOTE})" if padded else "")
-
-
-def _names(heads: tuple[Head, ...]) -> str:
-    return ", ".join(head_name(head) for head in heads)
 
 
 def sublayer_outputs_text(output_norm: bool) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping
 
 import numpy as np
 
-from explorer.ablation import Head, head_name
+from explorer.ablation import Head, head_names
 from explorer.analysis.head_roles import BROAD, ROLES, HeadRoles
 from explorer.config_words import count
 
@@ -82,7 +82,7 @@ def role_shift_text(
     opening = f"**Measured by what the heads add** ({NORM}) rather than by their weights"
     one = len(removed) == 1
     left_out = (
-        f" The removed {'head' if one else 'heads'} ({', '.join(head_name(h) for h in removed)}) "
+        f" The removed {'head' if one else 'heads'} ({head_names(removed)}) "
         f"{'is' if one else 'are'} left out: what a removed head adds no longer follows its weights."
         if removed
         else ""
@@ -109,7 +109,7 @@ def removed_roles_words(removed: tuple[Head, ...], mode: str, norms: bool) -> st
     or, with `norms`, by what they add ("" when none is removed)."""
     if not removed:
         return ""
-    names = ", ".join(head_name(h) for h in removed)
+    names = head_names(removed)
     if not norms:
         return f" Removed heads ({names}) are measured by the weights they still compute, where they look."
     if mode == "zero":

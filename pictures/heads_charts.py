@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.ablation import Head, head_name
+from explorer.ablation import Head, head_name, head_names
 from explorer.trace import AttentionMaps
 from pictures.attention_panels import token_hover_names, token_labels
 from pictures.boards import matrix_panel
@@ -35,7 +35,7 @@ CLICK_PX = 22  # px a side of the transparent square a click on a board cell lan
 
 
 def change_title(removed: Sequence[Head]) -> str:
-    return f"How much each layer's attention changed with {', '.join(head_name(h) for h in removed)} removed"
+    return f"How much each layer's attention changed with {head_names(removed)} removed"
 
 
 def attention_change_figure(changes: np.ndarray, removed: Sequence[Head]) -> go.Figure:
@@ -43,7 +43,7 @@ def attention_change_figure(changes: np.ndarray, removed: Sequence[Head]) -> go.
     layers = list(range(len(changes)))
     holding = {layer for layer, _ in removed}
     colours = [REMOVED_COLOUR if layer in holding else CHANGED_COLOUR for layer in layers]
-    names = {layer: ", ".join(head_name(h) for h in removed if h[0] == layer) for layer in layers}
+    names = {layer: head_names(h for h in removed if h[0] == layer) for layer in layers}
     figure = go.Figure(
         go.Bar(
             x=layers,

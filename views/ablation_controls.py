@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from explorer.ablation import ABLATE_WITH, Head, head_name, heads_text, parse_heads
+from explorer.ablation import ABLATE_WITH, Head, head_name, head_names, heads_text, parse_heads
 from explorer.analysis.ablation_effects import mean_is_own_output
 from explorer.config import ConfigError
 from views.state import app_state
@@ -55,7 +55,7 @@ class Removal:
     @property
     def words(self) -> str:
         """ "L1H3, L2H5 (output set to zero)"."""
-        return f"{', '.join(head_name(h) for h in self.heads)} ({MODE_WORDS[self.mode]})"
+        return f"{head_names(self.heads)} ({MODE_WORDS[self.mode]})"
 
 
 def head_options(n_layers: int, n_heads: int) -> list[str]:

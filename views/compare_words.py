@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from explorer.ablation import Head, head_name
+from explorer.ablation import Head, head_name, head_names
 from explorer.compare import DEFAULT_TARGET, INPUT, can_share_weights, paired_attention
 from explorer.compare_text import describe, shared_weights_text, trained_by
 from explorer.config import CheckpointConfig, ModelConfig
@@ -114,7 +114,7 @@ def removed_map_notes(removed: dict[str, str | None], head: Head, measure: str) 
 def ranking_removed_words(removed: dict[str, tuple[Head, ...]]) -> str:
     """What the head ranking says of the heads each side removed: they still compute their weights, so their
     divergence is how those moved, not what the heads add ("" when no side removed any)."""
-    named = "; ".join(f"{side}: {', '.join(head_name(h) for h in heads)}" for side, heads in removed.items() if heads)
+    named = "; ".join(f"{side}: {head_names(heads)}" for side, heads in removed.items() if heads)
     if not named:
         return ""
     return (
@@ -129,7 +129,7 @@ def identical_removed_words(removed: dict[str, tuple[Head, ...]], n_layers: int)
     only = sorted(set(removed.get("A", ())) ^ set(removed.get("B", ())))  # removed on one side only
     if not only:
         return ""
-    names = ", ".join(head_name(h) for h in only)
+    names = head_names(only)
     one = len(only) == 1
     where = (
         f" {names} {'is' if one else 'are'} in the last layer, which has none above it."
