@@ -13,7 +13,7 @@ import explorer
 from explorer.analysis.mixing import attention_flow, attention_flow_rows, attention_rollout
 from explorer.analysis.stats import head_average
 from explorer.config import ModelConfig
-from pictures.mixing_charts import MIX
+from pictures.mixing_boards import MIX
 from tests.browser_boards import cell_centre, panels, read_panel, wait_panels_drawn
 from tests.browser_layout import PROJECTOR
 from tests.browser_plots import drawn_traces, plot_titled, plots, wait_plotted

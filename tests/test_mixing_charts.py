@@ -1,5 +1,5 @@
-"""The Mixing figures (pictures.mixing_charts): the matrix-view boards and the Plotly figures draw explorer's rollout
-and flow, read back the way the browser gets them."""
+"""The Mixing figures: the matrix-view boards (pictures.mixing_boards) and the Plotly figures (pictures.mixing_charts)
+draw explorer's rollout and flow, read back the way the browser gets them."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import explorer
 from explorer.analysis.mixing import attention_flow, attention_flow_rows, attention_rollout, mixed_maps
 from explorer.analysis.stats import head_average
 from explorer.config import ModelConfig
-from pictures.mixing_charts import flow_figure, last_block_board, layer_board, reach_figure, reachable, rollout_figure
+from pictures.mixing_boards import last_block_board, layer_board, reachable
+from pictures.mixing_charts import flow_figure, reach_figure, rollout_figure
 from pictures.style import MAX_TICKS
 from tests.drawn import figure_json, figure_title, panel_matrix
 

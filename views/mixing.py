@@ -31,13 +31,8 @@ from explorer.mixing_text import (
 )
 from explorer.trace import AttentionMaps, Trace
 from pictures.attention_panels import token_labels
-from pictures.mixing_charts import (
-    flow_maps_figure,
-    flow_row_figure,
-    last_block_board,
-    layer_board,
-    rollout_maps_figure,
-)
+from pictures.mixing_boards import last_block_board, layer_board
+from pictures.mixing_charts import flow_maps_figure, flow_row_figure, rollout_maps_figure
 from views.matrix_view import picked_value, show_board
 from views.query_params import URL_BOOLEAN, warn_junk_url
 from views.state import sidebar_run, trace_maker, weights_note
