@@ -102,3 +102,13 @@ def test_tensors_the_stock_module_lacks_or_has_are_named_not_a_load_state_dict_t
 def test_a_module_on_the_meta_device_is_told_to_load_its_weights():
     with pytest.raises(ConfigError, match="on the meta device, which holds their shapes but no values"):
         explorer.from_torch(nn.TransformerEncoderLayer(16, 2, 24, device="meta"))
+
+
+def test_gradient_norms_of_an_imported_model_say_once_why_not():
+    """A tensor was told "need typed tokens", and typed tokens were told "pass a float tensor": each refusal sent
+    the user to the other."""
+    model = explorer.from_torch(_encoder_layer())
+    for source in (torch.randn(4, 16), "a b c d"):
+        with pytest.raises(ConfigError, match="a model imported with from_torch has none") as raised:
+            explorer.gradient_figure(model, source)
+        assert "float tensor" not in str(raised.value)
