@@ -101,16 +101,35 @@ def _load(model: Transformer, module: nn.Module, prefix: str) -> None:
 
 
 def _inner_hint(module: nn.Module) -> str:
-    """For a model wrapping a stock stack (embeddings, a head and an nn.TransformerEncoder): the stack to pass."""
+    """For a model wrapping a stock stack (embeddings, a head and an nn.TransformerEncoder), or a list of stock layers,
+    or torch.compile's wrapper: what to pass instead, written as Python (model.layers[0], not model.layers.0)."""
+    compiled = getattr(module, "_orig_mod", None)
+    if isinstance(compiled, nn.Module):  # torch.compile's OptimizedModule: the same weights, the module inside
+        return " torch.compile wrapped the module: pass the module you compiled, from_torch(compiled._orig_mod)."
     kinds = (nn.Transformer, nn.TransformerEncoder, nn.TransformerEncoderLayer)
     inner = next(((name, m) for name, m in module.named_modules() if name and isinstance(m, kinds)), None)
     if inner is None:
         return ""
     name, found = inner
+    holder_name = name.rpartition(".")[0]
+    holder = module.get_submodule(holder_name) if holder_name else module
+    if isinstance(holder, nn.ModuleList) and all(isinstance(m, nn.TransformerEncoderLayer) for m in holder):
+        layers = f"model{_python_path(holder_name)}"
+        return (
+            f" Its `{holder_name}` holds {len(holder)} nn.TransformerEncoderLayer: make them one stack, "
+            f"stack = nn.TransformerEncoder({layers}[0], {len(holder)}, enable_nested_tensor=False); "
+            f"stack.layers = {layers}; pass that, from_torch(stack), and give explorer.run your model's embeddings of "
+            "the tokens."
+        )
     return (
-        f" Its `{name}` is an nn.{type(found).__name__}: pass that, from_torch(model.{name}), and give explorer.run "
-        "your model's embeddings of the tokens."
+        f" Its `{name}` is an nn.{type(found).__name__}: pass that, from_torch(model{_python_path(name)}), and give "
+        "explorer.run your model's embeddings of the tokens."
     )
+
+
+def _python_path(name: str) -> str:
+    """A submodule's name as Python reaches it from its model: "blocks.0.attn" -> ".blocks[0].attn" ("" -> "")."""
+    return "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in name.split(".") if part)
 
 
 def _check_stock_stacks(module: nn.Transformer) -> None:

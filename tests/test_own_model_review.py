@@ -135,3 +135,38 @@ def test_an_imported_models_padding_is_left_out_of_the_sentence_embedding_as_its
     )
     with pytest.raises(ConfigError, match="hides every position from every query"):
         explorer.head_ablation_effects(model, x, mask=torch.zeros(6, 6, dtype=torch.bool))
+
+
+def test_a_list_of_stock_layers_is_told_a_line_of_python_that_imports_it_whole():
+    """A model keeping its layers in an nn.ModuleList had been told to pass from_torch(model.layers.0): not Python, and
+    one layer of three."""
+
+    class Mine(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(10, 16)
+            self.layers = nn.ModuleList(nn.TransformerEncoderLayer(16, 2, 24, batch_first=True) for _ in range(3))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for layer in self.layers:
+                x = layer(x)
+            return x
+
+    torch.manual_seed(0)
+    model = Mine().eval()
+    with pytest.raises(ConfigError, match=r"Its `layers` holds 3 nn.TransformerEncoderLayer") as raised:
+        explorer.from_torch(model)
+    advice = str(raised.value)
+    line = advice[advice.index("stack = ") : advice.index("; pass that")].replace("; ", "\n")
+    names = {"nn": nn, "model": model}
+    exec(line, names)  # the advice, followed
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        expected = model(x[None])[0].numpy()
+    np.testing.assert_allclose(explorer.run(explorer.from_torch(names["stack"]), x).output, expected, atol=1e-5)
+
+
+def test_a_compiled_module_is_told_to_pass_the_module_it_compiled():
+    layer = _encoder_layer()
+    with pytest.raises(ConfigError, match=r"torch.compile wrapped the module: .*from_torch\(compiled._orig_mod\)"):
+        explorer.from_torch(torch.compile(layer))
