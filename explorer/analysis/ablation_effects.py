@@ -2,8 +2,10 @@
 sentence-embedding model), every head's effect on it in batched runs, and a causal model's next-token table before
 and after.
 
-The sentence embedding is the mean of the output stack's vectors over the real (non-[PAD]) positions, as
-sentence-transformers pools all-MiniLM-L6-v2; its last step, dividing by the length, does not change a cosine.
+The sentence embedding is the mean of the output stack's vectors over the real positions, as sentence-transformers
+pools all-MiniLM-L6-v2 (its attention mask leaves padding out); its last step, dividing by the length, does not change
+a cosine. A real position is not a [PAD] token and is a key some query may see: an imported model's padding comes as
+a mask that hides those keys from every query, with no [PAD] token to name it.
 """
 
 from __future__ import annotations
@@ -28,18 +30,26 @@ BATCH_BYTES = 256 * 2**20  # what one batch of ablated rows may hold at once whi
 PREDICTION_COLUMNS = ["rank", "rank_after", "piece", "text", "probability_before", "probability_after", "change"]
 
 
-def real_positions(tokens: list[str]) -> np.ndarray:
-    """[T] bool: the positions that are not [PAD] (explorer.config.PAD_TOKEN), the ones a sentence embedding pools."""
-    real = np.array([token != PAD_TOKEN for token in tokens], dtype=bool)
+def real_positions(stack: StackTrace) -> np.ndarray:
+    """[T] bool: the positions a sentence embedding pools: not [PAD] (explorer.config.PAD_TOKEN), and a key some query
+    of the stack's self-attention may see (an imported model's key padding mask hides its padding from every query)."""
+    real = np.array([token != PAD_TOKEN for token in stack.tokens], dtype=bool)
     if not real.any():
         raise ConfigError("The text is only [PAD] pieces: a sentence embedding needs at least one real piece.")
+    real &= np.asarray(stack.self_attention.allowed, dtype=bool).any(axis=0)  # [T]: seen by some query
+    if not real.any():
+        raise ConfigError(
+            "The mask hides every position from every query, as padding: a sentence embedding needs at least one "
+            "position some query may see."
+        )
     return real
 
 
 def sentence_embedding(trace: Trace) -> np.ndarray:
-    """[D] float64: the mean of the output stack's vectors over the non-[PAD] positions (sentence-transformers'
-    mean pooling of MiniLM, before its normalisation to length 1)."""
-    return _pooled(trace.last.output[None], real_positions(trace.last.tokens))[0]
+    """[D] float64: the mean of the output stack's vectors over its real positions (real_positions: not [PAD], not
+    hidden by the mask from every query), as sentence-transformers' mean pooling of MiniLM, before its normalisation to
+    length 1."""
+    return _pooled(trace.last.output[None], real_positions(trace.last))[0]
 
 
 def embedding_cosine(before: Trace, after: Trace) -> float:
@@ -82,7 +92,7 @@ def head_ablation_effects(
         _check_base(model, prepare_inputs(model, source, target, **masks), base)
     first = model.first_stack
     L, H = len(first.layers), first.layers[0].self_attn.n_heads
-    real = real_positions(base.last.tokens)
+    real = real_positions(base.last)
     unablated = sentence_embedding(base)  # [D]
     effects = np.zeros((L, H))
     if mode == "mean" and mean_is_own_output(base.first.self_attention.allowed):

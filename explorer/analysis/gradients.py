@@ -134,6 +134,11 @@ def _objective(
     """objective(...) and, with `table_apart` for a checkpoint, the read-out's share of the gradient of its token
     table taken apart: the loss's gradient then reaches the table through the lookup alone, and no gradient as large
     as the table is made for the read-out (108 MB for SmolLM2, held from the read-out to the end of the pass)."""
+    if model.config is None and model.vocabulary is None:  # from_torch: input tensors, no tokens to predict
+        raise ConfigError(
+            "Gradient norms need typed tokens, and a model imported with from_torch has none: the objective predicts "
+            "each next token through token embeddings, which your module does not give the explorer."
+        )
     if isinstance(source, torch.Tensor) or isinstance(target, torch.Tensor):
         raise ConfigError("Gradient norms need typed tokens: the objective predicts each token from the output.")
     inputs = _jittered(prepare_inputs(model, source, target), jitter)
