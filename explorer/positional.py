@@ -6,6 +6,15 @@ import torch
 from torch import nn
 
 ADDED_TO_INPUT = ("sinusoidal", "learned")  # the kinds that add a position vector to each token's embedding
+# What a model from_torch imported has in their place: explorer.run takes its input rows as they are, and whether they
+# hold positions is up to whoever made them
+GIVEN_INPUT = "given"
+
+
+def positional_of(config: object | None) -> str:
+    """The positional kind a trace's input rows were made with: its config's, or GIVEN_INPUT for an imported model
+    (config None)."""
+    return GIVEN_INPUT if config is None else config.positional  # type: ignore[attr-defined]
 
 
 def input_text(positional: str, family: str | None = None) -> str:
@@ -13,6 +22,8 @@ def input_text(positional: str, family: str | None = None) -> str:
     checkpoint (`family` "bert") adds token type 0 too and normalises the sum (Transformer.embed)."""
     if family == "bert":
         return "embedding + position + token type, then the embedding LayerNorm"
+    if positional == GIVEN_INPUT:
+        return "the tensor given to explorer.run, as it is"
     return "embedding + position" if positional in ADDED_TO_INPUT else "the token embedding, no position added"
 
 

@@ -19,7 +19,7 @@ from explorer.arguments import is_whole
 from explorer.config import ConfigError
 from explorer.model import Transformer
 from explorer.numbers import readable
-from explorer.positional import ADDED_TO_INPUT, input_text
+from explorer.positional import ADDED_TO_INPUT, GIVEN_INPUT, input_text, positional_of
 from explorer.trace import StackTrace, Trace
 from pictures.attention_panels import FAINT, token_labels, top_of
 from pictures.boards import board, matrix_panel
@@ -180,6 +180,8 @@ def _layer_labels(n_rows: int) -> list[str]:
 
 
 def _energy_subtitle(measure: str, positional: str) -> str:
+    if positional == GIVEN_INPUT:
+        return f"{ENERGY_TITLES[measure][2]}; the input is the tensor given to explorer.run, as it is"
     return f"{ENERGY_TITLES[measure][2]}; " + (
         "the input adds each token's position, so a repeated word's input rows differ"
         if positional in ADDED_TO_INPUT
@@ -387,8 +389,9 @@ def token_norm_figure(trace: Trace, measure: str = "norm", stack: int = 0, stret
     """Each token's residual vector over depth, layers × tokens: its L2 norm ("norm") or largest |x| ("max") (the
     Activations page's per-token heatmap; `stretch`: colours up to the 99th percentile, as its Stretch colours)."""
     part = trace_stack(trace, stack)
-    positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
-    return token_energy_figure(token_energy(part, measure), part.labels, part.name, positional, measure, stretch)
+    return token_energy_figure(
+        token_energy(part, measure), part.labels, part.name, positional_of(trace.config), measure, stretch
+    )
 
 
 def massive_share_figure(model: Transformer, trace: Trace, stack: int = 0) -> go.Figure:

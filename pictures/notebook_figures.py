@@ -38,6 +38,7 @@ from explorer.compare import paired_attention
 from explorer.config import PAD_TOKEN, CheckpointConfig, ConfigError
 from explorer.inputs import Source
 from explorer.model import Transformer
+from explorer.positional import positional_of
 from explorer.tasks import blind_accuracy
 from explorer.trace import AttentionMaps, Trace
 from explorer.training import TrainResult
@@ -296,7 +297,7 @@ def depth_figure(trace: Trace, stack: int = 0) -> go.Figure:
     """The residual stream and each sub-layer's output over depth: mean, std, RMS and max |x|, one panel each (the
     Activations page's chart); `stack`: 0, or 1 for an encoder-decoder's decoder."""
     _trace(trace, "depth_figure")
-    positional = trace.config.positional if trace.config is not None else "none"  # from_torch adds no position
+    positional = positional_of(trace.config)
     part = activation_charts.trace_stack(trace, stack)
     family = getattr(trace.config, "family", None)  # a BERT checkpoint's input row is normalised
     padded = PAD_TOKEN in part.tokens  # their rows are in the statistics, and the subtitle says so
