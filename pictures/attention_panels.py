@@ -108,9 +108,12 @@ def norm_top(norms: np.ndarray) -> float:
     return max(float(norms.max()), 1e-6) if norms.size else 1.0
 
 
-def norm_scale_note(top: float, stretch: bool, own: float | None = None) -> str:
+def norm_scale_note(top: float, stretch: bool, own: float | None = None, values: np.ndarray | None = None) -> str:
     """What a subtitle says of the colour scale of a norm-based map (`top`: norm_top, or stretched this map's
-    stretch_top), and, when this map's own stretch_top `own` is pale on it, how to see its pattern."""
+    stretch_top), and, when this map's own stretch_top `own` is pale on it, how to see its pattern. A map whose
+    `values` are 0 in every cell (a head removed with zero) has no pattern to stretch: the note says so instead."""
+    if values is not None and not np.any(values):
+        return f"colour = {NORM}, what the head adds from each key: 0 in every cell, it adds nothing"
     if stretch:
         return f"colours stretched: darkest blue = {NORM} of {top:.3g} or more (the top 1 % of this map)"
     note = (
@@ -203,7 +206,7 @@ def _map_parts(
         own = stretch_top(values, allowed)  # this map's top 1 %: where stretched colours are darkest
         top = own if stretch else norm_top(norms)
         ramp = weight_ramp(top)
-        notes.append(norm_scale_note(top, bool(stretch), None if stretch is None else own))
+        notes.append(norm_scale_note(top, bool(stretch), None if stretch is None else own, values))
     cross = maps.kind == "cross-attention"
     value_title = "mean weight" if head is None else "weight"
     if norms is not None:

@@ -47,7 +47,7 @@ def norm_maps_figure(
     if scale is None:
         own = stretch_top(values, allowed)  # this map's top 1 %
         top = own if stretch else norm_top(norms)
-        scale = (top, norm_scale_note(top, stretch, own))
+        scale = (top, norm_scale_note(top, stretch, own, values))
     top, note = scale
     note = f"{MEAN_NOTE} · {note}" if MEAN_WEIGHT in extra else note
     hover = f"query %{{y}}<br>key %{{x}}<br>{NORM} %{{z:.4f}}" + "".join(
