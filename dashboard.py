@@ -99,7 +99,8 @@ def sidebar() -> dict[str, Any]:
         model = pretrained_model(values["model"])
         if says_how_text_reads:  # a text over the cap gets its error alone
             cap = piece_cap(model.config)
-            for note in checkpoint_notes(model.tokenizer, pretrained_title(values["model"]), values["tokens"], cap):
+            title, text = pretrained_title(values["model"]), values["tokens"]
+            for note in checkpoint_notes(model.tokenizer, title, text, cap, mask=model.config.mask):
                 sb.caption(note)
         fixed_controls(model.config)
         return values

@@ -10,7 +10,7 @@ import functools
 import unicodedata
 
 from explorer.config import ConfigError
-from explorer.tokenization import BYTE_LEVEL_BPE, Encoding, PieceTokenizer, byte_alphabet
+from explorer.tokenization import BYTE_LEVEL_BPE, WORDPIECE, Encoding, PieceTokenizer, byte_alphabet
 
 BYTE_OF_CHAR = {char: byte for byte, char in byte_alphabet().items()}  # a byte-level piece's letter -> its byte
 DRAWN_BLANKS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # blanks an axis label draws as a sign: " the" and "the" differ
@@ -29,11 +29,72 @@ def unknown_words(tokenizer: PieceTokenizer, encoding: Encoding, text: str) -> l
     return [(word, "".join(dict.fromkeys(c for c in word if reads_as_unknown(tokenizer, c)))) for word in words]
 
 
-def changed_words(tokenizer: PieceTokenizer, text: str) -> list[tuple[str, str]]:
-    """The words of `text` its tokenizer reads with other letters than their own, case aside, each once, in order,
-    with what it reads: ("Café", "cafe") for MiniLM, which takes accents off; [] when it changes none."""
-    read = {word: "".join(tokenizer.normalized(word).split()) for word in dict.fromkeys(text.split())}
-    return [(word, normal) for word, normal in read.items() if _drawn(normal).lower() != _drawn(word).lower()]
+def changed_words(tokenizer: PieceTokenizer, encoding: Encoding, text: str) -> list[tuple[str, str]]:
+    """The words of `text` (whose encoding this is) that the maps show with other letters than typed, case aside,
+    each once, in order, with what they show: ("Café", "cafe") for MiniLM, which takes accents off. A word is a run of
+    WordPiece pieces ("cafe", "##s"), what the maps read its pieces joined; a word that becomes [UNK] is
+    unknown_words', and the characters the tokenizer drops that draw nothing (dropped_characters) change no letter.
+    [] for another kind of tokenizer, which reads every letter as typed."""
+    if tokenizer.kind != WORDPIECE:
+        return []
+    dropped = set(dropped_characters(tokenizer, text))
+    unknown = tokenizer.special_ids.get("unk")
+    changed: dict[str, str] = {}
+    for ids, typed, read in _wordpiece_words(encoding, text):
+        kept = "".join(c for c in typed if c not in dropped)
+        if unknown not in ids and _seen(read) != _seen(kept):
+            changed.setdefault(typed, read)
+    return list(changed.items())
+
+
+def _wordpiece_words(encoding: Encoding, text: str) -> list[tuple[list[int], str, str]]:
+    """(ids, typed, read) for each word of a WordPiece encoding: its pieces' ids, the characters of the text it came
+    from, and its pieces joined without "##". The special tokens the tokenizer adds ([CLS], [SEP]: no characters)
+    are no word."""
+    words: list[tuple[list[int], int, int, str]] = []  # ids, start, end, read
+    for token_id, piece, (start, end) in zip(encoding.ids, encoding.labels, encoding.offsets, strict=True):
+        if end <= start:
+            continue
+        if words and piece.startswith("##"):  # MiniLM's jamo of one Hangul syllable share its one character
+            ids, first, last, read = words[-1]
+            words[-1] = ([*ids, token_id], first, max(last, end), read + piece.removeprefix("##"))
+        else:
+            words.append(([token_id], start, end, piece))
+    return [(ids, text[start : _past_marks(text, end)], read) for ids, start, end, read in words]
+
+
+def _past_marks(text: str, end: int) -> int:
+    """`end` moved past the marks that follow it: MiniLM's offsets of "e" + U+0301 end before the accent it drops."""
+    while end < len(text) and unicodedata.category(text[end]) in MARKS:
+        end += 1
+    return end
+
+
+def _seen(word: str) -> str:
+    """`word` as it looks, case aside: composed (MiniLM's NFD splits "한" into jamo that draw as "한"), without the
+    variation selectors (_drawn), lower-cased."""
+    return _drawn(unicodedata.normalize("NFC", word)).lower()
+
+
+def dropped_characters(tokenizer: PieceTokenizer, text: str) -> list[str]:
+    """The characters of `text` the tokenizer drops before it splits the text, each once, in order: MiniLM's
+    zero-width space, zero-width joiner and other characters that draw nothing (U+200B, U+200D, U+200F...), and an
+    accent with no letter to sit on (at the start, or after a space). An accent taken off its letter is
+    changed_words'. [] for a tokenizer that keeps every character (SmolLM2's)."""
+    lone = [i == 0 or text[i - 1].isspace() or unicodedata.category(c) not in MARKS for i, c in enumerate(text)]
+    found = (c for c, alone in zip(text, lone, strict=True) if alone and not c.isspace())
+    return [char for char in dict.fromkeys(found) if tokenizer.normalized(char) == ""]
+
+
+def typed_special_pieces(tokenizer: PieceTokenizer, encoding: Encoding, text: str) -> list[str]:
+    """The special tokens typed in `text` (whose encoding this is) that the tokenizer reads as those tokens, each
+    once, in order: "[SEP]" typed for MiniLM is its separator, id 102, as its tokenizer in transformers reads it too;
+    "<|im_end|>" for SmolLM2. Not the ones the tokenizer adds ([CLS] and [SEP] around MiniLM's text), nor an [UNK]
+    that stands for a word."""
+    special = tokenizer.special_pieces
+    spans = zip(encoding.labels, encoding.offsets, strict=True)
+    typed = [piece for piece, (start, end) in spans if piece in special and text[start:end] == piece]
+    return list(dict.fromkeys(typed))
 
 
 def _drawn(word: str) -> str:

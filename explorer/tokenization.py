@@ -84,8 +84,11 @@ class PieceTokenizer:
 
     @property
     def special_pieces(self) -> frozenset[str]:
-        """The pieces of the special tokens ("[CLS]", "[SEP]", "[PAD]", ...): not words of a text."""
-        return frozenset(self.piece(token_id) for token_id in self.special_ids.values())
+        """The pieces of the special tokens, not words of a text: the named ones (special_ids) and every other token the
+        tokenizer reads whole as special ("[MASK]" for MiniLM; "<repo_name>" and 13 more control tokens for SmolLM2)."""
+        added = self._tokenizer.get_added_tokens_decoder().values()  # {id: AddedToken}
+        named = {self.piece(token_id) for token_id in self.special_ids.values()}
+        return frozenset(named | {token.content for token in added if token.special})
 
     @property
     def vocab_size(self) -> int:

@@ -2,8 +2,12 @@
 
 - The padding mask has nothing to block when the text holds no [PAD] token, so it changes no map. A token spelled
   like a pad ("<pad>", "[pad]", "PAD") is an ordinary token to the configured model, which the sentence says too.
+- A checkpoint reads a special token typed in the text ("[SEP]" for MiniLM, "<|im_end|>" for SmolLM2) as that token,
+  as its tokenizer in transformers does; MiniLM's padding mask then blocks a typed [PAD], which that tokenizer's
+  attention_mask would not.
 - A checkpoint's vocabulary may have no piece for a character (MiniLM and an emoji): the maps show [UNK] in its
-  place, and several such characters look like one token. MiniLM also reads "Café" as "cafe": the maps show it so.
+  place, and several such characters look like one token. MiniLM also reads "Café" as "cafe": the maps show it so;
+  and it drops characters that draw nothing (a zero-width space), which the note names.
 - A byte-level checkpoint's vocabulary (SmolLM2's) spells "café" or "🦀" byte by byte ("ĠcafÃ©", "ĠðŁ" "¦" "Ģ"): the
   maps label those pieces by what they read ("␣café"), and the downloads keep the spelling, which the note links.
 
@@ -21,8 +25,10 @@ from explorer.text_reading import (
     MARKS,
     byte_spellings,
     changed_words,
+    dropped_characters,
     part_character_text,
     piece_label,
+    typed_special_pieces,
     unknown_words,
 )
 from explorer.tokenization import PieceTokenizer
@@ -60,9 +66,13 @@ def padding_note(mask: str, *texts: str) -> str | None:
     return note
 
 
-def checkpoint_notes(tokenizer: PieceTokenizer, model_title: str, text: str, max_pieces: int) -> list[str]:
-    """The sentences about how a checkpoint's tokenizer reads the text: what it cannot spell, then what its
-    byte-by-byte pieces read; none for text the page refuses, empty or over `max_pieces` (it says why, once)."""
+def checkpoint_notes(
+    tokenizer: PieceTokenizer, model_title: str, text: str, max_pieces: int, mask: str = "none"
+) -> list[str]:
+    """The sentences about how a checkpoint's tokenizer reads the text: the special tokens typed in it (and, when the
+    checkpoint's `mask` blocks padding, that a typed [PAD] is blocked), what it cannot spell, what it changes or drops,
+    then what its byte-by-byte pieces read; none for text the page refuses, empty or over `max_pieces` (it says why,
+    once)."""
     try:
         encoding = tokenizer.encode(text)
     except ConfigError:
@@ -72,16 +82,38 @@ def checkpoint_notes(tokenizer: PieceTokenizer, model_title: str, text: str, max
     unknown, spelled = unknown_words(tokenizer, encoding, text), byte_spellings(tokenizer, encoding)
     unk = tokenizer.piece(tokenizer.special_ids["unk"]) if unknown else ""
     notes = (
+        special_note(model_title, typed_special_pieces(tokenizer, encoding, text), mask),
         unknown_note(model_title, unknown, unk, tokenizer.longest_word),
-        changed_note(model_title, changed_words(tokenizer, text)),
+        changed_note(model_title, changed_words(tokenizer, encoding, text)),
+        dropped_note(model_title, dropped_characters(tokenizer, text)),
         byte_spelling_note(model_title, spelled),
     )
     return [note for note in notes if note is not None]
 
 
+def special_note(model_title: str, typed: list[str], mask: str) -> str | None:
+    """That the special tokens typed in the text (text_reading.typed_special_pieces) are read as those tokens, not as
+    their letters, as the checkpoint's own tokenizer reads them; and, when `mask` blocks padding, that a typed [PAD]
+    is blocked as padding is, where that tokenizer's attention_mask would let every token see it. None for none."""
+    if not typed:
+        return None
+    one = len(typed) == 1
+    note = (
+        f"{model_title} reads {', '.join(code(piece) for piece in typed)} in the text as "
+        f"{'its special token, one piece' if one else 'its special tokens, one piece each'}, not as letters, as its "
+        "tokenizer in Hugging Face transformers does."
+    )
+    if PAD_TOKEN in typed and "padding" in mask:
+        note += (
+            f" Its padding mask blocks the typed {code(PAD_TOKEN)} as a key, as it blocks the padding of a batch; "
+            "Hugging Face's tokenizer, given this text, would mark it as a token to attend to (attention_mask 1)."
+        )
+    return note
+
+
 def changed_note(model_title: str, changed: list[tuple[str, str]]) -> str | None:
-    """Which words the tokenizer reads with other letters (text_reading.changed_words), as the maps then show them;
-    None for none."""
+    """Which words the maps show with other letters than typed (text_reading.changed_words): the accents the
+    tokenizer takes off; None for none."""
     if not changed:
         return None
     shown = ", ".join(f"{code(word)} as {code(read)}" for word, read in changed[:MAX_NAMED])
@@ -90,6 +122,22 @@ def changed_note(model_title: str, changed: list[tuple[str, str]]) -> str | None
         f"{model_title} takes accents off before it splits the text, so the maps show these words as it reads them: "
         f"{shown}{more}."
     )
+
+
+def dropped_note(model_title: str, dropped: list[str]) -> str | None:
+    """Which characters that draw nothing the tokenizer drops (text_reading.dropped_characters), each named, since
+    a code span of one shows nothing; None for none."""
+    if not dropped:
+        return None
+    named_chars = ", ".join(character_name(char) for char in dropped[:MAX_NAMED])
+    more = f" and {len(dropped) - MAX_NAMED} more" if len(dropped) > MAX_NAMED else ""
+    pronoun = "it" if len(dropped) == 1 else "them"
+    return f"{model_title} drops {named_chars}{more} before it splits the text: no piece on the maps holds {pronoun}."
+
+
+def character_name(char: str) -> str:
+    """A character by its code point and name: "U+200B ZERO WIDTH SPACE"."""
+    return f"U+{ord(char):04X} {unicodedata.name(char, 'unnamed')}"
 
 
 def unknown_note(model_title: str, unknown: list[tuple[str, str]], unk: str, longest: int | None) -> str | None:
@@ -150,10 +198,7 @@ def shown_read(read: str) -> str:
     space, a zero-width space, a combining accent): “ café”, “U+200B ZERO WIDTH SPACE”."""
     if visible(read):
         return f"“{markdown_literal(read)}”"
-    return ", ".join(
-        f"“{markdown_literal(char)}”" if visible(char) else f"U+{ord(char):04X} {unicodedata.name(char, 'unnamed')}"
-        for char in read
-    )
+    return ", ".join(f"“{markdown_literal(char)}”" if visible(char) else character_name(char) for char in read)
 
 
 def visible(read: str) -> bool:
