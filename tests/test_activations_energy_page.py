@@ -5,6 +5,7 @@ and MiniLM's post-norm saying why it has none."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -32,9 +33,15 @@ def opened(query: dict[str, str]) -> AppTest:
     return at
 
 
-def energy_text(at: AppTest) -> str:
+def energy_source(at: AppTest) -> str:
+    """The sentence's Markdown as the page writes it."""
     [text] = [i.value for i in at.info if "assive activation" in i.value]
     return text
+
+
+def energy_text(at: AppTest) -> str:
+    """The sentence as it reads, its Markdown escapes (a token's "[" written "\\[") taken off."""
+    return re.sub(r"\\(.)", r"\1", energy_source(at))
 
 
 def test_smollm_names_its_massive_token_and_draws_its_shares(smollm_model):
@@ -124,3 +131,12 @@ def test_minilms_pad_queries_and_removed_heads_are_named_where_the_page_averages
         "mean over the heads kept (L0H1 removed, adding nothing)" in subtitle and "[PAD] queries included" in subtitle
     )
     assert "Averaged over the 6 layers, the heads put" in energy_text(at)
+
+
+def test_a_token_that_reads_as_markdown_is_named_as_typed():
+    """Found by the typed-text review: the sentence wrote the token raw between quotes, and a configured model's token
+    "$ab$" showed as an italic math ab (Streamlit's Markdown reads $...$ as LaTeX)."""
+    at = opened({"tokens": "$ab$ $ab$ $ab$", "act_open_tokens": "true"})  # whichever token it names is "$ab$"
+    source = energy_source(at)
+    assert "“\\$ab\\$”" in source and "“$ab$”" not in source
+    assert "“$ab$” (position" in energy_text(at)

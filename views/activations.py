@@ -72,6 +72,7 @@ from views.widgets import (
     NUMBER_SELECT_PX,
     clamp_view,
     csv_button,
+    markdown_literal,
     model_line,
     plain,
     plotly_chart,
@@ -199,7 +200,8 @@ def massive_section(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     and of what they add."""
     position, block = focus_token(stack)
     shares, averaged = shares_of(trace, stack, position, norm_attention_of(trace, stack.self_attention.kind))
-    text = energy_text(cfg.norm, massive_activation(stack), largest_activation(stack), stack.labels, shares)
+    literal = [markdown_literal(label) for label in stack.labels]  # a token "$ab$" is text, not math
+    text = energy_text(cfg.norm, massive_activation(stack), largest_activation(stack), literal, shares)
     st.info(text, icon=":material/bolt:")
     if np.isfinite(shares["weights"]).any():  # else no query may see the token, as the text says: no line to draw
         figure = token_share_figure(shares, position, stack.labels[position], block, stack.name, averaged)
