@@ -194,6 +194,8 @@ def _checked_mask(mask: torch.Tensor | np.ndarray, n_query: int, n_key: int, nam
         raise ConfigError(
             f"{name} must be a bool tensor [{n_query}, {n_key}] with True = may attend, not a {type(mask).__name__}."
         )
+    if mask.device.type != "cpu":  # as the input tensor is told (prepare_inputs): the run's masks live on the CPU
+        raise ConfigError(f"The explorer runs on the CPU: pass {name} as {name}.cpu() (it is on {mask.device}).")
     if mask.dtype != torch.bool or tuple(mask.shape) != (n_query, n_key):
         advice = _mask_advice(mask, n_query, n_key)
         raise ConfigError(

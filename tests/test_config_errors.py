@@ -203,6 +203,8 @@ def test_notebook_mistakes_with_an_imported_model_are_sentences_not_wrong_number
             explorer.run(ModelConfig(d_model=16, n_heads=2), rows)
     with pytest.raises(ConfigError, match=r"runs on the CPU: pass the input as x.cpu\(\)"):
         explorer.run(model, torch.empty(4, 16, device="meta"))
+    with pytest.raises(ConfigError, match=r"runs on the CPU: pass mask as mask.cpu\(\) \(it is on meta\)"):
+        explorer.run(model, x, mask=torch.ones(4, 4, dtype=torch.bool, device="meta"))  # had raised torch's error
     np.testing.assert_array_equal(explorer.run(model, x.numpy()).output, explorer.run(model, x).output)
 
 
