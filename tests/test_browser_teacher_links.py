@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -42,3 +44,19 @@ def test_the_head_roles_board_frames_the_head_picked_beside_the_maps(page, app_u
     assert "head=7" in page.url
     [roles] = panels(page, "roles")
     assert framed_cells(roles) == [(2, 7)]
+
+
+def test_the_view_file_links_to_the_switches_of_a_section_used_after_the_page_was_drawn(page, app_url, wait_idle):
+    # Positional's table is a section in a fragment: its Stretch colours put stretch=true in the address bar without
+    # redrawing the page's "Download this view", whose file linked to the page without it, where a student's file,
+    # from the address bar, had it.
+    page.goto(f"{app_url}/positional?pos_open_table=true")
+    wait_idle(page)
+    page.locator("[data-testid='stMain']").get_by_text("Stretch colours", exact=True).click()
+    wait_idle(page)
+    assert "stretch=true" in page.url
+    with page.expect_download() as info:
+        page.get_by_role("button", name="Download this view (HTML)").click()
+    text = Path(info.value.path()).read_text()
+    [link] = re.findall(r"Link to this view: (\S+?)</p>", text)
+    assert "stretch=true" in link and "pos_open_table=true" in link
