@@ -102,3 +102,14 @@ def test_reset_b_on_a_checkpoint_leaves_a_value_b_can_take_in_the_address_bar(mi
     at.button(key="reset_b").click().run()
     assert at.radio(key="b_model").value == "A with pre-norm"
     assert at.query_params.get("b_model", ["A with pre-norm"]) == ["A with pre-norm"]
+
+
+def test_share_this_view_says_what_its_link_holds_and_leaves_out():
+    # It said "The model settings alone:" over a link that also holds the text and the removed heads, and named
+    # nothing of what it leaves out.
+    at = opened({"ablate": "L0H1", "layer": "1", "stretch": "true", "tokens": "a b c"})
+    [box] = [box for box in at.sidebar.expander if box.label == "Share this view"]
+    caption = box.caption[0].value
+    assert all(word in caption for word in ("text", "removed heads", "layer and head", "colours", "Compare's B"))
+    [link] = [m.value for m in box.markdown]
+    assert "ablate=L0H1" in link and "tokens=a%20b%20c" in link and "layer=" not in link
