@@ -177,8 +177,9 @@ def share_hint(values: dict[str, Any]) -> None:
     query = urlencode({k: str(v) for k, v in changed.items()}, safe=",", quote_via=quote)  # ablate=L0H1,L2H3
     with st.sidebar.expander("Share this view", icon=":material/link:"):
         st.caption(
-            "The address bar holds every control (and the layer and head shown), so copying it reproduces this "
-            "view. The model settings alone:"
+            "The address bar holds this whole view: copy it to share exactly what you see. This link holds the "
+            "model, the text and the removed heads alone, and opens this page without its own choices (layer and "
+            "head, colours, Show, opened sections, Compare's B, Train's settings):"
         )
         link = base + ("?" + query if query else "")
         st.markdown(f"`{link}`")

@@ -54,6 +54,7 @@ AVERAGE = "average of heads"
 ZOOM_FROM = 128  # a map of more than ZOOM_FROM x ZOOM_FROM cells (a pixel or two each) offers a zoom window
 ZOOM_SIDE = 40  # tokens a side of that window: few enough for every one to be labelled (MAX_TICKS is 45)
 VIEW_NOTES_KEY = "_view_notes"
+ROLES_FRAMED = "_roles_framed"  # the head the head-roles board framed in the page's last whole run (None: none)
 SELECTOR_PX = 200  # the head selector: wide enough for "average of heads"
 
 
@@ -67,6 +68,29 @@ def pick_from_grid() -> None:
     picked = picked_value("maps")
     if picked is not None:
         st.session_state["layer"], st.session_state["head"] = int(picked["layer"]), int(picked["head"])
+
+
+def frame_roles_board(layer: int, head: int | None) -> None:
+    """The head-roles board above frames the head these maps show: when it framed another (a selector or a small map
+    changed the head, which reruns this fragment alone; or the head came from another page), rerun the whole page,
+    so that the frame the teacher sees is the one a student opening the address bar gets."""
+    framed = st.session_state.get(ROLES_FRAMED, False)  # False: no board was drawn in the last whole run
+    shown = None if head is None else (layer, head)
+    if framed is not False and framed != shown:
+        st.session_state[ROLES_FRAMED] = shown
+        st.rerun(scope="app")
+
+
+def shown_head(n_layers: int, n_heads: int) -> tuple[int, int] | None:
+    """(layer, head) the maps below this run show, as far as is known above them: the selectors' values, or in a
+    session's first run the link's (layer=2&head=4) or their first options, L0 H0; None for the head average or a value
+    they will not keep."""
+    values = [st.session_state.get(key, st.query_params.get(key, "0")) for key in ("layer", "head")]
+    try:
+        layer, head = (int(str(v)) for v in values)
+    except ValueError:
+        return None
+    return (layer, head) if 0 <= layer < n_layers and 0 <= head < n_heads else None
 
 
 def zoom_window(maps: AttentionMaps) -> tuple[int, int, int, int] | None:
@@ -123,6 +147,7 @@ def map_viewer(kind: str, with_norms: bool) -> None:
     remember_view(PAGE, "layer", layer)
     remember_view(PAGE, "head", head)
     head_index = None if head == AVERAGE else int(head)
+    frame_roles_board(layer, head_index)
     removed = removed_heads(trace, maps)
     if head_index is not None and maps is trace.first.self_attention:
         is_removed = (layer, head_index) in removed
@@ -352,8 +377,8 @@ def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norm
         "the token just before, just after, the query itself; breadth: 1 when attention is uniform. (No labels on "
         "the options: a link holds the role as it is written here.)",
     )
-    layer, head = st.session_state.get("layer"), st.session_state.get("head")
-    picked = (int(layer), int(head)) if isinstance(layer, int) and isinstance(head, int) else None
+    picked = shown_head(maps.n_layers, maps.n_heads)
+    st.session_state[ROLES_FRAMED] = picked  # map_viewer reruns the page when it shows another head (frame_roles_board)
     board_panel = roles_panel(roles, role, first, picked, norms=norms is not None)
     show_board(board([board_panel]), key="roles", on_pick=pick_role_head)
     table = clear_roles(roles, first)
@@ -388,6 +413,7 @@ def main() -> None:
     if norms is not None:
         st.caption(norms_line(cfg.norm))
     next_token_section(trace)
+    st.session_state.pop(ROLES_FRAMED, None)  # head_roles_section sets it when it draws the board
     head_roles_section(trace, maps, cfg, norms)  # above the maps: a head clicked here opens just below
     map_viewer(kind, norms is not None)
     entropy_table(entropy_of(trace, kind))  # the same table the board beside the map shows, made once a trace

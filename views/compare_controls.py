@@ -14,6 +14,7 @@ import streamlit as st
 from explorer.ablation import head_name
 from explorer.anatomy import norm_name
 from explorer.compare import B_FIELDS, B_PREFIX, CONFIGURATION, INPUT, default_b, reversed_text
+from explorer.compare_link import FLIPPED
 from explorer.compare_text import identity_values
 from explorer.config import NORMS, CheckpointConfig, ConfigError, ModelConfig
 from explorer.norm_words import placement_help
@@ -25,7 +26,6 @@ from views.query_params import b_url_value, screen_b_params, show_url_notes
 
 HEADS = "heads"  # ?compare=heads: B is A's very model with heads removed (b_ablate, b_ablate_with)
 B_ABLATE, B_ABLATE_WITH = "b_ablate", "b_ablate_with"
-FLIPPED = "A with {norm}-norm"  # a checkpoint's B: its own weights with another norm placement
 DRAWN_KEY = "_compare_defaults"  # the default each of B's controls was last drawn with
 NOTES_KEY = "_compare_url_notes"
 FIXED_KEY = "_compare_fixed_params"
@@ -63,7 +63,9 @@ def b_controls(a: ModelConfig) -> ModelConfig | None:
     pending = {f: pending_value(f, getattr(reference, f)) for f in B_FIELDS}
     different = [f for f in B_FIELDS if pending[f] != getattr(a, f)]
     summary = ", ".join(f"{f} {pending[f]}" for f in different) if different else "the same as A"
-    box = st.expander(f"**Configuration B**: {summary} · change B here", icon=":material/tune:", key="b_box")
+    # Bound to the URL (b_box=true): a teacher who projects B's controls shares a link that shows them too
+    label = f"**Configuration B**: {summary} · change B here"
+    box = st.expander(label, icon=":material/tune:", key="b_box", bind="query-params")
     box.caption("A field where B differs from A is marked ≠ A; its help (?) gives A's value.")
     values: dict[str, Any] = {}
     for row in GRID:
@@ -171,7 +173,7 @@ def reset_b(a: ModelConfig, text_a: str, mode: str) -> None:
         st.session_state[B_ABLATE] = ""
         return
     if isinstance(a, CheckpointConfig):
-        st.session_state["b_model"] = FLIPPED
+        st.session_state["b_model"] = FLIPPED.format(norm=default_b(a).norm)  # the first choice, as B's radio names it
         return
     reference = default_b(a)
     for field in B_FIELDS:

@@ -108,6 +108,6 @@ def per_layer_section(
         st.info(depths, icon=":material/info:")
     for note in notes:
         st.caption(note)
-    with st.expander("What the gradient norms measure"):
+    with st.expander("What the gradient norms measure", key="grads_help", bind="query-params"):  # open in a link too
         st.write(objective)
     return table

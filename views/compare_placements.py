@@ -75,7 +75,7 @@ def placements_section(a: ModelConfig, b: ModelConfig | None, text: str, target:
         stack = stacks[0]
         if len(stacks) > 1:
             settle_choice(STACK_KEY, stacks)
-            stack = st.radio("Stack", stacks, key=STACK_KEY, horizontal=True)
+            stack = st.radio("Stack", stacks, key=STACK_KEY, bind="query-params", horizontal=True)
         plotly_chart(placements_chart(result, stack), key="placements_chart")
         if (note := every_head_note(a.norm)) is not None:
             st.caption(note)

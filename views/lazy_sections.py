@@ -13,7 +13,7 @@ from typing import TypeVar
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from views.widgets import write_bound_param
+from views.widgets import note_link_query, write_bound_param
 
 T = TypeVar("T")
 FIRST_DEFAULTS = "_lazy_section_defaults"  # session_state: {section key: whether it opened by default, first time}
@@ -57,6 +57,7 @@ def _drawn(
         with box:
             drawn = draw()
     say_open_in_url(key, box is not None, expanded, fresh())  # after draw: its controls have settled the URL
+    note_link_query()  # the page's "Download this view" links to the URL as this run leaves it
     return drawn
 
 

@@ -155,10 +155,11 @@ def view_download(
     `figures()` makes them (with pictures.notebook_figures, the page's own builders); it runs outside the script
     run, so it must get everything it needs from the session (the model, the layer shown) as arguments, not read it
     then. The file links to the page with the URL's query of this run, or `query()`'s on the click (a fragment that
-    reruns alone may change the URL after this button was drawn). A view of the sidebar's run (RUN_VIEWS) says which
+    reruns alone may change the URL after this button was drawn; a section's fragment updates the query held for the
+    link itself: note_link_query). A view of the sidebar's run (RUN_VIEWS) says which
     heads the run removed: the link alone had said it, as ablate=L0H1."""
 
-    base, now = (st.context.url or "").split("?")[0], st.query_params.to_dict()
+    base, now = (st.context.url or "").split("?")[0], note_link_query()
     state = app_state()
     arch = None if state.config is None else state.config.arch
     removed = removal_line(tuple(state.ablated), state.ablate_with, arch) if key in RUN_VIEWS else None
@@ -167,7 +168,7 @@ def view_download(
     def build() -> bytes:  # runs on the click, outside the script run: it may not read st.session_state
         from pictures.html_export import view_html
 
-        link = base + "?" + urlencode(now if query is None else query(), quote_via=quote)
+        link = base + "?" + urlencode(dict(now) if query is None else query(), quote_via=quote)
         return view_html(title, [*lines, f"Link to this view: {link}"], figures())
 
     download(
@@ -180,6 +181,20 @@ def view_download(
         help="One file with this view's figures (plotly.js inside): it opens in any browser, with no server and no "
         "network. The link in it reopens the page.",
     )
+
+
+LINK_QUERY = "_link_query"  # the address bar's query at the end of the last run or fragment run, for view_download
+
+
+def note_link_query() -> dict[str, str]:
+    """Keep the address bar's query now in this session's one dict, and return that dict (the same object every
+    time): a view's file links to what it holds when clicked. A section drawn in a fragment (views/lazy_sections.py)
+    changes the URL without redrawing the page's download, whose link then left out the section's switches
+    (stretch=true on Positional's table): it calls this after each of its runs."""
+    held: dict[str, str] = st.session_state.setdefault(LINK_QUERY, {})
+    held.clear()
+    held.update(st.query_params.to_dict())
+    return held
 
 
 def csv_button(label: str, frame: pd.DataFrame, file_name: str, key: str) -> None:
