@@ -11,9 +11,17 @@ import plotly.io as pio
 
 def view_html(title: str, lines: list[str], figures: list[go.Figure]) -> bytes:
     """The page `title`, a few `lines` of plain text (the model, the input, the link), then every figure; plotly.js
-    is written once, into the file itself."""
+    is written once, into the file itself. Each figure's element is named by its place (figure-0, figure-1...), where
+    Plotly names it at random: the same view then gives the same bytes, from any server, on any click."""
     parts = [
-        pio.to_html(figure, include_plotlyjs=i == 0, full_html=False, default_width="100%", default_height="620px")
+        pio.to_html(
+            figure,
+            include_plotlyjs=i == 0,
+            full_html=False,
+            default_width="100%",
+            default_height="620px",
+            div_id=f"figure-{i}",
+        )
         for i, figure in enumerate(figures)
     ]
     paragraphs = "\n".join(f"<p>{html.escape(line)}</p>" for line in lines)
