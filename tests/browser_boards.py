@@ -68,14 +68,16 @@ def tip_placement(page, panel) -> dict:
 
 def geometry(panel) -> tuple[dict, dict]:
     """Where the panel's cells are: the canvas's page box, and its plot (left, top, cell width and cell_h height,
-    rows, cols) in page pixels, so scaled as the canvas is when its board had less room than it."""
+    rows, cols; a sheet's small maps at `maps`, map_w by map_h) in page pixels, so scaled as the canvas is when its
+    board had less room than it (a 1024 px window shows the grid of MiniLM's 72 heads at about 0.64)."""
     canvas = panel.locator("canvas")
     canvas.evaluate("c => c.scrollIntoView({block: 'center'})")  # at the top edge, the page's header would cover it
     plot = json.loads(canvas.get_attribute("data-plot"))
     scale = float(canvas.get_attribute("data-scale") or 1)
-    return canvas.bounding_box(), {
-        k: v * scale if k in ("left", "top", "cell", "cell_h") else v for k, v in plot.items()
-    }
+    scaled = {k: v * scale if k in ("left", "top", "cell", "cell_h", "map_w", "map_h") else v for k, v in plot.items()}
+    if "maps" in plot:
+        scaled["maps"] = [[x * scale, y * scale] for x, y in plot["maps"]]
+    return canvas.bounding_box(), scaled
 
 
 def cell_centre(panel, row: int, col: int) -> tuple[float, float]:
@@ -94,10 +96,15 @@ def read_tips(page, panel) -> list[list[dict[str, str]]]:
     ]
 
 
+def canvas_plot(panel) -> dict:
+    """The panel's plot in its canvas's own pixels, as pixels() reads them: before the browser scales the canvas to
+    its board (geometry gives page pixels)."""
+    return json.loads(panel.locator("canvas").get_attribute("data-plot"))
+
+
 def cell_colours(panel) -> np.ndarray:
     """[rows, cols, 3] colour drawn in each cell, a little left of and above its centre (clear of its number)."""
-    _, plot = geometry(panel)
-    image = pixels(panel)
+    plot, image = canvas_plot(panel), pixels(panel)
 
     def offset(cell: float) -> float:  # inside the cell, clear of its lines and number
         return 0.5 * cell if cell < 4 else max(1.5, 0.2 * cell)
@@ -124,8 +131,7 @@ def sheet_centres(sheet) -> dict[str, tuple[float, float]]:
 
 def sheet_frames(sheet) -> dict[str, tuple[int, int, int]]:
     """The colour of the line drawn round each small map of a sheet (read left of the map, halfway down), by title."""
-    _, plot = geometry(sheet)
-    image = pixels(sheet)
+    plot, image = canvas_plot(sheet), pixels(sheet)
     return {
         title: tuple(int(v) for v in image[int(y + plot["map_h"] / 2), int(x) - 1])
         for title, (x, y) in zip(plot["titles"], plot["maps"], strict=True)

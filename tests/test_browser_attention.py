@@ -320,6 +320,12 @@ def test_the_grids_titles_stay_readable_when_a_narrow_window_shrinks_the_grid(pa
     font_px = float(canvas.get_attribute("data-title-font").split("px")[0])
     assert scale < 0.8  # the grid is shrunk here: the case this test is about
     assert font_px * scale >= 11  # as shown on the screen, where 12 px had become 7.8
+    # Each small map is where a test points for it: sheet_centres had placed the maps at their unscaled offsets,
+    # which at this width fall on other maps or beside them
+    grid = panels(page, "grid")[0]
+    assert {title: tip_at(page, *centre)[""].split(":")[0] for title, centre in sheet_centres(grid).items()} == {
+        f"L{layer} H{head}": f"L{layer} H{head}" for layer in range(2) for head in range(8)
+    }
     assert_clean(page)
 
 
