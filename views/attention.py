@@ -54,7 +54,6 @@ AVERAGE = "average of heads"
 ZOOM_FROM = 128  # a map of more than ZOOM_FROM x ZOOM_FROM cells (a pixel or two each) offers a zoom window
 ZOOM_SIDE = 40  # tokens a side of that window: few enough for every one to be labelled (MAX_TICKS is 45)
 VIEW_NOTES_KEY = "_view_notes"
-ROLES_FRAMED = "_roles_framed"  # the head the head-roles board framed in the page's last whole run (None: none)
 SELECTOR_PX = 200  # the head selector: wide enough for "average of heads"
 
 
@@ -68,17 +67,6 @@ def pick_from_grid() -> None:
     picked = picked_value("maps")
     if picked is not None:
         st.session_state["layer"], st.session_state["head"] = int(picked["layer"]), int(picked["head"])
-
-
-def frame_roles_board(layer: int, head: int | None) -> None:
-    """The head-roles board above frames the head these maps show: when it framed another (a selector or a small map
-    changed the head, which reruns this fragment alone; or the head came from another page), rerun the whole page,
-    so that the frame the teacher sees is the one a student opening the address bar gets."""
-    framed = st.session_state.get(ROLES_FRAMED, False)  # False: no board was drawn in the last whole run
-    shown = None if head is None else (layer, head)
-    if framed is not False and framed != shown:
-        st.session_state[ROLES_FRAMED] = shown
-        st.rerun(scope="app")
 
 
 def shown_head(n_layers: int, n_heads: int) -> tuple[int, int] | None:
@@ -120,20 +108,31 @@ def view_options(maps: AttentionMaps) -> tuple[list[int], list]:
 
 
 @st.fragment
-def map_viewer(kind: str, with_norms: bool) -> None:
-    """Layer and head selectors with the downloads of the map they pick, then one board: that map large, each head's
-    entropy (head_entropy of the maps), and every layer x head small; `with_norms`: the map and the grid show
-    ‖α·f(x)‖ (norm_attention_of the maps). Reruns alone when a selector changes or a small map is clicked, reading
-    the trace from the shared cache (its arguments must not hold it: views/state.py)."""
+def roles_and_maps(kind: str, with_norms: bool) -> None:
+    """A checkpoint's head-roles board, then the maps (map_viewer), rerun together when a selector changes the head
+    or a map or role is clicked, so the board frames the head the maps show (a student's link to it included);
+    `with_norms`: both measure ‖α·f(x)‖. Reads the trace from the shared cache: a fragment's arguments must not hold
+    it (views/state.py)."""
     cfg, trace = shown_run()
     maps = trace.maps(kind)
     norms = norm_attention_of(trace, kind) if with_norms else None  # [L, H, Tq, Tk]
-    entropy = entropy_of(trace, kind)
     layers, heads = view_options(maps)
-    carry_view(PAGE, "layer", layers)
+    carry_view(PAGE, "layer", layers)  # before the board reads the head it frames (shown_head)
     carry_view(PAGE, "head", heads)
     clamp_view("layer", layers, "layer")  # here, in the fragment: its sentence goes when another layer is picked
     clamp_view("head", heads, "head")
+    head_roles_section(trace, maps, cfg, norms)  # above the maps: a head clicked here opens just below
+    map_viewer(cfg, trace, kind, norms)
+
+
+def map_viewer(cfg: ModelConfig, trace: Trace, kind: str, norms: np.ndarray | None) -> None:
+    """Layer and head selectors with the downloads of the map they pick, then one board: that map large, each head's
+    entropy (head_entropy of the maps), and every layer x head small; with `norms` ([L, H, Tq, Tk]), the map and the
+    grid show ‖α·f(x)‖."""
+    maps = trace.maps(kind)
+    with_norms = norms is not None
+    entropy = entropy_of(trace, kind)
+    layers, heads = view_options(maps)
     controls = st.container(horizontal=True, vertical_alignment="bottom")  # one block: fewer elements to lay out
     layer = controls.selectbox("Layer", layers, key="layer", bind="query-params", width=NUMBER_SELECT_PX)
     head = controls.selectbox(
@@ -147,7 +146,6 @@ def map_viewer(kind: str, with_norms: bool) -> None:
     remember_view(PAGE, "layer", layer)
     remember_view(PAGE, "head", head)
     head_index = None if head == AVERAGE else int(head)
-    frame_roles_board(layer, head_index)
     removed = removed_heads(trace, maps)
     if head_index is not None and maps is trace.first.self_attention:
         is_removed = (layer, head_index) in removed
@@ -378,7 +376,6 @@ def head_roles_section(trace: Trace, maps: AttentionMaps, cfg: ModelConfig, norm
         "the options: a link holds the role as it is written here.)",
     )
     picked = shown_head(maps.n_layers, maps.n_heads)
-    st.session_state[ROLES_FRAMED] = picked  # map_viewer reruns the page when it shows another head (frame_roles_board)
     board_panel = roles_panel(roles, role, first, picked, norms=norms is not None)
     show_board(board([board_panel]), key="roles", on_pick=pick_role_head)
     table = clear_roles(roles, first)
@@ -408,14 +405,11 @@ def main() -> None:
     kind = kinds[0]
     if len(kinds) > 1:
         kind = kind_choice(kinds, "cross-attention: each target token (query) looks at the source tokens (keys).")
-    maps = all_maps[kind]
-    norms = norm_attention_of(trace, kind) if measure_choice() == "norms" else None  # [L, H, Tq, Tk]
-    if norms is not None:
+    with_norms = measure_choice() == "norms"
+    if with_norms:
         st.caption(norms_line(cfg.norm))
     next_token_section(trace)
-    st.session_state.pop(ROLES_FRAMED, None)  # head_roles_section sets it when it draws the board
-    head_roles_section(trace, maps, cfg, norms)  # above the maps: a head clicked here opens just below
-    map_viewer(kind, norms is not None)
+    roles_and_maps(kind, with_norms)
     entropy_table(entropy_of(trace, kind))  # the same table the board beside the map shows, made once a trace
     with notes:
         show_url_notes(VIEW_NOTES_KEY)
