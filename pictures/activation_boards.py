@@ -11,7 +11,7 @@ import pandas as pd
 
 from pictures.activation_charts import LINE_WIDTH
 from pictures.boards import board, matrix_panel
-from pictures.style import MAX_CELL_PX, TICK_PX, VIRIDIS, Ramp, layer_head_axes
+from pictures.style import MASKED_OFF_VIRIDIS, MAX_CELL_PX, TICK_PX, VIRIDIS, Ramp, layer_head_axes
 
 CIVIDIS = ("#00224e", "#123570", "#3b496c", "#575d6d", "#707173", "#8a8678", "#a59c74", "#c3b369", "#e1cc55",
            "#fee838")  # fmt: skip
@@ -31,16 +31,17 @@ def head_grid_panel(
     name: str = "heads",
 ) -> dict:
     """A [layer, head] grid of one per-head statistic as a matrix-view panel, the value written in each cell (up to
-    MAX_TEXT_HEADS heads); a head with no value (no query had an allowed key) is grey. Square cells, the grid at
-    most HEAD_GRID_PX wide and HEAD_GRID_TALL_PX high; a label on every layer and head while they are TICK_PX apart,
-    on every n-th beyond."""
+    MAX_TEXT_HEADS heads); a head with no value (no query had an allowed key) is white, off these ramps (a grey is
+    one of cividis's colours, and one of VIRIDIS's to a colour-blind eye: MASKED_OFF_VIRIDIS). Square cells, the
+    grid at most HEAD_GRID_PX wide and HEAD_GRID_TALL_PX high; a label on every layer and head while they are
+    TICK_PX apart, on every n-th beyond."""
     n_layers, n_heads = grid.shape
     cell = min(MAX_CELL_PX, HEAD_GRID_PX / max(n_heads, 1), HEAD_GRID_TALL_PX / max(n_layers, 1))
     finite = np.isfinite(grid)  # [L, H]
     return matrix_panel(
         np.where(finite, grid, 0.0).astype(np.float32),
         None if finite.all() else finite,
-        Ramp(colours, zmin, zmax if zmax > zmin else zmin + 1.0),
+        Ramp(colours, zmin, zmax if zmax > zmin else zmin + 1.0, MASKED_OFF_VIRIDIS),
         name=name,
         **layer_head_axes(n_layers, n_heads),
         value_title=colour_title,
@@ -60,8 +61,8 @@ GRADIENT_BLOCK_PX = 14
 
 def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:
     """[parameter, block] gradient norm of each weight matrix and bias of one stack as a matrix-view board, coloured
-    by the norm's log10 so that small and large norms both show (a zero gradient, which has no logarithm, is grey);
-    hover gives the norm itself."""
+    by the norm's log10 so that small and large norms both show (a zero gradient, which has no logarithm, is white,
+    MASKED_OFF_VIRIDIS); hover gives the norm itself."""
     part = norms[(norms["stack"] == stack) & norms["layer"].notna()]
     table = part.pivot_table(index="parameter", columns="layer", values="norm", sort=False)  # [parameters, L]
     values = table.to_numpy(dtype=np.float64)  # [parameters, L]
@@ -74,7 +75,7 @@ def gradient_heatmap(norms: pd.DataFrame, stack: str) -> dict:
     panel = matrix_panel(
         logs.astype(np.float32),
         positive,
-        Ramp(VIRIDIS, low, high if high > low else low + 1.0),
+        Ramp(VIRIDIS, low, high if high > low else low + 1.0, MASKED_OFF_VIRIDIS),
         name="act_grad",
         x_labels=[str(int(c)) for c in table.columns],
         y_labels=list(table.index),

@@ -27,6 +27,7 @@ from pictures.log_axes import log_panels_note, panel_scale
 from pictures.one_pass import axis_name, merged, panel_axes, subplot_grid
 from pictures.style import (
     CATEGORY10,
+    DISTINCT,
     HOVER_NUMBERS,
     MAX_CELL_PX,
     PANEL_TITLE_FONT,
@@ -50,6 +51,13 @@ POINT_COLOURS = {  # one colour per point, whichever points a stack has
     "FFN hidden": CATEGORY10[2],
     "FFN output": CATEGORY10[3],
 }
+# and a dash and a marker each: to a colour-blind eye some of those colours are one (simulated protanopia puts the
+# attention output's orange CIEDE2000 1.3 from the FFN hidden's green, deuteranopia that green 4.6 from the FFN
+# output's red)
+POINT_DASHES = {"residual": "solid", "attention output": "dash", "cross-attention output": "dashdot",
+                "FFN hidden": "dot", "FFN output": "longdash"}  # fmt: skip
+POINT_MARKERS = {"residual": "circle", "attention output": "diamond", "cross-attention output": "triangle-up",
+                 "FFN hidden": "square", "FFN output": "triangle-down"}  # fmt: skip
 STAT_TITLES = {"mean": "mean", "std": "standard deviation", "rms": "RMS", "max_abs": "max |x|"}
 SUBLAYER_NAMES = {"attn": "self-attention", "cross": "cross-attention", "ffn": "feed-forward"}
 SUBLAYER_NAMES |= {f"{key} output": f"{name} output" for key, name in SUBLAYER_NAMES.items()}  # res-post, peri
@@ -105,7 +113,9 @@ def depth_figure(
         for j, point in enumerate(points):
             colour = POINT_COLOURS.get(point, CATEGORY10[j % len(CATEGORY10)])
             width = 3 if point == "residual" else 2
-            style = {"line": {"color": colour, "width": width}, "marker": {"size": 6}, "showlegend": i == 0}
+            line = {"color": colour, "width": width, "dash": POINT_DASHES.get(point, "solid")}
+            marker = {"size": 6, "symbol": POINT_MARKERS.get(point, "circle")}
+            style = {"line": line, "marker": marker, "showlegend": i == 0}
             traces.append(_line(by_point[point], stat, point, title, **style, **panel_axes(i // 2 + 1, i % 2 + 1, 2)))
     # a panel whose values span more than LOG_SPAN goes logarithmic: SmolLM2's residual RMS runs from 0.1 to 340, and
     # on a linear axis its first eleven blocks lay flat at zero. The mean stays linear: it crosses 0, and where it
@@ -133,9 +143,9 @@ def depth_figure(
 
 
 def norm_figure(stats: pd.DataFrame, stack: str, norm: str, norm_name: str = "LayerNorm") -> go.Figure:
-    """Each norm's input against its output over depth: RMS and max |x|, a colour per sub-layer; input solid with
-    circles, output dashed with diamonds. `norm_name`: what the model's norms are (anatomy.norm_name: LayerNorm or
-    RMSNorm), in the title and the legend."""
+    """Each norm's input against its output over depth: RMS and max |x|, a colour per sub-layer (DISTINCT, told
+    apart by colour-blind eyes too); input solid with circles, output dashed with diamonds. `norm_name`: what the
+    model's norms are (anatomy.norm_name: LayerNorm or RMSNorm), in the title and the legend."""
     rows = stats[stats["point"].str.contains(NORM_POINT)]
     sublayers = list(dict.fromkeys(p.rsplit(f" {NORM_POINT}", 1)[0] for p in rows["point"]))
     layers = list(range(0, int(stats["layer"].max()) + 1))
@@ -143,7 +153,7 @@ def norm_figure(stats: pd.DataFrame, stack: str, norm: str, norm_name: str = "La
     figure = make_subplots(rows=1, cols=2, subplot_titles=[STAT_TITLES[s] for s in statistics])
     for col, stat in enumerate(statistics, start=1):
         for i, sub in enumerate(sublayers):
-            colour = CATEGORY10[i % len(CATEGORY10)]
+            colour = DISTINCT[i % len(DISTINCT)]
             for side, shown, dash, symbol in (("in", "input", "solid", "circle"), ("out", "output", "dash", "diamond")):
                 line = _line(
                     rows[rows["point"] == f"{sub} {NORM_POINT} {side}"].sort_values("layer"),

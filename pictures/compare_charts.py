@@ -26,6 +26,7 @@ from pictures.boards import matrix_panel
 from pictures.style import (
     BLUES,
     HOVER_NUMBERS,
+    MASKED_PLOT,
     TICK_PX,
     Ramp,
     axis,
@@ -377,7 +378,7 @@ def norm_difference_figure(
     labels = paired_tokens(maps_a, maps_b)
     figure = go.Figure(
         go.Heatmap(
-            z=difference,
+            z=np.where(either, difference, np.nan),  # masked in both: grey (MASKED_PLOT), as the page draws it
             x=[label_text(t) for t in token_labels(labels.key_labels)],
             y=[label_text(t) for t in token_labels(labels.query_labels)],
             customdata=np.stack([a, b], axis=-1),  # [Tq, Tk, 2]
@@ -394,6 +395,7 @@ def norm_difference_figure(
             f"A − B of {NORM} · layer {layer} · head {head}",
             noted("blue: A adds more · red: B adds more", note),
             420,
+            **MASKED_PLOT,
         ),
         xaxis=axis("key", tickangle=-45, showgrid=False),
         yaxis=axis("query", autorange="reversed", showgrid=False),

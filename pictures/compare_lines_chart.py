@@ -17,6 +17,7 @@ from pictures.style import (
     LOG_NUMBERS,
     PANEL_TITLE_FONT,
     PANEL_TITLE_PX,
+    SUBTITLE_COLOUR,
     axis,
     block_axis,
     figure_layout,
@@ -113,9 +114,9 @@ def layer_lines(
         if rows[["a", "b"]].notna().to_numpy().sum() == 0:  # e.g. no gradient norms: say so rather than draw bare axes
             panel = figure.get_subplot(row, col)  # placed on the page: a hidden axis has no domain to refer to
             why = missing if statistic == "gradient norm" else NO_KEY if statistic == "attention entropy" else None
-            figure.add_annotation(text=why or NOT_AVAILABLE, showarrow=False, font={"color": "#888888", "size": 13},
-                                  x=sum(panel.xaxis.domain) / 2, y=sum(panel.yaxis.domain) / 2, xref="paper",
-                                  yref="paper")  # fmt: skip
+            figure.add_annotation(text=why or NOT_AVAILABLE, showarrow=False,
+                                  font={"color": SUBTITLE_COLOUR, "size": 13}, x=sum(panel.xaxis.domain) / 2,
+                                  y=sum(panel.yaxis.domain) / 2, xref="paper", yref="paper")  # fmt: skip
             figure.update_xaxes(visible=False, row=row, col=col)
             figure.update_yaxes(visible=False, row=row, col=col)
             continue

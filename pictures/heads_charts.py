@@ -16,6 +16,7 @@ from pictures.boards import matrix_panel
 from pictures.compare_charts import A_COLOUR, B_COLOUR, DIFFERENCE_TEXT_PX, difference_scale
 from pictures.style import (
     HOVER_NUMBERS,
+    MASKED_PLOT,
     TICK_PX,
     Ramp,
     axis,
@@ -115,6 +116,7 @@ def after_before_figure(
 ) -> go.Figure:
     """after_before_panel as a Plotly heatmap, for the HTML download (its colours too)."""
     _, difference, top, note = head_change(before, after, layer, head, stretch)
+    difference = np.where(before.allowed, difference, np.nan)  # [Tq, Tk]: masked grey (MASKED_PLOT), as on the page
     x = [label_text(t) for t in token_labels(before.key_labels)]
     y = [label_text(t) for t in token_labels(before.query_labels)]
     figure = go.Figure(
@@ -135,6 +137,7 @@ def after_before_figure(
             difference_title(layer, head),
             noted("blue: attends more with the heads removed · red: less", note),
             side,
+            **MASKED_PLOT,
         )
     )
     figure.update_yaxes(autorange="reversed", title="query")

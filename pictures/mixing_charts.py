@@ -25,6 +25,7 @@ from pictures.style import (
     BLUES,
     CATEGORY10,
     HOVER_NUMBERS,
+    MASKED_PLOT,
     PANEL_TITLE_FONT,
     axis,
     figure_layout,
@@ -147,7 +148,8 @@ def maps_figure(
         figure.add_trace(_heatmap(shown, labels, [labels[q] for q in queries], name, top), row=1, col=i)
     _colour_bars(figure, [p[1] for p in panels], tops)
     side = 360
-    figure.update_layout(figure_layout(title, noted(subtitle, note), side + 60, width=side * len(panels) + 160))
+    width = side * len(panels) + 160
+    figure.update_layout(figure_layout(title, noted(subtitle, note), side + 60, width=width, **MASKED_PLOT))
     figure.update_yaxes(autorange="reversed", type="category")  # the first position on top, as on the pages
     figure.update_xaxes(tickangle=-45, type="category")
     return figure.update_annotations(font=PANEL_TITLE_FONT)

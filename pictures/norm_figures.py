@@ -20,7 +20,7 @@ from pictures.attention_panels import (
     plotly_token_labels,
     stretch_top,
 )
-from pictures.style import BLUES, plotly_scale
+from pictures.style import BLUES, MASKED_PLOT, plotly_scale
 
 
 def norm_maps_figure(
@@ -77,6 +77,7 @@ def norm_maps_figure(
         yaxis_title="query",
         template="plotly_white",
         margin={"t": 90},
+        **MASKED_PLOT,
     )
     figure.update_yaxes(autorange="reversed")  # the first query on top, as on the pages
     figure.update_xaxes(tickangle=-45)

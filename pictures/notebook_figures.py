@@ -55,7 +55,7 @@ from pictures.norm_figures import norm_attention_figure as norm_attention_figure
 from pictures.output_charts import ablation_board_figure, attribution_board_figure, lens_grid_figure
 from pictures.placement_charts import placements_chart
 from pictures.positional_charts import encoding_curves, pair_dimensions
-from pictures.style import BLUES, RDBU, plotly_scale
+from pictures.style import BLUES, MASKED_PLOT, RDBU, plotly_scale
 from pictures.training_charts import curves_figure, training_title
 
 AVERAGE = None  # head=None: the plain mean of a layer's heads
@@ -109,7 +109,7 @@ def _heatmap(
 
 def _map_layout(figure: go.Figure, title: str, subtitle: str | None = None) -> go.Figure:
     heading = {"text": title, **({"subtitle": {"text": subtitle}} if subtitle else {})}
-    figure.update_layout(title=heading, xaxis_title="key", yaxis_title="query", template="plotly_white")
+    figure.update_layout(title=heading, xaxis_title="key", yaxis_title="query", template="plotly_white", **MASKED_PLOT)
     figure.update_yaxes(autorange="reversed")  # the first query on top, as on the pages
     figure.update_xaxes(tickangle=-45)
     return figure
@@ -225,7 +225,7 @@ def maps_difference_figure(
     top, note = difference_scale(np.where(either, difference, np.nan), stretch)
     figure = go.Figure(
         go.Heatmap(
-            z=difference,
+            z=np.where(either, difference, np.nan),  # masked in both: grey, as on Compare, not a difference of 0
             x=plotly_token_labels(a.key_labels),
             y=plotly_token_labels(a.query_labels),
             zmin=-top,

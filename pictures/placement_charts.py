@@ -17,6 +17,7 @@ from pictures.style import (
     LOG_NUMBERS,
     PANEL_TITLE_FONT,
     PANEL_TITLE_PX,
+    SUBTITLE_COLOUR,
     axis,
     block_axis,
     block_label,
@@ -86,7 +87,7 @@ def placements_chart(result: PlacementRun, stack: str | None = None, title: str 
         if mine.empty or not np.isfinite(mine["value"].to_numpy(dtype=np.float64)).any():
             panel = figure.get_subplot(1, col)
             figure.add_annotation(text=_missing_note(mine, measure), showarrow=False,
-                                  font={"color": "#888888", "size": 13},
+                                  font={"color": SUBTITLE_COLOUR, "size": 13},
                                   x=sum(panel.xaxis.domain) / 2, y=0.5, xref="paper", yref="paper")  # fmt: skip
             figure.update_xaxes(visible=False, row=1, col=col)
             figure.update_yaxes(visible=False, row=1, col=col)

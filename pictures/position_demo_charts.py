@@ -15,7 +15,7 @@ from explorer.numbers import readable, readable_share
 from pictures.attention_panels import scale_note, spelled_names, token_labels, top_of, weight_ramp
 from pictures.boards import board, matrix_panel, noted_board
 from pictures.positional_charts import LINE_COLOUR, TABLE_TICK_PX, TYPED_COLOUR, mode, whole_numbers
-from pictures.style import VIRIDIS, Ramp, axis, figure_layout
+from pictures.style import MASKED_OFF_VIRIDIS, VIRIDIS, Ramp, axis, figure_layout
 
 OFFSET_PX = 300  # px along each side of the offset-score matrix, and the height of the line chart beside it
 PERMUTATION_PX = 190  # px along each side of the three reordering maps: they fit side by side
@@ -26,17 +26,18 @@ RANGE_COLOUR = "rgba({}, {}, {}, 0.25)".format(*(int(TYPED_COLOUR[i : i + 2], 16
 
 
 def _flat_ramp(colours: tuple[str, ...], values: np.ndarray) -> Ramp:
-    """A ramp over the finite values (a little wider when they are all equal, e.g. no positions at all)."""
+    """A ramp over the finite values (a little wider when they are all equal, e.g. no positions at all); masked cells
+    white (MASKED_OFF_VIRIDIS: on VIRIDIS the grey reads as a mid score to a colour-blind eye)."""
     finite = values[np.isfinite(values)]
     low, high = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     if high - low < 1e-6 * max(1.0, abs(low)):
         low, high = low - 0.5e-3 * max(1.0, abs(low)), high + 0.5e-3 * max(1.0, abs(high))
-    return Ramp(colours, low, high)
+    return Ramp(colours, low, high, MASKED_OFF_VIRIDIS)
 
 
 def offset_scores_panel(result: OffsetScores) -> dict:
     """The [query position, key position] scores of one head on a repeated token, as a matrix-view board (masked
-    keys grey)."""
+    keys white)."""
     scores = np.where(np.isfinite(result.scores), result.scores, np.nan).astype(np.float32)  # [P, P]
     allowed = np.isfinite(scores)  # [P, P]
     labels = [str(i) for i in range(scores.shape[0])]

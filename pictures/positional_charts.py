@@ -18,6 +18,7 @@ from pictures.boards import board, matrix_panel
 from pictures.one_pass import merged
 from pictures.style import (
     CATEGORY10,
+    DISTINCT,
     MAX_CELL_PX,
     RDBU,
     SUBTITLE_COLOUR,
@@ -30,7 +31,9 @@ from pictures.style import (
 MAX_SIDE = 512  # rows or columns drawn in one heatmap; longer axes show every n-th (said in the title)
 CURVE_POINTS = 8192  # points over all curves of one chart; longer curves keep the extremes of each stretch
 TYPED_COLOUR = CATEGORY10[3]  # red
-CURVE_COLOURS = tuple(c for c in CATEGORY10 if c != TYPED_COLOUR)  # red means "typed" on this page
+# red means "typed" on this page; the first six curves in colours a colour-blind eye tells apart too (DISTINCT), so
+# the four pairs drawn by default are not blue and purple, orange and green, which protanopia makes one
+CURVE_COLOURS = DISTINCT + tuple(c for c in CATEGORY10 if c not in DISTINCT and c != TYPED_COLOUR)
 LINE_COLOUR = CATEGORY10[0]  # blue: the one curve of a chart
 REFERENCE_COLOUR = SUBTITLE_COLOUR  # grey: a line drawn for scale
 TWILIGHT = ("#e2d9e2", "#9ebbc9", "#6785be", "#5e43a5", "#421257", "#471340", "#8e2c50", "#ba6657", "#ceac94",

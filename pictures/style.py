@@ -18,6 +18,14 @@ from dataclasses import dataclass
 import numpy as np
 
 MASKED_COLOUR = "#9a9a9a"
+# A masked cell on VIRIDIS (or cividis): the grey is a mid-ramp colour there to a colour-blind eye. Simulated
+# deuteranopia (Machado et al. 2009) puts VIRIDIS's teal at 0.57 within CIEDE2000 5.1 of #9a9a9a (protanopia 4.6,
+# and 2.4 once a projector lifts black to a quarter of white); white is off the ramp, at least 12.5 from every colour
+# of it under each deficiency
+MASKED_OFF_VIRIDIS = "#ffffff"
+# A Plotly heatmap's layout: Plotly leaves a NaN cell out, showing the plot's background, white in plotly_white, so a
+# masked cell read as weight 0 (BLUES's 0, #f7fbff, is CIEDE2000 2.6 from white); behind a map it shows the grey
+MASKED_PLOT = {"plot_bgcolor": MASKED_COLOUR}
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"  # the first eight bytes of every PNG
 MAX_CELL_TEXT = 16 * 16  # write the value in each cell up to this many cells
 MAX_CELL_PX = 56.0  # a cell is at most this wide, so a 3-token map is not a wall of colour
@@ -29,18 +37,20 @@ FONT = "Source Sans, sans-serif"  # the font Streamlit ships and uses for the pa
 
 @dataclass(frozen=True)
 class Ramp:
-    """A piecewise-linear colour scale in RGB: `colours` evenly spread from `low` to `high`, clamped outside."""
+    """A piecewise-linear colour scale in RGB: `colours` evenly spread from `low` to `high`, clamped outside; a NaN
+    (masked) value is drawn `masked`."""
 
     colours: tuple[str, ...]
     low: float
     high: float
+    masked: str = MASKED_COLOUR
 
     @property
     def stops(self) -> list[float]:
         return np.linspace(self.low, self.high, len(self.colours)).tolist()
 
     def rgb(self, values: np.ndarray) -> np.ndarray:
-        """[...] values -> [..., 3] uint8 colours; NaN becomes the masked grey.
+        """[...] values -> [..., 3] uint8 colours; NaN becomes the ramp's masked colour.
 
         RGB_CHUNK values at a time, each chunk's float64 work in a few hundred kB that stay in cache: over the whole
         array at once, SmolLM2's grid of 270 small maps (1.1 million pixels) made about 100 MB of float64 arrays,
@@ -57,7 +67,7 @@ class Ramp:
             for i in range(3):
                 channel = np.interp(v, stops, channels[:, i])  # [n]
                 part[:, i] = np.rint(channel, out=channel)
-            part[masked] = _hex_rgb(MASKED_COLOUR)
+            part[masked] = _hex_rgb(self.masked)
         return out.reshape(*np.shape(values), 3)  # [..., 3]
 
 
@@ -117,6 +127,10 @@ CATEGORY10 = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", 
               "#17becf")  # fmt: skip
 RDBU = ("#053061", "#2166ac", "#4393c3", "#92c5de", "#d1e5f0", "#f7f7f7", "#fddbc7", "#f4a582", "#d6604d", "#b2182b",
         "#67001f")  # fmt: skip  # diverging: negative blue, 0 near white, positive red
+# Line colours told apart by colour alone, also by a colour-blind eye: under simulated protanopia, deuteranopia and
+# tritanopia (Machado et al. 2009) any two are at least CIEDE2000 15.8 apart (the first three 39.4, four 22.4), where
+# CATEGORY10's orange and green are 1.3 apart to a protanope, its green and red 4.6 to a deuteranope
+DISTINCT = (CATEGORY10[0], CATEGORY10[1], "#000000", CATEGORY10[5], CATEGORY10[9], CATEGORY10[7])
 GRID_COLOUR = "#eeeeee"
 # Axis numbers (d3-format): up to 4 significant digits, trailing zeros trimmed, never in e-notation ("~g" writes 10
 # as "1e+1" on a gradient axis).

@@ -33,6 +33,9 @@ NORM_NAMES = {norm: f"{norm}-norm" for norm in NORMS}
 NORM_COLOURS = {"post": "#1f5fa8", "pre": "#e0701a", "res-post": "#6fcf6a", "peri": "#3d1a66"}
 NORM_DASHES = {"post": "solid", "pre": "dash", "res-post": "dot", "peri": "dashdot"}
 MAX_PATTERN_LINES = 8  # heads drawn in the pattern chart: the ones that end closest to the task's pattern
+# A marker each, as well as a colour: to a colour-blind eye CATEGORY10's orange and green are one (CIEDE2000 1.3 under
+# simulated protanopia), its blue and purple too (1.9), its green and red nearly (4.6 under deuteranopia)
+PATTERN_MARKERS = ("circle", "square", "diamond", "triangle-up", "x", "triangle-down", "cross", "star")
 REFERENCE_COLOUR, NOTE_COLOUR = "#888888", "#666666"  # a dotted reference line, and the note on it
 MARK_COLOUR = "#444444"  # the vertical line at the step the slider shows
 LOSS_TITLE = "loss (cross-entropy, nats, log scale)"
@@ -154,7 +157,7 @@ def pattern_figure(history: pd.DataFrame, task: Task, marked_step: int | None = 
                 name=label,
                 mode="lines+markers",
                 line={"color": CATEGORY10[i % len(CATEGORY10)], "width": 2},
-                marker={"size": 5},
+                marker={"size": 7, "symbol": PATTERN_MARKERS[i % len(PATTERN_MARKERS)]},
                 hovertemplate=f"{label}<br>step %{{x}}<br>mean weight %{{y:.3f}}<extra></extra>",
             )
         )
