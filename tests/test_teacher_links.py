@@ -3,7 +3,6 @@ run, and what the address bar and the downloads hold after the teacher's clicks.
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
@@ -13,22 +12,11 @@ from streamlit.testing.v1 import AppTest
 from explorer.compare import CONFIGURATION
 from explorer.compare_link import comparison_query
 from tests.drawn import app_boards, app_matrices
+from tests.test_app_pretrained import opened  # a student's first run of a link
 
 pytestmark = pytest.mark.slow
 
-APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 SENTENCE = "The teacher explains why the cat sat down."
-
-
-def opened(query: dict[str, str], page: str | None = None) -> AppTest:
-    """A student's first run of the link `query` (on `page`, e.g. "views/compare.py")."""
-    at = AppTest.from_file(APP, default_timeout=300)
-    if page is not None:
-        at.switch_page(page)
-    at.query_params.update(query)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def roles_frame(at: AppTest) -> list[int] | None:
