@@ -140,8 +140,8 @@ def after_before_figure(
             **MASKED_PLOT,
         )
     )
-    figure.update_yaxes(autorange="reversed", title="query")
-    figure.update_xaxes(title="key", tickangle=-45)
+    figure.update_yaxes(autorange="reversed", title="query", showgrid=False)
+    figure.update_xaxes(title="key", tickangle=-45, showgrid=False)  # no grid line across a grey masked gap
     return figure
 
 

@@ -150,8 +150,8 @@ def maps_figure(
     side = 360
     width = side * len(panels) + 160
     figure.update_layout(figure_layout(title, noted(subtitle, note), side + 60, width=width, **MASKED_PLOT))
-    figure.update_yaxes(autorange="reversed", type="category")  # the first position on top, as on the pages
-    figure.update_xaxes(tickangle=-45, type="category")
+    figure.update_yaxes(autorange="reversed", type="category", showgrid=False)  # the first position on top
+    figure.update_xaxes(tickangle=-45, type="category", showgrid=False)  # no grid line across a grey masked gap
     return figure.update_annotations(font=PANEL_TITLE_FONT)
 
 

@@ -79,8 +79,8 @@ def norm_maps_figure(
         margin={"t": 90},
         **MASKED_PLOT,
     )
-    figure.update_yaxes(autorange="reversed")  # the first query on top, as on the pages
-    figure.update_xaxes(tickangle=-45)
+    figure.update_yaxes(autorange="reversed", showgrid=False)  # the first query on top, as on the pages
+    figure.update_xaxes(tickangle=-45, showgrid=False)  # no grid line across a grey masked gap
     return figure
 
 

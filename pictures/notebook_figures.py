@@ -110,8 +110,8 @@ def _heatmap(
 def _map_layout(figure: go.Figure, title: str, subtitle: str | None = None) -> go.Figure:
     heading = {"text": title, **({"subtitle": {"text": subtitle}} if subtitle else {})}
     figure.update_layout(title=heading, xaxis_title="key", yaxis_title="query", template="plotly_white", **MASKED_PLOT)
-    figure.update_yaxes(autorange="reversed")  # the first query on top, as on the pages
-    figure.update_xaxes(tickangle=-45)
+    figure.update_yaxes(autorange="reversed", showgrid=False)  # the first query on top, as on the pages
+    figure.update_xaxes(tickangle=-45, showgrid=False)  # no grid line across a grey masked gap
     return figure
 
 

@@ -287,6 +287,9 @@ def test_a_plotly_maps_masked_gaps_are_grey_not_the_white_of_weight_zero(causal_
         heatmap = next(t for t in figure.data if t.type == "heatmap")
         z = np.asarray(heatmap.z, dtype=np.float64)  # [Tq, Tk]: both inputs are 6 tokens, causal
         assert np.isnan(z[~causal]).all(), f"{name}: a masked cell drawn as a value"
+        # the grey is the plot's background: a grid line drawn on it crossed the masked cells' middles, in white
+        axes = [figure.layout[key] for key in figure.layout if key.startswith(("xaxis", "yaxis"))]
+        assert axes and all(a.showgrid is False for a in axes), f"{name}: grid lines across its masked gaps"
 
 
 def _entries(figure) -> dict[str, tuple[str, str, str, str]]:
