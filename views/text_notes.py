@@ -116,11 +116,10 @@ def changed_note(model_title: str, changed: list[tuple[str, str]]) -> str | None
     tokenizer takes off; None for none."""
     if not changed:
         return None
-    shown = ", ".join(f"{code(word)} as {code(read)}" for word, read in changed[:MAX_NAMED])
-    more = f" and {len(changed) - MAX_NAMED} more" if len(changed) > MAX_NAMED else ""
+    shown = first_few([f"{code(word)} as {code(read)}" for word, read in changed])
     return (
         f"{model_title} takes accents off before it splits the text, so the maps show these words as it reads them: "
-        f"{shown}{more}."
+        f"{shown}."
     )
 
 
@@ -129,10 +128,9 @@ def dropped_note(model_title: str, dropped: list[str]) -> str | None:
     a code span of one shows nothing; None for none."""
     if not dropped:
         return None
-    named_chars = ", ".join(character_name(char) for char in dropped[:MAX_NAMED])
-    more = f" and {len(dropped) - MAX_NAMED} more" if len(dropped) > MAX_NAMED else ""
     pronoun = "it" if len(dropped) == 1 else "them"
-    return f"{model_title} drops {named_chars}{more} before it splits the text: no piece on the maps holds {pronoun}."
+    named_chars = first_few([character_name(char) for char in dropped])
+    return f"{model_title} drops {named_chars} before it splits the text: no piece on the maps holds {pronoun}."
 
 
 def character_name(char: str) -> str:
@@ -165,10 +163,13 @@ def unknown_note(model_title: str, unknown: list[tuple[str, str]], unk: str, lon
 
 def named(words: list[str]) -> str:
     """Words as inline code, each cut to SHOWN_CHARS, at most MAX_NAMED of them and a count of the rest."""
-    shown = ", ".join(
-        code(word if len(word) <= SHOWN_CHARS else word[:SHOWN_CHARS] + "…") for word in words[:MAX_NAMED]
-    )
-    return shown + (f" and {len(words) - MAX_NAMED} more" if len(words) > MAX_NAMED else "")
+    return first_few([code(word if len(word) <= SHOWN_CHARS else word[:SHOWN_CHARS] + "…") for word in words])
+
+
+def first_few(shown: list[str]) -> str:
+    """The first MAX_NAMED of `shown`, comma-separated, then a count of the rest: "a, b, c, d, e and 2 more"."""
+    rest = len(shown) - MAX_NAMED
+    return ", ".join(shown[:MAX_NAMED]) + (f" and {rest} more" if rest > 0 else "")
 
 
 def byte_spelling_note(model_title: str, spelled: list[tuple[tuple[str, ...], str]]) -> str | None:
