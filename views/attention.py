@@ -122,15 +122,14 @@ def roles_and_maps(kind: str, with_norms: bool) -> None:
     clamp_view("layer", layers, "layer")  # here, in the fragment: its sentence goes when another layer is picked
     clamp_view("head", heads, "head")
     head_roles_section(trace, maps, cfg, norms)  # above the maps: a head clicked here opens just below
-    map_viewer(cfg, trace, kind, norms)
+    map_viewer(cfg, trace, maps, norms)
 
 
-def map_viewer(cfg: ModelConfig, trace: Trace, kind: str, norms: np.ndarray | None) -> None:
+def map_viewer(cfg: ModelConfig, trace: Trace, maps: AttentionMaps, norms: np.ndarray | None) -> None:
     """Layer and head selectors with the downloads of the map they pick, then one board: that map large, each head's
-    entropy (head_entropy of the maps), and every layer x head small; with `norms` ([L, H, Tq, Tk]), the map and the
-    grid show ‖α·f(x)‖."""
-    maps = trace.maps(kind)
-    with_norms = norms is not None
+    entropy (head_entropy of the maps, one kind of `trace`'s attention), and every layer x head small; with `norms`
+    ([L, H, Tq, Tk]), the map and the grid show ‖α·f(x)‖."""
+    kind, with_norms = maps.kind, norms is not None
     entropy = entropy_of(trace, kind)
     layers, heads = view_options(maps)
     controls = st.container(horizontal=True, vertical_alignment="bottom")  # one block: fewer elements to lay out
