@@ -31,9 +31,12 @@ from pictures.style import (
 MAX_SIDE = 512  # rows or columns drawn in one heatmap; longer axes show every n-th (said in the title)
 CURVE_POINTS = 8192  # points over all curves of one chart; longer curves keep the extremes of each stretch
 TYPED_COLOUR = CATEGORY10[3]  # red
-# red means "typed" on this page; the first six curves in colours a colour-blind eye tells apart too (DISTINCT), so
-# the four pairs drawn by default are not blue and purple, orange and green, which protanopia makes one
-CURVE_COLOURS = DISTINCT + tuple(c for c in CATEGORY10 if c not in DISTINCT and c != TYPED_COLOUR)
+# red means "typed" on this page; curves take the colours a colour-blind eye tells apart too (DISTINCT), so the four
+# pairs drawn by default are not blue and purple, orange and green, which protanopia makes one. Past six colours a
+# curve takes the next dash (a learned table's default eight curves: the 7th and 8th dashed), not a seventh colour
+# that some eye confuses with one of the six; a sinusoid's cosine is drawn in its sine's colour, in the round's second
+# dash.
+CURVE_DASHES = (("solid", "dot"), ("dash", "dashdot"), ("longdash", "longdashdot"))
 LINE_COLOUR = CATEGORY10[0]  # blue: the one curve of a chart
 REFERENCE_COLOUR = SUBTITLE_COLOUR  # grey: a line drawn for scale
 TWILIGHT = ("#e2d9e2", "#9ebbc9", "#6785be", "#5e43a5", "#421257", "#471340", "#8e2c50", "#ba6657", "#ceac94",
@@ -135,6 +138,14 @@ def _typed_marks(table: np.ndarray, dims: list[int], names: list[str], tokens: l
     )
 
 
+def curve_line(group: int, cosine: bool) -> dict:
+    """The line of a chart's `group`-th curve (a sinusoid's pair or a learned dimension): DISTINCT's colours in turn,
+    each round of them in the next dash of CURVE_DASHES; a cosine in its sine's colour, its round's second dash."""
+    round_of, colour = divmod(group, len(DISTINCT))
+    dashes = CURVE_DASHES[round_of % len(CURVE_DASHES)]
+    return {"color": DISTINCT[colour], "width": 2, "dash": dashes[1] if cosine else dashes[0]}
+
+
 def encoding_curves(
     table: np.ndarray, dims: list[int], tokens: list[str], kind: str, trained: bool = False
 ) -> go.Figure:
@@ -159,8 +170,7 @@ def encoding_curves(
                 y=table[keep, dim].astype(np.float32),
                 name=name,
                 mode="lines",
-                line={"color": CURVE_COLOURS[group % len(CURVE_COLOURS)], "width": 2,
-                      "dash": "dot" if kind == "sinusoidal" and dim % 2 else "solid"},
+                line=curve_line(group, kind == "sinusoidal" and dim % 2 == 1),
                 hovertemplate=f"{name}<br>position: %{{x}}<br>value: %{{y:.4f}}<extra></extra>",
             )
         )  # fmt: skip

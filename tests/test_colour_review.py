@@ -326,7 +326,8 @@ def _decoder_stats(norm: str) -> pd.DataFrame:
 
 def test_lines_told_apart_only_by_colour_are_apart_to_colour_blind_eyes(causal_run):
     """Activations' points over depth (orange and green were 1.3 apart to a protanope, green and red 4.6 to a
-    deuteranope) and its norms' sub-layers, Train's head lines, Positional's default curves, and the charts that
+    deuteranope) and its norms' sub-layers, Train's head lines, Positional's default curves (a learned table's eight:
+    the 7th and 8th were green and purple, solid like orange and blue), and the charts that
     had a second cue already (Compare's A and B, the four placements): any two entries drawn with one dash and one
     marker are at least BAR apart in colour under each simulated deficiency."""
     model, trace = causal_run
@@ -342,6 +343,8 @@ def test_lines_told_apart_only_by_colour_are_apart_to_colour_blind_eyes(causal_r
         "norms, peri": norm_figure(peri, "decoder", "peri"),
         "pattern": pattern_figure(history, make_task("reverse", 4)),
         "positional": encoding_curves(table, default_dimensions(64), ["a", "b"], "sinusoidal"),
+        "positional, learned (8 curves)": encoding_curves(table, default_dimensions(64), ["a", "b"], "learned"),
+        "positional, 9 pairs": encoding_curves(table, list(range(18)), ["a"], "sinusoidal"),
         "placements": placements_chart(run),
         "compare": layer_lines(_layer_table(run)),
     }
