@@ -14,7 +14,7 @@ from explorer.config import ConfigError, ModelConfig
 from explorer.inputs import Source, prepare_inputs
 from explorer.limits import check_fits_in_memory
 from explorer.model import Records, Transformer, float32_default
-from explorer.text_reading import piece_label
+from explorer.text_reading import drawn_text, piece_label
 from explorer.tokenization import BYTE_LEVEL_BPE
 
 # Every activation a stack keeps for each block, by the name after "blocks.<layer>." (as TransformerLens's
@@ -93,8 +93,8 @@ class AttentionMaps:
 
 def token_axis_labels(tokens: list[str], byte_level: bool) -> list[str]:
     """`tokens` as axes label them: byte-level pieces as they read ("␣café", text_reading.piece_label), others as
-    they are."""
-    return [piece_label(token) for token in tokens] if byte_level else list(tokens)
+    they are but for characters that draw nothing, written as escapes (text_reading.drawn_text)."""
+    return [piece_label(token) if byte_level else drawn_text(token) for token in tokens]
 
 
 def byte_level_pieces(model: Transformer) -> bool:

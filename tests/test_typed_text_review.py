@@ -110,3 +110,13 @@ def test_changed_words_are_what_the_maps_show(minilm_model):
     ]
     read = "".join(piece.removeprefix("##") for piece in encoding.labels)
     assert all(word in read for word in ("cafes", "unicode", "words"))
+
+
+def test_a_configured_token_of_characters_that_draw_nothing_is_labelled_by_their_escapes():
+    """Whitespace splitting keeps a typed zero-width space (U+200B is not a blank) as a token of its own: its axis
+    label drew nothing, and "a\u200bb" read as "ab", a different token with the same label."""
+    model = explorer.build_model(explorer.ModelConfig(n_layers=1, n_heads=1, d_model=8, d_ff=16))
+    maps = explorer.run(model, ["the", "\u200b", "a\u200bb", "ab"]).first.self_attention
+    assert maps.query_labels == ["the", "\\u200b", "a\\u200bb", "ab"]
+    assert maps.key_labels == maps.query_labels
+    assert all(label.isprintable() for label in maps.query_labels)
