@@ -54,7 +54,7 @@ from serve import (
     turns,
     wait_ready,
 )
-from spread import LEVEL, ratio_interval
+from spread import LEVEL, ratio_interval, ratio_text
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.5  # seconds from navigation to a drawn heatmap, warm, on the Attention page
@@ -382,7 +382,7 @@ def print_ratios(results: dict[str, Loads]) -> bool:
     print(f"\n| figure | measured | {LEVEL:.0%} interval | target | met |\n|---|---|---|---|---|")
     for what, ratio, (low, high), target in rows:
         met = "yes" if ratio <= target else "NO"
-        print(f"| {what} | {ratio:.2f}x | {low:.2f}-{high:.2f}x | <= {target}x | {met} |")
+        print(f"| {what} | {ratio_text(ratio, target)}x | {low:.2f}-{high:.2f}x | <= {target}x | {met} |")
     if any(low <= target <= high for _, _, (low, high), target in rows):
         print(
             "  The interval resamples the rounds (bench/spread.py). Where it holds the target, these loads cannot tell"

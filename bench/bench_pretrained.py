@@ -72,6 +72,7 @@ from serve import (
     turns,
     wait_ready,
 )
+from spread import ratio_text
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -188,7 +189,7 @@ def table(rows: list[Row], reference: str | None = None) -> bool:
         if floor is not None:
             ratio, ratio_target = value / floor, target / TARGETS_SET_ON_S
             ok = ratio <= ratio_target
-            shown = f"{ratio:.2f}× | <= {ratio_target:.2f}×"
+            shown = f"{ratio_text(ratio, ratio_target)}× | <= {ratio_target:.2f}×"
         else:
             ok = value <= target
             shown = "| "

@@ -29,3 +29,11 @@ def ratio_interval(
     tail = (1 - level) / 2
     low, high = np.quantile(ratios, [tail, 1 - tail])
     return float(low), float(high)
+
+
+def ratio_text(ratio: float, target: float) -> str:
+    """`ratio` to two decimals, or to three where two would read as the target itself ("1.20" for 1.2020 against
+    <= 1.2, beside a "NO"), so the figure shows on which side of the target it fell."""
+    if f"{ratio:.2f}" == f"{target:.2f}" and ratio != target:
+        return f"{ratio:.3f}"
+    return f"{ratio:.2f}"

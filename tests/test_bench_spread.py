@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.spread import ratio_interval
+from bench.spread import ratio_interval, ratio_text
 
 
 def test_a_page_a_fixed_factor_slower_in_every_round_has_no_spread():
@@ -45,3 +45,12 @@ def test_the_rounds_stay_paired():
 def test_unpaired_loads_are_refused():
     with pytest.raises(ValueError, match="one load of each per round"):
         ratio_interval([1.0, 1.1], [1.0])
+
+
+def test_a_ratio_that_two_decimals_would_show_as_its_target_gets_a_third():
+    """The page-load table printed "1.20x ... <= 1.2x ... NO" for a ratio of about 1.202: the figure beside a "NO"
+    read as the target itself."""
+    assert ratio_text(1.2020, 1.2) == "1.202"
+    assert ratio_text(1.1960, 1.2) == "1.196"
+    assert ratio_text(1.2, 1.2) == "1.20"
+    assert ratio_text(1.25, 1.2) == "1.25"
