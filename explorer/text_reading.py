@@ -194,13 +194,13 @@ def piece_label(piece: str) -> str:
     spelled = piece_bytes(piece)
     if spelled is None:
         return piece
-    return drawn_text(spelled.decode("utf-8", errors=BYTE_NAMES))
+    return "".join(DRAWN_BLANKS.get(c) or drawn_text(c) for c in spelled.decode("utf-8", errors=BYTE_NAMES))
 
 
 def drawn_text(text: str) -> str:
-    """`text` as an axis label draws it: each blank as a sign (DRAWN_BLANKS) and any other character that draws
-    nothing as its escape, so a configured token typed as a lone zero-width space reads "\\u200b", not as nothing."""
-    return "".join(DRAWN_BLANKS.get(c) or (c if c.isprintable() else repr(c)[1:-1]) for c in text)
+    """`text` with each character that draws nothing but a space written as its escape, so a configured token typed
+    as a lone zero-width space labels an axis as "\\u200b", not as nothing."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _named_bytes(error: UnicodeError) -> tuple[str, int]:
