@@ -115,3 +115,27 @@ def removed_roles_words(removed: tuple[Head, ...], mode: str, norms: bool) -> st
     if mode == "zero":
         return f" Removed heads ({names}) add nothing: no share, no role."
     return f" Removed heads ({names}) add their mean, the same row for every query: their shares are that row's."
+
+
+def decoder_removal_text(kind: str, layer: int, removed: tuple[Head, ...]) -> str:
+    """What the encoder's `removed` heads do to a decoder map (`kind` "decoder self-attention" or "cross-attention")
+    of `layer`: the decoder keeps all its heads, but reads the encoder's output through cross-attention in every
+    layer, so only layer 0's self-attention, which reads the target alone, is the full model's; the others come from a
+    changed input (their weights can still match the full model's, e.g. over a single source token)."""
+    names = head_names(removed)
+    which = f"encoder's removed head {names}" if len(removed) == 1 else f"encoder's removed heads ({names})"
+    if kind == "decoder self-attention" and layer == 0:
+        changes = "changes" if len(removed) == 1 else "change"
+        return (
+            f"This map is the full model's: the {which} {changes} the encoder's output, but the decoder keeps all its "
+            "heads, and its layer 0 self-attention reads the target alone, before any cross-attention."
+        )
+    reads = (
+        "its keys and values are the encoder's output"
+        if kind == "cross-attention"
+        else "its input has passed through cross-attention to the encoder's output"
+    )
+    return (
+        f"The decoder keeps all its heads, but this map comes from a changed input: {reads}, which lacks what the "
+        f"{which} added."
+    )

@@ -225,10 +225,14 @@ class Trace:
 
     def maps(self, kind: str) -> AttentionMaps:
         """One kind of attention by the name a page shows (a key of attention_maps()); ConfigError naming the kinds
-        this model has otherwise."""
+        this model has otherwise, and how to pass one (an encoder-decoder has no plain "self-attention", the
+        figures' default kind)."""
         maps = self.attention_maps()
         if kind not in maps:
-            raise ConfigError(f"This trace has no {kind!r}; it has {', '.join(maps)}.")
+            kinds = ", ".join(repr(name) for name in maps)
+            raise ConfigError(
+                f"This trace has no {kind!r}; it has {kinds}: pass one of them as kind, e.g. kind={list(maps)[-1]!r}."
+            )
         return maps[kind]
 
     def attention_maps(self) -> dict[str, AttentionMaps]:

@@ -31,6 +31,13 @@ MEAN_WEIGHT = "ᾱ, mean over the queries"  # what mixes the output of a head re
 MEAN_NOTE = "removed, replaced by its mean: every query gets the same row, from every key, even one it may not see"
 
 
+def axis_titles(kind: str) -> tuple[str, str]:
+    """(x, y) axis titles of a map of attention `kind`: keys across, queries down; in cross-attention the keys are
+    the source's tokens (the encoder's output) and the queries the target's (the decoder's)."""
+    cross = kind == "cross-attention"
+    return ("key (source)", "query (target)") if cross else ("key", "query")
+
+
 def token_labels(tokens: list[str]) -> list[str]:
     """Unique labels for an axis: a repeated token gets its position, e.g. "the·4". Raw text, not HTML: the matrix
     view draws labels and hover as text (a Plotly figure escapes them with pictures.style.label_text)."""
@@ -207,7 +214,7 @@ def _map_parts(
         top = own if stretch else norm_top(norms)
         ramp = weight_ramp(top)
         notes.append(norm_scale_note(top, bool(stretch), None if stretch is None else own, values))
-    cross = maps.kind == "cross-attention"
+    x_title, y_title = axis_titles(maps.kind)
     value_title = "mean weight" if head is None else "weight"
     if norms is not None:
         value_title = f"mean {NORM} of the heads" if head is None else NORM
@@ -217,8 +224,8 @@ def _map_parts(
         "ramp": ramp,
         "x_labels": keys[cols],
         "y_labels": [EMPTY_ROW_MARK + q if e else q for q, e in zip(queries[rows], empty, strict=True)],
-        "x_title": "key (source)" if cross else "key",
-        "y_title": "query (target)" if cross else "query",
+        "x_title": x_title,
+        "y_title": y_title,
         "value_title": value_title,
         "title": map_title(maps, layer, head) + ("" if norms is None else " · what it adds"),
         "extra": extra,

@@ -16,6 +16,7 @@ from explorer.trace import AttentionMaps
 from pictures.attention_panels import (
     FAINT,
     NORM,
+    axis_titles,
     norm_scale_note,
     token_hover_names,
     token_labels,
@@ -135,15 +136,15 @@ def difference_fits_beside(maps: AttentionMaps, measure: str = "weights") -> boo
 
 def _token_map(maps: AttentionMaps, values: np.ndarray, allowed: np.ndarray, ramp: Ramp, **parts: object) -> dict:
     """A [Tq, Tk] map over maps' tokens as a panel: keys across, queries down, grey where not `allowed`."""
-    cross = maps.kind == "cross-attention"
+    x_title, y_title = axis_titles(maps.kind)
     return matrix_panel(
         values,
         allowed,
         ramp,
         x_labels=token_labels(maps.key_labels),
         y_labels=token_labels(maps.query_labels),
-        x_title="key (source)" if cross else "key",
-        y_title="query (target)" if cross else "query",
+        x_title=x_title,
+        y_title=y_title,
         tick_px=TICK_PX,
         **({"hover_names": token_hover_names(maps)} | parts),
     )

@@ -47,7 +47,15 @@ from pictures import activation_charts
 # Made beside the pages that draw them, offered here with the rest (explorer.FIGURES): re-exported by name.
 from pictures.activation_charts import massive_share_figure as massive_share_figure
 from pictures.activation_charts import token_norm_figure as token_norm_figure
-from pictures.attention_panels import NORM, grid_cells, grid_scale, plotly_token_labels, scale_note, top_of
+from pictures.attention_panels import (
+    NORM,
+    axis_titles,
+    grid_cells,
+    grid_scale,
+    plotly_token_labels,
+    scale_note,
+    top_of,
+)
 from pictures.compare_charts import difference_scale
 from pictures.mixing_charts import flow_figure as flow_figure
 from pictures.mixing_charts import rollout_figure as rollout_figure
@@ -107,9 +115,14 @@ def _heatmap(
     )
 
 
-def _map_layout(figure: go.Figure, title: str, subtitle: str | None = None) -> go.Figure:
+def _map_layout(figure: go.Figure, title: str, subtitle: str | None = None, kind: str = "") -> go.Figure:
+    """A map's title, axes (named for attention `kind`: a cross-attention map's keys are the source's tokens) and
+    look."""
     heading = {"text": title, **({"subtitle": {"text": subtitle}} if subtitle else {})}
-    figure.update_layout(title=heading, xaxis_title="key", yaxis_title="query", template="plotly_white", **MASKED_PLOT)
+    x_title, y_title = axis_titles(kind)
+    figure.update_layout(
+        title=heading, xaxis_title=x_title, yaxis_title=y_title, template="plotly_white", **MASKED_PLOT
+    )
     figure.update_yaxes(autorange="reversed", showgrid=False)  # the first query on top, as on the pages
     figure.update_xaxes(tickangle=-45, showgrid=False)  # no grid line across a grey masked gap
     return figure
@@ -140,7 +153,7 @@ def maps_figure(
     own = top_of(values[np.isfinite(values)]) if top is None else top
     which = "average of heads" if head is None else f"head {head}"
     figure = go.Figure(_heatmap(maps, values, top=own if stretch else 1.0))
-    return _map_layout(figure, f"{prefix}{maps.kind} · layer {layer} · {which}", scale_note(own, stretch))
+    return _map_layout(figure, f"{prefix}{maps.kind} · layer {layer} · {which}", scale_note(own, stretch), maps.kind)
 
 
 def attention_grid_figure(
@@ -199,7 +212,7 @@ def attention_grid_figure(
         for i, (layer, head) in enumerate(pairs)
     ]
     figure.update_layout(sliders=[{"active": 0, "steps": steps, "currentvalue": {"prefix": "map "}}])
-    return _map_layout(figure, title(*pairs[0]), note or None)
+    return _map_layout(figure, title(*pairs[0]), note or None, kind)
 
 
 def difference_figure(
@@ -235,7 +248,7 @@ def maps_difference_figure(
             hovertemplate="query %{y}<br>key %{x}<br>A − B %{z:.4f}<extra></extra>",
         )
     )
-    return _map_layout(figure, f"A − B · layer {layer} · head {head} (blue: A attends more, red: B)", note)
+    return _map_layout(figure, f"A − B · layer {layer} · head {head} (blue: A attends more, red: B)", note, a.kind)
 
 
 def positional_figure(

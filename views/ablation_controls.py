@@ -181,11 +181,29 @@ def put_all_back() -> None:
     st.session_state[ABLATE_KEY] = ""
 
 
-def downstream_words(heads: tuple[Head, ...]) -> str:
-    """What removing `heads` changes: everything from the first one's layer output on, nothing below it."""
+def downstream_words(heads: tuple[Head, ...], encoder_decoder: bool = False) -> str:
+    """What removing `heads` changes: everything from the first one's layer output on, nothing below it. In an
+    encoder-decoder they are the encoder's: every decoder layer's cross-attention reads the encoder's output, so of the
+    decoder only layer 0's self-attention, which reads the target alone, stays as it was."""
     first = heads[0][0]
-    below = f"Layers below {first} are unchanged; from" if first > 0 else "From"
-    return f"{below} layer {first}'s output on, the stream differs, and so does the attention of every layer above it."
+    if not encoder_decoder:
+        below = f"Layers below {first} are unchanged; from" if first > 0 else "From"
+        return (
+            f"{below} layer {first}'s output on, the stream differs, and so does the attention of every layer above it."
+        )
+    below = f"Encoder layers below {first} are unchanged; from" if first > 0 else "From"
+    return (
+        f"{below} encoder layer {first}'s output on, the encoder's stream differs, and so does the attention of "
+        "every encoder layer above it. The decoder keeps all its heads, but its cross-attention reads the encoder's "
+        "output in every layer, so the decoder's stream differs from layer 0 on: only its layer 0 self-attention, "
+        "which reads the target alone, is unchanged."
+    )
+
+
+def whose_heads(heads: tuple[Head, ...], encoder_decoder: bool) -> str:
+    """ "Head" or "Heads", "Encoder head" or "Encoder heads" in an encoder-decoder, whose decoder keeps every head."""
+    noun = "heads" if len(heads) > 1 else "head"
+    return f"Encoder {noun}" if encoder_decoder else noun.capitalize()
 
 
 def removed_head_text(mode: str, norms: bool) -> str:
@@ -232,12 +250,14 @@ def removal_banner(removal: Removal) -> None:
     many = len(removal.heads) > 1
     row = st.container(horizontal=True, vertical_alignment="center")  # the button as wide as its label: never cut
     trace = app_state().trace if removal.mode == "mean" else None
+    config = app_state().config
+    encoder_decoder = config is not None and config.arch == "encoder-decoder"
     if trace is not None and mean_is_own_output(trace.first.self_attention.allowed):
         effect = unchanged_words(removal.heads, len(trace.first.tokens))
     else:
-        effect = downstream_words(removal.heads)
+        effect = downstream_words(removal.heads, encoder_decoder)
     row.info(
-        f"{'Heads' if many else 'Head'} {removal.words} removed: every page shows the model without "
+        f"{whose_heads(removal.heads, encoder_decoder)} {removal.words} removed: every page shows the model without "
         f"{'them' if many else 'it'}. {effect}",
         icon=":material/block:",
     )

@@ -11,9 +11,16 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from explorer.ablation import Head, head_name
+from explorer.analysis.ablation_effects import mean_is_own_output
 from explorer.analysis.head_roles import BROAD, ROLES
 from explorer.analysis.norm_attention import removal, removed_heads
-from explorer.attention_text import no_clear_role_text, norms_line, removed_roles_words, role_shift_text
+from explorer.attention_text import (
+    decoder_removal_text,
+    no_clear_role_text,
+    norms_line,
+    removed_roles_words,
+    role_shift_text,
+)
 from explorer.config import PAD_TOKEN, CheckpointConfig, ModelConfig
 from explorer.export import attention_csv, attention_json, export_name
 from explorer.norm_export import norm_attention_csv, norm_attention_json
@@ -170,6 +177,7 @@ def map_viewer(cfg: ModelConfig, trace: Trace, maps: AttentionMaps, norms: np.nd
     if head_index is None:
         st.info(f"Showing the **average** of all {maps.n_heads} heads of layer {layer}, not a single head.")
     removal_caption(trace, removed, layer, head_index, norms is not None)
+    decoder_removal_caption(trace, maps, layer)
     window = zoom_window(maps)
     entropy_note = None if norms is None else "Of the weights α, whichever measure is shown"
     removed_as = removal(trace, maps, layer, head_index)
@@ -220,6 +228,17 @@ def removal_caption(trace: Trace, removed: tuple[Head, ...], layer: int, head: i
             f"Layer {layer} comes after the {which}: its attention differs from the full model's, since its input "
             f"lacks what {'it' if len(below) == 1 else 'they'} added. The page What heads do shows the differences."
         )
+
+
+def decoder_removal_caption(trace: Trace, maps: AttentionMaps, layer: int) -> None:
+    """For a decoder map of an encoder-decoder whose encoder lost heads: that the decoder keeps its heads but reads the
+    changed encoder output (all but layer 0's self-attention). Nothing when the removal changes nothing (a mean that is
+    each head's own output)."""
+    if not trace.ablated or maps is trace.first.self_attention:
+        return
+    if trace.ablate_with == "mean" and mean_is_own_output(trace.first.self_attention.allowed):
+        return
+    st.caption(decoder_removal_text(maps.kind, layer, trace.ablated))
 
 
 def mark_removed(grid: dict, removed: tuple[Head, ...], n_heads: int) -> dict:

@@ -65,7 +65,14 @@ from views.compare_placements import placements_section
 from views.compare_ranking import pick_head, ranking_section
 from views.compare_runs import ComparedRuns
 from views.compare_share import share_box
-from views.compare_words import heads_message, removed_map_notes, removed_words, say_what_differs
+from views.compare_words import (
+    heads_message,
+    no_gradients_note,
+    removed_map_notes,
+    removed_words,
+    say_what_differs,
+    whose_stack,
+)
 from views.matrix_view import show_board
 from views.query_params import URL_BOOLEAN, note_view_param, show_url_notes, warn_junk_url
 from views.state import app_state, model_key, session_model, sidebar_run, trace_maker
@@ -281,8 +288,8 @@ def main() -> None:
         say_what_differs(a, b, mode, text_a, text_b, trace_b is not None)
     if state.ablated and mode == CONFIGURATION:
         st.caption(
-            f"The sidebar removes {removed_words(state.ablated, state.ablate_with)} from A only: B is another "
-            "configuration, run with every head."
+            f"The sidebar removes {removed_words(state.ablated, state.ablate_with)} from A{whose_stack(a)} only: B is "
+            "another configuration, run with every head."
         )
 
     pairs = paired_attention(trace_a, trace_b)  # their kinds and shapes: lining B's tokens up changes neither
@@ -313,7 +320,7 @@ def main() -> None:
     grads_a = gradients_or_none(a, a, text_a, target_a) if wanted else None
     grads_b = gradients_or_none(a, b, text_b, target_b) if wanted and trace_b is not None and b is not None else None
     if wanted and grads_a is None:
-        notes.append("No gradient norms: they need at least two tokens (the objective predicts the next one).")
+        notes.append(no_gradients_note(a))
     if mode == HEADS:
         grads_b = None
         notes.append("No gradient norms for B: gradients are taken with every head, so B's would be A's.")

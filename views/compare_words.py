@@ -8,7 +8,7 @@ import streamlit as st
 from explorer.ablation import Head, head_name, head_names
 from explorer.compare import DEFAULT_TARGET, INPUT, can_share_weights, paired_attention
 from explorer.compare_text import describe, shared_weights_text, trained_by
-from explorer.config import CheckpointConfig, ModelConfig
+from explorer.config import PAD_TOKEN, CheckpointConfig, ModelConfig
 from explorer.flip_story import flip_effect, flip_words
 from explorer.pretrained import pretrained_title
 from pictures.attention_panels import MEAN_NOTE
@@ -46,6 +46,23 @@ def removed_words(heads: tuple[Head, ...], mode: str) -> str:
     return f"{'head' if len(heads) == 1 else 'heads'} {Removal(heads, mode).words}"
 
 
+def whose_stack(a: ModelConfig) -> str:
+    """ "'s encoder" for an encoder-decoder A, whose removed heads are its encoder's (the decoder keeps every head);
+    "" otherwise."""
+    return "'s encoder" if a.arch == "encoder-decoder" else ""
+
+
+def no_gradients_note(a: ModelConfig) -> str:
+    """Why the per-layer charts have no gradient norms: the objective predicts each token from the one before, so it
+    needs two of them, in an encoder-decoder's target (the decoder's output is what predicts)."""
+    where = " in the target (the decoder's input, whose output predicts)" if a.arch == "encoder-decoder" else ""
+    padding = "" if isinstance(a, CheckpointConfig) else f", the second or a later one not {PAD_TOKEN}"
+    return (
+        f"No gradient norms: they need at least two tokens{where}{padding} (the objective predicts each token from "
+        "the one before)."
+    )
+
+
 def heads_message(a: ModelConfig, b_run: Removal, removed_in_a: tuple[Head, ...]) -> None:
     """B = A with heads removed: both in a line each, then that B is A's very weights without those heads."""
     also = "" if not removed_in_a else f" (like A, also without {', '.join(map(head_name, removed_in_a))})"
@@ -60,7 +77,7 @@ def heads_message(a: ModelConfig, b_run: Removal, removed_in_a: tuple[Head, ...]
         return
     st.success(
         f"B is A's very weights (the same model, not a copy) with {removed_words(own, b_run.mode)} removed. "
-        f"{downstream_words(own)}",
+        f"{downstream_words(own, a.arch == 'encoder-decoder')}",
         icon=":material/link:",
     )
 

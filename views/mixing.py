@@ -7,6 +7,7 @@ from collections.abc import Callable
 from functools import partial
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
@@ -96,7 +97,16 @@ def csv_download(
     (trace.ablated, trace.ablate_with), which the table names."""
     kept = {name: None if values is None else np.array(values) for name, values in columns.items()}
     table = partial(mixing_table, list(maps.key_tokens), queries, kept, residual, *removal)
-    download(label, lambda: table().to_csv(index=False), name, "text/csv", key, where)
+    download(label, partial(mixing_csv, table, maps.kind), name, "text/csv", key, where)
+
+
+def mixing_csv(table: Callable[[], pd.DataFrame], kind: str) -> str:
+    """The CSV of `table()`; for an encoder-decoder (`kind` "encoder self-attention", not "self-attention") with a
+    first column saying which attention rollout and flow follow, as the page says above the maps."""
+    frame = table()
+    if kind != "self-attention":
+        frame.insert(0, "attention", kind)
+    return frame.to_csv(index=False)
 
 
 def last_block(
@@ -246,9 +256,9 @@ def main() -> None:
     if trace.ablated:
         note = removal_note(heads_text(trace.ablated), trace.ablate_with, residual, mean_reaches_hidden(trace))
         st.info(note, icon=":material/content_cut:")
-    note = first_stack_note([s.name for s in trace.stacks])
-    if note:
-        st.info(note, icon=":material/layers:")
+    stack_note = first_stack_note([s.name for s in trace.stacks])
+    if stack_note:
+        st.info(stack_note, icon=":material/layers:")
     rollout = rollout_of(trace, residual)  # [L, T, T]
     flow = last_block(maps, trace, rollout, residual, unit, stretch)
     query, row = reach(maps, trace, rollout, flow, residual, unit)
@@ -269,7 +279,7 @@ def main() -> None:
     )
     view_download(
         "Mixing",
-        [plain(summary(cfg, trace)), f"Residual share {residual:g}."],
+        [plain(summary(cfg, trace)), f"Residual share {residual:g}."] + ([plain(stack_note)] if stack_note else []),
         partial(mixing_figures, trace_maker(), rollout_later(residual), flow, layer, query, row, residual, stretch),
         "mixing",
         controls,
