@@ -209,7 +209,7 @@ def block_diagram(cfg: ModelConfig, length: str = "T") -> str:
     self_label = "masked multi-head\\nself-attention" if kind == "decoder" or "causal" in cfg.mask else None
     sublayers = [("attn", self_label or "multi-head\\nself-attention")]
     if cross:
-        sublayers.append(("cross", "multi-head\\ncross-attention\\n(keys, values: encoder output)"))
+        sublayers.append(("cross", "multi-head\\ncross-attention\\n(K, V: encoder output)"))
     feed_forward = f"linear, {cfg.activation}, linear"
     if cfg.activation == "swiglu":  # three matrices: silu(x W_gate) × x W_up, then the down linear
         feed_forward = "silu(gate) × up,\\ndown linear"

@@ -93,9 +93,14 @@ def test_block_diagram_places_layernorm_where_the_norm_setting_says(norm):
     assert ("final_ln" in dot) == (norm != "post")
     assert ("attn_out_ln" in dot) == (norm in ("res-post", "peri"))
     # The title's lines set the diagram's width: one line of 50 characters made it 327 pt, drawn at 7 px in half of
-    # a 1024 px page; the nodes' own labels are at most 34 characters a line ("(keys, values: encoder output)")
+    # a 1024 px page
     title = re.search(r'label="([^"]*)"; labelloc=t', dot).group(1)
     assert max(len(line) for line in title.split("\\n")) <= 34, title
+    # A node's line beside the "residual" edge label sets it too: "(keys, values: encoder output)" (30 characters)
+    # made the decoder's diagram 271 pt wide, its text drawn at 9.7 px in half a 1024 px page (Streamlit draws a
+    # diagram's text at 9.6 units, scaled with the diagram); at 22 characters it is 219 pt and 12 px
+    nodes = re.findall(r'^  \w+ \[label="([^"]*)"', dot, flags=re.MULTILINE)
+    assert max(len(line) for label in nodes for line in label.split("\\n")) <= 24, nodes
 
 
 @pytest.mark.parametrize("norm", ["res-post", "peri"])
