@@ -177,12 +177,14 @@ def effect_sentence(
     after: tuple[float, float],
     direct: float,
     expected: float | None = None,
+    n_layers: int | None = None,
 ) -> str:
     """What removing heads really did to a piece, beside their direct share: `before` and `after` are the piece's
     (probability, logit) in the runs with every head and without these; `direct` their summed direct attribution;
     `expected` what replacing their output would change the logit by had nothing after them changed
     (attribution.replaced_direct_change): −direct when it is set to zero (the default), less when it is set to its
-    mean, whose own direct share stays."""
+    mean, whose own direct share stays. `n_layers`, the model's: heads all in its last layer have no later heads
+    after them, only their block's feed-forward and the norms."""
     one = len(removed) == 1
     it, its, them = ("it", "Its", "it") if one else ("they", "Their", "them")
     change = after[1] - before[1]
@@ -196,7 +198,7 @@ def effect_sentence(
         f"from {before[1]:.3f} to {after[1]:.3f} ({change:+.3f}). {share}, so had nothing after {them} changed, the "
         f"logit would have moved by {expected:+.3f}: "
     )
-    rest = f"the parts after {them} (feed-forward blocks, later heads, the norms' scales)"
+    rest = f"the parts after {them} ({parts_after(removed, n_layers)})"
     if abs(change - expected) < SAME_CHANGE:
         return said + "the direct share accounts for the whole change."
     if change * expected < 0:
@@ -205,6 +207,15 @@ def effect_sentence(
     if abs(change) > abs(expected):
         return said + f"the real change is larger, so {rest} built on what {it} wrote."
     return said + f"the real change is smaller, so {rest} made up for part of it."
+
+
+def parts_after(removed: Sequence[Head], n_layers: int | None) -> str:
+    """What lies between the removed heads and the read-out, as effect_sentence names it: later heads too, unless
+    every removed head is in the last layer (`n_layers`; None: not known)."""
+    first = min(layer for layer, _ in removed)
+    if n_layers is not None and first == n_layers - 1:
+        return f"block {first}'s feed-forward, the norms' scales"
+    return "feed-forward blocks, later heads, the norms' scales"
 
 
 def cosine_sentence(removed: Sequence[Head], cosine: float) -> str:

@@ -267,7 +267,7 @@ def attribution_section(model: Transformer, before: Trace, after: Trace, removed
         odds_after = piece_odds(model, after, attribution.token_id)
         direct = float(sum(attribution.heads[layer, head] for layer, head in removed))
         expected = direct_change_of(before, removed, after.ablate_with, piece) if after.ablate_with == "mean" else None
-        say(effect_sentence(removed, attribution.text, odds_before, odds_after, direct, expected))
+        say(effect_sentence(removed, attribution.text, odds_before, odds_after, direct, expected, attribution.n_layers))
     frame = head_frame(attribution.heads, "direct_logit_attribution", removed)
     csv_download("Attribution board (CSV)", frame, f"attribution_{slug(attribution.piece)}.csv", "heads_csv_board")
     return [partial(attribution_board_figure, attribution, removed)]

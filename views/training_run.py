@@ -18,7 +18,7 @@ from explorer.config import ModelConfig
 from explorer.tasks import Task, blind_accuracy
 from explorer.training import TrainResult, common_start, single_thread, train
 from pictures.training_charts import NORM_NAMES, curves_figure, training_title
-from views.train_settings import Settings
+from views.train_settings import Settings, learning_rate_text
 from views.widgets import plotly_chart
 
 RESULT_KEY = "_train"  # this session's last training run, or the model loaded from files: a Training
@@ -40,6 +40,7 @@ class Training:
     steps: int | None  # steps asked for; None for a model loaded from files
     source: str  # what the model came from, for labels
     fresh: dict[str, float] = field(default_factory=dict)  # accuracy on the held-out sequences, filled when first shown
+    recipe: str = ""  # the Train page's settings a link leaves out, e.g. "lr 0.01, warmup 0, batch 32"; "" when loaded
 
     @property
     def stopped(self) -> tuple[str, int] | None:
@@ -52,9 +53,13 @@ class Training:
         return None
 
     def label(self, norm: str) -> str:
-        """E.g. "reverse (length 8) · post-norm · 300 steps"."""
+        """E.g. "reverse (length 8) · post-norm · 300 steps at lr 0.003, warmup 20, batch 64": with the task, what a
+        link made while the model is shown needs to train it again (its sidebar settings are in the link), since the
+        same settings and seed give the same weights."""
         result = self.results[norm]
         trained = f"{result.steps} steps" if len(result.history) else self.source
+        if len(result.history) and self.recipe:
+            trained += f" at {self.recipe}"
         return f"{self.task.name} (length {self.task.length}) · {NORM_NAMES[norm]} · {trained}"
 
 
@@ -183,13 +188,19 @@ def train_models(cfg: ModelConfig, task: Task, s: Settings, bar: DeltaGenerator,
                     break
     finally:  # no st call here: after a click, Streamlit may already have stopped this run
         if results:
-            live.training = Training(live.run_id, task, results, norms, s.steps, "trained here")
+            live.training = Training(live.run_id, task, results, norms, s.steps, "trained here", recipe=recipe(s))
         live.finished.set()
     if live.interrupt is not None:
         raise live.interrupt
     keep_result(live)  # raises StopException instead if a click already ended this run; the next run keeps it
     bar.empty()
     chart.empty()
+
+
+def recipe(s: Settings) -> str:
+    """The settings that decide a run's weights besides the task, its steps and the sidebar's model, as a label
+    says them: "lr 0.003, warmup 20, batch 64"."""
+    return f"lr {learning_rate_text(s.lr)}, warmup {s.warmup}, batch {s.batch_size}"
 
 
 def keep_training(training: Training) -> None:
