@@ -171,6 +171,9 @@ def share_hint(values: dict[str, Any]) -> None:
     """The URL holds every control that differs from its default: show it ready to copy."""
     defaults = {"model": CONFIGURED, **TEXT_DEFAULTS}
     changed = {k: v for k, v in values.items() if v != getattr(DEFAULTS, k, defaults.get(k))}
+    trained = app_state().trained
+    if trained is not None:  # as the address bar names it: a student's page then says what the view was made with
+        changed[TRAINED_PARAM] = trained.label
     base = st.context.url or ""
     if base and not urlsplit(base).path:
         base += "/"
@@ -178,8 +181,9 @@ def share_hint(values: dict[str, Any]) -> None:
     with st.sidebar.expander("Share this view", icon=":material/link:"):
         st.caption(
             "The address bar holds this whole view: copy it to share exactly what you see. This link holds the "
-            "model, the text and the removed heads alone, and opens this page without its own choices (layer and "
-            "head, colours, Show, opened sections, Compare's B, Train's settings):"
+            "model (a trained one by its name: its weights cannot travel), the text and the removed heads alone, and "
+            "opens this page without its own choices (layer and head, colours, Show, opened sections, Compare's B, "
+            "Train's settings):"
         )
         link = base + ("?" + query if query else "")
         st.markdown(f"`{link}`")

@@ -5,6 +5,7 @@ removed from SmolLM2, whose effect sentence may not credit heads after it."""
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 import torch
@@ -55,6 +56,10 @@ def test_a_link_made_with_a_trained_model_names_every_setting_that_decides_its_w
         ).model
     for name, tensor in teacher.state_dict().items():
         assert torch.equal(tensor, again.state_dict()[name]), name
+    # "Share this view" names it too: its link left trained= out, so a student got the random model with no word
+    [box] = [box for box in at.sidebar.expander if box.label == "Share this view"]
+    [link] = [m.value for m in box.markdown]
+    assert parse_qs(urlsplit(link.strip("`")).query)[TRAINED] == [label], link
 
 
 @pytest.mark.parametrize(("ablate", "later_heads"), [("L29H1", False), ("L23H0,L29H1", True)])
