@@ -257,6 +257,33 @@ def linked_trained_note() -> None:
     st.button("Show the random model without this note", key="drop_trained_note", on_click=back_to_random)
 
 
+# The sidebar's settings that decide a trained model's weights with the Train page's (the task fixes the
+# architecture and the mask, the label names the norm placement)
+TRAINED_FIELDS = ("n_layers", "n_heads", "d_model", "d_ff", "positional", "activation", "seed")
+
+
+def trained_link_note(values: dict[str, Any]) -> None:
+    """While a trained model is in use, the sidebar's settings it was not trained with, if any: a link carries the
+    sidebar's, and a student trains again with those, which gives other weights."""
+    trained = app_state().trained
+    if trained is None:
+        return
+    cfg = trained.model.config
+    differ = [
+        f"{FIELD[name].label} {getattr(cfg, name)} (the sidebar: {values[name]})"
+        for name in TRAINED_FIELDS
+        if name in values and values[name] != getattr(cfg, name)
+    ]
+    if values.get("model", CONFIGURED) != CONFIGURED:
+        differ.insert(0, f"a configured model (the sidebar: {pretrained_title(values['model'])})")
+    if differ:
+        st.sidebar.warning(
+            f"The trained model in use was made with {', '.join(differ)}. A shared link carries the sidebar's "
+            "settings, and a student who trains again with them gets other weights: set them back before sharing.",
+            icon=":material/link_off:",
+        )
+
+
 def compute(values: dict[str, Any], removal: Removal, shows_tokens: bool) -> None:
     """Config and traces for the pages (with and without the heads `removal` takes out), or the user-facing error
     instead. An error about the typed tokens is shown only on a page that `shows_tokens`; an impossible setting is
@@ -312,6 +339,7 @@ if navigation.url_path == FIRST_PAGE_BY_NAME.url_path:  # before any widget bind
 screen_sidebar_params(model_options())
 trained_banner()
 controls = sidebar()
+trained_link_note(controls)
 removal = ablation_sidebar(removable_shape(controls), NOTES_KEY)
 share_hint(controls | removal.query)
 show_url_notes(NOTES_KEY)

@@ -74,3 +74,20 @@ def test_removing_a_last_layer_head_credits_no_later_heads(smollm_model, monkeyp
     assert ("later heads" in said) == later_heads, said
     if not later_heads:
         assert "block 29's feed-forward" in said and "(-2.498)" in said and "+2.168" in said, said
+
+
+def test_a_sidebar_setting_changed_after_training_is_named_before_a_link_carries_it():
+    """The pages show the trained model whatever the sidebar says, but a link carries the sidebar's settings: after
+    the teacher changed the seed, a student who trained again with the link's settings got other weights, and
+    nothing said so."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    open_train_page(at)
+    train_on_page(at, task="sort", length=6, steps=5)
+    at.button(key="train_use").click().run()
+    at.switch_page("views/attention.py").run()
+    assert_ok(at)
+    assert not [w for w in at.sidebar.warning if "trained model in use" in w.value]
+    at.number_input(key="seed").set_value(3).run()
+    assert_ok(at)
+    [warning] = [w.value for w in at.sidebar.warning if "trained model in use" in w.value]
+    assert "Seed 0 (the sidebar: 3)" in warning, warning
