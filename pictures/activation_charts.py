@@ -7,6 +7,8 @@ the gradient map pictures/activation_boards.py's."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
@@ -379,9 +381,18 @@ def gradient_totals_figure(
 
 def _log_ticks(values: pd.Series) -> dict:
     """A log axis's labels for `values`: within two decades Plotly labels every digit (0.1, 0.2, ..., 0.9, 1), whose
-    labels run into each other below each power of ten; there, only 1, 2 and 5 of each decade ("D2")."""
+    labels run into each other below each power of ten; there, only 1, 2 and 5 of each decade ("D2"), or every digit
+    ("D1") where 1, 2 and 5 label fewer than two values within the data (an encoder-decoder's gradient norms, 2.2 to
+    4.9, had one label: "5"), or Plotly's own (1.5, 1.6, ... within a narrow range) where neither labels two."""
     positive = values[values > 0]
-    return {"dtick": "D2"} if len(positive) and positive.max() < 100 * positive.min() else {}
+    if not len(positive) or positive.max() >= 100 * positive.min():
+        return {}
+    low, high = float(positive.min()), float(positive.max())
+    for dtick, digits in (("D2", (1, 2, 5)), ("D1", range(1, 10))):
+        decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+        if sum(low <= d * 10.0**k <= high for k in decades for d in digits) >= 2:
+            return {"dtick": dtick}
+    return {}
 
 
 # --- Notebook builders: a trace (and its model) in, the page's figure out.

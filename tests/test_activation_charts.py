@@ -431,3 +431,27 @@ def test_thirty_blocks_of_gradients_stay_narrow_enough_for_their_names_on_a_proj
     assert panel["cols"] * panel["cell_px"] <= 30 * 14
     [short] = gradient_heatmap(norms[norms["layer"] < 2], "decoder")["panels"]
     assert short["cols"] * short["cell_px"] == 240
+
+
+def labelled_log_ticks(dtick: str, low: float, high: float) -> list[float]:
+    """The values a Plotly log axis labels between low and high for dtick "D1" (every digit of each decade) or "D2"
+    (1, 2 and 5), as Chromium drew them."""
+    digits = {"D1": range(1, 10), "D2": (1, 2, 5)}[dtick]
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+    return [d * 10.0**k for k in decades for d in digits if low <= d * 10.0**k <= high]
+
+
+@pytest.mark.parametrize(
+    "norms",
+    [[2.2, 3.1, 4.9], [0.12, 0.5, 1.3], [0.6, 0.9, 5.5], [1.5, 1.9], [0.001, 0.5, 60.0]],
+    ids=["within 2-5", "SmolLM2", "one decade", "within 1-2", "five decades"],
+)
+def test_a_log_axis_labels_at_least_two_values_within_its_data(norms):
+    """An encoder-decoder's gradient norms, 2.2 to 4.9, had one label ("5": only 1, 2 and 5 of each decade), so no
+    value of the encoder's line could be read off the axis."""
+    totals = pd.DataFrame({"stack": "decoder", "layer": list(range(len(norms))), "norm": norms})
+    dtick = figure_json(gradient_totals_figure(totals, "pre"))["layout"]["yaxis"].get("dtick")
+    if dtick is None:  # Plotly's own: within a decade it labels steps such as 1.5, 1.6 (seen in Chromium)
+        assert max(norms) < 10 * min(norms) or max(norms) >= 100 * min(norms)
+    else:
+        assert len(labelled_log_ticks(dtick, min(norms), max(norms))) >= 2, dtick
