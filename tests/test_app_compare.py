@@ -721,3 +721,14 @@ def test_a_head_removed_in_a_lower_layer_is_not_said_to_be_in_the_last_one(at):
     assert "Removed heads (B: L0H1) still compute their weights" in captions
     assert "is removed" not in captions  # the head shown, L1H2, is kept on both sides
     assert not any("removed" in m.title for m in sides(at).values())
+
+
+def test_with_heads_removed_and_no_gradient_norms_nothing_is_said_of_them_but_why(at):
+    """One token has no next one to predict, so there are no gradient norms; with a head removed the page still said
+    "The gradient norms are the model's with every head", of norms it did not draw."""
+    open_compare(at, tokens="cat", ablate="L0H1")
+    said = [c.value for c in at.caption]
+    assert any(s.startswith("No gradient norms: they need at least two tokens") for s in said), said
+    assert not any("The gradient norms are the model's with every head" in s for s in said), said
+    drawn = open_compare(AppTest.from_file(APP, default_timeout=120), tokens="the cat", ablate="L0H1")
+    assert any("The gradient norms are the model's with every head" in c.value for c in drawn.caption)

@@ -324,7 +324,7 @@ def main() -> None:
     if mode == HEADS:
         grads_b = None
         notes.append("No gradient norms for B: gradients are taken with every head, so B's would be A's.")
-    elif state.ablated:
+    elif state.ablated and (grads_a is not None or grads_b is not None):  # said of norms the charts draw
         notes.append("The gradient norms are the model's with every head: they do not take removed heads.")
     if grads_b is not None and (change := unresolved_change(grads_b)) is not None:
         notes.append(unresolved_b_note(change))
