@@ -124,3 +124,12 @@ def test_a_kind_an_encoder_decoder_lacks_is_refused_with_the_kind_to_pass():
     trace = explorer.run(ENC_DEC, SOURCE, TARGET)
     with pytest.raises(ConfigError, match="pass one of them as kind, e.g. kind='cross-attention'"):
         notebook_figures.attention_figure(trace, 0, 0)
+
+
+def test_the_activations_gradients_say_the_removed_heads_are_the_encoders():
+    """The gradient section's note named an encoder-decoder's removed heads as "the heads removed", where the
+    decoder keeps every head."""
+    query = {"arch": "encoder-decoder", "tokens": SOURCE, "target": TARGET, "ablate": "L1H0"}
+    at = opened(query | {"act_open_gradients": "true"}, "views/activations.py")
+    [note] = [c.value for c in at.caption if "These gradients are the whole model's" in c.value]
+    assert "the encoder heads removed elsewhere on this page (L1H0)" in note, note

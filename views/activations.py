@@ -320,8 +320,8 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     st.info(objective_text(session_model()), icon=":material/function:")
     if trace.ablated:  # the backward pass runs the model whole (cached_gradients takes no removal)
         st.caption(
-            f"These gradients are the whole model's: the heads removed elsewhere on this page "
-            f"({heads_text(trace.ablated)}) take part in this backward pass."
+            f"These gradients are the whole model's: the {'encoder ' if cfg.arch == 'encoder-decoder' else ''}heads "
+            f"removed elsewhere on this page ({heads_text(trace.ablated)}) take part in this backward pass."
         )
     target = tuple(trace.last.tokens) if cfg.arch == "encoder-decoder" else None
     try:
