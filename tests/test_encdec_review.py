@@ -6,12 +6,10 @@ and the notebook's error for a kind an encoder-decoder does not have."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from streamlit.testing.v1 import AppTest
 
 import explorer
 from explorer.analysis.mixing import attention_rollout, mixed_maps
@@ -20,11 +18,11 @@ from explorer.config import ConfigError, ModelConfig
 from explorer.mixing_export import mixing_table
 from pictures import notebook_figures
 from pictures.norm_figures import norm_maps_figure
+from tests.test_links_sections import page
 from views.ablation_controls import downstream_words, whose_heads
 from views.compare_words import no_gradients_note, whose_stack
 from views.mixing import mixing_csv
 
-APP = str(Path(__file__).resolve().parents[1] / "dashboard.py")
 ENC_DEC = ModelConfig(arch="encoder-decoder", norm="post")
 SOURCE, TARGET = "the cat sat on the mat", "le chat est assis"
 
@@ -56,18 +54,9 @@ def test_a_decoder_map_says_whether_the_encoders_removed_heads_reach_it():
     assert "changed input" in decoder_removal_text("decoder self-attention", 1, ((1, 0),))
 
 
-def opened(query: dict[str, str], page: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.switch_page(page)
-    at.query_params.update(query)
-    at.run()
-    assert not at.exception, [e.value[:500] for e in at.exception]
-    return at
-
-
 def test_the_attention_page_says_encoder_heads_and_what_the_cross_attention_map_reads():
     query = {"arch": "encoder-decoder", "tokens": SOURCE, "target": TARGET, "ablate": "L1H0", "kind": "cross-attention"}
-    at = opened(query, "views/attention.py")
+    at = page("views/attention.py", query)
     info = " ".join(e.value for e in at.info)
     assert "Encoder head L1H0 (output set to zero) removed" in info
     assert "Encoder layers below 1 are unchanged" in info and "Layers below 1 are unchanged" not in info
@@ -81,7 +70,7 @@ def test_compare_names_the_encoder_and_the_target_when_it_is_one_token():
     assert "at least two tokens in the target" in note  # was "at least two tokens", beside a 6-token source
     assert "in the target" not in no_gradients_note(ModelConfig())
     query = {"arch": "encoder-decoder", "tokens": SOURCE, "target": "x", "ablate": "L0H1"}
-    at = opened(query, "views/compare.py")
+    at = page("views/compare.py", query)
     captions = " ".join(e.value for e in at.caption)
     assert "from A's encoder only" in captions
     assert "at least two tokens in the target" in captions
@@ -130,6 +119,6 @@ def test_the_activations_gradients_say_the_removed_heads_are_the_encoders():
     """The gradient section's note named an encoder-decoder's removed heads as "the heads removed", where the
     decoder keeps every head."""
     query = {"arch": "encoder-decoder", "tokens": SOURCE, "target": TARGET, "ablate": "L1H0"}
-    at = opened(query | {"act_open_gradients": "true"}, "views/activations.py")
+    at = page("views/activations.py", query | {"act_open_gradients": "true"})
     [note] = [c.value for c in at.caption if "These gradients are the whole model's" in c.value]
     assert "the encoder heads removed elsewhere on this page (L1H0)" in note, note
