@@ -26,8 +26,11 @@ ARTIFACTS ?= artifacts
 PYTEST_ARGS ?=
 # Test processes: one per core of the 2-core machines the project runs on; each takes whole test files (loadfile), so a
 # module's server, browser and loaded checkpoint are made once. PYTEST_WORKERS=0 runs everything in one process.
+# --no-loadscope-reorder: xdist (3.8) otherwise hands out the files by their number of tests, most first, not in the
+# order tests/conftest.py puts them (the long browser files first): the browser files of one to four tests (one of 14
+# s) were handed out last, where a long file leaves the other worker idle.
 PYTEST_WORKERS ?= 2
-XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile)
+XDIST := $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 # With workers, each of them (and every server it starts) computes on one thread: torch's default of a thread per core
 # in each of two workers oversubscribed the two cores. Measured: the engine tests went from 6:28 to 4:27.
 TEST_ENV := $(if $(filter 0,$(PYTEST_WORKERS)),,OMP_NUM_THREADS=1)

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.serve import APP, CHROMIUM, CHROMIUM_ARGS, serving
+from bench.serve import APP, CHARTS_DRAWN, CHROMIUM, CHROMIUM_ARGS, serving
 from explorer.trace import AttentionMaps
 
 # The GGUF weights cache (explorer.weights_cache) of the test runs: in the project's artifacts, not the user's home
@@ -147,13 +147,25 @@ def page(browser):
     assert not external, f"the app reached beyond this machine: {external[:3]}"
 
 
+# Nothing left to draw: no skeleton (an element still loading), every Plotly chart laid out and every matrix view's
+# canvas painted.
+DRAWN = f"""() => document.querySelectorAll("[data-testid='stSkeleton']").length === 0
+    && {CHARTS_DRAWN}.every(Boolean)"""
+NEXT_FRAME = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
+
 def _wait_idle(page, timeout_ms: int = 60_000) -> None:
-    """Wait until the script run has finished and the charts have had a moment to draw."""
+    """Wait until the script run has finished and the page has drawn what it sent.
+
+    The 150 ms come first for a run a click has just asked for: the page says notRunning until the server's message
+    that the run started arrives, and nothing on the page tells such a click from none. Then the run's end, and every
+    chart drawn, and two frames for the page to lay itself out: not a fixed 300 ms, which every page load and every
+    click paid (29 times in test_browser_attention.py alone) and which promised nothing on a busy machine."""
     page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']", timeout=timeout_ms)
     page.wait_for_timeout(150)
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=timeout_ms)
-    page.wait_for_function("document.querySelectorAll(\"[data-testid='stSkeleton']\").length === 0", timeout=timeout_ms)
-    page.wait_for_timeout(300)
+    page.wait_for_function(DRAWN, timeout=timeout_ms)
+    page.evaluate(NEXT_FRAME)
 
 
 @pytest.fixture

@@ -74,7 +74,11 @@ def alerts(page) -> str:
     return " ".join(page.locator("[data-testid='stAlert']").all_inner_texts())
 
 
-def test_default_view_draws_hover_and_colours_the_engine_weights(page, app_url, wait_idle):
+def test_default_view_draws_hover_and_colours_the_engine_weights_and_a_click_on_the_grid_picks_a_map(
+    page, app_url, wait_idle
+):
+    """One load of the default page: its map and grid, then a click on the grid (which had loaded the page again),
+    then a mask changed (on the map the click picked)."""
     open_page(page, app_url + "/", wait_idle)
     assert [p.get_attribute("data-name") for p in panels(page)] == ["map", "entropy", "grid"]
     grid = panels(page, "grid")[0]
@@ -82,7 +86,6 @@ def test_default_view_draws_hover_and_colours_the_engine_weights(page, app_url, 
     assert {title: tip_at(page, *centre) for title, centre in sheet_centres(grid).items()} == {
         title: {"": f"{title}: click to show it large above"} for title in titles
     }  # the grid's 2 layers x 4 heads, each named by hover
-    grid_picture = pixels(grid)
     cells, colours = read_map(page, 6)
     expected = explorer.run(ModelConfig(), " ".join(t.split("·")[0] for t in TOKENS)).attention[0, 0]  # [6, 6]
     assert [row[0]["query"] for row in cells] == TOKENS and [c["key"] for c in cells[0]] == TOKENS
@@ -91,6 +94,8 @@ def test_default_view_draws_hover_and_colours_the_engine_weights(page, app_url, 
     assert np.abs(colours.astype(int) - WEIGHTS.rgb(expected).astype(int)).max() <= 1  # the colour of each weight
     assert_clean(page)
 
+    clicking_the_grid_picks_a_map(page, wait_idle)
+    grid_picture = pixels(panels(page, "grid")[0])
     before = pixels(main_map(page))
     changed_control(page, wait_idle, "Mask", "causal")
     assert "mask=causal" in page.url
@@ -193,8 +198,8 @@ def test_impossible_config_shows_error(page, app_url, wait_idle):
     assert_clean(page)
 
 
-def test_clicking_the_grid_picks_a_map(page, app_url, wait_idle):
-    open_page(page, app_url + "/", wait_idle)
+def clicking_the_grid_picks_a_map(page, wait_idle) -> None:
+    """On the default page: L0 H0 framed red, a click on L1 H1 shows its weights large and frames it instead."""
     grid = panels(page, "grid")[0]
     frames = sheet_frames(grid)
     assert frames.pop("L0 H0") == RED and set(frames.values()) == {GRID_LINE}  # the map shown large is framed red

@@ -109,8 +109,15 @@ def read_difference(page) -> tuple[dict[str, np.ndarray], np.ndarray]:
     return {name: numbers(tips, name) for name in ("A", "B", "A − B")}, colours
 
 
-def test_default_page_draws_post_vs_pre_on_the_same_weights(page, app_url, wait_idle):
+def test_default_page_draws_post_vs_pre_on_the_same_weights_and_their_per_layer_lines(page, app_url, wait_idle):
+    """One load of the default page for both checks: its maps, then its per-layer lines (each had loaded it)."""
     open_compare(page, app_url + "/compare", wait_idle)
+    default_maps_are_post_vs_pre_on_the_same_weights(page)
+    per_layer_lines_draw_the_engine_statistics_and_hover_gives_them(page)
+    assert_clean(page)
+
+
+def default_maps_are_post_vs_pre_on_the_same_weights(page) -> None:
     assert page.get_by_text("B runs on A's very weights").count() == 1
     assert [p.get_attribute("data-name") for p in panels(page)] == ["A", "B", "difference", "ranking"]
     assert len(plots(page)) == N_CHARTS
@@ -134,8 +141,7 @@ def test_default_page_draws_post_vs_pre_on_the_same_weights(page, app_url, wait_
     assert_clean(page)
 
 
-def test_per_layer_lines_draw_the_engine_statistics_and_hover_gives_them(page, app_url, wait_idle):
-    open_compare(page, app_url + "/compare", wait_idle)
+def per_layer_lines_draw_the_engine_statistics_and_hover_gives_them(page) -> None:
     a = explorer.ModelConfig()
     model_a = explorer.build_model(a)
     values = {

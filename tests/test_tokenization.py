@@ -27,6 +27,7 @@ from explorer.tokenization import (
     byte_level_pre_tokenizer,
     wordpiece_from_folder,
 )
+from tests.gguf_parsed_once import gguf_parsed_once
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # the references read local files only; nothing is downloaded
 transformers = pytest.importorskip("transformers")
@@ -65,7 +66,8 @@ def read_minilm() -> tuple[PieceTokenizer, object]:
 @functools.cache
 def read_smollm() -> tuple[PieceTokenizer, object]:
     """bpe_from_gguf, and transformers' own reading of the GGUF's tokenizer metadata."""
-    reference = transformers.AutoTokenizer.from_pretrained(str(SMOLLM_GGUF.parent), gguf_file=SMOLLM_GGUF.name)
+    with gguf_parsed_once():
+        reference = transformers.AutoTokenizer.from_pretrained(str(SMOLLM_GGUF.parent), gguf_file=SMOLLM_GGUF.name)
     return bpe_from_gguf(SMOLLM_GGUF), reference
 
 
@@ -75,7 +77,8 @@ def smollm_reference_split_as_llama_cpp():
     pattern on each part (llama-vocab.cpp lists the regexes "\\p{N}" and GPT-2's for LLAMA_VOCAB_PRE_TYPE_SMOLLM; the
     SmolLM2 repository's tokenizer.json is Digits(individual_digits) then ByteLevel). transformers' GGUF reader has no
     entry for 'smollm' and applies GPT-2's pattern alone, which differs only on whitespace right before a digit."""
-    reference = transformers.AutoTokenizer.from_pretrained(str(SMOLLM_GGUF.parent), gguf_file=SMOLLM_GGUF.name)
+    with gguf_parsed_once():
+        reference = transformers.AutoTokenizer.from_pretrained(str(SMOLLM_GGUF.parent), gguf_file=SMOLLM_GGUF.name)
     reference.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
     )
