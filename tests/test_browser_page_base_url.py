@@ -44,7 +44,10 @@ def opens_the_first_page_at_the_root(page, base: str, wait_idle, link: str = "at
     wait_idle(page)
     assert urlsplit(page.url).path == urlsplit(f"{base}/").path
     assert parse_qs(urlsplit(page.url).query) == parse_qs(QUERY[1:])
-    assert page.get_by_role("heading", name="Attention", exact=True).is_visible()
+    # The switch to the root reruns the script: wait_idle can see the first run end before the rerun starts, and on
+    # a busy machine (three workers on two cores) the heading was not drawn yet when read at once
+    page.get_by_role("heading", name="Attention", exact=True).wait_for(state="visible", timeout=30_000)
+    wait_idle(page)
     assert page.locator("[data-testid='stDialog']").count() == 0
     assert page.locator("[data-testid='stSidebarNavLink'][aria-current='page']").inner_text() == "Attention"
     assert page.get_by_role("spinbutton", name="Heads", exact=True).input_value() == "2"
