@@ -198,8 +198,8 @@ def piece_label(piece: str) -> str:
 
 
 def drawn_text(text: str) -> str:
-    """`text` with each character that draws nothing but a space written as its escape, so a configured token typed
-    as a lone zero-width space labels an axis as "\\u200b", not as nothing."""
+    """`text` with each character that draws nothing (a space aside) written as its escape, so a configured token
+    typed as a lone zero-width space labels an axis as "\\u200b", not as nothing."""
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
