@@ -377,6 +377,7 @@ def norm_difference_figure(
     either = np.asarray(maps_a.allowed, bool) | np.asarray(maps_b.allowed, bool)  # [Tq, Tk]
     top, note = difference_scale(np.where(either, difference, np.nan), stretch)
     labels = paired_tokens(maps_a, maps_b)
+    x_title, y_title = axis_titles(maps_a.kind)
     figure = go.Figure(
         go.Heatmap(
             z=np.where(either, difference, np.nan),  # masked in both: grey (MASKED_PLOT), as the page draws it
@@ -398,7 +399,7 @@ def norm_difference_figure(
             420,
             **MASKED_PLOT,
         ),
-        xaxis=axis("key", tickangle=-45, showgrid=False),
-        yaxis=axis("query", autorange="reversed", showgrid=False),
+        xaxis=axis(x_title, tickangle=-45, showgrid=False),
+        yaxis=axis(y_title, autorange="reversed", showgrid=False),
     )
     return figure

@@ -55,6 +55,7 @@ def norm_maps_figure(
         f"<br>{title} %{{customdata[{i}]:.4f}}" for i, title in enumerate(extra)
     )
     which = "mean of heads" if head is None else f"head {head}"
+    x_title, y_title = axis_titles(maps.kind)
     figure = go.Figure(
         go.Heatmap(
             z=np.where(allowed, values, np.nan),
@@ -74,8 +75,8 @@ def norm_maps_figure(
             + (" · removed" if removed and head is not None else ""),
             "subtitle": {"text": note},
         },
-        xaxis_title=axis_titles(maps.kind)[0],
-        yaxis_title=axis_titles(maps.kind)[1],
+        xaxis_title=x_title,
+        yaxis_title=y_title,
         template="plotly_white",
         margin={"t": 90},
         **MASKED_PLOT,

@@ -6,6 +6,7 @@ and the notebook's error for a kind an encoder-decoder does not have."""
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -17,6 +18,7 @@ from explorer.attention_text import decoder_removal_text
 from explorer.config import ConfigError, ModelConfig
 from explorer.mixing_export import mixing_table
 from pictures import notebook_figures
+from pictures.compare_charts import norm_difference_figure
 from pictures.norm_figures import norm_maps_figure
 from tests.test_links_sections import page
 from views.ablation_controls import downstream_words, whose_heads
@@ -107,6 +109,10 @@ def test_a_cross_attention_figure_names_source_and_target_axes():
     assert (figure.layout.xaxis.title.text, figure.layout.yaxis.title.text) == ("key (source)", "query (target)")
     decoder = notebook_figures.attention_figure(trace, 1, 0, kind="decoder self-attention")
     assert (decoder.layout.xaxis.title.text, decoder.layout.yaxis.title.text) == ("key", "query")
+    # Compare's A − B of what a head adds (its view's HTML) said "key" and "query" of a cross-attention map too
+    cross = replace(trace.maps("cross-attention"), weights=norms)  # the norms as the maps' weights, as Compare has them
+    figure = norm_difference_figure(cross, replace(cross, weights=norms * 0.5), 1, 0)
+    assert (figure.layout.xaxis.title.text, figure.layout.yaxis.title.text) == ("key (source)", "query (target)")
 
 
 def test_a_kind_an_encoder_decoder_lacks_is_refused_with_the_kind_to_pass():
