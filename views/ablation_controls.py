@@ -186,18 +186,19 @@ def downstream_words(heads: tuple[Head, ...], encoder_decoder: bool = False) -> 
     encoder-decoder they are the encoder's: every decoder layer's cross-attention reads the encoder's output, so of the
     decoder only layer 0's self-attention, which reads the target alone, stays as it was."""
     first = heads[0][0]
-    if not encoder_decoder:
-        below = f"Layers below {first} are unchanged; from" if first > 0 else "From"
-        return (
-            f"{below} layer {first}'s output on, the stream differs, and so does the attention of every layer above it."
-        )
-    below = f"Encoder layers below {first} are unchanged; from" if first > 0 else "From"
-    return (
-        f"{below} encoder layer {first}'s output on, the encoder's stream differs, and so does the attention of "
-        "every encoder layer above it. The decoder keeps all its heads, but its cross-attention reads the encoder's "
-        "output in every layer, so the decoder's stream differs from layer 0 on: only its layer 0 self-attention, "
-        "which reads the target alone, is unchanged."
+    stack, stream = ("encoder ", "the encoder's stream") if encoder_decoder else ("", "the stream")
+    below = f"{stack}layers below {first} are unchanged; from" if first > 0 else "from"
+    said = (
+        f"{below} {stack}layer {first}'s output on, {stream} differs, and so does the attention of every {stack}layer "
+        "above it."
     )
+    if encoder_decoder:
+        said += (
+            " The decoder keeps all its heads, but its cross-attention reads the encoder's output in every layer, so "
+            "the decoder's stream differs from layer 0 on: only its layer 0 self-attention, which reads the target "
+            "alone, is unchanged."
+        )
+    return said[0].upper() + said[1:]
 
 
 def whose_heads(heads: tuple[Head, ...], encoder_decoder: bool) -> str:
