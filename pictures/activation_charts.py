@@ -388,8 +388,8 @@ def _log_ticks(values: pd.Series) -> dict:
     if not len(positive) or positive.max() >= 100 * positive.min():
         return {}
     low, high = float(positive.min()), float(positive.max())
+    decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
     for dtick, digits in (("D2", (1, 2, 5)), ("D1", range(1, 10))):
-        decades = range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
         if sum(low <= d * 10.0**k <= high for k in decades for d in digits) >= 2:
             return {"dtick": dtick}
     return {}
