@@ -251,24 +251,12 @@ def note_view_param(notes_key: str, key: str, options: list) -> None:
     note_ignored_url_value(notes_key, key, one_of(options), why)
 
 
-def screen_train_params(
-    notes_key: str,
-    tasks: Iterable[str],
-    whole_numbers: Mapping[str, tuple[int, int]],
-    learning_rates: Iterable[str],
-    batch_sizes: Iterable[int],
-) -> None:
+def screen_train_params(notes_key: str, checks: Mapping[str, Callable[[str], bool]]) -> None:
     """Before Train's settings exist: a note for each train_* URL value its control cannot take (Streamlit would drop
-    it without a word). `whole_numbers`: {key: (least, most)}; `learning_rates`: as the slider shows them."""
-    checks = {
-        "train_task": one_of(tasks),
-        **{key: whole_number_in(low, high) for key, (low, high) in whole_numbers.items()},
-        "train_lr": one_of(learning_rates),
-        "train_batch": one_of(batch_sizes),
-        "train_both": is_switch,
-    }
+    it without a word). `checks`: URL parameter -> whether its control takes a value; train_both, the checkbox of
+    older links, is screened here too."""
     why = "not a value this setting can take; using its default."
-    for key, accepted in checks.items():
+    for key, accepted in {**checks, "train_both": is_switch}.items():
         note_ignored_url_value(notes_key, key, accepted, why)
 
 

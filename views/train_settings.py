@@ -3,6 +3,7 @@ train, each a widget bound to the URL parameter named as its key, so a shared li
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import streamlit as st
@@ -10,7 +11,13 @@ from streamlit.delta_generator import DeltaGenerator
 
 from explorer.config import NORM_FORMULAS, NORMS
 from explorer.tasks import TASKS
-from views.query_params import note_ignored_url_value, one_of, screen_train_params, show_url_notes
+from views.query_params import (
+    note_ignored_url_value,
+    one_of,
+    screen_train_params,
+    show_url_notes,
+    whole_number_in,
+)
 
 LEARNING_RATES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2)
 BATCH_SIZES = (8, 16, 32, 64, 128, 256)
@@ -62,6 +69,23 @@ def learning_rate_text(rate: float) -> str:
     return f"{rate:g}"
 
 
+def url_checks() -> dict[str, Callable[[str], bool]]:
+    """Each setting's URL parameter -> whether its control takes a value as the URL spells it."""
+    return {
+        "train_task": one_of(TASKS),
+        **{key: whole_number_in(low, high) for key, (_, low, high, *_) in WHOLE_NUMBERS.items()},
+        "train_lr": one_of(map(learning_rate_text, LEARNING_RATES)),
+        "train_batch": one_of(BATCH_SIZES),
+    }
+
+
+def control_value(key: str, raw: str) -> str | int | float:
+    """A setting's value as its URL spells it (one url_checks takes) -> as its control holds it."""
+    if key == "train_task":
+        return raw
+    return float(raw) if key == "train_lr" else int(float(raw))
+
+
 def whole_number(where: DeltaGenerator, key: str) -> int:
     """The number input of one of WHOLE_NUMBERS, bound to the URL parameter `key`."""
     label, low, high, default, step, help_text = WHOLE_NUMBERS[key]
@@ -87,13 +111,7 @@ def take_old_both_link() -> None:
 
 def settings_controls() -> Settings:
     """The training settings, each bound to the URL parameter named as its key, so a shared link carries them."""
-    screen_train_params(
-        SETTINGS_NOTES_KEY,
-        TASKS,
-        {key: (low, high) for key, (_, low, high, *_) in WHOLE_NUMBERS.items()},
-        map(learning_rate_text, LEARNING_RATES),
-        BATCH_SIZES,
-    )
+    screen_train_params(SETTINGS_NOTES_KEY, url_checks())
     note_ignored_url_value(
         SETTINGS_NOTES_KEY,
         PLACEMENTS_KEY,
