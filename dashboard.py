@@ -35,8 +35,9 @@ from views.ended_sessions import release_ended_sessions
 from views.fields import FIELD, MODEL_FIELDS, field_control
 from views.nodelay import disable_nagle_once
 from views.query_params import NOTES_KEY, guard_number_urls_once, screen_sidebar_params, show_url_notes
-from views.state import CONFIGURED, AppState, app_state, new_run, use_trained
+from views.state import CONFIGURED, AppState, app_state, new_run
 from views.text_notes import checkpoint_notes, padding_note
+from views.trained_links import LINKED_TRAINED_KEY, TRAINED_PARAM, trained_banner, trained_link_note
 from views.widgets import write_clamped_to_url
 
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
@@ -60,7 +61,8 @@ def open_first_page() -> None:
 # alone, and showed its "Page not found" dialog over the page there. This hidden page sends that link to the root.
 FIRST_PAGE_BY_NAME = st.Page(open_first_page, title="Attention", url_path="attention", visibility="hidden")
 # Pages that never show the sidebar's tokens (Train has its own input): an error about the tokens is noise there.
-PAGES_WITHOUT_TOKENS = {"train"}
+TRAIN_PAGE = PAGES[-1]
+PAGES_WITHOUT_TOKENS = {TRAIN_PAGE.url_path}
 
 DEFAULTS = ModelConfig()
 DEFAULT_TOKENS = "the cat sat on the mat"
@@ -172,8 +174,9 @@ def share_hint(values: dict[str, Any]) -> None:
     defaults = {"model": CONFIGURED, **TEXT_DEFAULTS}
     changed = {k: v for k, v in values.items() if v != getattr(DEFAULTS, k, defaults.get(k))}
     trained = app_state().trained
-    if trained is not None:  # as the address bar names it: a student's page then says what the view was made with
-        changed[TRAINED_PARAM] = trained.label
+    named = trained.label if trained is not None else st.session_state.get(LINKED_TRAINED_KEY)
+    if named:  # as the address bar names it: a student's page then says what the view was made with
+        changed[TRAINED_PARAM] = named
     base = st.context.url or ""
     if base and not urlsplit(base).path:
         base += "/"
@@ -212,76 +215,6 @@ def run_checkpoint(state: AppState, name: str, text: str, removal: Removal) -> N
         partial(cached_checkpoint_run, cfg, text, removal.heads, removal.mode),
         partial(cached_checkpoint_run, cfg, text, *NO_REMOVAL) if removal.heads else None,
     )
-
-
-TRAINED_PARAM = "trained"  # in a link made while a trained model was shown: what it was (its weights cannot travel)
-
-
-def back_to_random() -> None:
-    """on_click of "Back to the random model": the random model again, and no trained model named in the link."""
-    use_trained(None)
-    st.query_params.pop(TRAINED_PARAM, None)
-
-
-def trained_banner() -> None:
-    """While a model from the Train page is in use: say so, name it in the link (a fresh session then says what the
-    link was made with), and offer the way back to the random model. Without one, a link that names one says so."""
-    trained = app_state().trained
-    if trained is None:
-        linked_trained_note()
-        return
-    if st.query_params.get(TRAINED_PARAM) != trained.label:
-        st.query_params[TRAINED_PARAM] = trained.label
-    box = st.sidebar.container(border=True)
-    box.markdown(
-        f"**Trained model in use**: {trained.label}. The model settings below do not change it; it reads "
-        f"only the tokens {' '.join(trained.model.vocabulary)}. A shared link carries the settings, not it."
-    )
-    box.button("Back to the random model", key="back_to_random", on_click=back_to_random, icon=":material/undo:")
-    st.info(f"Showing the trained model ({trained.label}), not a random one.", icon=":material/school:")
-
-
-def linked_trained_note() -> None:
-    """A link made while a trained model was shown opens the random model of its settings: say so, and how to see
-    the trained one (training is deterministic: the same settings and seed give the same weights)."""
-    label = st.query_params.get(TRAINED_PARAM)
-    if not label:
-        return
-    st.warning(
-        f"This link was made while a model trained on the Train page was shown ({label}). Trained weights do not "
-        "travel in a link: this page shows the random model of the same settings. To see the trained one, train it "
-        "on the Train page with the same task, settings and seed (on one machine the same run gives the same weights), "
-        "then use it on the other pages.",
-        icon=":material/school:",
-    )
-    st.button("Show the random model without this note", key="drop_trained_note", on_click=back_to_random)
-
-
-# The sidebar's settings that decide a trained model's weights with the Train page's (the task fixes the
-# architecture and the mask, the label names the norm placement)
-TRAINED_FIELDS = ("n_layers", "n_heads", "d_model", "d_ff", "positional", "activation", "seed")
-
-
-def trained_link_note(values: dict[str, Any]) -> None:
-    """While a trained model is in use, the sidebar's settings it was not trained with, if any: a link carries the
-    sidebar's, and a student trains again with those, which gives other weights."""
-    trained = app_state().trained
-    if trained is None:
-        return
-    cfg = trained.model.config
-    differ = [
-        f"{FIELD[name].label} {getattr(cfg, name)} (the sidebar: {values[name]})"
-        for name in TRAINED_FIELDS
-        if name in values and values[name] != getattr(cfg, name)
-    ]
-    if values.get("model", CONFIGURED) != CONFIGURED:
-        differ.insert(0, f"a configured model (the sidebar: {pretrained_title(values['model'])})")
-    if differ:
-        st.sidebar.warning(
-            f"The trained model in use was made with {', '.join(differ)}. A shared link carries the sidebar's "
-            "settings, and a student who trains again with them gets other weights: set them back before sharing.",
-            icon=":material/link_off:",
-        )
 
 
 def compute(values: dict[str, Any], removal: Removal, shows_tokens: bool) -> None:
@@ -337,7 +270,7 @@ navigation = st.navigation([*PAGES, FIRST_PAGE_BY_NAME])
 if navigation.url_path == FIRST_PAGE_BY_NAME.url_path:  # before any widget binds the query it keeps
     open_first_page()
 screen_sidebar_params(model_options())
-trained_banner()
+trained_banner(on_train=navigation.url_path == TRAIN_PAGE.url_path)
 controls = sidebar()
 trained_link_note(controls)
 removal = ablation_sidebar(removable_shape(controls), NOTES_KEY)

@@ -4,6 +4,7 @@ the files download and load back, and the model can be sent to the Attention pag
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qs, quote, urlsplit
 
 import numpy as np
 import pytest
@@ -63,12 +64,45 @@ def in_view(locator):
     return locator
 
 
+def train_again_settings(page) -> tuple[dict[str, list[str]], str, str]:
+    """After a click on the trained-model note's button: the address bar's query, the Steps field, and what the model
+    caption says would train."""
+    assert urlsplit(page.url).path.endswith("/train"), page.url
+    caption = re.search(r"[a-z-]+-norm; seed \d+", page.get_by_test_id("stMainBlockContainer").inner_text())
+    steps = page.get_by_role("spinbutton", name="Steps", exact=True).input_value()
+    return parse_qs(urlsplit(page.url).query), steps, caption.group() if caption else ""
+
+
 def test_the_address_bar_carries_the_training_settings(page, app_url, wait_idle):
+    # A student's link made while a trained model was shown: the note's button opens Train set to train it again, the
+    # placement the label names (pre) in the sidebar, the link's own seed kept (the sidebar collapsed at this width).
     page.set_viewport_size(TABLET)
-    page.goto(app_url + "/train?train_task=copy&train_steps=60&train_lr=0.001")
+    label = "copy (length 8) · pre-norm · 60 steps at lr 0.001, warmup 20, batch 64"
+    link = f"{app_url}/?seed=3&norm=post&trained={quote(label)}"
+    page.goto(link)
     wait_idle(page)
+    page.get_by_role("button", name="Open the Train page set to train it again").click()
+    wait_idle(page)
+    sent, steps, caption = train_again_settings(page)
+    assert sent["seed"] == ["3"] and sent["norm"] == ["pre"] and "trained" not in sent, sent
+    assert (steps, caption) == ("60", "pre-norm; seed 3")
+    # ... and from Train itself, opened from the menu, whose link leaves trained= out: the note stays, and its button
+    # sets the page's settings over one the student tried there
+    page.goto(link)
+    wait_idle(page)
+    page.get_by_role("link", name="Train", exact=True).click()
+    wait_idle(page)
+    assert "trained=" in page.url
+    field = page.get_by_role("spinbutton", name="Steps", exact=True)
+    field.fill("120")
+    field.press("Enter")
+    wait_idle(page)
+    page.get_by_role("button", name="Set this page to train it again").click()
+    wait_idle(page)
+    sent, steps, caption = train_again_settings(page)
+    assert sent["seed"] == ["3"] and "trained" not in sent, sent
+    assert (steps, caption) == ("60", "pre-norm; seed 3")
     assert cut_off(page) == []  # Train and Stop whole in a narrow window
-    assert page.get_by_role("spinbutton", name="Steps", exact=True).input_value() == "60"
     assert page.get_by_role("combobox", name="Task", exact=True).input_value() == "copy"
     field = page.get_by_role("spinbutton", name="Sequence length", exact=True)
     field.fill("10")

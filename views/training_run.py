@@ -6,6 +6,7 @@ The trained models live in this browser session's st.session_state only: no othe
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -14,11 +15,11 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from explorer.config import ModelConfig
+from explorer.config import NORMS, ModelConfig
 from explorer.tasks import Task, blind_accuracy
 from explorer.training import TrainResult, common_start, single_thread, train
 from pictures.training_charts import NORM_NAMES, curves_figure, training_title
-from views.train_settings import Settings, learning_rate_text
+from views.train_settings import Settings, learning_rate_text, url_checks
 from views.widgets import plotly_chart
 
 RESULT_KEY = "_train"  # this session's last training run, or the model loaded from files: a Training
@@ -61,6 +62,27 @@ class Training:
         if len(result.history) and self.recipe:
             trained += f" at {self.recipe}"
         return f"{self.task.name} (length {self.task.length}) · {NORM_NAMES[norm]} · {trained}"
+
+
+# Training.label of a run trained here, read back: each group is named as the URL parameter that sets it.
+LABEL_PATTERN = re.compile(
+    r"(?P<train_task>\S+) \(length (?P<train_length>\d+)\) · (?P<norm>\S+)-norm · (?P<train_steps>\d+) steps "
+    r"at lr (?P<train_lr>\S+), warmup (?P<train_warmup>\d+), batch (?P<train_batch>\d+)"
+)
+
+
+def train_again_params(label: str) -> dict[str, str] | None:
+    """The URL parameters that set the Train page to train again the model a link's `label` names (Training.label),
+    its placement as the sidebar's norm; None when the label names no run trained here (a model loaded from files, a
+    link made before labels said the learning rate) or a value the Train page cannot take."""
+    found = LABEL_PATTERN.fullmatch(label)
+    if found is None:
+        return None
+    params = found.groupdict()
+    checks = url_checks()
+    if params["norm"] not in NORMS or not all(checks[key](params[key]) for key in params if key in checks):
+        return None
+    return params
 
 
 def next_run_id() -> int:
