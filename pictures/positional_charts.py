@@ -19,6 +19,8 @@ from pictures.one_pass import merged
 from pictures.style import (
     CATEGORY10,
     DISTINCT,
+    LEGEND_FIRST_ROW_PX,
+    LEGEND_ROW_PX,
     MAX_CELL_PX,
     RDBU,
     SUBTITLE_COLOUR,
@@ -26,6 +28,7 @@ from pictures.style import (
     axis,
     figure_layout,
     label_text,
+    legend_below,
 )
 
 MAX_SIDE = 512  # rows or columns drawn in one heatmap; longer axes show every n-th (said in the title)
@@ -45,7 +48,11 @@ HEATMAP_PX = 640  # px along the longer side of a big heatmap
 SMALL_MARKERS = 80  # a curve with at most this many points shows each point
 TYPED_MARK_PX = 6  # a typed token's red mark: Plotly hovers the smaller of two marks on one point (a curve's point
 # counts as 6 px), so a larger mark would lose its hover to the curve beneath it
-LEGEND_ENTRY_PX = 21  # px one entry of the legend beside the plot takes: the plot is tall enough to list every curve
+# The curves' legend goes under the plot: beside it, its 164 px left a phone's 358 px chart a plot 116 px wide. Its
+# rows are reserved for two entries a row, as a projector's page (564 px at 1024 with the sidebar) lays them out; a
+# narrower window's extra rows grow the bottom margin as Plotly draws it.
+LEGEND_PER_ROW = 2
+CURVES_PX = 330  # px for the curves' plot and its axes, the legend's rows below them added
 TABLE_TICK_PX = 28  # px at least between two labels on an axis of the encoding table
 
 
@@ -182,11 +189,14 @@ def encoding_curves(
     what = "Sinusoidal encoding" if kind == "sinusoidal" else f"Learned position embedding ({_state(trained)})"
     shade = {"type": "rect", "xref": "x", "yref": "paper", "x0": -0.5, "x1": typed - 0.5, "y0": 0, "y1": 1,
              "fillcolor": TYPED_COLOUR, "opacity": 0.07, "line": {"width": 0}, "layer": "below"}  # fmt: skip
-    layout = figure_layout(f"{what}: value against position", note, max(330, LEGEND_ENTRY_PX * (len(traces) + 1) + 80))
+    rows = math.ceil(len(traces) / LEGEND_PER_ROW)
+    height = CURVES_PX + LEGEND_FIRST_ROW_PX + LEGEND_ROW_PX * (rows - 1)
+    layout = legend_below(
+        figure_layout(f"{what}: value against position", note, height), rows, title={"text": "dimension"}
+    )
     more = {
         "xaxis": whole_numbers(-0.5 if typed else 0, max(1, n_positions - 1), "position"),
         "yaxis": axis("value added to that dimension"),
-        "legend": {"title": {"text": "dimension"}},
         "shapes": [shade] if typed else [],
     }
     return go.Figure(traces, layout=merged(layout, more))  # one pass (pictures/one_pass.py): the page's first chart

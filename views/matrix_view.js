@@ -287,11 +287,28 @@ function panelShell(p, box) {
   canvas.dataset.naturalWidth = String(box.width);
   canvas.dataset.naturalHeight = String(box.height);
   canvas.getContext("2d").scale(ratio, ratio);
-  const hide = () => (tip.style.display = "none");
-  canvas.addEventListener("mouseleave", hide);
-  canvas.addEventListener("wheel", hide, { passive: true });  // the page scrolls under a tip fixed in the window
+  canvas.addEventListener("mouseleave", () => hideTips(panel));
   return { panel, frame, canvas, tip };
 }
+
+function hideTips(root) {
+  for (const tip of root.querySelectorAll(".mv-tip")) tip.style.display = "none";
+}
+
+// A tip is fixed in the window, so any scroll would leave it over whatever slides under it: a wheel's, and a finger's
+// on a phone, where a tap shows the tip and no mouse ever leaves the canvas. Scroll events do not bubble: one listener,
+// on the document as they go down, from whichever element scrolls (Streamlit's main column), hides every board's tips.
+const BOARDS = new Set();
+document.addEventListener(
+  "scroll",
+  () => {
+    for (const root of BOARDS) {
+      if (root.isConnected) hideTips(root);
+      else BOARDS.delete(root);  // a board the page no longer shows
+    }
+  },
+  { capture: true, passive: true },
+);
 
 // A panel wider than its board (a projector's narrow window, a long input) is shown smaller, never cut off: its
 // canvas keeps its pixels and the browser scales it to the board's width; `scale` is that factor (1: as drawn).
@@ -481,6 +498,7 @@ export default function (component) {
     root = element("div", "mv-board");
     parentElement.append(root);
     new ResizeObserver(() => fitPanels(root)).observe(root);  // the window, or the sidebar, changed the room
+    BOARDS.add(root);
   }
   const draw = { matrix: drawMatrix, sheet: drawSheet };
   root.replaceChildren(...data.panels.flatMap((p, i) => [

@@ -168,15 +168,15 @@ def reach(maps: AttentionMaps, trace: Trace, rollout: np.ndarray, flow: np.ndarr
 
 def block_caption(layer: int) -> str:
     """What rollout after block `layer` is: block 0's is its own mixing alone, with nothing yet to multiply."""
-    beside = "Beside it, the raw average of that block's heads alone."
+    raw_map = "The map titled Raw is the average of that block's heads alone."  # beside it, or above it on a phone
     if layer == 0:
         return (
             "Rollout after block 0 is block 0's own mixing matrix Ã, with no block before it to multiply: by this "
-            f"estimate, how the input tokens spread through the positions in one block. {beside}"
+            f"estimate, how the input tokens spread through the positions in one block. {raw_map}"
         )
     return (
         f"Rollout after block {layer} multiplies the mixing of blocks 0 to {layer}: by this estimate, how the input "
-        f"tokens spread through the positions as the blocks stack up. {beside}"
+        f"tokens spread through the positions as the blocks stack up. {raw_map}"
     )
 
 
