@@ -206,18 +206,19 @@ def rows_note(rollout: np.ndarray) -> str:
 
 
 def board_caption(flow_shown: bool) -> str:
-    """The caption of the last block's board: what each of its two or three maps holds."""
+    """The caption of the last block's board: what each of its two or three maps holds, each by its title (beside or
+    under each other as the window's width lays them out: a phone stacks all three, a projector puts flow below)."""
     rollout = (
-        "rollout: by this estimate, which input tokens (across) each position (down) is made of after every block "
+        "Rollout: by this estimate, which input tokens (across) each position (down) is made of after every block "
         "(rows sum to 1, or 0 where nothing reaches)"
     )
     flow = (
-        "flow: the most that can pass from each position to each input token through the attention graph, each "
+        "Flow: the most that can pass from each position to each input token through the attention graph, each "
         "cell its own max-flow problem, not a share (a row can sum to more than 1)"
     )
-    maps = f"Middle, {rollout}. Right, {flow}." if flow_shown else f"Right, {rollout}."
+    maps = f"{rollout}. {flow}." if flow_shown else f"{rollout}."
     return (
-        f"Left, where the last layer's heads look (their average). {maps} Click a cell to see its position's row below."
+        f"Raw: where the last layer's heads look (their average). {maps} Click a cell to see its position's row below."
     )
 
 

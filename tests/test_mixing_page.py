@@ -81,8 +81,8 @@ def test_the_default_view_draws_explorers_rollout_and_flow():
     np.testing.assert_allclose(bars["flow"], attention_flow(trace, 0), atol=FLOAT32)
     text = " ".join(m.value for m in at.markdown)
     assert "residual connection" in text and "Abnar & Zuidema 2020" in text and "0.5·I + 0.5·A" in text
-    board = next(c.value for c in at.caption if c.value.startswith("Left,"))
-    assert "Middle, rollout: by this estimate" in board and "Right, flow" in board and "not a share" in board
+    board = next(c.value for c in at.caption if c.value.startswith("Raw: where"))  # each map by its title
+    assert "Rollout: by this estimate" in board and "Flow: the most" in board and "not a share" in board
     assert "Raw, rollout and flow (CSV)" in download_labels(at)
 
 
@@ -184,8 +184,8 @@ def test_past_the_limit_flow_of_every_row_is_a_sentence_and_one_row_is_still_dra
     drawn = app_matrices(at)
     assert "mix_flow" not in drawn and "mix_rollout" in drawn
     assert "Flow for every position is not computed here" in infos(at) and "3,600 max-flow problems" in infos(at)
-    board = next(c.value for c in at.caption if c.value.startswith("Left,"))  # two maps: no middle one, no flow
-    assert "Right, rollout" in board and "Middle" not in board and "middle" not in board
+    board = next(c.value for c in at.caption if c.value.startswith("Raw: where"))  # two maps: no flow
+    assert "Rollout: by this estimate" in board and "flow" not in board.lower()
     assert "Raw and rollout (CSV)" in download_labels(at)  # the button had been "Rollout and flow" without flow
     trace = explorer.run(ModelConfig(), words)
     np.testing.assert_allclose(reach_bars(at)["flow"], attention_flow(trace, 59), atol=FLOAT32)
