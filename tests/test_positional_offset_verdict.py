@@ -66,11 +66,14 @@ def test_the_verdict_names_the_token_as_the_axes_write_it():
 @pytest.mark.slow
 def test_smollm2_layer_11_rotary_diagonals_are_constant_up_to_rounding(smollm_model):
     """Measured: SmolLM2 on 'The' repeated 48 times; layer 11, heads 6 and 8 spread by 1.3e-4 and 1.1e-4 in float32
-    (a float64 run of the same weights: under 5e-5, from float32 softmax sums alone; layer 0: 4e-15)."""
+    on one machine, 9.6e-5 on another (a float64 run of the same weights: under 5e-5, from float32 softmax sums alone;
+    layer 0: 4e-15). The old blanket tolerance, 1e-4, called them varying on the first machine."""
     scores = repeated_token_scores(smollm_model, "The", 48)  # [L, H, P, P]
     for head in (6, 8):
         result = offset_scores(smollm_model, "The", 48, 11, head, scores=scores)
-        assert result.spread > 1e-4  # above the old blanket tolerance
+        # float32 rounding of the size the old tolerance sat at (within 2x on the machines measured), far above
+        # float64's: the rounding share the verdict allows must reach it on any machine
+        assert result.spread > 5e-5
         assert "each diagonal is constant up to float32 rounding" in offset_verdict(result, "rope")
 
 
