@@ -168,17 +168,23 @@ print(digest.hexdigest())
 """
 
 
-def test_same_numbers_in_two_processes():
-    digests = {
-        subprocess.run(
-            [sys.executable, "-c", DIGEST_SCRIPT],
-            capture_output=True,
-            text=True,
-            check=True,
-            env={"PYTHONHASHSEED": seed, "PATH": ""},
-        ).stdout.strip()
-        for seed in ("1", "2")
-    }
+def digest_in_a_new_process(script: str, hash_seed: str | None = None) -> str:
+    """What `script` prints, run by a new interpreter (with PYTHONHASHSEED=`hash_seed`; None: Python's random one)."""
+    env = {"PATH": ""} | ({"PYTHONHASHSEED": hash_seed} if hash_seed is not None else {})
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def digests_by_hash_seed() -> dict[str, str]:
+    """DIGEST_SCRIPT's digest in two new processes of different hash seeds: read by both tests below, so the float32
+    reference the float64 test compares with costs no third process."""
+    return {seed: digest_in_a_new_process(DIGEST_SCRIPT, seed) for seed in ("1", "2")}
+
+
+def test_same_numbers_in_two_processes(digests_by_hash_seed):
+    digests = set(digests_by_hash_seed.values())
     assert len(digests) == 1 and len(next(iter(digests))) == 64
 
 
@@ -195,13 +201,9 @@ explorer.run(cfg, "the cat sat", "le chat")  # no float64 left behind in a cache
 """
 
 
-def test_a_float64_default_dtype_changes_no_number():
-    def digest(script: str) -> str:
-        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={"PATH": ""})
-        assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout.strip()
-
-    assert digest(FLOAT64_PRELUDE + DIGEST_SCRIPT + FLOAT64_CHECKS) == digest(DIGEST_SCRIPT)
+def test_a_float64_default_dtype_changes_no_number(digests_by_hash_seed):
+    float64_default = digest_in_a_new_process(FLOAT64_PRELUDE + DIGEST_SCRIPT + FLOAT64_CHECKS)
+    assert float64_default == digests_by_hash_seed["1"]
 
 
 def test_rope_rotates_each_pair_by_position_times_frequency():

@@ -91,18 +91,14 @@ def test_give_back_returns_the_pages_of_arrays_freed_between_arrays_that_stay():
     assert kept == "25"
 
 
-def test_warm_up_leaves_what_the_first_page_would_import_imported():
+def test_warm_up_leaves_what_the_first_page_would_import_imported(warmed_up):
     # In a new process, as `make run` starts one: the first page's set_page_config then finds Streamlit's emoji list
     # compiled, the explorer imported, and every project module a page imports; no page itself (it would run).
-    wanted = "{'streamlit.emojis', 'torch', 'explorer'}"
-    code = (
-        f"import sys, launch; launch.warm_up(); print(sorted({wanted} & set(sys.modules))); "
-        "print([n for n in launch.page_imports() if n not in sys.modules]); "
-        "print(sorted(n for n in sys.modules if n in ('views.attention', 'views.positional', 'dashboard')))"
-    )
-    shown = in_a_new_process(code, timeout=120)
-    assert shown.stdout.split("\n")[-4:] == ["['explorer', 'streamlit.emojis', 'torch']", "[]", "[]", ""]
-    assert "No runtime found" not in shown.stderr  # the caches' warnings before the runtime exists are quieted
+    assert WARMED_UP in warmed_up.stdout, warmed_up.stderr[-2000:]
+    after_warm_up = warmed_up.stdout.split(WARMED_UP + "\n", 1)[1].split("\n")[:3]
+    assert after_warm_up == ["['explorer', 'streamlit.emojis', 'torch']", "[]", "[]"]
+    logged = warmed_up.stderr.split(WARMED_UP, 1)[0]
+    assert "No runtime found" not in logged  # the caches' warnings before the runtime exists are quieted
 
 
 PRELOAD_DURING_WARM_UP = """
@@ -124,9 +120,18 @@ def test_warm_up_starts_the_preload_once_the_project_modules_are_imported():
     assert shown.stdout.strip().split("\n")[-1] == "[(['minilm-l6'], [])]"
 
 
-FIRST_PAGES = """
+# One new process for two checks: what warm_up() leaves imported and logs (the three lines after WARMED_UP on stdout,
+# stderr up to it), then what the first page of each model imports on top (the last line). Reading sys.modules and the
+# pages' source imports nothing, so the second check starts from what warm_up() left, as in a process of its own.
+WARMED_UP = "warm_up() returned"
+FIRST_PAGES = f"""
 import sys, launch
 launch.warm_up()
+print({WARMED_UP!r}, flush=True)
+print({WARMED_UP!r}, file=sys.stderr, flush=True)
+print(sorted({{'streamlit.emojis', 'torch', 'explorer'}} & set(sys.modules)))
+print([n for n in launch.page_imports() if n not in sys.modules])
+print(sorted(n for n in sys.modules if n in ('views.attention', 'views.positional', 'dashboard')))
 launch.preload(launch.checkpoints("all"))
 from streamlit.testing.v1 import AppTest
 before = set(sys.modules)
@@ -139,11 +144,18 @@ print(sorted(n for n in set(sys.modules) - before if not n.startswith("streamlit
 """
 
 
-def test_after_warm_up_the_attention_page_of_each_model_imports_nothing_more():
+@pytest.fixture(scope="module")
+def warmed_up() -> subprocess.CompletedProcess:
+    """FIRST_PAGES run once in a new process, for both tests that read it (each checks its own part: a failure of
+    the pages' part leaves the warm-up's lines to read)."""
+    return subprocess.run([sys.executable, "-c", FIRST_PAGES], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+def test_after_warm_up_the_attention_page_of_each_model_imports_nothing_more(warmed_up):
     # A module a page imports for the first time is paid by a fresh server's first visitor (pandas' Styler with
     # jinja2 took 0.07 s of SmolLM2's first page): launch.LAZY_IMPORTS lists them, and this finds any it misses.
-    shown = in_a_new_process(FIRST_PAGES, timeout=300)
-    assert shown.stdout.strip().split("\n")[-1] == "[]"
+    assert warmed_up.returncode == 0, warmed_up.stderr
+    assert warmed_up.stdout.strip().split("\n")[-1] == "[]"
 
 
 def test_page_imports_reads_the_project_modules_the_pages_import_and_not_the_pages():
