@@ -289,7 +289,7 @@ def wavelength_figure(
         dims = [f"{2 * i}, {2 * i + 1}" if 2 * i + 1 < width else f"{2 * i}" for i in pairs]
     last = max(1, len(lengths) - 1)
     subtitle = (
-        f"pair i repeats every 2π·{base:.0f}^(2i/{what}) positions: here from {lengths[0]:,.1f} (pair 0) up to "
+        f"pair i repeats every 2π·{base:.0f}^(2i/{what}) positions: from {lengths[0]:,.1f} (pair 0) to "
         f"{lengths[-1]:,.0f} (pair {len(lengths) - 1}) · pairs above the dashed line do not complete one period "
         "within the positions shown"
     )

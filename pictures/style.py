@@ -144,7 +144,10 @@ LOG_NUMBERS = {"type": "log", "tickformat": "", "exponentformat": "power"}
 HOVER_NUMBERS = ".4g"  # a value in a hover label: 4 significant digits
 TEXT_COLOUR = "#31333f"  # Streamlit's text colour, so a chart's words read like the page's
 SUBTITLE_COLOUR = "#6b6f7b"
-SUBTITLE_CHARS = 100  # Plotly never wraps a title: a subtitle is broken into lines of at most this many characters
+# Plotly never wraps a title: a subtitle is broken into lines of at most this many characters. A chart in an expander
+# at 1024 px with the sidebar open is 530 px wide: 92 characters at 5.6 px (13 px text with √, Φ and − in it) and the
+# title's 8 px pad take 523 px. At 100, Activations' GELU note ran 2 px past the chart and lost its ")".
+SUBTITLE_CHARS = 92
 LINE_PX = 19  # px one subtitle line takes
 
 

@@ -82,7 +82,7 @@ def test_long_subtitles_wrap_instead_of_being_cut():
     lines = figure["layout"]["title"]["subtitle"]["text"].split("<br>")
     assert len(lines) > 1 and all(len(html.unescape(line)) <= SUBTITLE_CHARS for line in lines)
     assert [html.unescape(line) for line in lines] == [  # broken at its separator, which no line starts with
-        "pair i repeats every 2π·10000^(2i/d_model) positions: here from 6.3 (pair 0) up to 47,117 (pair 31)",
+        "pair i repeats every 2π·10000^(2i/d_model) positions: from 6.3 (pair 0) to 47,117 (pair 31)",
         "pairs above the dashed line do not complete one period within the positions shown",
     ]
 
