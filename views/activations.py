@@ -320,10 +320,10 @@ def gradients(cfg: ModelConfig, trace: Trace, stack: StackTrace) -> None:
     st.info(objective_text(session_model()), icon=":material/function:")
     if trace.ablated:  # the backward pass runs the model whole (cached_gradients takes no removal)
         st.caption(
-            f"These gradients are the whole model's: the {'encoder ' if cfg.arch == 'encoder-decoder' else ''}heads "
+            f"These gradients are the whole model's: the {'encoder ' if cfg.reads_target else ''}heads "
             f"removed elsewhere on this page ({heads_text(trace.ablated)}) take part in this backward pass."
         )
-    target = tuple(trace.last.tokens) if cfg.arch == "encoder-decoder" else None
+    target = trace.target_tokens
     try:
         norms = from_model(cached_gradients, cfg, tuple(trace.tokens), target)
     except ConfigError as e:
@@ -381,9 +381,8 @@ def activation_figures(make_trace: Callable[[], Trace], model: Transformer, meas
             token_norm_figure(trace, measure, i, stretch),
             massive_share_figure(model, trace, i),
         ]
-    target = list(trace.last.tokens) if len(trace.stacks) > 1 else None
     with contextlib.suppress(ConfigError):  # too few tokens to predict: the page says so in its own section
-        figures.append(notebook_figures.gradient_figure(model, list(trace.tokens), target))
+        figures.append(notebook_figures.gradient_figure(model, list(trace.tokens), trace.target_tokens))
     return figures
 
 
