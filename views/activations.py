@@ -1,6 +1,7 @@
 """Activations page: statistics per layer, per token and per head, a histogram at one point, and gradient norms.
 The statistics over depth are the first screen; every other section is an expander built when opened (its URL
-parameter, act_open_<section>=true, opens it in a link: views/lazy_sections.py)."""
+parameter, act_open_<section>=true, opens it in a link: views/lazy_sections.py). Each section is drawn by a
+views/activation_*.py of its own; this file lays the page out and builds its download."""
 
 from __future__ import annotations
 
