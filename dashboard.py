@@ -238,7 +238,7 @@ def compute(values: dict[str, Any], removal: Removal, shows_tokens: bool) -> Non
     state.config = state.sidebar_config = cfg
     try:
         if trained is None:
-            target = values.get("target") if cfg.arch == "encoder-decoder" else None
+            target = values.get("target") if cfg.reads_target else None
             check_app_size(cfg, len(values["tokens"].split()), None if target is None else len(target.split()))
             state.model = cached_model(cfg)
             inputs = (cfg, values["tokens"], values.get("target"))

@@ -17,13 +17,13 @@ def forward_steps(
     An encoder-decoder lists the encoder on the source (S = n_tokens positions), then the decoder on the target
     (T = n_target positions, 1 if not given) with its cross-attention to the encoder's output. A model with a
     read-out to `vocabulary_size` token logits ends with it, as multiply_adds counts it."""
-    if cfg.arch != "encoder-decoder":
+    if not cfg.reads_target:
         rows = _stack_steps(cfg, "", n_tokens, None)
     else:
         rows = _stack_steps(cfg, "encoder ", n_tokens, None, letter="S")
         rows += _stack_steps(cfg, "decoder ", n_target or 1, n_tokens)
     if vocabulary_size is not None:
-        T = n_target or 1 if cfg.arch == "encoder-decoder" else n_tokens  # the last stack's tokens
+        T = n_target or 1 if cfg.reads_target else n_tokens  # the last stack's tokens
         tied = " (tied: the token embedding table)" if getattr(cfg, "tie_embeddings", False) else ""
         rows.append((f"read-out to token logits{tied}", "[T, vocabulary]", [T, vocabulary_size]))
     return pd.DataFrame(
@@ -167,11 +167,11 @@ def multiply_adds(
     stacks: dict[str, tuple[int, int | None]] = {"encoder": (n_source, None)}  # stack -> (T, S of cross-attention)
     if cfg.arch == "decoder":
         stacks = {"decoder": (n_source, None)}
-    elif cfg.arch == "encoder-decoder":
+    elif cfg.reads_target:
         stacks["decoder"] = (n_target or 1, n_source)
     rows = []
     for stack, (T, S) in stacks.items():
-        t = "S" if S is None and cfg.arch == "encoder-decoder" else "T"  # the steps table's letter: S is the source
+        t = "S" if S is None and cfg.reads_target else "T"  # the steps table's letter: S is the source
         parts = [
             qkv_row(cfg, t, T),
             ("self-attention scores Q K^T", f"{t}^2 d_model", T * T * D),
@@ -194,7 +194,7 @@ def multiply_adds(
             {"stack": stack, "component": c, "formula": f"layers x {f}", "multiply_adds": L * n} for c, f, n in parts
         ]
     if vocabulary_size is not None:
-        T = n_target if cfg.arch == "encoder-decoder" and n_target else n_source  # the last stack's tokens
+        T = n_target if cfg.reads_target and n_target else n_source  # the last stack's tokens
         rows.append({"stack": "read-out", "component": "output to token logits", "formula": "T d_model V",
                      "multiply_adds": T * D * vocabulary_size})  # fmt: skip
     return pd.DataFrame(rows)
@@ -203,7 +203,7 @@ def multiply_adds(
 def block_diagram(cfg: ModelConfig, length: str = "T") -> str:
     """Graphviz DOT of one block as configured: where the norms sit, and cross-attention if any. `length`: the
     letter for the tokens it reads (S for an encoder-decoder's source, as the steps table has it)."""
-    cross = cfg.arch == "encoder-decoder"
+    cross = cfg.reads_target
     kind = "decoder" if cfg.arch != "encoder" else "encoder"
     norm = norm_name(cfg)
     self_label = "masked multi-head\\nself-attention" if kind == "decoder" or "causal" in cfg.mask else None

@@ -37,7 +37,7 @@ def reversed_text(text: str) -> str:
 
 def target_of_b(b: ModelConfig, target_a: str | None) -> str | None:
     """What B's decoder reads: A's target, or DEFAULT_TARGET when A has none; None when B has no decoder."""
-    if b.arch != "encoder-decoder":
+    if not b.reads_target:
         return None
     return target_a if target_a is not None else DEFAULT_TARGET
 

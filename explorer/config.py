@@ -73,6 +73,12 @@ class ModelConfig:
         """Width of each head: d_model / n_heads."""
         return self.d_model // self.n_heads
 
+    @property
+    def reads_target(self) -> bool:
+        """Whether a decoder reads a target text besides the source, cross-attending to the encoder's output (an
+        encoder-decoder): the model then has two stacks, and a run takes a target."""
+        return self.arch == "encoder-decoder"
+
     def replace(self, **changes: Any) -> ModelConfig:
         """A copy with the given fields changed (checked like any new config)."""
         return dataclasses.replace(self, **changes)

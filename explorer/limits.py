@@ -26,7 +26,7 @@ def _parameters(cfg: ModelConfig) -> int:
 def attention_cells(cfg: ModelConfig, n_source: int, n_target: int | None = None) -> int:
     """Attention weights a trace of this config keeps: layers x heads x queries x keys, over every kind."""
     per_head = n_source * n_source
-    if cfg.arch == "encoder-decoder":
+    if cfg.reads_target:
         t = n_target or 1
         per_head += t * t + t * n_source  # decoder self-attention, then cross-attention
     return cfg.n_layers * cfg.n_heads * per_head
@@ -36,7 +36,7 @@ def trace_bytes(cfg: ModelConfig, n_source: int, n_target: int | None = None) ->
     """An upper estimate of the bytes an app's trace keeps (run with keep_scores=False): per layer and token the
     residual stream, each sub-layer's input and output and the feed-forward's hidden units; per attention cell a
     weight; all float32."""
-    tokens = n_source + ((n_target or 1) if cfg.arch == "encoder-decoder" else 0)
+    tokens = n_source + ((n_target or 1) if cfg.reads_target else 0)
     return 4 * (
         _activation_floats(cfg.n_layers, tokens, cfg.d_model, cfg.d_ff) + attention_cells(cfg, n_source, n_target)
     )
@@ -64,7 +64,7 @@ def check_app_size(cfg: ModelConfig, n_source: int, n_target: int | None = None)
     size = trace_bytes(cfg, n_source, n_target)
     budget = MAX_CHECKPOINT_TRACE_BYTES if checkpoint else MAX_TRACE_BYTES
     if size > budget:
-        tokens = f"{n_source:,}" + (f" + {n_target:,}" if cfg.arch == "encoder-decoder" and n_target else "")
+        tokens = f"{n_source:,}" + (f" + {n_target:,}" if cfg.reads_target and n_target else "")
         raise ConfigError(
             f"Every number of this run ({cfg.n_layers} layers × {cfg.n_heads} heads, d_model {cfg.d_model}, d_ff "
             f"{cfg.d_ff}, on {tokens} tokens) would take about {size / 1e6:,.0f} MB; the app keeps at most "

@@ -125,7 +125,7 @@ def causal_order_note(cfg: ModelConfig) -> str:
     """For a model with no positions: what still carries order, said after why the page has no vectors to show."""
     if first_stack_causal(cfg):
         return " (A causal mask still carries order, as shown below.)"
-    if cfg.arch == "encoder-decoder":
+    if cfg.reads_target:
         return " (The decoder's causal mask orders the target; the encoder, reordered below, sees its source as a set.)"
     return ""
 

@@ -191,6 +191,11 @@ class Trace:
         return self.first.labels
 
     @property
+    def target_tokens(self) -> tuple[str, ...] | None:
+        """The target the decoder of an encoder-decoder read; None for a model of one stack."""
+        return tuple(self.last.tokens) if len(self.stacks) > 1 else None
+
+    @property
     def attention(self) -> np.ndarray:
         """[L, H, T, T] self-attention of the first stack (the encoder, or a decoder-only model)."""
         return self.first.self_attention.weights

@@ -35,6 +35,7 @@ from pictures.style import (
     figure_layout,
     label_text,
     layer_head_axes,
+    masked_map_axes,
     noted,
     plotly_scale,
 )
@@ -399,7 +400,7 @@ def norm_difference_figure(
             420,
             **MASKED_PLOT,
         ),
-        xaxis=axis(x_title, tickangle=-45, showgrid=False),
-        yaxis=axis(y_title, autorange="reversed", showgrid=False),
+        xaxis=axis(x_title),
+        yaxis=axis(y_title),
     )
-    return figure
+    return masked_map_axes(figure)

@@ -23,6 +23,7 @@ from pictures.style import (
     block_axis,
     figure_layout,
     label_text,
+    masked_map_axes,
     noted,
     plotly_scale,
 )
@@ -140,9 +141,9 @@ def after_before_figure(
             **MASKED_PLOT,
         )
     )
-    figure.update_yaxes(autorange="reversed", title="query", showgrid=False)
-    figure.update_xaxes(title="key", tickangle=-45, showgrid=False)  # no grid line across a grey masked gap
-    return figure
+    figure.update_yaxes(title="query")
+    figure.update_xaxes(title="key")
+    return masked_map_axes(figure)
 
 
 def clickable_board(figure: go.Figure, values: np.ndarray, value_title: str) -> go.Figure:

@@ -30,6 +30,7 @@ from pictures.style import (
     axis,
     figure_layout,
     label_text,
+    masked_map_axes,
     noted,
     plotly_scale,
     tick_positions,
@@ -150,9 +151,7 @@ def maps_figure(
     side = 360
     width = side * len(panels) + 160
     figure.update_layout(figure_layout(title, noted(subtitle, note), side + 60, width=width, **MASKED_PLOT))
-    figure.update_yaxes(autorange="reversed", type="category", showgrid=False)  # the first position on top
-    figure.update_xaxes(tickangle=-45, type="category", showgrid=False)  # no grid line across a grey masked gap
-    return figure.update_annotations(font=PANEL_TITLE_FONT)
+    return masked_map_axes(figure, type="category").update_annotations(font=PANEL_TITLE_FONT)
 
 
 def rollout_figure(

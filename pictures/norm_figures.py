@@ -21,7 +21,7 @@ from pictures.attention_panels import (
     plotly_token_labels,
     stretch_top,
 )
-from pictures.style import BLUES, MASKED_PLOT, plotly_scale
+from pictures.style import BLUES, MASKED_PLOT, masked_map_axes, plotly_scale
 
 
 def norm_maps_figure(
@@ -81,9 +81,7 @@ def norm_maps_figure(
         margin={"t": 90},
         **MASKED_PLOT,
     )
-    figure.update_yaxes(autorange="reversed", showgrid=False)  # the first query on top, as on the pages
-    figure.update_xaxes(tickangle=-45, showgrid=False)  # no grid line across a grey masked gap
-    return figure
+    return masked_map_axes(figure)
 
 
 def norm_attention_figure(

@@ -63,7 +63,7 @@ from pictures.norm_figures import norm_attention_figure as norm_attention_figure
 from pictures.output_charts import ablation_board_figure, attribution_board_figure, lens_grid_figure
 from pictures.placement_charts import placements_chart
 from pictures.positional_charts import encoding_curves, pair_dimensions
-from pictures.style import BLUES, MASKED_PLOT, RDBU, plotly_scale
+from pictures.style import BLUES, MASKED_PLOT, RDBU, masked_map_axes, plotly_scale
 from pictures.training_charts import curves_figure, training_title
 
 AVERAGE = None  # head=None: the plain mean of a layer's heads
@@ -123,9 +123,7 @@ def _map_layout(figure: go.Figure, title: str, subtitle: str | None = None, kind
     figure.update_layout(
         title=heading, xaxis_title=x_title, yaxis_title=y_title, template="plotly_white", **MASKED_PLOT
     )
-    figure.update_yaxes(autorange="reversed", showgrid=False)  # the first query on top, as on the pages
-    figure.update_xaxes(tickangle=-45, showgrid=False)  # no grid line across a grey masked gap
-    return figure
+    return masked_map_axes(figure)
 
 
 def attention_figure(

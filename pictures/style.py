@@ -14,8 +14,12 @@ import struct
 import textwrap
 import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # a type only: this module imports no plotly
+    import plotly.graph_objects as go
 
 MASKED_COLOUR = "#9a9a9a"
 # A masked cell on VIRIDIS (or cividis): the grey is a mid-ramp colour there to a colour-blind eye. Simulated
@@ -244,6 +248,14 @@ def figure_layout(title: str, subtitle: str = "", height: int = 340, **more: obj
 def axis(title: str | None, numbers: str = AXIS_NUMBERS, **more: object) -> dict:
     """A value axis: its title, light grid lines, and numbers as AXIS_NUMBERS writes them (or `numbers`)."""
     return {"title": {"text": title or ""}, "gridcolor": GRID_COLOUR, "tickformat": numbers, "zeroline": False} | more
+
+
+def masked_map_axes(figure: go.Figure, **both: object) -> go.Figure:
+    """A Plotly map's axes where masked cells show the grey background: the first query on top, the keys' ticks
+    tilted, and no grid line across a grey masked gap. `both`: more settings of both axes."""
+    figure.update_yaxes(autorange="reversed", showgrid=False, **both)
+    figure.update_xaxes(tickangle=-45, showgrid=False, **both)
+    return figure
 
 
 def block_label(layer: int) -> str:

@@ -290,6 +290,17 @@ def test_a_plotly_maps_masked_gaps_are_grey_not_the_white_of_weight_zero(causal_
         # the grey is the plot's background: a grid line drawn on it crossed the masked cells' middles, in white
         axes = [figure.layout[key] for key in figure.layout if key.startswith(("xaxis", "yaxis"))]
         assert axes and all(a.showgrid is False for a in axes), f"{name}: grid lines across its masked gaps"
+        assert_masked_map_axes(name, figure.to_dict()["layout"])
+
+
+def assert_masked_map_axes(name: str, layout: dict) -> None:
+    """The axes every page draws a map with: the first query on top (y reversed), the keys' labels tilted, and no grid
+    line on either axis (both read from the figure's own JSON, as Plotly draws it)."""
+    x_axes = [value for key, value in layout.items() if key.startswith("xaxis")]
+    y_axes = [value for key, value in layout.items() if key.startswith("yaxis")]
+    assert x_axes and y_axes, f"{name}: no axes set"
+    assert all(a.get("autorange") == "reversed" and a.get("showgrid") is False for a in y_axes), f"{name}: {y_axes}"
+    assert all(a.get("tickangle") == -45 and a.get("showgrid") is False for a in x_axes), f"{name}: {x_axes}"
 
 
 def _entries(figure) -> dict[str, tuple[str, str, str, str]]:

@@ -252,7 +252,7 @@ def removal_banner(removal: Removal) -> None:
     row = st.container(horizontal=True, vertical_alignment="center")  # the button as wide as its label: never cut
     trace = app_state().trace if removal.mode == "mean" else None
     config = app_state().config
-    encoder_decoder = config is not None and config.arch == "encoder-decoder"
+    encoder_decoder = config is not None and config.reads_target
     if trace is not None and mean_is_own_output(trace.first.self_attention.allowed):
         effect = unchanged_words(removal.heads, len(trace.first.tokens))
     else:

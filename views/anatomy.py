@@ -20,9 +20,10 @@ from views.state import session_model, sidebar_run
 from views.widgets import csv_button, model_line, plain, static_table, view_download
 
 
-def lengths(cfg: ModelConfig, trace: Trace) -> tuple[int, int | None]:
+def lengths(trace: Trace) -> tuple[int, int | None]:
     """(source or input length, target length for an encoder-decoder)."""
-    return len(trace.tokens), (len(trace.last.tokens) if cfg.arch == "encoder-decoder" else None)
+    target = trace.target_tokens
+    return len(trace.tokens), (None if target is None else len(target))
 
 
 def read_out_size(model: Transformer) -> int | None:
@@ -32,7 +33,7 @@ def read_out_size(model: Transformer) -> int | None:
 
 def steps(cfg: ModelConfig, trace: Trace) -> None:
     st.subheader("From tokens to output, step by step")
-    n_source, n_target = lengths(cfg, trace)
+    n_source, n_target = lengths(trace)
     if n_target is None:
         letters = f"T = {count(n_source, 'token')}"
     else:
@@ -81,7 +82,7 @@ def parameter_summary(cfg: ModelConfig) -> None:
     st.subheader("Parameters")
     counts = from_model(cached_parameter_counts, cfg)
     groups = parameter_groups(counts, norm_name(cfg))
-    stacks = ["encoder", "decoder"] if cfg.arch == "encoder-decoder" else [cfg.arch]
+    stacks = ["encoder", "decoder"] if cfg.reads_target else [cfg.arch]
     metrics = [("Total parameters", int(counts["parameters"].sum()), "Every trainable number in the model.")]
     for stack in stacks:
         block = int(counts[counts["module"].str.startswith(f"{stack}.layers.0.")]["parameters"].sum())
@@ -113,7 +114,7 @@ def parameter_table(cfg: ModelConfig) -> None:
 
 def compute(cfg: ModelConfig, trace: Trace) -> None:
     st.subheader("Multiply-adds for this input")
-    n_source, n_target = lengths(cfg, trace)
+    n_source, n_target = lengths(trace)
     read_out = read_out_size(session_model())
     table = multiply_adds(cfg, n_source, n_target, read_out)
     total = int(table["multiply_adds"].sum())
@@ -136,7 +137,7 @@ def compute(cfg: ModelConfig, trace: Trace) -> None:
 def diagram(cfg: ModelConfig) -> None:
     st.subheader("One block as configured")
     st.caption(placement_sentence(cfg.norm) + " Dashed arrows are the residual connections. Read from the bottom up.")
-    if cfg.arch == "encoder-decoder":
+    if cfg.reads_target:
         left, right = st.columns(2)
         with left:
             st.graphviz_chart(block_diagram(cfg.replace(arch="encoder"), length="S"))
@@ -160,7 +161,7 @@ def main() -> None:
     st.caption(f"{model_line(cfg, trace)}.")
     figures = partial(parameter_figures, session_model())
     view_download("Anatomy of the model", [plain(model_line(cfg, trace))], figures, "anatomy")
-    if cfg.arch == "encoder-decoder":  # two diagrams side by side need the page's width to stay readable
+    if cfg.reads_target:  # two diagrams side by side need the page's width to stay readable
         diagram(cfg)
         parameter_summary(cfg)
     else:

@@ -253,7 +253,7 @@ def main() -> None:
     a, trace_a = run
     state = app_state()
     text_a: str = st.session_state.get("tokens") or " ".join(trace_a.tokens)
-    target_a: str | None = st.session_state.get("target") if a.arch == "encoder-decoder" else None
+    target_a: str | None = st.session_state.get("target") if a.reads_target else None
     st.caption(
         "**A** is the model of the sidebar, **B** the one set below. By default B is A with another norm placement "
         "(pre-norm, or post-norm for a pre-norm A), on A's very weights, so the only difference is the norm. The "

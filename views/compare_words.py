@@ -49,13 +49,13 @@ def removed_words(heads: tuple[Head, ...], mode: str) -> str:
 def whose_stack(a: ModelConfig) -> str:
     """ "'s encoder" for an encoder-decoder A, whose removed heads are its encoder's (the decoder keeps every head);
     "" otherwise."""
-    return "'s encoder" if a.arch == "encoder-decoder" else ""
+    return "'s encoder" if a.reads_target else ""
 
 
 def no_gradients_note(a: ModelConfig) -> str:
     """Why the per-layer charts have no gradient norms: the objective predicts each token from the one before, so it
     needs two of them, in an encoder-decoder's target (the decoder's output is what predicts)."""
-    where = " in the target (the decoder's input, whose output predicts)" if a.arch == "encoder-decoder" else ""
+    where = " in the target (the decoder's input, whose output predicts)" if a.reads_target else ""
     padding = "" if isinstance(a, CheckpointConfig) else f", the second or a later one not {PAD_TOKEN}"
     return (
         f"No gradient norms: they need at least two tokens{where}{padding} (the objective predicts each token from "
@@ -77,7 +77,7 @@ def heads_message(a: ModelConfig, b_run: Removal, removed_in_a: tuple[Head, ...]
         return
     st.success(
         f"B is A's very weights (the same model, not a copy) with {removed_words(own, b_run.mode)} removed. "
-        f"{downstream_words(own, a.arch == 'encoder-decoder')}",
+        f"{downstream_words(own, a.reads_target)}",
         icon=":material/link:",
     )
 
@@ -106,7 +106,7 @@ def say_what_differs(a: ModelConfig, b: ModelConfig | None, mode: str, text_a: s
         ranking = ranking_of(pair, ranking_key(base, trace_b, None, pair.label))  # the maps' own, when none is removed
         effect = flip_effect(base, trace_b, ranking)
         st.info(flip_words(effect, a, b, pretrained_title(a.checkpoint)), icon=":material/insights:")
-    if b.arch == "encoder-decoder" and a.arch != "encoder-decoder":
+    if b.reads_target and not a.reads_target:
         st.caption(f"B's decoder reads the target `{DEFAULT_TARGET}` (A has no decoder).")
 
 

@@ -300,10 +300,10 @@ def ablation_section(cfg: ModelConfig, before: Trace, after: Trace, removed: tup
         "embedding (the mean of the last layer's outputs, as sentence-transformers pools MiniLM). Each cell is 1 − "
         f"cosine between the embedding with that head removed alone (its {MODE_WORDS[mode]}) and the full "
         "model's: 0 = no change. **Click a head to remove it** (click it again to put it back)."
-        + (ENCODER_DECODER_BOARD if cfg.arch == "encoder-decoder" else "")
+        + (ENCODER_DECODER_BOARD if cfg.reads_target else "")
     )
     text = str(st.session_state.get("tokens") or " ".join(before.first.tokens))
-    target = st.session_state.get("target") if cfg.arch == "encoder-decoder" else None
+    target = st.session_state.get("target") if cfg.reads_target else None
     effects = ablation_effects_of(cfg, text, target, mode, before)  # [L, H]
     show_head_board(ablation_board_figure(effects, removed), effects, "1 − cosine")
     say(top_effects_sentence(effects))

@@ -191,7 +191,7 @@ def added_table(cfg: ModelConfig, trace: Trace, n_positions: int, dims_text: str
             "by chance. Training would shape them.",
             icon=":material/casino:",
         )
-    if cfg.arch == "encoder-decoder":
+    if cfg.reads_target:
         st.caption(
             f"Red marks the source's {count(len(tokens), 'position')}; the decoder adds the same table to its "
             f"{count(len(trace.last.tokens), 'target token')}."
@@ -344,7 +344,7 @@ def main() -> None:
         elif cfg.positional == "rope":
             rotary(cfg, trace, n_positions)
     st.divider()
-    target = tuple(trace.last.tokens) if cfg.arch == "encoder-decoder" else None
+    target = trace.target_tokens
     lazy_section(
         "**Does a score depend only on the offset?** One head's scores when one token fills every position",
         "pos_open_offset",

@@ -132,14 +132,15 @@ def plain(markdown: str) -> str:
 RUN_VIEWS = ("attention", "mixing", "activations")
 
 
-def removal_line(heads: tuple[Head, ...], mode: str, arch: str | None = None) -> str | None:
+def removal_line(heads: tuple[Head, ...], mode: str, reads_target: bool = False) -> str | None:
     """The line a view's file adds when the run has heads removed: which (of the encoder's self-attention for an
-    encoder-decoder `arch`: removal reaches the first stack only), and what their output became."""
+    encoder-decoder, whose config `reads_target`: removal reaches the first stack only), and what their output
+    became."""
     if not heads:
         return None
     from views.ablation_controls import Removal  # it imports this module
 
-    where = " from the encoder's self-attention" if arch == "encoder-decoder" else ""
+    where = " from the encoder's self-attention" if reads_target else ""
     return f"Heads removed{where}: {Removal(heads, mode).words}. Every figure is of the model without them."
 
 
@@ -161,8 +162,8 @@ def view_download(
 
     base, now = (st.context.url or "").split("?")[0], note_link_query()
     state = app_state()
-    arch = None if state.config is None else state.config.arch
-    removed = removal_line(tuple(state.ablated), state.ablate_with, arch) if key in RUN_VIEWS else None
+    reads_target = state.config is not None and state.config.reads_target
+    removed = removal_line(tuple(state.ablated), state.ablate_with, reads_target) if key in RUN_VIEWS else None
     lines = lines if removed is None else [*lines, removed]
 
     def build() -> bytes:  # runs on the click, outside the script run: it may not read st.session_state

@@ -158,9 +158,9 @@ def permutation_demo(
     order = list(range(len(tokens)))[::-1] if order is None else list(order)
     if sorted(order) != list(range(len(tokens))):
         raise ConfigError(f"The order must list each position 0 to {len(tokens) - 1} once.")
-    if cfg.arch == "encoder-decoder" and target is None:
+    if cfg.reads_target and target is None:
         raise ConfigError("An encoder-decoder needs a target sentence as well as the source; type one.")
-    if cfg.arch != "encoder-decoder":
+    if not cfg.reads_target:
         target = None
     shuffled = [tokens[i] for i in order]
     if typed is not None and list(typed.query_tokens) != tokens:
@@ -272,7 +272,7 @@ def repeated_token_scores(model_or_config: ModelConfig | Transformer, token: str
     (an encoder-decoder's decoder reads the same tokens); -inf where masked."""
     model, cfg = _model_and_config(model_or_config)
     tokens = split_tokens([token] * n_positions, cfg.max_tokens)
-    trace = run(model, tokens, tokens if cfg.arch == "encoder-decoder" else None)
+    trace = run(model, tokens, tokens if cfg.reads_target else None)
     return trace.first.self_attention.scores
 
 
