@@ -11,7 +11,8 @@ TABLET = {"width": 800, "height": 1024}  # the sidebar leaves the page 468 px
 # drew is wider than the column holding it (its own box, sized to it, is a pixel or two over from rounding and is not
 # compared); a static table (st.table), when a cell's text is wider than the cell (a word too long for it scrolls
 # inside the cell: st.table wraps at spaces only), or when its columns are wider than its box, which then scrolls
-# sideways.
+# sideways. A Plotly chart's words (title, subtitle, axis titles, legend, annotations) are cut where they reach past
+# the chart's own box, which clips them: Plotly never wraps a title (Activations' GELU note lost its ")" by 2 px).
 CUT_OFF = """() => {
   const textWidth = (e) => {
     const range = document.createRange();
@@ -33,13 +34,21 @@ CUT_OFF = """() => {
         e.querySelector("table").getBoundingClientRect().width > e.getBoundingClientRect().width + 1),
     ...[...document.querySelectorAll("[data-testid='stMain'] [data-testid='stTable'] :is(td, th) *")].filter((e) =>
         e.scrollWidth > e.clientWidth + 1),
+    ...[...document.querySelectorAll("[data-testid='stMain'] .js-plotly-plot")].flatMap((plot) => {
+      const chart = plot.getBoundingClientRect();
+      return [...plot.querySelectorAll(".infolayer text, .annotation-text")].filter((e) => {
+        const drawn = e.getBoundingClientRect();
+        return drawn.width > 0 && (drawn.right > chart.right + 0.5 || drawn.left < chart.left - 0.5);
+      });
+    }),
   ].map((e) => e.textContent.trim().slice(0, 60));
 }"""
 
 
 def cut_off(page) -> list[str]:
     """The start of each text in the page's main column that does not fit its box: a label that ends with "…" (a
-    button or a metric in too narrow a column), or a display formula or a table that would need scrolling sideways."""
+    button or a metric in too narrow a column), a display formula or a table that would need scrolling sideways, or a
+    chart's words reaching past the chart."""
     return page.evaluate(CUT_OFF)
 
 

@@ -34,6 +34,13 @@ def test_a_shared_minilm_link_draws_the_checkpoints_own_weights(page, app_url, w
     np.testing.assert_allclose(shown, expected.attention[1, 8], atol=5e-5)
     assert np.abs(colours.astype(int) - WEIGHTS.rgb(expected.attention[1, 8]).astype(int)).max() <= 1
     assert shown.shape == (n, n)
+    # its GELU's note of exact zeros, the longest subtitle line, whole in its chart on a projector (2 px over at 100
+    # characters a line)
+    page.set_viewport_size(PROJECTOR)
+    page.goto(f"{app_url}/activations?model=minilm-l6&tokens={SENTENCE.replace(' ', '%20')}&act_open_zeros=true")
+    wait_idle(page, FIRST_LOAD_MS)
+    assert page.get_by_text("GELU is exactly 0 at 0", exact=False).count() == 1
+    assert cut_off(page) == []
     assert page.locator("[data-testid='stException']").count() == 0 and not page.errors, page.errors
 
 
