@@ -295,20 +295,33 @@ function hideTips(root) {
   for (const tip of root.querySelectorAll(".mv-tip")) tip.style.display = "none";
 }
 
-// A tip is fixed in the window, so any scroll would leave it over whatever slides under it: a wheel's, and a finger's
+// A tip is fixed in the window, so a scroll would leave it over whatever slides under it: a wheel's, and a finger's
 // on a phone, where a tap shows the tip and no mouse ever leaves the canvas. Scroll events do not bubble: one listener,
-// on the document as they go down, from whichever element scrolls (Streamlit's main column), hides every board's tips.
+// on the document as they go down, from whichever element scrolls (Streamlit's main column), hides every board's tips
+// whose canvas has moved since the tip was shown. Not the others: a scroll's event comes a frame late, after a pointer
+// that scrolled the board into view has already shown a tip where it belongs (hiding it lost tests their tip).
 const BOARDS = new Set();
 document.addEventListener(
   "scroll",
   () => {
     for (const root of BOARDS) {
-      if (root.isConnected) hideTips(root);
+      if (root.isConnected) hideMovedTips(root);
       else BOARDS.delete(root);  // a board the page no longer shows
     }
   },
   { capture: true, passive: true },
 );
+
+function canvasPlace(tip) {
+  const at = tip.parentElement.querySelector("canvas").getBoundingClientRect();
+  return `${at.left},${at.top}`;
+}
+
+function hideMovedTips(root) {
+  for (const tip of root.querySelectorAll(".mv-tip")) {
+    if (tip.style.display !== "none" && canvasPlace(tip) !== tip.dataset.shownAt) tip.style.display = "none";
+  }
+}
 
 // A panel wider than its board (a projector's narrow window, a long input) is shown smaller, never cut off: its
 // canvas keeps its pixels and the browser scales it to the board's width; `scale` is that factor (1: as drawn).
@@ -350,6 +363,7 @@ function showTip(shell, event, lines) {
   }
   tip.replaceChildren(...lines);
   tip.style.display = "block";
+  tip.dataset.shownAt = canvasPlace(tip);  // where its canvas was: a scroll that moves it hides the tip
   const right = event.clientX + 16 + tip.offsetWidth <= window.innerWidth;
   const below = event.clientY + 16 + tip.offsetHeight <= window.innerHeight;
   tip.style.left = `${Math.max(0, right ? event.clientX + 16 : event.clientX - 12 - tip.offsetWidth)}px`;
