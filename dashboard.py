@@ -37,9 +37,10 @@ from views.nodelay import disable_nagle_once
 from views.query_params import NOTES_KEY, guard_number_urls_once, screen_sidebar_params, show_url_notes
 from views.state import CONFIGURED, AppState, app_state, new_run
 from views.text_notes import checkpoint_notes, padding_note
-from views.trained_links import LINKED_TRAINED_KEY, TRAINED_PARAM, trained_banner, trained_link_note
+from views.trained_links import TRAINED_PARAM, trained_banner, trained_link_note
 from views.widgets import write_clamped_to_url
 
+TRAIN_PAGE = st.Page("views/train.py", title="Train")
 PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the internet; emoji need a font
     st.Page("views/attention.py", title="Attention", default=True, url_path=""),  # /attention: FIRST_PAGE_BY_NAME
     st.Page("views/mixing.py", title="Mixing (rollout and flow)"),
@@ -48,7 +49,7 @@ PAGES = [  # no icons: a :material/ one can become the favicon, fetched from the
     st.Page("views/positional.py", title="Positional encodings"),
     st.Page("views/activations.py", title="Activations"),
     st.Page("views/anatomy.py", title="Anatomy"),
-    st.Page("views/train.py", title="Train"),
+    TRAIN_PAGE,
 ]
 
 
@@ -61,7 +62,6 @@ def open_first_page() -> None:
 # alone, and showed its "Page not found" dialog over the page there. This hidden page sends that link to the root.
 FIRST_PAGE_BY_NAME = st.Page(open_first_page, title="Attention", url_path="attention", visibility="hidden")
 # Pages that never show the sidebar's tokens (Train has its own input): an error about the tokens is noise there.
-TRAIN_PAGE = PAGES[-1]
 PAGES_WITHOUT_TOKENS = {TRAIN_PAGE.url_path}
 
 DEFAULTS = ModelConfig()
@@ -173,8 +173,7 @@ def share_hint(values: dict[str, Any]) -> None:
     """The URL holds every control that differs from its default: show it ready to copy."""
     defaults = {"model": CONFIGURED, **TEXT_DEFAULTS}
     changed = {k: v for k, v in values.items() if v != getattr(DEFAULTS, k, defaults.get(k))}
-    trained = app_state().trained
-    named = trained.label if trained is not None else st.session_state.get(LINKED_TRAINED_KEY)
+    named = st.query_params.get(TRAINED_PARAM)  # the session's trained model, or the one its link came with
     if named:  # as the address bar names it: a student's page then says what the view was made with
         changed[TRAINED_PARAM] = named
     base = st.context.url or ""

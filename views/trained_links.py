@@ -19,11 +19,23 @@ LINKED_TRAINED_KEY = "_linked_trained"  # the TRAINED_PARAM this session's link 
 TRAIN_AGAIN_KEY = "_train_again"  # Train's settings from that label, for the run after its button was clicked
 
 
+def name_in_link(label: str) -> None:
+    """The address bar names the trained model `label` (a Streamlit menu link leaves the parameter out: each page
+    writes it back)."""
+    if st.query_params.get(TRAINED_PARAM) != label:
+        st.query_params[TRAINED_PARAM] = label
+
+
+def forget_linked_label() -> None:
+    """No trained model named in the link, nor kept from the one this session came with."""
+    st.query_params.pop(TRAINED_PARAM, None)
+    st.session_state.pop(LINKED_TRAINED_KEY, None)
+
+
 def back_to_random() -> None:
     """on_click of "Back to the random model": the random model again, and no trained model named in the link."""
     use_trained(None)
-    st.query_params.pop(TRAINED_PARAM, None)
-    st.session_state.pop(LINKED_TRAINED_KEY, None)
+    forget_linked_label()
 
 
 def trained_banner(on_train: bool) -> None:
@@ -34,8 +46,7 @@ def trained_banner(on_train: bool) -> None:
         linked_trained_note(on_train)
         return
     st.session_state.pop(LINKED_TRAINED_KEY, None)  # the session's own trained model: the link's is behind it
-    if st.query_params.get(TRAINED_PARAM) != trained.label:
-        st.query_params[TRAINED_PARAM] = trained.label
+    name_in_link(trained.label)
     box = st.sidebar.container(border=True)
     box.markdown(
         f"**Trained model in use**: {trained.label}. The model settings below do not change it; it reads "
@@ -51,8 +62,7 @@ def train_again(again: dict[str, str], on_train: bool) -> None:
     bound to the address bar takes no value from it), else in the address bar this run sends the Train page."""
     st.session_state["model"] = CONFIGURED  # a trained model is a configured one, whatever the link's sidebar says
     st.session_state["norm"] = again["norm"]
-    st.session_state.pop(LINKED_TRAINED_KEY, None)
-    st.query_params.pop(TRAINED_PARAM, None)
+    forget_linked_label()  # acted on: Train does not need the note
     settings = {key: value for key, value in again.items() if key != "norm"}
     drawn = [key for key in settings if key in st.session_state]  # clicked on Train: its controls hold the address bar
     for key in drawn:
@@ -73,8 +83,7 @@ def linked_trained_note(on_train: bool) -> None:
     if not label:
         return
     st.session_state[LINKED_TRAINED_KEY] = label
-    if st.query_params.get(TRAINED_PARAM) != label:
-        st.query_params[TRAINED_PARAM] = label
+    name_in_link(label)
     again = train_again_params(label)
     how = (
         "the button below sets the Train page to them; press Train there"
